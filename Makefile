@@ -1,0 +1,44 @@
+# Kiyot: one non-recursive build. Each part adds itself in <part>/module.mk.
+#   make            build/kiyot and build/cell-agent
+#   make test       install what the tests need, then unit and integration tests
+#   make demo       install, build and run the main job (a pod in a local cell)
+#   make bench      benchmarks (figures only)
+#   make asan       unit tests under AddressSanitizer + UBSan
+#   make lint       clang-format check and banned functions
+
+BUILD ?= build
+CC ?= gcc
+PKGS := grpc protobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+OPT ?= -O2 -g
+SAN ?=
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -Icommon -I$(BUILD)/gen \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
+LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgpr -pthread $(SAN)
+
+.PHONY: all clean test unit integration demo bench asan lint deps
+all: $(BUILD)/kiyot $(BUILD)/cell-agent
+
+include proto/module.mk
+include common/module.mk
+include kiyot/module.mk
+include cell-agent/module.mk
+include test/module.mk
+include bench/module.mk
+
+$(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+deps:
+	@deploy/install-deps.sh
+
+clean:
+	rm -rf $(BUILD)
+
+lint:
+	@test/lint.sh
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,2 @@
+bench: all
+	@bench/run.sh

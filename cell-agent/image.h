@@ -1,0 +1,71 @@
+/*
+ * image.h: images in a cell. Pulls from registries speaking the Registry HTTP API v2
+ * (anonymous, basic and bearer-token auth; OCI and Docker schema-2 manifests and indexes,
+ * linux/amd64 picked from an index), verifies every blob against its sha256 while it streams,
+ * unpacks layers safely (whiteouts honoured; nothing written outside the root) and keeps a
+ * cache: verified layers by digest and one read-only flattened root file system per image.
+ *
+ * Thread safety: an image_store may be used from several threads; two pulls of the same image
+ * at once do the work once.
+ */
+#ifndef AGENT_IMAGE_H
+#define AGENT_IMAGE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct regconf;     /* registry hosts: mirrors, insecure hosts (see regconf.h) */
+struct image_store;
+
+/* Credentials for one pull, as CRI's AuthConfig carries them. Any field may be NULL or "". */
+struct image_auth {
+	const char *username;
+	const char *password;
+	const char *auth;           /* base64("user:pass") */
+	const char *identity_token; /* OAuth2 refresh token for the token endpoint */
+	const char *registry_token; /* a bearer token to send as is */
+};
+
+/* A pulled image. Owned by the caller; free with image_info_free. */
+struct image_info {
+	char *ref;          /* normalised reference: "docker.io/library/busybox:latest" */
+	char *repo_digest;  /* "docker.io/library/busybox@sha256:..." */
+	char *image_id;     /* "sha256:<config digest>" */
+	char *rootfs;       /* flattened root file system; read-only for callers */
+	uint64_t size;      /* sum of compressed layer sizes */
+	/* From the image config ("config" object); NULL-terminated arrays, never NULL. */
+	char **entrypoint;
+	char **cmd;
+	char **env;
+	char *user;         /* "" when unset */
+	char *working_dir;  /* "" when unset */
+};
+
+/* root: cache directory (created). rc may be NULL (no mirrors, only TLS registries). */
+int image_store_new(const char *root, const struct regconf *rc, struct image_store **out,
+		    struct err *err);
+void image_store_free(struct image_store *s);
+
+/* Pulls ref (e.g. "busybox", "10.77.0.1:5000/hello:1", "x/y@sha256:...") unless cached.
+ * Errors say what failed and where: "image 10.77.0.1:5000/nope:1: manifest unknown (404)". */
+int image_pull(struct image_store *s, const char *ref, const struct image_auth *auth,
+	       struct image_info **out, struct err *err);
+/* A cached image by reference or image id; -ENOENT when not pulled. */
+int image_lookup(struct image_store *s, const char *ref, struct image_info **out,
+		 struct err *err);
+void image_info_free(struct image_info *info);
+
+/* Reference parsing, exposed for tests and for kiyot. */
+struct image_ref {
+	char *host;       /* "docker.io" when none given */
+	char *repository; /* "library/busybox" */
+	char *tag;        /* "latest" when neither tag nor digest */
+	char *digest;     /* "sha256:..." or NULL */
+};
+int image_ref_parse(const char *s, struct image_ref *out, struct err *err);
+void image_ref_release(struct image_ref *r);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * supervisor.h: the units of a cell. Takes the whole desired pod (kiyot.cell.v1.Pod) and
+ * converges to it: prepares one OCI bundle per unit (image root file system under an overlay,
+ * config.json from the unit over the image config), runs init units in order before the
+ * others, starts, restarts (policy Always/OnFailure/Never with back-off), stops (SIGTERM, the
+ * grace period, SIGKILL) and removes units, and reports every change.
+ *
+ * Each unit runs under its own shim process (cell-agent shim, conmon's role) that owns the
+ * OCI runtime process, writes the unit's output to the unit's log file in the CRI log format
+ * and records the exit status; units therefore survive a restart of the agent, and a new
+ * supervisor adopts them from the state directory.
+ *
+ * Thread safety: all functions may be called from any thread; callbacks run on the
+ * supervisor's own thread and must not call back into the supervisor.
+ */
+#ifndef AGENT_SUPERVISOR_H
+#define AGENT_SUPERVISOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+
+struct image_store;
+struct supervisor;
+
+enum unit_state { UNIT_STATE_CREATED, UNIT_STATE_RUNNING, UNIT_STATE_EXITED, UNIT_STATE_UNKNOWN };
+
+/* A unit's status. Strings are owned by the struct (unit_status_release). */
+struct unit_status {
+	char *id;
+	enum unit_state state;
+	int64_t created_at_ns, started_at_ns, finished_at_ns;
+	int32_t exit_code;
+	char *reason;   /* "Completed", "Error", "OOMKilled", "StartError", ... or "" */
+	char *message;  /* detail for people, e.g. the runtime's error text; "" when none */
+	uint32_t restart_count;
+	char *image_ref;
+	char *image_id;
+	int32_t pid;
+};
+
+struct supervisor_callbacks {
+	/* A unit's status changed (created, started, exited, restarted, removed: state UNKNOWN). */
+	void (*status)(void *ctx, const struct unit_status *st);
+	/* New bytes in a unit's log: whole CRI log lines, starting at byte `offset` of the log. */
+	void (*log)(void *ctx, const char *unit_id, uint64_t offset, const char *data, size_t len);
+	void *ctx;
+};
+
+struct supervisor_config {
+	const char *state_dir;    /* units/<id>/{bundle,log,exit,...} live under it */
+	const char *runtime;      /* OCI runtime binary, "crun" */
+	const char *shim;         /* path of the cell-agent binary, run as "<shim> shim ..." */
+	const char *cgroup_parent;/* cgroup v1 path of the cell (e.g. "/kiyot/<cell>"), may be "" */
+	int64_t backoff_base_ms;  /* restart back-off start (10 s by default), doubling to max */
+	int64_t backoff_max_ms;   /* 300 s by default */
+	struct image_store *images;
+	struct supervisor_callbacks cb;
+};
+
+/* Creates the supervisor and adopts units left by a previous agent in state_dir. */
+int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
+		   struct err *err);
+/* Stops watching; units keep running (they belong to their shims). */
+void supervisor_free(struct supervisor *s);
+
+/* Replaces the desired pod and waits up to timeout_ms until every unit reached what it asks
+ * (CREATED: bundle ready; RUNNING: started, or already exited; STOPPED: exited) or failed.
+ * Units absent from pod are stopped and removed. Fills the statuses of the pod's units. */
+int supervisor_apply(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, int64_t timeout_ms,
+		     struct unit_status **out, size_t *n, struct err *err);
+/* Current statuses of all units. */
+int supervisor_list(struct supervisor *s, struct unit_status **out, size_t *n, struct err *err);
+/* Reads a unit's log from offset, up to cap bytes of whole lines. -ENOENT for unknown units. */
+int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t offset, char *buf,
+			size_t cap, size_t *got, struct err *err);
+/* Runs cmd in a running unit (the runtime's exec), with a timeout; output capped at 16 MiB. */
+int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
+			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
+			 size_t *err_len, int *exit_code, struct err *err);
+
+void unit_status_release(struct unit_status *st);
+void unit_status_array_free(struct unit_status *a, size_t n);
+
+/* Entry point of "cell-agent shim ..." (see shim.c). */
+int shim_main(int argc, char **argv);
+
+#endif

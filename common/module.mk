@@ -1,0 +1,5 @@
+COMMON_SRCS := $(wildcard common/*.c)
+COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRCS))
+
+$(BUILD)/libcommon.a: $(COMMON_OBJS)
+	ar rcs $@ $^

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian packages Kiyot builds and tests with. Idempotent and quick when all are
+# present: apt-get runs only for what is missing.
+set -e
+PKGS="build-essential pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
+protobuf-compiler libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libsqlite3-dev
+libarchive-dev libyaml-dev libxml2-dev crun runc docker-registry python3 python3-grpcio
+python3-protobuf python3-yaml iproute2 iptables busybox-static curl procps psmisc"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: run as root (apt-get needs it), or install:$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing >/dev/null

@@ -1,0 +1,81 @@
+/*
+ * provider.h: where cells come from. Every provider (local, ec2) sits behind these operations
+ * and boots its cells from the same bootstrap document (see kiyot/bootstrap.h): the local
+ * provider hands it to a cell-agent it starts in a network namespace, EC2 passes it as
+ * user-data.
+ *
+ * Thread safety: a provider may be called from several threads at once; each implementation
+ * serialises what it must.
+ */
+#ifndef KIYOT_PROVIDER_H
+#define KIYOT_PROVIDER_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "err.h"
+
+/* What to launch. All strings borrowed for the duration of the call. */
+struct cell_spec {
+	const char *cell_id;       /* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
+	const char *cluster_id;    /* durable id of this kiyot installation */
+	const char *pod_uid;
+	const char *pod_name;
+	const char *pod_namespace;
+	const char *instance_type; /* chosen by sizing */
+	double cpus;               /* the instance type's vCPUs: the cell's CPU cap */
+	int64_t memory_bytes;      /* the instance type's memory: the cell's memory cap */
+	const char *bootstrap;     /* the bootstrap document (JSON text) the cell boots with */
+	int spot;
+};
+
+enum cell_phase { CELL_PENDING, CELL_RUNNING, CELL_TERMINATING, CELL_TERMINATED, CELL_FAILED };
+
+/* What a provider knows of one cell. Owned strings; release with cell_info_release. */
+struct cell_info {
+	char *cell_id;
+	char *instance_id;   /* provider's id: local "local-<cell_id>", ec2 "i-..." */
+	char *instance_type;
+	char *ip;            /* the cell's address, where its agent listens */
+	char *pod_uid;
+	int64_t launched_ns;
+	enum cell_phase phase;
+};
+
+struct provider_ops {
+	const char *name;
+	/* Starts a cell; on success fills *out (phase PENDING or RUNNING). Idempotent per cell_id:
+	 * launching an id that exists returns the existing cell. */
+	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,
+		      struct err *err);
+	/* Tears a cell down. Idempotent: an unknown cell is not an error. */
+	int (*terminate)(void *self, const char *cell_id, struct err *err);
+	/* Every cell this provider owns (carrying our cluster id), whatever kiyot remembers. */
+	int (*list)(void *self, struct cell_info **out, size_t *n, struct err *err);
+	/* Restarts a cell's agent if it died (local: the supervisor does; may be NULL). */
+	void (*destroy)(void *self);
+};
+
+struct provider {
+	const struct provider_ops *ops;
+	void *self;
+};
+
+void cell_info_release(struct cell_info *c);
+void cell_info_array_free(struct cell_info *a, size_t n);
+const char *cell_phase_name(enum cell_phase p);
+
+/* The local provider's settings. */
+struct local_provider_config {
+	const char *state_dir;    /* e.g. /run/kiyot/cells: one directory per cell */
+	const char *bridge;       /* host bridge, default "kiyot0" */
+	const char *cidr;         /* cell network, default "10.77.0.0/16"; host gets the first IP */
+	const char *agent_path;   /* the cell-agent binary */
+	const char *cgroup_root;  /* cgroup v1 subtree under each controller, default "kiyot" */
+	const char *cluster_id;
+};
+
+int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
+		       struct err *err);
+
+#endif

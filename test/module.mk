@@ -1,0 +1,25 @@
+# Unit tests: one cmocka binary per file test/unit/test_<module>.c.
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRCS))
+TEST_LIBS := $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
+
+$(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(TEST_LIBS) $(LDLIBS_ALL) -lcmocka
+
+unit: $(UNIT_BINS)
+	@test/run-unit.sh $(UNIT_BINS)
+
+integration: all
+	@test/integration/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory integration
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g" unit
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@test/demo.sh
