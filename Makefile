@@ -8,7 +8,7 @@
 
 BUILD ?= build
 CC ?= gcc
-PKGS := grpc protobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1
+PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
@@ -30,7 +30,8 @@ include bench/module.mk
 
 $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	@echo "  CC $<"
+	@$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 deps:
 	@deploy/install-deps.sh

@@ -6,4 +6,5 @@ $(BUILD)/libagent.a: $(AGENT_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/cell-agent: $(BUILD)/obj/cell-agent/main.o $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+	@echo "  LD $@"
+	@$(CC) -o $@ $^ $(LDLIBS_ALL)

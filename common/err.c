@@ -28,7 +28,9 @@ int err_wrap(struct err *e, const char *fmt, ...)
 	vsnprintf(ctx, sizeof(ctx), fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, old);
+	/* truncation keeps the outermost context, which is what matters most */
+	if (snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, old) < 0)
+		e->msg[0] = '\0';
 	if (e->code <= 0)
 		e->code = EIO;
 	return -e->code;
@@ -44,7 +46,8 @@ int err_errno(struct err *e, const char *fmt, ...)
 	vsnprintf(ctx, sizeof(ctx), fmt, ap);
 	va_end(ap);
 	e->code = code;
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, strerror(code));
+	if (snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, strerror(code)) < 0)
+		e->msg[0] = '\0';
 	return -code;
 }
 

@@ -6,4 +6,5 @@ $(BUILD)/libkiyot.a: $(KIYOT_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/kiyot: $(BUILD)/obj/kiyot/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+	@echo "  LD $@"
+	@$(CC) -o $@ $^ $(LDLIBS_ALL)

@@ -5,7 +5,8 @@ TEST_LIBS := $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUIL
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS) $(LDLIBS_ALL) -lcmocka
+	@echo "  LD $@"
+	@$(CC) -o $@ $< $(TEST_LIBS) $(LDLIBS_ALL) -lcmocka
 
 unit: $(UNIT_BINS)
 	@test/run-unit.sh $(UNIT_BINS)

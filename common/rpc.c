@@ -1,0 +1,619 @@
+/*
+ * rpc.c: the gRPC server over gRPC core (see rpc.h for the model).
+ *
+ * A few outstanding generic request_call "slots" each own a pluck completion queue that the
+ * call will be bound to; the acceptor thread waits on the notification queue, hands the
+ * arrived call to a worker and re-arms the slot with a fresh queue. The worker then drives the
+ * whole call by plucking its own queue, so no other thread ever touches it.
+ */
+#include "rpc.h"
+
+#include <errno.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rpc_internal.h"
+#include "xalloc.h"
+
+#define RPC_SLOTS 8
+
+struct arena_block {
+	struct arena_block *next;
+	max_align_t data[];
+};
+
+struct rpc_call {
+	struct rpc_server *srv;
+	grpc_call *call;
+	grpc_completion_queue *cq;
+	grpc_call_details details;
+	grpc_metadata_array md;
+	struct arena_block *arena;
+	int close_done;  /* RECV_CLOSE_ON_SERVER completed */
+	int cancelled;   /* what it reported */
+	int sent_initial;
+	struct rpc_call *next_job;
+};
+
+struct rpc_server {
+	grpc_server *server;
+	grpc_completion_queue *notify_cq;
+	const struct rpc_method *methods;
+	size_t n_methods;
+	void *svc;
+	size_t max_message;
+	struct rpc_call *slots[RPC_SLOTS];
+	pthread_t acceptor;
+	pthread_t *workers;
+	int n_workers;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rpc_call *jobs_head, *jobs_tail;
+	int stopping;
+	int streams; /* streaming calls in flight */
+};
+
+/* Tags on the notification queue: a slot pointer, or this sentinel for shutdown. */
+static char shutdown_tag;
+
+/* Per-call op tags (only compared, never dereferenced). */
+enum { TAG_RECV = 1, TAG_CLOSE, TAG_SEND };
+#define TAG(n) ((void *)(uintptr_t)(n))
+
+void *rpc_alloc(struct rpc_call *c, size_t n)
+{
+	struct arena_block *b = xcalloc(1, sizeof(*b) + n);
+
+	b->next = c->arena;
+	c->arena = b;
+	return b->data;
+}
+
+char *rpc_strdup(struct rpc_call *c, const char *s)
+{
+	return rpc_strndup(c, s ? s : "", s ? strlen(s) : 0);
+}
+
+char *rpc_strndup(struct rpc_call *c, const char *s, size_t n)
+{
+	char *d = rpc_alloc(c, n + 1);
+
+	memcpy(d, s, n);
+	return d;
+}
+
+void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc)
+{
+	ProtobufCMessage *m = rpc_alloc(c, desc->sizeof_message);
+
+	desc->message_init(m);
+	return m;
+}
+
+static void arena_free(struct rpc_call *c)
+{
+	while (c->arena) {
+		struct arena_block *b = c->arena;
+
+		c->arena = b->next;
+		free(b);
+	}
+}
+
+static struct rpc_call *slot_new(struct rpc_server *s)
+{
+	struct rpc_call *c = xcalloc(1, sizeof(*c));
+
+	c->srv = s;
+	c->cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_call_details_init(&c->details);
+	grpc_metadata_array_init(&c->md);
+	return c;
+}
+
+/* Shuts a call's private queue down and frees it. */
+static void cq_destroy_pluck(grpc_completion_queue *cq)
+{
+	grpc_completion_queue_shutdown(cq);
+	for (;;) {
+		grpc_event ev = grpc_completion_queue_pluck(cq, NULL,
+							    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			break;
+	}
+	grpc_completion_queue_destroy(cq);
+}
+
+static void call_free(struct rpc_call *c)
+{
+	if (c->call)
+		grpc_call_unref(c->call);
+	grpc_call_details_destroy(&c->details);
+	grpc_metadata_array_destroy(&c->md);
+	arena_free(c);
+	cq_destroy_pluck(c->cq);
+	free(c);
+}
+
+static int slot_arm(struct rpc_server *s, int i)
+{
+	struct rpc_call *c = slot_new(s);
+	grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, c->cq,
+						     s->notify_cq, c);
+
+	if (e != GRPC_CALL_OK) {
+		log_error("rpc: request_call failed: %d", (int)e);
+		call_free(c);
+		s->slots[i] = NULL;
+		return -1;
+	}
+	s->slots[i] = c;
+	return 0;
+}
+
+/* Waits for one op tag on the call's own queue; returns its success flag. */
+static int call_wait(struct rpc_call *c, int tag)
+{
+	grpc_event ev = grpc_completion_queue_pluck(c->cq, TAG(tag),
+						    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+	return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+int rpc_cancelled(struct rpc_call *c)
+{
+	if (!c->close_done) {
+		grpc_event ev = grpc_completion_queue_pluck(c->cq, TAG(TAG_CLOSE),
+							    gpr_time_0(GPR_CLOCK_REALTIME), NULL);
+
+		if (ev.type == GRPC_OP_COMPLETE)
+			c->close_done = 1;
+	}
+	return c->close_done && c->cancelled;
+}
+
+static grpc_byte_buffer *pack_message(const ProtobufCMessage *msg)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	grpc_slice sl = grpc_slice_malloc(n);
+	grpc_byte_buffer *bb;
+
+	protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(sl));
+	bb = grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_slice_unref(sl);
+	return bb;
+}
+
+/* Unpacks a received buffer; NULL buffer decodes as the empty message. */
+ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb,
+			     size_t max, struct err *err)
+{
+	grpc_byte_buffer_reader rd;
+	grpc_slice all;
+	ProtobufCMessage *m;
+
+	if (!bb)
+		return protobuf_c_message_unpack(desc, NULL, 0, (const uint8_t *)"");
+	if (max && grpc_byte_buffer_length(bb) > max) {
+		err_set(err, EFBIG, "message of %zu bytes exceeds the %zu-byte limit",
+			grpc_byte_buffer_length(bb), max);
+		return NULL;
+	}
+	if (!grpc_byte_buffer_reader_init(&rd, bb)) {
+		err_set(err, EINVAL, "unreadable message");
+		return NULL;
+	}
+	all = grpc_byte_buffer_reader_readall(&rd);
+	grpc_byte_buffer_reader_destroy(&rd);
+	m = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!m)
+		err_set(err, EINVAL, "malformed %s message", desc->name);
+	return m;
+}
+
+int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err)
+{
+	grpc_op ops[2];
+	grpc_byte_buffer *bb = pack_message(msg);
+	size_t n = 0;
+	int ok;
+
+	memset(ops, 0, sizeof(ops));
+	if (!c->sent_initial) {
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+		c->sent_initial = 1;
+	}
+	ops[n].op = GRPC_OP_SEND_MESSAGE;
+	ops[n++].data.send_message.send_message = bb;
+	if (grpc_call_start_batch(c->call, ops, n, TAG(TAG_SEND), NULL) != GRPC_CALL_OK) {
+		grpc_byte_buffer_destroy(bb);
+		return err_set(err, ECANCELED, "stream closed");
+	}
+	ok = call_wait(c, TAG_SEND);
+	grpc_byte_buffer_destroy(bb);
+	if (!ok)
+		return err_set(err, ECANCELED, "client went away");
+	return 0;
+}
+
+/* Sends the response (if any) and the status, in one batch. */
+static void call_finish(struct rpc_call *c, const ProtobufCMessage *resp, int status,
+			const char *msg)
+{
+	grpc_op ops[3];
+	grpc_byte_buffer *bb = resp ? pack_message(resp) : NULL;
+	grpc_slice details = grpc_slice_from_copied_string(msg ? msg : "");
+	size_t n = 0;
+
+	memset(ops, 0, sizeof(ops));
+	if (!c->sent_initial) {
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+		c->sent_initial = 1;
+	}
+	if (bb) {
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = bb;
+	}
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = (grpc_status_code)status;
+	ops[n++].data.send_status_from_server.status_details = &details;
+	if (grpc_call_start_batch(c->call, ops, n, TAG(TAG_SEND), NULL) == GRPC_CALL_OK)
+		call_wait(c, TAG_SEND);
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
+	grpc_slice_unref(details);
+	if (!c->close_done) {
+		call_wait(c, TAG_CLOSE);
+		c->close_done = 1;
+	}
+}
+
+static const struct rpc_method *method_find(struct rpc_server *s, grpc_slice path)
+{
+	size_t n = GRPC_SLICE_LENGTH(path);
+
+	for (size_t i = 0; i < s->n_methods; i++) {
+		const char *p = s->methods[i].path;
+
+		if (strlen(p) == n && memcmp(p, GRPC_SLICE_START_PTR(path), n) == 0)
+			return &s->methods[i];
+	}
+	return NULL;
+}
+
+/* Runs one call from its request to its status. */
+static void call_run(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+	const struct rpc_method *m = method_find(s, c->details.method);
+	grpc_byte_buffer *bb = NULL;
+	ProtobufCMessage *req = NULL, *resp = NULL;
+	struct err err = ERR_INIT;
+	grpc_op op;
+	int ret;
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) != GRPC_CALL_OK)
+		return;
+	if (!m) {
+		char *path = grpc_slice_to_c_string(c->details.method);
+
+		log_debug("rpc: unknown method %s", path);
+		snprintf(err.msg, sizeof(err.msg), "unknown method %s", path);
+		gpr_free(path);
+		call_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, err.msg);
+		return;
+	}
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &bb;
+	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_RECV), NULL) != GRPC_CALL_OK ||
+	    !call_wait(c, TAG_RECV)) {
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
+		return;
+	}
+	req = rpc_unpack(m->req, bb, s->max_message, &err);
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
+	if (!req) {
+		call_finish(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
+		return;
+	}
+	if (!(m->flags & RPC_SERVER_STREAM))
+		resp = rpc_msg_new(c, m->resp);
+	ret = m->handler(s->svc, c, req, resp, &err);
+	protobuf_c_message_free_unpacked(req, NULL);
+	if (ret < 0) {
+		int code = err.code ? err.code : -ret;
+
+		log_debug("rpc: %s: %s", m->path, err.msg);
+		call_finish(c, NULL, rpc_status_from_errno(code), err.msg);
+	} else {
+		call_finish(c, resp, GRPC_STATUS_OK, NULL);
+	}
+}
+
+static void *stream_thread(void *arg)
+{
+	struct rpc_call *c = arg;
+	struct rpc_server *s = c->srv;
+
+	call_run(c);
+	call_free(c);
+	pthread_mutex_lock(&s->lock);
+	s->streams--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void *worker_thread(void *arg)
+{
+	struct rpc_server *s = arg;
+
+	for (;;) {
+		struct rpc_call *c;
+
+		pthread_mutex_lock(&s->lock);
+		while (!s->jobs_head && !s->stopping)
+			pthread_cond_wait(&s->cond, &s->lock);
+		c = s->jobs_head;
+		if (!c) {
+			pthread_mutex_unlock(&s->lock);
+			return NULL;
+		}
+		s->jobs_head = c->next_job;
+		if (!s->jobs_head)
+			s->jobs_tail = NULL;
+		pthread_mutex_unlock(&s->lock);
+		call_run(c);
+		call_free(c);
+	}
+}
+
+/* Hands an arrived call to a worker, or to a thread of its own if it streams. */
+static void dispatch(struct rpc_server *s, struct rpc_call *c)
+{
+	const struct rpc_method *m = method_find(s, c->details.method);
+
+	if (m && (m->flags & RPC_SERVER_STREAM)) {
+		pthread_t t;
+
+		pthread_mutex_lock(&s->lock);
+		s->streams++;
+		pthread_mutex_unlock(&s->lock);
+		if (pthread_create(&t, NULL, stream_thread, c) == 0) {
+			pthread_detach(t);
+			return;
+		}
+		pthread_mutex_lock(&s->lock);
+		s->streams--;
+		pthread_mutex_unlock(&s->lock);
+		call_finish(c, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, "no thread for the stream");
+		call_free(c);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	c->next_job = NULL;
+	if (s->jobs_tail)
+		s->jobs_tail->next_job = c;
+	else
+		s->jobs_head = c;
+	s->jobs_tail = c;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *acceptor_thread(void *arg)
+{
+	struct rpc_server *s = arg;
+
+	for (;;) {
+		grpc_event ev = grpc_completion_queue_next(s->notify_cq,
+							   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			return NULL;
+		if (ev.type != GRPC_OP_COMPLETE || ev.tag == &shutdown_tag)
+			continue;
+		for (int i = 0; i < RPC_SLOTS; i++) {
+			struct rpc_call *c = s->slots[i];
+
+			if (c != ev.tag)
+				continue;
+			s->slots[i] = NULL;
+			if (!ev.success || s->stopping) {
+				call_free(c);
+				break;
+			}
+			if (!s->stopping)
+				slot_arm(s, i);
+			dispatch(s, c);
+			break;
+		}
+	}
+}
+
+static void grpc_log_to_ours(gpr_log_func_args *args)
+{
+	enum log_level l = args->severity == GPR_LOG_SEVERITY_ERROR ? LOG_WARN : LOG_DEBUG;
+
+	log_msg(l, "grpc: %s:%d: %s", args->file, args->line, args->message);
+}
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void do_init(void)
+{
+	gpr_set_log_function(grpc_log_to_ours);
+	grpc_init();
+}
+
+void rpc_global_init(void)
+{
+	pthread_once(&init_once, do_init);
+}
+
+int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out,
+		     struct err *err)
+{
+	struct rpc_server *s = xcalloc(1, sizeof(*s));
+	grpc_arg args[2];
+	grpc_channel_args cargs = { 2, args };
+	grpc_server_credentials *creds;
+	int port;
+
+	rpc_global_init();
+	s->methods = cfg->methods;
+	s->n_methods = cfg->n_methods;
+	s->svc = cfg->svc;
+	s->max_message = cfg->max_message ? cfg->max_message : 16u << 20;
+	s->n_workers = cfg->workers > 0 ? cfg->workers : 8;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	args[0].type = GRPC_ARG_INTEGER;
+	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+	args[0].value.integer = (int)s->max_message;
+	args[1].type = GRPC_ARG_INTEGER;
+	args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+	args[1].value.integer = (int)s->max_message;
+	s->server = grpc_server_create(&cargs, NULL);
+	s->notify_cq = grpc_completion_queue_create_for_next(NULL);
+	grpc_server_register_completion_queue(s->server, s->notify_cq, NULL);
+	creds = grpc_insecure_server_credentials_create();
+	port = grpc_server_add_http2_port(s->server, cfg->address, creds);
+	grpc_server_credentials_release(creds);
+	if (port == 0) {
+		/* core aborts when destroying a server that was never started and shut down */
+		grpc_server_start(s->server);
+		grpc_server_shutdown_and_notify(s->server, s->notify_cq, &shutdown_tag);
+		grpc_completion_queue_pluck(s->notify_cq, &shutdown_tag,
+					    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		grpc_server_destroy(s->server);
+		grpc_completion_queue_shutdown(s->notify_cq);
+		while (grpc_completion_queue_next(s->notify_cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+						  NULL).type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(s->notify_cq);
+		free(s);
+		return err_set(err, EADDRINUSE, "cannot listen on %s", cfg->address);
+	}
+	grpc_server_start(s->server);
+	for (int i = 0; i < RPC_SLOTS; i++)
+		slot_arm(s, i);
+	s->workers = xcalloc((size_t)s->n_workers, sizeof(pthread_t));
+	for (int i = 0; i < s->n_workers; i++)
+		pthread_create(&s->workers[i], NULL, worker_thread, s);
+	pthread_create(&s->acceptor, NULL, acceptor_thread, s);
+	*out = s;
+	return 0;
+}
+
+void rpc_server_stop(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = 1;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	grpc_server_shutdown_and_notify(s->server, s->notify_cq, &shutdown_tag);
+	grpc_server_cancel_all_calls(s->server);
+	for (int i = 0; i < s->n_workers; i++)
+		pthread_join(s->workers[i], NULL);
+	pthread_mutex_lock(&s->lock);
+	while (s->streams > 0)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	grpc_completion_queue_shutdown(s->notify_cq);
+	pthread_join(s->acceptor, NULL);
+	for (int i = 0; i < RPC_SLOTS; i++)
+		if (s->slots[i])
+			call_free(s->slots[i]);
+	grpc_server_destroy(s->server);
+	grpc_completion_queue_destroy(s->notify_cq);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s->workers);
+	free(s);
+}
+
+int rpc_status_from_errno(int code)
+{
+	switch (code) {
+	case 0:
+		return GRPC_STATUS_OK;
+	case ENOENT:
+		return GRPC_STATUS_NOT_FOUND;
+	case EINVAL:
+		return GRPC_STATUS_INVALID_ARGUMENT;
+	case EEXIST:
+		return GRPC_STATUS_ALREADY_EXISTS;
+	case ENOSYS:
+		return GRPC_STATUS_UNIMPLEMENTED;
+	case ETIMEDOUT:
+		return GRPC_STATUS_DEADLINE_EXCEEDED;
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EAGAIN:
+		return GRPC_STATUS_UNAVAILABLE;
+	case EPERM:
+	case EACCES:
+		return GRPC_STATUS_PERMISSION_DENIED;
+	case EFBIG:
+	case ENOSPC:
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
+	case EBUSY:
+		return GRPC_STATUS_FAILED_PRECONDITION;
+	case ECANCELED:
+		return GRPC_STATUS_CANCELLED;
+	default:
+		return GRPC_STATUS_UNKNOWN;
+	}
+}
+
+int rpc_errno_from_status(int status)
+{
+	switch (status) {
+	case GRPC_STATUS_OK:
+		return 0;
+	case GRPC_STATUS_NOT_FOUND:
+		return ENOENT;
+	case GRPC_STATUS_INVALID_ARGUMENT:
+		return EINVAL;
+	case GRPC_STATUS_ALREADY_EXISTS:
+		return EEXIST;
+	case GRPC_STATUS_UNIMPLEMENTED:
+		return ENOSYS;
+	case GRPC_STATUS_DEADLINE_EXCEEDED:
+		return ETIMEDOUT;
+	case GRPC_STATUS_UNAVAILABLE:
+		return ECONNREFUSED;
+	case GRPC_STATUS_PERMISSION_DENIED:
+		return EPERM;
+	case GRPC_STATUS_RESOURCE_EXHAUSTED:
+		return EFBIG;
+	case GRPC_STATUS_FAILED_PRECONDITION:
+		return EBUSY;
+	case GRPC_STATUS_CANCELLED:
+		return ECANCELED;
+	default:
+		return EIO;
+	}
+}

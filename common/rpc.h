@@ -1,0 +1,114 @@
+/*
+ * rpc.h: gRPC servers and clients over gRPC's C core, with protobuf-c messages.
+ *
+ * Only common/rpc*.c include <grpc/grpc.h>. Handlers take a decoded request and fill a
+ * response; they never see gRPC types.
+ *
+ * Server model: one thread waits for new calls on a notification queue; every call then
+ * belongs to one worker thread, which reads the request, runs the handler and sends the answer
+ * on the call's own queue. Unary methods run on a fixed pool of workers; server-streaming
+ * methods get a thread of their own for their lifetime, since they live as long as the client
+ * listens. Unknown methods answer UNIMPLEMENTED at once.
+ *
+ * Memory: the response and everything a handler hangs on it are allocated from the call's
+ * arena (rpc_alloc, rpc_strdup, rpc_msg_new) and freed after the response is sent, so nothing
+ * in a response may point at memory the handler frees itself; string literals are fine.
+ *
+ * Errors: a handler returns 0 or a negative errno with err filled; the errno picks the gRPC
+ * status (ENOENT NOT_FOUND, EINVAL INVALID_ARGUMENT, EEXIST ALREADY_EXISTS, ENOSYS
+ * UNIMPLEMENTED, ETIMEDOUT DEADLINE_EXCEEDED, ECONNREFUSED/EHOSTUNREACH/EAGAIN UNAVAILABLE,
+ * EPERM PERMISSION_DENIED, EFBIG RESOURCE_EXHAUSTED, EBUSY FAILED_PRECONDITION, ECANCELED
+ * CANCELLED, others UNKNOWN) and err->msg becomes the status message. Clients map statuses
+ * back to the same errno values.
+ */
+#ifndef KIYOT_RPC_H
+#define KIYOT_RPC_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct rpc_server;
+struct rpc_call;
+
+enum rpc_method_flags {
+	RPC_SERVER_STREAM = 1 << 0, /* handler sends with rpc_send; resp is NULL */
+};
+
+/* A handler. svc is the server's context; req is never NULL (an absent message decodes as the
+ * empty message). For unary methods resp is an initialised message of the method's response
+ * type, allocated in the call's arena. */
+typedef int (*rpc_handler_fn)(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			      ProtobufCMessage *resp, struct err *err);
+
+struct rpc_method {
+	const char *path; /* "/runtime.v1.RuntimeService/Version" */
+	const ProtobufCMessageDescriptor *req;
+	const ProtobufCMessageDescriptor *resp;
+	rpc_handler_fn handler;
+	unsigned flags;
+};
+
+struct rpc_server_config {
+	const char *address;              /* "unix:///run/kiyot/kiyot.sock" or "10.77.0.2:7443" */
+	const struct rpc_method *methods; /* the table; must outlive the server */
+	size_t n_methods;
+	void *svc;                        /* passed to every handler */
+	int workers;                      /* unary worker threads; 0 picks 8 */
+	size_t max_message;               /* receive limit; 0 picks 16 MiB, like the kubelet */
+};
+
+/* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */
+void rpc_global_init(void);
+
+/* Binds and starts serving. For a unix address the socket's parent directory must exist. */
+int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out,
+		     struct err *err);
+/* Stops accepting, cancels calls in flight, waits for workers and frees the server. */
+void rpc_server_stop(struct rpc_server *s);
+
+/* Call-arena allocation: zeroed memory freed after the response is sent. Never NULL. */
+void *rpc_alloc(struct rpc_call *c, size_t n);
+char *rpc_strdup(struct rpc_call *c, const char *s);
+char *rpc_strndup(struct rpc_call *c, const char *s, size_t n);
+/* A new initialised message of type desc in the arena. */
+void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc);
+
+/* Streaming handlers: send one message, blocking until gRPC took it. Fails with -ECANCELED
+ * once the client went away. */
+int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err);
+/* Non-zero once the client cancelled or disconnected (cheap; safe to poll). */
+int rpc_cancelled(struct rpc_call *c);
+
+/* ---- clients ---- */
+struct rpc_channel;
+struct rpc_stream;
+
+/* target: "unix:///path" or "host:port"; plaintext. */
+int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err);
+void rpc_channel_free(struct rpc_channel *ch);
+
+/* One unary call. On success *resp is a message of resp_desc the caller frees with
+ * protobuf_c_message_free_unpacked(*resp, NULL). timeout_ms <= 0 means 2 minutes. */
+int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
+	      const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+	      ProtobufCMessage **resp, struct err *err);
+
+/* A server-streaming call. timeout_ms <= 0: no deadline. */
+int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
+		    struct rpc_stream **out, struct err *err);
+/* Waits for the next message: 1 with *msg set (free as above), 0 at a clean end, <0 on error
+ * (the server's status, or -ECANCELED after rpc_stream_cancel). */
+int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *err);
+/* Makes a blocked rpc_stream_next return; safe from any thread. */
+void rpc_stream_cancel(struct rpc_stream *s);
+void rpc_stream_free(struct rpc_stream *s);
+
+/* errno <-> gRPC status code mapping used by both sides (exposed for tests). */
+int rpc_status_from_errno(int code);
+int rpc_errno_from_status(int status);
+
+#endif

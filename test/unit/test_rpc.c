@@ -1,0 +1,193 @@
+/* test_rpc: the gRPC server and client over a unix socket, with the cell-agent schema. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cellagent.pb-c.h"
+#include "rpc.h"
+
+static int hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		 ProtobufCMessage *resp, struct err *err)
+{
+	Kiyot__Cell__V1__HelloResponse *r = (Kiyot__Cell__V1__HelloResponse *)resp;
+
+	(void)svc;
+	(void)req;
+	(void)err;
+	r->cell_id = rpc_strdup(call, "cell-1");
+	r->incarnation = 7;
+	return 0;
+}
+
+static int exec_fails(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, struct err *err)
+{
+	const Kiyot__Cell__V1__ExecSyncRequest *r = (const Kiyot__Cell__V1__ExecSyncRequest *)req;
+
+	(void)svc;
+	(void)call;
+	(void)resp;
+	return err_set(err, ENOENT, "unit %s not found", r->unit_id);
+}
+
+/* Streams three LOG events whose offsets count up. */
+static int watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		 ProtobufCMessage *resp, struct err *err)
+{
+	(void)svc;
+	(void)req;
+	(void)resp;
+	for (int i = 0; i < 3; i++) {
+		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG;
+		ev.offset = (uint64_t)i;
+		if (rpc_send(call, &ev.base, err) < 0)
+			return -err->code;
+	}
+	return 0;
+}
+
+static const struct rpc_method methods[] = {
+	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
+	  &kiyot__cell__v1__hello_response__descriptor, hello, 0 },
+	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
+	  &kiyot__cell__v1__exec_sync_response__descriptor, exec_fails, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
+	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM },
+};
+
+struct fixture {
+	char path[128];
+	char addr[160];
+	struct rpc_server *srv;
+	struct rpc_channel *ch;
+};
+
+static int setup(void **state)
+{
+	static struct fixture f;
+	struct rpc_server_config cfg = { 0 };
+	struct err err = ERR_INIT;
+
+	snprintf(f.path, sizeof(f.path), "/tmp/kiyot-test-rpc-%d.sock", (int)getpid());
+	snprintf(f.addr, sizeof(f.addr), "unix://%s", f.path);
+	cfg.address = f.addr;
+	cfg.methods = methods;
+	cfg.n_methods = sizeof(methods) / sizeof(methods[0]);
+	if (rpc_server_start(&cfg, &f.srv, &err) < 0 || rpc_channel_new(f.addr, &f.ch, &err) < 0) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	rpc_channel_free(f->ch);
+	rpc_server_stop(f->srv);
+	unlink(f->path);
+	return 0;
+}
+
+static void test_rpc__unary_call_returns_the_handlers_response(void **state)
+{
+	struct fixture *f = *state;
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(rpc_unary(f->ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
+			 0);
+	assert_string_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->cell_id, "cell-1");
+	assert_int_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->incarnation, 7);
+	protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+static void test_rpc__handler_error_reaches_client_as_status(void **state)
+{
+	struct fixture *f = *state;
+	Kiyot__Cell__V1__ExecSyncRequest req = KIYOT__CELL__V1__EXEC_SYNC_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+
+	req.unit_id = "u9";
+	assert_int_equal(rpc_unary(f->ch, "/kiyot.cell.v1.CellAgent/ExecSync", &req.base,
+				   &kiyot__cell__v1__exec_sync_response__descriptor, 5000, &resp,
+				   &err),
+			 -ENOENT);
+	assert_string_equal(err.msg, "unit u9 not found");
+}
+
+static void test_rpc__unknown_method_is_unimplemented_not_a_hang(void **state)
+{
+	struct fixture *f = *state;
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(rpc_unary(f->ch, "/kiyot.cell.v1.CellAgent/Nope", &req.base,
+				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
+			 -ENOSYS);
+	assert_non_null(strstr(err.msg, "unknown method"));
+}
+
+static void test_rpc__server_stream_delivers_messages_in_order_then_ends(void **state)
+{
+	struct fixture *f = *state;
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	struct rpc_stream *s = NULL;
+	ProtobufCMessage *m = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(rpc_stream_open(f->ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+					 &kiyot__cell__v1__watch_event__descriptor, 5000, &s, &err),
+			 0);
+	for (uint64_t i = 0; i < 3; i++) {
+		assert_int_equal(rpc_stream_next(s, &m, &err), 1);
+		assert_int_equal(((Kiyot__Cell__V1__WatchEvent *)m)->offset, i);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	assert_int_equal(rpc_stream_next(s, &m, &err), 0);
+	rpc_stream_free(s);
+}
+
+static void test_rpc__unreachable_server_is_unavailable(void **state)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+	int ret;
+
+	(void)state;
+	assert_int_equal(rpc_channel_new("unix:///tmp/kiyot-test-no-such.sock", &ch, &err), 0);
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, &err);
+	assert_true(ret == -ECONNREFUSED || ret == -ETIMEDOUT);
+	rpc_channel_free(ch);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rpc__unary_call_returns_the_handlers_response),
+		cmocka_unit_test(test_rpc__handler_error_reaches_client_as_status),
+		cmocka_unit_test(test_rpc__unknown_method_is_unimplemented_not_a_hang),
+		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
+		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
