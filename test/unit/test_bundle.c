@@ -1,0 +1,411 @@
+/* Tests of OCI bundle generation: process args, env, user, mounts, cgroups. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../cell-agent/bundle.h"
+#include "../../cell-agent/image.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+#define FIXTURE_ROOT "test/fixtures/bundle/rootfs"
+
+/* Splits a space-separated list into a NULL-terminated array (NULL for "-"). */
+static char **words(const char *s)
+{
+	char **v = xcalloc(16, sizeof(*v));
+	_cleanup_free_ char *copy = xstrdup(s ? s : "");
+	char *save = NULL;
+	size_t n = 0;
+
+	if (s && strcmp(s, "-") == 0)
+		return v;
+	for (char *w = strtok_r(copy, " ", &save); w && n < 15; w = strtok_r(NULL, " ", &save))
+		v[n++] = xstrdup(w);
+	return v;
+}
+
+/* Joins an array with spaces for comparison. */
+static char *join(char **v)
+{
+	char *s = xstrdup("");
+
+	for (size_t i = 0; v && v[i]; i++) {
+		char *t = xasprintf("%s%s%s", s, i ? " " : "", v[i]);
+
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+struct args_case {
+	const char *entrypoint, *cmd; /* image */
+	const char *command, *args;   /* unit; "" means not given */
+	const char *want;             /* NULL: error */
+};
+
+static const struct args_case args_cases[] = {
+	{ "/ep", "c1 c2", "", "", "/ep c1 c2" },
+	{ "/ep", "c1", "", "a1 a2", "/ep a1 a2" },
+	{ "/ep", "c1", "/cmd", "", "/cmd" },
+	{ "/ep", "c1", "/cmd x", "a1", "/cmd x a1" },
+	{ "", "c1 c2", "", "", "c1 c2" },
+	{ "", "c1", "", "a1", "a1" },
+	{ "", "", "", "", NULL },
+	{ "", "", "", "a1", "a1" },
+};
+
+/* Command and args follow Kubernetes' rules over the image's entrypoint and cmd. */
+static void test_bundle__process_args_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(args_cases); i++) {
+		const struct args_case *c = &args_cases[i];
+		Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+		struct image_info img = { 0 };
+		char **command = words(c->command), **uargs = words(c->args), **got = NULL;
+		struct err err = ERR_INIT;
+		int ret;
+
+		img.entrypoint = words(c->entrypoint);
+		img.cmd = words(c->cmd);
+		u.id = "u1";
+		u.command = command;
+		u.n_command = strlen(c->command) ? 1 + (strchr(c->command, ' ') != NULL) : 0;
+		u.args = uargs;
+		u.n_args = 0;
+		while (uargs[u.n_args])
+			u.n_args++;
+		ret = bundle_process_args(&u, &img, &got, &err);
+		if (!c->want) {
+			assert_int_equal(ret, -EINVAL);
+			assert_non_null(strstr(err.msg, "no command"));
+		} else {
+			_cleanup_free_ char *s = NULL;
+
+			assert_int_equal(ret, 0);
+			s = join(got);
+			if (strcmp(s, c->want) != 0)
+				fail_msg("case %zu: got \"%s\" want \"%s\"", i, s, c->want);
+			bundle_strv_free(got);
+		}
+		bundle_strv_free(command);
+		bundle_strv_free(uargs);
+		bundle_strv_free(img.entrypoint);
+		bundle_strv_free(img.cmd);
+	}
+}
+
+/* The unit's env replaces image variables of the same name and keeps the rest in order. */
+static void test_bundle__env_overlay(void **state)
+{
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__KeyValue kv1 = KIYOT__CELL__V1__KEY_VALUE__INIT;
+	Kiyot__Cell__V1__KeyValue kv2 = KIYOT__CELL__V1__KEY_VALUE__INIT;
+	Kiyot__Cell__V1__KeyValue *kvs[] = { &kv1, &kv2 };
+	char *ienv[] = { "PATH=/bin", "A=image", "B=keep", NULL };
+	struct image_info img = { .env = ienv };
+	char **env;
+	_cleanup_free_ char *s = NULL;
+
+	(void)state;
+	kv1.key = "A";
+	kv1.value = "unit";
+	kv2.key = "C";
+	kv2.value = "new=with=equals";
+	u.env = kvs;
+	u.n_env = 2;
+	env = bundle_process_env(&u, &img, "web-0");
+	s = join(env);
+	assert_string_equal(s, "HOSTNAME=web-0 PATH=/bin A=unit B=keep C=new=with=equals");
+	bundle_strv_free(env);
+
+	img.env = (char *[]){ "X=1", NULL };
+	u.n_env = 0;
+	env = bundle_process_env(&u, &img, NULL);
+	free(s);
+	s = join(env);
+	assert_string_equal(s,
+			    "X=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	bundle_strv_free(env);
+}
+
+struct user_case {
+	const char *spec;
+	int ret;
+	uint32_t uid, gid;
+	const char *gids; /* space-separated supplementary groups */
+};
+
+static const struct user_case user_cases[] = {
+	{ "", 0, 0, 0, "" },
+	{ "0", 0, 0, 0, "" },
+	{ "www", 0, 33, 33, "4" },
+	{ "app", 0, 1000, 1000, "4 50" },
+	{ "1000", 0, 1000, 1000, "4 50" },
+	{ "4242", 0, 4242, 0, "" },
+	{ "4242:7", 0, 4242, 7, "" },
+	{ "www:staff", 0, 33, 50, "4" },
+	{ "33:nogroup", 0, 33, 65534, "4" },
+	{ "ghost", -ENOENT, 0, 0, NULL },
+	{ "www:ghosts", -ENOENT, 0, 0, NULL },
+};
+
+/* Users and groups resolve against the image's /etc/passwd and /etc/group. */
+static void test_bundle__user_resolution_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(user_cases); i++) {
+		const struct user_case *c = &user_cases[i];
+		struct bundle_user u;
+		struct err err = ERR_INIT;
+		int ret = bundle_resolve_user(FIXTURE_ROOT, c->spec, &u, &err);
+		char got[128] = "";
+
+		if (ret != c->ret)
+			fail_msg("case \"%s\": ret %d want %d (%s)", c->spec, ret, c->ret, err.msg);
+		if (ret < 0) {
+			assert_non_null(strstr(err.msg, strchr(c->spec, ':') ? "ghosts" : "ghost"));
+			continue;
+		}
+		assert_int_equal(u.uid, c->uid);
+		assert_int_equal(u.gid, c->gid);
+		for (size_t k = 0; k < u.ngids; k++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%u", k ? " " : "",
+				 u.gids[k]);
+		if (strcmp(got, c->gids) != 0)
+			fail_msg("case \"%s\": gids \"%s\" want \"%s\"", c->spec, got, c->gids);
+	}
+}
+
+/* A symlinked /etc/passwd with an absolute target is resolved inside the image root, never
+ * on the host (whose /etc/passwd knows "daemon"). */
+static void test_bundle__user_lookup_stays_in_root(void **state)
+{
+	char dir[] = "/tmp/bundle-test-XXXXXX";
+	_cleanup_free_ char *etc = NULL, *link = NULL, *users = NULL;
+	const char *text = "app:x:1000:1000::/home/app:/bin/sh\n";
+	struct bundle_user u;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	etc = xasprintf("%s/etc", dir);
+	assert_int_equal(fs_mkdir_p(etc, 0755, &err), 0);
+	users = xasprintf("%s/users", etc);
+	assert_int_equal(fs_write_file(users, text, strlen(text), 0644, &err), 0);
+	link = xasprintf("%s/passwd", etc);
+	assert_int_equal(symlink("/../../../../../etc/users", link), 0);
+	assert_int_equal(bundle_resolve_user(dir, "app", &u, &err), 0);
+	assert_int_equal(u.uid, 1000);
+	assert_int_equal(bundle_resolve_user(dir, "daemon", &u, &err), -ENOENT);
+	fs_remove_tree(dir, &err);
+}
+
+/* Finds the mount with destination dest in config.json. */
+static json_t *find_mount(json_t *cfg, const char *dest)
+{
+	json_t *mounts = json_object_get(cfg, "mounts"), *m;
+	size_t i;
+
+	json_array_foreach(mounts, i, m) {
+		if (strcmp(json_string_value(json_object_get(m, "destination")), dest) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* True when the JSON string array holds s. */
+static int has_string(json_t *arr, const char *s)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(arr, i, v) {
+		if (strcmp(json_string_value(v), s) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* config.json carries mounts, volumes, namespaces without network, cgroup and resources. */
+static void test_bundle__config_json(void **state)
+{
+	char dir[] = "/tmp/bundle-test-XXXXXX";
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__Volume v1 = KIYOT__CELL__V1__VOLUME__INIT, v2 = KIYOT__CELL__V1__VOLUME__INIT;
+	Kiyot__Cell__V1__Volume *vols[] = { &v1, &v2 };
+	Kiyot__Cell__V1__Mount m1 = KIYOT__CELL__V1__MOUNT__INIT, m2 = KIYOT__CELL__V1__MOUNT__INIT,
+			       m3 = KIYOT__CELL__V1__MOUNT__INIT;
+	Kiyot__Cell__V1__Mount *mounts[] = { &m1, &m2, &m3 };
+	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
+	struct image_info img = { .rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty,
+				  .env = empty, .user = "www", .working_dir = "/var/www" };
+	_cleanup_free_ char *volumes = NULL, *etc = NULL, *cachedir = NULL;
+	struct bundle_spec spec = { 0 };
+	struct err err = ERR_INIT;
+	json_t *cfg = NULL, *m, *linux_, *ns, *proc;
+	size_t i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	volumes = xasprintf("%s/volumes", dir);
+	etc = xasprintf("%s/etc", dir);
+	pod.hostname = "web-0";
+	v1.name = "cache";
+	v1.kind = KIYOT__CELL__V1__VOLUME__KIND__EMPTY_DIR;
+	v2.name = "data";
+	v2.kind = KIYOT__CELL__V1__VOLUME__KIND__HOST_PATH;
+	v2.path = "/srv/data";
+	pod.volumes = vols;
+	pod.n_volumes = 2;
+	m1.container_path = "/cache";
+	m1.volume = "cache";
+	m2.container_path = "/data";
+	m2.volume = "data";
+	m2.readonly = 1;
+	m3.container_path = "/etc/hosts";
+	m3.host_path = "/var/lib/kubelet/pods/x/etc-hosts";
+	u.id = "c0ffee";
+	u.mounts = mounts;
+	u.n_mounts = 3;
+	u.memory_bytes = 64 << 20;
+	u.cpu_millis = 250;
+	spec.pod = &pod;
+	spec.unit = &u;
+	spec.image = &img;
+	spec.rootfs = "/state/units/c0ffee/rootfs";
+	spec.volumes_dir = volumes;
+	spec.etc_dir = etc;
+	spec.cgroup_parent = "/kiyot/cell1/";
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+
+	assert_string_equal(json_string_value(json_object_get(cfg, "ociVersion")), "1.0.2");
+	assert_string_equal(json_string_value(json_object_get(cfg, "hostname")), "web-0");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(cfg, "root"), "path")),
+			    spec.rootfs);
+	proc = json_object_get(cfg, "process");
+	assert_string_equal(json_string_value(json_object_get(proc, "cwd")), "/var/www");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(proc, "user"), "uid")),
+			 33);
+	assert_true(has_string(json_object_get(json_object_get(proc, "capabilities"), "bounding"),
+			       "CAP_NET_BIND_SERVICE"));
+	assert_false(has_string(json_object_get(json_object_get(proc, "capabilities"), "bounding"),
+				"CAP_SYS_ADMIN"));
+
+	/* emptyDir: a shared directory under volumes_dir, created. */
+	m = find_mount(cfg, "/cache");
+	assert_non_null(m);
+	cachedir = xasprintf("%s/cache", volumes);
+	assert_string_equal(json_string_value(json_object_get(m, "source")), cachedir);
+	assert_true(fs_exists(cachedir));
+	assert_false(has_string(json_object_get(m, "options"), "ro"));
+	m = find_mount(cfg, "/data");
+	assert_string_equal(json_string_value(json_object_get(m, "source")), "/srv/data");
+	assert_true(has_string(json_object_get(m, "options"), "ro"));
+	assert_true(has_string(json_object_get(m, "options"), "rbind"));
+	/* The unit's own /etc/hosts wins over the generated one; resolv.conf is generated. */
+	m = find_mount(cfg, "/etc/hosts");
+	assert_string_equal(json_string_value(json_object_get(m, "source")), m3.host_path);
+	assert_non_null(find_mount(cfg, "/etc/resolv.conf"));
+	assert_non_null(find_mount(cfg, "/proc"));
+	assert_non_null(find_mount(cfg, "/dev/pts"));
+	assert_true(has_string(json_object_get(find_mount(cfg, "/sys"), "options"), "ro"));
+
+	linux_ = json_object_get(cfg, "linux");
+	assert_string_equal(json_string_value(json_object_get(linux_, "cgroupsPath")),
+			    "/kiyot/cell1/c0ffee");
+	json_array_foreach(json_object_get(linux_, "namespaces"), i, ns)
+		assert_string_not_equal(json_string_value(json_object_get(ns, "type")), "network");
+	assert_int_equal(json_array_size(json_object_get(linux_, "namespaces")), 4);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_object_get(json_object_get(linux_, "resources"), "memory"),
+				 "limit")),
+			 64 << 20);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_object_get(json_object_get(linux_, "resources"), "cpu"),
+				 "quota")),
+			 25000);
+	assert_true(has_string(json_object_get(linux_, "maskedPaths"), "/proc/kcore"));
+	json_decref(cfg);
+
+	/* No cgroup parent: no cgroupsPath; an unknown volume names itself. */
+	spec.cgroup_parent = "";
+	m1.volume = "nope";
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "\"nope\""));
+	m1.volume = "cache";
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	assert_null(json_object_get(json_object_get(cfg, "linux"), "cgroupsPath"));
+	json_decref(cfg);
+
+	/* A user the image does not know is an error naming the user. */
+	u.user = "ghost";
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "ghost"));
+	fs_remove_tree(dir, &err);
+}
+
+/* The pod's DNS settings become resolv.conf; hosts and hostname name the pod. */
+static void test_bundle__etc_files(void **state)
+{
+	char dir[] = "/tmp/bundle-test-XXXXXX";
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	char *servers[] = { "10.96.0.10" }, *searches[] = { "default.svc.cluster.local",
+							     "cluster.local" },
+	     *options[] = { "ndots:5" };
+	_cleanup_free_ char *path = NULL, *text = NULL;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	pod.hostname = "web-0";
+	pod.dns_servers = servers;
+	pod.n_dns_servers = 1;
+	pod.dns_searches = searches;
+	pod.n_dns_searches = 2;
+	pod.dns_options = options;
+	pod.n_dns_options = 1;
+	assert_int_equal(bundle_write_etc(&pod, dir, "10.77.0.5", &err), 0);
+	path = xasprintf("%s/resolv.conf", dir);
+	assert_int_equal(fs_read_file(path, 4096, &text, NULL, &err), 0);
+	assert_string_equal(text, "nameserver 10.96.0.10\n"
+				  "search default.svc.cluster.local cluster.local\n"
+				  "options ndots:5\n");
+	free(path);
+	free(text);
+	path = xasprintf("%s/hosts", dir);
+	assert_int_equal(fs_read_file(path, 4096, &text, NULL, &err), 0);
+	assert_non_null(strstr(text, "10.77.0.5\tweb-0\n"));
+	assert_non_null(strstr(text, "127.0.0.1\tlocalhost\n"));
+	free(path);
+	free(text);
+	path = xasprintf("%s/hostname", dir);
+	assert_int_equal(fs_read_file(path, 4096, &text, NULL, &err), 0);
+	assert_string_equal(text, "web-0\n");
+	fs_remove_tree(dir, &err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bundle__process_args_table),
+		cmocka_unit_test(test_bundle__env_overlay),
+		cmocka_unit_test(test_bundle__user_resolution_table),
+		cmocka_unit_test(test_bundle__user_lookup_stays_in_root),
+		cmocka_unit_test(test_bundle__config_json),
+		cmocka_unit_test(test_bundle__etc_files),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
