@@ -12,6 +12,7 @@
 #define AGENT_IMAGE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,10 +45,14 @@ struct image_info {
 	char *working_dir;  /* "" when unset */
 };
 
-/* root: cache directory (created). rc may be NULL (no mirrors, only TLS registries). */
+/* root: cache directory (created). rc may be NULL (no mirrors, only TLS registries); it is
+ * borrowed and must outlive the store. */
 int image_store_new(const char *root, const struct regconf *rc, struct image_store **out,
 		    struct err *err);
 void image_store_free(struct image_store *s);
+/* Largest layer accepted (compressed, default 8 GiB) and largest unpacked size of one layer
+ * (default 32 GiB). Call before the first pull. */
+void image_store_set_limits(struct image_store *s, uint64_t max_layer, uint64_t max_unpacked);
 
 /* Pulls ref (e.g. "busybox", "10.77.0.1:5000/hello:1", "x/y@sha256:...") unless cached.
  * Errors say what failed and where: "image 10.77.0.1:5000/nope:1: manifest unknown (404)". */
@@ -67,5 +72,9 @@ struct image_ref {
 };
 int image_ref_parse(const char *s, struct image_ref *out, struct err *err);
 void image_ref_release(struct image_ref *r);
+/* "host/repository[:tag][@digest]"; the caller frees it. */
+char *image_ref_string(const struct image_ref *r);
+/* Whether d is "sha256:" and 64 lowercase hex digits. */
+bool image_digest_valid(const char *d);
 
 #endif

@@ -1,0 +1,56 @@
+/*
+ * registry.h: a Registry HTTP API v2 client for one repository, over libcurl.
+ *
+ * Every request walks the host's endpoints in order (mirrors, then the host itself, see
+ * regconf.h); an endpoint that cannot be reached, answers 404, 429 or 5xx passes the request to
+ * the next one, and the final error names every endpoint tried. Authentication follows the
+ * registry's 401 challenge: Bearer (token from the realm, with basic credentials or an identity
+ * token) or Basic. Credentials are only ever sent to the registry host itself and its token
+ * realm, never to mirrors, and are never logged.
+ *
+ * Not thread safe: one client per pull.
+ */
+#ifndef AGENT_REGISTRY_H
+#define AGENT_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "image.h"
+
+#define REG_MAX_MANIFEST (4u << 20) /* manifests, indexes and image configs */
+
+struct regconf;
+struct reg_client;
+
+/* A fetched manifest or index, its bytes verified against digest. */
+struct reg_manifest {
+	char *body;
+	size_t len;
+	char *media_type; /* Content-Type without parameters; "" when the registry sent none */
+	char *digest;     /* "sha256:<hex>" of body */
+};
+
+/* host and repository as image_ref_parse gives them; auth may be NULL; all borrowed (auth must
+ * live as long as the client). */
+int reg_client_new(const struct regconf *rc, const char *host, const char *repository,
+		   const struct image_auth *auth, struct reg_client **out, struct err *err);
+void reg_client_free(struct reg_client *c);
+
+/* GET /v2/<repo>/manifests/<reference> (tag or digest). When reference is a digest the body
+ * must hash to it; a Docker-Content-Digest header must match the body. */
+int reg_fetch_manifest(struct reg_client *c, const char *reference, struct reg_manifest *out,
+		       struct err *err);
+void reg_manifest_release(struct reg_manifest *m);
+
+/* A blob of at most max bytes into memory, verified against digest. */
+int reg_fetch_blob_mem(struct reg_client *c, const char *digest, size_t max, char **out,
+		       size_t *len, struct err *err);
+
+/* A blob streamed into dest (via dest.part-*, renamed only once the sha256 matches digest).
+ * size is the size the manifest gives (-1: unknown); max bounds it further. */
+int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, uint64_t max,
+			const char *dest, struct err *err);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * unpack.h: applies one image layer (a tar stream, gzip/zstd compressed or plain, detected from
+ * its content) onto a directory, the way OCI image layers stack:
+ *  - ".wh.<name>" deletes <name> from lower layers; ".wh..wh..opq" empties its directory of
+ *    what lower layers put there;
+ *  - leading '/' is stripped; an entry with a ".." component, an entry whose parent path goes
+ *    through a symbolic link leaving the root (absolute links included), and a hard link whose
+ *    target is outside the root are refused: the layer fails with
+ *    "layer <name>: entry <path> escapes the root" and nothing is written outside the root;
+ *  - modes, ownership, modification times of files, symbolic and hard links and FIFOs are kept;
+ *    device nodes and sockets are skipped; "user." xattrs and security.capability are copied
+ *    when the file system accepts them.
+ * A failed layer may leave part of its entries in root: callers unpack into a scratch directory
+ * and rename it into place only when every layer is in.
+ */
+#ifndef AGENT_UNPACK_H
+#define AGENT_UNPACK_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+/* Applies the layer file layer_path onto the existing directory root_dir. name names the layer
+ * in errors ("sha256:..."). max_bytes bounds the total size of the entries' contents (0: no
+ * bound), so a small compressed layer cannot fill the disk. */
+int unpack_layer(const char *root_dir, const char *layer_path, const char *name,
+		 uint64_t max_bytes, struct err *err);
+
+#endif

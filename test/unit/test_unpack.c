@@ -1,0 +1,405 @@
+/*
+ * Layer unpacking: whiteouts, opaque directories, and entries that try to escape the root.
+ * Layers are written in the test with libarchive's writer (gzip, zstd and plain tar).
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../cell-agent/unpack.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+/* One entry of a layer written by the test. */
+struct tent {
+	const char *path;
+	char type; /* 'f' file, 'd' dir, 'l' symlink, 'h' hard link */
+	const char *data; /* file content, or link target */
+	int mode;
+};
+
+struct fixture {
+	char dir[64];    /* scratch directory */
+	char root[128];  /* the root file system being built */
+	char layer[128]; /* the layer file */
+};
+
+enum layer_filter { LAYER_GZIP, LAYER_ZSTD, LAYER_PLAIN };
+
+/* Writes entries as a tar layer at path. */
+static void write_layer(const char *path, enum layer_filter filter, const struct tent *ents,
+			size_t n)
+{
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+
+	archive_write_set_format_pax_restricted(a);
+	if (filter == LAYER_GZIP)
+		archive_write_add_filter_gzip(a);
+	else if (filter == LAYER_ZSTD)
+		assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+	assert_int_equal(archive_write_open_filename(a, path), ARCHIVE_OK);
+	for (size_t i = 0; i < n; i++) {
+		const struct tent *t = &ents[i];
+		size_t len = t->type == 'f' && t->data ? strlen(t->data) : 0;
+
+		archive_entry_clear(e);
+		archive_entry_set_pathname(e, t->path);
+		archive_entry_set_uid(e, 1000 + (int64_t)i);
+		archive_entry_set_gid(e, 2000);
+		archive_entry_set_mtime(e, 1700000000, 0);
+		switch (t->type) {
+		case 'd':
+			archive_entry_set_filetype(e, AE_IFDIR);
+			archive_entry_set_perm(e, t->mode ? t->mode : 0755);
+			break;
+		case 'l':
+			archive_entry_set_filetype(e, AE_IFLNK);
+			archive_entry_set_symlink(e, t->data);
+			archive_entry_set_perm(e, 0777);
+			break;
+		case 'h':
+			archive_entry_set_filetype(e, AE_IFREG);
+			archive_entry_set_hardlink(e, t->data);
+			archive_entry_set_perm(e, 0644);
+			break;
+		default:
+			archive_entry_set_filetype(e, AE_IFREG);
+			archive_entry_set_perm(e, t->mode ? t->mode : 0644);
+			archive_entry_set_size(e, (int64_t)len);
+		}
+		assert_int_equal(archive_write_header(a, e), ARCHIVE_OK);
+		if (len)
+			assert_int_equal(archive_write_data(a, t->data, len), (ssize_t)len);
+	}
+	archive_entry_free(e);
+	assert_int_equal(archive_write_close(a), ARCHIVE_OK);
+	archive_write_free(a);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = xcalloc(1, sizeof(*f));
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_unpack.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
+	snprintf(f->layer, sizeof(f->layer), "%s/layer.tar", f->dir);
+	assert_int_equal(mkdir(f->root, 0755), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+
+	fs_remove_tree(f->dir, &err);
+	free(f);
+	return 0;
+}
+
+/* Applies entries as one layer; returns unpack_layer's result. */
+static int apply(struct fixture *f, enum layer_filter filter, const struct tent *ents, size_t n,
+		 struct err *err)
+{
+	write_layer(f->layer, filter, ents, n);
+	return unpack_layer(f->root, f->layer, "sha256:test", 0, err);
+}
+
+/* Reads root-relative path into a static buffer ("" if missing). */
+static const char *content(struct fixture *f, const char *rel)
+{
+	static char data[256];
+	char path[256];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	data[0] = '\0';
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return data;
+	n = read(fd, data, sizeof(data) - 1);
+	close(fd);
+	data[n > 0 ? n : 0] = '\0';
+	return data;
+}
+
+static bool exists(struct fixture *f, const char *rel)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+	return lstat(path, &st) == 0;
+}
+
+static void test_unpack__files_dirs_links_modes_and_owners(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l[] = {
+		{ "/etc/", 'd', NULL, 0750 },
+		{ "./etc/motd", 'f', "hello\n", 0640 },
+		{ "bin/tool", 'f', "#!/bin/sh\n", 04755 },
+		{ "usr/lib/libx.so", 'l', "../../bin/tool", 0 },
+		{ "bin/tool2", 'h', "bin/tool", 0 },
+	};
+	struct stat st;
+	char path[256], target[64];
+	ssize_t n;
+
+	assert_int_equal(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err), 0);
+	assert_string_equal(content(f, "etc/motd"), "hello\n");
+	snprintf(path, sizeof(path), "%s/etc", f->root);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0750);
+	snprintf(path, sizeof(path), "%s/etc/motd", f->root);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	if (geteuid() == 0) {
+		assert_int_equal(st.st_uid, 1001);
+		assert_int_equal(st.st_gid, 2000);
+	}
+	assert_int_equal(st.st_mtime, 1700000000);
+	snprintf(path, sizeof(path), "%s/bin/tool", f->root);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 04755);
+	assert_int_equal(st.st_nlink, 2);
+	snprintf(path, sizeof(path), "%s/usr/lib/libx.so", f->root);
+	n = readlink(path, target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = '\0';
+	assert_string_equal(target, "../../bin/tool");
+}
+
+static void test_unpack__zstd_and_plain_tar_are_detected(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent a[] = { { "a", 'f', "zstd", 0 } };
+	const struct tent b[] = { { "b", 'f', "plain", 0 } };
+
+	assert_int_equal(apply(f, LAYER_ZSTD, a, 1, &err), 0);
+	assert_int_equal(apply(f, LAYER_PLAIN, b, 1, &err), 0);
+	assert_string_equal(content(f, "a"), "zstd");
+	assert_string_equal(content(f, "b"), "plain");
+}
+
+static void test_unpack__whiteout_deletes_lower_entry(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l1[] = {
+		{ "etc/keep", 'f', "k", 0 },
+		{ "etc/gone", 'f', "g", 0 },
+		{ "var/cache/x/y", 'f', "y", 0 },
+	};
+	const struct tent l2[] = {
+		{ "etc/.wh.gone", 'f', "", 0 },
+		{ "var/.wh.cache", 'f', "", 0 },
+		{ "nothere/.wh.x", 'f', "", 0 },
+	};
+
+	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
+	assert_int_equal(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err), 0);
+	assert_true(exists(f, "etc/keep"));
+	assert_false(exists(f, "etc/gone"));
+	assert_false(exists(f, "etc/.wh.gone"));
+	assert_false(exists(f, "var/cache"));
+	assert_true(exists(f, "var"));
+	assert_false(exists(f, "nothere"));
+}
+
+static void test_unpack__opaque_dir_hides_lower_content_only(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l1[] = {
+		{ "app/old1", 'f', "1", 0 },
+		{ "app/sub/old2", 'f', "2", 0 },
+		{ "other/stay", 'f', "s", 0 },
+	};
+	/* the new file comes before the marker: it must survive */
+	const struct tent l2[] = {
+		{ "app/", 'd', NULL, 0 },
+		{ "app/new", 'f', "n", 0 },
+		{ "app/.wh..wh..opq", 'f', "", 0 },
+	};
+
+	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
+	assert_int_equal(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err), 0);
+	assert_false(exists(f, "app/old1"));
+	assert_false(exists(f, "app/sub"));
+	assert_false(exists(f, "app/.wh..wh..opq"));
+	assert_string_equal(content(f, "app/new"), "n");
+	assert_true(exists(f, "other/stay"));
+}
+
+static void test_unpack__upper_layer_replaces_file_with_dir_and_back(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l1[] = { { "x", 'f', "file", 0 }, { "y/z", 'f', "z", 0 } };
+	const struct tent l2[] = {
+		{ "x", 'd', NULL, 0 }, { "x/inner", 'f', "i", 0 }, { "y", 'f', "now a file", 0 }
+	};
+
+	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
+	assert_int_equal(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err), 0);
+	assert_string_equal(content(f, "x/inner"), "i");
+	assert_string_equal(content(f, "y"), "now a file");
+}
+
+static void test_unpack__dotdot_entry_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	char outside[256];
+	const struct tent l[] = { { "ok", 'f', "ok", 0 }, { "../x", 'f', "evil", 0 } };
+
+	snprintf(outside, sizeof(outside), "%s/x", f->dir);
+	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
+	assert_non_null(strstr(err.msg, "layer sha256:test: entry ../x escapes the root"));
+	assert_false(fs_exists(outside));
+}
+
+static void test_unpack__symlink_escape_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	char outside[256];
+	/* a -> the scratch dir (absolute, outside the root); a/etc/x would land outside */
+	const struct tent l[] = {
+		{ "a", 'l', f->dir, 0 },
+		{ "a/escaped", 'f', "evil", 0 },
+	};
+	const struct tent l2[] = {
+		{ "b", 'l', "/", 0 },
+		{ "b/etc/x", 'f', "evil", 0 },
+	};
+	const struct tent l3[] = {
+		{ "c", 'l', "../..", 0 },
+		{ "c/x", 'f', "evil", 0 },
+	};
+
+	snprintf(outside, sizeof(outside), "%s/escaped", f->dir);
+	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
+	assert_int_equal(err.code, EXDEV);
+	assert_non_null(strstr(err.msg, "entry a/escaped escapes the root"));
+	assert_false(fs_exists(outside));
+
+	err_clear(&err);
+	assert_true(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0);
+	assert_non_null(strstr(err.msg, "entry b/etc/x escapes the root"));
+	assert_false(exists(f, "etc/x"));
+
+	err_clear(&err);
+	assert_true(apply(f, LAYER_GZIP, l3, ARRAY_SIZE(l3), &err) < 0);
+	assert_non_null(strstr(err.msg, "entry c/x escapes the root"));
+}
+
+static void test_unpack__symlink_inside_root_is_followed(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l[] = {
+		{ "usr/lib/", 'd', NULL, 0 },
+		{ "lib", 'l', "usr/lib", 0 },
+		{ "lib/libc.so", 'f', "c", 0 },
+	};
+
+	assert_int_equal(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err), 0);
+	assert_string_equal(content(f, "usr/lib/libc.so"), "c");
+}
+
+static void test_unpack__hardlink_escape_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	char secret[256];
+	const struct tent l[] = { { "stolen", 'h', "../secret", 0 } };
+	const struct tent l2[] = {
+		{ "up", 'l', f->dir, 0 },
+		{ "stolen2", 'h', "up/secret", 0 },
+	};
+
+	snprintf(secret, sizeof(secret), "%s/secret", f->dir);
+	assert_int_equal(fs_write_file(secret, "s", 1, 0600, &err), 0);
+	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
+	assert_non_null(strstr(err.msg, "escapes the root"));
+	assert_false(exists(f, "stolen"));
+
+	err_clear(&err);
+	assert_true(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0);
+	assert_non_null(strstr(err.msg, "hard link target up/secret escapes the root"));
+	assert_false(exists(f, "stolen2"));
+}
+
+static void test_unpack__garbage_is_not_a_layer(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(fs_write_file(f->layer, "this is not a tar file at all", 29, 0644, &err),
+			 0);
+	assert_true(unpack_layer(f->root, f->layer, "sha256:junk", 0, &err) < 0);
+	assert_non_null(strstr(err.msg, "layer sha256:junk"));
+}
+
+static void test_unpack__byte_budget_is_enforced(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l[] = { { "big", 'f', "0123456789abcdef", 0 } };
+
+	write_layer(f->layer, LAYER_GZIP, l, 1);
+	assert_int_equal(unpack_layer(f->root, f->layer, "sha256:bomb", 8, &err), -EFBIG);
+	assert_non_null(strstr(err.msg, "more than 8 bytes"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_unpack__files_dirs_links_modes_and_owners,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__zstd_and_plain_tar_are_detected,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__whiteout_deletes_lower_entry, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__opaque_dir_hides_lower_content_only,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_unpack__upper_layer_replaces_file_with_dir_and_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__dotdot_entry_is_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__symlink_escape_is_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__symlink_inside_root_is_followed, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__hardlink_escape_is_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__garbage_is_not_a_layer, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__byte_budget_is_enforced, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
