@@ -1,0 +1,957 @@
+#!/usr/bin/python3
+"""The integration suite's environment: the real parts around kiyot, started once per run.
+
+    bridge kiyott0 (10.78.0.1/16)  made by the suite before anything else
+    docker-registry                Debian's distribution server on 10.78.0.1:5000 (cells reach
+                                   it), filesystem storage in the run's work directory
+    images                         built by test/images/build.py (cached by input hash under
+                                   $KIYOT_ITEST_CACHE) and pushed once per run
+    kiyot                          build/kiyot serve --socket --state-dir --config, restartable
+
+Everything a run creates lives under one work directory (/tmp/kiyot-itest-*), described by
+its env.json, so `harness.py cleanup DIR` can tear down what a crashed run left: kiyot, its
+cell agents and units, the cells' network namespaces, cgroups and mounts, crun state, the
+registry and the bridge. Only things that can be traced to this run are touched.
+
+    harness.py run [SUBSTRING...]   set up, run the test_*.py tests (filtered), tear down;
+                                    prints "integration: N passed, N failed"
+    harness.py cleanup DIR          tear down what the run in DIR left
+    harness.py check                set up the parts that do not need kiyot, verify them,
+                                    tear down (for working on the suite itself)
+"""
+
+import http.client
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "test", "images"))
+
+import build as images  # noqa: E402
+import cri  # noqa: E402
+
+BRIDGE = "kiyott0"
+CIDR = "10.78.0.0/16"
+HOST_IP = "10.78.0.1"
+REGISTRY = HOST_IP + ":5000"
+NETNS_PREFIX = "kiyot-"
+CGROUP_ROOT = "kiyot"
+CACHE = os.environ.get("KIYOT_ITEST_CACHE", "/var/tmp/kiyot-itest")
+BUILD = os.path.abspath(os.environ.get("KIYOT_BUILD", os.path.join(REPO, "build")))
+
+# Bounded waits (seconds). Generous: a cell boots and pulls before a container can start.
+T_CALL = 60
+T_PULL = 180
+T_START = 120
+T_STOP = 60
+
+
+def log(msg):
+    sys.stderr.write("[itest] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def sh(*args, check=True, quiet=False):
+    """Runs a command, returns stdout; raises with its stderr when check and it fails."""
+    p = subprocess.run(list(args), capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+    if not quiet and p.returncode != 0:
+        log("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+def wait_for(fn, timeout, what, interval=0.2):
+    """Polls fn until it returns something truthy; returns it. Exceptions from fn count as
+    'not yet' until the deadline, when the last one is reported."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - reported below
+            last = e
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s%s" %
+                                 (timeout, what, ": last error: %r" % last if last else ""))
+        time.sleep(interval)
+
+
+def unique(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def pid_alive(pid, starttime=None):
+    """True when pid exists (and, with starttime, is the same process as when recorded)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    if fields[0] == "Z":
+        return False
+    return starttime is None or int(fields[19]) == starttime
+
+
+def pid_starttime(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except OSError:
+        return None
+
+
+def pid_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def kill_pid(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# ---- network namespaces, cgroups, mounts ----
+
+def netns_list():
+    out = sh("ip", "netns", "list", check=False, quiet=True)
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def netns_addrs(name):
+    """IPv4 addresses inside a named netns."""
+    out = sh("ip", "-n", name, "-j", "-4", "addr", "show", check=False, quiet=True)
+    try:
+        return [a["local"] for link in json.loads(out or "[]")
+                for a in link.get("addr_info", []) if "local" in a]
+    except ValueError:
+        return []
+
+
+def in_cidr(ip):
+    try:
+        return ipaddress.ip_address(ip) in ipaddress.ip_network(CIDR)
+    except ValueError:
+        return False
+
+
+def netns_for_ip(ip):
+    for ns in netns_list():
+        if ns.startswith(NETNS_PREFIX) and ip in netns_addrs(ns):
+            return ns
+    return None
+
+
+def netns_pids(name):
+    out = sh("ip", "netns", "pids", name, check=False, quiet=True)
+    return [int(x) for x in out.split() if x.isdigit()]
+
+
+def cgroup_paths(pid):
+    """controller -> cgroup path of pid (cgroup v1 lines only)."""
+    res = {}
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                for c in ctrls.split(","):
+                    if c:
+                        res[c] = path
+    except OSError:
+        pass
+    return res
+
+
+def cell_cgroup_dirs(pid):
+    """The cell-level cgroup directories (/sys/fs/cgroup/<ctrl>/kiyot/<cell>) holding pid."""
+    dirs = set()
+    for ctrl, path in cgroup_paths(pid).items():
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == CGROUP_ROOT:
+            base = "/sys/fs/cgroup/" + ctrl
+            if not os.path.isdir(base):
+                base = "/sys/fs/cgroup/" + ctrl.replace("name=", "")
+            dirs.add(os.path.join(base, parts[0], parts[1]))
+    return sorted(dirs)
+
+
+def mounts_under(prefix):
+    res = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                mp = line.split()[4].replace("\\040", " ")
+                if mp == prefix or mp.startswith(prefix.rstrip("/") + "/"):
+                    res.append(mp)
+    except OSError:
+        pass
+    return res
+
+
+def rm_cgroup_tree(d):
+    """Kills what is left in a cgroup directory tree (ours) and removes it bottom-up."""
+    if not os.path.isdir(d):
+        return
+    for root, _, _ in os.walk(d):
+        try:
+            with open(os.path.join(root, "cgroup.procs")) as f:
+                for p in f.read().split():
+                    kill_pid(int(p))
+        except OSError:
+            pass
+    for root, dirs, _ in sorted(os.walk(d), key=lambda t: -len(t[0])):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+
+
+# ---- the pod footprint: what a cell holds on the host, to check nothing is left ----
+
+class Footprint:
+    """Host resources of one running pod, found from its IP (no knowledge of kiyot's
+    internals beyond: a cell is a netns named kiyot-* holding the pod IP)."""
+
+    def __init__(self, ip):
+        self.ip = ip
+        self.netns = netns_for_ip(ip)
+        self.pids = {}
+        self.cgroups = set()
+        self.agent_pid = None
+        if self.netns:
+            for pid in netns_pids(self.netns):
+                st = pid_starttime(pid)
+                if st is None:
+                    continue
+                self.pids[pid] = st
+                self.cgroups.update(cell_cgroup_dirs(pid))
+            self.agent_pid = find_agent_pid(self.netns)
+
+    @property
+    def cell_key(self):
+        return self.netns[len(NETNS_PREFIX):] if self.netns else None
+
+    def leftovers(self, state_dir=None):
+        """What of this footprint still exists (empty list when nothing)."""
+        left = []
+        if self.netns and self.netns in netns_list():
+            left.append("netns " + self.netns)
+        for pid, st in self.pids.items():
+            if pid_alive(pid, st):
+                left.append("process %d %s" % (pid, " ".join(pid_cmdline(pid))[:120]))
+        for d in self.cgroups:
+            if os.path.isdir(d):
+                left.append("cgroup " + d)
+        if state_dir and self.cell_key:
+            for mp in mounts_under(state_dir):
+                if self.cell_key in mp:
+                    left.append("mount " + mp)
+        return left
+
+
+def find_agent_pid(netns):
+    """The cell-agent process of a cell: a `cell-agent` process in the cell's netns that is
+    not a unit shim (`cell-agent shim ...`)."""
+    for pid in netns_pids(netns):
+        argv = pid_cmdline(pid)
+        if argv and os.path.basename(argv[0]) == "cell-agent" and \
+                (len(argv) < 2 or argv[1] != "shim"):
+            return pid
+    return None
+
+
+# ---- the environment ----
+
+class Env:
+    """One run's environment. All state that cleanup needs is in <work>/env.json."""
+
+    def __init__(self, work=None):
+        self.work = work or tempfile.mkdtemp(prefix="kiyot-itest-")
+        self.state_dir = os.path.join(self.work, "state")
+        self.socket = os.path.join(self.work, "kiyot.sock")
+        self.config = os.path.join(self.work, "kiyot.yaml")
+        self.logs = os.path.join(self.work, "pods")
+        self.reg_storage = os.path.join(self.work, "registry")
+        self.reg_config = os.path.join(self.work, "registry.yml")
+        self.kiyot_log = os.path.join(self.work, "kiyot.log")
+        self.reg_log = os.path.join(self.work, "registry.log")
+        self.kiyot_bin = os.path.join(BUILD, "kiyot")
+        self.agent_bin = os.path.join(BUILD, "cell-agent")
+        self.kiyot = None
+        self.registry = None
+        self.client = None
+        self.catalog = None
+        self.made_bridge = False
+        self.netns_before = []
+        self.kiyot_restarts = 0
+
+    # -- persistence for cleanup --
+    def _save(self):
+        d = {"kiyot_pid": self.kiyot.pid if self.kiyot else None,
+             "registry_pid": self.registry.pid if self.registry else None,
+             "netns_before": self.netns_before, "made_bridge": self.made_bridge}
+        with open(os.path.join(self.work, "env.json"), "w") as f:
+            json.dump(d, f)
+
+    def note_ids(self, *ids):
+        """Remembers CRI ids this run created (crun state named after them is ours)."""
+        with open(os.path.join(self.work, "ids.txt"), "a") as f:
+            for i in ids:
+                if i:
+                    f.write(i + "\n")
+
+    # -- parts --
+    def setup_bridge(self):
+        links = sh("ip", "-j", "link", "show", check=False, quiet=True)
+        if BRIDGE not in [x.get("ifname") for x in json.loads(links or "[]")]:
+            sh("ip", "link", "add", BRIDGE, "type", "bridge")
+            self.made_bridge = True
+        if HOST_IP not in sh("ip", "-4", "addr", "show", "dev", BRIDGE):
+            sh("ip", "addr", "add", HOST_IP + "/16", "dev", BRIDGE)
+        sh("ip", "link", "set", BRIDGE, "up")
+        self.made_bridge = True
+        self._save()
+
+    def start_registry(self):
+        os.makedirs(self.reg_storage, exist_ok=True)
+        with open(self.reg_config, "w") as f:
+            f.write("version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\n"
+                    "storage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n"
+                    "    enabled: true\n  cache:\n    blobdescriptor: \"\"\n"
+                    "http:\n  addr: %s\n" % (self.reg_storage, REGISTRY))
+        logf = open(self.reg_log, "a")
+        self.registry = subprocess.Popen(["docker-registry", "serve", self.reg_config],
+                                         stdout=logf, stderr=logf, start_new_session=True)
+        logf.close()
+        self._save()
+
+        def up():
+            if self.registry.poll() is not None:
+                raise AssertionError("docker-registry exited %s; see %s" %
+                                     (self.registry.returncode, self.reg_log))
+            c = http.client.HTTPConnection(REGISTRY, timeout=2)
+            try:
+                c.request("GET", "/v2/")
+                return c.getresponse().status == 200
+            finally:
+                c.close()
+        wait_for(up, 30, "docker-registry on " + REGISTRY)
+
+    def stop_registry(self):
+        if self.registry and self.registry.poll() is None:
+            self.registry.terminate()
+            try:
+                self.registry.wait(10)
+            except subprocess.TimeoutExpired:
+                self.registry.kill()
+                self.registry.wait()
+        self.registry = None
+        self._save()
+
+    def registry_running(self):
+        return self.registry is not None and self.registry.poll() is None
+
+    def push_images(self):
+        out = os.path.join(CACHE, "images")
+        os.makedirs(CACHE, exist_ok=True)
+        images.build(out)
+        self.catalog = images.push(out, REGISTRY, self.reg_storage)
+
+    def write_config(self):
+        with open(self.config, "w") as f:
+            f.write("cells:\n  cidr: %s\n  bridge: %s\n  agent: %s\n"
+                    "registries:\n  \"%s\": { insecure: true }\n"
+                    "  \"registry.k8s.io\": { mirrors: [\"http://%s\"] }\n"
+                    % (CIDR, BRIDGE, self.agent_bin, REGISTRY, REGISTRY))
+
+    def start_kiyot(self):
+        for b in (self.kiyot_bin, self.agent_bin):
+            if not os.access(b, os.X_OK):
+                raise RuntimeError("%s is missing: build it first (make)" % b)
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.write_config()
+        logf = open(self.kiyot_log, "a")
+        logf.write("==== start %s\n" % time.strftime("%H:%M:%S"))
+        logf.flush()
+        self.kiyot = subprocess.Popen(
+            [self.kiyot_bin, "serve", "--socket", self.socket, "--state-dir", self.state_dir,
+             "--config", self.config, "--log-level", "debug"],
+            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
+        logf.close()
+        self._save()
+
+        def ready():
+            if self.kiyot.poll() is not None:
+                raise RuntimeError("kiyot exited with %s; see %s" % (self.kiyot.returncode,
+                                                                     self.kiyot_log))
+            if not os.path.exists(self.socket):
+                return False
+            c = cri.Client(self.socket)
+            try:
+                c.runtime.Version(c.pb.VersionRequest(version="v1"), timeout=2)
+            except Exception:
+                c.close()
+                raise
+            return c
+        try:
+            self.client = wait_for(ready, 30, "kiyot to answer Version on " + self.socket)
+        except AssertionError:
+            if self.kiyot.poll() is not None:
+                raise RuntimeError("kiyot exited with %s; see %s" % (self.kiyot.returncode,
+                                                                     self.kiyot_log))
+            raise
+        return self.client
+
+    def kill_kiyot(self, sig=signal.SIGKILL):
+        """Signals kiyot only (not its process group: cells must survive a kiyot crash)."""
+        if self.client:
+            self.client.close()
+            self.client = None
+        if self.kiyot and self.kiyot.poll() is None:
+            self.kiyot.send_signal(sig)
+            try:
+                self.kiyot.wait(T_STOP)
+            except subprocess.TimeoutExpired:
+                self.kiyot.kill()
+                self.kiyot.wait()
+        self._save()
+
+    def restart_kiyot(self):
+        self.kill_kiyot(signal.SIGKILL)
+        self.kiyot_restarts += 1
+        return self.start_kiyot()
+
+    def kiyot_running(self):
+        return self.kiyot is not None and self.kiyot.poll() is None
+
+    def ensure(self):
+        """Brings back a registry or kiyot that a failed test left stopped."""
+        if not self.registry_running():
+            log("registry was down; restarting it")
+            self.start_registry()
+        if not self.kiyot_running() or self.client is None:
+            log("kiyot was down; restarting it")
+            self.kill_kiyot()
+            self.start_kiyot()
+
+    def setup(self, with_kiyot=True):
+        if os.geteuid() != 0:
+            raise RuntimeError("the integration tests need root (network namespaces, cgroups)")
+        self.netns_before = netns_list()
+        self._save()
+        self.setup_bridge()
+        self.start_registry()
+        self.push_images()
+        if with_kiyot:
+            self.start_kiyot()
+
+    def teardown(self):
+        cleanup(self.work, self)
+
+    # -- references --
+    def ref(self, name):
+        """Image reference as pulled from the test registry, e.g. ref("hello:1")."""
+        return "%s/%s" % (REGISTRY, name)
+
+    def tag_info(self, name):
+        return self.catalog["tags"][name]
+
+
+def cleanup(work, env=None):
+    """Tears down everything the run in `work` created, best effort, never raising."""
+    steps = []
+
+    def step(name, fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - keep going, report
+            steps.append("%s: %s" % (name, e))
+
+    try:
+        with open(os.path.join(work, "env.json")) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        saved = {}
+    before = set(saved.get("netns_before", []))
+    state_dir = os.path.join(work, "state")
+
+    def stop_kiyot():
+        if env and env.client:
+            env.client.close()
+            env.client = None
+        pid = saved.get("kiyot_pid")
+        if env and env.kiyot:
+            pid = env.kiyot.pid
+        if pid and pid_alive(pid) and any(work in a for a in pid_cmdline(pid)):
+            kill_pid(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            kill_pid(pid)
+        if env and env.kiyot:
+            try:
+                env.kiyot.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+    step("kiyot", stop_kiyot)
+
+    # Our cells: netns named kiyot-* that did not exist before the run and hold an address
+    # of the suite's cell network.
+    ours = []
+
+    def find_ns():
+        for ns in netns_list():
+            if ns.startswith(NETNS_PREFIX) and ns not in before and \
+                    any(in_cidr(a) for a in netns_addrs(ns)):
+                ours.append(ns)
+    step("find netns", find_ns)
+
+    cgroups = set()
+
+    def kill_cells():
+        victims = set()
+        for ns in ours:
+            for pid in netns_pids(ns):
+                victims.add(pid)
+                cgroups.update(cell_cgroup_dirs(pid))
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+            if pid != os.getpid() and any(work in a for a in pid_cmdline(pid)):
+                victims.add(pid)
+                cgroups.update(cell_cgroup_dirs(pid))
+        for pid in victims:
+            kill_pid(pid)
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in victims) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    step("cell processes", kill_cells)
+
+    def crun_state():
+        try:
+            with open(os.path.join(work, "ids.txt")) as f:
+                ids = set(x.strip() for x in f if x.strip())
+        except OSError:
+            ids = set()
+        keys = ids | set(ns[len(NETNS_PREFIX):] for ns in ours)
+        for root in ["/run/crun", "/run/runc"]:
+            if not os.path.isdir(root):
+                continue
+            for name in os.listdir(root):
+                if any(k and k in name for k in keys):
+                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    step("crun state", crun_state)
+
+    def cgroup_dirs():
+        keys = set(ns[len(NETNS_PREFIX):] for ns in ours)
+        for ctrl in os.listdir("/sys/fs/cgroup"):
+            base = os.path.join("/sys/fs/cgroup", ctrl, CGROUP_ROOT)
+            if os.path.isdir(base) and not os.path.islink(os.path.join("/sys/fs/cgroup", ctrl)):
+                for name in os.listdir(base):
+                    if name in keys:
+                        cgroups.add(os.path.join(base, name))
+        for d in cgroups:
+            rm_cgroup_tree(d)
+    step("cgroups", cgroup_dirs)
+
+    def mounts():
+        for mp in sorted(mounts_under(work), key=len, reverse=True):
+            subprocess.run(["umount", "-l", mp], capture_output=True)
+    step("mounts", mounts)
+
+    def netns():
+        for ns in ours:
+            sh("ip", "netns", "del", ns, check=False)
+    step("netns", netns)
+
+    def registry():
+        if env and env.registry:
+            env.stop_registry()
+            return
+        pid = saved.get("registry_pid")
+        if pid and pid_alive(pid) and any(work in a for a in pid_cmdline(pid)):
+            kill_pid(pid, signal.SIGTERM)
+    step("registry", registry)
+
+    def bridge():
+        if saved.get("made_bridge") or (env and env.made_bridge):
+            sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
+    step("bridge", bridge)
+
+    def files():
+        if os.environ.get("KIYOT_ITEST_KEEP"):
+            log("keeping " + work)
+            if os.path.exists(os.path.join(work, "env.json")):
+                os.rename(os.path.join(work, "env.json"), os.path.join(work, "env.json.done"))
+            return
+        keep = os.environ.get("KIYOT_ITEST_LOGS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for n in ("kiyot.log", "registry.log"):
+                p = os.path.join(work, n)
+                if os.path.exists(p):
+                    shutil.copy(p, os.path.join(keep, n))
+        shutil.rmtree(work, ignore_errors=True)
+    step("files", files)
+    for s in steps:
+        log("cleanup: " + s)
+
+
+_ENV = None
+
+
+def env():
+    """The run's environment (set up on first use when a test file runs on its own)."""
+    global _ENV
+    if _ENV is None:
+        import atexit
+        e = Env()
+        atexit.register(e.teardown)
+        _ENV = e
+        e.setup()
+    return _ENV
+
+
+# ---- reading node-side logs ----
+
+CRI_LOG_LINE = re.compile(r"^(\S+) (stdout|stderr) (F|P) (.*)$")
+RFC3339NANO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
+
+
+def read_cri_log(path):
+    """Parses a CRI log file: [(timestamp, stream, tag, text)]; raises on a malformed line.
+    Partial ("P") lines are joined with what follows into whole messages."""
+    with open(path, "rb") as f:
+        data = f.read().decode(errors="replace")
+    out, pending = [], ""
+    lines = data.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        m = CRI_LOG_LINE.match(line)
+        if not m or not RFC3339NANO.match(m.group(1)):
+            raise AssertionError("%s: not a CRI log line: %r" % (path, line[:200]))
+        if m.group(3) == "P":
+            pending += m.group(4)
+            continue
+        out.append((m.group(1), m.group(2), "F", pending + m.group(4)))
+        pending = ""
+    if pending:
+        out.append((m.group(1), m.group(2), "P", pending))
+    return out
+
+
+def log_texts(path):
+    try:
+        return [e[3] for e in read_cri_log(path)]
+    except FileNotFoundError:
+        return []
+
+
+def http_get(ip, port=8080, path="/", timeout=3):
+    c = http.client.HTTPConnection(ip, port, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode(errors="replace")
+    finally:
+        c.close()
+
+
+# ---- the test base class ----
+
+class KiyotTest(unittest.TestCase):
+    """CRI calls made the way the kubelet makes them: it creates log directories, passes the
+    sandbox config to PullImage and CreateContainer, and cleans up what a test made."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.env = env()
+
+    def setUp(self):
+        self.env.ensure()
+        self.c = self.env.client
+        self.pb = self.c.pb
+
+    # -- pods --
+    def sandbox_config(self, name=None, labels=None, annotations=None, memory=256 << 20):
+        pb = self.pb
+        name = name or unique(self._testMethodName.replace("_", "-")[:30])
+        uid = str(uuid.uuid4())
+        logdir = os.path.join(self.env.logs, "default_%s_%s" % (name, uid))
+        os.makedirs(logdir, exist_ok=True)
+        res = pb.LinuxContainerResources(cpu_period=100000, cpu_quota=50000, cpu_shares=512,
+                                         memory_limit_in_bytes=memory, oom_score_adj=-998)
+        return pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace="default", attempt=0),
+            hostname=name[:63],
+            log_directory=logdir,
+            labels=dict({"app": name, "suite": "itest"}, **(labels or {})),
+            annotations=dict({"kubernetes.io/target-runtime": "kiyot"}, **(annotations or {})),
+            linux=pb.LinuxPodSandboxConfig(cgroup_parent="/kubepods/besteffort/pod" + uid,
+                                           resources=res))
+
+    def run_pod(self, cfg=None, **kw):
+        cfg = cfg or self.sandbox_config(**kw)
+        r = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                         timeout=T_START)
+        self.assertTrue(r.pod_sandbox_id, "RunPodSandbox returned an empty id")
+        self.env.note_ids(r.pod_sandbox_id)
+        self.addCleanup(self._drop_pod, r.pod_sandbox_id)
+        return r.pod_sandbox_id, cfg
+
+    def _drop_pod(self, pid):
+        try:
+            c = self.env.client
+            if c is None:
+                return
+            c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=pid),
+                                     timeout=T_STOP)
+            c.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=pid),
+                                       timeout=T_STOP)
+        except Exception as e:  # noqa: BLE001 - best effort after a failure
+            log("cleanup of pod %s: %s" % (pid, cri.details_of(e)))
+
+    def pod_status(self, pod_id):
+        return self.c.runtime.PodSandboxStatus(
+            self.pb.PodSandboxStatusRequest(pod_sandbox_id=pod_id), timeout=T_CALL).status
+
+    def pod_ip(self, pod_id):
+        ip = self.pod_status(pod_id).network.ip
+        self.assertTrue(ip, "PodSandboxStatus has no network.ip")
+        return ip
+
+    # -- images --
+    def pull(self, image, cfg, timeout=T_PULL):
+        r = self.c.image.PullImage(self.pb.PullImageRequest(
+            image=self.pb.ImageSpec(image=image), sandbox_config=cfg), timeout=timeout)
+        self.assertTrue(r.image_ref, "PullImage returned an empty image_ref")
+        return r.image_ref
+
+    # -- containers --
+    def create(self, pod_id, cfg, image, name=None, command=(), args=(), envs=None,
+               labels=None, pull=True):
+        pb = self.pb
+        name = name or unique("c")
+        if pull:
+            self.pull(image, cfg)
+        log_path = "%s/0.log" % name
+        os.makedirs(os.path.join(cfg.log_directory, name), exist_ok=True)
+        cc = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=0),
+            image=pb.ImageSpec(image=image),
+            command=list(command), args=list(args),
+            envs=[pb.KeyValue(key=k, value=v) for k, v in (envs or {}).items()],
+            labels=dict({"container": name}, **(labels or {})),
+            annotations={"io.kubernetes.container.restartCount": "0"},
+            log_path=log_path,
+            linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
+                memory_limit_in_bytes=128 << 20, oom_score_adj=1000)))
+        r = self.c.runtime.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=pod_id, config=cc, sandbox_config=cfg), timeout=T_START)
+        self.assertTrue(r.container_id, "CreateContainer returned an empty id")
+        self.env.note_ids(r.container_id)
+        return r.container_id, os.path.join(cfg.log_directory, log_path)
+
+    def start(self, cid):
+        self.c.runtime.StartContainer(self.pb.StartContainerRequest(container_id=cid),
+                                      timeout=T_START)
+
+    def cstatus(self, cid):
+        return self.c.runtime.ContainerStatus(
+            self.pb.ContainerStatusRequest(container_id=cid), timeout=T_CALL).status
+
+    def wait_state(self, cid, state, timeout=T_START):
+        want = self.pb.ContainerState.Value(state)
+        return wait_for(lambda: (lambda s: s if s.state == want else None)(self.cstatus(cid)),
+                        timeout, "container %s to be %s" % (cid, state))
+
+    def stop(self, cid, timeout=10):
+        self.c.runtime.StopContainer(self.pb.StopContainerRequest(container_id=cid,
+                                                                  timeout=timeout),
+                                     timeout=timeout + T_STOP)
+
+    def remove(self, cid):
+        self.c.runtime.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid),
+                                       timeout=T_STOP)
+
+    def stop_pod(self, pod_id):
+        self.c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=pod_id),
+                                      timeout=T_STOP * 2)
+
+    def remove_pod(self, pod_id):
+        self.c.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id),
+                                        timeout=T_STOP * 2)
+
+    def assertCode(self, code, fn, *a, **kw):
+        """fn must fail with grpc status `code` (a grpc.StatusCode); returns the details."""
+        try:
+            fn(*a, **kw)
+        except Exception as e:  # noqa: BLE001 - inspected
+            got = cri.code_of(e)
+            if got is None:
+                raise
+            self.assertEqual(got, code, "expected %s, got %s: %s" % (code, got,
+                                                                     cri.details_of(e)))
+            return cri.details_of(e)
+        self.fail("expected %s, the call succeeded" % code)
+
+    def wait_http(self, ip, port=8080, timeout=T_START):
+        def get():
+            st, body = http_get(ip, port)
+            return body if st == 200 else None
+        return wait_for(get, timeout, "HTTP on %s:%d" % (ip, port), interval=0.5)
+
+    def wait_log(self, path, pred, what, timeout=T_START):
+        return wait_for(lambda: (lambda t: t if pred(t) else None)(log_texts(path)), timeout,
+                        "%s in %s" % (what, path), interval=0.3)
+
+    def assertNoLeftovers(self, fp):
+        wait_for(lambda: not fp.leftovers(self.env.state_dir), T_STOP,
+                 "the removed pod's cell to leave nothing behind")
+
+
+# ---- the runner ----
+
+class _Result(unittest.TextTestResult):
+    pass
+
+
+def run(filters):
+    loader = unittest.TestLoader()
+    suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+
+    def flatten(s):
+        for t in s:
+            if isinstance(t, unittest.TestSuite):
+                yield from flatten(t)
+            else:
+                yield t
+    tests = [t for t in flatten(suite) if not filters or any(f in t.id() for f in filters)]
+    broken = [t for t in tests if isinstance(t, unittest.loader._FailedTest)]
+    global _ENV
+    e = Env()
+    _ENV = e
+    log("work directory " + e.work)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    passed = failed = skipped = 0
+    try:
+        try:
+            e.setup()
+        except Exception:
+            traceback.print_exc()
+            log("setup failed; kiyot log: %s" % e.kiyot_log)
+            _tail(e.kiyot_log)
+            print("integration: 0 passed, %d failed" % max(1, len(tests)))
+            return 1
+        runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result, stream=sys.stderr)
+        res = runner.run(unittest.TestSuite(tests))
+        failed = len(res.failures) + len(res.errors) + len(res.unexpectedSuccesses)
+        skipped = len(res.skipped)
+        passed = res.testsRun - failed - skipped - len(res.expectedFailures)
+        if failed:
+            _tail(e.kiyot_log)
+    except KeyboardInterrupt:
+        log("interrupted")
+        failed += 1
+    finally:
+        e.teardown()
+    if broken:
+        log("%d test files failed to import" % len(broken))
+    line = "integration: %d passed, %d failed" % (passed, failed)
+    if skipped:
+        line += ", %d skipped" % skipped
+    print(line)
+    return 1 if failed or not tests else 0
+
+
+def _tail(path, n=60):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.readlines()[-n:]
+        sys.stderr.write("---- last lines of %s\n%s----\n" % (path, "".join(lines)))
+    except OSError:
+        pass
+
+
+def probe_cell_network():
+    """Checks what a cell needs from the host: from a network namespace on the bridge (as a
+    cell is), the registry answers on the bridge address."""
+    ns, veth = "kiyotitest-probe", "kitprobe0"
+    sh("ip", "netns", "del", ns, check=False, quiet=True)
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "c")
+        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+        sh("ip", "link", "set", veth + "c", "netns", ns)
+        sh("ip", "-n", ns, "addr", "add", "10.78.255.254/16", "dev", veth + "c")
+        sh("ip", "-n", ns, "link", "set", veth + "c", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        out = wait_for(lambda: sh("ip", "netns", "exec", ns, "curl", "-sf", "-m", "3", "-H",
+                                  "Accept: " + images.ACCEPT,
+                                  "http://%s/v2/hello/manifests/1" % REGISTRY),
+                       15, "the registry from a namespace on the bridge")
+        log("from a cell-like netns the registry serves hello:1 (%d bytes)" % len(out))
+    finally:
+        sh("ip", "link", "del", veth, check=False, quiet=True)
+        sh("ip", "netns", "del", ns, check=False, quiet=True)
+
+
+def check():
+    """Verifies the parts that do not need kiyot: bridge, registry, images, CRI stubs."""
+    e = Env()
+    try:
+        e.setup(with_kiyot=False)
+        reg = images.Registry(REGISTRY)
+        for name, t in sorted(e.catalog["tags"].items()):
+            repo, tag = name.rsplit(":", 1)
+            st, hdr, _ = reg.get_manifest(repo, tag)
+            log("%-22s %d %s" % (name, st, hdr.get("docker-content-digest", "")))
+        probe_cell_network()
+        c = cri.Client(e.socket)
+        log("CRI stubs: %d runtime, %d image methods" % (len(c.runtime.methods),
+                                                         len(c.image.methods)))
+        c.close()
+    finally:
+        e.teardown()
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "run":
+        return run(argv[2:])
+    if len(argv) == 3 and argv[1] == "cleanup":
+        cleanup(os.path.abspath(argv[2]))
+        return 0
+    if len(argv) == 2 and argv[1] == "check":
+        return check()
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    # Run as the module "harness", the one the test files import, so they share _ENV.
+    import harness
+    sys.exit(harness.main(sys.argv))

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Kiyot's integration tests: real kiyot and cell-agent (from $KIYOT_BUILD, default build/),
+# Debian's docker-registry and crun, images built by test/images/build.py, driven through
+# CRI v1 by an independent Python client. Needs root.
+#
+#   test/integration/run.sh                 every test
+#   test/integration/run.sh lifecycle Logs  only tests whose id contains one of the words
+#
+# KIYOT_ITEST_KEEP=1 keeps the run's work directory (/tmp/kiyot-itest-*) for inspection;
+# KIYOT_ITEST_LOGS=DIR copies kiyot's and the registry's logs there.
+# Prints "integration: N passed, N failed" last; exits non-zero when anything failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+
+if [ "$(id -u)" != 0 ]; then
+	echo "integration: needs root (network namespaces, cgroups, a bridge)" >&2
+	echo "integration: 0 passed, 1 failed"
+	exit 1
+fi
+for m in grpc google.protobuf; do
+	if ! "$py" -c "import $m" 2>/dev/null; then
+		echo "integration: $py cannot import $m: run deploy/install-deps.sh" >&2
+		echo "integration: 0 passed, 1 failed"
+		exit 1
+	fi
+done
+
+# One run at a time on a machine: the bridge and the registry address are fixed.
+exec 9>/run/lock/kiyot-itest.lock
+if ! flock -w 600 9; then
+	echo "integration: another run holds /run/lock/kiyot-itest.lock" >&2
+	echo "integration: 0 passed, 1 failed"
+	exit 1
+fi
+
+# A run killed hard leaves its work directory; clean those up first (kiyot, cells, registry).
+for d in /tmp/kiyot-itest-*; do
+	[ -f "$d/env.json" ] && "$py" "$here/harness.py" cleanup "$d"
+done
+
+"$py" "$here/harness.py" run "$@"
+rc=$?
+exit $rc
