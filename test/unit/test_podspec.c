@@ -1,0 +1,403 @@
+/* Unit tests for kiyot/podspec: Pod manifests into struct podspec, with the API server's rules. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../kiyot/podspec.h"
+#include "yaml.h"
+
+#define FIX "test/fixtures/podspec/"
+
+/* Every field of the full fixture arrives in the structure, defaults applied. */
+static void test_podspec__full_manifest(void **state)
+{
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	const struct podspec_container *app, *init;
+	(void)state;
+
+	if (podspec_from_yaml_file(FIX "full.yaml", &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p->name, "web");
+	assert_string_equal(p->namespace, "shop");
+	assert_string_equal(p->uid, "6f1c2a4e-0000-4000-8000-000000000001");
+	assert_string_equal(podspec_label(p, "example.com/tier"), "1");
+	assert_string_equal(podspec_label(p, "app"), "web");
+	assert_null(podspec_label(p, "missing"));
+	assert_string_equal(podspec_annotation(p, "pod.elotl.co/instance-type"), "t3*");
+	assert_int_equal(p->restart_policy, PODSPEC_RESTART_ON_FAILURE);
+	assert_string_equal(podspec_restart_name(p->restart_policy), "OnFailure");
+	assert_string_equal(p->hostname, "web-0");
+	assert_int_equal(p->termination_grace_period_seconds, 5);
+
+	assert_int_equal(p->n_volumes, 3);
+	assert_false(p->volumes[0].memory);
+	assert_true(p->volumes[1].memory);
+	assert_int_equal(p->volumes[1].size_limit_bytes, 64 << 20);
+	assert_string_equal(p->volumes[2].name, "defaulted");
+
+	assert_int_equal(p->n_init_containers, 1);
+	init = &p->init_containers[0];
+	assert_string_equal(init->name, "setup");
+	assert_int_equal(init->n_command, 3);
+	assert_string_equal(init->command[2], "echo ready > /scratch/state");
+	assert_null(init->command[3]);
+	assert_null(init->args);
+	assert_int_equal(init->requests.cpu_milli, 1000);
+	assert_int_equal(init->requests.memory_bytes, 1 << 30);
+	assert_false(init->limits.has_cpu);
+	assert_int_equal(init->pull_policy, PODSPEC_PULL_IF_NOT_PRESENT);
+
+	assert_int_equal(p->n_containers, 2);
+	app = &p->containers[0];
+	assert_string_equal(app->image, "registry.local:5000/shop/web");
+	assert_int_equal(app->pull_policy, PODSPEC_PULL_ALWAYS);
+	assert_string_equal(app->args[1], "8080");
+	assert_string_equal(app->working_dir, "/srv");
+	assert_int_equal(app->n_env, 2);
+	assert_string_equal(app->env[0].name, "MODE");
+	assert_string_equal(app->env[0].value, "production");
+	assert_string_equal(app->env[1].value, "");
+	assert_int_equal(app->n_ports, 2);
+	assert_int_equal(app->ports[0].container_port, 8080);
+	assert_string_equal(app->ports[0].protocol, "TCP");
+	assert_string_equal(app->ports[0].name, "http");
+	assert_string_equal(app->ports[1].protocol, "UDP");
+	assert_null(app->ports[1].name);
+	assert_int_equal(app->requests.cpu_milli, 250);
+	assert_int_equal(app->requests.memory_bytes, 256 << 20);
+	assert_int_equal(app->limits.cpu_milli, 500);
+	assert_int_equal(app->limits.memory_bytes, 400 << 20);
+	assert_true(app->requests.has_gpus);
+	assert_int_equal(app->requests.gpus, 1);
+	assert_int_equal(app->limits.gpus, 1);
+	assert_int_equal(app->n_mounts, 2);
+	assert_true(app->mounts[0].read_only);
+	assert_false(app->mounts[1].read_only);
+	assert_string_equal(app->mounts[1].mount_path, "/dev/shm");
+	assert_true(app->has_run_as_user);
+	assert_int_equal(app->run_as_user, 1000);
+	assert_int_equal(app->run_as_group, 3000);
+	assert_int_equal(p->containers[1].pull_policy, PODSPEC_PULL_NEVER);
+	assert_string_equal(podspec_pull_name(p->containers[1].pull_policy), "Never");
+	podspec_free(p);
+}
+
+/* A JSON manifest with only the required fields gets the API server's defaults. */
+static void test_podspec__minimal_json_gets_defaults(void **state)
+{
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	(void)state;
+
+	if (podspec_from_yaml_file(FIX "minimal.json", &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(p->namespace, "default");
+	assert_null(p->uid);
+	assert_null(p->hostname);
+	assert_int_equal(p->restart_policy, PODSPEC_RESTART_ALWAYS);
+	assert_int_equal(p->termination_grace_period_seconds, 30);
+	assert_int_equal(p->n_init_containers, 0);
+	assert_int_equal(p->containers[0].pull_policy, PODSPEC_PULL_ALWAYS);
+	assert_false(p->containers[0].requests.has_cpu);
+	assert_null(p->containers[0].command);
+	podspec_free(p);
+}
+
+/* File errors carry the path, then the field. */
+static void test_podspec__file_errors_name_the_file(void **state)
+{
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	(void)state;
+
+	assert_int_equal(podspec_from_yaml_file(FIX "configmap-volume.yaml", &p, &err), -ENOTSUP);
+	assert_string_equal(err.msg, FIX "configmap-volume.yaml: spec.volumes[0]: volume \"config\" "
+				     "is a configMap volume; only emptyDir volumes are supported by "
+				     "kiyot run");
+	assert_null(p);
+	assert_true(podspec_from_yaml_file(FIX "two-pods.yaml", &p, &err) < 0);
+	assert_string_equal(err.msg, FIX "two-pods.yaml: line 5, column 1: a second YAML document "
+				     "starts here; give one document per file");
+	assert_true(podspec_from_yaml_file(FIX "absent.yaml", &p, &err) < 0);
+	assert_non_null(strstr(err.msg, "absent.yaml"));
+}
+
+/* The default pull policy follows the image tag, as the API server's defaulting does. */
+static void test_podspec__pull_policy_defaults_from_tag(void **state)
+{
+	static const struct {
+		const char *image;
+		enum podspec_pull want;
+	} cases[] = {
+		{ "busybox", PODSPEC_PULL_ALWAYS },
+		{ "busybox:latest", PODSPEC_PULL_ALWAYS },
+		{ "busybox:1.36", PODSPEC_PULL_IF_NOT_PRESENT },
+		{ "host:5000/busybox", PODSPEC_PULL_ALWAYS },
+		{ "host:5000/busybox:v1", PODSPEC_PULL_IF_NOT_PRESENT },
+		{ "busybox@sha256:abcd", PODSPEC_PULL_IF_NOT_PRESENT },
+		{ "busybox:latest@sha256:abcd", PODSPEC_PULL_ALWAYS },
+		{ "busybox:latest2", PODSPEC_PULL_IF_NOT_PRESENT },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *j = json_pack("{s:s, s:s, s:{s:s}, s:{s:[{s:s, s:s}]}}", "apiVersion", "v1",
+				      "kind", "Pod", "metadata", "name", "p", "spec", "containers",
+				      "name", "c", "image", cases[i].image);
+		struct err err = ERR_INIT;
+		struct podspec *p = NULL;
+
+		if (podspec_from_json(j, &p, &err) < 0)
+			fail_msg("%s: %s", cases[i].image, err.msg);
+		if (p->containers[0].pull_policy != cases[i].want)
+			fail_msg("%s: got %s", cases[i].image,
+				 podspec_pull_name(p->containers[0].pull_policy));
+		podspec_free(p);
+		json_decref(j);
+	}
+}
+
+/* Quantities may be written as YAML numbers; a limit alone also sets the request. */
+static void test_podspec__numeric_quantities_and_request_defaults(void **state)
+{
+	static const char text[] = "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {"
+				   "containers: [{name: c, image: x, resources: {limits: "
+				   "{cpu: 2, memory: 1e9}, requests: {cpu: 0.1}}}]}}";
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	json_t *j = NULL;
+	(void)state;
+
+	assert_int_equal(yaml_to_json(text, strlen(text), &j, &err), 0);
+	if (podspec_from_json(j, &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(p->containers[0].requests.cpu_milli, 100);
+	assert_int_equal(p->containers[0].limits.cpu_milli, 2000);
+	assert_int_equal(p->containers[0].limits.memory_bytes, 1000000000);
+	assert_true(p->containers[0].requests.has_memory);
+	assert_int_equal(p->containers[0].requests.memory_bytes, 1000000000);
+	podspec_free(p);
+	json_decref(j);
+}
+
+#define POD(spec) "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: " spec "}"
+#define ONE(c) POD("{containers: [{name: c, image: x, " c "}]}")
+
+struct pbad {
+	const char *yaml;
+	int code;
+	const char *msg;
+};
+
+/* Each invalid manifest is refused with the JSON path of the field at fault and the reason. */
+static void test_podspec__errors_name_the_field(void **state)
+{
+	static const struct pbad cases[] = {
+		{ "[1]", EINVAL, "manifest: must be a mapping (a Pod object), not a list" },
+		{ "{kind: Pod}", EINVAL, "apiVersion: required" },
+		{ "{apiVersion: apps/v1, kind: Pod}", EINVAL,
+		  "apiVersion: \"apps/v1\" is not supported; kiyot run takes apiVersion: v1, kind: "
+		  "Pod" },
+		{ "{apiVersion: v1, kind: Deployment}", EINVAL,
+		  "kind: \"Deployment\" is not supported; kiyot run takes a Pod (apiVersion: v1, "
+		  "kind: Pod)" },
+		{ "{apiVersion: v1, kind: Pod}", EINVAL, "metadata: required (with a name)" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {}}", EINVAL, "metadata.name: required" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: Web}}", EINVAL,
+		  "metadata.name: \"Web\" is not a valid pod name: use at most 253 characters of "
+		  "a-z, 0-9, '-' and '.', starting and ending with a letter or digit" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: a.b}}", EINVAL,
+		  "metadata.namespace: \"a.b\" is not a valid name: use at most 63 characters of "
+		  "a-z, 0-9 and '-', starting and ending with a letter or digit" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: 1}}}", EINVAL,
+		  "metadata.labels.app: must be a string, not a number (quote numbers and booleans "
+		  "in YAML, e.g. \"8080\")" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: a b}}}", EINVAL,
+		  "metadata.labels.app: \"a b\" is not a valid label value: use at most 63 "
+		  "characters of a-z, A-Z, 0-9, '-', '_' and '.'" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: {-x: y}}}", EINVAL,
+		  "metadata.annotations.-x: invalid key: use an optional DNS prefix and '/', then at "
+		  "most 63 characters of a-z, A-Z, 0-9, '-', '_' and '.'" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p}}", EINVAL,
+		  "spec: required (with containers)" },
+		{ POD("{}"), EINVAL, "spec.containers: required (a pod needs at least one container)" },
+		{ POD("{containers: []}"), EINVAL,
+		  "spec.containers: required (a pod needs at least one container)" },
+		{ POD("{containers: {name: c}}"), EINVAL,
+		  "spec.containers: must be a list, not a mapping" },
+		{ POD("{containers: [{name: a, image: x}, {name: b}]}"), EINVAL,
+		  "spec.containers[1].image: required" },
+		{ POD("{containers: [{name: a, image: ''}]}"), EINVAL,
+		  "spec.containers[0].image: required (it is empty)" },
+		{ POD("{containers: [{name: a, image: ' x'}]}"), EINVAL,
+		  "spec.containers[0].image: \" x\" must not begin or end with whitespace" },
+		{ POD("{containers: [{image: x}]}"), EINVAL, "spec.containers[0].name: required" },
+		{ POD("{containers: [{name: Web_1, image: x}]}"), EINVAL,
+		  "spec.containers[0].name: \"Web_1\" is not a valid name: use at most 63 characters "
+		  "of a-z, 0-9 and '-', starting and ending with a letter or digit" },
+		{ POD("{initContainers: [{name: a, image: x}], containers: [{name: a, image: x}]}"),
+		  EINVAL,
+		  "spec.containers[0].name: duplicate container name \"a\" (also used by "
+		  "spec.initContainers[0]); container names must be unique in a pod" },
+		{ POD("{restartPolicy: Sometimes, containers: [{name: a, image: x}]}"), EINVAL,
+		  "spec.restartPolicy: \"Sometimes\" is not one of Always, OnFailure, Never" },
+		{ POD("{hostname: -h, containers: [{name: a, image: x}]}"), EINVAL,
+		  "spec.hostname: \"-h\" is not a valid name: use at most 63 characters of a-z, 0-9 "
+		  "and '-', starting and ending with a letter or digit" },
+		{ POD("{terminationGracePeriodSeconds: -1, containers: [{name: a, image: x}]}"),
+		  EINVAL,
+		  "spec.terminationGracePeriodSeconds: -1 is out of range; must be between 0 and "
+		  "2147483647" },
+		{ POD("{terminationGracePeriodSeconds: '30', containers: [{name: a, image: x}]}"),
+		  EINVAL, "spec.terminationGracePeriodSeconds: must be an integer, not a string" },
+		{ POD("{volumes: [{name: d, hostPath: {path: /}}], containers: [{name: a, image: x}]}"),
+		  ENOTSUP,
+		  "spec.volumes[0]: volume \"d\" is a hostPath volume; only emptyDir volumes are "
+		  "supported by kiyot run" },
+		{ POD("{volumes: [{name: d}, {name: d}], containers: [{name: a, image: x}]}"), EINVAL,
+		  "spec.volumes[1].name: duplicate volume name \"d\"" },
+		{ POD("{volumes: [{emptyDir: {}}], containers: [{name: a, image: x}]}"), EINVAL,
+		  "spec.volumes[0].name: required" },
+		{ POD("{volumes: [{name: d, emptyDir: {medium: HugePages}}], containers: [{name: a, "
+		      "image: x}]}"),
+		  ENOTSUP,
+		  "spec.volumes[0].emptyDir.medium: \"HugePages\" is not supported; use \"\" (disk) or "
+		  "\"Memory\"" },
+		{ POD("{volumes: [{name: d, emptyDir: {sizeLimit: lots}}], containers: [{name: a, "
+		      "image: x}]}"),
+		  EINVAL,
+		  "spec.volumes[0].emptyDir.sizeLimit: \"lots\" is not a quantity (examples: 500m, 2, "
+		  "128Mi, 1Gi)" },
+		{ ONE("command: sh"), EINVAL,
+		  "spec.containers[0].command: must be a list, not a string" },
+		{ ONE("args: [a, 1]"), EINVAL,
+		  "spec.containers[0].args[1]: must be a string, not a number (quote numbers and "
+		  "booleans in YAML, e.g. \"8080\")" },
+		{ ONE("env: [{value: x}]"), EINVAL, "spec.containers[0].env[0].name: required" },
+		{ ONE("env: [{name: 'A=B'}]"), EINVAL,
+		  "spec.containers[0].env[0].name: \"A=B\" is not a valid variable name (no '=')" },
+		{ ONE("env: [{name: A, value: x}, {name: B, valueFrom: {secretKeyRef: {name: s, key: "
+		      "k}}}]"),
+		  ENOTSUP,
+		  "spec.containers[0].env[1].valueFrom: not supported by kiyot run; give the value "
+		  "inline with \"value\"" },
+		{ ONE("env: [{name: PORT, value: 8080}]"), EINVAL,
+		  "spec.containers[0].env[0].value: must be a string, not a number (quote numbers and "
+		  "booleans in YAML, e.g. \"8080\")" },
+		{ ONE("envFrom: [{configMapRef: {name: c}}]"), ENOTSUP,
+		  "spec.containers[0].envFrom: not supported by kiyot run; list the variables under "
+		  "env" },
+		{ ONE("ports: [{containerPort: 70000}]"), EINVAL,
+		  "spec.containers[0].ports[0].containerPort: 70000 is out of range; must be between "
+		  "1 and 65535" },
+		{ ONE("ports: [{containerPort: 0}]"), EINVAL,
+		  "spec.containers[0].ports[0].containerPort: 0 is out of range; must be between 1 "
+		  "and 65535" },
+		{ ONE("ports: [{name: http}]"), EINVAL,
+		  "spec.containers[0].ports[0].containerPort: required" },
+		{ ONE("ports: [{containerPort: 80, protocol: tcp}]"), EINVAL,
+		  "spec.containers[0].ports[0].protocol: \"tcp\" is not one of TCP, UDP, SCTP" },
+		{ ONE("ports: [{containerPort: 80, name: HTTP}]"), EINVAL,
+		  "spec.containers[0].ports[0].name: \"HTTP\" is not a valid port name: use at most "
+		  "15 characters of a-z, 0-9 and '-', with at least one letter" },
+		{ ONE("ports: [{containerPort: 80, name: web}, {containerPort: 81, name: web}]"),
+		  EINVAL, "spec.containers[0].ports[1].name: duplicate port name \"web\"" },
+		{ ONE("resources: {limits: {cpu: abc}}"), EINVAL,
+		  "spec.containers[0].resources.limits.cpu: \"abc\" is not a quantity (examples: "
+		  "500m, 2, 128Mi, 1Gi)" },
+		{ ONE("resources: {requests: {memory: -1Gi}}"), EINVAL,
+		  "spec.containers[0].resources.requests.memory: \"-1Gi\" must not be negative" },
+		{ ONE("resources: {requests: {memory: [1]}}"), EINVAL,
+		  "spec.containers[0].resources.requests.memory: must be a quantity such as \"500m\" "
+		  "or \"1Gi\", not a list" },
+		{ ONE("resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}"), EINVAL,
+		  "spec.containers[0].resources.requests.cpu: \"2\" must be less than or equal to "
+		  "the cpu limit \"1\"" },
+		{ ONE("resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}"), EINVAL,
+		  "spec.containers[0].resources.requests.memory: \"2Gi\" must be less than or equal "
+		  "to the memory limit \"1Gi\"" },
+		{ ONE("resources: {limits: {nvidia.com/gpu: 1.5}}"), EINVAL,
+		  "spec.containers[0].resources.limits.nvidia.com/gpu: \"1.5\" must be a whole number "
+		  "of GPUs" },
+		{ ONE("resources: {requests: {nvidia.com/gpu: 1}}"), EINVAL,
+		  "spec.containers[0].resources.limits.nvidia.com/gpu: required when GPUs are "
+		  "requested (set it equal to the request)" },
+		{ ONE("resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}"),
+		  EINVAL,
+		  "spec.containers[0].resources.requests.nvidia.com/gpu: \"1\" must equal the limit "
+		  "\"2\" (GPUs cannot be overcommitted)" },
+		{ ONE("resources: {limits: {example.com/dongle: 1}}"), ENOTSUP,
+		  "spec.containers[0].resources.limits.example.com/dongle: resource not supported by "
+		  "kiyot run (supported: cpu, memory, nvidia.com/gpu, ephemeral-storage)" },
+		{ ONE("volumeMounts: [{name: data, mountPath: /data}]"), EINVAL,
+		  "spec.containers[0].volumeMounts[0].name: \"data\" is not a volume declared in "
+		  "spec.volumes" },
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		      "d}]}]}"),
+		  EINVAL, "spec.containers[0].volumeMounts[0].mountPath: required" },
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		      "d, mountPath: data}]}]}"),
+		  EINVAL,
+		  "spec.containers[0].volumeMounts[0].mountPath: \"data\" must be an absolute path" },
+		{ POD("{volumes: [{name: d}, {name: e}], containers: [{name: c, image: x, "
+		      "volumeMounts: [{name: d, mountPath: /m}, {name: e, mountPath: /m}]}]}"),
+		  EINVAL, "spec.containers[0].volumeMounts[1].mountPath: \"/m\" is already mounted" },
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		      "d, mountPath: /m, readOnly: 'yes'}]}]}"),
+		  EINVAL,
+		  "spec.containers[0].volumeMounts[0].readOnly: must be a boolean, not a string" },
+		{ ONE("securityContext: {runAsUser: -1}"), EINVAL,
+		  "spec.containers[0].securityContext.runAsUser: -1 is out of range; must be between "
+		  "0 and 2147483647" },
+		{ ONE("securityContext: {runAsGroup: root}"), EINVAL,
+		  "spec.containers[0].securityContext.runAsGroup: must be an integer, not a string" },
+		{ ONE("imagePullPolicy: Sometimes"), EINVAL,
+		  "spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of Always, "
+		  "IfNotPresent, Never" },
+		{ POD("{initContainers: [{name: i, image: x, resources: {limits: {cpu: x1}}}], "
+		      "containers: [{name: c, image: x}]}"),
+		  EINVAL,
+		  "spec.initContainers[0].resources.limits.cpu: \"x1\" is not a quantity (examples: "
+		  "500m, 2, 128Mi, 1Gi)" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct err err = ERR_INIT;
+		struct podspec *p = NULL;
+		json_t *j = NULL;
+		int ret;
+
+		if (yaml_to_json(cases[i].yaml, strlen(cases[i].yaml), &j, &err) < 0)
+			fail_msg("fixture %s: %s", cases[i].yaml, err.msg);
+		ret = podspec_from_json(j, &p, &err);
+		json_decref(j);
+		if (ret >= 0)
+			fail_msg("accepted %s", cases[i].yaml);
+		assert_null(p);
+		if (strcmp(err.msg, cases[i].msg) != 0)
+			fail_msg("%s:\n got  %s\n want %s", cases[i].yaml, err.msg, cases[i].msg);
+		if (-ret != cases[i].code)
+			fail_msg("%s: code %d", cases[i].yaml, -ret);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_podspec__full_manifest),
+		cmocka_unit_test(test_podspec__minimal_json_gets_defaults),
+		cmocka_unit_test(test_podspec__file_errors_name_the_file),
+		cmocka_unit_test(test_podspec__pull_policy_defaults_from_tag),
+		cmocka_unit_test(test_podspec__numeric_quantities_and_request_defaults),
+		cmocka_unit_test(test_podspec__errors_name_the_field),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
