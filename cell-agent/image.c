@@ -14,22 +14,22 @@
 #include "unpack.h"
 #include "xalloc.h"
 
-#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
+#define MT_OCI_MANIFEST	   "application/vnd.oci.image.manifest.v1+json"
+#define MT_OCI_INDEX	   "application/vnd.oci.image.index.v1+json"
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_DOCKER_LIST	   "application/vnd.docker.distribution.manifest.list.v2+json"
 
-#define IMAGE_MAX_LAYERS 256
-#define IMAGE_MAX_INDEX 1024
-#define IMAGE_MAX_STRV 4096
-#define IMAGE_MAX_RECORD (1u << 20)
-#define IMAGE_DEFAULT_MAX_LAYER (8ull << 30)
+#define IMAGE_MAX_LAYERS	   256
+#define IMAGE_MAX_INDEX		   1024
+#define IMAGE_MAX_STRV		   4096
+#define IMAGE_MAX_RECORD	   (1u << 20)
+#define IMAGE_DEFAULT_MAX_LAYER	   (8ull << 30)
 #define IMAGE_DEFAULT_MAX_UNPACKED (32ull << 30)
 
 /* What the store remembers of one unpacked image (also image.json on disk). */
 struct img_rec {
-	char *id;       /* "sha256:<config hex>" */
-	char **refs;    /* normalised references pointing at it */
+	char *id;	/* "sha256:<config hex>" */
+	char **refs;	/* normalised references pointing at it */
 	char **digests; /* repo digests "host/repo@sha256:..." */
 	uint64_t size;
 	char **entrypoint;
@@ -154,7 +154,7 @@ static int strv_from_json(const json_t *j, const char *what, char ***out, struct
 		return err_set(err, EPROTO, "%s: expected a list of at most %d strings", what,
 			       IMAGE_MAX_STRV);
 	res = xcalloc(json_array_size(j) + 1, sizeof(*res));
-	json_array_foreach(j, i, v) {
+	json_array_foreach (j, i, v) {
 		if (!json_is_string(v)) {
 			strv_free(res);
 			return err_set(err, EPROTO, "%s[%zu]: expected a string", what, i);
@@ -205,8 +205,8 @@ static int rec_read_config(struct img_rec *r, const json_t *cfg, struct err *err
 
 	if (c && !json_is_null(c) && !json_is_object(c))
 		return err_set(err, EPROTO, "config: expected an object");
-	ret = strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint",
-			     &r->entrypoint, err);
+	ret = strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint", &r->entrypoint,
+			     err);
 	if (ret == 0)
 		ret = strv_from_json(json_object_get(c, "Cmd"), "config.Cmd", &r->cmd, err);
 	if (ret == 0)
@@ -255,8 +255,8 @@ static int rec_from_json(const json_t *j, struct img_rec **out, struct err *err)
 		ret = strv_from_json(json_object_get(j, "repo_digests"), "repo_digests",
 				     &r->digests, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(j, "entrypoint"), "entrypoint",
-				     &r->entrypoint, err);
+		ret = strv_from_json(json_object_get(j, "entrypoint"), "entrypoint", &r->entrypoint,
+				     err);
 	if (ret == 0)
 		ret = strv_from_json(json_object_get(j, "cmd"), "cmd", &r->cmd, err);
 	if (ret == 0)
@@ -297,8 +297,9 @@ static struct image_info *rec_info(const struct image_store *s, const struct img
 	struct image_info *info = xcalloc(1, sizeof(*info));
 
 	info->ref = xstrdup(ref ? ref : r->refs && r->refs[0] ? r->refs[0] : "");
-	info->repo_digest = xstrdup(repo_digest ? repo_digest
-						: r->digests && r->digests[0] ? r->digests[0] : "");
+	info->repo_digest = xstrdup(repo_digest			  ? repo_digest
+				    : r->digests && r->digests[0] ? r->digests[0]
+								  : "");
 	info->image_id = xstrdup(r->id);
 	info->rootfs = xasprintf("%s/images/%s/rootfs", s->root, image_hex(r->id));
 	info->size = r->size;
@@ -436,10 +437,9 @@ static const char *manifest_kind(const json_t *j, const char *content_type)
 
 	if (mt && *mt)
 		return mt;
-	if (content_type && (!strcmp(content_type, MT_OCI_MANIFEST) ||
-			     !strcmp(content_type, MT_OCI_INDEX) ||
-			     !strcmp(content_type, MT_DOCKER_MANIFEST) ||
-			     !strcmp(content_type, MT_DOCKER_LIST)))
+	if (content_type &&
+	    (!strcmp(content_type, MT_OCI_MANIFEST) || !strcmp(content_type, MT_OCI_INDEX) ||
+	     !strcmp(content_type, MT_DOCKER_MANIFEST) || !strcmp(content_type, MT_DOCKER_LIST)))
 		return content_type;
 	if (json_object_get(j, "manifests"))
 		return MT_OCI_INDEX;
@@ -504,7 +504,7 @@ static int manifest_parse(const json_t *j, struct img_manifest *m, struct err *e
 		return err_set(err, EPROTO, "manifest has more than %d layers", IMAGE_MAX_LAYERS);
 	m->config_digest = xstrdup(cd);
 	m->layers = xcalloc(json_array_size(layers) + 1, sizeof(*m->layers));
-	json_array_foreach(layers, i, l) {
+	json_array_foreach (layers, i, l) {
 		char what[32];
 		const char *d, *mt = json_string_value(json_object_get(l, "mediaType"));
 		int64_t size;
@@ -535,7 +535,7 @@ static int index_pick(const json_t *j, const char **digest, struct err *err)
 		return err_set(err, EPROTO, "malformed index: missing manifests");
 	if (json_array_size(ms) > IMAGE_MAX_INDEX)
 		return err_set(err, EPROTO, "index has more than %d entries", IMAGE_MAX_INDEX);
-	json_array_foreach(ms, i, m) {
+	json_array_foreach (ms, i, m) {
 		json_t *p = json_object_get(m, "platform");
 		const char *os = json_string_value(json_object_get(p, "os"));
 		const char *arch = json_string_value(json_object_get(p, "architecture"));
@@ -582,7 +582,7 @@ static int image_fetch_doc(struct reg_client *c, const char *reference, struct r
 static int image_resolve(struct reg_client *c, const char *reference, struct img_manifest *m,
 			 char **top_digest, struct err *err)
 {
-	struct reg_manifest doc = { 0 };
+	struct reg_manifest doc = {0};
 	_cleanup_free_ char *pick = NULL;
 	json_t *j = NULL;
 	const char *kind;
@@ -627,8 +627,8 @@ out:
 /* ---- blobs and unpacking ---- */
 
 /* Makes sure the layer blob is in the cache (downloaded and verified once). */
-static int image_ensure_blob(struct image_store *s, struct reg_client *c,
-			     const struct img_layer *l, struct err *err)
+static int image_ensure_blob(struct image_store *s, struct reg_client *c, const struct img_layer *l,
+			     struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/blobs/sha256/%s", s->root, image_hex(l->digest));
 	_cleanup_free_ char *key = xasprintf("blob:%s", l->digest);
@@ -647,7 +647,8 @@ static int image_ensure_blob(struct image_store *s, struct reg_client *c,
 		if (ret == 1)
 			break;
 	}
-	ret = fs_exists(path) ? 0 : reg_fetch_blob_file(c, l->digest, l->size, s->max_layer, path, err);
+	ret = fs_exists(path) ? 0
+			      : reg_fetch_blob_file(c, l->digest, l->size, s->max_layer, path, err);
 	flight_end(s, f, ret, err);
 	return ret;
 }
@@ -791,7 +792,7 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 		       const struct image_auth *auth, struct image_info **out, struct err *err)
 {
 	struct reg_client *c = NULL;
-	struct img_manifest m = { 0 };
+	struct img_manifest m = {0};
 	_cleanup_free_ char *top = NULL;
 	_cleanup_free_ char *repo_digest = NULL;
 	struct img_rec *r = NULL, *cur;
@@ -815,7 +816,8 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 			*out = rec_info(s, cur, norm, repo_digest);
 			ret = 0;
 		} else {
-			ret = err_set(err, ENOENT, "image %s vanished from the store", m.config_digest);
+			ret = err_set(err, ENOENT, "image %s vanished from the store",
+				      m.config_digest);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -828,7 +830,7 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 int image_pull(struct image_store *s, const char *ref, const struct image_auth *auth,
 	       struct image_info **out, struct err *err)
 {
-	struct image_ref r = { 0 };
+	struct image_ref r = {0};
 	_cleanup_free_ char *norm = NULL;
 	_cleanup_free_ char *key = NULL;
 	struct flight *f;
@@ -867,10 +869,9 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 	return ret;
 }
 
-int image_lookup(struct image_store *s, const char *ref, struct image_info **out,
-		 struct err *err)
+int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err)
 {
-	struct image_ref r = { 0 };
+	struct image_ref r = {0};
 	_cleanup_free_ char *id = NULL;
 	_cleanup_free_ char *norm = NULL;
 	struct img_rec *rec;

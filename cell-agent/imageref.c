@@ -114,18 +114,21 @@ static int ref_check_repository(const char *in, const char *repo, struct err *er
 	const char *p = repo;
 
 	if (strlen(repo) > 255)
-		return err_set(err, EINVAL, "image reference \"%.200s\": repository name longer than "
-				       "255 characters", in);
+		return err_set(err, EINVAL,
+			       "image reference \"%.200s\": repository name longer than "
+			       "255 characters",
+			       in);
 	for (;;) {
 		const char *slash = strchr(p, '/');
 		size_t n = slash ? (size_t)(slash - p) : strlen(p);
 
 		for (size_t i = 0; i < n; i++)
 			if (p[i] >= 'A' && p[i] <= 'Z')
-				return err_set(err, EINVAL,
-					       "image reference \"%.200s\": repository name must be "
-					       "lowercase",
-					       in);
+				return err_set(
+					err, EINVAL,
+					"image reference \"%.200s\": repository name must be "
+					"lowercase",
+					in);
 		if (!ref_component_valid(p, n))
 			return err_set(err, EINVAL,
 				       "image reference \"%.200s\": invalid repository name "
@@ -158,10 +161,11 @@ int image_ref_parse(const char *s, struct image_ref *out, struct err *err)
 	if (at) {
 		*at = '\0';
 		if (!image_digest_valid(at + 1))
-			return err_set(err, EINVAL,
-				       "image reference \"%.200s\": digest must be sha256: followed "
-				       "by 64 lowercase hex digits",
-				       s);
+			return err_set(
+				err, EINVAL,
+				"image reference \"%.200s\": digest must be sha256: followed "
+				"by 64 lowercase hex digits",
+				s);
 		digest = xstrdup(at + 1);
 	}
 	slash = strrchr(name, '/');
@@ -169,10 +173,11 @@ int image_ref_parse(const char *s, struct image_ref *out, struct err *err)
 	if (colon) {
 		*colon = '\0';
 		if (!ref_tag_valid(colon + 1))
-			return err_set(err, EINVAL,
-				       "image reference \"%.200s\": invalid tag \"%.128s\" (letters, "
-				       "digits, '_', '.', '-'; at most 128)",
-				       s, colon + 1);
+			return err_set(
+				err, EINVAL,
+				"image reference \"%.200s\": invalid tag \"%.128s\" (letters, "
+				"digits, '_', '.', '-'; at most 128)",
+				s, colon + 1);
 		tag = xstrdup(colon + 1);
 	}
 	slash = strchr(name, '/');
@@ -180,8 +185,8 @@ int image_ref_parse(const char *s, struct image_ref *out, struct err *err)
 		      memchr(name, ':', (size_t)(slash - name)) ||
 		      (slash - name == 9 && strncmp(name, "localhost", 9) == 0))) {
 		if (!ref_host_valid(name, (size_t)(slash - name)))
-			return err_set(err, EINVAL, "image reference \"%.200s\": invalid registry host",
-				       s);
+			return err_set(err, EINVAL,
+				       "image reference \"%.200s\": invalid registry host", s);
 		host = xstrndup(name, (size_t)(slash - name));
 		path = slash + 1;
 	} else {

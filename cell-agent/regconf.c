@@ -6,9 +6,9 @@
 
 #include "xalloc.h"
 
-#define REGCONF_MAX_HOSTS 256
+#define REGCONF_MAX_HOSTS   256
 #define REGCONF_MAX_MIRRORS 16
-#define REGCONF_MAX_STR 512
+#define REGCONF_MAX_STR	    512
 
 struct reg_mirror {
 	char *base_url;
@@ -57,7 +57,8 @@ static bool regconf_host_valid(const char *h, size_t n)
 		i++;
 	} else {
 		while (i < n && h[i] != ':') {
-			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_",
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				    ".-_",
 				    h[i]))
 				return false;
 			i++;
@@ -91,16 +92,18 @@ static int regconf_parse_mirror(const struct regconf *rc, const char *key, const
 		scheme = "http";
 		p = s + 7;
 	} else if (strstr(s, "://")) {
-		return err_set(err, EINVAL,
-			       "registries: %s: mirror \"%s\": only http:// and https:// are supported",
-			       key, s);
+		return err_set(
+			err, EINVAL,
+			"registries: %s: mirror \"%s\": only http:// and https:// are supported",
+			key, s);
 	}
 	slash = strchr(p, '/');
 	hlen = slash ? (size_t)(slash - p) : strlen(p);
 	if (!regconf_host_valid(p, hlen))
-		return err_set(err, EINVAL,
-			       "registries: %s: mirror \"%s\": expected scheme://host[:port][/path]",
-			       key, s);
+		return err_set(
+			err, EINVAL,
+			"registries: %s: mirror \"%s\": expected scheme://host[:port][/path]", key,
+			s);
 	host = xstrndup(p, hlen);
 	if (!scheme) {
 		const struct reg_host *h = regconf_find(rc, host);
@@ -115,7 +118,8 @@ static int regconf_parse_mirror(const struct regconf *rc, const char *key, const
 			plen--;
 		if (memmem(slash, plen, "..", 2) || memchr(slash, '?', plen) ||
 		    memchr(slash, '#', plen))
-			return err_set(err, EINVAL, "registries: %s: mirror \"%s\": bad path", key, s);
+			return err_set(err, EINVAL, "registries: %s: mirror \"%s\": bad path", key,
+				       s);
 		m->prefix = xstrndup(slash, plen);
 	} else {
 		m->prefix = xstrdup("");
@@ -129,7 +133,7 @@ static int regconf_read_hosts(const json_t *j, struct regconf *rc, struct err *e
 	const char *key;
 	json_t *v;
 
-	json_object_foreach((json_t *)j, key, v) {
+	json_object_foreach ((json_t *)j, key, v) {
 		struct reg_host *h;
 		json_t *ins;
 		const char *k2;
@@ -146,7 +150,7 @@ static int regconf_read_hosts(const json_t *j, struct regconf *rc, struct err *e
 				       "registries: %s: expected an object with \"mirrors\" and/or "
 				       "\"insecure\"",
 				       key);
-		json_object_foreach(v, k2, v2) {
+		json_object_foreach (v, k2, v2) {
 			if (strcmp(k2, "mirrors") && strcmp(k2, "insecure"))
 				return err_set(err, EINVAL,
 					       "registries: %s: unknown field \"%.100s\" (known: "
@@ -155,8 +159,8 @@ static int regconf_read_hosts(const json_t *j, struct regconf *rc, struct err *e
 		}
 		ins = json_object_get(v, "insecure");
 		if (ins && !json_is_boolean(ins))
-			return err_set(err, EINVAL, "registries: %s: insecure: expected true or false",
-				       key);
+			return err_set(err, EINVAL,
+				       "registries: %s: insecure: expected true or false", key);
 		h = &rc->hosts[rc->n_hosts++];
 		h->host = xstrdup(key);
 		h->insecure = ins && json_is_true(ins);
@@ -176,20 +180,21 @@ static int regconf_read_mirrors(const json_t *j, struct regconf *rc, struct err 
 		if (!mirrors)
 			continue;
 		if (!json_is_array(mirrors))
-			return err_set(err, EINVAL, "registries: %s: mirrors: expected a list of URLs",
-				       h->host);
+			return err_set(err, EINVAL,
+				       "registries: %s: mirrors: expected a list of URLs", h->host);
 		if (json_array_size(mirrors) > REGCONF_MAX_MIRRORS)
 			return err_set(err, E2BIG, "registries: %s: mirrors: more than %d entries",
 				       h->host, REGCONF_MAX_MIRRORS);
 		h->mirrors = xcalloc(json_array_size(mirrors) + 1, sizeof(*h->mirrors));
-		json_array_foreach(mirrors, idx, m) {
+		json_array_foreach (mirrors, idx, m) {
 			const char *s = json_string_value(m);
 			int ret;
 
 			if (!s || !*s || strlen(s) > REGCONF_MAX_STR)
-				return err_set(err, EINVAL,
-					       "registries: %s: mirrors[%zu]: expected a URL string",
-					       h->host, idx);
+				return err_set(
+					err, EINVAL,
+					"registries: %s: mirrors[%zu]: expected a URL string",
+					h->host, idx);
 			ret = regconf_parse_mirror(rc, h->host, s, &h->mirrors[h->n_mirrors], err);
 			if (ret < 0)
 				return ret;

@@ -23,17 +23,17 @@
 	"application/vnd.oci.image.index.v1+json, "                                                \
 	"application/vnd.docker.distribution.manifest.v2+json, "                                   \
 	"application/vnd.docker.distribution.manifest.list.v2+json"
-#define REG_MAX_ERRBODY (64u << 10)
-#define REG_MAX_TOKEN_BODY (1u << 20)
+#define REG_MAX_ERRBODY	    (64u << 10)
+#define REG_MAX_TOKEN_BODY  (1u << 20)
 #define REG_CONNECT_TIMEOUT 10L
 #define REG_LOW_SPEED_BYTES 1024L /* abort below this many bytes per second ... */
-#define REG_LOW_SPEED_TIME 60L    /* ... sustained for this many seconds */
-#define REG_USER_AGENT "kiyot-cell-agent/1"
+#define REG_LOW_SPEED_TIME  60L	  /* ... sustained for this many seconds */
+#define REG_USER_AGENT	    "kiyot-cell-agent/1"
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {
-	char *token;   /* bearer token from its realm */
-	bool basic;    /* it asked for Basic credentials */
+	char *token; /* bearer token from its realm */
+	bool basic;  /* it asked for Basic credentials */
 };
 
 struct reg_client {
@@ -53,7 +53,7 @@ struct reg_xfer {
 	CURL *curl;
 	struct buf body;    /* memory mode */
 	struct buf errbody; /* bodies of non-200 answers, truncated */
-	int fd;             /* file mode when >= 0 */
+	int fd;		    /* file mode when >= 0 */
 	EVP_MD_CTX *md;
 	uint64_t got;
 	uint64_t max;
@@ -120,9 +120,10 @@ int reg_client_new(const struct regconf *rc, const char *host, const char *repos
 	} else if (auth && auth->auth && *auth->auth &&
 		   reg_decode_auth(auth->auth, &c->user, &c->pass) < 0) {
 		reg_client_free(c);
-		return err_set(err, EINVAL,
-			       "registry %s: the auth credential is not base64 of \"user:password\"",
-			       host);
+		return err_set(
+			err, EINVAL,
+			"registry %s: the auth credential is not base64 of \"user:password\"",
+			host);
 	}
 	c->curl = curl_easy_init();
 	if (!c->curl)
@@ -441,10 +442,11 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 		goto out;
 	}
 	if (code == 401 || code == 403) {
-		ret = err_set(err, EACCES,
-			      "unauthorized: token service %.200s refused the credentials (HTTP %ld); "
-			      "check the image pull secret",
-			      realm, code);
+		ret = err_set(
+			err, EACCES,
+			"unauthorized: token service %.200s refused the credentials (HTTP %ld); "
+			"check the image pull secret",
+			realm, code);
 		goto out;
 	}
 	if (code != 200) {
@@ -683,9 +685,8 @@ static int reg_check_blob(struct reg_xfer *x, const char *digest, int64_t size, 
 	_cleanup_free_ char *got = reg_xfer_digest(x);
 
 	if (size >= 0 && x->got != (uint64_t)size)
-		return err_set(err, EBADMSG,
-			       "blob %s: received %llu bytes, the manifest says %lld", digest,
-			       (unsigned long long)x->got, (long long)size);
+		return err_set(err, EBADMSG, "blob %s: received %llu bytes, the manifest says %lld",
+			       digest, (unsigned long long)x->got, (long long)size);
 	if (strcmp(got, digest))
 		return err_set(err, EBADMSG, "blob %s: content hash %s does not match", digest,
 			       got);

@@ -18,9 +18,9 @@
 #include "xalloc.h"
 
 #define UNPACK_MAX_ENTRIES (1u << 20)
-#define UNPACK_MAX_DEPTH 256
-#define UNPACK_WHITEOUT ".wh."
-#define UNPACK_OPAQUE ".wh..wh..opq"
+#define UNPACK_MAX_DEPTH   256
+#define UNPACK_WHITEOUT	   ".wh."
+#define UNPACK_OPAQUE	   ".wh..wh..opq"
 
 /* The paths a layer has written so far, so an opaque marker spares them. */
 struct pathset {
@@ -65,8 +65,8 @@ static void pathset_add(struct pathset *ps, const char *s);
 /* Doubles the table and re-inserts every path. */
 static void pathset_grow(struct pathset *ps)
 {
-	struct pathset bigger = { xcalloc(ps->cap ? ps->cap * 2 : 256, sizeof(char *)),
-				  ps->cap ? ps->cap * 2 : 256, 0 };
+	struct pathset bigger = {xcalloc(ps->cap ? ps->cap * 2 : 256, sizeof(char *)),
+				 ps->cap ? ps->cap * 2 : 256, 0};
 
 	for (size_t i = 0; i < ps->cap; i++) {
 		if (!ps->slots[i])
@@ -358,8 +358,8 @@ static void unpack_xattrs(int fd, struct archive_entry *e)
 static int unpack_file(struct unpack_ctx *c, struct archive *a, int pfd, const char *base,
 		       struct archive_entry *e, const char *path, struct err *err)
 {
-	_cleanup_close_ int fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-						   O_CLOEXEC, 0600);
+	_cleanup_close_ int fd =
+		openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	struct timespec ts[2];
 
 	if (fd < 0)
@@ -378,8 +378,8 @@ static int unpack_file(struct unpack_ctx *c, struct archive *a, int pfd, const c
 		c->written += size;
 		if (c->max_bytes && c->written > c->max_bytes)
 			return err_set(err, EFBIG,
-				       "layer %s: unpacks to more than %llu bytes; refusing", c->name,
-				       (unsigned long long)c->max_bytes);
+				       "layer %s: unpacks to more than %llu bytes; refusing",
+				       c->name, (unsigned long long)c->max_bytes);
 		while (size) {
 			ssize_t w = pwrite(fd, buf, size, off);
 
@@ -413,8 +413,9 @@ static int unpack_hardlink(struct unpack_ctx *c, int pfd, const char *base, cons
 	char *slash;
 
 	if (!target || !*target)
-		return err_set(err, EXDEV, "layer %s: entry %s: hard link target %s escapes the root",
-			       c->name, path, link);
+		return err_set(err, EXDEV,
+			       "layer %s: entry %s: hard link target %s escapes the root", c->name,
+			       path, link);
 	if (!strcmp(target, path))
 		return 0;
 	slash = strrchr(target, '/');
@@ -477,8 +478,8 @@ static int unpack_symlink(struct unpack_ctx *c, int pfd, const char *base, struc
 }
 
 /* Creates one non-whiteout entry under its (already opened) parent directory. */
-static int unpack_create(struct unpack_ctx *c, struct archive *a, struct archive_entry *e,
-			 int pfd, const char *base, const char *path, struct err *err)
+static int unpack_create(struct unpack_ctx *c, struct archive *a, struct archive_entry *e, int pfd,
+			 const char *base, const char *path, struct err *err)
 {
 	mode_t type = archive_entry_filetype(e);
 	const char *link = archive_entry_hardlink(e);
@@ -569,10 +570,10 @@ static int unpack_entry(struct unpack_ctx *c, struct archive *a, struct archive_
 	return ret;
 }
 
-int unpack_layer(const char *root_dir, const char *layer_path, const char *name,
-		 uint64_t max_bytes, struct err *err)
+int unpack_layer(const char *root_dir, const char *layer_path, const char *name, uint64_t max_bytes,
+		 struct err *err)
 {
-	struct unpack_ctx c = { .rootfd = -1, .name = name, .max_bytes = max_bytes };
+	struct unpack_ctx c = {.rootfd = -1, .name = name, .max_bytes = max_bytes};
 	_cleanup_close_ int fd = -1;
 	struct archive *a = NULL;
 	struct archive_entry *e;

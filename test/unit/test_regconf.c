@@ -100,9 +100,8 @@ static void test_regconf__docker_io_mirrors_apply(void **state)
 	size_t n = 0;
 
 	(void)state;
-	assert_int_equal(parse("{\"docker.io\": {\"mirrors\": [\"https://hub.local\"]}}", &rc,
-			       &err),
-			 0);
+	assert_int_equal(
+		parse("{\"docker.io\": {\"mirrors\": [\"https://hub.local\"]}}", &rc, &err), 0);
 	assert_int_equal(regconf_endpoints(rc, "docker.io", &e, &n, &err), 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(e[0].base_url, "https://hub.local");
@@ -130,16 +129,17 @@ static void test_regconf__malformed_entries_are_refused_naming_the_key(void **st
 		const char *json;
 		const char *msg;
 	} cases[] = {
-		{ "[]", "expected an object keyed by registry host" },
-		{ "{\"r.example\": 3}", "r.example: expected an object" },
-		{ "{\"r.example\": {\"mirrors\": \"http://x\"}}", "r.example: mirrors: expected a list" },
-		{ "{\"r.example\": {\"mirrors\": [7]}}", "r.example: mirrors[0]" },
-		{ "{\"r.example\": {\"mirrors\": [\"ftp://x\"]}}", "only http:// and https://" },
-		{ "{\"r.example\": {\"mirrors\": [\"https://\"]}}", "expected scheme://host" },
-		{ "{\"r.example\": {\"mirrors\": [\"https://u:p@x\"]}}", "expected scheme://host" },
-		{ "{\"r.example\": {\"insecure\": \"yes\"}}", "r.example: insecure: expected true" },
-		{ "{\"r.example\": {\"mirror\": []}}", "unknown field \"mirror\"" },
-		{ "{\"bad host/x\": {}}", "not a registry host" },
+		{"[]", "expected an object keyed by registry host"},
+		{"{\"r.example\": 3}", "r.example: expected an object"},
+		{"{\"r.example\": {\"mirrors\": \"http://x\"}}",
+		 "r.example: mirrors: expected a list"},
+		{"{\"r.example\": {\"mirrors\": [7]}}", "r.example: mirrors[0]"},
+		{"{\"r.example\": {\"mirrors\": [\"ftp://x\"]}}", "only http:// and https://"},
+		{"{\"r.example\": {\"mirrors\": [\"https://\"]}}", "expected scheme://host"},
+		{"{\"r.example\": {\"mirrors\": [\"https://u:p@x\"]}}", "expected scheme://host"},
+		{"{\"r.example\": {\"insecure\": \"yes\"}}", "r.example: insecure: expected true"},
+		{"{\"r.example\": {\"mirror\": []}}", "unknown field \"mirror\""},
+		{"{\"bad host/x\": {}}", "not a registry host"},
 	};
 
 	(void)state;

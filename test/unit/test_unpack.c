@@ -27,14 +27,14 @@
 /* One entry of a layer written by the test. */
 struct tent {
 	const char *path;
-	char type; /* 'f' file, 'd' dir, 'l' symlink, 'h' hard link */
+	char type;	  /* 'f' file, 'd' dir, 'l' symlink, 'h' hard link */
 	const char *data; /* file content, or link target */
 	int mode;
 };
 
 struct fixture {
-	char dir[64];    /* scratch directory */
-	char root[128];  /* the root file system being built */
+	char dir[64];	 /* scratch directory */
+	char root[128];	 /* the root file system being built */
 	char layer[128]; /* the layer file */
 };
 
@@ -155,11 +155,11 @@ static void test_unpack__files_dirs_links_modes_and_owners(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l[] = {
-		{ "/etc/", 'd', NULL, 0750 },
-		{ "./etc/motd", 'f', "hello\n", 0640 },
-		{ "bin/tool", 'f', "#!/bin/sh\n", 04755 },
-		{ "usr/lib/libx.so", 'l', "../../bin/tool", 0 },
-		{ "bin/tool2", 'h', "bin/tool", 0 },
+		{"/etc/", 'd', NULL, 0750},
+		{"./etc/motd", 'f', "hello\n", 0640},
+		{"bin/tool", 'f', "#!/bin/sh\n", 04755},
+		{"usr/lib/libx.so", 'l', "../../bin/tool", 0},
+		{"bin/tool2", 'h', "bin/tool", 0},
 	};
 	struct stat st;
 	char path[256], target[64];
@@ -193,8 +193,8 @@ static void test_unpack__zstd_and_plain_tar_are_detected(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent a[] = { { "a", 'f', "zstd", 0 } };
-	const struct tent b[] = { { "b", 'f', "plain", 0 } };
+	const struct tent a[] = {{"a", 'f', "zstd", 0}};
+	const struct tent b[] = {{"b", 'f', "plain", 0}};
 
 	assert_int_equal(apply(f, LAYER_ZSTD, a, 1, &err), 0);
 	assert_int_equal(apply(f, LAYER_PLAIN, b, 1, &err), 0);
@@ -207,14 +207,14 @@ static void test_unpack__whiteout_deletes_lower_entry(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l1[] = {
-		{ "etc/keep", 'f', "k", 0 },
-		{ "etc/gone", 'f', "g", 0 },
-		{ "var/cache/x/y", 'f', "y", 0 },
+		{"etc/keep", 'f', "k", 0},
+		{"etc/gone", 'f', "g", 0},
+		{"var/cache/x/y", 'f', "y", 0},
 	};
 	const struct tent l2[] = {
-		{ "etc/.wh.gone", 'f', "", 0 },
-		{ "var/.wh.cache", 'f', "", 0 },
-		{ "nothere/.wh.x", 'f', "", 0 },
+		{"etc/.wh.gone", 'f', "", 0},
+		{"var/.wh.cache", 'f', "", 0},
+		{"nothere/.wh.x", 'f', "", 0},
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
@@ -232,15 +232,15 @@ static void test_unpack__opaque_dir_hides_lower_content_only(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l1[] = {
-		{ "app/old1", 'f', "1", 0 },
-		{ "app/sub/old2", 'f', "2", 0 },
-		{ "other/stay", 'f', "s", 0 },
+		{"app/old1", 'f', "1", 0},
+		{"app/sub/old2", 'f', "2", 0},
+		{"other/stay", 'f', "s", 0},
 	};
 	/* the new file comes before the marker: it must survive */
 	const struct tent l2[] = {
-		{ "app/", 'd', NULL, 0 },
-		{ "app/new", 'f', "n", 0 },
-		{ "app/.wh..wh..opq", 'f', "", 0 },
+		{"app/", 'd', NULL, 0},
+		{"app/new", 'f', "n", 0},
+		{"app/.wh..wh..opq", 'f', "", 0},
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
@@ -256,10 +256,9 @@ static void test_unpack__upper_layer_replaces_file_with_dir_and_back(void **stat
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent l1[] = { { "x", 'f', "file", 0 }, { "y/z", 'f', "z", 0 } };
+	const struct tent l1[] = {{"x", 'f', "file", 0}, {"y/z", 'f', "z", 0}};
 	const struct tent l2[] = {
-		{ "x", 'd', NULL, 0 }, { "x/inner", 'f', "i", 0 }, { "y", 'f', "now a file", 0 }
-	};
+		{"x", 'd', NULL, 0}, {"x/inner", 'f', "i", 0}, {"y", 'f', "now a file", 0}};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
 	assert_int_equal(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err), 0);
@@ -272,7 +271,7 @@ static void test_unpack__dotdot_entry_is_refused(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	char outside[256];
-	const struct tent l[] = { { "ok", 'f', "ok", 0 }, { "../x", 'f', "evil", 0 } };
+	const struct tent l[] = {{"ok", 'f', "ok", 0}, {"../x", 'f', "evil", 0}};
 
 	snprintf(outside, sizeof(outside), "%s/x", f->dir);
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
@@ -287,16 +286,16 @@ static void test_unpack__symlink_escape_is_refused(void **state)
 	char outside[256];
 	/* a -> the scratch dir (absolute, outside the root); a/etc/x would land outside */
 	const struct tent l[] = {
-		{ "a", 'l', f->dir, 0 },
-		{ "a/escaped", 'f', "evil", 0 },
+		{"a", 'l', f->dir, 0},
+		{"a/escaped", 'f', "evil", 0},
 	};
 	const struct tent l2[] = {
-		{ "b", 'l', "/", 0 },
-		{ "b/etc/x", 'f', "evil", 0 },
+		{"b", 'l', "/", 0},
+		{"b/etc/x", 'f', "evil", 0},
 	};
 	const struct tent l3[] = {
-		{ "c", 'l', "../..", 0 },
-		{ "c/x", 'f', "evil", 0 },
+		{"c", 'l', "../..", 0},
+		{"c/x", 'f', "evil", 0},
 	};
 
 	snprintf(outside, sizeof(outside), "%s/escaped", f->dir);
@@ -320,9 +319,9 @@ static void test_unpack__symlink_inside_root_is_followed(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l[] = {
-		{ "usr/lib/", 'd', NULL, 0 },
-		{ "lib", 'l', "usr/lib", 0 },
-		{ "lib/libc.so", 'f', "c", 0 },
+		{"usr/lib/", 'd', NULL, 0},
+		{"lib", 'l', "usr/lib", 0},
+		{"lib/libc.so", 'f', "c", 0},
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err), 0);
@@ -334,10 +333,10 @@ static void test_unpack__hardlink_escape_is_refused(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	char secret[256];
-	const struct tent l[] = { { "stolen", 'h', "../secret", 0 } };
+	const struct tent l[] = {{"stolen", 'h', "../secret", 0}};
 	const struct tent l2[] = {
-		{ "up", 'l', f->dir, 0 },
-		{ "stolen2", 'h', "up/secret", 0 },
+		{"up", 'l', f->dir, 0},
+		{"stolen2", 'h', "up/secret", 0},
 	};
 
 	snprintf(secret, sizeof(secret), "%s/secret", f->dir);
@@ -367,7 +366,7 @@ static void test_unpack__byte_budget_is_enforced(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent l[] = { { "big", 'f', "0123456789abcdef", 0 } };
+	const struct tent l[] = {{"big", 'f', "0123456789abcdef", 0}};
 
 	write_layer(f->layer, LAYER_GZIP, l, 1);
 	assert_int_equal(unpack_layer(f->root, f->layer, "sha256:bomb", 8, &err), -EFBIG);
@@ -379,8 +378,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_unpack__files_dirs_links_modes_and_owners,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unpack__zstd_and_plain_tar_are_detected,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__zstd_and_plain_tar_are_detected, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__whiteout_deletes_lower_entry, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__opaque_dir_hides_lower_content_only,
