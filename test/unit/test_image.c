@@ -641,7 +641,7 @@ static void test_image__blob_digest_mismatch_is_refused(void **state)
 	_cleanup_free_ char *dir = NULL;
 
 	publish(&f->srv, "bad", false, app_files, ARRAY_SIZE(app_files), false, &p);
-	/* same size, different bytes: the routes are searched last-first */
+	/* same size, different bytes */
 	pthread_mutex_lock(&f->srv.mu);
 	for (size_t i = 0; i < f->srv.n; i++)
 		if (strstr(f->srv.routes[i].path, p.layer_digest))
