@@ -1,0 +1,267 @@
+#include "catalog.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+struct catalog {
+	char *region;
+	struct catalog_type *types;
+	size_t n;
+};
+
+/* The embedded catalog, parsed once; NULL with embedded_error set when it did not parse. */
+static json_t *embedded_root;
+static char embedded_error[256];
+static pthread_once_t embedded_once = PTHREAD_ONCE_INIT;
+
+/* Parses the embedded catalog; run once, at the first catalog_load(). */
+static void catalog_parse_embedded(void)
+{
+	json_error_t jerr;
+	size_t len;
+	const char *text = catalog_embedded(&len);
+
+	embedded_root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!embedded_root)
+		snprintf(embedded_error, sizeof(embedded_error), "line %d: %s", jerr.line,
+			 jerr.text);
+}
+
+/* Compares two C strings through pointers, for qsort. */
+static int catalog_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The error for a region the catalog does not have, listing the regions it has, sorted. */
+static int catalog_unknown_region(const json_t *root, const char *region, struct err *err)
+{
+	size_t n = json_object_size(root), i = 0;
+	_cleanup_free_ const char **names = xcalloc(n + 1, sizeof(*names));
+	struct buf b = BUF_INIT;
+	const char *k;
+	json_t *v;
+	int ret;
+
+	json_object_foreach((json_t *)root, k, v)
+		names[i++] = k;
+	qsort(names, n, sizeof(*names), catalog_strcmp);
+	for (i = 0; i < n; i++)
+		buf_appendf(&b, err, "%s%s", i ? ", " : "", names[i]);
+	ret = err_set(err, ENOENT, "unknown region \"%s\"; known regions: %s", region,
+		      n ? buf_str(&b) : "(none)");
+	buf_release(&b);
+	return ret;
+}
+
+/* Reads a number member (integer or real) of an entry. */
+static int catalog_number(const json_t *e, const char *key, double *out, const char *where,
+			  struct err *err)
+{
+	const json_t *v = json_object_get(e, key);
+
+	if (!json_is_number(v))
+		return err_set(err, EINVAL, "%s: \"%s\" must be a number", where, key);
+	*out = json_number_value(v);
+	if (!isfinite(*out) || *out < 0)
+		return err_set(err, EINVAL, "%s: \"%s\" must not be negative", where, key);
+	return 0;
+}
+
+/* Reads one catalog entry into t. */
+static int catalog_entry(const json_t *e, const char *where, struct catalog_type *t,
+			 struct err *err)
+{
+	const json_t *name = json_object_get(e, "instanceType");
+	const json_t *gpu = json_object_get(e, "gpu");
+	const json_t *burst = json_object_get(e, "burstable");
+	const json_t *gen = json_object_get(e, "generation");
+	int ret;
+
+	if (!json_is_object(e))
+		return err_set(err, EINVAL, "%s: must be an object", where);
+	if (!json_is_string(name) || json_string_length(name) == 0)
+		return err_set(err, EINVAL, "%s: \"instanceType\" must be a non-empty string", where);
+	t->name = xstrdup(json_string_value(name));
+	ret = catalog_number(e, "cpu", &t->cpu, where, err);
+	if (ret >= 0)
+		ret = catalog_number(e, "memory", &t->memory_gib, where, err);
+	if (ret >= 0)
+		ret = catalog_number(e, "price", &t->price, where, err);
+	if (ret >= 0 && json_object_get(e, "spotPrice"))
+		ret = catalog_number(e, "spotPrice", &t->spot_price, where, err);
+	else
+		t->spot_price = t->price;
+	if (ret >= 0 && json_object_get(e, "baseline"))
+		ret = catalog_number(e, "baseline", &t->baseline, where, err);
+	else
+		t->baseline = t->cpu;
+	if (ret < 0)
+		return ret;
+	if (t->cpu > 1e6 || t->memory_gib > 1e6)
+		return err_set(err, EINVAL, "%s: \"cpu\" or \"memory\" is implausibly large", where);
+	if (gpu && (!json_is_integer(gpu) || json_integer_value(gpu) < 0 ||
+		    json_integer_value(gpu) > 1024))
+		return err_set(err, EINVAL, "%s: \"gpu\" must be a whole number from 0 to 1024",
+			       where);
+	if (burst && !json_is_boolean(burst))
+		return err_set(err, EINVAL, "%s: \"burstable\" must be true or false", where);
+	if (gen && !json_is_string(gen))
+		return err_set(err, EINVAL, "%s: \"generation\" must be a string", where);
+	t->gpus = gpu ? (int)json_integer_value(gpu) : 0;
+	t->burstable = json_is_true(burst);
+	t->generation = xstrdup(gen ? json_string_value(gen) : "current");
+	t->cpu_milli = (int64_t)(t->cpu * 1000.0 + 0.5);
+	t->memory_bytes = (int64_t)(t->memory_gib * 1073741824.0 + 0.5);
+	return 0;
+}
+
+/* Builds a catalog of one region from a parsed root object. */
+static int catalog_from_root(const json_t *root, const char *region, struct catalog **out,
+			     struct err *err)
+{
+	const json_t *list = json_object_get(root, region);
+	struct catalog *c;
+	size_t i;
+	json_t *e;
+
+	if (!json_is_object(root))
+		return err_set(err, EINVAL, "catalog must be an object of regions");
+	if (!list)
+		return catalog_unknown_region(root, region, err);
+	if (!json_is_array(list))
+		return err_set(err, EINVAL, "region %s: must be a list of instance types", region);
+	if (json_array_size(list) > CATALOG_MAX_TYPES)
+		return err_set(err, E2BIG, "region %s: more than %d instance types", region,
+			       CATALOG_MAX_TYPES);
+	c = xcalloc(1, sizeof(*c));
+	c->region = xstrdup(region);
+	c->types = xcalloc(json_array_size(list) + 1, sizeof(*c->types));
+	json_array_foreach(list, i, e) {
+		const json_t *name = json_object_get(e, "instanceType");
+		_cleanup_free_ char *where =
+			xasprintf("region %s, entry %zu (%s)", region, i,
+				  json_is_string(name) ? json_string_value(name) : "no name");
+		int ret;
+
+		c->n = i + 1;
+		ret = catalog_entry(e, where, &c->types[i], err);
+		if (ret >= 0 && catalog_find(c, c->types[i].name) != &c->types[i])
+			ret = err_set(err, EINVAL, "%s: listed twice", where);
+		if (ret < 0) {
+			catalog_free(c);
+			return ret;
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+/* Loads a region of the embedded catalog, parsing it on first use. */
+int catalog_load(const char *region, struct catalog **out, struct err *err)
+{
+	pthread_once(&embedded_once, catalog_parse_embedded);
+	if (!embedded_root)
+		return err_set(err, EINVAL, "embedded instance catalog: %s", embedded_error);
+	return catalog_from_root(embedded_root, region, out, err);
+}
+
+/* Loads a region from catalog JSON text. */
+int catalog_load_text(const char *text, size_t len, const char *region, struct catalog **out,
+		      struct err *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	int ret;
+
+	if (!root)
+		return err_set(err, EINVAL, "line %d, column %d: %s", jerr.line, jerr.column,
+			       jerr.text);
+	ret = catalog_from_root(root, region, out, err);
+	json_decref(root);
+	return ret;
+}
+
+/* Loads a region from a catalog file; errors carry the path. */
+int catalog_load_file(const char *path, const char *region, struct catalog **out,
+		      struct err *err)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int ret = fs_read_file(path, CATALOG_MAX_FILE, &text, &len, err);
+
+	if (ret < 0)
+		return ret;
+	ret = catalog_load_text(text, len, region, out, err);
+	if (ret < 0)
+		return err_wrap(err, "instance catalog %s", path);
+	return 0;
+}
+
+/* Frees a catalog; NULL is fine. */
+void catalog_free(struct catalog *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->types[i].name);
+		free(c->types[i].generation);
+	}
+	free(c->types);
+	free(c->region);
+	free(c);
+}
+
+/* The region the catalog was loaded for. */
+const char *catalog_region(const struct catalog *c)
+{
+	return c->region;
+}
+
+/* The number of instance types. */
+size_t catalog_count(const struct catalog *c)
+{
+	return c->n;
+}
+
+/* The i-th instance type; NULL past the end. */
+const struct catalog_type *catalog_at(const struct catalog *c, size_t i)
+{
+	return i < c->n ? &c->types[i] : NULL;
+}
+
+/* Finds a type by exact name (linear: a region has a few hundred types). */
+const struct catalog_type *catalog_find(const struct catalog *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->types[i].name && strcmp(c->types[i].name, name) == 0)
+			return &c->types[i];
+	}
+	return NULL;
+}
+
+/* Exact name or fnmatch(3) glob. */
+bool catalog_type_matches(const struct catalog_type *t, const char *pattern)
+{
+	return strcmp(t->name, pattern) == 0 || fnmatch(pattern, t->name, 0) == 0;
+}
+
+/* Counts the types a pattern matches. */
+size_t catalog_count_matching(const struct catalog *c, const char *pattern)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n; i++)
+		n += catalog_type_matches(&c->types[i], pattern);
+	return n;
+}

@@ -1,0 +1,237 @@
+/* Unit tests for kiyot/catalog: the embedded EC2 instance catalog and catalog files. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../kiyot/catalog.h"
+
+/* The embedded catalog is in the binary, NUL-terminated, and is the shipped JSON file. */
+static void test_catalog__embedded_text_is_the_data_file(void **state)
+{
+	size_t len = 0;
+	const char *text = catalog_embedded(&len);
+	FILE *f = fopen("kiyot/data/aws-instance-catalog.json", "rb");
+	char *file = malloc(len + 1);
+	(void)state;
+
+	assert_non_null(f);
+	assert_true(len > 500000);
+	assert_int_equal(text[len], '\0');
+	assert_int_equal(fread(file, 1, len + 1, f), len);
+	assert_memory_equal(file, text, len);
+	fclose(f);
+	free(file);
+}
+
+/* us-east-1 has its 263 types with sizes, GPU counts, burstable baselines and both prices. */
+static void test_catalog__us_east_1_types(void **state)
+{
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	const struct catalog_type *t;
+	(void)state;
+
+	if (catalog_load("us-east-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(catalog_region(c), "us-east-1");
+	assert_int_equal(catalog_count(c), 263);
+	assert_non_null(catalog_at(c, 262));
+	assert_null(catalog_at(c, 263));
+
+	t = catalog_find(c, "t3.nano");
+	assert_non_null(t);
+	assert_string_equal(t->name, "t3.nano");
+	assert_true(t->cpu == 2);
+	assert_int_equal(t->cpu_milli, 2000);
+	assert_int_equal(t->memory_bytes, 536870912);
+	assert_true(t->burstable);
+	assert_true(t->baseline == 0.1);
+	assert_true(t->price == 0.0052);
+	assert_true(t->spot_price == 0.0016);
+	assert_int_equal(t->gpus, 0);
+	assert_string_equal(t->generation, "current");
+
+	t = catalog_find(c, "m1.small");
+	assert_non_null(t);
+	assert_int_equal(t->memory_bytes, 1825361101); /* 1.7 GiB, rounded */
+	assert_false(t->burstable);
+
+	t = catalog_find(c, "g4dn.xlarge");
+	assert_non_null(t);
+	assert_int_equal(t->gpus, 1);
+
+	assert_null(catalog_find(c, "t3.nan"));
+	catalog_free(c);
+}
+
+/* Exact names and globs select types; a glob that matches nothing counts zero. */
+static void test_catalog__glob_matching(void **state)
+{
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	size_t t3 = 0;
+	(void)state;
+
+	assert_int_equal(catalog_load("us-east-1", &c, &err), 0);
+	for (size_t i = 0; i < catalog_count(c); i++)
+		t3 += strncmp(catalog_at(c, i)->name, "t3.", 3) == 0;
+	assert_int_equal(catalog_count_matching(c, "t3.*"), t3);
+	assert_int_equal(t3, 7);
+	assert_int_equal(catalog_count_matching(c, "t3.nano"), 1);
+	assert_int_equal(catalog_count_matching(c, "t3?.nano"), 1);
+	assert_int_equal(catalog_count_matching(c, "t[23].nano"), 2);
+	assert_int_equal(catalog_count_matching(c, "c5.hugeX"), 0);
+	assert_true(catalog_type_matches(catalog_find(c, "c5.xlarge"), "c5*"));
+	assert_false(catalog_type_matches(catalog_find(c, "c5.xlarge"), "c4*"));
+	assert_int_equal(catalog_count_matching(c, "*"), catalog_count(c));
+	catalog_free(c);
+}
+
+/* Every region of the shipped catalog loads, and loading twice gives equal catalogs. */
+static void test_catalog__every_region_loads(void **state)
+{
+	static const char *const regions[] = { "af-south-1", "ap-east-1",   "eu-west-1",
+					       "sa-east-1",  "us-west-2",   "me-south-1" };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+		struct err err = ERR_INIT;
+		struct catalog *a = NULL, *b = NULL;
+
+		if (catalog_load(regions[i], &a, &err) < 0 || catalog_load(regions[i], &b, &err) < 0)
+			fail_msg("%s: %s", regions[i], err.msg);
+		assert_true(catalog_count(a) > 0);
+		assert_int_equal(catalog_count(a), catalog_count(b));
+		assert_string_equal(catalog_at(a, 0)->name, catalog_at(b, 0)->name);
+		catalog_free(a);
+		catalog_free(b);
+	}
+}
+
+/* An unknown region is refused with the list of known ones, sorted. */
+static void test_catalog__unknown_region_lists_valid_ones(void **state)
+{
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	(void)state;
+
+	assert_int_equal(catalog_load("mars-1", &c, &err), -ENOENT);
+	assert_null(c);
+	assert_string_equal(err.msg,
+			    "unknown region \"mars-1\"; known regions: af-south-1, ap-east-1, "
+			    "ap-northeast-1, ap-northeast-2, ap-south-1, ap-southeast-1, "
+			    "ap-southeast-2, ca-central-1, eu-central-1, eu-north-1, eu-south-1, "
+			    "eu-west-1, eu-west-2, eu-west-3, me-south-1, sa-east-1, us-east-1, "
+			    "us-east-2, us-west-1, us-west-2");
+}
+
+/* A refreshed catalog file replaces the embedded one; missing optional fields get defaults. */
+static void test_catalog__load_file(void **state)
+{
+	static const char text[] =
+		"{\"lab-1\": [{\"instanceType\": \"x.small\", \"cpu\": 1, \"memory\": 2,"
+		" \"price\": 0.01},"
+		" {\"instanceType\": \"x.gpu\", \"cpu\": 8, \"memory\": 61, \"gpu\": 2,"
+		" \"burstable\": false, \"baseline\": 8, \"price\": 1.5, \"spotPrice\": 0.5,"
+		" \"generation\": \"previous\"}]}";
+	char path[] = "/tmp/test_catalog_XXXXXX";
+	int fd = mkstemp(path);
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	const struct catalog_type *t;
+	char want[256];
+	(void)state;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	if (catalog_load_file(path, "lab-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(catalog_count(c), 2);
+	t = catalog_find(c, "x.small");
+	assert_true(t->spot_price == 0.01);
+	assert_true(t->baseline == 1);
+	assert_int_equal(t->gpus, 0);
+	assert_int_equal(t->memory_bytes, 2147483648LL);
+	assert_string_equal(t->generation, "current");
+	t = catalog_find(c, "x.gpu");
+	assert_int_equal(t->gpus, 2);
+	assert_string_equal(t->generation, "previous");
+	catalog_free(c);
+
+	assert_int_equal(catalog_load_file(path, "us-east-1", &c, &err), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "instance catalog %s: unknown region \"us-east-1\"; known regions: lab-1", path);
+	assert_string_equal(err.msg, want);
+	unlink(path);
+	assert_true(catalog_load_file(path, "lab-1", &c, &err) < 0);
+	assert_non_null(strstr(err.msg, path));
+}
+
+struct cbad {
+	const char *json;
+	const char *msg;
+};
+
+/* Malformed catalogs are refused with the region, entry and field at fault. */
+static void test_catalog__malformed_entries(void **state)
+{
+	static const struct cbad cases[] = {
+		{ "[]", "catalog must be an object of regions" },
+		{ "{\"r\": {}}", "region r: must be a list of instance types" },
+		{ "{\"r\": [1]}", "region r, entry 0 (no name): must be an object" },
+		{ "{\"r\": [{\"cpu\": 1}]}",
+		  "region r, entry 0 (no name): \"instanceType\" must be a non-empty string" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"memory\": 1, \"price\": 1}]}",
+		  "region r, entry 0 (a): \"cpu\" must be a number" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": \"1\", \"price\": 1}]}",
+		  "region r, entry 0 (a): \"memory\" must be a number" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": 1, \"price\": -1}]}",
+		  "region r, entry 0 (a): \"price\" must not be negative" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": 1, \"price\": 1,"
+		  " \"gpu\": 0.5}]}",
+		  "region r, entry 0 (a): \"gpu\" must be a whole number from 0 to 1024" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": 1, \"price\": 1,"
+		  " \"burstable\": 1}]}",
+		  "region r, entry 0 (a): \"burstable\" must be true or false" },
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": 1, \"price\": 1},"
+		  " {\"instanceType\": \"a\", \"cpu\": 2, \"memory\": 1, \"price\": 1}]}",
+		  "region r, entry 1 (a): listed twice" },
+		{ "{\"r\": [", "line 1, column 7: ']' expected near end of file" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct err err = ERR_INIT;
+		struct catalog *c = NULL;
+
+		if (catalog_load_text(cases[i].json, strlen(cases[i].json), "r", &c, &err) >= 0)
+			fail_msg("accepted %s", cases[i].json);
+		assert_null(c);
+		if (strcmp(err.msg, cases[i].msg) != 0)
+			fail_msg("%s: message %s", cases[i].json, err.msg);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_catalog__embedded_text_is_the_data_file),
+		cmocka_unit_test(test_catalog__us_east_1_types),
+		cmocka_unit_test(test_catalog__glob_matching),
+		cmocka_unit_test(test_catalog__every_region_loads),
+		cmocka_unit_test(test_catalog__unknown_region_lists_valid_ones),
+		cmocka_unit_test(test_catalog__load_file),
+		cmocka_unit_test(test_catalog__malformed_entries),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
