@@ -41,8 +41,8 @@ struct yctx {
 };
 
 /* Sets an error located at a libyaml mark (0-based) as 1-based "line L, column C: ...". */
-__attribute__((format(printf, 4, 5))) static int yerr_at(struct yctx *c, int code,
-							  yaml_mark_t mark, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int yerr_at(struct yctx *c, int code, yaml_mark_t mark,
+							 const char *fmt, ...)
 {
 	char what[384];
 	va_list ap;
@@ -110,7 +110,7 @@ static int yheight(const json_t *v)
 		size_t i;
 		json_t *it;
 
-		json_array_foreach(v, i, it) {
+		json_array_foreach (v, i, it) {
 			int ih = yheight(it);
 
 			h = ih > h ? ih : h;
@@ -119,7 +119,7 @@ static int yheight(const json_t *v)
 		const char *k;
 		json_t *it;
 
-		json_object_foreach((json_t *)v, k, it) {
+		json_object_foreach ((json_t *)v, k, it) {
 			int ih = yheight(it);
 
 			h = ih > h ? ih : h;
@@ -329,16 +329,16 @@ static int yscalar(struct yctx *c, const yaml_event_t *ev, json_t **out)
 	if (strcmp(want, "int") && strcmp(want, "float") && strcmp(want, "bool") &&
 	    strcmp(want, "null"))
 		return yerr_at(c, EINVAL, ev->start_mark, "unsupported tag !!%s", want);
-	return yerr_at(c, EINVAL, ev->start_mark, "\"%.*s\" is not a valid !!%s", (int)len > 64 ? 64 : (int)len,
-		       s, want);
+	return yerr_at(c, EINVAL, ev->start_mark, "\"%.*s\" is not a valid !!%s",
+		       (int)len > 64 ? 64 : (int)len, s, want);
 }
 
 /* Rejects collection tags other than the standard one for that kind. */
 static int ycheck_collection_tag(struct yctx *c, const yaml_event_t *ev, const char *kind)
 {
-	const char *tag = ev->type == YAML_MAPPING_START_EVENT ?
-				  (const char *)ev->data.mapping_start.tag :
-				  (const char *)ev->data.sequence_start.tag;
+	const char *tag = ev->type == YAML_MAPPING_START_EVENT
+				  ? (const char *)ev->data.mapping_start.tag
+				  : (const char *)ev->data.sequence_start.tag;
 
 	if (!tag || strcmp(tag, "!") == 0)
 		return 0;
@@ -385,8 +385,9 @@ static int ymerge(struct yctx *c, json_t *obj, json_t *src, yaml_mark_t mark)
 		return 0;
 	}
 	if (!json_is_array(src))
-		return yerr_at(c, EINVAL, mark, "a merge key (<<) needs a mapping or a list of them");
-	json_array_foreach(src, i, it) {
+		return yerr_at(c, EINVAL, mark,
+			       "a merge key (<<) needs a mapping or a list of them");
+	json_array_foreach (src, i, it) {
 		if (!json_is_object(it))
 			return yerr_at(c, EINVAL, mark,
 				       "a merge key (<<) needs a mapping or a list of them");
@@ -468,8 +469,7 @@ static int ymapping(struct yctx *c, int depth, json_t *obj, size_t *count)
 }
 
 /* Expands an alias into a copy of its anchored value. */
-static int yalias(struct yctx *c, const yaml_event_t *ev, int depth, json_t **out,
-		  size_t *count)
+static int yalias(struct yctx *c, const yaml_event_t *ev, int depth, json_t **out, size_t *count)
 {
 	const struct yanchor *a = yanchor_find(c, (const char *)ev->data.alias.anchor);
 	int ret;

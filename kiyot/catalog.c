@@ -53,7 +53,7 @@ static int catalog_unknown_region(const json_t *root, const char *region, struct
 	json_t *v;
 	int ret;
 
-	json_object_foreach((json_t *)root, k, v)
+	json_object_foreach ((json_t *)root, k, v)
 		names[i++] = k;
 	qsort(names, n, sizeof(*names), catalog_strcmp);
 	for (i = 0; i < n; i++)
@@ -91,7 +91,8 @@ static int catalog_entry(const json_t *e, const char *where, struct catalog_type
 	if (!json_is_object(e))
 		return err_set(err, EINVAL, "%s: must be an object", where);
 	if (!json_is_string(name) || json_string_length(name) == 0)
-		return err_set(err, EINVAL, "%s: \"instanceType\" must be a non-empty string", where);
+		return err_set(err, EINVAL, "%s: \"instanceType\" must be a non-empty string",
+			       where);
 	t->name = xstrdup(json_string_value(name));
 	ret = catalog_number(e, "cpu", &t->cpu, where, err);
 	if (ret >= 0)
@@ -109,7 +110,8 @@ static int catalog_entry(const json_t *e, const char *where, struct catalog_type
 	if (ret < 0)
 		return ret;
 	if (t->cpu > 1e6 || t->memory_gib > 1e6)
-		return err_set(err, EINVAL, "%s: \"cpu\" or \"memory\" is implausibly large", where);
+		return err_set(err, EINVAL, "%s: \"cpu\" or \"memory\" is implausibly large",
+			       where);
 	if (gpu && (!json_is_integer(gpu) || json_integer_value(gpu) < 0 ||
 		    json_integer_value(gpu) > 1024))
 		return err_set(err, EINVAL, "%s: \"gpu\" must be a whole number from 0 to 1024",
@@ -147,7 +149,7 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 	c = xcalloc(1, sizeof(*c));
 	c->region = xstrdup(region);
 	c->types = xcalloc(json_array_size(list) + 1, sizeof(*c->types));
-	json_array_foreach(list, i, e) {
+	json_array_foreach (list, i, e) {
 		const json_t *name = json_object_get(e, "instanceType");
 		_cleanup_free_ char *where =
 			xasprintf("region %s, entry %zu (%s)", region, i,
@@ -193,8 +195,7 @@ int catalog_load_text(const char *text, size_t len, const char *region, struct c
 }
 
 /* Loads a region from a catalog file; errors carry the path. */
-int catalog_load_file(const char *path, const char *region, struct catalog **out,
-		      struct err *err)
+int catalog_load_file(const char *path, const char *region, struct catalog **out, struct err *err)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;

@@ -37,17 +37,17 @@
 #define CATALOG_MAX_TYPES 10000
 
 struct catalog_type {
-	char *name;           /* "t3.nano" */
-	double cpu;           /* vCPUs */
+	char *name;	      /* "t3.nano" */
+	double cpu;	      /* vCPUs */
 	double memory_gib;    /* as listed */
 	int64_t cpu_milli;    /* cpu * 1000, rounded */
 	int64_t memory_bytes; /* memory_gib * 2^30, rounded */
 	int gpus;
 	bool burstable;
-	double baseline;      /* sustained vCPUs */
-	double price;         /* on-demand, USD/hour */
-	double spot_price;    /* USD/hour, a snapshot */
-	char *generation;     /* "current", "previous" */
+	double baseline;   /* sustained vCPUs */
+	double price;	   /* on-demand, USD/hour */
+	double spot_price; /* USD/hour, a snapshot */
+	char *generation;  /* "current", "previous" */
 };
 
 struct catalog;
@@ -56,8 +56,7 @@ struct catalog;
 int catalog_load(const char *region, struct catalog **out, struct err *err);
 
 /* Loads a region of a catalog file (same format, at most CATALOG_MAX_FILE bytes). */
-int catalog_load_file(const char *path, const char *region, struct catalog **out,
-		      struct err *err);
+int catalog_load_file(const char *path, const char *region, struct catalog **out, struct err *err);
 
 /* Loads a region from catalog JSON text of len bytes; what the two above use. */
 int catalog_load_text(const char *text, size_t len, const char *region, struct catalog **out,

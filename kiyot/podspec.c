@@ -58,9 +58,9 @@ static const json_t *pmember(const json_t *obj, const char *key)
 static int pexpect(const json_t *v, json_type t, const char *path, struct err *err)
 {
 	static const char *const names[] = {
-		[JSON_OBJECT] = "a mapping", [JSON_ARRAY] = "a list",	 [JSON_STRING] = "a string",
+		[JSON_OBJECT] = "a mapping",   [JSON_ARRAY] = "a list",	 [JSON_STRING] = "a string",
 		[JSON_INTEGER] = "an integer", [JSON_REAL] = "a number", [JSON_TRUE] = "a boolean",
-		[JSON_FALSE] = "a boolean",	 [JSON_NULL] = "null",
+		[JSON_FALSE] = "a boolean",    [JSON_NULL] = "null",
 	};
 
 	if (json_typeof(v) == t || (t == JSON_TRUE && json_is_boolean(v)))
@@ -72,8 +72,8 @@ static int pexpect(const json_t *v, json_type t, const char *path, struct err *e
 }
 
 /* Copies an optional string member into *out (NULL when not given). */
-static int pstring(const json_t *obj, const char *key, const char *path, bool required,
-		   char **out, struct err *err)
+static int pstring(const json_t *obj, const char *key, const char *path, bool required, char **out,
+		   struct err *err)
 {
 	const json_t *v = pmember(obj, key);
 	_cleanup_free_ char *p = pjoin(path, key);
@@ -111,8 +111,9 @@ static int pint(const json_t *obj, const char *key, const char *path, int64_t mi
 	if (ret < 0)
 		return ret;
 	if (json_integer_value(v) < min || json_integer_value(v) > max)
-		return err_set(err, EINVAL, "%s: %lld is out of range; must be between %lld and %lld",
-			       p, (long long)json_integer_value(v), (long long)min, (long long)max);
+		return err_set(err, EINVAL,
+			       "%s: %lld is out of range; must be between %lld and %lld", p,
+			       (long long)json_integer_value(v), (long long)min, (long long)max);
 	*out = json_integer_value(v);
 	return 0;
 }
@@ -156,8 +157,8 @@ static bool pis_label_value(const char *s, size_t len)
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			     (c >= '0' && c <= '9');
+		bool alnum =
+			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 
 		if (!alnum && (!strchr("-_.", c) || i == 0 || i == len - 1))
 			return false;
@@ -221,7 +222,7 @@ static int pkv_map(const json_t *obj, const char *key, const char *path, bool la
 	if (ret < 0)
 		return ret;
 	*out = xcalloc(json_object_size(m) + 1, sizeof(**out));
-	json_object_foreach((json_t *)m, k, v) {
+	json_object_foreach ((json_t *)m, k, v) {
 		_cleanup_free_ char *kp = xasprintf("%s.%s", p, k);
 
 		if (!pis_qualified_name(k))
@@ -264,7 +265,7 @@ static int pstring_list(const json_t *obj, const char *key, const char *path, ch
 	if (ret < 0)
 		return ret;
 	*out = xcalloc(json_array_size(l) + 1, sizeof(char *));
-	json_array_foreach(l, i, v) {
+	json_array_foreach (l, i, v) {
 		_cleanup_free_ char *ip = pindex(p, i);
 
 		ret = pexpect(v, JSON_STRING, ip, err);
@@ -303,7 +304,7 @@ static int pvolume(const json_t *v, const char *path, struct podspec *ps, size_t
 			return err_set(err, EINVAL, "%s: duplicate volume name \"%s\"", np,
 				       vol->name);
 	}
-	json_object_foreach((json_t *)v, k, it) {
+	json_object_foreach ((json_t *)v, k, it) {
 		if (strcmp(k, "name") != 0 && strcmp(k, "emptyDir") != 0 && !json_is_null(it))
 			return err_set(err, ENOTSUP,
 				       "%s: volume \"%s\" is a %s volume; only emptyDir volumes "
@@ -341,7 +342,7 @@ static int pvolumes(const json_t *spec, struct podspec *ps, struct err *err)
 	if (ret < 0)
 		return ret;
 	ps->volumes = xcalloc(json_array_size(l) + 1, sizeof(*ps->volumes));
-	json_array_foreach(l, i, v) {
+	json_array_foreach (l, i, v) {
 		_cleanup_free_ char *p = pindex("spec.volumes", i);
 
 		ps->n_volumes = i + 1;
@@ -363,8 +364,9 @@ static int pquantity_text(const json_t *v, const char *path, char *buf, size_t s
 	else if (json_is_real(v))
 		snprintf(buf, size, "%.15g", json_real_value(v));
 	else
-		return err_set(err, EINVAL, "%s: must be a quantity such as \"500m\" or \"1Gi\", not %s",
-			       path, ptype_name(v));
+		return err_set(err, EINVAL,
+			       "%s: must be a quantity such as \"500m\" or \"1Gi\", not %s", path,
+			       ptype_name(v));
 	return 0;
 }
 
@@ -412,7 +414,7 @@ static int presource_side(const json_t *res, const char *key, const char *path,
 	ret = pexpect(m, JSON_OBJECT, p, err);
 	if (ret < 0)
 		return ret;
-	json_object_foreach((json_t *)m, k, v) {
+	json_object_foreach ((json_t *)m, k, v) {
 		_cleanup_free_ char *kp = xasprintf("%s.%s", p, k);
 		char text[128];
 		int64_t val;
@@ -472,25 +474,28 @@ static int presource_check(struct podspec_resources *req, const struct podspec_r
 		memcpy(rt->gpus, lt->gpus, sizeof(rt->gpus));
 	}
 	if (lim->has_cpu && req->cpu_milli > lim->cpu_milli)
-		return err_set(err, EINVAL,
-			       "%s.requests.cpu: \"%s\" must be less than or equal to the cpu limit "
-			       "\"%s\"",
-			       path, rt->cpu, lt->cpu);
+		return err_set(
+			err, EINVAL,
+			"%s.requests.cpu: \"%s\" must be less than or equal to the cpu limit "
+			"\"%s\"",
+			path, rt->cpu, lt->cpu);
 	if (lim->has_memory && req->memory_bytes > lim->memory_bytes)
-		return err_set(err, EINVAL,
-			       "%s.requests.memory: \"%s\" must be less than or equal to the memory "
-			       "limit \"%s\"",
-			       path, rt->memory, lt->memory);
+		return err_set(
+			err, EINVAL,
+			"%s.requests.memory: \"%s\" must be less than or equal to the memory "
+			"limit \"%s\"",
+			path, rt->memory, lt->memory);
 	if (req->has_gpus && !lim->has_gpus)
 		return err_set(err, EINVAL,
 			       "%s.limits.nvidia.com/gpu: required when GPUs are requested (set it "
 			       "equal to the request)",
 			       path);
 	if (lim->has_gpus && req->gpus != lim->gpus)
-		return err_set(err, EINVAL,
-			       "%s.requests.nvidia.com/gpu: \"%s\" must equal the limit \"%s\" (GPUs "
-			       "cannot be overcommitted)",
-			       path, rt->gpus, lt->gpus);
+		return err_set(
+			err, EINVAL,
+			"%s.requests.nvidia.com/gpu: \"%s\" must equal the limit \"%s\" (GPUs "
+			"cannot be overcommitted)",
+			path, rt->gpus, lt->gpus);
 	return 0;
 }
 
@@ -557,16 +562,17 @@ static int penv(const json_t *c, const char *path, struct podspec_container *ct,
 	int ret;
 
 	if (pmember(c, "envFrom"))
-		return err_set(err, ENOTSUP,
-			       "%s.envFrom: not supported by kiyot run; list the variables under env",
-			       path);
+		return err_set(
+			err, ENOTSUP,
+			"%s.envFrom: not supported by kiyot run; list the variables under env",
+			path);
 	if (!l)
 		return 0;
 	ret = pexpect(l, JSON_ARRAY, p, err);
 	if (ret < 0)
 		return ret;
 	ct->env = xcalloc(json_array_size(l) + 1, sizeof(*ct->env));
-	json_array_foreach(l, i, e) {
+	json_array_foreach (l, i, e) {
 		_cleanup_free_ char *ip = pindex(p, i);
 
 		ct->n_env = i + 1;
@@ -601,8 +607,8 @@ static int pport_one(const json_t *o, const char *path, struct podspec_container
 		pt->protocol = xstrdup("TCP");
 	if (strcmp(pt->protocol, "TCP") && strcmp(pt->protocol, "UDP") &&
 	    strcmp(pt->protocol, "SCTP"))
-		return err_set(err, EINVAL, "%s.protocol: \"%s\" is not one of TCP, UDP, SCTP", path,
-			       pt->protocol);
+		return err_set(err, EINVAL, "%s.protocol: \"%s\" is not one of TCP, UDP, SCTP",
+			       path, pt->protocol);
 	if (!pt->name)
 		return 0;
 	if (!pis_port_name(pt->name))
@@ -619,8 +625,7 @@ static int pport_one(const json_t *o, const char *path, struct podspec_container
 }
 
 /* Reads a container's ports. */
-static int pports(const json_t *c, const char *path, struct podspec_container *ct,
-		  struct err *err)
+static int pports(const json_t *c, const char *path, struct podspec_container *ct, struct err *err)
 {
 	const json_t *l = pmember(c, "ports");
 	_cleanup_free_ char *p = pjoin(path, "ports");
@@ -634,7 +639,7 @@ static int pports(const json_t *c, const char *path, struct podspec_container *c
 	if (ret < 0)
 		return ret;
 	ct->ports = xcalloc(json_array_size(l) + 1, sizeof(*ct->ports));
-	json_array_foreach(l, i, o) {
+	json_array_foreach (l, i, o) {
 		_cleanup_free_ char *ip = pindex(p, i);
 
 		ct->n_ports = i + 1;
@@ -663,8 +668,9 @@ static int pmount_one(const json_t *o, const char *path, const struct podspec *p
 	for (size_t i = 0; i < ps->n_volumes; i++)
 		found |= strcmp(ps->volumes[i].name, m->name) == 0;
 	if (!found)
-		return err_set(err, EINVAL, "%s.name: \"%s\" is not a volume declared in spec.volumes",
-			       path, m->name);
+		return err_set(err, EINVAL,
+			       "%s.name: \"%s\" is not a volume declared in spec.volumes", path,
+			       m->name);
 	if (m->mount_path[0] != '/')
 		return err_set(err, EINVAL, "%s.mountPath: \"%s\" must be an absolute path", path,
 			       m->mount_path);
@@ -703,7 +709,7 @@ static int pmounts(const json_t *c, const char *path, const struct podspec *ps,
 	if (ret < 0)
 		return ret;
 	ct->mounts = xcalloc(json_array_size(l) + 1, sizeof(*ct->mounts));
-	json_array_foreach(l, i, o) {
+	json_array_foreach (l, i, o) {
 		_cleanup_free_ char *ip = pindex(p, i);
 
 		ct->n_mounts = i + 1;
@@ -752,8 +758,7 @@ static enum podspec_pull pdefault_pull(const char *image)
 }
 
 /* Reads image and imagePullPolicy. */
-static int pimage(const json_t *c, const char *path, struct podspec_container *ct,
-		  struct err *err)
+static int pimage(const json_t *c, const char *path, struct podspec_container *ct, struct err *err)
 {
 	_cleanup_free_ char *policy = NULL;
 	int ret = pstring(c, "image", path, true, &ct->image, err);
@@ -763,8 +768,9 @@ static int pimage(const json_t *c, const char *path, struct podspec_container *c
 		return ret;
 	len = strlen(ct->image);
 	if (strchr(" \t\r\n", ct->image[0]) || strchr(" \t\r\n", ct->image[len - 1]))
-		return err_set(err, EINVAL, "%s.image: \"%s\" must not begin or end with whitespace",
-			       path, ct->image);
+		return err_set(err, EINVAL,
+			       "%s.image: \"%s\" must not begin or end with whitespace", path,
+			       ct->image);
 	ret = pstring(c, "imagePullPolicy", path, false, &policy, err);
 	if (ret < 0)
 		return ret;
@@ -777,9 +783,10 @@ static int pimage(const json_t *c, const char *path, struct podspec_container *c
 	else if (strcmp(policy, "Never") == 0)
 		ct->pull_policy = PODSPEC_PULL_NEVER;
 	else
-		return err_set(err, EINVAL,
-			       "%s.imagePullPolicy: \"%s\" is not one of Always, IfNotPresent, Never",
-			       path, policy);
+		return err_set(
+			err, EINVAL,
+			"%s.imagePullPolicy: \"%s\" is not one of Always, IfNotPresent, Never",
+			path, policy);
 	return 0;
 }
 
@@ -860,7 +867,7 @@ static int pcontainers(const json_t *spec, const char *key, struct podspec *ps, 
 	if (!init && json_array_size(l) == 0)
 		return err_set(err, EINVAL, "%s: required (a pod needs at least one container)", p);
 	*arr = xcalloc(json_array_size(l) + 1, sizeof(**arr));
-	json_array_foreach(l, i, c) {
+	json_array_foreach (l, i, c) {
 		_cleanup_free_ char *ip = pindex(p, i);
 
 		*n = i + 1;
@@ -881,18 +888,20 @@ static int pheader(const json_t *j, struct podspec *ps, struct err *err)
 	if (ret < 0)
 		return ret;
 	if (strcmp(api, "v1") != 0)
-		return err_set(err, EINVAL,
-			       "apiVersion: \"%s\" is not supported; kiyot run takes apiVersion: v1, "
-			       "kind: Pod",
-			       api);
+		return err_set(
+			err, EINVAL,
+			"apiVersion: \"%s\" is not supported; kiyot run takes apiVersion: v1, "
+			"kind: Pod",
+			api);
 	ret = pstring(j, "kind", "", true, &kind, err);
 	if (ret < 0)
 		return ret;
 	if (strcmp(kind, "Pod") != 0)
-		return err_set(err, EINVAL,
-			       "kind: \"%s\" is not supported; kiyot run takes a Pod (apiVersion: v1, "
-			       "kind: Pod)",
-			       kind);
+		return err_set(
+			err, EINVAL,
+			"kind: \"%s\" is not supported; kiyot run takes a Pod (apiVersion: v1, "
+			"kind: Pod)",
+			kind);
 	md = pmember(j, "metadata");
 	if (!md)
 		return err_set(err, EINVAL, "metadata: required (with a name)");

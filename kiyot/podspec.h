@@ -60,7 +60,7 @@ struct podspec_kv {
 };
 
 struct podspec_port {
-	char *name;     /* NULL when not given */
+	char *name; /* NULL when not given */
 	int container_port;
 	char *protocol; /* "TCP", "UDP" or "SCTP" */
 };
@@ -82,7 +82,7 @@ struct podspec_mount {
 /* An emptyDir volume (the only kind supported). */
 struct podspec_volume {
 	char *name;
-	bool memory;              /* emptyDir.medium: Memory (a tmpfs) */
+	bool memory;		  /* emptyDir.medium: Memory (a tmpfs) */
 	int64_t size_limit_bytes; /* emptyDir.sizeLimit; 0 when not given */
 };
 
@@ -91,7 +91,7 @@ struct podspec_container {
 	char *image;
 	char **command; /* NULL-terminated; NULL when not given (the image's entrypoint) */
 	size_t n_command;
-	char **args;    /* NULL-terminated; NULL when not given (the image's cmd) */
+	char **args; /* NULL-terminated; NULL when not given (the image's cmd) */
 	size_t n_args;
 	struct podspec_kv *env;
 	size_t n_env;

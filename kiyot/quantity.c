@@ -24,10 +24,10 @@ struct qsuffix {
 
 /* The suffixes of the Kubernetes quantity grammar; "" is a plain number. */
 static const struct qsuffix qsuffixes[] = {
-	{ "", 0, 0 },	  { "n", -9, 0 },   { "u", -6, 0 },   { "m", -3, 0 },	{ "k", 3, 0 },
-	{ "M", 6, 0 },	  { "G", 9, 0 },    { "T", 12, 0 },   { "P", 15, 0 },	{ "E", 18, 0 },
-	{ "Ki", 0, 10 }, { "Mi", 0, 20 }, { "Gi", 0, 30 }, { "Ti", 0, 40 }, { "Pi", 0, 50 },
-	{ "Ei", 0, 60 },
+	{ "", 0, 0 },	 { "n", -9, 0 },  { "u", -6, 0 },  { "m", -3, 0 },
+	{ "k", 3, 0 },	 { "M", 6, 0 },	  { "G", 9, 0 },   { "T", 12, 0 },
+	{ "P", 15, 0 },	 { "E", 18, 0 },  { "Ki", 0, 10 }, { "Mi", 0, 20 },
+	{ "Gi", 0, 30 }, { "Ti", 0, 40 }, { "Pi", 0, 50 }, { "Ei", 0, 60 },
 };
 
 /* Exponents past this magnitude are clamped: the value over- or underflows anyway. */
@@ -157,8 +157,8 @@ static int quantity_parse_scaled(const char *s, int scale, const char *unit, int
 	if (*p == '+' || *p == '-')
 		neg = *p++ == '-';
 	if (!qparse(p, &q, &exp10, &exp2))
-		return err_set(err, EINVAL, "\"%s\" is not a quantity (examples: 500m, 2, 128Mi, 1Gi)",
-			       s);
+		return err_set(err, EINVAL,
+			       "\"%s\" is not a quantity (examples: 500m, 2, 128Mi, 1Gi)", s);
 	q.ipos += exp10 + scale;
 	for (int i = 0; i < exp2; i++)
 		qdouble(&q);

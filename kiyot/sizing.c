@@ -134,8 +134,8 @@ static int sizing_no_fit(const struct catalog *c, const struct pod_demand *d, in
 	if (d->instance_type)
 		return err_set(err, ENOENT,
 			       "pod demand %s%s fits no instance type matching \"%s\" in %s; lower "
-			       "the pod's requests or limits, or change annotation "
-			       SIZING_ANNOTATION_INSTANCE_TYPE,
+			       "the pod's requests or limits, or change "
+			       "annotation " SIZING_ANNOTATION_INSTANCE_TYPE,
 			       demand, res, d->instance_type, catalog_region(c));
 	return err_set(err, ENOENT,
 		       "pod demand %s%s fits no instance type in %s; lower the pod's requests or "
@@ -208,7 +208,8 @@ void sizing_demand_from_containers(const struct podspec_container *init, size_t 
 	for (size_t i = 0; i < n_app; i++) {
 		const struct podspec_resources *q = &app[i].requests, *l = &app[i].limits;
 
-		acpu = sat_add(acpu, sizing_need(q->has_cpu, q->cpu_milli, l->has_cpu, l->cpu_milli));
+		acpu = sat_add(acpu,
+			       sizing_need(q->has_cpu, q->cpu_milli, l->has_cpu, l->cpu_milli));
 		amem = sat_add(amem, sizing_need(q->has_memory, q->memory_bytes, l->has_memory,
 						 l->memory_bytes));
 		agpu = sat_add(agpu, sizing_need(q->has_gpus, q->gpus, l->has_gpus, l->gpus));
@@ -219,8 +220,7 @@ void sizing_demand_from_containers(const struct podspec_container *init, size_t 
 }
 
 /* The demand of a Pod: its containers and its Kiyot annotations. */
-int sizing_demand_from_podspec(const struct podspec *p, struct pod_demand *out,
-			       struct err *err)
+int sizing_demand_from_podspec(const struct podspec *p, struct pod_demand *out, struct err *err)
 {
 	const char *launch = podspec_annotation(p, SIZING_ANNOTATION_LAUNCH_TYPE);
 	const char *type = podspec_annotation(p, SIZING_ANNOTATION_INSTANCE_TYPE);

@@ -35,7 +35,7 @@ struct pod_demand {
 	int64_t cpu_milli;
 	int64_t memory_bytes;
 	int64_t gpus;
-	bool spot;                 /* priced (and launched) as spot */
+	bool spot;		   /* priced (and launched) as spot */
 	const char *instance_type; /* exact type or glob ("c5*"); NULL: any. Borrowed. */
 };
 
@@ -53,14 +53,14 @@ struct sizing_reserve {
 /* The chosen type. */
 struct sizing_choice {
 	char instance_type[64];
-	double price;         /* USD/hour: the spot price when spot */
+	double price; /* USD/hour: the spot price when spot */
 	bool spot;
-	double cpu;           /* vCPUs */
+	double cpu; /* vCPUs */
 	int64_t cpu_milli;
 	int64_t memory_bytes;
 	int gpus;
 	bool burstable;
-	double baseline;      /* sustained vCPUs (= cpu unless burstable) */
+	double baseline; /* sustained vCPUs (= cpu unless burstable) */
 	/* "cheapest fitting 0.25 vCPU/0.40 GiB: t3a.nano $0.0047/h, burstable with baseline
 	 * 0.10 vCPU (runners-up: t3.nano $0.0052/h, t2.nano $0.0058/h, t3a.micro $0.0094/h)" */
 	char reason[512];
@@ -91,8 +91,7 @@ void sizing_demand_from_containers(const struct podspec_container *init, size_t 
  * (spot | on-demand) and pod.elotl.co/instance-type (borrowed from p). An unknown launch type
  * is an error (EINVAL) naming the annotation.
  */
-int sizing_demand_from_podspec(const struct podspec *p, struct pod_demand *out,
-			       struct err *err);
+int sizing_demand_from_podspec(const struct podspec *p, struct pod_demand *out, struct err *err);
 
 /* Writes a demand as "0.25 vCPU / 0.4 GiB[ / 1 GPU]" into buf. */
 void sizing_format_demand(int64_t cpu_milli, int64_t memory_bytes, int64_t gpus, char *buf,

@@ -98,15 +98,16 @@ static void test_catalog__glob_matching(void **state)
 /* Every region of the shipped catalog loads, and loading twice gives equal catalogs. */
 static void test_catalog__every_region_loads(void **state)
 {
-	static const char *const regions[] = { "af-south-1", "ap-east-1",   "eu-west-1",
-					       "sa-east-1",  "us-west-2",   "me-south-1" };
+	static const char *const regions[] = { "af-south-1", "ap-east-1", "eu-west-1",
+					       "sa-east-1",  "us-west-2", "me-south-1" };
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
 		struct err err = ERR_INIT;
 		struct catalog *a = NULL, *b = NULL;
 
-		if (catalog_load(regions[i], &a, &err) < 0 || catalog_load(regions[i], &b, &err) < 0)
+		if (catalog_load(regions[i], &a, &err) < 0 ||
+		    catalog_load(regions[i], &b, &err) < 0)
 			fail_msg("%s: %s", regions[i], err.msg);
 		assert_true(catalog_count(a) > 0);
 		assert_int_equal(catalog_count(a), catalog_count(b));
@@ -192,7 +193,8 @@ static void test_catalog__malformed_entries(void **state)
 		  "region r, entry 0 (no name): \"instanceType\" must be a non-empty string" },
 		{ "{\"r\": [{\"instanceType\": \"a\", \"memory\": 1, \"price\": 1}]}",
 		  "region r, entry 0 (a): \"cpu\" must be a number" },
-		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": \"1\", \"price\": 1}]}",
+		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": \"1\", \"price\": "
+		  "1}]}",
 		  "region r, entry 0 (a): \"memory\" must be a number" },
 		{ "{\"r\": [{\"instanceType\": \"a\", \"cpu\": 1, \"memory\": 1, \"price\": -1}]}",
 		  "region r, entry 0 (a): \"price\" must not be negative" },

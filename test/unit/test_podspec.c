@@ -117,13 +117,14 @@ static void test_podspec__file_errors_name_the_file(void **state)
 	(void)state;
 
 	assert_int_equal(podspec_from_yaml_file(FIX "configmap-volume.yaml", &p, &err), -ENOTSUP);
-	assert_string_equal(err.msg, FIX "configmap-volume.yaml: spec.volumes[0]: volume \"config\" "
-				     "is a configMap volume; only emptyDir volumes are supported by "
-				     "kiyot run");
+	assert_string_equal(err.msg,
+			    FIX "configmap-volume.yaml: spec.volumes[0]: volume \"config\" "
+				"is a configMap volume; only emptyDir volumes are supported by "
+				"kiyot run");
 	assert_null(p);
 	assert_true(podspec_from_yaml_file(FIX "two-pods.yaml", &p, &err) < 0);
 	assert_string_equal(err.msg, FIX "two-pods.yaml: line 5, column 1: a second YAML document "
-				     "starts here; give one document per file");
+					 "starts here; give one document per file");
 	assert_true(podspec_from_yaml_file(FIX "absent.yaml", &p, &err) < 0);
 	assert_non_null(strstr(err.msg, "absent.yaml"));
 }
@@ -222,11 +223,13 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "metadata.labels.app: \"a b\" is not a valid label value: use at most 63 "
 		  "characters of a-z, A-Z, 0-9, '-', '_' and '.'" },
 		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: {-x: y}}}", EINVAL,
-		  "metadata.annotations.-x: invalid key: use an optional DNS prefix and '/', then at "
+		  "metadata.annotations.-x: invalid key: use an optional DNS prefix and '/', then "
+		  "at "
 		  "most 63 characters of a-z, A-Z, 0-9, '-', '_' and '.'" },
 		{ "{apiVersion: v1, kind: Pod, metadata: {name: p}}", EINVAL,
 		  "spec: required (with containers)" },
-		{ POD("{}"), EINVAL, "spec.containers: required (a pod needs at least one container)" },
+		{ POD("{}"), EINVAL,
+		  "spec.containers: required (a pod needs at least one container)" },
 		{ POD("{containers: []}"), EINVAL,
 		  "spec.containers: required (a pod needs at least one container)" },
 		{ POD("{containers: {name: c}}"), EINVAL,
@@ -239,7 +242,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "spec.containers[0].image: \" x\" must not begin or end with whitespace" },
 		{ POD("{containers: [{image: x}]}"), EINVAL, "spec.containers[0].name: required" },
 		{ POD("{containers: [{name: Web_1, image: x}]}"), EINVAL,
-		  "spec.containers[0].name: \"Web_1\" is not a valid name: use at most 63 characters "
+		  "spec.containers[0].name: \"Web_1\" is not a valid name: use at most 63 "
+		  "characters "
 		  "of a-z, 0-9 and '-', starting and ending with a letter or digit" },
 		{ POD("{initContainers: [{name: a, image: x}], containers: [{name: a, image: x}]}"),
 		  EINVAL,
@@ -248,7 +252,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		{ POD("{restartPolicy: Sometimes, containers: [{name: a, image: x}]}"), EINVAL,
 		  "spec.restartPolicy: \"Sometimes\" is not one of Always, OnFailure, Never" },
 		{ POD("{hostname: -h, containers: [{name: a, image: x}]}"), EINVAL,
-		  "spec.hostname: \"-h\" is not a valid name: use at most 63 characters of a-z, 0-9 "
+		  "spec.hostname: \"-h\" is not a valid name: use at most 63 characters of a-z, "
+		  "0-9 "
 		  "and '-', starting and ending with a letter or digit" },
 		{ POD("{terminationGracePeriodSeconds: -1, containers: [{name: a, image: x}]}"),
 		  EINVAL,
@@ -256,23 +261,28 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "2147483647" },
 		{ POD("{terminationGracePeriodSeconds: '30', containers: [{name: a, image: x}]}"),
 		  EINVAL, "spec.terminationGracePeriodSeconds: must be an integer, not a string" },
-		{ POD("{volumes: [{name: d, hostPath: {path: /}}], containers: [{name: a, image: x}]}"),
+		{ POD("{volumes: [{name: d, hostPath: {path: /}}], containers: [{name: a, image: "
+		      "x}]}"),
 		  ENOTSUP,
 		  "spec.volumes[0]: volume \"d\" is a hostPath volume; only emptyDir volumes are "
 		  "supported by kiyot run" },
-		{ POD("{volumes: [{name: d}, {name: d}], containers: [{name: a, image: x}]}"), EINVAL,
-		  "spec.volumes[1].name: duplicate volume name \"d\"" },
+		{ POD("{volumes: [{name: d}, {name: d}], containers: [{name: a, image: x}]}"),
+		  EINVAL, "spec.volumes[1].name: duplicate volume name \"d\"" },
 		{ POD("{volumes: [{emptyDir: {}}], containers: [{name: a, image: x}]}"), EINVAL,
 		  "spec.volumes[0].name: required" },
-		{ POD("{volumes: [{name: d, emptyDir: {medium: HugePages}}], containers: [{name: a, "
+		{ POD("{volumes: [{name: d, emptyDir: {medium: HugePages}}], containers: [{name: "
+		      "a, "
 		      "image: x}]}"),
 		  ENOTSUP,
-		  "spec.volumes[0].emptyDir.medium: \"HugePages\" is not supported; use \"\" (disk) or "
+		  "spec.volumes[0].emptyDir.medium: \"HugePages\" is not supported; use \"\" "
+		  "(disk) "
+		  "or "
 		  "\"Memory\"" },
 		{ POD("{volumes: [{name: d, emptyDir: {sizeLimit: lots}}], containers: [{name: a, "
 		      "image: x}]}"),
 		  EINVAL,
-		  "spec.volumes[0].emptyDir.sizeLimit: \"lots\" is not a quantity (examples: 500m, 2, "
+		  "spec.volumes[0].emptyDir.sizeLimit: \"lots\" is not a quantity (examples: 500m, "
+		  "2, "
 		  "128Mi, 1Gi)" },
 		{ ONE("command: sh"), EINVAL,
 		  "spec.containers[0].command: must be a list, not a string" },
@@ -282,19 +292,23 @@ static void test_podspec__errors_name_the_field(void **state)
 		{ ONE("env: [{value: x}]"), EINVAL, "spec.containers[0].env[0].name: required" },
 		{ ONE("env: [{name: 'A=B'}]"), EINVAL,
 		  "spec.containers[0].env[0].name: \"A=B\" is not a valid variable name (no '=')" },
-		{ ONE("env: [{name: A, value: x}, {name: B, valueFrom: {secretKeyRef: {name: s, key: "
+		{ ONE("env: [{name: A, value: x}, {name: B, valueFrom: {secretKeyRef: {name: s, "
+		      "key: "
 		      "k}}}]"),
 		  ENOTSUP,
 		  "spec.containers[0].env[1].valueFrom: not supported by kiyot run; give the value "
 		  "inline with \"value\"" },
 		{ ONE("env: [{name: PORT, value: 8080}]"), EINVAL,
-		  "spec.containers[0].env[0].value: must be a string, not a number (quote numbers and "
+		  "spec.containers[0].env[0].value: must be a string, not a number (quote numbers "
+		  "and "
 		  "booleans in YAML, e.g. \"8080\")" },
 		{ ONE("envFrom: [{configMapRef: {name: c}}]"), ENOTSUP,
-		  "spec.containers[0].envFrom: not supported by kiyot run; list the variables under "
+		  "spec.containers[0].envFrom: not supported by kiyot run; list the variables "
+		  "under "
 		  "env" },
 		{ ONE("ports: [{containerPort: 70000}]"), EINVAL,
-		  "spec.containers[0].ports[0].containerPort: 70000 is out of range; must be between "
+		  "spec.containers[0].ports[0].containerPort: 70000 is out of range; must be "
+		  "between "
 		  "1 and 65535" },
 		{ ONE("ports: [{containerPort: 0}]"), EINVAL,
 		  "spec.containers[0].ports[0].containerPort: 0 is out of range; must be between 1 "
@@ -304,7 +318,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		{ ONE("ports: [{containerPort: 80, protocol: tcp}]"), EINVAL,
 		  "spec.containers[0].ports[0].protocol: \"tcp\" is not one of TCP, UDP, SCTP" },
 		{ ONE("ports: [{containerPort: 80, name: HTTP}]"), EINVAL,
-		  "spec.containers[0].ports[0].name: \"HTTP\" is not a valid port name: use at most "
+		  "spec.containers[0].ports[0].name: \"HTTP\" is not a valid port name: use at "
+		  "most "
 		  "15 characters of a-z, 0-9 and '-', with at least one letter" },
 		{ ONE("ports: [{containerPort: 80, name: web}, {containerPort: 81, name: web}]"),
 		  EINVAL, "spec.containers[0].ports[1].name: duplicate port name \"web\"" },
@@ -314,56 +329,69 @@ static void test_podspec__errors_name_the_field(void **state)
 		{ ONE("resources: {requests: {memory: -1Gi}}"), EINVAL,
 		  "spec.containers[0].resources.requests.memory: \"-1Gi\" must not be negative" },
 		{ ONE("resources: {requests: {memory: [1]}}"), EINVAL,
-		  "spec.containers[0].resources.requests.memory: must be a quantity such as \"500m\" "
+		  "spec.containers[0].resources.requests.memory: must be a quantity such as "
+		  "\"500m\" "
 		  "or \"1Gi\", not a list" },
 		{ ONE("resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}"), EINVAL,
 		  "spec.containers[0].resources.requests.cpu: \"2\" must be less than or equal to "
 		  "the cpu limit \"1\"" },
 		{ ONE("resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}"), EINVAL,
-		  "spec.containers[0].resources.requests.memory: \"2Gi\" must be less than or equal "
+		  "spec.containers[0].resources.requests.memory: \"2Gi\" must be less than or "
+		  "equal "
 		  "to the memory limit \"1Gi\"" },
 		{ ONE("resources: {limits: {nvidia.com/gpu: 1.5}}"), EINVAL,
-		  "spec.containers[0].resources.limits.nvidia.com/gpu: \"1.5\" must be a whole number "
+		  "spec.containers[0].resources.limits.nvidia.com/gpu: \"1.5\" must be a whole "
+		  "number "
 		  "of GPUs" },
 		{ ONE("resources: {requests: {nvidia.com/gpu: 1}}"), EINVAL,
 		  "spec.containers[0].resources.limits.nvidia.com/gpu: required when GPUs are "
 		  "requested (set it equal to the request)" },
 		{ ONE("resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}"),
 		  EINVAL,
-		  "spec.containers[0].resources.requests.nvidia.com/gpu: \"1\" must equal the limit "
+		  "spec.containers[0].resources.requests.nvidia.com/gpu: \"1\" must equal the "
+		  "limit "
 		  "\"2\" (GPUs cannot be overcommitted)" },
 		{ ONE("resources: {limits: {example.com/dongle: 1}}"), ENOTSUP,
-		  "spec.containers[0].resources.limits.example.com/dongle: resource not supported by "
+		  "spec.containers[0].resources.limits.example.com/dongle: resource not supported "
+		  "by "
 		  "kiyot run (supported: cpu, memory, nvidia.com/gpu, ephemeral-storage)" },
 		{ ONE("volumeMounts: [{name: data, mountPath: /data}]"), EINVAL,
 		  "spec.containers[0].volumeMounts[0].name: \"data\" is not a volume declared in "
 		  "spec.volumes" },
-		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: "
+		      "[{name: "
 		      "d}]}]}"),
 		  EINVAL, "spec.containers[0].volumeMounts[0].mountPath: required" },
-		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: "
+		      "[{name: "
 		      "d, mountPath: data}]}]}"),
 		  EINVAL,
-		  "spec.containers[0].volumeMounts[0].mountPath: \"data\" must be an absolute path" },
+		  "spec.containers[0].volumeMounts[0].mountPath: \"data\" must be an absolute "
+		  "path" },
 		{ POD("{volumes: [{name: d}, {name: e}], containers: [{name: c, image: x, "
 		      "volumeMounts: [{name: d, mountPath: /m}, {name: e, mountPath: /m}]}]}"),
-		  EINVAL, "spec.containers[0].volumeMounts[1].mountPath: \"/m\" is already mounted" },
-		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: [{name: "
+		  EINVAL,
+		  "spec.containers[0].volumeMounts[1].mountPath: \"/m\" is already mounted" },
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: "
+		      "[{name: "
 		      "d, mountPath: /m, readOnly: 'yes'}]}]}"),
 		  EINVAL,
 		  "spec.containers[0].volumeMounts[0].readOnly: must be a boolean, not a string" },
 		{ ONE("securityContext: {runAsUser: -1}"), EINVAL,
-		  "spec.containers[0].securityContext.runAsUser: -1 is out of range; must be between "
+		  "spec.containers[0].securityContext.runAsUser: -1 is out of range; must be "
+		  "between "
 		  "0 and 2147483647" },
 		{ ONE("securityContext: {runAsGroup: root}"), EINVAL,
-		  "spec.containers[0].securityContext.runAsGroup: must be an integer, not a string" },
+		  "spec.containers[0].securityContext.runAsGroup: must be an integer, not a "
+		  "string" },
 		{ ONE("imagePullPolicy: Sometimes"), EINVAL,
 		  "spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of Always, "
 		  "IfNotPresent, Never" },
 		{ POD("{initContainers: [{name: i, image: x, resources: {limits: {cpu: x1}}}], "
 		      "containers: [{name: c, image: x}]}"),
 		  EINVAL,
-		  "spec.initContainers[0].resources.limits.cpu: \"x1\" is not a quantity (examples: "
+		  "spec.initContainers[0].resources.limits.cpu: \"x1\" is not a quantity "
+		  "(examples: "
 		  "500m, 2, 128Mi, 1Gi)" },
 	};
 	(void)state;

@@ -127,7 +127,8 @@ static void test_quantity__errors_name_the_text(void **state)
 		{ "8Ei", 0, "\"8Ei\" is too large (more than 9223372036854775807 bytes)" },
 		{ "10E", 0, "\"10E\" is too large (more than 9223372036854775807 bytes)" },
 		{ "9223372036854775808m", 1,
-		  "\"9223372036854775808m\" is too large (more than 9223372036854775807 milli-units)" },
+		  "\"9223372036854775808m\" is too large (more than 9223372036854775807 "
+		  "milli-units)" },
 		{ "1e99999999999999999999", 0,
 		  "\"1e99999999999999999999\" is too large (more than 9223372036854775807 bytes)" },
 		{ "11111111111111111111111111111111111111111111111111111111111111111", 0,

@@ -70,10 +70,11 @@ static void test_sizing__pod_of_0_4_gib_lands_on_a_nano(void **state)
 	assert_true(ch.cpu == 2);
 	assert_true(ch.burstable);
 	assert_true(ch.baseline == 0.1);
-	assert_string_equal(ch.reason,
-			    "cheapest fitting 0.25 vCPU/0.40 GiB: t3a.nano $0.0047/h, burstable with "
-			    "baseline 0.10 vCPU (runners-up: t3.nano $0.0052/h, t2.nano $0.0058/h, "
-			    "t3a.micro $0.0094/h)");
+	assert_string_equal(
+		ch.reason,
+		"cheapest fitting 0.25 vCPU/0.40 GiB: t3a.nano $0.0047/h, burstable with "
+		"baseline 0.10 vCPU (runners-up: t3.nano $0.0052/h, t2.nano $0.0058/h, "
+		"t3a.micro $0.0094/h)");
 	podspec_free(p);
 }
 
@@ -157,8 +158,8 @@ static void test_sizing__picks_table(void **state)
 		if (sizing_pick(*state, &d, NULL, &ch, &err) < 0)
 			fail_msg("case %zu: %s", i, err.msg);
 		if (strcmp(ch.instance_type, cases[i].want) != 0)
-			fail_msg("case %zu: got %s want %s (%s)", i, ch.instance_type, cases[i].want,
-				 ch.reason);
+			fail_msg("case %zu: got %s want %s (%s)", i, ch.instance_type,
+				 cases[i].want, ch.reason);
 		assert_true(ch.cpu_milli >= cases[i].cpu_milli);
 		assert_true(ch.memory_bytes >= cases[i].memory_bytes);
 		assert_true(ch.gpus >= cases[i].gpus);
@@ -168,7 +169,9 @@ static void test_sizing__picks_table(void **state)
 /* The reason names the pattern when the annotation narrows the choice. */
 static void test_sizing__reason_names_the_pattern(void **state)
 {
-	struct pod_demand d = { .cpu_milli = 1000, .memory_bytes = GIB, .instance_type = "m5.large" };
+	struct pod_demand d = { .cpu_milli = 1000,
+				.memory_bytes = GIB,
+				.instance_type = "m5.large" };
 	struct err err = ERR_INIT;
 	struct sizing_choice ch;
 
@@ -190,21 +193,43 @@ struct sbad {
 static void test_sizing__errors(void **state)
 {
 	static const struct sbad cases[] = {
-		{ 200000, 4 * 1024 * GIB, 0, NULL, { 0, 0 },
+		{ 200000,
+		  4 * 1024 * GIB,
+		  0,
+		  NULL,
+		  { 0, 0 },
 		  "pod demand 200 vCPU / 4 TiB fits no instance type in us-east-1; lower the pod's "
 		  "requests or limits" },
-		{ 0, 0, 0, "c5.hugeX", { 0, 0 },
+		{ 0,
+		  0,
+		  0,
+		  "c5.hugeX",
+		  { 0, 0 },
 		  "annotation pod.elotl.co/instance-type: \"c5.hugeX\" matches no instance type in "
 		  "us-east-1" },
-		{ 4000, GIB, 0, "t3.nano", { 0, 0 },
+		{ 4000,
+		  GIB,
+		  0,
+		  "t3.nano",
+		  { 0, 0 },
 		  "pod demand 4 vCPU / 1 GiB fits no instance type matching \"t3.nano\" in "
 		  "us-east-1; lower the pod's requests or limits, or change annotation "
 		  "pod.elotl.co/instance-type" },
-		{ 1000, GIB, 100, NULL, { 0, 0 },
-		  "pod demand 1 vCPU / 1 GiB / 100 GPU fits no instance type in us-east-1; lower the "
+		{ 1000,
+		  GIB,
+		  100,
+		  NULL,
+		  { 0, 0 },
+		  "pod demand 1 vCPU / 1 GiB / 100 GPU fits no instance type in us-east-1; lower "
+		  "the "
 		  "pod's requests or limits" },
-		{ 128000, 3904 * GIB, 0, NULL, { 250, GIB / 2 },
-		  "pod demand 128 vCPU / 3.812 TiB (with the cell reserve of 0.25 vCPU / 0.5 GiB) fits "
+		{ 128000,
+		  3904 * GIB,
+		  0,
+		  NULL,
+		  { 250, GIB / 2 },
+		  "pod demand 128 vCPU / 3.812 TiB (with the cell reserve of 0.25 vCPU / 0.5 GiB) "
+		  "fits "
 		  "no instance type in us-east-1; lower the pod's requests or limits" },
 	};
 
@@ -236,7 +261,7 @@ static void test_sizing__demand_from_containers(void **state)
 	(void)state;
 
 	assert_int_equal(sizing_demand_from_podspec(p, &d, &err), 0);
-	assert_int_equal(d.cpu_milli, 3000);                   /* init i1 (3) > 1 + 1.5 */
+	assert_int_equal(d.cpu_milli, 3000);		       /* init i1 (3) > 1 + 1.5 */
 	assert_int_equal(d.memory_bytes, (512LL << 20) + GIB); /* limits of a + request of b */
 	assert_int_equal(d.gpus, 1);
 	assert_true(d.spot);

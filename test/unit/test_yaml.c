@@ -191,19 +191,23 @@ static void test_yaml__errors_give_line_and_column(void **state)
 {
 	static const struct ybad cases[] = {
 		{ "a: 1\n---\nb: 2\n", EINVAL,
-		  "line 2, column 1: a second YAML document starts here; give one document per file" },
+		  "line 2, column 1: a second YAML document starts here; give one document per "
+		  "file" },
 		{ "", ENODATA, "no YAML document (the text is empty)" },
 		{ "# only a comment\n", ENODATA, "no YAML document (the text is empty)" },
 		{ "a: 1\na: 2\n", EINVAL, "line 2, column 1: duplicate key \"a\"" },
 		{ "a: b: c\n", EINVAL,
 		  "line 1, column 5: mapping values are not allowed in this context" },
 		{ "a: [1, 2\n", EINVAL,
-		  "line 2, column 1: did not find expected ',' or ']' while parsing a flow sequence "
+		  "line 2, column 1: did not find expected ',' or ']' while parsing a flow "
+		  "sequence "
 		  "(line 1, column 4)" },
-		{ "{\"\\u0000\": 1}", EINVAL, "line 1, column 2: mapping key contains a NUL character" },
+		{ "{\"\\u0000\": 1}", EINVAL,
+		  "line 1, column 2: mapping key contains a NUL character" },
 		{ "a: *nope\n", EINVAL, "line 1, column 4: alias *nope names no earlier anchor" },
 		{ "? [1]\n: x\n", EINVAL,
-		  "line 1, column 3: mapping keys must be scalars (not lists, mappings or aliases)" },
+		  "line 1, column 3: mapping keys must be scalars (not lists, mappings or "
+		  "aliases)" },
 		{ "a: !custom x\n", EINVAL, "line 1, column 4: unsupported tag !custom" },
 		{ "a: !!int abc\n", EINVAL, "line 1, column 4: \"abc\" is not a valid !!int" },
 		{ "a: !!set {}\n", EINVAL,
@@ -269,7 +273,8 @@ static void test_yaml__alias_copies_respect_depth(void **state)
 	char *deep = nested(40);
 	(void)state;
 
-	buf_appendf(&b, &err, "a: &d %s\nb: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[*d]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+	buf_appendf(&b, &err,
+		    "a: &d %s\nb: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[*d]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
 		    deep);
 	assert_int_equal(yaml_to_json(b.data, b.len, &j, &err), -E2BIG);
 	assert_non_null(strstr(err.msg, "alias *d nests its copy deeper than 64 levels"));
@@ -280,16 +285,15 @@ static void test_yaml__alias_copies_respect_depth(void **state)
 /* The billion-laughs document fails on the node limit instead of expanding. */
 static void test_yaml__billion_laughs_fails_fast(void **state)
 {
-	static const char text[] =
-		"a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
-		"b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-		"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
-		"d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-		"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
-		"f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-		"g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
-		"h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-		"i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
+	static const char text[] = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+				   "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+				   "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+				   "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+				   "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+				   "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+				   "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+				   "h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+				   "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
 	struct err err = ERR_INIT;
 	json_t *j = NULL;
 	(void)state;
