@@ -52,7 +52,7 @@ struct provider_ops {
 	int (*terminate)(void *self, const char *cell_id, struct err *err);
 	/* Every cell this provider owns (carrying our cluster id), whatever kiyot remembers. */
 	int (*list)(void *self, struct cell_info **out, size_t *n, struct err *err);
-	/* Restarts a cell's agent if it died (local: the supervisor does; may be NULL). */
+	/* Frees the provider itself; the cells it launched keep running. */
 	void (*destroy)(void *self);
 };
 

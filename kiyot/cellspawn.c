@@ -1,0 +1,207 @@
+#include "cellspawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "xalloc.h"
+
+/* Where starting failed, as the grandchild reports it through the pipe. */
+enum spawn_stage { SPAWN_FORK = 1, SPAWN_CGROUP, SPAWN_SETNS, SPAWN_STDIO, SPAWN_EXEC };
+
+static const char *const spawn_stage_names[] = {
+	[SPAWN_FORK] = "fork",     [SPAWN_CGROUP] = "join cgroup",
+	[SPAWN_SETNS] = "join the cell netns", [SPAWN_STDIO] = "set up stdio",
+	[SPAWN_EXEC] = "exec",
+};
+
+/* What the forked children use, all prepared before fork: after fork in a threaded process
+ * only async-signal-safe calls are allowed, so the children allocate and format nothing. */
+struct spawn_plan {
+	const struct cellspawn *s;
+	int null_fd;
+	int log_fd;
+	int report_fd;
+};
+
+/* Tells the parent what failed and exits; the parent reads {stage, errno}. */
+static void __attribute__((noreturn)) spawn_fail(int fd, int stage)
+{
+	int msg[2] = { stage, errno };
+
+	if (write(fd, msg, sizeof(msg)) < 0) {
+		/* nobody left to tell */
+	}
+	_exit(127);
+}
+
+/* The grandchild: reports its pid, joins the cgroups and the netns, sets up stdio, and
+ * execs. Signal dispositions and mask are reset: kiyot's ignored SIGPIPE must not leak. */
+static void __attribute__((noreturn)) spawn_exec(const struct spawn_plan *sp)
+{
+	const struct cellspawn *s = sp->s;
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	pid_t self = getpid();
+	int fd = sp->report_fd;
+	sigset_t none;
+
+	if (write(fd, &self, sizeof(self)) != sizeof(self))
+		_exit(127);
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (size_t i = 0; i < s->ncgroups; i++) {
+		int cg;
+
+		if (!s->cgroup_procs[i])
+			continue;
+		cg = open(s->cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+		/* "0" is the writing process itself */
+		if (cg < 0 || write(cg, "0", 1) != 1)
+			spawn_fail(fd, SPAWN_CGROUP);
+		close(cg);
+	}
+	if (s->ns_fd >= 0 && setns(s->ns_fd, CLONE_NEWNET) < 0)
+		spawn_fail(fd, SPAWN_SETNS);
+	if (dup2(sp->null_fd, 0) < 0 || dup2(sp->log_fd, 1) < 0 || dup2(sp->log_fd, 2) < 0)
+		spawn_fail(fd, SPAWN_STDIO);
+	if (fd != 3) {
+		if (dup3(fd, 3, O_CLOEXEC) < 0)
+			spawn_fail(fd, SPAWN_STDIO);
+		fd = 3;
+	}
+	close_range(4, ~0U, 0);
+	if (chdir("/") < 0)
+		spawn_fail(fd, SPAWN_STDIO);
+	umask(022);
+	execve(s->argv[0], s->argv, s->envp);
+	spawn_fail(fd, SPAWN_EXEC);
+}
+
+/* Reads exactly n bytes unless the pipe closes first; returns what was read. */
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* Double fork through a short-lived middle child that starts a session; the pipe (close on
+ * exec) tells the pid first, then either closes (exec worked) or carries {stage, errno}. */
+static pid_t spawn_run(struct spawn_plan *sp, struct err *err)
+{
+	int pfd[2], msg[2], status;
+	pid_t child, pid = -1;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return err_errno(err, "pipe");
+	sp->report_fd = pfd[1];
+	child = fork();
+	if (child < 0) {
+		err_errno(err, "fork");
+		close(pfd[0]);
+		close(pfd[1]);
+		return -err->code;
+	}
+	if (child == 0) {
+		pid_t grandchild;
+
+		setsid();
+		grandchild = fork();
+		if (grandchild < 0)
+			spawn_fail(pfd[1], SPAWN_FORK);
+		if (grandchild == 0)
+			spawn_exec(sp);
+		_exit(0);
+	}
+	close(pfd[1]);
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (read_full(pfd[0], &pid, sizeof(pid)) != sizeof(pid))
+		pid = -1;
+	if (read_full(pfd[0], msg, sizeof(msg)) == sizeof(msg)) {
+		close(pfd[0]);
+		errno = msg[1];
+		if (msg[0] < SPAWN_FORK || msg[0] > SPAWN_EXEC)
+			msg[0] = SPAWN_EXEC;
+		return err_errno(err, "start %s: %s", sp->s->argv[0], spawn_stage_names[msg[0]]);
+	}
+	close(pfd[0]);
+	if (pid <= 0)
+		return err_set(err, ECHILD, "start %s: the child died before reporting",
+			       sp->s->argv[0]);
+	return pid;
+}
+
+/* Opens stdin and the log in the parent (close on exec, so no other child inherits them). */
+pid_t cellspawn_start(const struct cellspawn *s, struct err *err)
+{
+	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int log_fd = -1;
+	struct spawn_plan sp = { s, -1, -1, -1 };
+
+	if (null_fd < 0)
+		return err_errno(err, "open /dev/null");
+	log_fd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (log_fd < 0)
+		return err_errno(err, "create %s", s->log_path);
+	sp.null_fd = null_fd;
+	sp.log_fd = log_fd;
+	return spawn_run(&sp, err);
+}
+
+/* Field 3 is the state, field 22 the start time; the command (field 2) may hold spaces and
+ * parentheses, so parsing starts after its last ')'. */
+int cellspawn_proc_stat(long pid, char *state, unsigned long long *start)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%ld/stat", pid);
+	_cleanup_free_ char *data = NULL;
+	struct err ignored = ERR_INIT;
+	char *p;
+
+	if (pid <= 0 || fs_read_file(path, 4096, &data, NULL, &ignored) < 0)
+		return -1;
+	p = strrchr(data, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return -1;
+	*state = p[2];
+	p += 2;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -1;
+		p++;
+	}
+	*start = strtoull(p, NULL, 10);
+	return 0;
+}
+
+/* Alive: listed in /proc, not a zombie, and (if known) the same start time. */
+int cellspawn_alive(long pid, unsigned long long start)
+{
+	unsigned long long now_start;
+	char state;
+
+	if (pid <= 1 || cellspawn_proc_stat(pid, &state, &now_start) < 0)
+		return 0;
+	if (state == 'Z' || state == 'X')
+		return 0;
+	return !start || start == now_start;
+}

@@ -1,0 +1,769 @@
+/*
+ * test_provider_local.c: the local provider. Pure parts (CIDR parsing, address picking, names)
+ * run anywhere; the cell tests need root and really create cells, on a bridge, network and
+ * cgroup subtree of their own (kvtest0, 10.199.0.0/24, kiyot-test) so they never touch a
+ * running kiyot. A fixture agent (a shell script that sleeps) stands in for cell-agent.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/ip_icmp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../kiyot/cellnet.h"
+#include "../../kiyot/cgroup.h"
+#include "../../kiyot/netlink.h"
+#include "../../kiyot/provider.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+#define T_BRIDGE "kvtest0"
+#define T_CIDR "10.199.0.0/24"
+#define T_GW "10.199.0.1"
+#define T_CGROUP_ROOT "kiyot-test"
+#define T_CLUSTER "test-cluster"
+
+/* Asserts that a call returned 0, printing the error it set otherwise. */
+#define assert_ok(expr)                                                                            \
+	do {                                                                                       \
+		int r_ = (expr);                                                                   \
+		if (r_ < 0)                                                                        \
+			print_error("%s: %s\n", #expr, err.msg);                                   \
+		assert_int_equal(r_, 0);                                                           \
+	} while (0)
+
+/* ---- pure functions ---- */
+
+static void test_provider_local__cidr_parses_network_and_prefix(void **state)
+{
+	struct cellnet_cidr c;
+	struct err err = ERR_INIT;
+	char s[CELLNET_IP_SIZE];
+
+	(void)state;
+	assert_ok(cellnet_parse_cidr("10.77.0.0/16", &c, &err));
+	assert_int_equal(c.prefix, 16);
+	cellnet_ip_str(cellnet_gateway(&c), s, sizeof(s));
+	assert_string_equal(s, "10.77.0.1");
+	cellnet_ip_str(cellnet_broadcast(&c), s, sizeof(s));
+	assert_string_equal(s, "10.77.255.255");
+}
+
+static void test_provider_local__cidr_rejects_what_cannot_hold_cells(void **state)
+{
+	static const char *const bad[] = { "10.77.0.0",   "10.77.0.0/",  "10.77.0.0/31",
+					   "10.77.0.0/7", "10.77.0.0/x", "10.77.0/16",
+					   "10.77.0.0/16x", "",         "10.77.0.0/-1" };
+	struct cellnet_cidr c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(cellnet_parse_cidr(bad[i], &c, &err), -EINVAL);
+	/* host bits set: the message proposes the network the user probably meant */
+	assert_int_equal(cellnet_parse_cidr("10.77.3.4/16", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "10.77.0.0/16"));
+}
+
+static void test_provider_local__ip_pick_skips_network_gateway_broadcast(void **state)
+{
+	struct cellnet_cidr c;
+	struct err err = ERR_INIT;
+	uint32_t ip, used[4];
+	uint32_t got[4];
+
+	(void)state;
+	assert_ok(cellnet_parse_cidr("192.168.5.0/29", &c, &err));
+	/* .0 network, .1 gateway, .7 broadcast: cells get .2 to .6 */
+	assert_ok(cellnet_pick_ip(&c, NULL, 0, 0, &ip, &err));
+	assert_int_equal(ip, 0xc0a80502u);
+	for (int i = 0; i < 4; i++) {
+		assert_ok(cellnet_pick_ip(&c, got, (size_t)i, 0, &got[i], &err));
+		assert_true(cellnet_is_cell_ip(&c, got[i]));
+	}
+	for (int i = 0; i < 4; i++)
+		for (int j = i + 1; j < 4; j++)
+			assert_int_not_equal(got[i], got[j]);
+	assert_false(cellnet_is_cell_ip(&c, 0xc0a80500u));
+	assert_false(cellnet_is_cell_ip(&c, 0xc0a80501u));
+	assert_false(cellnet_is_cell_ip(&c, 0xc0a80507u));
+	assert_false(cellnet_is_cell_ip(&c, 0xc0a80508u));
+	memcpy(used, got, sizeof(used));
+	assert_ok(cellnet_pick_ip(&c, used, 4, 0, &ip, &err));
+	assert_int_equal(ip, 0xc0a80506u);
+}
+
+static void test_provider_local__ip_pick_full_network_is_enospc(void **state)
+{
+	struct cellnet_cidr c;
+	struct err err = ERR_INIT;
+	uint32_t used[] = { 0xc0a80502u, 0xc0a80503u, 0xc0a80504u, 0xc0a80505u, 0xc0a80506u };
+	uint32_t ip;
+
+	(void)state;
+	assert_ok(cellnet_parse_cidr("192.168.5.0/29", &c, &err));
+	assert_int_equal(cellnet_pick_ip(&c, used, 5, 0, &ip, &err), -ENOSPC);
+	assert_non_null(strstr(err.msg, "full"));
+}
+
+static void test_provider_local__ip_pick_starts_at_hint_and_wraps(void **state)
+{
+	struct cellnet_cidr c;
+	struct err err = ERR_INIT;
+	uint32_t used[] = { 0xc0a80506u };
+	uint32_t ip;
+
+	(void)state;
+	assert_ok(cellnet_parse_cidr("192.168.5.0/29", &c, &err));
+	assert_ok(cellnet_pick_ip(&c, NULL, 0, 0xc0a80504u, &ip, &err));
+	assert_int_equal(ip, 0xc0a80504u);
+	assert_ok(cellnet_pick_ip(&c, used, 1, 0xc0a80506u, &ip, &err));
+	assert_int_equal(ip, 0xc0a80502u);
+	/* a hint outside the cell range (the broadcast) starts at the first cell address */
+	assert_ok(cellnet_pick_ip(&c, NULL, 0, 0xc0a80507u, &ip, &err));
+	assert_int_equal(ip, 0xc0a80502u);
+}
+
+static void test_provider_local__veth_name_fits_ifnamsiz_and_is_stable(void **state)
+{
+	char a[CELLNET_IFNAME_SIZE], b[CELLNET_IFNAME_SIZE], c[CELLNET_IFNAME_SIZE];
+
+	(void)state;
+	cellnet_veth_name("0123456789012345678901234567890123456789", a, sizeof(a));
+	assert_true(strlen(a) <= 15);
+	assert_memory_equal(a, "kv", 2);
+	cellnet_veth_name("cell-a", a, sizeof(a));
+	cellnet_veth_name("cell-a", b, sizeof(b));
+	cellnet_veth_name("cell-b", c, sizeof(c));
+	assert_string_equal(a, b);
+	assert_string_not_equal(a, c);
+}
+
+static void test_provider_local__cell_id_charset_and_length(void **state)
+{
+	(void)state;
+	assert_true(cellnet_id_valid("abc-123"));
+	assert_true(cellnet_id_valid("0123456789012345678901234567890123456789"));
+	assert_false(cellnet_id_valid("01234567890123456789012345678901234567890"));
+	assert_false(cellnet_id_valid(""));
+	assert_false(cellnet_id_valid(NULL));
+	assert_false(cellnet_id_valid("../etc"));
+	assert_false(cellnet_id_valid("Cell"));
+	assert_false(cellnet_id_valid("a b"));
+}
+
+/* ---- real cells (root) ---- */
+
+/* What every cell test shares: a temp dir with the fixture agent and the state dir. */
+struct fixture {
+	char dir[64];
+	char *state_dir;
+	char *agent;
+	struct provider prov;
+	int have_prov;
+};
+
+/* Ids the cell tests use; teardown removes them whatever happened. */
+static const char *const test_ids[] = { "kvt-one", "kvt-two", "kvt-orphan", "kvt-bad" };
+#define MANY 20
+
+/* A provider on the test bridge, network and cgroup root, with state in the fixture dir. */
+static int fixture_provider(struct fixture *f, const char *agent, struct err *err)
+{
+	struct local_provider_config cfg = {
+		.state_dir = f->state_dir, .bridge = T_BRIDGE, .cidr = T_CIDR,
+		.agent_path = agent, .cgroup_root = T_CGROUP_ROOT, .cluster_id = T_CLUSTER,
+	};
+	int ret = provider_local_new(&cfg, &f->prov, err);
+
+	f->have_prov = ret == 0;
+	return ret;
+}
+
+/* Temp dir, fixture agent (prints its arguments, then sleeps), provider. */
+static int cell_setup(void **state)
+{
+	static const char script[] = "#!/bin/sh\necho \"agent args: $*\"\nexec sleep 600\n";
+	struct fixture *f = xcalloc(1, sizeof(*f));
+	struct err err = ERR_INIT;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/kvtest-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	f->state_dir = xasprintf("%s/cells", f->dir);
+	f->agent = xasprintf("%s/agent.sh", f->dir);
+	if (fs_write_file(f->agent, script, strlen(script), 0755, &err) < 0 ||
+	    fixture_provider(f, f->agent, &err) < 0) {
+		print_error("setup: %s\n", err.msg);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+/* Terminates every id a test may have made, drops the bridge and the cgroup root. */
+static int cell_teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	char id[32];
+	int nl;
+
+	if (!f)
+		return 0;
+	if (!f->have_prov)
+		fixture_provider(f, f->agent, &err);
+	if (f->have_prov) {
+		for (size_t i = 0; i < ARRAY_SIZE(test_ids); i++)
+			f->prov.ops->terminate(f->prov.self, test_ids[i], &err);
+		for (int i = 0; i < MANY; i++) {
+			snprintf(id, sizeof(id), "kvt-many-%d", i);
+			f->prov.ops->terminate(f->prov.self, id, &err);
+		}
+		f->prov.ops->destroy(f->prov.self);
+	}
+	nl = nl_open(-1, &err);
+	if (nl >= 0) {
+		nl_link_delete(nl, T_BRIDGE, &err);
+		close(nl);
+	}
+	cgroup_remove_tree("memory", T_CGROUP_ROOT, &err);
+	cgroup_remove_tree("cpu", T_CGROUP_ROOT, &err);
+	cgroup_remove_tree("pids", T_CGROUP_ROOT, &err);
+	fs_remove_tree(f->dir, &err);
+	free(f->state_dir);
+	free(f->agent);
+	free(f);
+	return 0;
+}
+
+/* A spec for a 2-vCPU, 512 MiB cell. */
+static struct cell_spec spec_for(const char *id)
+{
+	struct cell_spec s = {
+		.cell_id = id, .cluster_id = T_CLUSTER, .pod_uid = "uid-1", .pod_name = "web",
+		.pod_namespace = "default", .instance_type = "t3.nano", .cpus = 2,
+		.memory_bytes = 512LL << 20, .bootstrap = "{\"cell\":\"x\"}",
+	};
+	return s;
+}
+
+/* In a child inside the netns at ns_path: sends one ICMP echo to gw and waits 2 s for the
+ * reply. Returns 0 when the gateway answered. */
+static int ping_from_netns(const char *ns_path, const char *gw)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		struct sockaddr_in to = { .sin_family = AF_INET };
+		struct icmphdr req = { .type = ICMP_ECHO };
+		unsigned char buf[1500];
+		int ns = open(ns_path, O_RDONLY);
+		int fd;
+
+		req.un.echo.id = htons((unsigned short)getpid());
+		req.un.echo.sequence = htons(1);
+		{
+			/* checksum of an 8-byte header without payload */
+			const unsigned short *w = (const unsigned short *)&req;
+			unsigned sum = 0;
+
+			for (int i = 0; i < 4; i++)
+				sum += w[i];
+			sum = (sum >> 16) + (sum & 0xffff);
+			sum += sum >> 16;
+			req.checksum = (unsigned short)~sum;
+		}
+		inet_pton(AF_INET, gw, &to.sin_addr);
+		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+			_exit(2);
+		fd = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
+		if (fd < 0 || sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&to,
+				     sizeof(to)) < 0)
+			_exit(3);
+		for (;;) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			const struct iphdr *ip = (const struct iphdr *)buf;
+			const struct icmphdr *rep;
+			ssize_t n;
+
+			if (poll(&p, 1, 2000) <= 0)
+				_exit(1);
+			n = recv(fd, buf, sizeof(buf), 0);
+			if (n < (ssize_t)sizeof(*ip) || n < ip->ihl * 4 + (ssize_t)sizeof(*rep))
+				continue;
+			rep = (const struct icmphdr *)(buf + ip->ihl * 4);
+			if (rep->type == ICMP_ECHOREPLY && rep->un.echo.id == req.un.echo.id &&
+			    ip->saddr == to.sin_addr.s_addr)
+				_exit(0);
+		}
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+}
+
+/* In a child inside the netns: whether ip is a local address there (bind succeeds) and a
+ * default route exists (a UDP connect off the cell network succeeds). 0 when both hold. */
+static int addr_and_route_in_netns(const char *ns_path, const char *ip)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		struct sockaddr_in off = { .sin_family = AF_INET, .sin_port = htons(9) };
+		int ns = open(ns_path, O_RDONLY);
+		int fd;
+
+		inet_pton(AF_INET, ip, &sa.sin_addr);
+		inet_pton(AF_INET, "192.0.2.1", &off.sin_addr);
+		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+			_exit(2);
+		fd = socket(AF_INET, SOCK_DGRAM, 0);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(1);
+		if (connect(fd, (struct sockaddr *)&off, sizeof(off)) < 0)
+			_exit(5);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 4;
+}
+
+/* The contents of a cgroup control file without its newline. */
+static char *cg_value(const char *ctrl, const char *id, const char *file)
+{
+	_cleanup_free_ char *rel = xasprintf("%s/%s", T_CGROUP_ROOT, id);
+	struct err err = ERR_INIT;
+	char *v = NULL;
+
+	if (cgroup_read(ctrl, rel, file, &v, &err) < 0)
+		return xstrdup("");
+	v[strcspn(v, "\n")] = '\0';
+	return v;
+}
+
+/* Whether pid is listed in the cell's memory cgroup. */
+static int pid_in_cgroup(const char *id, long pid)
+{
+	_cleanup_free_ char *rel = xasprintf("%s/%s", T_CGROUP_ROOT, id);
+	_cleanup_free_ char *all = NULL;
+	struct err err = ERR_INIT;
+	char *p, *end;
+
+	if (cgroup_read("memory", rel, "cgroup.procs", &all, &err) < 0)
+		return 0;
+	for (p = all; *p; p = end) {
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v == pid)
+			return 1;
+	}
+	return 0;
+}
+
+/* The agent pid the provider recorded, read back from cell.json. */
+static long recorded_agent_pid(const struct fixture *f, const char *id)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s/cell.json", f->state_dir, id);
+	_cleanup_free_ char *data = NULL;
+	struct err err = ERR_INIT;
+	char *p;
+
+	if (fs_read_file(path, 65536, &data, NULL, &err) < 0)
+		return -1;
+	p = strstr(data, "\"agent_pid\":");
+	return p ? strtol(p + strlen("\"agent_pid\":"), NULL, 10) : -1;
+}
+
+/* Whether a process is gone (or a zombie nobody reaped yet). */
+static int process_gone(long pid)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%ld/stat", pid);
+	_cleanup_free_ char *data = NULL;
+	struct err err = ERR_INIT;
+	char *p;
+
+	if (fs_read_file(path, 4096, &data, NULL, &err) < 0)
+		return 1;
+	p = strrchr(data, ')');
+	return p && p[1] && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* The parent pid of a process from /proc/<pid>/stat. */
+static long parent_of(long pid)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/%ld/stat", pid);
+	_cleanup_free_ char *data = NULL;
+	struct err err = ERR_INIT;
+	char *p;
+
+	if (fs_read_file(path, 4096, &data, NULL, &err) < 0)
+		return -1;
+	p = strrchr(data, ')');
+	return p ? strtol(p + 4, NULL, 10) : -1;
+}
+
+/* Whether a file's contents contain needle, waiting up to 5 s for a process to write it. */
+static int file_gets(const char *path, const char *needle)
+{
+	for (int i = 0; i < 500; i++) {
+		_cleanup_free_ char *data = NULL;
+		struct err err = ERR_INIT;
+
+		if (fs_read_file(path, 65536, &data, NULL, &err) == 0 && strstr(data, needle))
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* Starts `sleep 600` in a sub-cgroup of the cell (memory and pids), as the agent does for
+ * its units, and returns its pid. */
+static pid_t unit_in_subcgroup(const char *id)
+{
+	_cleanup_free_ char *rel = xasprintf("%s/%s/unit-1", T_CGROUP_ROOT, id);
+	struct err err = ERR_INIT;
+	pid_t pid;
+
+	if (cgroup_create("memory", rel, &err) < 0 || cgroup_create("pids", rel, &err) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		if (cgroup_write("memory", rel, "cgroup.procs", "0", &err) < 0 ||
+		    cgroup_write("pids", rel, "cgroup.procs", "0", &err) < 0)
+			_exit(1);
+		execl("/bin/sleep", "sleep", "600", (char *)NULL);
+		_exit(1);
+	}
+	return pid;
+}
+
+/* Asserts that everything of cell id is gone: netns, veth, cgroups, state directory. */
+static void assert_cell_gone(const struct fixture *f, const char *id)
+{
+	_cleanup_free_ char *ns = xasprintf("/run/netns/kiyot-%s", id);
+	_cleanup_free_ char *dir = xasprintf("%s/%s", f->state_dir, id);
+	_cleanup_free_ char *rel = xasprintf("%s/%s", T_CGROUP_ROOT, id);
+	_cleanup_free_ char *mem = cgroup_path("memory", rel, NULL);
+	_cleanup_free_ char *cpu = cgroup_path("cpu", rel, NULL);
+	_cleanup_free_ char *pids = cgroup_path("pids", rel, NULL);
+	char veth[CELLNET_IFNAME_SIZE];
+	_cleanup_free_ char *sys = NULL;
+
+	cellnet_veth_name(id, veth, sizeof(veth));
+	sys = xasprintf("/sys/class/net/%s", veth);
+	assert_false(fs_exists(ns));
+	/* the kernel destroys the veth pair in the background once the netns is released */
+	for (int i = 0; i < 500 && fs_exists(sys); i++)
+		usleep(10000);
+	assert_false(fs_exists(sys));
+	assert_false(fs_exists(mem));
+	assert_false(fs_exists(cpu));
+	assert_false(fs_exists(pids));
+	assert_false(fs_exists(dir));
+}
+
+/* A launched cell is a netns with eth0 holding the cell's address and a default route, the
+ * bridge answers ping from inside, the cgroups carry the instance type's limits, and the
+ * agent runs inside all of that, detached from kiyot. Terminate removes all of it. */
+static void test_provider_local__launch_builds_cell_terminate_removes_it(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec spec = spec_for("kvt-one");
+	struct cell_info info = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ns = xasprintf("/run/netns/kiyot-kvt-one");
+	_cleanup_free_ char *boot = xasprintf("%s/kvt-one/bootstrap.json", f->state_dir);
+	_cleanup_free_ char *logp = xasprintf("%s/kvt-one/agent.log", f->state_dir);
+	_cleanup_free_ char *want_args = xasprintf("agent args: --bootstrap %s", boot);
+	_cleanup_free_ char *agent_ns = NULL;
+	_cleanup_free_ char *v = NULL;
+	_cleanup_free_ char *data = NULL;
+	char veth[CELLNET_IFNAME_SIZE], link[64], master[64];
+	_cleanup_free_ char *mnt = xasprintf("%s/kvt-one/agent/rootfs", f->state_dir);
+	struct stat st_ns, st_agent, st_boot;
+	pid_t unit;
+	ssize_t n;
+	long pid;
+	int status;
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &spec, &info, &err));
+	assert_int_equal(info.phase, CELL_RUNNING);
+	assert_string_equal(info.cell_id, "kvt-one");
+	assert_string_equal(info.instance_id, "local-kvt-one");
+	assert_string_equal(info.instance_type, "t3.nano");
+	assert_string_equal(info.pod_uid, "uid-1");
+	assert_string_equal(info.ip, "10.199.0.2");
+	assert_true(info.launched_ns > 0);
+
+	assert_true(nl_netns_is_mounted(ns));
+	assert_int_equal(addr_and_route_in_netns(ns, info.ip), 0);
+	assert_int_equal(ping_from_netns(ns, T_GW), 0);
+	cellnet_veth_name("kvt-one", veth, sizeof(veth));
+	snprintf(link, sizeof(link), "/sys/class/net/%s/master", veth);
+	n = readlink(link, master, sizeof(master) - 1);
+	assert_true(n > 0);
+	master[n] = '\0';
+	assert_non_null(strstr(master, T_BRIDGE));
+
+	v = cg_value("memory", "kvt-one", "memory.limit_in_bytes");
+	assert_string_equal(v, "536870912");
+	free(v);
+	v = cg_value("cpu", "kvt-one", "cpu.cfs_period_us");
+	assert_string_equal(v, "100000");
+	free(v);
+	v = cg_value("cpu", "kvt-one", "cpu.cfs_quota_us");
+	assert_string_equal(v, "200000");
+	free(v);
+	v = cg_value("pids", "kvt-one", "pids.max");
+	assert_string_equal(v, "4096");
+
+	pid = recorded_agent_pid(f, "kvt-one");
+	assert_true(pid > 1);
+	assert_false(process_gone(pid));
+	assert_true(pid_in_cgroup("kvt-one", pid));
+	assert_int_not_equal(parent_of(pid), getpid());
+	agent_ns = xasprintf("/proc/%ld/ns/net", pid);
+	assert_int_equal(stat(ns, &st_ns), 0);
+	assert_int_equal(stat(agent_ns, &st_agent), 0);
+	assert_int_equal(st_ns.st_ino, st_agent.st_ino);
+	assert_int_equal(stat(boot, &st_boot), 0);
+	assert_int_equal(st_boot.st_mode & 0777, 0600);
+	assert_ok(fs_read_file(boot, 65536, &data, NULL, &err));
+	assert_string_equal(data, spec.bootstrap);
+	assert_true(file_gets(logp, want_args));
+	cell_info_release(&info);
+
+	/* what the agent leaves: unit cgroups with processes, mounts under the state dir */
+	unit = unit_in_subcgroup("kvt-one");
+	assert_true(unit > 0);
+	assert_ok(fs_mkdir_p(mnt, 0755, &err));
+	assert_int_equal(mount("tmpfs", mnt, "tmpfs", 0, NULL), 0);
+	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-one", &err));
+	assert_int_equal(waitpid(unit, &status, 0), unit);
+	assert_true(WIFSIGNALED(status));
+	assert_cell_gone(f, "kvt-one");
+	assert_true(process_gone(pid));
+	/* terminate is idempotent */
+	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-one", &err));
+}
+
+/* Launching an id twice returns the same cell; another id gets another address; a stale link
+ * holding the cell's veth name does not stop a launch. */
+static void test_provider_local__launch_idempotent_addresses_unique(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one"), two = spec_for("kvt-two");
+	struct cell_info a = { 0 }, b = { 0 }, c = { 0 };
+	struct err err = ERR_INIT;
+	char veth[CELLNET_IFNAME_SIZE];
+	long pid;
+	int nl;
+
+	cellnet_veth_name("kvt-two", veth, sizeof(veth));
+	nl = nl_open(-1, &err);
+	assert_true(nl >= 0);
+	assert_ok(nl_veth_create(nl, veth, 0, "kvtest-stale", -1, &err));
+	close(nl);
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	pid = recorded_agent_pid(f, "kvt-one");
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &b, &err));
+	assert_string_equal(a.ip, b.ip);
+	assert_int_equal(a.launched_ns, b.launched_ns);
+	assert_int_equal(b.phase, CELL_RUNNING);
+	assert_int_equal(recorded_agent_pid(f, "kvt-one"), pid);
+	assert_ok(f->prov.ops->launch(f->prov.self, &two, &c, &err));
+	assert_string_not_equal(a.ip, c.ip);
+	assert_int_equal(c.phase, CELL_RUNNING);
+	cell_info_release(&a);
+	cell_info_release(&b);
+	cell_info_release(&c);
+}
+
+/* Finds id in a list answer. */
+static const struct cell_info *find_cell(const struct cell_info *a, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(a[i].cell_id, id))
+			return &a[i];
+	return NULL;
+}
+
+/* A restarted provider knows the running cells from their records: it lists them and never
+ * hands their addresses out again. */
+static void test_provider_local__restart_keeps_cells_and_addresses(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one"), two = spec_for("kvt-two");
+	struct cell_info a = { 0 }, b = { 0 }, *list = NULL;
+	const struct cell_info *got;
+	struct err err = ERR_INIT;
+	size_t n = 0;
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	f->prov.ops->destroy(f->prov.self);
+	f->have_prov = 0;
+	assert_ok(fixture_provider(f, f->agent, &err));
+	assert_ok(f->prov.ops->list(f->prov.self, &list, &n, &err));
+	got = find_cell(list, n, "kvt-one");
+	assert_non_null(got);
+	assert_int_equal(got->phase, CELL_RUNNING);
+	assert_string_equal(got->ip, a.ip);
+	assert_string_equal(got->instance_type, "t3.nano");
+	cell_info_array_free(list, n);
+	assert_ok(f->prov.ops->launch(f->prov.self, &two, &b, &err));
+	assert_string_not_equal(a.ip, b.ip);
+	cell_info_release(&a);
+	cell_info_release(&b);
+}
+
+/* A cell whose agent died is FAILED; a kiyot-* netns without a record is listed FAILED (so
+ * garbage collection removes it) and terminate cleans it. */
+static void test_provider_local__list_reports_dead_agent_and_orphan_failed(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one");
+	struct cell_info a = { 0 }, *list = NULL;
+	const struct cell_info *got;
+	struct err err = ERR_INIT;
+	size_t n = 0;
+	long pid;
+	int fd;
+
+	fd = nl_netns_create("/run/netns/kiyot-kvt-orphan", &err);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	pid = recorded_agent_pid(f, "kvt-one");
+	assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
+	for (int i = 0; i < 500 && !process_gone(pid); i++)
+		usleep(10000);
+	assert_ok(f->prov.ops->list(f->prov.self, &list, &n, &err));
+	got = find_cell(list, n, "kvt-one");
+	assert_non_null(got);
+	assert_int_equal(got->phase, CELL_FAILED);
+	got = find_cell(list, n, "kvt-orphan");
+	assert_non_null(got);
+	assert_int_equal(got->phase, CELL_FAILED);
+	assert_string_equal(got->instance_id, "local-kvt-orphan");
+	cell_info_array_free(list, n);
+	cell_info_release(&a);
+	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-orphan", &err));
+	assert_cell_gone(f, "kvt-orphan");
+}
+
+/* An agent that cannot start fails the launch with the reason and leaves nothing behind. */
+static void test_provider_local__launch_failure_leaves_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec bad = spec_for("kvt-bad");
+	struct cell_info a = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *missing = xasprintf("%s/no-such-agent", f->dir);
+
+	f->prov.ops->destroy(f->prov.self);
+	f->have_prov = 0;
+	assert_ok(fixture_provider(f, missing, &err));
+	assert_int_equal(f->prov.ops->launch(f->prov.self, &bad, &a, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "exec"));
+	assert_null(a.cell_id);
+	assert_cell_gone(f, "kvt-bad");
+}
+
+/* Twenty cells get twenty addresses, all run, and all go away. */
+static void test_provider_local__many_cells_distinct_and_all_removed(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_info infos[MANY] = { { 0 } }, *list = NULL;
+	struct err err = ERR_INIT;
+	char ids[MANY][32];
+	size_t n = 0;
+
+	for (int i = 0; i < MANY; i++) {
+		struct cell_spec s;
+
+		snprintf(ids[i], sizeof(ids[i]), "kvt-many-%d", i);
+		s = spec_for(ids[i]);
+		assert_ok(f->prov.ops->launch(f->prov.self, &s, &infos[i], &err));
+		assert_int_equal(infos[i].phase, CELL_RUNNING);
+		for (int j = 0; j < i; j++)
+			assert_string_not_equal(infos[i].ip, infos[j].ip);
+	}
+	assert_ok(f->prov.ops->list(f->prov.self, &list, &n, &err));
+	for (int i = 0; i < MANY; i++)
+		assert_non_null(find_cell(list, n, ids[i]));
+	cell_info_array_free(list, n);
+	for (int i = 0; i < MANY; i++) {
+		assert_ok(f->prov.ops->terminate(f->prov.self, ids[i], &err));
+		assert_cell_gone(f, ids[i]);
+		cell_info_release(&infos[i]);
+	}
+	assert_ok(f->prov.ops->list(f->prov.self, &list, &n, &err));
+	for (int i = 0; i < MANY; i++)
+		assert_null(find_cell(list, n, ids[i]));
+	cell_info_array_free(list, n);
+}
+
+/* Ids that could escape the state directory or break interface names are refused. */
+static void test_provider_local__bad_cell_id_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec s = spec_for("../x");
+	struct cell_info a = { 0 };
+	struct err err = ERR_INIT;
+
+	assert_int_equal(f->prov.ops->launch(f->prov.self, &s, &a, &err), -EINVAL);
+	assert_int_equal(f->prov.ops->terminate(f->prov.self, "A/b", &err), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest pure[] = {
+		cmocka_unit_test(test_provider_local__cidr_parses_network_and_prefix),
+		cmocka_unit_test(test_provider_local__cidr_rejects_what_cannot_hold_cells),
+		cmocka_unit_test(test_provider_local__ip_pick_skips_network_gateway_broadcast),
+		cmocka_unit_test(test_provider_local__ip_pick_full_network_is_enospc),
+		cmocka_unit_test(test_provider_local__ip_pick_starts_at_hint_and_wraps),
+		cmocka_unit_test(test_provider_local__veth_name_fits_ifnamsiz_and_is_stable),
+		cmocka_unit_test(test_provider_local__cell_id_charset_and_length),
+	};
+#define CELL_TEST(t) cmocka_unit_test_setup_teardown(t, cell_setup, cell_teardown)
+	const struct CMUnitTest cells[] = {
+		CELL_TEST(test_provider_local__launch_builds_cell_terminate_removes_it),
+		CELL_TEST(test_provider_local__launch_idempotent_addresses_unique),
+		CELL_TEST(test_provider_local__restart_keeps_cells_and_addresses),
+		CELL_TEST(test_provider_local__list_reports_dead_agent_and_orphan_failed),
+		CELL_TEST(test_provider_local__launch_failure_leaves_nothing),
+		CELL_TEST(test_provider_local__many_cells_distinct_and_all_removed),
+		CELL_TEST(test_provider_local__bad_cell_id_refused),
+	};
+	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_provider_local: cell tests need root; skipped\n");
+		return fails;
+	}
+	return fails + cmocka_run_group_tests_name("cells", cells, NULL, NULL);
+}
