@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -433,6 +434,19 @@ static int build_mounts(const struct bundle_spec *spec, json_t *mounts, struct e
 	return 0;
 }
 
+/* RLIMIT_NOFILE for units: 1048576 like containerd, but never above the agent's own hard
+ * limit, which a process without CAP_SYS_RESOURCE cannot raise (the runtime would fail). */
+static json_int_t nofile_limit(void)
+{
+	struct rlimit rl;
+	json_int_t want = 1048576;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+	    (json_int_t)rl.rlim_max < want)
+		return (json_int_t)rl.rlim_max;
+	return want;
+}
+
 /* The process object: args, env, cwd, user, capabilities, rlimits. */
 static int build_process(const struct bundle_spec *spec, json_t **out, struct err *err)
 {
@@ -474,7 +488,7 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:o,s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0, "user",
 		      juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
 		      "capabilities", caps, "noNewPrivileges", 0, "rlimits", "type",
-		      "RLIMIT_NOFILE", "hard", (json_int_t)1048576, "soft", (json_int_t)1048576);
+		      "RLIMIT_NOFILE", "hard", nofile_limit(), "soft", nofile_limit());
 	bundle_strv_free(args);
 	bundle_strv_free(env);
 	if (!p)

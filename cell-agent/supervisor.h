@@ -22,6 +22,7 @@
 #include "cellagent.pb-c.h"
 #include "err.h"
 
+struct image_info;
 struct image_store;
 struct supervisor;
 
@@ -58,6 +59,13 @@ struct supervisor_config {
 	int64_t backoff_max_ms;   /* 300 s by default */
 	struct image_store *images;
 	struct supervisor_callbacks cb;
+	/* Optional: resolves an image reference to a pulled image (tests pass a fixed root file
+	 * system). NULL: image_pull() on images with the unit's credentials. *out belongs to the
+	 * supervisor (image_info_free). */
+	int (*resolve_image)(void *ctx, const char *ref, struct image_info **out, struct err *err);
+	void *resolve_ctx;
+	/* Optional: the pod's IP for /etc/hosts; NULL or "" leaves the hostname out of it. */
+	const char *pod_ip;
 };
 
 /* Creates the supervisor and adopts units left by a previous agent in state_dir. */
@@ -84,7 +92,41 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 void unit_status_release(struct unit_status *st);
 void unit_status_array_free(struct unit_status *a, size_t n);
 
-/* Entry point of "cell-agent shim ..." (see shim.c). */
+/*
+ * The shim: "<shim> shim --unit-dir DIR --runtime RUNTIME --id ID [--cgroup PATH]".
+ * It runs "RUNTIME --log DIR/runtime.log run --bundle DIR/bundle --pid-file
+ * DIR/container.pid ID" with stdin on /dev/null, writes the output to DIR/log in the CRI log
+ * format, its pid, the runtime's pid and its own start time to DIR/pid, and on exit
+ * DIR/exit.json (exit_code, started_ns, finished_ns, reason, message; atomically), then runs
+ * "RUNTIME delete -f ID". PATH is the unit's cgroup (v1, relative to the memory hierarchy)
+ * for OOM detection.
+ */
+
+/* Entry point of "cell-agent shim ...": argv[0] is the word "shim". Returns the exit code. */
 int shim_main(int argc, char **argv);
+
+/* Starts a shim for the unit in unit_dir, detached (setsid, double fork) so it outlives the
+ * agent. shim is the agent binary; cgroup may be NULL. */
+int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *id,
+	       const char *cgroup, struct err *err);
+
+/* 1 when the shim recorded in <unit_dir>/pid is still running (same pid, same start time),
+ * 0 when it is gone, -1 when it has not written its pid file yet. */
+int shim_alive(const char *unit_dir);
+
+/* Runs argv (argv[0] searched in PATH) with stdin on /dev/null, collecting stdout and stderr
+ * up to cap bytes each (more is dropped), killing it after timeout_ms (then -ETIMEDOUT).
+ * *out and *errout (may be NULL to discard) are NUL-terminated and belong to the caller.
+ * *status is the exit code, or 128 + signal. Runs in a private cgroup-fixed mount namespace
+ * when the OCI runtime needs it (see supervisor_private_cgroup_ns). */
+int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **out,
+		     size_t *out_len, char **errout, size_t *err_len, int *status,
+		     struct err *err);
+
+/* Debian's crun 1.8 refuses the cgroup v1 hybrid layout while /sys/fs/cgroup/unified is
+ * mounted: when it is, enter a private mount namespace (/ made rprivate) and unmount it there.
+ * The host's mounts do not change. Call once at start-up in the agent; the shim and the
+ * runtime commands do it themselves when needed. */
+int supervisor_private_cgroup_ns(struct err *err);
 
 #endif

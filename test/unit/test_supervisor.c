@@ -1,0 +1,582 @@
+/*
+ * End-to-end tests of the unit supervisor with the real OCI runtime (crun) on a root file
+ * system made of Debian's busybox-static. Needs root. This binary is also the shim: run as
+ * "test_supervisor shim ..." it enters shim_main.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../cell-agent/image.h"
+#include "../../cell-agent/supervisor.h"
+#include "clock.h"
+#include "crilog.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+#define BUSYBOX "/bin/busybox"
+#define WAIT_NS (60 * 1000000000LL)
+
+/* Everything one test owns, cleaned up even when an assertion fails. */
+struct fixture {
+	char dir[64];
+	char *state, *rootfs, *cgroup_parent;
+	char shim[PATH_MAX];
+	struct supervisor *sup;
+	pthread_mutex_t mu;
+	struct buf_log { char *data; size_t len; } logs;
+	unsigned statuses;
+	const char *ids[8];
+	size_t nids;
+};
+
+/* A fixed image whose root is the busybox root of the fixture. */
+static int fake_image(void *ctx, const char *ref, struct image_info **out, struct err *err)
+{
+	struct fixture *f = ctx;
+	struct image_info *info = xcalloc(1, sizeof(*info));
+
+	(void)err;
+	info->ref = xstrdup(ref);
+	info->repo_digest = xstrdup("");
+	info->image_id = xstrdup("sha256:0123456789abcdef");
+	info->rootfs = xstrdup(f->rootfs);
+	info->entrypoint = xcalloc(1, sizeof(char *));
+	info->cmd = xcalloc(2, sizeof(char *));
+	info->cmd[0] = xstrdup("sh");
+	info->env = xcalloc(2, sizeof(char *));
+	info->env[0] = xstrdup("PATH=/bin");
+	info->user = xstrdup("");
+	info->working_dir = xstrdup("");
+	*out = info;
+	return 0;
+}
+
+/* Status callback: counts changes. */
+static void on_status(void *ctx, const struct unit_status *st)
+{
+	struct fixture *f = ctx;
+
+	(void)st;
+	pthread_mutex_lock(&f->mu);
+	f->statuses++;
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Log callback: keeps everything delivered. */
+static void on_log(void *ctx, const char *id, uint64_t offset, const char *data, size_t len)
+{
+	struct fixture *f = ctx;
+
+	(void)id;
+	(void)offset;
+	pthread_mutex_lock(&f->mu);
+	f->logs.data = xrealloc(f->logs.data, f->logs.len + len + 1);
+	memcpy(f->logs.data + f->logs.len, data, len);
+	f->logs.len += len;
+	f->logs.data[f->logs.len] = '\0';
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Creates the supervisor of the fixture. */
+static void sup_start(struct fixture *f)
+{
+	struct supervisor_config cfg = { 0 };
+	struct err err = ERR_INIT;
+
+	cfg.state_dir = f->state;
+	cfg.runtime = "crun";
+	cfg.shim = f->shim;
+	cfg.cgroup_parent = f->cgroup_parent;
+	cfg.backoff_base_ms = 50;
+	cfg.backoff_max_ms = 200;
+	cfg.cb.status = on_status;
+	cfg.cb.log = on_log;
+	cfg.cb.ctx = f;
+	cfg.resolve_image = fake_image;
+	cfg.resolve_ctx = f;
+	if (supervisor_new(&cfg, &f->sup, &err) < 0)
+		fail_msg("supervisor_new: %s", err.msg);
+}
+
+/* Makes a busybox root file system. */
+static void make_rootfs(const char *root)
+{
+	static const char *const tools[] = { "sh", "echo", "sleep", "cat", "true", "false", "ls" };
+	_cleanup_free_ char *bin = xasprintf("%s/bin", root), *bb = xasprintf("%s/busybox", bin);
+	_cleanup_free_ char *data = NULL;
+	struct err err = ERR_INIT;
+	size_t len;
+
+	assert_int_equal(fs_mkdir_p(bin, 0755, &err), 0);
+	assert_int_equal(fs_read_file(BUSYBOX, 64 << 20, &data, &len, &err), 0);
+	assert_int_equal(fs_write_file(bb, data, len, 0755, &err), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+		_cleanup_free_ char *l = xasprintf("%s/%s", bin, tools[i]);
+
+		assert_int_equal(symlink("busybox", l), 0);
+	}
+}
+
+/* Per-test setup: state dir, root file system, supervisor. */
+static int setup(void **state)
+{
+	struct fixture *f = xcalloc(1, sizeof(*f));
+	ssize_t n;
+
+	if (!fs_exists(BUSYBOX)) {
+		fprintf(stderr, "install busybox-static for this test\n");
+		free(f);
+		return -1;
+	}
+	pthread_mutex_init(&f->mu, NULL);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/sup-test-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	f->state = xasprintf("%s/state", f->dir);
+	f->rootfs = xasprintf("%s/image-rootfs", f->dir);
+	f->cgroup_parent = xasprintf("/kiyot-test-%d", (int)getpid());
+	n = readlink("/proc/self/exe", f->shim, sizeof(f->shim) - 1);
+	if (n <= 0)
+		return -1;
+	f->shim[n] = '\0';
+	make_rootfs(f->rootfs);
+	sup_start(f);
+	*state = f;
+	return 0;
+}
+
+/* Unmounts everything below dir (lazily), from /proc/self/mountinfo. */
+static void umount_below(const char *dir)
+{
+	_cleanup_free_ char *info = NULL;
+	struct err err = ERR_INIT;
+	char *save = NULL;
+
+	if (fs_read_file("/proc/self/mountinfo", 4 << 20, &info, NULL, &err) < 0)
+		return;
+	for (char *line = strtok_r(info, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char mp[PATH_MAX];
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 &&
+		    strncmp(mp, dir, strlen(dir)) == 0)
+			umount2(mp, MNT_DETACH);
+	}
+}
+
+/* Per-test teardown: containers deleted, mounts and cgroups removed, even after failures. */
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	DIR *d;
+	struct dirent *e;
+
+	supervisor_free(f->sup);
+	for (size_t i = 0; i < f->nids; i++) {
+		char *argv[] = { "crun", "delete", "-f", (char *)f->ids[i], NULL };
+		int st;
+
+		shim_run_capture(argv, 10000, 4096, NULL, NULL, NULL, NULL, &st, &err);
+	}
+	umount_below(f->dir);
+	d = opendir("/sys/fs/cgroup");
+	while (d && (e = readdir(d))) {
+		_cleanup_free_ char *cg = xasprintf("/sys/fs/cgroup/%s%s", e->d_name,
+						    f->cgroup_parent);
+
+		if (e->d_name[0] == '.')
+			continue;
+		for (size_t k = 0; k < f->nids; k++) {
+			_cleanup_free_ char *sub = xasprintf("%s/%s", cg, f->ids[k]);
+
+			rmdir(sub);
+		}
+		rmdir(cg);
+	}
+	if (d)
+		closedir(d);
+	fs_remove_tree(f->dir, &err);
+	free(f->state);
+	free(f->rootfs);
+	free(f->cgroup_parent);
+	free(f->logs.data);
+	free(f);
+	return 0;
+}
+
+/* A unit running sh -c script. Strings must outlive the pod. */
+struct unit_def {
+	Kiyot__Cell__V1__Unit u;
+	char *cmd[3];
+	Kiyot__Cell__V1__Mount m;
+	Kiyot__Cell__V1__Mount *mounts[1];
+};
+
+/* Fills a unit def; the unit mounts emptyDir "shared" at /shared. */
+static void unit_def(struct fixture *f, struct unit_def *d, const char *id, const char *script)
+{
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__Mount m = KIYOT__CELL__V1__MOUNT__INIT;
+
+	d->u = u;
+	d->m = m;
+	d->cmd[0] = "sh";
+	d->cmd[1] = "-c";
+	d->cmd[2] = (char *)script;
+	d->u.id = (char *)id;
+	d->u.name = (char *)id;
+	d->u.image = "busybox-test";
+	d->u.command = d->cmd;
+	d->u.n_command = 3;
+	d->u.desired = KIYOT__CELL__V1__UNIT_DESIRED__RUNNING;
+	d->m.container_path = "/shared";
+	d->m.volume = "shared";
+	d->mounts[0] = &d->m;
+	d->u.mounts = d->mounts;
+	d->u.n_mounts = 1;
+	if (f->nids < ARRAY_SIZE(f->ids))
+		f->ids[f->nids++] = id;
+}
+
+/* A pod of units with an emptyDir "shared". */
+struct pod_def {
+	Kiyot__Cell__V1__Pod pod;
+	Kiyot__Cell__V1__Volume vol;
+	Kiyot__Cell__V1__Volume *vols[1];
+	Kiyot__Cell__V1__Unit *units[4];
+};
+
+/* Fills a pod def from unit defs. */
+static void pod_def(struct pod_def *p, Kiyot__Cell__V1__RestartPolicy policy,
+		    struct unit_def **units, size_t n)
+{
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	Kiyot__Cell__V1__Volume vol = KIYOT__CELL__V1__VOLUME__INIT;
+
+	p->pod = pod;
+	p->vol = vol;
+	p->vol.name = "shared";
+	p->vols[0] = &p->vol;
+	p->pod.name = "web";
+	p->pod.hostname = "web-0";
+	p->pod.restart_policy = policy;
+	p->pod.volumes = p->vols;
+	p->pod.n_volumes = 1;
+	for (size_t i = 0; i < n; i++)
+		p->units[i] = &units[i]->u;
+	p->pod.units = p->units;
+	p->pod.n_units = n;
+}
+
+/* Applies a pod; fails the test on errors. */
+static void apply(struct fixture *f, struct pod_def *p)
+{
+	struct unit_status *st = NULL;
+	size_t n = 0;
+	struct err err = ERR_INIT;
+
+	if (supervisor_apply(f->sup, &p->pod, 20000, &st, &n, &err) < 0)
+		fail_msg("apply: %s", err.msg);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(st[i].reason, "CreateContainerError") == 0)
+			fail_msg("unit %s: %s", st[i].id, st[i].message);
+	}
+	unit_status_array_free(st, n);
+}
+
+/* Waits until the unit's status satisfies pred; returns a copy of it. */
+static struct unit_status wait_unit(struct fixture *f, const char *id,
+				    int (*pred)(const struct unit_status *, void *), void *arg)
+{
+	int64_t deadline = clock_mono_ns() + WAIT_NS;
+
+	for (;;) {
+		struct unit_status *a = NULL, out = { 0 };
+		size_t n = 0;
+		struct err err = ERR_INIT;
+		int found = 0;
+
+		assert_int_equal(supervisor_list(f->sup, &a, &n, &err), 0);
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(a[i].id, id) == 0 && pred(&a[i], arg)) {
+				out = a[i];
+				memset(&a[i], 0, sizeof(a[i]));
+				found = 1;
+			}
+		}
+		unit_status_array_free(a, n);
+		if (found)
+			return out;
+		if (clock_mono_ns() > deadline)
+			fail_msg("unit %s did not reach the expected state", id);
+		usleep(20000);
+	}
+}
+
+/* Predicates for wait_unit. */
+static int is_exited(const struct unit_status *st, void *arg)
+{
+	(void)arg;
+	return st->state == UNIT_STATE_EXITED;
+}
+
+static int is_running_with_pid(const struct unit_status *st, void *arg)
+{
+	(void)arg;
+	return st->state == UNIT_STATE_RUNNING && st->pid > 0;
+}
+
+static int restarted_at_least(const struct unit_status *st, void *arg)
+{
+	return st->restart_count >= *(uint32_t *)arg;
+}
+
+/* The unit's whole log through log_read. */
+static char *read_log(struct fixture *f, const char *id)
+{
+	char *buf = xcalloc(1, 65536);
+	size_t got = 0;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(supervisor_log_read(f->sup, id, 0, buf, 65535, &got, &err), 0);
+	buf[got] = '\0';
+	return buf;
+}
+
+/* A unit that echoes reaches EXITED 0 "Completed" and its output is a CRI log line. */
+static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def u;
+	struct unit_def *us[] = { &u };
+	struct pod_def p;
+	struct unit_status st;
+	_cleanup_free_ char *log = NULL;
+	struct crilog_record r;
+	struct err err = ERR_INIT;
+	int64_t deadline = clock_mono_ns() + WAIT_NS;
+
+	unit_def(f, &u, "t-echo", "echo hello-from-unit; echo oops >&2");
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 1);
+	apply(f, &p);
+	st = wait_unit(f, "t-echo", is_exited, NULL);
+	if (st.exit_code != 0)
+		fail_msg("exit %d %s: %s", st.exit_code, st.reason, st.message);
+	assert_string_equal(st.reason, "Completed");
+	assert_string_equal(st.image_id, "sha256:0123456789abcdef");
+	assert_true(st.finished_at_ns >= st.started_at_ns);
+	unit_status_release(&st);
+	log = read_log(f, "t-echo");
+	assert_non_null(strstr(log, " stdout F hello-from-unit\n"));
+	assert_non_null(strstr(log, " stderr F oops\n"));
+	assert_int_equal(crilog_parse(log, strcspn(log, "\n") + 1, &r, &err), 0);
+	/* The log callback delivers the same lines. */
+	for (;;) {
+		int have;
+
+		pthread_mutex_lock(&f->mu);
+		have = f->logs.data && strstr(f->logs.data, "hello-from-unit") != NULL;
+		pthread_mutex_unlock(&f->mu);
+		if (have)
+			break;
+		if (clock_mono_ns() > deadline)
+			fail_msg("log callback never delivered the unit's output");
+		usleep(20000);
+	}
+	assert_true(f->statuses >= 2);
+	/* Unknown units are -ENOENT with a message. */
+	{
+		char buf[64];
+		size_t got;
+
+		assert_int_equal(supervisor_log_read(f->sup, "nope", 0, buf, sizeof(buf), &got, &err),
+				 -ENOENT);
+		assert_non_null(strstr(err.msg, "nope"));
+	}
+}
+
+/* A unit exiting 3 reports 3 and "Error"; a missing executable reports StartError. */
+static void test_supervisor__failing_units_report_exit(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def a, b;
+	struct unit_def *us[] = { &a, &b };
+	struct pod_def p;
+	struct unit_status st;
+	char *nope[] = { "/bin/no-such-program" };
+
+	unit_def(f, &a, "t-exit3", "exit 3");
+	unit_def(f, &b, "t-noexec", "");
+	b.u.command = nope;
+	b.u.n_command = 1;
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 2);
+	apply(f, &p);
+	st = wait_unit(f, "t-exit3", is_exited, NULL);
+	assert_int_equal(st.exit_code, 3);
+	assert_string_equal(st.reason, "Error");
+	unit_status_release(&st);
+	st = wait_unit(f, "t-noexec", is_exited, NULL);
+	assert_string_equal(st.reason, "StartError");
+	assert_non_null(strstr(st.message, "no-such-program"));
+	unit_status_release(&st);
+}
+
+/* OnFailure restarts a failing unit and counts the restarts. */
+static void test_supervisor__on_failure_restarts_with_count(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def u;
+	struct unit_def *us[] = { &u };
+	struct pod_def p;
+	struct unit_status st;
+	uint32_t want = 2;
+	_cleanup_free_ char *log = NULL;
+
+	unit_def(f, &u, "t-restart", "echo run; exit 1");
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__ON_FAILURE, us, 1);
+	apply(f, &p);
+	st = wait_unit(f, "t-restart", restarted_at_least, &want);
+	unit_status_release(&st);
+	/* Each run appended its output to the same log. */
+	st = wait_unit(f, "t-restart", is_exited, NULL);
+	assert_int_equal(st.exit_code, 1);
+	unit_status_release(&st);
+	log = read_log(f, "t-restart");
+	assert_non_null(strstr(strstr(log, " stdout F run\n") + 1, " stdout F run\n"));
+	/* Stopped: no more restarts. */
+	u.u.desired = KIYOT__CELL__V1__UNIT_DESIRED__STOPPED;
+	apply(f, &p);
+}
+
+/* Stopping a unit that ignores SIGTERM kills it after the grace period. */
+static void test_supervisor__stop_kills_after_grace(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def u;
+	struct unit_def *us[] = { &u };
+	struct pod_def p;
+	struct unit_status st, *a = NULL;
+	size_t n = 0;
+	struct err err = ERR_INIT;
+	char *sleepcmd[] = { "sleep", "1000" };
+
+	unit_def(f, &u, "t-stop", "");
+	/* sleep as PID 1 of its namespace has no TERM handler: TERM is ignored. */
+	u.u.command = sleepcmd;
+	u.u.n_command = 2;
+	u.u.stop_timeout_s = 1;
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__ALWAYS, us, 1);
+	apply(f, &p);
+	st = wait_unit(f, "t-stop", is_running_with_pid, NULL);
+	unit_status_release(&st);
+	u.u.desired = KIYOT__CELL__V1__UNIT_DESIRED__STOPPED;
+	assert_int_equal(supervisor_apply(f->sup, &p.pod, 30000, &a, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(a[0].state, UNIT_STATE_EXITED);
+	assert_int_equal(a[0].exit_code, 128 + 9);
+	assert_int_equal(a[0].restart_count, 0);
+	unit_status_array_free(a, n);
+}
+
+/* Init units run to completion first; app units see their work in a shared emptyDir. */
+static void test_supervisor__init_unit_runs_before_app(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def init, app;
+	struct unit_def *us[] = { &app, &init };
+	struct pod_def p;
+	struct unit_status si, sa;
+	_cleanup_free_ char *log = NULL;
+
+	unit_def(f, &init, "t-init", "sleep 1; echo from-init > /shared/marker");
+	init.u.init = 1;
+	unit_def(f, &app, "t-app", "cat /shared/marker");
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 2);
+	apply(f, &p);
+	sa = wait_unit(f, "t-app", is_exited, NULL);
+	si = wait_unit(f, "t-init", is_exited, NULL);
+	assert_int_equal(si.exit_code, 0);
+	assert_int_equal(sa.exit_code, 0);
+	assert_true(sa.started_at_ns >= si.finished_at_ns);
+	log = read_log(f, "t-app");
+	assert_non_null(strstr(log, " stdout F from-init\n"));
+	unit_status_release(&si);
+	unit_status_release(&sa);
+}
+
+/* A new supervisor adopts a unit that kept running, execs in it and sees its exit. */
+static void test_supervisor__new_supervisor_adopts_running_unit(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def u;
+	struct unit_def *us[] = { &u };
+	struct pod_def p;
+	struct unit_status st;
+	_cleanup_free_ char *go = NULL, *out = NULL, *errout = NULL;
+	char *cmd[] = { "echo", "exec-ok", NULL };
+	size_t olen = 0, elen = 0;
+	int code = -1;
+	struct err err = ERR_INIT;
+
+	unit_def(f, &u, "t-adopt", "while [ ! -e /shared/go ]; do sleep 0.1; done; exit 7");
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 1);
+	apply(f, &p);
+	st = wait_unit(f, "t-adopt", is_running_with_pid, NULL);
+	unit_status_release(&st);
+	supervisor_free(f->sup);
+	f->sup = NULL;
+	sup_start(f);
+	st = wait_unit(f, "t-adopt", is_running_with_pid, NULL);
+	unit_status_release(&st);
+	assert_int_equal(supervisor_exec_sync(f->sup, "t-adopt", cmd, 10, &out, &olen, &errout,
+					      &elen, &code, &err),
+			 0);
+	assert_int_equal(code, 0);
+	assert_string_equal(out, "exec-ok\n");
+	assert_int_equal(supervisor_exec_sync(f->sup, "nope", cmd, 10, &out, &olen, &errout, &elen,
+					      &code, &err),
+			 -ENOENT);
+	go = xasprintf("%s/volumes/shared/go", f->state);
+	assert_int_equal(fs_write_file(go, "", 0, 0644, &err), 0);
+	st = wait_unit(f, "t-adopt", is_exited, NULL);
+	assert_int_equal(st.exit_code, 7);
+	assert_string_equal(st.reason, "Error");
+	unit_status_release(&st);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_supervisor__echo_unit_completes_with_cri_log,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__failing_units_report_exit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__on_failure_restarts_with_count,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__stop_kills_after_grace, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__init_unit_runs_before_app, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__new_supervisor_adopts_running_unit,
+						setup, teardown),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "shim") == 0)
+		return shim_main(argc - 1, argv + 1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
