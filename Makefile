@@ -13,7 +13,7 @@ PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
 SAN ?=
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -Icommon -I$(BUILD)/gen \
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -iquote common -iquote kiyot -iquote cell-agent -iquote $(BUILD)/gen \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgpr -pthread $(SAN)

@@ -1,0 +1,400 @@
+/*
+ * cells.c: cell lifecycle and the agent client (see cells.h).
+ */
+#include "cells.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "kiyot.h"
+#include "log.h"
+#include "rpc.h"
+#include "xalloc.h"
+
+#define AGENT_BOOT_TIMEOUT_MS 30000
+#define AGENT_CALL_TIMEOUT_MS 10000
+#define PULL_TIMEOUT_MS (15 * 60 * 1000)
+
+struct cell_entry {
+	char *id;
+	char *target; /* "ip:port" of the agent */
+	struct rpc_channel *ch;
+	pthread_mutex_t apply_lock;
+	pthread_t watcher;
+	int watching;
+	int stop;                  /* guarded by the manager's lock */
+	struct rpc_stream *stream; /* the live Watch, guarded by the manager's lock */
+	struct cell_entry *next;
+};
+
+struct cellmgr {
+	struct kiyot *k;
+	pthread_mutex_t lock;
+	struct cell_entry *cells;
+};
+
+int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
+{
+	struct cellmgr *m = xcalloc(1, sizeof(*m));
+
+	(void)err;
+	m->k = k;
+	pthread_mutex_init(&m->lock, NULL);
+	*out = m;
+	return 0;
+}
+
+static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
+{
+	pthread_mutex_lock(&m->lock);
+	e->stop = 1;
+	if (e->stream)
+		rpc_stream_cancel(e->stream);
+	pthread_mutex_unlock(&m->lock);
+	if (e->watching)
+		pthread_join(e->watcher, NULL);
+	e->watching = 0;
+}
+
+static void entry_free(struct cell_entry *e)
+{
+	rpc_channel_free(e->ch);
+	pthread_mutex_destroy(&e->apply_lock);
+	free(e->id);
+	free(e->target);
+	free(e);
+}
+
+void cells_free(struct cellmgr *m)
+{
+	if (!m)
+		return;
+	while (m->cells) {
+		struct cell_entry *e = m->cells;
+
+		m->cells = e->next;
+		entry_stop_watch(m, e);
+		entry_free(e);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static struct cell_entry *entry_find(struct cellmgr *m, const char *id)
+{
+	for (struct cell_entry *e = m->cells; e; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return e;
+	return NULL;
+}
+
+/* Sleeps ms milliseconds unless the entry is being stopped; returns non-zero if stopped. */
+static int nap(struct cellmgr *m, struct cell_entry *e, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 50) {
+		int stop;
+
+		pthread_mutex_lock(&m->lock);
+		stop = e->stop;
+		pthread_mutex_unlock(&m->lock);
+		if (stop)
+			return 1;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+static void handle_event(struct cellmgr *m, struct cell_entry *e,
+			 const Kiyot__Cell__V1__WatchEvent *ev)
+{
+	switch (ev->kind) {
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS:
+		if (ev->status)
+			kiyot_on_unit_status(m->k, e->id, ev->status);
+		break;
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
+		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
+		break;
+	default:
+		break;
+	}
+}
+
+struct watch_arg {
+	struct cellmgr *m;
+	struct cell_entry *e;
+};
+
+/* One Watch stream after another until the cell is stopped: the agent may restart, and the
+ * stream resumes from the log offsets kiyot has stored, so no log line is lost. */
+static void *watch_main(void *arg)
+{
+	struct watch_arg wa = *(struct watch_arg *)arg;
+	struct cellmgr *m = wa.m;
+	struct cell_entry *e = wa.e;
+	int backoff = 100;
+
+	free(arg);
+	for (;;) {
+		Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+		struct rpc_stream *s = NULL;
+		struct err err = ERR_INIT;
+		ProtobufCMessage *msg;
+		int ret, stop;
+
+		kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
+		ret = rpc_stream_open(e->ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+				      &kiyot__cell__v1__watch_event__descriptor, 0, &s, &err);
+		kiyot_log_offsets_free(req.offsets, req.n_offsets);
+		pthread_mutex_lock(&m->lock);
+		stop = e->stop;
+		if (!stop && ret == 0)
+			e->stream = s;
+		pthread_mutex_unlock(&m->lock);
+		if (stop) {
+			rpc_stream_free(s);
+			return NULL;
+		}
+		while (ret == 0 && (ret = rpc_stream_next(s, &msg, &err)) == 1) {
+			handle_event(m, e, (Kiyot__Cell__V1__WatchEvent *)msg);
+			protobuf_c_message_free_unpacked(msg, NULL);
+			backoff = 100;
+			ret = 0;
+		}
+		pthread_mutex_lock(&m->lock);
+		e->stream = NULL;
+		stop = e->stop;
+		pthread_mutex_unlock(&m->lock);
+		rpc_stream_free(s);
+		if (stop)
+			return NULL;
+		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
+			  ret < 0 ? err.msg : "closed");
+		if (nap(m, e, backoff))
+			return NULL;
+		backoff = backoff < 2000 ? backoff * 2 : 2000;
+	}
+}
+
+static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip)
+{
+	struct cell_entry *e = xcalloc(1, sizeof(*e));
+	struct watch_arg *wa = xmalloc(sizeof(*wa));
+	struct err err = ERR_INIT;
+
+	e->id = xstrdup(id);
+	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
+	pthread_mutex_init(&e->apply_lock, NULL);
+	if (rpc_channel_new(e->target, &e->ch, &err) < 0)
+		log_error("cell %s: %s", id, err.msg);
+	pthread_mutex_lock(&m->lock);
+	e->next = m->cells;
+	m->cells = e;
+	pthread_mutex_unlock(&m->lock);
+	wa->m = m;
+	wa->e = e;
+	if (pthread_create(&e->watcher, NULL, watch_main, wa) == 0)
+		e->watching = 1;
+	else
+		free(wa);
+	return e;
+}
+
+static struct cell_entry *entry_get(struct cellmgr *m, const char *id, struct err *err)
+{
+	struct cell_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, id);
+	pthread_mutex_unlock(&m->lock);
+	if (!e)
+		err_set(err, ENOENT, "cell %s is not running", id);
+	return e;
+}
+
+/* Waits until the agent answers Hello, or the boot timeout passes. */
+static int wait_agent(struct rpc_channel *ch, const char *id, struct err *err)
+{
+	int64_t deadline = clock_mono_ns() + (int64_t)AGENT_BOOT_TIMEOUT_MS * 1000000;
+	int delay_ms = 5;
+
+	for (;;) {
+		Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+		ProtobufCMessage *resp = NULL;
+
+		if (rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			      &kiyot__cell__v1__hello_response__descriptor, 2000, &resp,
+			      err) == 0) {
+			protobuf_c_message_free_unpacked(resp, NULL);
+			return 0;
+		}
+		if (clock_mono_ns() > deadline)
+			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
+					AGENT_BOOT_TIMEOUT_MS / 1000);
+		usleep((useconds_t)delay_ms * 1000);
+		delay_ms = delay_ms < 200 ? delay_ms * 2 : 200;
+	}
+}
+
+char *cells_bootstrap(struct kiyot *k, const struct cell_request *req, const char *agent_state)
+{
+	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:s, s:I}",
+				"version", 1, "cell_id", req->cell_id, "cluster_id",
+				k->cluster_id, "pod", "uid", req->pod_uid, "name", req->pod_name,
+				"namespace", req->pod_namespace, "instance_type",
+				req->instance_type, "agent_port", k->cfg.agent_port, "state_dir",
+				agent_state, "log_level", k->cfg.log_level, "restart_backoff_ms",
+				(json_int_t)k->cfg.restart_backoff_ms);
+	char *text;
+
+	if (k->cfg.registries)
+		json_object_set(doc, "registries", k->cfg.registries);
+	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(doc);
+	if (!text)
+		abort();
+	return text;
+}
+
+int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, struct err *err)
+{
+	struct kiyot *k = m->k;
+	struct cell_spec spec = { 0 };
+	struct cell_info info = { 0 };
+	_cleanup_free_ char *agent_state =
+		xasprintf("%s/cells/%s/agent", k->cfg.state_dir, req->cell_id);
+	_cleanup_free_ char *boot = cells_bootstrap(k, req, agent_state);
+	struct cell_entry *e;
+	int ret;
+
+	spec.cell_id = req->cell_id;
+	spec.cluster_id = k->cluster_id;
+	spec.pod_uid = req->pod_uid;
+	spec.pod_name = req->pod_name;
+	spec.pod_namespace = req->pod_namespace;
+	spec.instance_type = req->instance_type;
+	spec.cpus = req->cpus;
+	spec.memory_bytes = req->memory_bytes;
+	spec.bootstrap = boot;
+	spec.spot = req->spot;
+	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
+	if (ret < 0)
+		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
+	e = entry_add(m, req->cell_id, info.ip);
+	ret = wait_agent(e->ch, req->cell_id, err);
+	if (ret < 0) {
+		struct err terr = ERR_INIT;
+
+		if (cells_terminate(m, req->cell_id, &terr) < 0)
+			log_error("cell %s: %s", req->cell_id, terr.msg);
+		cell_info_release(&info);
+		return ret;
+	}
+	*ip = xstrdup(info.ip);
+	cell_info_release(&info);
+	return 0;
+}
+
+void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)
+{
+	pthread_mutex_lock(&m->lock);
+	if (entry_find(m, cell_id)) {
+		pthread_mutex_unlock(&m->lock);
+		return;
+	}
+	pthread_mutex_unlock(&m->lock);
+	entry_add(m, cell_id, ip);
+}
+
+int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
+{
+	struct cell_entry *e, **pp;
+
+	pthread_mutex_lock(&m->lock);
+	for (pp = &m->cells; (e = *pp); pp = &e->next)
+		if (strcmp(e->id, cell_id) == 0) {
+			*pp = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	if (e) {
+		entry_stop_watch(m, e);
+		/* no apply may be in flight on a cell we free */
+		pthread_mutex_lock(&e->apply_lock);
+		pthread_mutex_unlock(&e->apply_lock);
+		entry_free(e);
+	}
+	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
+}
+
+void cells_apply_lock(struct cellmgr *m, const char *cell_id)
+{
+	struct err err = ERR_INIT;
+	struct cell_entry *e = entry_get(m, cell_id, &err);
+
+	if (e)
+		pthread_mutex_lock(&e->apply_lock);
+}
+
+void cells_apply_unlock(struct cellmgr *m, const char *cell_id)
+{
+	struct err err = ERR_INIT;
+	struct cell_entry *e = entry_get(m, cell_id, &err);
+
+	if (e)
+		pthread_mutex_unlock(&e->apply_lock);
+}
+
+static int agent_call(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
+		      int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+{
+	struct cell_entry *e = entry_get(m, cell_id, err);
+
+	if (!e)
+		return -err->code;
+	if (rpc_unary(e->ch, method, req, desc, timeout_ms, resp, err) < 0) {
+		if (err->code == ECONNREFUSED)
+			return err_wrap(err, "cell %s: agent unreachable", cell_id);
+		return -err->code;
+	}
+	return 0;
+}
+
+int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
+		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
+{
+	Kiyot__Cell__V1__ApplyRequest req = KIYOT__CELL__V1__APPLY_REQUEST__INIT;
+
+	req.pod = (Kiyot__Cell__V1__Pod *)pod;
+	req.timeout_ms = timeout_ms;
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Apply", &req.base,
+			  &kiyot__cell__v1__apply_response__descriptor, timeout_ms + 10000,
+			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_pull_image(struct cellmgr *m, const char *cell_id,
+		     const Kiyot__Cell__V1__PullImageRequest *req,
+		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err)
+{
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/PullImage", &req->base,
+			  &kiyot__cell__v1__pull_image_response__descriptor, PULL_TIMEOUT_MS,
+			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_exec_sync(struct cellmgr *m, const char *cell_id,
+		    const Kiyot__Cell__V1__ExecSyncRequest *req,
+		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err)
+{
+	int64_t t = req->timeout_s > 0 ? req->timeout_s * 1000 + AGENT_CALL_TIMEOUT_MS : 0;
+
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/ExecSync", &req->base,
+			  &kiyot__cell__v1__exec_sync_response__descriptor, t,
+			  (ProtobufCMessage **)resp, err);
+}

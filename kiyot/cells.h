@@ -1,0 +1,57 @@
+/*
+ * cells.h: the cell manager. Launches a cell per sandbox through the provider, talks to its
+ * agent (unary calls, plus one Watch stream per cell whose events and logs it hands to
+ * kiyot_on_unit_status / kiyot_on_unit_log), and tears cells down.
+ *
+ * Thread safety: all calls may come from any thread. Applies to one cell are serialised by
+ * cells_apply_lock/unlock so a newer desired pod is never overtaken by an older one.
+ */
+#ifndef KIYOT_CELLS_H
+#define KIYOT_CELLS_H
+
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+
+struct kiyot;
+struct cellmgr;
+
+/* What to launch for a sandbox. */
+struct cell_request {
+	const char *cell_id;
+	const char *pod_uid, *pod_name, *pod_namespace;
+	const char *instance_type;
+	double cpus;
+	int64_t memory_bytes;
+	int spot;
+};
+
+int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
+void cells_free(struct cellmgr *m);
+
+/* Launches the cell and waits until its agent answers; fills *ip (caller frees). */
+int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, struct err *err);
+/* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
+ * offsets kiyot remembers). */
+void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);
+/* Stops watching and terminates the cell. Idempotent. */
+int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err);
+
+void cells_apply_lock(struct cellmgr *m, const char *cell_id);
+void cells_apply_unlock(struct cellmgr *m, const char *cell_id);
+
+/* Agent calls. *resp is freed with protobuf_c_message_free_unpacked(resp, NULL). */
+int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
+		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err);
+int cells_pull_image(struct cellmgr *m, const char *cell_id,
+		     const Kiyot__Cell__V1__PullImageRequest *req,
+		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err);
+int cells_exec_sync(struct cellmgr *m, const char *cell_id,
+		    const Kiyot__Cell__V1__ExecSyncRequest *req,
+		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err);
+
+/* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
+char *cells_bootstrap(struct kiyot *k, const struct cell_request *req, const char *agent_state);
+
+#endif

@@ -1,0 +1,8 @@
+/* cli.h: the client commands of kiyot (run, get, logs, delete); see cli.c. */
+#ifndef KIYOT_CLI_H
+#define KIYOT_CLI_H
+
+/* argv[1] is the command. Returns the process exit status. */
+int cli_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * config.c: kiyot's settings: defaults, then a config file (YAML or JSON), then flags.
+ *
+ *	socket: /run/kiyot/kiyot.sock
+ *	stateDir: /var/lib/kiyot
+ *	logLevel: info
+ *	region: us-east-1
+ *	defaultInstanceType: ""
+ *	reserve: { cpu: "0", memory: "0" }
+ *	cells:
+ *	  provider: local
+ *	  cidr: 10.77.0.0/16
+ *	  bridge: kiyot0
+ *	  agent: /usr/local/bin/cell-agent
+ *	  agentPort: 7443
+ *	  restartBackoff: 10s base, as milliseconds: 10000
+ *	registries: { "<host>": { mirrors: [...], insecure: bool } }
+ */
+#include "kiyot.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "quantity.h"
+#include "xalloc.h"
+#include "yaml.h"
+
+#define CONFIG_MAX (1u << 20)
+
+/* The cell-agent next to the kiyot binary, else the installed one. */
+static char *default_agent(void)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		char *slash;
+		char *cand;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			cand = xasprintf("%s/cell-agent", self);
+			if (access(cand, X_OK) == 0)
+				return cand;
+			free(cand);
+		}
+	}
+	return xstrdup("/usr/local/bin/cell-agent");
+}
+
+void kiyot_config_defaults(struct kiyot_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->socket = xstrdup("/run/kiyot/kiyot.sock");
+	c->state_dir = xstrdup("/var/lib/kiyot");
+	c->log_level = xstrdup("info");
+	c->region = xstrdup("us-east-1");
+	c->default_instance_type = xstrdup("");
+	c->provider = xstrdup("local");
+	c->cell_cidr = xstrdup("10.77.0.0/16");
+	c->bridge = xstrdup("kiyot0");
+	c->agent_path = default_agent();
+	c->agent_port = 7443;
+	c->restart_backoff_ms = 10000;
+}
+
+void kiyot_config_release(struct kiyot_config *c)
+{
+	free(c->socket);
+	free(c->state_dir);
+	free(c->log_level);
+	free(c->region);
+	free(c->default_instance_type);
+	free(c->provider);
+	free(c->cell_cidr);
+	free(c->bridge);
+	free(c->agent_path);
+	json_decref(c->registries);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Sets *dst from a string member; errors name the key. */
+static int take_str(json_t *obj, const char *key, const char *path, char **dst, struct err *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return err_set(err, EINVAL, "%s%s: must be a string", path, key);
+	free(*dst);
+	*dst = xstrdup(json_string_value(v));
+	return 0;
+}
+
+static int take_int(json_t *obj, const char *key, const char *path, int64_t lo, int64_t hi,
+		    int64_t *dst, struct err *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return err_set(err, EINVAL, "%s%s: must be an integer from %lld to %lld", path,
+			       key, (long long)lo, (long long)hi);
+	*dst = json_integer_value(v);
+	return 0;
+}
+
+static int check_keys(json_t *obj, const char *path, const char *const *known, struct err *err)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(obj, key, v) {
+		int ok = 0;
+
+		for (const char *const *k = known; *k; k++)
+			if (strcmp(*k, key) == 0)
+				ok = 1;
+		if (!ok)
+			return err_set(err, EINVAL, "%s%s: unknown setting", path, key);
+	}
+	return 0;
+}
+
+static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
+{
+	static const char *const known[] = { "cpu", "memory", NULL };
+	json_t *v;
+
+	if (!json_is_object(r))
+		return err_set(err, EINVAL, "reserve: must be a mapping");
+	if (check_keys(r, "reserve.", known, err) < 0)
+		return -err->code;
+	if ((v = json_object_get(r, "cpu"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+		char buf[32];
+
+		if (json_is_number(v)) {
+			snprintf(buf, sizeof(buf), "%g", json_number_value(v));
+			s = buf;
+		}
+		if (!s || quantity_parse_milli(s, &c->reserve_cpu_milli, err) < 0)
+			return s ? err_wrap(err, "reserve.cpu")
+				 : err_set(err, EINVAL, "reserve.cpu: must be a quantity");
+	}
+	if ((v = json_object_get(r, "memory"))) {
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "reserve.memory: must be a quantity such as 64Mi");
+		if (quantity_parse_bytes(json_string_value(v), &c->reserve_memory_bytes, err) < 0)
+			return err_wrap(err, "reserve.memory");
+	}
+	return 0;
+}
+
+static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
+{
+	static const char *const known[] = { "provider", "cidr", "bridge", "agent", "agentPort",
+					     "restartBackoffMs", NULL };
+	int64_t port = c->agent_port;
+
+	if (!json_is_object(cells))
+		return err_set(err, EINVAL, "cells: must be a mapping");
+	if (check_keys(cells, "cells.", known, err) < 0 ||
+	    take_str(cells, "provider", "cells.", &c->provider, err) < 0 ||
+	    take_str(cells, "cidr", "cells.", &c->cell_cidr, err) < 0 ||
+	    take_str(cells, "bridge", "cells.", &c->bridge, err) < 0 ||
+	    take_str(cells, "agent", "cells.", &c->agent_path, err) < 0 ||
+	    take_int(cells, "agentPort", "cells.", 1, 65535, &port, err) < 0 ||
+	    take_int(cells, "restartBackoffMs", "cells.", 10, 3600000, &c->restart_backoff_ms,
+		     err) < 0)
+		return -err->code;
+	c->agent_port = (int)port;
+	return 0;
+}
+
+int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
+{
+	static const char *const known[] = { "socket", "stateDir", "logLevel", "region",
+					     "defaultInstanceType", "reserve", "cells",
+					     "registries", NULL };
+	json_t *doc = NULL, *v;
+	int ret = -1;
+
+	if (yaml_file_to_json(path, CONFIG_MAX, &doc, err) < 0)
+		return err_wrap(err, "config");
+	if (!json_is_object(doc)) {
+		err_set(err, EINVAL, "config %s: must be a mapping of settings", path);
+		goto out;
+	}
+	if (check_keys(doc, "", known, err) < 0 ||
+	    take_str(doc, "socket", "", &c->socket, err) < 0 ||
+	    take_str(doc, "stateDir", "", &c->state_dir, err) < 0 ||
+	    take_str(doc, "logLevel", "", &c->log_level, err) < 0 ||
+	    take_str(doc, "region", "", &c->region, err) < 0 ||
+	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "registries"))) {
+		if (!json_is_object(v)) {
+			err_set(err, EINVAL, "registries: must be a mapping of registry hosts");
+			goto wrap;
+		}
+		json_decref(c->registries);
+		c->registries = json_incref(v);
+	}
+	if (log_parse_level(c->log_level) < 0) {
+		err_set(err, EINVAL, "logLevel: \"%s\" is not one of debug, info, warn, error",
+			c->log_level);
+		goto wrap;
+	}
+	ret = 0;
+	goto out;
+wrap:
+	ret = err_wrap(err, "config %s", path);
+out:
+	json_decref(doc);
+	return ret;
+}

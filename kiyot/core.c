@@ -1,0 +1,407 @@
+/*
+ * core.c: kiyot's records in memory, their loading and reconciliation at start, and what the
+ * cells report back (unit status changes and log bytes).
+ */
+#include "kiyot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "cells.h"
+#include "clock.h"
+#include "events.h"
+#include "fsutil.h"
+#include "log.h"
+#include "store.h"
+#include "xalloc.h"
+
+static struct sandbox *find_sandbox_exact(struct kiyot *k, const char *id)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id)
+{
+	struct sandbox *hit = NULL;
+	size_t n = strlen(id);
+
+	if (n == 0)
+		return NULL;
+	if ((hit = find_sandbox_exact(k, id)))
+		return hit;
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		if (strncmp(s->id, id, n) != 0)
+			continue;
+		if (hit)
+			return NULL; /* ambiguous prefix */
+		hit = s;
+	}
+	return hit;
+}
+
+struct container *kiyot_find_container(struct kiyot *k, const char *id)
+{
+	struct container *hit = NULL;
+	size_t n = strlen(id);
+
+	if (n == 0)
+		return NULL;
+	for (struct container *c = k->containers; c; c = c->next)
+		if (strcmp(c->id, id) == 0)
+			return c;
+	for (struct container *c = k->containers; c; c = c->next) {
+		if (strncmp(c->id, id, n) != 0)
+			continue;
+		if (hit)
+			return NULL;
+		hit = c;
+	}
+	return hit;
+}
+
+/* A random id of 64 hex digits, like other runtimes use. */
+char *kiyot_new_id(void)
+{
+	unsigned char raw[32];
+	char *id = xmalloc(65);
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		for (size_t i = 0; i < sizeof(raw); i++)
+			raw[i] = (unsigned char)(rand() & 0xff);
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	return id;
+}
+
+static struct sandbox *sandbox_of_cell(struct kiyot *k, const char *cell_id)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (s->cell_id[0] && strcmp(s->cell_id, cell_id) == 0)
+			return s;
+	return NULL;
+}
+
+static enum container_state state_from_unit(Kiyot__Cell__V1__UnitState s)
+{
+	switch (s) {
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_CREATED:
+		return CTR_CREATED;
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING:
+		return CTR_RUNNING;
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_EXITED:
+		return CTR_EXITED;
+	default:
+		return CTR_UNKNOWN;
+	}
+}
+
+static void set_str(char **dst, const char *src)
+{
+	if (src && strcmp(*dst ? *dst : "", src) != 0) {
+		free(*dst);
+		*dst = xstrdup(src);
+	}
+}
+
+/* Applies a unit status to its container record; returns non-zero if anything changed.
+ * Call with k->lock held. */
+int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
+			    const Kiyot__Cell__V1__UnitStatus *st)
+{
+	enum container_state ns = state_from_unit(st->state);
+	int changed = 0;
+	struct err err = ERR_INIT;
+
+	if (ns == CTR_UNKNOWN)
+		return 0; /* the unit is gone from the cell; the record stays as it was */
+	if (c->state != ns || c->started_ns != st->started_at_ns ||
+	    c->finished_ns != st->finished_at_ns || c->restart_count != st->restart_count)
+		changed = 1;
+	c->state = ns;
+	if (st->created_at_ns)
+		c->created_ns = c->created_ns ? c->created_ns : st->created_at_ns;
+	c->started_ns = st->started_at_ns;
+	c->finished_ns = st->finished_at_ns;
+	c->exit_code = st->exit_code;
+	c->restart_count = st->restart_count;
+	set_str(&c->reason, st->reason);
+	set_str(&c->message, st->message);
+	if (st->image_ref[0])
+		set_str(&c->image_ref, st->image_ref);
+	if (st->image_id[0])
+		set_str(&c->image_id, st->image_id);
+	if (changed) {
+		if (store_put_container(k->store, c, &err) < 0)
+			log_error("container %s: %s", c->id, err.msg);
+		events_publish_container(k, c);
+	}
+	return changed;
+}
+
+void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
+			  const Kiyot__Cell__V1__UnitStatus *st)
+{
+	struct container *c;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, st->id);
+	if (c && strcmp(c->id, st->id) == 0) {
+		struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+
+		if (sb && strcmp(sb->cell_id, cell_id) == 0)
+			kiyot_apply_unit_status(k, c, st);
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* Where the kubelet reads a container's log: log_directory/log_path; NULL if not asked for. */
+char *kiyot_log_file(struct kiyot *k, const struct container *c)
+{
+	struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+	const char *lp = c->config->log_path;
+
+	if (!lp || !lp[0])
+		return NULL;
+	if (lp[0] == '/')
+		return xstrdup(lp);
+	if (!sb || !sb->config->log_directory || !sb->config->log_directory[0])
+		return NULL;
+	return xasprintf("%s/%s", sb->config->log_directory, lp);
+}
+
+/* Appends data to the file, creating it (and its directory) when missing. */
+static int append_file(const char *path, const uint8_t *data, size_t len, struct err *err)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+	if (fd < 0 && errno == ENOENT) {
+		_cleanup_free_ char *dir = xstrdup(path);
+		char *slash = strrchr(dir, '/');
+
+		if (slash && slash != dir) {
+			*slash = '\0';
+			if (fs_mkdir_p(dir, 0755, err) < 0)
+				return -err->code;
+		}
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	}
+	if (fd < 0)
+		return err_errno(err, "open %s", path);
+	while (len) {
+		ssize_t w = write(fd, data, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			err_errno(err, "write %s", path);
+			close(fd);
+			return -err->code;
+		}
+		data += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+	return 0;
+}
+
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
+		       const uint8_t *data, size_t len)
+{
+	struct err err = ERR_INIT;
+	struct container *c;
+	char *path;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, unit_id);
+	if (!c || strcmp(c->id, unit_id) != 0 || offset + len <= c->log_offset) {
+		pthread_mutex_unlock(&k->lock);
+		return; /* unknown unit, or bytes already written */
+	}
+	if (offset < c->log_offset) {
+		size_t skip = (size_t)(c->log_offset - offset);
+
+		data += skip;
+		len -= skip;
+		offset = c->log_offset;
+	}
+	path = kiyot_log_file(k, c);
+	if (path && append_file(path, data, len, &err) < 0)
+		log_warn("container %s: log: %s", c->id, err.msg);
+	free(path);
+	c->log_offset = offset + len;
+	if (store_put_log_offset(k->store, c->id, c->log_offset, &err) < 0)
+		log_warn("container %s: %s", c->id, err.msg);
+	pthread_mutex_unlock(&k->lock);
+}
+
+void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+		       size_t *n)
+{
+	struct sandbox *sb;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&k->lock);
+	sb = sandbox_of_cell(k, cell_id);
+	for (struct container *c = k->containers; sb && c; c = c->next) {
+		Kiyot__Cell__V1__LogOffset *o;
+
+		if (strcmp(c->sandbox_id, sb->id) != 0)
+			continue;
+		o = xmalloc(sizeof(*o));
+		kiyot__cell__v1__log_offset__init(o);
+		o->unit_id = xstrdup(c->id);
+		o->offset = c->log_offset;
+		xgrow((void **)out, &cap, *n + 1, sizeof(**out));
+		(*out)[(*n)++] = o;
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(o[i]->unit_id);
+		free(o[i]);
+	}
+	free(o);
+}
+
+/* The durable id of this installation, made once and kept in the store. */
+static int load_cluster_id(struct kiyot *k, struct err *err)
+{
+	char *id = NULL;
+
+	if (store_get_meta(k->store, "cluster_id", &id, err) < 0)
+		return -err->code;
+	if (!id) {
+		char *full = kiyot_new_id();
+
+		id = xstrndup(full, 16);
+		free(full);
+		if (store_put_meta(k->store, "cluster_id", id, err) < 0) {
+			free(id);
+			return -err->code;
+		}
+	}
+	k->cluster_id = id;
+	return 0;
+}
+
+/* Removes cells the provider has that no sandbox owns, resumes those that one does, and marks
+ * sandboxes whose cell vanished as not ready with their containers exited. */
+static void reconcile_cells(struct kiyot *k)
+{
+	struct cell_info *cells = NULL;
+	size_t n = 0;
+	struct err err = ERR_INIT;
+
+	if (k->provider.ops->list(k->provider.self, &cells, &n, &err) < 0) {
+		log_error("cells: cannot list: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sandbox *sb = sandbox_of_cell(k, cells[i].cell_id);
+
+		if (sb && sb->state == SANDBOX_READY && cells[i].phase != CELL_FAILED) {
+			cells_resume(k->cells, cells[i].cell_id, cells[i].ip);
+			continue;
+		}
+		log_info("cells: removing cell %s (%s)", cells[i].cell_id,
+			 sb ? "its agent is gone" : "no sandbox owns it");
+		if (k->provider.ops->terminate(k->provider.self, cells[i].cell_id, &err) < 0)
+			log_error("cells: %s", err.msg);
+	}
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+		int found = 0;
+
+		for (size_t i = 0; i < n && sb->cell_id[0]; i++)
+			if (strcmp(cells[i].cell_id, sb->cell_id) == 0 &&
+			    cells[i].phase != CELL_FAILED)
+				found = 1;
+		if (found || sb->state != SANDBOX_READY)
+			continue;
+		log_warn("sandbox %s: its cell %s is gone; marking it not ready", sb->id,
+			 sb->cell_id);
+		kiyot_sandbox_lost(k, sb, "CellLost");
+	}
+	cell_info_array_free(cells, n);
+}
+
+int kiyot_open(struct kiyot *k, struct err *err)
+{
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
+	_cleanup_free_ char *cells_dir = xasprintf("%s/cells", k->cfg.state_dir);
+	struct local_provider_config lc = { 0 };
+
+	pthread_mutex_init(&k->lock, NULL);
+	if (fs_mkdir_p(k->cfg.state_dir, 0700, err) < 0 || fs_mkdir_p(cells_dir, 0700, err) < 0)
+		return -err->code;
+	if (store_open(db, &k->store, err) < 0)
+		return -err->code;
+	if (store_load(k->store, &k->sandboxes, &k->containers, &k->images, err) < 0)
+		return -err->code;
+	if (load_cluster_id(k, err) < 0)
+		return -err->code;
+	if (catalog_load(k->cfg.region, &k->catalog, err) < 0)
+		return err_wrap(err, "instance catalog");
+	if (strcmp(k->cfg.provider, "local") != 0)
+		return err_set(err, EINVAL,
+			       "provider \"%s\" is not available; the only provider is \"local\"",
+			       k->cfg.provider);
+	lc.state_dir = cells_dir;
+	lc.bridge = k->cfg.bridge;
+	lc.cidr = k->cfg.cell_cidr;
+	lc.agent_path = k->cfg.agent_path;
+	lc.cgroup_root = "kiyot";
+	lc.cluster_id = k->cluster_id;
+	if (provider_local_new(&lc, &k->provider, err) < 0)
+		return err_wrap(err, "local cell provider");
+	if (cells_new(k, &k->cells, err) < 0)
+		return -err->code;
+	k->events = events_new();
+	reconcile_cells(k);
+	return 0;
+}
+
+void kiyot_close(struct kiyot *k)
+{
+	cells_free(k->cells);
+	events_free(k->events);
+	if (k->provider.ops)
+		k->provider.ops->destroy(k->provider.self);
+	catalog_free(k->catalog);
+	while (k->sandboxes) {
+		struct sandbox *s = k->sandboxes;
+
+		k->sandboxes = s->next;
+		sandbox_free(s);
+	}
+	while (k->containers) {
+		struct container *c = k->containers;
+
+		k->containers = c->next;
+		container_free(c);
+	}
+	while (k->images) {
+		struct image_rec *i = k->images;
+
+		k->images = i->next;
+		image_rec_free(i);
+	}
+	store_close(k->store);
+	free(k->cluster_id);
+	free(k->runtime_config_cidr);
+	pthread_mutex_destroy(&k->lock);
+}

@@ -1,0 +1,139 @@
+/*
+ * cri_misc.c: Version, Status, UpdateRuntimeConfig, GetContainerEvents, and the methods kiyot
+ * does not serve yet (they answer UNIMPLEMENTED with what to use instead).
+ */
+#include "cri.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "events.h"
+#include "xalloc.h"
+
+#define KIYOT_VERSION "0.1.0"
+
+CRI_HANDLER(version)
+{
+	Runtime__V1__VersionResponse *out = (void *)resp;
+
+	(void)svc;
+	(void)call;
+	(void)req;
+	(void)err;
+	out->version = "0.1.0";
+	out->runtime_name = "kiyot";
+	out->runtime_version = KIYOT_VERSION;
+	out->runtime_api_version = "v1";
+	return 0;
+}
+
+static Runtime__V1__RuntimeCondition *condition(struct rpc_call *call, const char *type)
+{
+	Runtime__V1__RuntimeCondition *c =
+		rpc_msg_new(call, &runtime__v1__runtime_condition__descriptor);
+
+	c->type = rpc_strdup(call, type);
+	c->status = 1;
+	return c;
+}
+
+CRI_HANDLER(status)
+{
+	const Runtime__V1__StatusRequest *r = (const void *)req;
+	Runtime__V1__StatusResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+
+	(void)err;
+	out->status = rpc_msg_new(call, &runtime__v1__runtime_status__descriptor);
+	out->status->conditions = rpc_alloc(call, 2 * sizeof(*out->status->conditions));
+	/* cells bring their own network: each pod gets its cell's address */
+	out->status->conditions[0] = condition(call, "RuntimeReady");
+	out->status->conditions[1] = condition(call, "NetworkReady");
+	out->status->n_conditions = 2;
+	if (r->verbose) {
+		Runtime__V1__StatusResponse__InfoEntry *e =
+			rpc_msg_new(call, &runtime__v1__status_response__info_entry__descriptor);
+		char *info;
+
+		pthread_mutex_lock(&k->lock);
+		info = xasprintf("{\"provider\":\"%s\",\"region\":\"%s\",\"clusterId\":\"%s\","
+				 "\"cellCidr\":\"%s\"}",
+				 k->cfg.provider, k->cfg.region, k->cluster_id, k->cfg.cell_cidr);
+		pthread_mutex_unlock(&k->lock);
+		e->key = "config";
+		e->value = rpc_strdup(call, info);
+		free(info);
+		out->info = rpc_alloc(call, sizeof(*out->info));
+		out->info[0] = e;
+		out->n_info = 1;
+	}
+	return 0;
+}
+
+CRI_HANDLER(update_runtime_config)
+{
+	const Runtime__V1__UpdateRuntimeConfigRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+
+	(void)call;
+	(void)resp;
+	(void)err;
+	/* the pod CIDR does not shape cells (they take addresses from the cell network), but it
+	 * is kept and shown so an operator sees what the kubelet asked for */
+	if (r->runtime_config && r->runtime_config->network_config) {
+		pthread_mutex_lock(&k->lock);
+		free(k->runtime_config_cidr);
+		k->runtime_config_cidr = xstrdup(r->runtime_config->network_config->pod_cidr);
+		pthread_mutex_unlock(&k->lock);
+	}
+	return 0;
+}
+
+CRI_HANDLER(get_container_events)
+{
+	struct kiyot *k = svc;
+	struct events_sub *sub = events_subscribe(k->events);
+	int ret = 0;
+
+	(void)req;
+	(void)resp;
+	while (!rpc_cancelled(call)) {
+		Runtime__V1__ContainerEventResponse ev = RUNTIME__V1__CONTAINER_EVENT_RESPONSE__INIT;
+		struct event e;
+
+		if (!events_next(k->events, sub, 1000, &e))
+			continue;
+		ev.container_id = e.container_id;
+		ev.container_event_type = e.type;
+		ev.created_at = e.created_ns;
+		ret = rpc_send(call, &ev.base, err);
+		event_release(&e);
+		if (ret < 0)
+			break;
+	}
+	events_unsubscribe(k->events, sub);
+	return ret < 0 ? ret : err_set(err, ECANCELED, "client went away");
+}
+
+CRI_HANDLER(unimplemented)
+{
+	(void)svc;
+	(void)call;
+	(void)req;
+	(void)resp;
+	return err_set(err, ENOSYS,
+		       "kiyot does not serve this method yet (streaming exec/attach/port-forward, "
+		       "stats, checkpoints and live resource updates come later); ExecSync works");
+}
+
+CRI_HANDLER(runtime_config)
+{
+	Runtime__V1__RuntimeConfigResponse *out = (void *)resp;
+
+	(void)svc;
+	(void)req;
+	(void)err;
+	out->linux = rpc_msg_new(call, &runtime__v1__linux_runtime_configuration__descriptor);
+	out->linux->cgroup_driver = RUNTIME__V1__CGROUP_DRIVER__CGROUPFS;
+	return 0;
+}

@@ -1,0 +1,230 @@
+/*
+ * cri_pod.c: the desired pod kiyot sends a cell: the sandbox and its containers as units, each
+ * with the state the CRI calls so far ask for.
+ */
+#include "cri.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "cells.h"
+#include "log.h"
+#include "provision.h"
+#include "xalloc.h"
+
+void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s)
+{
+	c->desired = d;
+	c->stop_timeout_s = stop_timeout_s;
+}
+
+/* An image the cell can pull: an image id the node knows maps back to a repo digest. */
+static const char *pullable_ref(struct kiyot *k, const char *image)
+{
+	for (struct image_rec *i = k->images; i; i = i->next) {
+		int bare_id = strlen(image) == 64 && strcmp(i->id + 7, image) == 0;
+		size_t n;
+
+		if (strcmp(i->id, image) != 0 && !bare_id)
+			continue;
+		n = strcspn(i->repo_digests, "\n");
+		if (n)
+			return i->repo_digests; /* first line; caller copies n bytes */
+		n = strcspn(i->repo_tags, "\n");
+		if (n)
+			return i->repo_tags;
+	}
+	return image;
+}
+
+static char *first_line(struct arena *a, const char *s)
+{
+	size_t n = strcspn(s, "\n");
+	char *d = arena_alloc(a, n + 1);
+
+	memcpy(d, s, n);
+	return d;
+}
+
+static char *user_of(struct arena *a, const Runtime__V1__ContainerConfig *cfg)
+{
+	const Runtime__V1__LinuxContainerSecurityContext *sc =
+		cfg->linux ? cfg->linux->security_context : NULL;
+	char buf[64];
+
+	if (!sc)
+		return arena_strdup(a, "");
+	if (sc->run_as_username && sc->run_as_username[0])
+		return arena_strdup(a, sc->run_as_username);
+	if (!sc->run_as_user)
+		return arena_strdup(a, "");
+	if (sc->run_as_group)
+		snprintf(buf, sizeof(buf), "%lld:%lld", (long long)sc->run_as_user->value,
+			 (long long)sc->run_as_group->value);
+	else
+		snprintf(buf, sizeof(buf), "%lld", (long long)sc->run_as_user->value);
+	return arena_strdup(a, buf);
+}
+
+static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
+					 const struct container *c)
+{
+	const Runtime__V1__ContainerConfig *cfg = c->config;
+	Kiyot__Cell__V1__Unit *u = arena_alloc(a, sizeof(*u));
+
+	kiyot__cell__v1__unit__init(u);
+	u->id = arena_strdup(a, c->id);
+	u->name = arena_strdup(a, cfg->metadata ? cfg->metadata->name : "");
+	u->image = first_line(a, pullable_ref(k, cfg->image ? cfg->image->image : ""));
+	u->n_command = cfg->n_command;
+	u->command = cfg->command; /* borrowed: the request is packed before records change */
+	u->n_args = cfg->n_args;
+	u->args = cfg->args;
+	u->n_env = cfg->n_envs;
+	u->env = arena_alloc(a, (cfg->n_envs + 1) * sizeof(*u->env));
+	for (size_t i = 0; i < cfg->n_envs; i++) {
+		u->env[i] = arena_alloc(a, sizeof(*u->env[i]));
+		kiyot__cell__v1__key_value__init(u->env[i]);
+		u->env[i]->key = cfg->envs[i]->key;
+		u->env[i]->value = cfg->envs[i]->value;
+	}
+	u->working_dir = cfg->working_dir;
+	u->user = user_of(a, cfg);
+	u->n_mounts = cfg->n_mounts;
+	u->mounts = arena_alloc(a, (cfg->n_mounts + 1) * sizeof(*u->mounts));
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		u->mounts[i] = arena_alloc(a, sizeof(*u->mounts[i]));
+		kiyot__cell__v1__mount__init(u->mounts[i]);
+		u->mounts[i]->container_path = cfg->mounts[i]->container_path;
+		u->mounts[i]->host_path = cfg->mounts[i]->host_path;
+		u->mounts[i]->readonly = cfg->mounts[i]->readonly;
+	}
+	switch (c->desired) {
+	case DESIRED_RUNNING:
+		u->desired = KIYOT__CELL__V1__UNIT_DESIRED__RUNNING;
+		break;
+	case DESIRED_STOPPED:
+		u->desired = KIYOT__CELL__V1__UNIT_DESIRED__STOPPED;
+		break;
+	default:
+		u->desired = KIYOT__CELL__V1__UNIT_DESIRED__CREATED;
+	}
+	u->stop_timeout_s = c->stop_timeout_s;
+	if (cfg->linux && cfg->linux->resources) {
+		const Runtime__V1__LinuxContainerResources *r = cfg->linux->resources;
+
+		if (r->cpu_quota > 0 && r->cpu_period > 0)
+			u->cpu_millis = r->cpu_quota * 1000 / r->cpu_period;
+		u->memory_bytes = r->memory_limit_in_bytes;
+	}
+	u->tty = cfg->tty;
+	u->stdin = cfg->stdin;
+	return u;
+}
+
+static Kiyot__Cell__V1__RestartPolicy restart_policy(const struct sandbox *sb)
+{
+	const char *p = cri_map_get((void **)sb->config->annotations, sb->config->n_annotations,
+				    ANN_RESTART_POLICY);
+
+	if (p && strcmp(p, "Always") == 0)
+		return KIYOT__CELL__V1__RESTART_POLICY__ALWAYS;
+	if (p && strcmp(p, "OnFailure") == 0)
+		return KIYOT__CELL__V1__RESTART_POLICY__ON_FAILURE;
+	/* with a kubelet, the kubelet restarts containers itself */
+	return KIYOT__CELL__V1__RESTART_POLICY__NEVER;
+}
+
+/* Builds the desired pod of a sandbox. Needs k->lock. */
+static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const struct sandbox *sb)
+{
+	Kiyot__Cell__V1__Pod *p = arena_alloc(a, sizeof(*p));
+	const Runtime__V1__PodSandboxMetadata *md = sb->config->metadata;
+	const Runtime__V1__DNSConfig *dns = sb->config->dns_config;
+	size_t n = 0;
+
+	kiyot__cell__v1__pod__init(p);
+	p->uid = arena_strdup(a, md->uid);
+	p->name = arena_strdup(a, md->name);
+	p->namespace_ = arena_strdup(a, md->namespace_);
+	p->hostname = arena_strdup(a, sb->config->hostname);
+	p->restart_policy = restart_policy(sb);
+	if (dns) {
+		p->n_dns_servers = dns->n_servers;
+		p->dns_servers = dns->servers;
+		p->n_dns_searches = dns->n_searches;
+		p->dns_searches = dns->searches;
+		p->n_dns_options = dns->n_options;
+		p->dns_options = dns->options;
+	}
+	for (struct container *c = k->containers; c; c = c->next)
+		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
+			n++;
+	p->units = arena_alloc(a, (n + 1) * sizeof(*p->units));
+	for (struct container *c = k->containers; c; c = c->next)
+		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
+			p->units[p->n_units++] = unit_build(k, a, c);
+	return p;
+}
+
+int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err)
+{
+	struct arena a = ARENA_INIT;
+	Kiyot__Cell__V1__ApplyResponse *resp = NULL;
+	Kiyot__Cell__V1__Pod *pod;
+	ProtobufCMessage *packed_copy;
+	struct sandbox *sb;
+	char *cell_id;
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, sandbox_id);
+	if (!sb || !sb->cell_id[0]) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, EBUSY, "sandbox %s has no running cell", sandbox_id);
+	}
+	cell_id = xstrdup(sb->cell_id);
+	pthread_mutex_unlock(&k->lock);
+
+	cells_apply_lock(k->cells, cell_id);
+	/* build under the record lock and take a packed copy, so the records may change while the
+	 * agent works */
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, sandbox_id);
+	if (!sb) {
+		pthread_mutex_unlock(&k->lock);
+		cells_apply_unlock(k->cells, cell_id);
+		free(cell_id);
+		return err_set(err, ENOENT, "sandbox %s not found", sandbox_id);
+	}
+	pod = pod_build(k, &a, sb);
+	len = kiyot__cell__v1__pod__get_packed_size(pod);
+	buf = xmalloc(len ? len : 1);
+	kiyot__cell__v1__pod__pack(pod, buf);
+	pthread_mutex_unlock(&k->lock);
+	arena_release(&a);
+	packed_copy = protobuf_c_message_unpack(&kiyot__cell__v1__pod__descriptor, NULL, len, buf);
+	free(buf);
+
+	ret = cells_apply(k->cells, cell_id, (Kiyot__Cell__V1__Pod *)packed_copy, timeout_ms, &resp,
+			  err);
+	protobuf_c_message_free_unpacked(packed_copy, NULL);
+	cells_apply_unlock(k->cells, cell_id);
+	free(cell_id);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; i < resp->n_units; i++) {
+		struct container *c = kiyot_find_container(k, resp->units[i]->id);
+
+		if (c && strcmp(c->id, resp->units[i]->id) == 0)
+			kiyot_apply_unit_status(k, c, resp->units[i]);
+	}
+	pthread_mutex_unlock(&k->lock);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return 0;
+}

@@ -1,0 +1,462 @@
+/*
+ * cri_sandbox.c: the pod sandbox half of CRI's RuntimeService. One sandbox is one cell.
+ */
+#include "cri.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cells.h"
+#include "events.h"
+#include "clock.h"
+#include "log.h"
+#include "provision.h"
+#include "store.h"
+#include "xalloc.h"
+
+#define CELL_ID_LEN 20
+
+void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src,
+		   size_t n)
+{
+	struct kv {
+		ProtobufCMessage base;
+		char *key;
+		char *value;
+	};
+	void **out = rpc_alloc(c, (n + 1) * sizeof(void *));
+
+	for (size_t i = 0; i < n; i++) {
+		struct kv *e = rpc_msg_new(c, desc);
+		const struct kv *s = src[i];
+
+		e->key = rpc_strdup(c, s->key);
+		e->value = rpc_strdup(c, s->value);
+		out[i] = e;
+	}
+	return out;
+}
+
+const char *cri_map_get(void **map, size_t n, const char *key)
+{
+	const char *v = NULL;
+
+	/* the same key may appear twice on the wire; the last one wins */
+	for (size_t i = 0; i < n; i++) {
+		const Runtime__V1__PodSandboxConfig__LabelsEntry *e = map[i];
+
+		if (strcmp(e->key, key) == 0)
+			v = e->value;
+	}
+	return v;
+}
+
+int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector)
+{
+	for (size_t i = 0; i < n_selector; i++) {
+		const Runtime__V1__PodSandboxConfig__LabelsEntry *want = selector[i];
+		const char *have = cri_map_get(labels, n_labels, want->key);
+
+		if (!have || strcmp(have, want->value) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Checks what a sandbox must carry; errors name the field. */
+static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	if (!cfg)
+		return err_set(err, EINVAL, "config: required");
+	if (!cfg->metadata)
+		return err_set(err, EINVAL, "config.metadata: required");
+	if (!cfg->metadata->name[0])
+		return err_set(err, EINVAL, "config.metadata.name: required");
+	if (!cfg->metadata->namespace_[0])
+		return err_set(err, EINVAL, "config.metadata.namespace: required");
+	if (!cfg->metadata->uid[0])
+		return err_set(err, EINVAL, "config.metadata.uid: required");
+	return 0;
+}
+
+/* A deep copy of a message, owned by the caller. */
+static void *msg_copy(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = xmalloc(n ? n : 1);
+	void *copy;
+
+	protobuf_c_message_pack(m, buf);
+	copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
+	free(buf);
+	if (!copy)
+		abort();
+	return copy;
+}
+
+static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		const Runtime__V1__PodSandboxMetadata *o = s->config->metadata;
+
+		if (strcmp(o->uid, m->uid) == 0 && strcmp(o->name, m->name) == 0 &&
+		    strcmp(o->namespace_, m->namespace_) == 0 && o->attempt == m->attempt)
+			return s;
+	}
+	return NULL;
+}
+
+static void sandbox_unlink(struct kiyot *k, struct sandbox *sb)
+{
+	for (struct sandbox **pp = &k->sandboxes; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			return;
+		}
+}
+
+static void set_field(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = xstrdup(v);
+}
+
+CRI_HANDLER(run_pod_sandbox)
+{
+	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
+	Runtime__V1__RunPodSandboxResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	struct size_choice choice = { 0 };
+	struct cell_request creq = { 0 };
+	struct sandbox *sb, *dup;
+	char *ip = NULL;
+	int ret;
+
+	if (validate_config(r->config, err) < 0)
+		return -err->code;
+	if (r->runtime_handler[0] && strcmp(r->runtime_handler, "kiyot") != 0)
+		return err_set(err, EINVAL,
+			       "runtime_handler \"%s\" is not known; kiyot has only the default "
+			       "handler (\"\" or \"kiyot\")",
+			       r->runtime_handler);
+	pthread_mutex_lock(&k->lock);
+	dup = find_by_metadata(k, r->config->metadata);
+	if (dup) {
+		/* a retried RunPodSandbox: answer with the sandbox already made */
+		out->pod_sandbox_id = rpc_strdup(call, dup->id);
+		ret = dup->state == SANDBOX_READY
+			      ? 0
+			      : err_set(err, EEXIST,
+					"pod %s/%s attempt %u already has sandbox %s, which is not "
+					"ready; remove it first",
+					r->config->metadata->namespace_, r->config->metadata->name,
+					r->config->metadata->attempt, dup->id);
+		pthread_mutex_unlock(&k->lock);
+		return ret;
+	}
+	pthread_mutex_unlock(&k->lock);
+
+	if (provision_size(k, r->config, &choice, err) < 0)
+		return -err->code;
+
+	sb = xcalloc(1, sizeof(*sb));
+	sb->id = kiyot_new_id();
+	sb->config = msg_copy(&r->config->base);
+	sb->runtime_handler = xstrdup(r->runtime_handler);
+	sb->state = SANDBOX_NOTREADY;
+	sb->created_ns = clock_now_ns();
+	sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
+	sb->ip = xstrdup("");
+	sb->instance_type = xstrdup(choice.instance_type);
+	sb->sizing_reason = xstrdup(choice.reason);
+	/* recorded before the launch, so a crash mid-launch leaves a record that owns the cell */
+	pthread_mutex_lock(&k->lock);
+	sb->next = k->sandboxes;
+	k->sandboxes = sb;
+	ret = store_put_sandbox(k->store, sb, err);
+	pthread_mutex_unlock(&k->lock);
+	if (ret < 0)
+		goto fail;
+
+	creq.cell_id = sb->cell_id;
+	creq.pod_uid = sb->config->metadata->uid;
+	creq.pod_name = sb->config->metadata->name;
+	creq.pod_namespace = sb->config->metadata->namespace_;
+	creq.instance_type = choice.instance_type;
+	creq.cpus = choice.cpus;
+	creq.memory_bytes = choice.memory_bytes;
+	creq.spot = choice.spot;
+	ret = cells_launch(k->cells, &creq, &ip, err);
+	if (ret < 0)
+		goto fail;
+
+	pthread_mutex_lock(&k->lock);
+	set_field(&sb->ip, ip);
+	sb->state = SANDBOX_READY;
+	ret = store_put_sandbox(k->store, sb, err);
+	pthread_mutex_unlock(&k->lock);
+	free(ip);
+	if (ret < 0)
+		goto fail;
+	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
+		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
+		 choice.instance_type, sb->ip);
+	out->pod_sandbox_id = rpc_strdup(call, sb->id);
+	size_choice_release(&choice);
+	return 0;
+fail: {
+	struct err terr = ERR_INIT;
+
+	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
+	if (cells_terminate(k->cells, sb->cell_id, &terr) < 0)
+		log_error("sandbox %s: %s", sb->id, terr.msg);
+	pthread_mutex_lock(&k->lock);
+	sandbox_unlink(k, sb);
+	if (store_delete_sandbox(k->store, sb->id, &terr) < 0)
+		log_error("sandbox %s: %s", sb->id, terr.msg);
+	pthread_mutex_unlock(&k->lock);
+	sandbox_free(sb);
+	size_choice_release(&choice);
+	return -err->code;
+}
+}
+
+void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
+{
+	int64_t now = clock_now_ns();
+	struct err err = ERR_INIT;
+
+	sb->state = SANDBOX_NOTREADY;
+	for (struct container *c = k->containers; c; c = c->next) {
+		if (strcmp(c->sandbox_id, sb->id) != 0 || c->state == CTR_EXITED)
+			continue;
+		if (c->state == CTR_RUNNING) {
+			c->exit_code = 137;
+			c->finished_ns = now;
+		} else {
+			c->exit_code = 0;
+		}
+		c->state = CTR_EXITED;
+		free(c->reason);
+		c->reason = xstrdup(reason);
+		c->desired = DESIRED_STOPPED;
+		if (store_put_container(k->store, c, &err) < 0)
+			log_error("container %s: %s", c->id, err.msg);
+		events_publish_container(k, c);
+	}
+	if (store_put_sandbox(k->store, sb, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+}
+
+/* Stops the pod: its cell is terminated, which ends every unit in it. */
+static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
+{
+	struct sandbox *sb;
+	char *cell_id;
+	int ret;
+
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, id);
+	if (!sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "pod sandbox %s not found", id);
+	}
+	cell_id = xstrdup(sb->cell_id);
+	pthread_mutex_unlock(&k->lock);
+	if (cell_id[0]) {
+		ret = cells_terminate(k->cells, cell_id, err);
+		if (ret < 0) {
+			free(cell_id);
+			return err_wrap(err, "stop pod sandbox %s", id);
+		}
+	}
+	free(cell_id);
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, id);
+	if (sb) {
+		kiyot_sandbox_lost(k, sb, "PodSandboxStopped");
+		sb->cell_id[0] = '\0';
+		ret = store_put_sandbox(k->store, sb, err);
+	} else {
+		ret = 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+CRI_HANDLER(stop_pod_sandbox)
+{
+	const Runtime__V1__StopPodSandboxRequest *r = (const void *)req;
+
+	(void)call;
+	(void)resp;
+	return sandbox_stop(svc, r->pod_sandbox_id, err);
+}
+
+CRI_HANDLER(remove_pod_sandbox)
+{
+	const Runtime__V1__RemovePodSandboxRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	struct sandbox *sb;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	pthread_mutex_unlock(&k->lock);
+	if (!sb)
+		return 0; /* already removed: removal is idempotent */
+	ret = sandbox_stop(k, r->pod_sandbox_id, err);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	if (sb) {
+		for (struct container **pp = &k->containers; *pp;) {
+			struct container *c = *pp;
+
+			if (strcmp(c->sandbox_id, sb->id) != 0) {
+				pp = &c->next;
+				continue;
+			}
+			*pp = c->next;
+			if (store_delete_container(k->store, c->id, err) < 0)
+				log_error("container %s: %s", c->id, err->msg);
+			events_publish_deleted(k, c);
+			container_free(c);
+		}
+		sandbox_unlink(k, sb);
+		ret = store_delete_sandbox(k->store, sb->id, err);
+		sandbox_free(sb);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+/* The sandbox as the list and status answers show it. */
+static Runtime__V1__PodSandboxMetadata *metadata_dup(struct rpc_call *call,
+						     const Runtime__V1__PodSandboxMetadata *m)
+{
+	Runtime__V1__PodSandboxMetadata *o =
+		rpc_msg_new(call, &runtime__v1__pod_sandbox_metadata__descriptor);
+
+	o->name = rpc_strdup(call, m->name);
+	o->uid = rpc_strdup(call, m->uid);
+	o->namespace_ = rpc_strdup(call, m->namespace_);
+	o->attempt = m->attempt;
+	return o;
+}
+
+CRI_HANDLER(pod_sandbox_status)
+{
+	const Runtime__V1__PodSandboxStatusRequest *r = (const void *)req;
+	Runtime__V1__PodSandboxStatusResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	Runtime__V1__PodSandboxStatus *st;
+	struct sandbox *sb;
+
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	if (!sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+	}
+	st = rpc_msg_new(call, &runtime__v1__pod_sandbox_status__descriptor);
+	st->id = rpc_strdup(call, sb->id);
+	st->metadata = metadata_dup(call, sb->config->metadata);
+	st->state = sb->state == SANDBOX_READY ? RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+					       : RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+	st->created_at = sb->created_ns;
+	st->network = rpc_msg_new(call, &runtime__v1__pod_sandbox_network_status__descriptor);
+	st->network->ip = rpc_strdup(call, sb->state == SANDBOX_READY ? sb->ip : "");
+	st->linux = rpc_msg_new(call, &runtime__v1__linux_pod_sandbox_status__descriptor);
+	st->linux->namespaces = rpc_msg_new(call, &runtime__v1__namespace__descriptor);
+	st->linux->namespaces->options =
+		rpc_msg_new(call, &runtime__v1__namespace_option__descriptor);
+	if (sb->config->linux && sb->config->linux->security_context &&
+	    sb->config->linux->security_context->namespace_options) {
+		const Runtime__V1__NamespaceOption *no =
+			sb->config->linux->security_context->namespace_options;
+
+		st->linux->namespaces->options->network = no->network;
+		st->linux->namespaces->options->pid = no->pid;
+		st->linux->namespaces->options->ipc = no->ipc;
+	}
+	st->n_labels = sb->config->n_labels;
+	st->labels = (void *)cri_map_dup(call, &runtime__v1__pod_sandbox_status__labels_entry__descriptor,
+					 (void **)sb->config->labels, sb->config->n_labels);
+	st->n_annotations = sb->config->n_annotations;
+	st->annotations = (void *)cri_map_dup(
+		call, &runtime__v1__pod_sandbox_status__annotations_entry__descriptor,
+		(void **)sb->config->annotations, sb->config->n_annotations);
+	st->runtime_handler = rpc_strdup(call, sb->runtime_handler);
+	out->status = st;
+	if (r->verbose) {
+		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e =
+			rpc_msg_new(call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
+		char *info = xasprintf("{\"cellId\":\"%s\",\"instanceType\":\"%s\",\"ip\":\"%s\"}",
+				       sb->cell_id, sb->instance_type, sb->ip);
+
+		e->key = rpc_strdup(call, "info");
+		e->value = rpc_strdup(call, info);
+		free(info);
+		out->info = rpc_alloc(call, sizeof(*out->info));
+		out->info[0] = e;
+		out->n_info = 1;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+static int sandbox_matches(const struct sandbox *sb, const Runtime__V1__PodSandboxFilter *f)
+{
+	if (!f)
+		return 1;
+	if (f->id[0] && strncmp(sb->id, f->id, strlen(f->id)) != 0)
+		return 0;
+	if (f->state && (int)f->state->state != (int)sb->state)
+		return 0;
+	return cri_labels_match((void **)sb->config->labels, sb->config->n_labels,
+				(void **)f->label_selector, f->n_label_selector);
+}
+
+CRI_HANDLER(list_pod_sandbox)
+{
+	const Runtime__V1__ListPodSandboxRequest *r = (const void *)req;
+	Runtime__V1__ListPodSandboxResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	size_t n = 0;
+
+	(void)err;
+	pthread_mutex_lock(&k->lock);
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
+		n++;
+	out->items = rpc_alloc(call, (n + 1) * sizeof(*out->items));
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+		Runtime__V1__PodSandbox *p;
+
+		if (!sandbox_matches(sb, r->filter))
+			continue;
+		p = rpc_msg_new(call, &runtime__v1__pod_sandbox__descriptor);
+		p->id = rpc_strdup(call, sb->id);
+		p->metadata = metadata_dup(call, sb->config->metadata);
+		p->state = sb->state == SANDBOX_READY
+				   ? RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+				   : RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+		p->created_at = sb->created_ns;
+		p->n_labels = sb->config->n_labels;
+		p->labels = (void *)cri_map_dup(call,
+						&runtime__v1__pod_sandbox__labels_entry__descriptor,
+						(void **)sb->config->labels, sb->config->n_labels);
+		p->n_annotations = sb->config->n_annotations;
+		p->annotations = (void *)cri_map_dup(
+			call, &runtime__v1__pod_sandbox__annotations_entry__descriptor,
+			(void **)sb->config->annotations, sb->config->n_annotations);
+		p->runtime_handler = rpc_strdup(call, sb->runtime_handler);
+		out->items[out->n_items++] = p;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}

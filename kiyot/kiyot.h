@@ -1,0 +1,96 @@
+/*
+ * kiyot.h: the daemon's context, shared by the CRI handlers, the cell manager and main.
+ *
+ * Locking: `lock` guards the record lists and the store. Slow work (cells, agents) happens
+ * without it; per-cell ordering is the cell manager's business.
+ */
+#ifndef KIYOT_KIYOT_H
+#define KIYOT_KIYOT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+#include "provider.h"
+#include "state.h"
+
+struct store;
+struct cellmgr;
+struct catalog;
+struct rpc_server;
+struct events;
+
+struct kiyot_config {
+	char *socket;        /* CRI socket path */
+	char *state_dir;     /* kiyot.db and cells/ live here */
+	char *log_level;
+	char *region;        /* catalog region for sizing */
+	char *default_instance_type; /* used when a pod states no demand; "" = cheapest */
+	char *provider;      /* "local" */
+	char *cell_cidr;
+	char *bridge;
+	char *agent_path;
+	int agent_port;
+	int64_t reserve_cpu_milli;   /* the cell's OS + agent, added to the pod's demand */
+	int64_t reserve_memory_bytes;
+	int64_t restart_backoff_ms;  /* the agents' restart back-off base */
+	json_t *registries;  /* registry hosts config sent to every cell (owned) */
+};
+
+struct kiyot {
+	struct kiyot_config cfg;
+	pthread_mutex_t lock;
+	struct store *store;
+	struct sandbox *sandboxes;
+	struct container *containers;
+	struct image_rec *images;
+	char *cluster_id;
+	char *runtime_config_cidr;  /* from UpdateRuntimeConfig */
+	struct provider provider;
+	struct catalog *catalog;
+	struct cellmgr *cells;
+	struct events *events;      /* GetContainerEvents subscribers */
+};
+
+/* Config: defaults, then the file (YAML or JSON), then flags. */
+void kiyot_config_defaults(struct kiyot_config *c);
+int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err);
+void kiyot_config_release(struct kiyot_config *c);
+
+/* Opens the store, loads the records, sets up provider, catalog and cells; reconciles cells
+ * with the provider (removes local cells no sandbox owns, resumes the others). */
+int kiyot_open(struct kiyot *k, struct err *err);
+void kiyot_close(struct kiyot *k);
+
+/* Lookups; call with k->lock held. Ids may be unique prefixes, as crictl allows. */
+struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
+struct container *kiyot_find_container(struct kiyot *k, const char *id);
+
+/* A new random 64-hex-digit id (caller frees). */
+char *kiyot_new_id(void);
+/* Updates a container from a unit status; non-zero if it changed. Needs k->lock. */
+int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
+			    const Kiyot__Cell__V1__UnitStatus *st);
+/* Marks a sandbox not ready and its live containers exited with reason. Needs k->lock. */
+void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
+/* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
+char *kiyot_log_file(struct kiyot *k, const struct container *c);
+
+/* Called by the cell manager's watch threads. */
+void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
+			  const Kiyot__Cell__V1__UnitStatus *st);
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
+		       const uint8_t *data, size_t len);
+
+/* The log offsets of the units of a cell, for resuming its Watch stream. */
+void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+		       size_t *n);
+void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n);
+
+/* The CRI method table (cri_table.c): every RuntimeService and ImageService method. */
+struct rpc_method;
+const struct rpc_method *cri_method_table(size_t *n);
+
+#endif

@@ -1,0 +1,393 @@
+/*
+ * store.c: SQLite persistence of kiyot's records. CRI configs are stored as the packed
+ * protobuf messages they arrived as; the rest as plain columns.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xalloc.h"
+
+struct store {
+	sqlite3 *db;
+};
+
+static const char schema[] =
+	"PRAGMA journal_mode=WAL;"
+	"PRAGMA synchronous=NORMAL;"
+	"CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS sandboxes ("
+	" id TEXT PRIMARY KEY, config BLOB NOT NULL, runtime_handler TEXT NOT NULL,"
+	" state INTEGER NOT NULL, created_ns INTEGER NOT NULL, cell_id TEXT NOT NULL,"
+	" ip TEXT NOT NULL, instance_type TEXT NOT NULL, sizing_reason TEXT NOT NULL,"
+	" seq INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS containers ("
+	" id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, config BLOB NOT NULL,"
+	" state INTEGER NOT NULL, created_ns INTEGER NOT NULL, started_ns INTEGER NOT NULL,"
+	" finished_ns INTEGER NOT NULL, exit_code INTEGER NOT NULL, reason TEXT NOT NULL,"
+	" message TEXT NOT NULL, image_ref TEXT NOT NULL, image_id TEXT NOT NULL,"
+	" log_offset INTEGER NOT NULL, restart_count INTEGER NOT NULL, seq INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS images ("
+	" id TEXT PRIMARY KEY, repo_tags TEXT NOT NULL, repo_digests TEXT NOT NULL,"
+	" size INTEGER NOT NULL, user TEXT NOT NULL);";
+
+static int db_err(struct store *st, struct err *err, const char *what)
+{
+	return err_set(err, EIO, "state database: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+int store_open(const char *path, struct store **out, struct err *err)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+	char *msg = NULL;
+
+	if (sqlite3_open_v2(path, &st->db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+			    NULL) != SQLITE_OK) {
+		err_set(err, EIO, "open state database %s: %s", path,
+			st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		sqlite3_close(st->db);
+		free(st);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(st->db, 5000);
+	if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+		err_set(err, EIO, "state database %s: %s", path, msg ? msg : "schema failed");
+		sqlite3_free(msg);
+		sqlite3_close(st->db);
+		free(st);
+		return -EIO;
+	}
+	*out = st;
+	return 0;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	sqlite3_close(st->db);
+	free(st);
+}
+
+/* Prepares sql, binds nothing; the caller binds and steps. */
+static sqlite3_stmt *prep(struct store *st, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+		return NULL;
+	return s;
+}
+
+static int step_done(struct store *st, sqlite3_stmt *s, const char *what, struct err *err)
+{
+	int rc = sqlite3_step(s);
+
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return db_err(st, err, what);
+	return 0;
+}
+
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+	sqlite3_bind_text(s, i, v ? v : "", -1, SQLITE_TRANSIENT);
+}
+
+static void bind_msg(sqlite3_stmt *s, int i, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = xmalloc(n);
+
+	protobuf_c_message_pack(m, buf);
+	sqlite3_bind_blob(s, i, buf, (int)n, free);
+}
+
+int store_put_sandbox(struct store *st, const struct sandbox *sb, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO sandboxes VALUES (?,?,?,?,?,?,?,?,?,"
+				   " COALESCE((SELECT seq FROM sandboxes WHERE id = ?1),"
+				   " (SELECT IFNULL(MAX(seq), 0) + 1 FROM sandboxes)))");
+
+	if (!s)
+		return db_err(st, err, "save sandbox");
+	bind_text(s, 1, sb->id);
+	bind_msg(s, 2, &sb->config->base);
+	bind_text(s, 3, sb->runtime_handler);
+	sqlite3_bind_int(s, 4, sb->state);
+	sqlite3_bind_int64(s, 5, sb->created_ns);
+	bind_text(s, 6, sb->cell_id);
+	bind_text(s, 7, sb->ip);
+	bind_text(s, 8, sb->instance_type);
+	bind_text(s, 9, sb->sizing_reason);
+	return step_done(st, s, "save sandbox", err);
+}
+
+static int delete_by_id(struct store *st, const char *sql, const char *id, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, sql);
+
+	if (!s)
+		return db_err(st, err, "delete");
+	bind_text(s, 1, id);
+	return step_done(st, s, "delete", err);
+}
+
+int store_delete_sandbox(struct store *st, const char *id, struct err *err)
+{
+	return delete_by_id(st, "DELETE FROM sandboxes WHERE id = ?", id, err);
+}
+
+int store_put_container(struct store *st, const struct container *c, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO containers VALUES (?,?,?,?,?,?,?,?,?,?,"
+				   "?,?,?,?, COALESCE((SELECT seq FROM containers WHERE id = ?1),"
+				   " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers)))");
+
+	if (!s)
+		return db_err(st, err, "save container");
+	bind_text(s, 1, c->id);
+	bind_text(s, 2, c->sandbox_id);
+	bind_msg(s, 3, &c->config->base);
+	sqlite3_bind_int(s, 4, c->state);
+	sqlite3_bind_int64(s, 5, c->created_ns);
+	sqlite3_bind_int64(s, 6, c->started_ns);
+	sqlite3_bind_int64(s, 7, c->finished_ns);
+	sqlite3_bind_int(s, 8, c->exit_code);
+	bind_text(s, 9, c->reason);
+	bind_text(s, 10, c->message);
+	bind_text(s, 11, c->image_ref);
+	bind_text(s, 12, c->image_id);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)c->log_offset);
+	sqlite3_bind_int(s, 14, (int)c->restart_count);
+	return step_done(st, s, "save container", err);
+}
+
+int store_put_log_offset(struct store *st, const char *id, uint64_t off, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "UPDATE containers SET log_offset = ? WHERE id = ?");
+
+	if (!s)
+		return db_err(st, err, "save log offset");
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)off);
+	bind_text(s, 2, id);
+	return step_done(st, s, "save log offset", err);
+}
+
+int store_delete_container(struct store *st, const char *id, struct err *err)
+{
+	return delete_by_id(st, "DELETE FROM containers WHERE id = ?", id, err);
+}
+
+int store_put_image(struct store *st, const struct image_rec *i, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO images VALUES (?,?,?,?,?)");
+
+	if (!s)
+		return db_err(st, err, "save image");
+	bind_text(s, 1, i->id);
+	bind_text(s, 2, i->repo_tags);
+	bind_text(s, 3, i->repo_digests);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)i->size);
+	bind_text(s, 5, i->user);
+	return step_done(st, s, "save image", err);
+}
+
+int store_delete_image(struct store *st, const char *id, struct err *err)
+{
+	return delete_by_id(st, "DELETE FROM images WHERE id = ?", id, err);
+}
+
+static char *col_text(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	return xstrdup(t ? (const char *)t : "");
+}
+
+static void *col_msg(sqlite3_stmt *s, int i, const ProtobufCMessageDescriptor *d)
+{
+	const void *blob = sqlite3_column_blob(s, i);
+	int n = sqlite3_column_bytes(s, i);
+
+	return protobuf_c_message_unpack(d, NULL, (size_t)n, blob ? blob : (const void *)"");
+}
+
+static int load_sandboxes(struct store *st, struct sandbox **out, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "SELECT id, config, runtime_handler, state, created_ns, cell_id,"
+				   " ip, instance_type, sizing_reason FROM sandboxes ORDER BY seq");
+	struct sandbox **tail = out;
+	int rc;
+
+	if (!s)
+		return db_err(st, err, "load sandboxes");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct sandbox *sb = xcalloc(1, sizeof(*sb));
+
+		sb->id = col_text(s, 0);
+		sb->config = col_msg(s, 1, &runtime__v1__pod_sandbox_config__descriptor);
+		sb->runtime_handler = col_text(s, 2);
+		sb->state = sqlite3_column_int(s, 3);
+		sb->created_ns = sqlite3_column_int64(s, 4);
+		sb->cell_id = col_text(s, 5);
+		sb->ip = col_text(s, 6);
+		sb->instance_type = col_text(s, 7);
+		sb->sizing_reason = col_text(s, 8);
+		if (!sb->config) {
+			sandbox_free(sb);
+			continue; /* unreadable row: skipped rather than crash */
+		}
+		*tail = sb;
+		tail = &sb->next;
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load sandboxes");
+}
+
+static int load_containers(struct store *st, struct container **out, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
+				   " finished_ns, exit_code, reason, message, image_ref, image_id,"
+				   " log_offset, restart_count FROM containers ORDER BY seq");
+	struct container **tail = out;
+	int rc;
+
+	if (!s)
+		return db_err(st, err, "load containers");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct container *c = xcalloc(1, sizeof(*c));
+
+		c->id = col_text(s, 0);
+		c->sandbox_id = col_text(s, 1);
+		c->config = col_msg(s, 2, &runtime__v1__container_config__descriptor);
+		c->state = sqlite3_column_int(s, 3);
+		c->created_ns = sqlite3_column_int64(s, 4);
+		c->started_ns = sqlite3_column_int64(s, 5);
+		c->finished_ns = sqlite3_column_int64(s, 6);
+		c->exit_code = sqlite3_column_int(s, 7);
+		c->reason = col_text(s, 8);
+		c->message = col_text(s, 9);
+		c->image_ref = col_text(s, 10);
+		c->image_id = col_text(s, 11);
+		c->log_offset = (uint64_t)sqlite3_column_int64(s, 12);
+		c->restart_count = (uint32_t)sqlite3_column_int(s, 13);
+		if (!c->config) {
+			container_free(c);
+			continue;
+		}
+		*tail = c;
+		tail = &c->next;
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load containers");
+}
+
+static int load_images(struct store *st, struct image_rec **out, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "SELECT id, repo_tags, repo_digests, size, user FROM images");
+	struct image_rec **tail = out;
+	int rc;
+
+	if (!s)
+		return db_err(st, err, "load images");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct image_rec *i = xcalloc(1, sizeof(*i));
+
+		i->id = col_text(s, 0);
+		i->repo_tags = col_text(s, 1);
+		i->repo_digests = col_text(s, 2);
+		i->size = (uint64_t)sqlite3_column_int64(s, 3);
+		i->user = col_text(s, 4);
+		*tail = i;
+		tail = &i->next;
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load images");
+}
+
+int store_load(struct store *st, struct sandbox **sandboxes, struct container **containers,
+	       struct image_rec **images, struct err *err)
+{
+	*sandboxes = NULL;
+	*containers = NULL;
+	*images = NULL;
+	if (load_sandboxes(st, sandboxes, err) < 0 || load_containers(st, containers, err) < 0 ||
+	    load_images(st, images, err) < 0)
+		return -err->code;
+	return 0;
+}
+
+int store_get_meta(struct store *st, const char *key, char **out, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "SELECT value FROM meta WHERE key = ?");
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return db_err(st, err, "read meta");
+	bind_text(s, 1, key);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = col_text(s, 0);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(st, err, "read meta");
+	return 0;
+}
+
+int store_put_meta(struct store *st, const char *key, const char *value, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO meta VALUES (?, ?)");
+
+	if (!s)
+		return db_err(st, err, "write meta");
+	bind_text(s, 1, key);
+	bind_text(s, 2, value);
+	return step_done(st, s, "write meta", err);
+}
+
+void sandbox_free(struct sandbox *s)
+{
+	if (!s)
+		return;
+	free(s->id);
+	if (s->config)
+		protobuf_c_message_free_unpacked(&s->config->base, NULL);
+	free(s->runtime_handler);
+	free(s->cell_id);
+	free(s->ip);
+	free(s->instance_type);
+	free(s->sizing_reason);
+	free(s);
+}
+
+void container_free(struct container *c)
+{
+	if (!c)
+		return;
+	free(c->id);
+	free(c->sandbox_id);
+	if (c->config)
+		protobuf_c_message_free_unpacked(&c->config->base, NULL);
+	free(c->reason);
+	free(c->message);
+	free(c->image_ref);
+	free(c->image_id);
+	free(c);
+}
+
+void image_rec_free(struct image_rec *i)
+{
+	if (!i)
+		return;
+	free(i->id);
+	free(i->repo_tags);
+	free(i->repo_digests);
+	free(i->user);
+	free(i);
+}

@@ -1,0 +1,34 @@
+/*
+ * store.h: durable state in SQLite (WAL). Every change to a sandbox, container, image or key
+ * is written through before the CRI call that made it answers, so a kiyot killed at any point
+ * restarts with the same lists. Not thread-safe: the caller holds its state lock.
+ */
+#ifndef KIYOT_STORE_H
+#define KIYOT_STORE_H
+
+#include "err.h"
+#include "state.h"
+
+struct store;
+
+int store_open(const char *path, struct store **out, struct err *err);
+void store_close(struct store *st);
+
+int store_put_sandbox(struct store *st, const struct sandbox *s, struct err *err);
+int store_delete_sandbox(struct store *st, const char *id, struct err *err);
+int store_put_container(struct store *st, const struct container *c, struct err *err);
+int store_delete_container(struct store *st, const char *id, struct err *err);
+/* Just the log offset, written often. */
+int store_put_log_offset(struct store *st, const char *id, uint64_t off, struct err *err);
+int store_put_image(struct store *st, const struct image_rec *i, struct err *err);
+int store_delete_image(struct store *st, const char *id, struct err *err);
+
+/* Loads everything; lists are returned newest last, owned by the caller. */
+int store_load(struct store *st, struct sandbox **sandboxes, struct container **containers,
+	       struct image_rec **images, struct err *err);
+
+/* Small key/value table (cluster id, runtime config). *out is NULL when absent. */
+int store_get_meta(struct store *st, const char *key, char **out, struct err *err);
+int store_put_meta(struct store *st, const char *key, const char *value, struct err *err);
+
+#endif
