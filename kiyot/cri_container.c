@@ -104,6 +104,8 @@ CRI_HANDLER(create_container)
 
 	pthread_mutex_lock(&k->lock);
 	c = kiyot_find_container(k, id);
+	if (ret == 0 && c && c->state == CTR_CREATED && strcmp(c->reason, "CreateContainerError") == 0)
+		ret = err_set(err, EIO, "%s", c->message); /* e.g. the image could not be pulled */
 	if (ret == 0 && c)
 		ret = store_put_container(k->store, c, err);
 	if (ret < 0 && c) {

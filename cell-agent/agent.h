@@ -1,0 +1,58 @@
+/*
+ * agent.h: the cell-agent's service: its settings from the bootstrap document, and the gRPC
+ * API (kiyot.cell.v1.CellAgent) over the image store and the unit supervisor.
+ */
+#ifndef AGENT_AGENT_H
+#define AGENT_AGENT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct image_store;
+struct supervisor;
+struct regconf;
+struct watch_hub;
+
+/* What a cell boots with: the bootstrap document (EC2 user-data, or the local provider's
+ * bootstrap.json). */
+struct agent_config {
+	char *cell_id;
+	char *cluster_id;
+	char *pod_uid, *pod_name, *pod_namespace;
+	char *instance_type;
+	char *state_dir;
+	char *log_level;
+	char *runtime;   /* OCI runtime, "crun" */
+	int port;
+	int64_t restart_backoff_ms;
+	json_t *registries; /* owned */
+};
+
+int agent_config_parse(const char *text, size_t len, struct agent_config *out, struct err *err);
+void agent_config_release(struct agent_config *c);
+
+struct agent {
+	struct agent_config cfg;
+	struct regconf *regconf;
+	struct image_store *images;
+	struct supervisor *sup;
+	struct watch_hub *hub;
+	uint64_t incarnation;
+	int64_t boot_ns;
+	char *self_path; /* this binary, run again as the shim */
+	char *ip;        /* the cell's address */
+	char *cgroup;    /* the cell's cgroup (v1 memory path); units go under it */
+};
+
+/* Sets up images, supervisor and watch hub from a parsed config. */
+int agent_open(struct agent *a, struct err *err);
+void agent_close(struct agent *a);
+
+/* The method table of kiyot.cell.v1.CellAgent. */
+struct rpc_method;
+const struct rpc_method *agent_method_table(size_t *n);
+
+#endif

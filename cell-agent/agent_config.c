@@ -1,0 +1,106 @@
+/*
+ * agent_config.c: the bootstrap document a cell boots with (JSON; see cells_bootstrap in
+ * kiyot/cells.c for the writer):
+ *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
+ *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
+ *	 "restart_backoff_ms":10000, "registries":{...}}
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xalloc.h"
+
+static int get_str(json_t *o, const char *key, int required, const char *def, char **out,
+		   struct err *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v) {
+		if (required)
+			return err_set(err, EINVAL, "%s: required", key);
+		*out = xstrdup(def);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return err_set(err, EINVAL, "%s: must be a string", key);
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+int agent_config_parse(const char *text, size_t len, struct agent_config *c, struct err *err)
+{
+	json_error_t jerr;
+	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *pod, *v;
+	int ret = -EINVAL;
+
+	memset(c, 0, sizeof(*c));
+	if (!doc)
+		return err_set(err, EINVAL, "line %d: %s", jerr.line, jerr.text);
+	if (!json_is_object(doc)) {
+		err_set(err, EINVAL, "must be a JSON object");
+		goto out;
+	}
+	v = json_object_get(doc, "version");
+	if (!json_is_integer(v) || json_integer_value(v) != 1) {
+		err_set(err, EINVAL, "version: must be 1; this agent reads bootstrap version 1");
+		goto out;
+	}
+	pod = json_object_get(doc, "pod");
+	if (!json_is_object(pod)) {
+		err_set(err, EINVAL, "pod: required object");
+		goto out;
+	}
+	if (get_str(doc, "cell_id", 1, NULL, &c->cell_id, err) < 0 ||
+	    get_str(doc, "cluster_id", 0, "", &c->cluster_id, err) < 0 ||
+	    get_str(pod, "uid", 1, NULL, &c->pod_uid, err) < 0 ||
+	    get_str(pod, "name", 1, NULL, &c->pod_name, err) < 0 ||
+	    get_str(pod, "namespace", 1, NULL, &c->pod_namespace, err) < 0 ||
+	    get_str(doc, "instance_type", 0, "", &c->instance_type, err) < 0 ||
+	    get_str(doc, "state_dir", 0, "/var/lib/cell-agent", &c->state_dir, err) < 0 ||
+	    get_str(doc, "log_level", 0, "info", &c->log_level, err) < 0 ||
+	    get_str(doc, "runtime", 0, "crun", &c->runtime, err) < 0)
+		goto out;
+	v = json_object_get(doc, "agent_port");
+	c->port = v ? (int)json_integer_value(v) : 7443;
+	if (c->port < 1 || c->port > 65535) {
+		err_set(err, EINVAL, "agent_port: must be 1-65535");
+		goto out;
+	}
+	v = json_object_get(doc, "restart_backoff_ms");
+	c->restart_backoff_ms = v ? json_integer_value(v) : 10000;
+	if (c->restart_backoff_ms < 1) {
+		err_set(err, EINVAL, "restart_backoff_ms: must be positive");
+		goto out;
+	}
+	v = json_object_get(doc, "registries");
+	if (v && !json_is_object(v)) {
+		err_set(err, EINVAL, "registries: must be an object");
+		goto out;
+	}
+	c->registries = v ? json_incref(v) : NULL;
+	ret = 0;
+out:
+	json_decref(doc);
+	if (ret < 0)
+		agent_config_release(c);
+	return ret;
+}
+
+void agent_config_release(struct agent_config *c)
+{
+	free(c->cell_id);
+	free(c->cluster_id);
+	free(c->pod_uid);
+	free(c->pod_name);
+	free(c->pod_namespace);
+	free(c->instance_type);
+	free(c->state_dir);
+	free(c->log_level);
+	free(c->runtime);
+	json_decref(c->registries);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,453 @@
+/*
+ * api.c: the CellAgent gRPC service. Apply hands the desired pod to the supervisor; Watch
+ * streams unit status changes and log bytes. Log events from the supervisor only wake the
+ * streams: each stream reads the unit's log file from where it stands, so a stream that
+ * resumes at an offset, or falls behind, never loses or repeats a byte.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cellagent.pb-c.h"
+#include "image.h"
+#include "log.h"
+#include "regconf.h"
+#include "rpc.h"
+#include "supervisor.h"
+#include "xalloc.h"
+
+#define WATCH_QUEUE_MAX 4096
+#define LOG_CHUNK (256 * 1024)
+
+/* A wake-up for one stream: a unit whose status or log changed. */
+struct note {
+	char *unit_id;
+	int is_log;
+};
+
+struct watcher {
+	struct note q[WATCH_QUEUE_MAX];
+	size_t head, len;
+	int overflow;
+	struct watcher *next;
+};
+
+struct watch_hub {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct watcher *list;
+};
+
+static struct watch_hub *hub_new(void)
+{
+	struct watch_hub *h = xcalloc(1, sizeof(*h));
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	return h;
+}
+
+static void hub_notify(struct watch_hub *h, const char *unit_id, int is_log)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct watcher *w = h->list; w; w = w->next) {
+		struct note *n;
+
+		if (w->len == WATCH_QUEUE_MAX) {
+			w->overflow = 1; /* the stream ends; kiyot resumes from its offsets */
+			continue;
+		}
+		n = &w->q[(w->head + w->len) % WATCH_QUEUE_MAX];
+		n->unit_id = xstrdup(unit_id);
+		n->is_log = is_log;
+		w->len++;
+	}
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void on_status(void *ctx, const struct unit_status *st)
+{
+	struct agent *a = ctx;
+
+	hub_notify(a->hub, st->id, 0);
+}
+
+static void on_log(void *ctx, const char *unit_id, uint64_t offset, const char *data, size_t len)
+{
+	struct agent *a = ctx;
+
+	(void)offset;
+	(void)data;
+	(void)len;
+	hub_notify(a->hub, unit_id, 1);
+}
+
+static Kiyot__Cell__V1__UnitState wire_state(enum unit_state s)
+{
+	switch (s) {
+	case UNIT_STATE_CREATED:
+		return KIYOT__CELL__V1__UNIT_STATE__UNIT_CREATED;
+	case UNIT_STATE_RUNNING:
+		return KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING;
+	case UNIT_STATE_EXITED:
+		return KIYOT__CELL__V1__UNIT_STATE__UNIT_EXITED;
+	default:
+		return KIYOT__CELL__V1__UNIT_STATE__UNIT_UNKNOWN;
+	}
+}
+
+/* A wire UnitStatus pointing into st (valid while st is). */
+static void status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitStatus *w)
+{
+	kiyot__cell__v1__unit_status__init(w);
+	w->id = st->id;
+	w->state = wire_state(st->state);
+	w->created_at_ns = st->created_at_ns;
+	w->started_at_ns = st->started_at_ns;
+	w->finished_at_ns = st->finished_at_ns;
+	w->exit_code = st->exit_code;
+	w->reason = st->reason ? st->reason : (char *)"";
+	w->message = st->message ? st->message : (char *)"";
+	w->restart_count = st->restart_count;
+	w->image_ref = st->image_ref ? st->image_ref : (char *)"";
+	w->image_id = st->image_id ? st->image_id : (char *)"";
+	w->pid = st->pid;
+}
+
+static int api_hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	Kiyot__Cell__V1__HelloResponse *r = (void *)resp;
+
+	(void)call;
+	(void)req;
+	(void)err;
+	r->agent_version = "0.1.0";
+	r->cell_id = a->cfg.cell_id;
+	r->pod_uid = a->cfg.pod_uid;
+	r->boot_time_ns = a->boot_ns;
+	r->incarnation = a->incarnation;
+	return 0;
+}
+
+static const char *nz(const char *s)
+{
+	return s && s[0] ? s : NULL;
+}
+
+static int api_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			  ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__PullImageRequest *r = (const void *)req;
+	Kiyot__Cell__V1__PullImageResponse *out = (void *)resp;
+	struct image_auth auth = { 0 };
+	struct image_info *info = NULL;
+
+	if (!r->image[0])
+		return err_set(err, EINVAL, "image: required");
+	if (r->auth) {
+		auth.username = nz(r->auth->username);
+		auth.password = nz(r->auth->password);
+		auth.auth = nz(r->auth->auth);
+		auth.identity_token = nz(r->auth->identity_token);
+		auth.registry_token = nz(r->auth->registry_token);
+	}
+	if (image_pull(a->images, r->image, &auth, &info, err) < 0)
+		return -err->code;
+	out->repo_digest = rpc_strdup(call, info->repo_digest);
+	out->image_id = rpc_strdup(call, info->image_id);
+	out->size = info->size;
+	out->user = rpc_strdup(call, info->user);
+	image_info_free(info);
+	return 0;
+}
+
+static int api_apply(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__ApplyRequest *r = (const void *)req;
+	Kiyot__Cell__V1__ApplyResponse *out = (void *)resp;
+	struct unit_status *st = NULL;
+	size_t n = 0;
+	int64_t timeout = r->timeout_ms > 0 ? r->timeout_ms : 60000;
+
+	if (!r->pod)
+		return err_set(err, EINVAL, "pod: required");
+	if (supervisor_apply(a->sup, r->pod, timeout, &st, &n, err) < 0)
+		return -err->code;
+	out->units = rpc_alloc(call, (n + 1) * sizeof(*out->units));
+	for (size_t i = 0; i < n; i++) {
+		Kiyot__Cell__V1__UnitStatus *w = rpc_alloc(call, sizeof(*w));
+
+		status_to_wire(&st[i], w);
+		w->id = rpc_strdup(call, w->id);
+		w->reason = rpc_strdup(call, w->reason);
+		w->message = rpc_strdup(call, w->message);
+		w->image_ref = rpc_strdup(call, w->image_ref);
+		w->image_id = rpc_strdup(call, w->image_id);
+		out->units[out->n_units++] = w;
+	}
+	unit_status_array_free(st, n);
+	return 0;
+}
+
+static int api_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__ExecSyncRequest *r = (const void *)req;
+	Kiyot__Cell__V1__ExecSyncResponse *out = (void *)resp;
+	char **cmd = rpc_alloc(call, (r->n_cmd + 1) * sizeof(char *));
+	char *o = NULL, *e = NULL;
+	size_t ol = 0, el = 0;
+	int code = 0;
+
+	if (r->n_cmd == 0)
+		return err_set(err, EINVAL, "cmd: required");
+	for (size_t i = 0; i < r->n_cmd; i++)
+		cmd[i] = r->cmd[i];
+	if (supervisor_exec_sync(a->sup, r->unit_id, cmd, r->timeout_s, &o, &ol, &e, &el, &code,
+				 err) < 0)
+		return -err->code;
+	out->stdout.data = (uint8_t *)rpc_strndup(call, o ? o : "", ol);
+	out->stdout.len = ol;
+	out->stderr.data = (uint8_t *)rpc_strndup(call, e ? e : "", el);
+	out->stderr.len = el;
+	out->exit_code = code;
+	free(o);
+	free(e);
+	return 0;
+}
+
+/* Where one stream stands in each unit's log. */
+struct stream_pos {
+	char *unit_id;
+	uint64_t next;
+};
+
+struct stream {
+	struct stream_pos *pos;
+	size_t n, cap;
+};
+
+static uint64_t *pos_of(struct stream *s, const char *unit_id)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->pos[i].unit_id, unit_id) == 0)
+			return &s->pos[i].next;
+	xgrow((void **)&s->pos, &s->cap, s->n + 1, sizeof(*s->pos));
+	s->pos[s->n].unit_id = xstrdup(unit_id);
+	s->pos[s->n].next = 0;
+	return &s->pos[s->n++].next;
+}
+
+/* Sends whatever the unit's log holds past the stream's position. */
+static int send_log(struct agent *a, struct rpc_call *call, struct stream *s, const char *unit,
+		    char *buf, struct err *err)
+{
+	uint64_t *next = pos_of(s, unit);
+
+	for (;;) {
+		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+		size_t got = 0;
+		struct err rerr = ERR_INIT;
+
+		if (supervisor_log_read(a->sup, unit, *next, buf, LOG_CHUNK, &got, &rerr) < 0 ||
+		    got == 0)
+			return 0; /* gone or nothing new */
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG;
+		ev.unit_id = (char *)unit;
+		ev.offset = *next;
+		ev.data.data = (uint8_t *)buf;
+		ev.data.len = got;
+		if (rpc_send(call, &ev.base, err) < 0)
+			return -err->code;
+		*next += got;
+	}
+}
+
+static int send_status(struct agent *a, struct rpc_call *call, const char *unit, struct err *err)
+{
+	struct unit_status *st = NULL;
+	size_t n = 0;
+	int ret = 0;
+
+	if (supervisor_list(a->sup, &st, &n, err) < 0)
+		return -err->code;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+		Kiyot__Cell__V1__UnitStatus w;
+
+		if (unit && strcmp(st[i].id, unit) != 0)
+			continue;
+		status_to_wire(&st[i], &w);
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS;
+		ev.status = &w;
+		ev.unit_id = st[i].id;
+		ret = rpc_send(call, &ev.base, err);
+	}
+	unit_status_array_free(st, n);
+	return ret;
+}
+
+/* Takes the next note, waiting up to a second; 1 with *out, 0 on timeout, -1 on overflow. */
+static int next_note(struct watch_hub *h, struct watcher *w, struct note *out)
+{
+	struct timespec ts;
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += 1;
+	pthread_mutex_lock(&h->lock);
+	if (w->len == 0 && !w->overflow)
+		pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+	if (w->overflow) {
+		ret = -1;
+	} else if (w->len) {
+		*out = w->q[w->head];
+		w->head = (w->head + 1) % WATCH_QUEUE_MAX;
+		w->len--;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return ret;
+}
+
+static void watcher_remove(struct watch_hub *h, struct watcher *w)
+{
+	pthread_mutex_lock(&h->lock);
+	for (struct watcher **pp = &h->list; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	pthread_mutex_unlock(&h->lock);
+	for (size_t i = 0; i < w->len; i++)
+		free(w->q[(w->head + i) % WATCH_QUEUE_MAX].unit_id);
+	free(w);
+}
+
+static int api_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__WatchRequest *r = (const void *)req;
+	struct watcher *w = xcalloc(1, sizeof(*w));
+	struct stream s = { 0 };
+	char *buf = xmalloc(LOG_CHUNK);
+	struct unit_status *st = NULL;
+	size_t n = 0;
+	int ret;
+
+	(void)resp;
+	for (size_t i = 0; i < r->n_offsets; i++)
+		*pos_of(&s, r->offsets[i]->unit_id) = r->offsets[i]->offset;
+	/* subscribe first, so nothing that happens during the backlog is missed */
+	pthread_mutex_lock(&a->hub->lock);
+	w->next = a->hub->list;
+	a->hub->list = w;
+	pthread_mutex_unlock(&a->hub->lock);
+
+	ret = send_status(a, call, NULL, err);
+	if (ret == 0 && supervisor_list(a->sup, &st, &n, err) == 0) {
+		for (size_t i = 0; i < n && ret == 0; i++)
+			ret = send_log(a, call, &s, st[i].id, buf, err);
+		unit_status_array_free(st, n);
+	}
+	if (ret == 0) {
+		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__SYNCED;
+		ret = rpc_send(call, &ev.base, err);
+	}
+	while (ret == 0 && !rpc_cancelled(call)) {
+		struct note note;
+		int got = next_note(a->hub, w, &note);
+
+		if (got < 0) {
+			ret = err_set(err, EAGAIN, "watcher fell behind; resume from your offsets");
+			break;
+		}
+		if (got == 0)
+			continue;
+		ret = note.is_log ? send_log(a, call, &s, note.unit_id, buf, err)
+				  : send_status(a, call, note.unit_id, err);
+		free(note.unit_id);
+	}
+	watcher_remove(a->hub, w);
+	for (size_t i = 0; i < s.n; i++)
+		free(s.pos[i].unit_id);
+	free(s.pos);
+	free(buf);
+	return ret < 0 ? ret : err_set(err, ECANCELED, "watch ended");
+}
+
+static const struct rpc_method methods[] = {
+	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
+	  &kiyot__cell__v1__hello_response__descriptor, api_hello, 0 },
+	{ "/kiyot.cell.v1.CellAgent/PullImage", &kiyot__cell__v1__pull_image_request__descriptor,
+	  &kiyot__cell__v1__pull_image_response__descriptor, api_pull_image, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Apply", &kiyot__cell__v1__apply_request__descriptor,
+	  &kiyot__cell__v1__apply_response__descriptor, api_apply, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
+	  &kiyot__cell__v1__watch_event__descriptor, api_watch, RPC_SERVER_STREAM },
+	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
+	  &kiyot__cell__v1__exec_sync_response__descriptor, api_exec_sync, 0 },
+};
+
+const struct rpc_method *agent_method_table(size_t *n)
+{
+	*n = sizeof(methods) / sizeof(methods[0]);
+	return methods;
+}
+
+int agent_open(struct agent *a, struct err *err)
+{
+	struct supervisor_config sc = { 0 };
+	_cleanup_free_ char *images = xasprintf("%s/images", a->cfg.state_dir);
+
+	a->hub = hub_new();
+	if (regconf_from_json(a->cfg.registries, &a->regconf, err) < 0)
+		return err_wrap(err, "registries");
+	if (image_store_new(images, a->regconf, &a->images, err) < 0)
+		return -err->code;
+	sc.state_dir = a->cfg.state_dir;
+	sc.runtime = a->cfg.runtime;
+	sc.shim = a->self_path;
+	sc.cgroup_parent = a->cgroup ? a->cgroup : "";
+	sc.backoff_base_ms = a->cfg.restart_backoff_ms;
+	sc.backoff_max_ms = 300000;
+	sc.images = a->images;
+	sc.cb.status = on_status;
+	sc.cb.log = on_log;
+	sc.cb.ctx = a;
+	sc.pod_ip = a->ip;
+	if (supervisor_new(&sc, &a->sup, err) < 0)
+		return -err->code;
+	return 0;
+}
+
+void agent_close(struct agent *a)
+{
+	supervisor_free(a->sup);
+	image_store_free(a->images);
+	regconf_free(a->regconf);
+	if (a->hub) {
+		while (a->hub->list)
+			watcher_remove(a->hub, a->hub->list);
+		pthread_mutex_destroy(&a->hub->lock);
+		pthread_cond_destroy(&a->hub->cond);
+		free(a->hub);
+	}
+}

@@ -1,0 +1,252 @@
+/*
+ * main.c: the cell-agent command.
+ *
+ *	cell-agent --bootstrap FILE   the agent of a cell (kept alive by its own init process)
+ *	cell-agent shim ...           the per-unit monitor the supervisor starts (see shim.c)
+ *
+ * The first process is the cell's init: it enters a private mount namespace (crun needs the
+ * cgroup v1 layout without the unified mount), then runs the agent as a child and restarts it
+ * whenever it dies, as systemd would on an EC2 cell. Units survive agent restarts: they belong
+ * to their shims, and a new agent adopts them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "fsutil.h"
+#include "log.h"
+#include "rpc.h"
+#include "supervisor.h"
+#include "xalloc.h"
+
+#define BOOTSTRAP_MAX (1u << 20)
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("cell-agent: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* The cell's own IPv4 address: the first up, non-loopback interface's. */
+static char *cell_address(void)
+{
+	struct ifaddrs *ifs = NULL;
+	char buf[INET_ADDRSTRLEN] = "";
+
+	if (getifaddrs(&ifs) < 0)
+		return NULL;
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+			continue;
+		inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf,
+			  sizeof(buf));
+		break;
+	}
+	freeifaddrs(ifs);
+	return buf[0] ? xstrdup(buf) : NULL;
+}
+
+/* The memory cgroup (v1) this process is in, e.g. "/kiyot/<cell>"; "" when unknown. */
+static char *own_cgroup(void)
+{
+	char *text = NULL;
+	struct err err = ERR_INIT;
+	char *res = NULL;
+
+	if (fs_read_file("/proc/self/cgroup", 65536, &text, NULL, &err) < 0)
+		return xstrdup("");
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n');
+		char *c1 = strchr(line, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (nl)
+			*nl = '\0';
+		if (c2 && (size_t)(c2 - c1 - 1) == strlen("memory") &&
+		    strncmp(c1 + 1, "memory", 6) == 0)
+			res = xstrdup(strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+		line = nl ? nl + 1 : NULL;
+	}
+	free(text);
+	return res ? res : xstrdup("");
+}
+
+/* Counts agent starts in the state dir, so kiyot can tell a restarted agent. */
+static uint64_t next_incarnation(const char *state_dir)
+{
+	_cleanup_free_ char *path = xasprintf("%s/incarnation", state_dir);
+	char *text = NULL;
+	struct err err = ERR_INIT;
+	uint64_t n = 0;
+	char buf[32];
+
+	if (fs_read_file(path, 64, &text, NULL, &err) == 0)
+		n = strtoull(text, NULL, 10);
+	free(text);
+	n++;
+	snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)n);
+	if (fs_write_file(path, buf, strlen(buf), 0600, &err) < 0)
+		log_warn("%s", err.msg);
+	return n;
+}
+
+static int run_agent(struct agent *a)
+{
+	struct err err = ERR_INIT;
+	struct rpc_server_config rc = { 0 };
+	struct rpc_server *srv = NULL;
+	_cleanup_free_ char *addr = NULL;
+	sigset_t sigs;
+	int sig;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* the agent dies with its init, never the other way round */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+	a->boot_ns = clock_now_ns();
+	a->incarnation = next_incarnation(a->cfg.state_dir);
+	for (int tries = 0; !(a->ip = cell_address()); tries++) {
+		if (tries > 100)
+			die("the cell has no IPv4 address to listen on");
+		usleep(50 * 1000);
+	}
+	if (agent_open(a, &err) < 0)
+		die("%s", err.msg);
+	addr = xasprintf("%s:%d", a->ip, a->cfg.port);
+	rc.address = addr;
+	rc.methods = agent_method_table(&rc.n_methods);
+	rc.svc = a;
+	rc.workers = 4;
+	rc.max_message = 64u << 20;
+	if (rpc_server_start(&rc, &srv, &err) < 0)
+		die("%s", err.msg);
+	log_info("cell %s (pod %s/%s) serving on %s, incarnation %llu", a->cfg.cell_id,
+		 a->cfg.pod_namespace, a->cfg.pod_name, addr, (unsigned long long)a->incarnation);
+	do {
+		if (sigwait(&sigs, &sig) != 0)
+			sig = SIGTERM;
+	} while (sig != SIGTERM && sig != SIGINT);
+	log_info("stopping; units keep running under their shims");
+	rpc_server_stop(srv);
+	agent_close(a);
+	return 0;
+}
+
+/* The cell's init: restarts the agent when it dies, with a back-off that resets after the
+ * agent has run for a minute; forwards SIGTERM to it. */
+static volatile sig_atomic_t stopping;
+static pid_t child_pid;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stopping = 1;
+	if (child_pid > 0)
+		kill(child_pid, SIGTERM);
+}
+
+static int run_init(struct agent *a)
+{
+	int delay_ms = 100;
+
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
+	while (!stopping) {
+		int64_t started = clock_mono_ns();
+		int status = 0;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die("fork: %s", strerror(errno));
+		if (pid == 0) {
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGINT, SIG_DFL);
+			exit(run_agent(a));
+		}
+		child_pid = pid;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		child_pid = 0;
+		if (stopping)
+			break;
+		if (clock_mono_ns() - started > 60LL * 1000000000LL)
+			delay_ms = 100;
+		log_warn("agent exited (%s %d); restarting in %d ms",
+			 WIFSIGNALED(status) ? "signal" : "status",
+			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), delay_ms);
+		usleep((useconds_t)delay_ms * 1000);
+		delay_ms = delay_ms < 5000 ? delay_ms * 2 : 5000;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct agent a;
+	struct err err = ERR_INIT;
+	const char *boot = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	char self[PATH_MAX];
+	ssize_t n;
+	int lvl;
+
+	if (argc > 1 && strcmp(argv[1], "shim") == 0)
+		return shim_main(argc - 1, argv + 1);
+	log_set_prefix("cell-agent");
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--bootstrap") == 0 && i + 1 < argc)
+			boot = argv[++i];
+		else if (strcmp(argv[i], "--version") == 0) {
+			puts("cell-agent 0.1.0");
+			return 0;
+		} else
+			die("usage: cell-agent --bootstrap FILE | cell-agent shim ...");
+	}
+	if (!boot)
+		die("usage: cell-agent --bootstrap FILE | cell-agent shim ...");
+	if (fs_read_file(boot, BOOTSTRAP_MAX, &text, &len, &err) < 0)
+		die("bootstrap: %s", err.msg);
+	memset(&a, 0, sizeof(a));
+	if (agent_config_parse(text, len, &a.cfg, &err) < 0)
+		die("bootstrap %s: %s", boot, err.msg);
+	free(text);
+	if ((lvl = log_parse_level(a.cfg.log_level)) >= 0)
+		log_set_level((enum log_level)lvl);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		die("cannot find my own binary: %s", strerror(errno));
+	self[n] = '\0';
+	a.self_path = xstrdup(self);
+	if (fs_mkdir_p(a.cfg.state_dir, 0700, &err) < 0)
+		die("%s", err.msg);
+	if (supervisor_private_cgroup_ns(&err) < 0)
+		die("%s", err.msg);
+	a.cgroup = own_cgroup();
+	return run_init(&a);
+}
