@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "buf.h"
 #include "clock.h"
 #include "crilog.h"
@@ -242,26 +243,15 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 	return 0;
 }
 
-/* Field 22 of /proc/<pid>/stat: the start time in clock ticks since boot; 0 if unknown. */
+/* The start time of pid (clock ticks since boot), 0 if it is gone. */
 static unsigned long long proc_start_time(pid_t pid)
 {
-	_cleanup_free_ char *path = xasprintf("/proc/%d/stat", (int)pid), *text = NULL;
-	struct err err = ERR_INIT;
-	unsigned long long v = 0;
-	char *p;
+	unsigned long long start = 0;
+	char state;
 
-	if (fs_read_file(path, 4096, &text, NULL, &err) < 0)
+	if (proc_stat(pid, &state, &start) < 0)
 		return 0;
-	p = strrchr(text, ')');
-	if (!p)
-		return 0;
-	/* After ") " come fields 3..: skip 19 fields to reach field 22. */
-	p++;
-	for (int i = 0; i < 20 && p; i++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
-	return v;
+	return start;
 }
 
 /* The OOM kill counter ("oom_kill N") of a memory cgroup, or -1 when unreadable. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proc.h"
 #include "cellnet.h"
 #include "cellspawn.h"
 #include "fsutil.h"
@@ -93,7 +94,7 @@ int cell_record_save(const char *dir, const struct cell_record *r, struct err *e
 /* The pid with the recorded start time still runs. */
 int cell_record_agent_alive(const struct cell_record *r)
 {
-	return cellspawn_alive(r->agent_pid, r->agent_start);
+	return proc_alive(r->agent_pid, r->agent_start);
 }
 
 /* Copies every string, so the info outlives the record. */

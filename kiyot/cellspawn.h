@@ -28,12 +28,5 @@ struct cellspawn {
  * (joining a cgroup, the netns, exec itself) comes back as the errno of that step. */
 pid_t cellspawn_start(const struct cellspawn *s, struct err *err);
 
-/* The state letter and start time (clock ticks since boot) of a process, from
- * /proc/<pid>/stat. -1 if there is no such process. */
-int cellspawn_proc_stat(long pid, char *state, unsigned long long *start);
-
-/* Whether pid runs and is not a zombie; when start is not 0, also that it started then (so
- * a recycled pid is not mistaken for the process). */
-int cellspawn_alive(long pid, unsigned long long start);
 
 #endif

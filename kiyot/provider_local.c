@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "cellnet.h"
 #include "cellrecord.h"
 #include "cellspawn.h"
@@ -532,7 +533,7 @@ static int cell_build(struct local_provider *p, const struct cell_spec *spec,
 		goto fail;
 	}
 	r.agent_pid = agent;
-	if (cellspawn_proc_stat(agent, &(char){ 0 }, &r.agent_start) < 0)
+	if (proc_stat(agent, &(char){ 0 }, &r.agent_start) < 0)
 		r.agent_start = 0;
 	ret = record_save(p, &r, err);
 	if (ret < 0)
