@@ -1,13 +1,13 @@
 /*
  * main.c: the cell-agent command.
  *
- *	cell-agent --bootstrap FILE   the agent of a cell (kept alive by its own init process)
+ *	cell-agent --bootstrap FILE   the agent of a cell
  *	cell-agent shim ...           the per-unit monitor the supervisor starts (see shim.c)
  *
- * The first process is the cell's init: it enters a private mount namespace (crun needs the
- * cgroup v1 layout without the unified mount), then runs the agent as a child and restarts it
- * whenever it dies, as systemd would on an EC2 cell. Units survive agent restarts: they belong
- * to their shims, and a new agent adopts them.
+ * The agent enters a private mount namespace first (crun needs the cgroup v1 layout without
+ * the unified mount). Whoever runs the cell restarts a dead agent (systemd on a VM, the local
+ * provider's heal for local cells); units survive that: they belong to their shims, and the
+ * new agent adopts them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,8 +123,6 @@ static int run_agent(struct agent *a)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	/* the agent dies with its init, never the other way round */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
 
 	a->boot_ns = clock_now_ns();
 	a->incarnation = next_incarnation(a->cfg.state_dir);
@@ -154,54 +150,6 @@ static int run_agent(struct agent *a)
 	log_info("stopping; units keep running under their shims");
 	rpc_server_stop(srv);
 	agent_close(a);
-	return 0;
-}
-
-/* The cell's init: restarts the agent when it dies, with a back-off that resets after the
- * agent has run for a minute; forwards SIGTERM to it. */
-static volatile sig_atomic_t stopping;
-static pid_t child_pid;
-
-static void on_term(int sig)
-{
-	(void)sig;
-	stopping = 1;
-	if (child_pid > 0)
-		kill(child_pid, SIGTERM);
-}
-
-static int run_init(struct agent *a)
-{
-	int delay_ms = 100;
-
-	signal(SIGTERM, on_term);
-	signal(SIGINT, on_term);
-	while (!stopping) {
-		int64_t started = clock_mono_ns();
-		int status = 0;
-		pid_t pid = fork();
-
-		if (pid < 0)
-			die("fork: %s", strerror(errno));
-		if (pid == 0) {
-			signal(SIGTERM, SIG_DFL);
-			signal(SIGINT, SIG_DFL);
-			exit(run_agent(a));
-		}
-		child_pid = pid;
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		child_pid = 0;
-		if (stopping)
-			break;
-		if (clock_mono_ns() - started > 60LL * 1000000000LL)
-			delay_ms = 100;
-		log_warn("agent exited (%s %d); restarting in %d ms",
-			 WIFSIGNALED(status) ? "signal" : "status",
-			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), delay_ms);
-		usleep((useconds_t)delay_ms * 1000);
-		delay_ms = delay_ms < 5000 ? delay_ms * 2 : 5000;
-	}
 	return 0;
 }
 
@@ -248,5 +196,5 @@ int main(int argc, char **argv)
 	if (supervisor_private_cgroup_ns(&err) < 0)
 		die("%s", err.msg);
 	a.cgroup = own_cgroup();
-	return run_init(&a);
+	return run_agent(&a);
 }

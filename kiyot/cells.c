@@ -138,7 +138,7 @@ static void *watch_main(void *arg)
 	struct watch_arg wa = *(struct watch_arg *)arg;
 	struct cellmgr *m = wa.m;
 	struct cell_entry *e = wa.e;
-	int backoff = 100;
+	int backoff = 100, refused = 0;
 
 	free(arg);
 	for (;;) {
@@ -165,6 +165,7 @@ static void *watch_main(void *arg)
 			handle_event(m, e, (Kiyot__Cell__V1__WatchEvent *)msg);
 			protobuf_c_message_free_unpacked(msg, NULL);
 			backoff = 100;
+			refused = 0;
 			ret = 0;
 		}
 		pthread_mutex_lock(&m->lock);
@@ -176,6 +177,15 @@ static void *watch_main(void *arg)
 			return NULL;
 		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
 			  ret < 0 ? err.msg : "closed");
+		if (ret < 0 && err.code == ECONNREFUSED && ++refused >= 3) {
+			struct err herr = ERR_INIT;
+
+			/* the agent is not listening: its process may be gone */
+			refused = 0;
+			if (m->k->provider.ops->heal &&
+			    m->k->provider.ops->heal(m->k->provider.self, e->id, &herr) < 0)
+				log_warn("cell %s: %s", e->id, herr.msg);
+		}
 		if (nap(m, e, backoff))
 			return NULL;
 		backoff = backoff < 2000 ? backoff * 2 : 2000;

@@ -1,6 +1,6 @@
 /*
  * provider.h: where cells come from. Every provider (local, ec2) sits behind these operations
- * and boots its cells from the same bootstrap document (see kiyot/bootstrap.h): the local
+ * and boots its cells from the same bootstrap document (cells_bootstrap in kiyot/cells.c): the local
  * provider hands it to a cell-agent it starts in a network namespace, EC2 passes it as
  * user-data.
  *
@@ -52,6 +52,9 @@ struct provider_ops {
 	int (*terminate)(void *self, const char *cell_id, struct err *err);
 	/* Every cell this provider owns (carrying our cluster id), whatever kiyot remembers. */
 	int (*list)(void *self, struct cell_info **out, size_t *n, struct err *err);
+	/* Brings a cell whose agent stopped answering back to life (local: starts the agent
+	 * again from its bootstrap document). 0 when the agent runs. */
+	int (*heal)(void *self, const char *cell_id, struct err *err);
 	/* Frees the provider itself; the cells it launched keep running. */
 	void (*destroy)(void *self);
 };

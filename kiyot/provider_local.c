@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc.h"
 #include "cellnet.h"
 #include "cellrecord.h"
 #include "cellspawn.h"
@@ -28,6 +27,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "netlink.h"
+#include "proc.h"
 #include "xalloc.h"
 
 #define DEFAULT_STATE_DIR "/run/kiyot/cells"
@@ -42,6 +42,11 @@
 /* Retries while a veth name of a just-deleted cell is still held by the kernel. */
 #define VETH_RETRIES 50
 #define AGENT_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The OCI runtime makes each unit a cgroup in every v1 hierarchy (devices, freezer, cpuset,
+ * ...), under the cell's path: remove the cell's subtree from all of them, not only from the
+ * controllers the cell was given. Symlinked hierarchies (cpu,cpuacct) are the same tree. */
+static void remove_all_hierarchies(const char *rel, const char *id, struct err *first);
 
 /* The controllers a cell gets, in the order they are joined. */
 static const char *const cell_controllers[] = { "memory", "cpu", "pids" };
@@ -267,6 +272,24 @@ static void keep_first(struct err *first, struct err *e, const char *cell_id)
 	err_clear(e);
 }
 
+static void remove_all_hierarchies(const char *rel, const char *id, struct err *first)
+{
+	DIR *d = opendir("/sys/fs/cgroup");
+	struct dirent *de;
+	struct err e = ERR_INIT;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    strcmp(de->d_name, "unified") == 0)
+			continue;
+		if (cgroup_remove_tree(de->d_name, rel, &e) < 0)
+			keep_first(first, &e, id);
+	}
+	closedir(d);
+}
+
 /* Removes everything a cell may own, whether or not launch finished: processes, mounts,
  * cgroups, veth, netns, state directory. Every step runs even if an earlier one failed;
  * returns the first failure. */
@@ -290,10 +313,7 @@ static int cell_teardown(struct local_provider *p, const char *id, struct err *e
 	}
 	if (unmount_below(dir, &e) < 0)
 		keep_first(&first, &e, id);
-	for (size_t i = 0; i < NCTRL; i++) {
-		if (cgroup_remove_tree(cell_controllers[i], rel, &e) < 0)
-			keep_first(&first, &e, id);
-	}
+	remove_all_hierarchies(rel, id, &first);
 	/* Releasing the netns makes the kernel destroy the veth pair in the background, which
 	 * costs the caller ~1 ms where RTM_DELLINK waits 10-50 ms for an RCU grace period. The
 	 * host name may linger for a moment; launch deletes such a stale link. Only a veth whose
@@ -596,6 +616,63 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 	return ret;
 }
 
+/* provider_ops.heal: starts the cell's agent again, from the bootstrap document it booted
+ * with, when its process is gone (a cell's init would do this on a VM). */
+static int local_heal(void *self, const char *cell_id, struct err *err)
+{
+	struct local_provider *p = self;
+	_cleanup_free_ char *boot = cell_path(p, cell_id, "bootstrap.json");
+	_cleanup_free_ char *logp = cell_path(p, cell_id, "agent.log");
+	_cleanup_free_ char *ns = netns_path(cell_id);
+	_cleanup_free_ char *rel = cgroup_rel(p, cell_id);
+	char *argv[] = { p->agent_path, (char *)"--bootstrap", boot, NULL };
+	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
+	char *procs[NCTRL] = { NULL };
+	struct cell_record r = { 0 };
+	int ns_fd = -1, ret;
+	pid_t agent;
+
+	if (!cellnet_id_valid(cell_id))
+		return err_set(err, EINVAL, "cell id \"%s\" is not valid", cell_id);
+	busy_acquire(p, cell_id);
+	ret = record_load(p, cell_id, &r, err);
+	if (ret < 0 || cell_record_agent_alive(&r))
+		goto out;
+	ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (ns_fd < 0) {
+		ret = err_errno(err, "cell %s has no network namespace", cell_id);
+		goto out;
+	}
+	for (size_t i = 0; i < NCTRL; i++) {
+		_cleanup_free_ char *dir = cgroup_path(cell_controllers[i], rel, NULL);
+
+		if (fs_exists(dir))
+			procs[i] = cgroup_path(cell_controllers[i], rel, "cgroup.procs");
+	}
+	{
+		struct cellspawn cs = { argv, envp, procs, NCTRL, ns_fd, logp };
+
+		agent = cellspawn_start(&cs, err);
+	}
+	if (agent < 0) {
+		ret = agent;
+		goto out;
+	}
+	log_info("local provider: cell %s: agent restarted (pid %d)", cell_id, (int)agent);
+	r.agent_pid = agent;
+	if (proc_stat(agent, &(char){ 0 }, &r.agent_start) < 0)
+		r.agent_start = 0;
+	ret = record_save(p, &r, err);
+out:
+	busy_release(p, cell_id);
+	if (ns_fd >= 0)
+		close(ns_fd);
+	for (size_t i = 0; i < NCTRL; i++)
+		free(procs[i]);
+	cell_record_release(&r);
+	return ret;
+}
+
 /* Whether ids[0..n) holds id. */
 static int ids_have(char **ids, size_t n, const char *id)
 {
@@ -717,6 +794,7 @@ static const struct provider_ops local_ops = {
 	.launch = local_launch,
 	.terminate = local_terminate,
 	.list = local_list,
+	.heal = local_heal,
 	.destroy = local_destroy,
 };
 
