@@ -15,6 +15,7 @@
 #include "image.h"
 #include "log.h"
 #include "regconf.h"
+#include "stats.h"
 #include "rpc.h"
 #include "supervisor.h"
 #include "xalloc.h"
@@ -230,6 +231,53 @@ static int api_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessag
 	return 0;
 }
 
+static Kiyot__Cell__V1__ResourceUsage *usage_to_wire(struct rpc_call *call, const char *unit,
+						     const struct resource_usage *u)
+{
+	Kiyot__Cell__V1__ResourceUsage *w =
+		rpc_msg_new(call, &kiyot__cell__v1__resource_usage__descriptor);
+
+	w->unit_id = rpc_strdup(call, unit);
+	w->timestamp_ns = u->timestamp_ns;
+	w->cpu_usage_ns = u->cpu_usage_ns;
+	w->memory_working_set_bytes = u->memory_working_set_bytes;
+	w->memory_usage_bytes = u->memory_usage_bytes;
+	w->memory_rss_bytes = u->memory_rss_bytes;
+	w->memory_page_faults = u->memory_page_faults;
+	w->memory_major_page_faults = u->memory_major_page_faults;
+	w->writable_layer_bytes = u->writable_layer_bytes;
+	w->writable_layer_inodes = u->writable_layer_inodes;
+	return w;
+}
+
+static int api_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
+{
+	static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct agent *a = svc;
+	Kiyot__Cell__V1__StatsResponse *out = (void *)resp;
+	struct unit_status *st = NULL;
+	struct resource_usage u = { 0 };
+	size_t n = 0;
+
+	(void)req;
+	if (supervisor_list(a->sup, &st, &n, err) < 0)
+		return -err->code;
+	stats_read_cgroup(a->cgroup ? a->cgroup : "", &u);
+	out->cell = usage_to_wire(call, "", &u);
+	out->units = rpc_alloc(call, (n + 1) * sizeof(*out->units));
+	pthread_mutex_lock(&walk_lock);
+	for (size_t i = 0; i < n; i++) {
+		if (st[i].state != UNIT_STATE_RUNNING ||
+		    !stats_unit(a->cgroup ? a->cgroup : "", a->cfg.state_dir, st[i].id, &u))
+			continue;
+		out->units[out->n_units++] = usage_to_wire(call, st[i].id, &u);
+	}
+	pthread_mutex_unlock(&walk_lock);
+	unit_status_array_free(st, n);
+	return 0;
+}
+
 /* Where one stream stands in each unit's log. */
 struct stream_pos {
 	char *unit_id;
@@ -404,6 +452,8 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__watch_event__descriptor, api_watch, RPC_SERVER_STREAM },
 	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
 	  &kiyot__cell__v1__exec_sync_response__descriptor, api_exec_sync, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Stats", &kiyot__cell__v1__stats_request__descriptor,
+	  &kiyot__cell__v1__stats_response__descriptor, api_stats, 0 },
 };
 
 const struct rpc_method *agent_method_table(size_t *n)

@@ -408,3 +408,13 @@ int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 			  &kiyot__cell__v1__exec_sync_response__descriptor, t,
 			  (ProtobufCMessage **)resp, err);
 }
+
+int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
+		struct err *err)
+{
+	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
+
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Stats", &req.base,
+			  &kiyot__cell__v1__stats_response__descriptor, AGENT_CALL_TIMEOUT_MS,
+			  (ProtobufCMessage **)resp, err);
+}

@@ -51,6 +51,9 @@ int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 		    const Kiyot__Cell__V1__ExecSyncRequest *req,
 		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err);
 
+int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
+		struct err *err);
+
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
 char *cells_bootstrap(struct kiyot *k, const struct cell_request *req, const char *agent_state);
 

@@ -123,7 +123,7 @@ CRI_HANDLER(unimplemented)
 	(void)resp;
 	return err_set(err, ENOSYS,
 		       "kiyot does not serve this method yet (streaming exec/attach/port-forward, "
-		       "stats, checkpoints and live resource updates come later); ExecSync works");
+		       "checkpoints and live resource updates come later); ExecSync works");
 }
 
 CRI_HANDLER(runtime_config)

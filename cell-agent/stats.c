@@ -1,0 +1,103 @@
+/*
+ * stats.c: resource usage of a cell and its units, read from cgroup v1 (cpuacct, memory) and
+ * from the units' writable layers. Feeds CRI's stats calls (kubectl top).
+ */
+#include "stats.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+#define CGROUP_FILE_MAX 65536
+
+/* One number from a cgroup file; 0 when unreadable. */
+static uint64_t read_u64(const char *ctrl, const char *cg, const char *file)
+{
+	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/%s%s/%s", ctrl, cg, file);
+	_cleanup_free_ char *text = NULL;
+	struct err err = ERR_INIT;
+
+	if (fs_read_file(path, CGROUP_FILE_MAX, &text, NULL, &err) < 0)
+		return 0;
+	return strtoull(text, NULL, 10);
+}
+
+/* A "key value" line of memory.stat. */
+static uint64_t stat_field(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, key, n) == 0 && p[n] == ' ')
+			return strtoull(p + n + 1, NULL, 10);
+	return 0;
+}
+
+static int cgroup_exists(const char *cg)
+{
+	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s", cg);
+
+	return fs_exists(path);
+}
+
+void stats_read_cgroup(const char *cg, struct resource_usage *u)
+{
+	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s/memory.stat", cg);
+	_cleanup_free_ char *text = NULL;
+	struct err err = ERR_INIT;
+	uint64_t inactive = 0;
+
+	u->timestamp_ns = clock_now_ns();
+	u->cpu_usage_ns = read_u64("cpuacct", cg, "cpuacct.usage");
+	u->memory_usage_bytes = read_u64("memory", cg, "memory.usage_in_bytes");
+	if (fs_read_file(path, CGROUP_FILE_MAX, &text, NULL, &err) == 0) {
+		inactive = stat_field(text, "total_inactive_file");
+		u->memory_rss_bytes = stat_field(text, "total_rss");
+		u->memory_page_faults = stat_field(text, "total_pgfault");
+		u->memory_major_page_faults = stat_field(text, "total_pgmajfault");
+	}
+	u->memory_working_set_bytes =
+		u->memory_usage_bytes > inactive ? u->memory_usage_bytes - inactive : 0;
+}
+
+/* nftw has no context argument; the walk is short and the agent serialises stats calls. */
+static __thread uint64_t walk_bytes, walk_inodes;
+
+static int add_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)flag;
+	(void)ftw;
+	walk_bytes += (uint64_t)st->st_blocks * 512;
+	walk_inodes++;
+	return 0;
+}
+
+void stats_read_dir(const char *dir, uint64_t *bytes, uint64_t *inodes)
+{
+	walk_bytes = walk_inodes = 0;
+	if (fs_exists(dir))
+		nftw(dir, add_entry, 16, FTW_PHYS | FTW_MOUNT);
+	*bytes = walk_bytes;
+	*inodes = walk_inodes;
+}
+
+int stats_unit(const char *cell_cgroup, const char *state_dir, const char *unit_id,
+	       struct resource_usage *u)
+{
+	_cleanup_free_ char *cg = xasprintf("%s/%s", cell_cgroup, unit_id);
+	_cleanup_free_ char *upper = xasprintf("%s/units/%s/upper", state_dir, unit_id);
+
+	memset(u, 0, sizeof(*u));
+	if (!cgroup_exists(cg))
+		return 0;
+	stats_read_cgroup(cg, u);
+	stats_read_dir(upper, &u->writable_layer_bytes, &u->writable_layer_inodes);
+	return 1;
+}
