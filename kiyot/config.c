@@ -13,7 +13,7 @@
  *	  bridge: kiyot0
  *	  agent: /usr/local/bin/cell-agent
  *	  agentPort: 7443
- *	  restartBackoff: 10s base, as milliseconds: 10000
+ *	  restartBackoffMs: 10000     (first restart delay of a unit; doubles to 5 min)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
  */
 #include "kiyot.h"
