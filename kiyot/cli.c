@@ -156,14 +156,20 @@ static char *volume_dir(const char *state_dir, const char *uid, const char *name
 	return xasprintf("%s/pods/%s/volumes/empty-dir/%s", state_dir, uid, name);
 }
 
+/* Marks the init containers `kiyot run` creates, so `kiyot get pods` counts readiness as
+ * kubectl does (app containers only). */
+#define LABEL_INIT "kiyot.elotl.co/init-container"
+
 static Runtime__V1__ContainerConfig *container_config(struct arena *a, const struct podspec *p,
 						      const struct podspec_container *ct,
-						      const char *uid, const char *state_dir)
+						      const char *uid, const char *state_dir,
+						      int init)
 {
 	Runtime__V1__ContainerConfig *cfg = arena_alloc(a, sizeof(*cfg));
 	const char *labels[] = { "io.kubernetes.container.name", ct->name, "io.kubernetes.pod.name",
 				 p->name, "io.kubernetes.pod.namespace", p->namespace,
-				 "io.kubernetes.pod.uid", uid, NULL };
+				 "io.kubernetes.pod.uid", uid, init ? LABEL_INIT : NULL, "true",
+				 NULL };
 	Runtime__V1__LinuxContainerResources *r;
 	char logp[300];
 
@@ -283,7 +289,7 @@ static int start_one(struct cli *c, struct arena *a, const struct podspec *p,
 	if (pull(c, ct->image, sb, err) < 0)
 		return err_wrap(err, "%s %s", kind, ct->name);
 	creq.pod_sandbox_id = (char *)sandbox_id;
-	creq.config = container_config(a, p, ct, sb->metadata->uid, state_dir);
+	creq.config = container_config(a, p, ct, sb->metadata->uid, state_dir, init);
 	creq.sandbox_config = sb;
 	if (call(c, RT "CreateContainer", &creq.base,
 		 &runtime__v1__create_container_response__descriptor, &cresp, err) < 0)
@@ -472,7 +478,15 @@ static const char *pod_phase(const Runtime__V1__PodSandbox *sb,
 
 	*ready = *total = 0;
 	for (size_t i = 0; i < cs->n_containers; i++) {
-		if (strcmp(cs->containers[i]->pod_sandbox_id, sb->id) != 0)
+		const Runtime__V1__Container *ct = cs->containers[i];
+		int init = 0;
+
+		if (strcmp(ct->pod_sandbox_id, sb->id) != 0)
+			continue;
+		for (size_t l = 0; l < ct->n_labels; l++)
+			if (strcmp(ct->labels[l]->key, LABEL_INIT) == 0)
+				init = 1;
+		if (init)
 			continue;
 		(*total)++;
 		switch (cs->containers[i]->state) {
