@@ -329,5 +329,9 @@ CRI_HANDLER(image_fs_info)
 	out->image_filesystems = rpc_alloc(call, sizeof(*out->image_filesystems));
 	out->image_filesystems[0] = u;
 	out->n_image_filesystems = 1;
+	/* containers' writable layers live in cells too */
+	out->container_filesystems = rpc_alloc(call, sizeof(*out->container_filesystems));
+	out->container_filesystems[0] = u;
+	out->n_container_filesystems = 1;
 	return 0;
 }

@@ -122,6 +122,21 @@ static void set_field(char **dst, const char *v)
 	*dst = xstrdup(v);
 }
 
+/* Undoes a RunPodSandbox that failed after its record was made: the cell and the record go. */
+static void run_undo(struct kiyot *k, struct sandbox *sb)
+{
+	struct err err = ERR_INIT;
+
+	if (cells_terminate(k->cells, sb->cell_id, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+	pthread_mutex_lock(&k->lock);
+	sandbox_unlink(k, sb);
+	if (store_delete_sandbox(k->store, sb->id, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+	pthread_mutex_unlock(&k->lock);
+	sandbox_free(sb);
+}
+
 CRI_HANDLER(run_pod_sandbox)
 {
 	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
@@ -205,21 +220,11 @@ CRI_HANDLER(run_pod_sandbox)
 	out->pod_sandbox_id = rpc_strdup(call, sb->id);
 	size_choice_release(&choice);
 	return 0;
-fail: {
-	struct err terr = ERR_INIT;
-
+fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
-	if (cells_terminate(k->cells, sb->cell_id, &terr) < 0)
-		log_error("sandbox %s: %s", sb->id, terr.msg);
-	pthread_mutex_lock(&k->lock);
-	sandbox_unlink(k, sb);
-	if (store_delete_sandbox(k->store, sb->id, &terr) < 0)
-		log_error("sandbox %s: %s", sb->id, terr.msg);
-	pthread_mutex_unlock(&k->lock);
-	sandbox_free(sb);
+	run_undo(k, sb);
 	size_choice_release(&choice);
 	return -err->code;
-}
 }
 
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)

@@ -508,6 +508,15 @@ static enum cell_phase record_phase(const struct cell_record *r)
 	return cell_record_agent_alive(r) ? CELL_RUNNING : CELL_FAILED;
 }
 
+/* Removes whatever a failed launch made. */
+static void undo_launch(struct local_provider *p, const char *id)
+{
+	struct err undo = ERR_INIT;
+
+	if (cell_teardown(p, id, &undo) < 0)
+		log_warn("local provider: undoing failed launch: %s", undo.msg);
+}
+
 /* Builds a cell for spec whose id holds no record: reserve an address and record it first
  * (so a crash leaves something list and terminate find), then network, cgroups, agent. */
 static int cell_build(struct local_provider *p, const struct cell_spec *spec,
@@ -560,12 +569,8 @@ static int cell_build(struct local_provider *p, const struct cell_spec *spec,
 		goto fail;
 	cell_record_to_info(&r, CELL_RUNNING, out);
 	goto done;
-fail: {
-	struct err undo = ERR_INIT;
-
-	if (cell_teardown(p, spec->cell_id, &undo) < 0)
-		log_warn("local provider: undoing failed launch: %s", undo.msg);
-}
+fail:
+	undo_launch(p, spec->cell_id);
 done:
 	if (ns_fd >= 0)
 		close(ns_fd);
