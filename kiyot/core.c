@@ -400,6 +400,7 @@ void kiyot_close(struct kiyot *k)
 		k->images = i->next;
 		image_rec_free(i);
 	}
+	kiyot_auths_free(k);
 	store_close(k->store);
 	free(k->cluster_id);
 	free(k->runtime_config_cidr);

@@ -17,13 +17,70 @@
 #include "store.h"
 #include "xalloc.h"
 
-/* Auth of the last pull per image, kept in memory only (never on disk, never logged), for
- * cells that later need the same image. */
+/* Credentials of the last pull per image id, in memory only (never on disk, never logged),
+ * for cells that later need the same image by digest. */
 struct remembered_auth {
-	char *image;
+	char *image_id;
 	Kiyot__Cell__V1__RegistryAuth auth;
 	struct remembered_auth *next;
 };
+
+static void auth_free(struct remembered_auth *a)
+{
+	free(a->image_id);
+	free(a->auth.username);
+	free(a->auth.password);
+	free(a->auth.auth);
+	free(a->auth.server_address);
+	free(a->auth.identity_token);
+	free(a->auth.registry_token);
+	free(a);
+}
+
+/* Keeps the credentials a pull used. Needs k->lock. */
+static void auth_remember(struct kiyot *k, const char *image_id,
+			  const Runtime__V1__AuthConfig *auth)
+{
+	struct remembered_auth *a, **pp;
+
+	for (pp = &k->auths; (a = *pp); pp = &a->next)
+		if (strcmp(a->image_id, image_id) == 0) {
+			*pp = a->next;
+			auth_free(a);
+			break;
+		}
+	if (!auth)
+		return;
+	a = xcalloc(1, sizeof(*a));
+	kiyot__cell__v1__registry_auth__init(&a->auth);
+	a->image_id = xstrdup(image_id);
+	a->auth.username = xstrdup(auth->username);
+	a->auth.password = xstrdup(auth->password);
+	a->auth.auth = xstrdup(auth->auth);
+	a->auth.server_address = xstrdup(auth->server_address);
+	a->auth.identity_token = xstrdup(auth->identity_token);
+	a->auth.registry_token = xstrdup(auth->registry_token);
+	a->next = k->auths;
+	k->auths = a;
+}
+
+const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id)
+{
+	for (struct remembered_auth *a = k->auths; a; a = a->next)
+		if (strcmp(a->image_id, image_id) == 0)
+			return &a->auth;
+	return NULL;
+}
+
+void kiyot_auths_free(struct kiyot *k)
+{
+	while (k->auths) {
+		struct remembered_auth *a = k->auths;
+
+		k->auths = a->next;
+		auth_free(a);
+	}
+}
 
 /* Does the newline-separated list contain s as a whole line? */
 static int list_has(const char *list, const char *s)
@@ -279,6 +336,7 @@ CRI_HANDLER(pull_image)
 		return -err->code;
 	pthread_mutex_lock(&k->lock);
 	image_remember(k, r->image->image, ares);
+	auth_remember(k, ares->image_id, r->auth);
 	pthread_mutex_unlock(&k->lock);
 	out->image_ref = rpc_strdup(call, ares->image_id);
 	protobuf_c_message_free_unpacked(&ares->base, NULL);

@@ -21,6 +21,7 @@ struct cellmgr;
 struct catalog;
 struct rpc_server;
 struct events;
+struct remembered_auth;
 
 struct kiyot_config {
 	char *socket;        /* CRI socket path */
@@ -52,6 +53,7 @@ struct kiyot {
 	struct catalog *catalog;
 	struct cellmgr *cells;
 	struct events *events;      /* GetContainerEvents subscribers */
+	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */
@@ -77,6 +79,10 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
 /* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
 char *kiyot_log_file(struct kiyot *k, const struct container *c);
+
+/* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
+const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
+void kiyot_auths_free(struct kiyot *k);
 
 /* Called by the cell manager's watch threads. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
