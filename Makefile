@@ -19,6 +19,8 @@ CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgpr -pthread $(SAN)
 
 .PHONY: all clean test unit integration demo bench asan lint deps
+# keep generated sources and objects that make would otherwise treat as intermediate
+.SECONDARY:
 all: $(BUILD)/kiyot $(BUILD)/cell-agent
 
 include proto/module.mk
