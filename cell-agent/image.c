@@ -196,8 +196,8 @@ static const char *image_hex(const char *id)
 	return id + strlen("sha256:");
 }
 
-/* Reads the "config" object of an image config blob (all fields optional). */
-static int rec_read_config(struct img_rec *r, const json_t *cfg, struct err *err)
+/* Reads the "config" object of an image config blob (all fields optional) into info. */
+static int config_read(struct image_info *info, const json_t *cfg, struct err *err)
 {
 	json_t *c = json_object_get(cfg, "config");
 	json_t *user, *wd;
@@ -205,12 +205,12 @@ static int rec_read_config(struct img_rec *r, const json_t *cfg, struct err *err
 
 	if (c && !json_is_null(c) && !json_is_object(c))
 		return err_set(err, EPROTO, "config: expected an object");
-	ret = strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint", &r->entrypoint,
-			     err);
+	ret = strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint",
+			     &info->entrypoint, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(c, "Cmd"), "config.Cmd", &r->cmd, err);
+		ret = strv_from_json(json_object_get(c, "Cmd"), "config.Cmd", &info->cmd, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(c, "Env"), "config.Env", &r->env, err);
+		ret = strv_from_json(json_object_get(c, "Env"), "config.Env", &info->env, err);
 	if (ret < 0)
 		return ret;
 	user = json_object_get(c, "User");
@@ -218,9 +218,26 @@ static int rec_read_config(struct img_rec *r, const json_t *cfg, struct err *err
 	if ((user && !json_is_string(user) && !json_is_null(user)) ||
 	    (wd && !json_is_string(wd) && !json_is_null(wd)))
 		return err_set(err, EPROTO, "config.User and config.WorkingDir must be strings");
-	r->user = xstrdup(json_is_string(user) ? json_string_value(user) : "");
-	r->working_dir = xstrdup(json_is_string(wd) ? json_string_value(wd) : "");
+	info->user = xstrdup(json_is_string(user) ? json_string_value(user) : "");
+	info->working_dir = xstrdup(json_is_string(wd) ? json_string_value(wd) : "");
 	return 0;
+}
+
+/* A new record for a resolved image, known by no reference yet. */
+static struct img_rec *rec_from_info(const struct image_info *info)
+{
+	struct img_rec *r = xcalloc(1, sizeof(*r));
+
+	r->id = xstrdup(info->image_id);
+	r->refs = xcalloc(1, sizeof(char *));
+	r->digests = xcalloc(1, sizeof(char *));
+	r->size = info->size;
+	r->entrypoint = strv_dup(info->entrypoint);
+	r->cmd = strv_dup(info->cmd);
+	r->env = strv_dup(info->env);
+	r->user = xstrdup(info->user);
+	r->working_dir = xstrdup(info->working_dir);
+	return r;
 }
 
 static json_t *rec_to_json(const struct img_rec *r)
@@ -716,12 +733,12 @@ static void store_attach(struct image_store *s, struct img_rec *r, const char *r
 	}
 }
 
-/* Fetches the image config and builds the record the image will be known by. */
-static int image_config(struct reg_client *c, const struct img_manifest *m, struct img_rec **out,
-			struct err *err)
+/* Fetches the image config blob (verified against the manifest's digest and size) and fills
+ * info's image id, size and run settings from it. */
+static int image_config(struct reg_client *c, const struct img_manifest *m,
+			struct image_info *info, struct err *err)
 {
 	_cleanup_free_ char *body = NULL;
-	struct img_rec *r;
 	json_error_t jerr;
 	size_t len = 0;
 	json_t *j;
@@ -733,25 +750,61 @@ static int image_config(struct reg_client *c, const struct img_manifest *m, stru
 	ret = reg_fetch_blob_mem(c, m->config_digest, REG_MAX_MANIFEST, &body, &len, err);
 	if (ret < 0)
 		return ret;
+	if ((int64_t)len != m->config_size)
+		return err_set(err, EBADMSG, "image config %s: %zu bytes, the manifest says %lld",
+			       m->config_digest, len, (long long)m->config_size);
 	j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		return err_set(err, EPROTO, "image config %s: invalid JSON: %s", m->config_digest,
 			       j ? "not an object" : jerr.text);
 	}
-	r = xcalloc(1, sizeof(*r));
-	r->id = xstrdup(m->config_digest);
-	r->refs = xcalloc(1, sizeof(char *));
-	r->digests = xcalloc(1, sizeof(char *));
+	info->image_id = xstrdup(m->config_digest);
+	info->size = 0;
 	for (size_t i = 0; i < m->n_layers; i++)
-		r->size += (uint64_t)m->layers[i].size;
-	ret = rec_read_config(r, j, err);
+		info->size += (uint64_t)m->layers[i].size;
+	ret = config_read(info, j, err);
 	json_decref(j);
-	if (ret < 0) {
-		rec_free(r);
+	if (ret < 0)
 		return err_wrap(err, "image config %s", m->config_digest);
+	return 0;
+}
+
+/* Resolves a parsed reference at its registry without fetching any layer: the manifest
+ * (through an index to its linux/amd64 entry) and the verified image config. *out gets all of
+ * image_info but the root file system (rootfs ""), *m the manifest. With client non-NULL the
+ * open registry client is handed to the caller for the layers; otherwise it is closed. */
+static int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref,
+				const char *norm, const struct image_auth *auth,
+				struct reg_client **client, struct img_manifest *m,
+				struct image_info **out, struct err *err)
+{
+	struct reg_client *c = NULL;
+	struct image_info *info = NULL;
+	_cleanup_free_ char *top = NULL;
+	int ret;
+
+	ret = reg_client_new(rc, ref->host, ref->repository, auth, &c, err);
+	if (ret == 0)
+		ret = image_resolve(c, ref->digest ? ref->digest : ref->tag, m, &top, err);
+	if (ret == 0) {
+		info = xcalloc(1, sizeof(*info));
+		info->ref = xstrdup(norm);
+		info->repo_digest = xasprintf("%s/%s@%s", ref->host, ref->repository, top);
+		info->rootfs = xstrdup("");
+		ret = image_config(c, m, info, err);
 	}
-	*out = r;
+	if (ret < 0) {
+		image_info_free(info);
+		manifest_release(m);
+		reg_client_free(c);
+		return ret;
+	}
+	if (client)
+		*client = c;
+	else
+		reg_client_free(c);
+	*out = info;
 	return 0;
 }
 
@@ -793,35 +846,32 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 {
 	struct reg_client *c = NULL;
 	struct img_manifest m = {0};
-	_cleanup_free_ char *top = NULL;
-	_cleanup_free_ char *repo_digest = NULL;
+	struct image_info *remote = NULL;
 	struct img_rec *r = NULL, *cur;
 	int ret;
 
-	ret = reg_client_new(s->rc, ref->host, ref->repository, auth, &c, err);
-	if (ret == 0)
-		ret = image_resolve(c, ref->digest ? ref->digest : ref->tag, &m, &top, err);
-	if (ret == 0)
-		ret = image_config(c, &m, &r, err);
-	if (ret == 0)
-		ret = image_materialize(s, c, &m, r, err);
+	ret = image_resolve_remote(s->rc, ref, norm, auth, &c, &m, &remote, err);
+	if (ret < 0)
+		return ret;
+	r = rec_from_info(remote);
+	ret = image_materialize(s, c, &m, r, err);
 	if (ret == 1)
 		r = NULL; /* now owned by the store */
 	if (ret >= 0) {
-		repo_digest = xasprintf("%s/%s@%s", ref->host, ref->repository, top);
 		pthread_mutex_lock(&s->mu);
-		cur = store_find_id(s, m.config_digest);
+		cur = store_find_id(s, remote->image_id);
 		if (cur) {
-			store_attach(s, cur, norm, repo_digest);
-			*out = rec_info(s, cur, norm, repo_digest);
+			store_attach(s, cur, norm, remote->repo_digest);
+			*out = rec_info(s, cur, norm, remote->repo_digest);
 			ret = 0;
 		} else {
 			ret = err_set(err, ENOENT, "image %s vanished from the store",
-				      m.config_digest);
+				      remote->image_id);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
 	rec_free(r);
+	image_info_free(remote);
 	manifest_release(&m);
 	reg_client_free(c);
 	return ret;
@@ -865,6 +915,26 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 	if (ret < 0)
 		err_wrap(err, "image %s", norm);
 	flight_end(s, f, ret, err);
+	image_ref_release(&r);
+	return ret;
+}
+
+int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
+		  struct image_info **out, struct err *err)
+{
+	struct image_ref r = {0};
+	struct img_manifest m = {0};
+	_cleanup_free_ char *norm = NULL;
+	int ret;
+
+	ret = image_ref_parse(ref, &r, err);
+	if (ret < 0)
+		return ret;
+	norm = image_ref_string(&r);
+	ret = image_resolve_remote(rc, &r, norm, auth, NULL, &m, out, err);
+	if (ret < 0)
+		err_wrap(err, "image %s", norm);
+	manifest_release(&m);
 	image_ref_release(&r);
 	return ret;
 }

@@ -35,7 +35,7 @@ struct image_info {
 	char *ref;          /* normalised reference: "docker.io/library/busybox:latest" */
 	char *repo_digest;  /* "docker.io/library/busybox@sha256:..." */
 	char *image_id;     /* "sha256:<config digest>" */
-	char *rootfs;       /* flattened root file system; read-only for callers */
+	char *rootfs;       /* flattened root file system, read-only for callers; "" from inspect */
 	uint64_t size;      /* sum of compressed layer sizes */
 	/* From the image config ("config" object); NULL-terminated arrays, never NULL. */
 	char **entrypoint;
@@ -58,6 +58,13 @@ void image_store_set_limits(struct image_store *s, uint64_t max_layer, uint64_t 
  * Errors say what failed and where: "image 10.77.0.1:5000/nope:1: manifest unknown (404)". */
 int image_pull(struct image_store *s, const char *ref, const struct image_auth *auth,
 	       struct image_info **out, struct err *err);
+/* Resolves ref at its registry the way image_pull does (mirrors, auth, index -> linux/amd64,
+ * digest checks) but fetches only the verified image config, never a layer, and stores
+ * nothing: for a node that keeps no layers and hands the repo digest to a cell that pulls later.
+ * *out has rootfs "" and size = sum of the manifest's compressed layer sizes. rc may be NULL.
+ * Errors read as image_pull's ("image <ref>: manifest unknown (404)"). Thread safe. */
+int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
+		  struct image_info **out, struct err *err);
 /* A cached image by reference or image id; -ENOENT when not pulled. */
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out,
 		 struct err *err);

@@ -5,6 +5,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -275,6 +276,7 @@ static void *make_layer(const char *const *files, size_t n, size_t *len)
 
 /* What a published test image is made of. */
 struct pub {
+	size_t layer_size;
 	char *layer_digest;
 	char *config_digest;
 	char *manifest_digest;
@@ -301,6 +303,7 @@ static void publish(struct server *s, const char *tag, bool docker, const char *
 			     "\"WorkingDir\":\"/srv\"},\"rootfs\":{\"type\":\"layers\"}}";
 	char path[256];
 
+	p->layer_size = llen;
 	p->layer_digest = sha256_of(layer, llen);
 	p->config_digest = sha256_of(config, strlen(config));
 	p->manifest = xasprintf(
@@ -407,6 +410,31 @@ static const char *rootfs_file(const struct image_info *info, const char *rel)
 	if (fs_read_file(path, sizeof(data) - 1, &text, NULL, &err) == 0)
 		snprintf(data, sizeof(data), "%s", text);
 	return data;
+}
+
+/* How many entries (besides . and ..) directory path holds. */
+static int dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Flips the last byte of every route serving path_part: same size, different content. */
+static void corrupt_routes(struct server *s, const char *path_part)
+{
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < s->n; i++)
+		if (strstr(s->routes[i].path, path_part))
+			s->routes[i].body[s->routes[i].len - 1] ^= 0x55;
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- tests ---- */
@@ -641,12 +669,7 @@ static void test_image__blob_digest_mismatch_is_refused(void **state)
 	_cleanup_free_ char *dir = NULL;
 
 	publish(&f->srv, "bad", false, app_files, ARRAY_SIZE(app_files), false, &p);
-	/* same size, different bytes */
-	pthread_mutex_lock(&f->srv.mu);
-	for (size_t i = 0; i < f->srv.n; i++)
-		if (strstr(f->srv.routes[i].path, p.layer_digest))
-			f->srv.routes[i].body[f->srv.routes[i].len - 1] ^= 0x55;
-	pthread_mutex_unlock(&f->srv.mu);
+	corrupt_routes(&f->srv, p.layer_digest);
 	assert_true(image_pull(f->store, ref, NULL, &info, &err) < 0);
 	assert_int_equal(err.code, EBADMSG);
 	want = xasprintf("blob %s: content hash sha256:", p.layer_digest);
@@ -785,6 +808,97 @@ static void test_image__escaping_layer_leaves_no_image(void **state)
 	pub_release(&p);
 }
 
+static void test_image__inspect_reads_config_and_fetches_no_layer(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	struct pub p = {0};
+	_cleanup_free_ char *ref = ref_of(f, ":insp");
+	_cleanup_free_ char *rd = NULL;
+	_cleanup_free_ char *layer_path = NULL;
+	_cleanup_free_ char *blobs = xasprintf("%s/blobs/sha256", f->root);
+	_cleanup_free_ char *images = xasprintf("%s/images", f->root);
+
+	publish(&f->srv, "insp", true, app_files, ARRAY_SIZE(app_files), false, &p);
+	if (image_inspect(f->rc, ref, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	rd = xasprintf("127.0.0.1:%d/test/app@%s", f->srv.port, p.manifest_digest);
+	assert_string_equal(info->ref, ref);
+	assert_string_equal(info->repo_digest, rd);
+	assert_string_equal(info->image_id, p.config_digest);
+	assert_int_equal(info->size, p.layer_size);
+	assert_string_equal(info->rootfs, "");
+	assert_string_equal(info->entrypoint[0], "/bin/app");
+	assert_null(info->entrypoint[1]);
+	assert_string_equal(info->cmd[0], "--serve");
+	assert_null(info->cmd[1]);
+	assert_string_equal(info->env[0], "PATH=/bin");
+	assert_string_equal(info->env[1], "MODE=test");
+	assert_null(info->env[2]);
+	assert_string_equal(info->user, "1000:1000");
+	assert_string_equal(info->working_dir, "/srv");
+	image_info_free(info);
+
+	/* the layer was never asked for and nothing was stored */
+	layer_path = xasprintf("/v2/test/app/blobs/%s", p.layer_digest);
+	assert_int_equal(route_hits(&f->srv, layer_path), 0);
+	assert_int_equal(route_hits(&f->srv, "/v2/test/app/manifests/insp"), 1);
+	assert_int_equal(dir_entries(blobs), 0);
+	assert_int_equal(dir_entries(images), 0);
+
+	/* the repo digest it reports is what a later pull by digest fetches */
+	if (image_pull(f->store, rd, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(info->image_id, p.config_digest);
+	assert_string_equal(info->repo_digest, rd);
+	image_info_free(info);
+	pub_release(&p);
+}
+
+static void test_image__inspect_unknown_manifest_is_404(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	_cleanup_free_ char *ref = ref_of(f, ":absent");
+	int port = closed_port();
+	_cleanup_free_ char *dead = xasprintf("127.0.0.1:%d/test/app:1", port);
+	_cleanup_free_ char *where = xasprintf("127.0.0.1:%d", port);
+
+	assert_int_equal(image_inspect(f->rc, ref, NULL, &info, &err), -ENOENT);
+	assert_null(info);
+	assert_non_null(strstr(err.msg, ref));
+	assert_non_null(strstr(err.msg, "manifest unknown (404)"));
+
+	/* an unreachable registry is named (no registry configuration: HTTPS, refused) */
+	err_clear(&err);
+	assert_true(image_inspect(NULL, dead, NULL, &info, &err) < 0);
+	assert_non_null(strstr(err.msg, "unreachable"));
+	assert_non_null(strstr(err.msg, where));
+}
+
+static void test_image__inspect_refuses_config_with_wrong_digest(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	struct pub p = {0};
+	_cleanup_free_ char *ref = ref_of(f, ":badcfg");
+	_cleanup_free_ char *want = NULL;
+
+	publish(&f->srv, "badcfg", false, app_files, ARRAY_SIZE(app_files), false, &p);
+	corrupt_routes(&f->srv, p.config_digest);
+	assert_true(image_inspect(f->rc, ref, NULL, &info, &err) < 0);
+	assert_null(info);
+	assert_int_equal(err.code, EBADMSG);
+	want = xasprintf("blob %s: content hash sha256:", p.config_digest);
+	assert_non_null(strstr(err.msg, want));
+	assert_non_null(strstr(err.msg, "does not match"));
+	assert_non_null(strstr(err.msg, ref));
+	pub_release(&p);
+}
+
 struct puller {
 	struct fix *f;
 	const char *ref;
@@ -855,6 +969,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_image__concurrent_pulls_download_once, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__inspect_reads_config_and_fetches_no_layer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image__inspect_unknown_manifest_is_404, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__inspect_refuses_config_with_wrong_digest, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
