@@ -538,6 +538,8 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	free(v);
 	v = cg_value("pids", "kvt-one", "pids.max");
 	assert_string_equal(v, "4096");
+	free(v);
+	v = NULL;
 
 	pid = recorded_agent_pid(f, "kvt-one");
 	assert_true(pid > 1);
@@ -552,6 +554,8 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	assert_int_equal(st_boot.st_mode & 0777, 0600);
 	assert_ok(fs_read_file(boot, 65536, &data, NULL, &err));
 	assert_string_equal(data, spec.bootstrap);
+	free(data);
+	data = NULL;
 	assert_true(file_gets(logp, want_args));
 	cell_info_release(&info);
 
