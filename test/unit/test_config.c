@@ -1,0 +1,255 @@
+/*
+ * Unit tests for kiyot/config.c: defaults, then a config file in YAML or JSON. An operator's
+ * mistake in the file must be refused with the key at fault, never silently ignored.
+ * Fixtures: test/fixtures/config/.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kiyot.h"
+
+#define FIX "test/fixtures/config/"
+#define MIB (1024LL * 1024)
+
+/* Loads a fixture over the defaults; fails the test on an error. */
+static void load_ok(struct kiyot_config *c, const char *name)
+{
+	struct err err = ERR_INIT;
+
+	kiyot_config_defaults(c);
+	if (kiyot_config_load_file(c, name, &err) < 0)
+		fail_msg("%s: %s", name, err.msg);
+}
+
+/* Loads a fixture that must be refused; returns the message in err. */
+static void load_bad(const char *name, struct err *err)
+{
+	struct kiyot_config c;
+
+	kiyot_config_defaults(&c);
+	assert_true(kiyot_config_load_file(&c, name, err) < 0);
+	assert_int_equal(err->code, EINVAL);
+	kiyot_config_release(&c);
+}
+
+/* The defaults a kiyot started without a file runs with. */
+static void test_config__defaults(void **state)
+{
+	struct kiyot_config c;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_string_equal(c.socket, "/run/kiyot/kiyot.sock");
+	assert_string_equal(c.state_dir, "/var/lib/kiyot");
+	assert_string_equal(c.log_level, "info");
+	assert_string_equal(c.region, "us-east-1");
+	assert_string_equal(c.default_instance_type, "");
+	assert_string_equal(c.provider, "local");
+	assert_string_equal(c.cell_cidr, "10.77.0.0/16");
+	assert_string_equal(c.bridge, "kiyot0");
+	assert_non_null(c.agent_path);
+	assert_true(strlen(c.agent_path) > strlen("/cell-agent"));
+	assert_string_equal(c.agent_path + strlen(c.agent_path) - strlen("/cell-agent"),
+			    "/cell-agent");
+	assert_int_equal(c.agent_port, 7443);
+	assert_int_equal(c.reserve_cpu_milli, 0);
+	assert_int_equal(c.reserve_memory_bytes, 0);
+	assert_int_equal(c.restart_backoff_ms, 10000);
+	assert_null(c.registries);
+	kiyot_config_release(&c);
+}
+
+/* A YAML file sets every field. */
+static void test_config__full_yaml_sets_every_field(void **state)
+{
+	struct kiyot_config c;
+	json_t *k8s;
+
+	(void)state;
+	load_ok(&c, FIX "full.yaml");
+	assert_string_equal(c.socket, "/run/kiyot-test/cri.sock");
+	assert_string_equal(c.state_dir, "/var/lib/kiyot-test");
+	assert_string_equal(c.log_level, "debug");
+	assert_string_equal(c.region, "eu-west-1");
+	assert_string_equal(c.default_instance_type, "t3.small");
+	assert_int_equal(c.reserve_cpu_milli, 250);
+	assert_int_equal(c.reserve_memory_bytes, 64 * MIB);
+	assert_string_equal(c.provider, "local");
+	assert_string_equal(c.cell_cidr, "10.99.0.0/16");
+	assert_string_equal(c.bridge, "kiyotx0");
+	assert_string_equal(c.agent_path, "/opt/kiyot/bin/cell-agent");
+	assert_int_equal(c.agent_port, 9443);
+	assert_int_equal(c.restart_backoff_ms, 2500);
+	assert_non_null(c.registries);
+	assert_true(json_is_true(
+		json_object_get(json_object_get(c.registries, "10.99.0.1:5000"), "insecure")));
+	k8s = json_object_get(json_object_get(c.registries, "registry.k8s.io"), "mirrors");
+	assert_int_equal(json_array_size(k8s), 1);
+	assert_string_equal(json_string_value(json_array_get(k8s, 0)), "http://10.99.0.1:5000");
+	kiyot_config_release(&c);
+}
+
+/* The same settings in JSON; a CPU reserve given as a number of cores. */
+static void test_config__full_json_sets_every_field(void **state)
+{
+	struct kiyot_config c;
+
+	(void)state;
+	load_ok(&c, FIX "full.json");
+	assert_string_equal(c.socket, "/run/kiyot-json/cri.sock");
+	assert_string_equal(c.state_dir, "/var/lib/kiyot-json");
+	assert_string_equal(c.log_level, "warn");
+	assert_string_equal(c.region, "us-west-2");
+	assert_string_equal(c.default_instance_type, "c5.large");
+	assert_int_equal(c.reserve_cpu_milli, 500);
+	assert_int_equal(c.reserve_memory_bytes, 1024 * MIB);
+	assert_string_equal(c.provider, "local");
+	assert_string_equal(c.cell_cidr, "10.98.0.0/16");
+	assert_string_equal(c.bridge, "kiyotj0");
+	assert_string_equal(c.agent_path, "/srv/cell-agent");
+	assert_int_equal(c.agent_port, 8443);
+	assert_int_equal(c.restart_backoff_ms, 100);
+	assert_true(json_is_true(json_object_get(
+		json_object_get(c.registries, "registry.example:5000"), "insecure")));
+	kiyot_config_release(&c);
+}
+
+/* What the file leaves out keeps its default. */
+static void test_config__omitted_settings_keep_defaults(void **state)
+{
+	struct kiyot_config c, d;
+
+	(void)state;
+	load_ok(&c, FIX "partial.yaml");
+	kiyot_config_defaults(&d);
+	assert_string_equal(c.log_level, "error");
+	assert_string_equal(c.socket, d.socket);
+	assert_string_equal(c.state_dir, d.state_dir);
+	assert_string_equal(c.region, d.region);
+	assert_string_equal(c.default_instance_type, d.default_instance_type);
+	assert_string_equal(c.provider, d.provider);
+	assert_string_equal(c.cell_cidr, d.cell_cidr);
+	assert_string_equal(c.bridge, d.bridge);
+	assert_string_equal(c.agent_path, d.agent_path);
+	assert_int_equal(c.agent_port, d.agent_port);
+	assert_int_equal(c.reserve_cpu_milli, 0);
+	assert_int_equal(c.reserve_memory_bytes, 0);
+	assert_int_equal(c.restart_backoff_ms, d.restart_backoff_ms);
+	assert_null(c.registries);
+	kiyot_config_release(&c);
+	kiyot_config_release(&d);
+}
+
+/* A misspelt key is refused by name (stateDirectory for stateDir), with the file's path. */
+static void test_config__unknown_key_is_named(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "unknown-key.yaml", &err);
+	assert_non_null(strstr(err.msg, "stateDirectory"));
+	assert_non_null(strstr(err.msg, "unknown"));
+	assert_non_null(strstr(err.msg, "unknown-key.yaml"));
+}
+
+/* A nested misspelt key is named with its section: cells.agentport. */
+static void test_config__unknown_nested_key_is_named(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "unknown-cells-key.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.agentport"));
+}
+
+/* Values of the wrong type name the key and what it must be. */
+static void test_config__wrong_types_name_the_key(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "wrong-type-socket.yaml", &err);
+	assert_non_null(strstr(err.msg, "socket"));
+	assert_non_null(strstr(err.msg, "string"));
+
+	err_clear(&err);
+	load_bad(FIX "wrong-type-port.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.agentPort"));
+	assert_non_null(strstr(err.msg, "integer"));
+
+	err_clear(&err);
+	load_bad(FIX "port-out-of-range.json", &err);
+	assert_non_null(strstr(err.msg, "cells.agentPort"));
+	assert_non_null(strstr(err.msg, "65535"));
+
+	err_clear(&err);
+	load_bad(FIX "bad-reserve-cpu.yaml", &err);
+	assert_non_null(strstr(err.msg, "reserve.cpu"));
+
+	err_clear(&err);
+	load_bad(FIX "registries-list.yaml", &err);
+	assert_non_null(strstr(err.msg, "registries"));
+
+	err_clear(&err);
+	load_bad(FIX "not-a-mapping.yaml", &err);
+	assert_non_null(strstr(err.msg, "mapping"));
+}
+
+/* A reserve that is no quantity names reserve.memory. */
+static void test_config__bad_reserve_quantity_is_named(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "bad-reserve-memory.yaml", &err);
+	assert_non_null(strstr(err.msg, "reserve.memory"));
+}
+
+/* An unknown log level names the level and the ones there are. */
+static void test_config__bad_log_level(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "bad-log-level.yaml", &err);
+	assert_non_null(strstr(err.msg, "logLevel"));
+	assert_non_null(strstr(err.msg, "loud"));
+	assert_non_null(strstr(err.msg, "debug"));
+}
+
+/* A missing file is an error naming it. */
+static void test_config__missing_file_is_named(void **state)
+{
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_true(kiyot_config_load_file(&c, FIX "no-such-file.yaml", &err) < 0);
+	assert_non_null(strstr(err.msg, "no-such-file.yaml"));
+	kiyot_config_release(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config__defaults),
+		cmocka_unit_test(test_config__full_yaml_sets_every_field),
+		cmocka_unit_test(test_config__full_json_sets_every_field),
+		cmocka_unit_test(test_config__omitted_settings_keep_defaults),
+		cmocka_unit_test(test_config__unknown_key_is_named),
+		cmocka_unit_test(test_config__unknown_nested_key_is_named),
+		cmocka_unit_test(test_config__wrong_types_name_the_key),
+		cmocka_unit_test(test_config__bad_reserve_quantity_is_named),
+		cmocka_unit_test(test_config__bad_log_level),
+		cmocka_unit_test(test_config__missing_file_is_named),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
