@@ -1,2 +1,3 @@
+# Benchmarks (figures only): make bench
 bench: all
-	@bench/run.sh
+	@KIYOT_BUILD=$(BUILD) bench/run.sh

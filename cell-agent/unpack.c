@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #define UNPACK_MAX_ENTRIES (1u << 20)
 #define UNPACK_MAX_DEPTH   256
+#define UNPACK_MAX_RESOLVE 1024 /* components created plus links followed, per entry */
 #define UNPACK_WHITEOUT	   ".wh."
 #define UNPACK_OPAQUE	   ".wh..wh..opq"
 
@@ -143,80 +145,112 @@ static char *unpack_clean(const char *raw)
 	return out;
 }
 
-/* openat2 with RESOLVE_BENEATH: fails with EXDEV when resolution would leave dirfd, whether by
- * ".." or by a symbolic link (absolute links always do). */
-static int unpack_open_beneath(int dirfd, const char *path, int flags)
+/* openat2 with RESOLVE_IN_ROOT: dirfd acts as "/" for the whole resolution, so absolute
+ * symbolic links and ".." land inside it, as they will inside the container, and nothing
+ * outside can be reached. Mount points and magic links are refused on top. */
+static int unpack_open_in_root(int dirfd, const char *path, int flags)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
 
-	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	return (int)syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
 }
 
-/* Opens directory `dir` (a cleaned path, "" for the root) beneath the root, creating missing
- * directories when create is set. Sets the error for escapes. */
+/* Splits path (no trailing '/') at its last '/': *parent gets what is before ("" for none),
+ * the return value points at the last component inside path. */
+static const char *unpack_split(const char *path, char **parent)
+{
+	const char *slash = strrchr(path, '/');
+
+	*parent = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup("");
+	return slash ? slash + 1 : path;
+}
+
+/* Opens directory path under the root, resolved in the root, creating what is missing the
+ * way a write inside the container would: a missing component is created as a directory, and
+ * a symbolic link that points nowhere yet has its target created. budget bounds the steps
+ * (components and links followed). Returns the fd or -errno. */
+static int unpack_mkdirs(struct unpack_ctx *c, const char *path, int *budget)
+{
+	_cleanup_free_ char *trimmed = xstrdup(path);
+	_cleanup_free_ char *parent = NULL;
+	_cleanup_free_ char *next = NULL;
+	_cleanup_close_ int pfd = -1;
+	char target[PATH_MAX];
+	const char *base;
+	struct stat st;
+	size_t n = strlen(trimmed);
+	ssize_t len;
+	int fd;
+
+	while (n > 0 && trimmed[n - 1] == '/')
+		trimmed[--n] = '\0';
+	fd = unpack_open_in_root(c->rootfd, trimmed, O_PATH | O_DIRECTORY);
+	if (fd >= 0 || errno != ENOENT)
+		return fd >= 0 ? fd : -errno;
+	if (--*budget < 0)
+		return -ELOOP;
+	base = unpack_split(trimmed, &parent);
+	pfd = unpack_mkdirs(c, parent, budget);
+	if (pfd < 0)
+		return pfd;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		fd = unpack_open_in_root(c->rootfd, trimmed, O_PATH | O_DIRECTORY);
+		return fd >= 0 ? fd : -errno;
+	}
+	if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISLNK(st.st_mode)) {
+		fd = openat(pfd, base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		return fd >= 0 ? fd : -errno;
+	}
+	/* a dangling link: create what it points at, resolved from the link's directory */
+	len = readlinkat(pfd, base, target, sizeof(target) - 1);
+	if (len < 0)
+		return -errno;
+	target[len] = '\0';
+	next = target[0] == '/' ? xstrdup(target) : xasprintf("%s/%s", parent, target);
+	if (strlen(next) >= 2 * PATH_MAX)
+		return -ENAMETOOLONG;
+	return unpack_mkdirs(c, next, budget);
+}
+
+/* The error for a parent directory that could not be opened or created. */
+static int unpack_dir_error(struct unpack_ctx *c, int code, const char *dir, const char *entry,
+			    struct err *err)
+{
+	if (code == ELOOP)
+		return err_set(err, ELOOP,
+			       "layer %s: entry %s: too many symbolic links or levels resolving %s",
+			       c->name, entry, dir);
+	if (code == EXDEV)
+		return err_set(err, EXDEV, "layer %s: entry %s: %s crosses a mount point",
+			       c->name, entry, dir);
+	errno = code;
+	return err_errno(err, "layer %s: entry %s: open %s", c->name, entry, *dir ? dir : "/");
+}
+
+/* Opens directory `dir` (a cleaned path, "" for the root) resolved inside the root, creating
+ * missing directories when create is set. */
 static int unpack_open_dir(struct unpack_ctx *c, const char *dir, const char *entry, bool create,
 			   struct err *err)
 {
-	_cleanup_free_ char *p = NULL;
+	int budget = UNPACK_MAX_RESOLVE;
 	int fd;
 
-	if (!*dir)
-		fd = unpack_open_beneath(c->rootfd, ".", O_PATH | O_DIRECTORY);
-	else
-		fd = unpack_open_beneath(c->rootfd, dir, O_PATH | O_DIRECTORY);
-	if (fd >= 0)
+	if (create) {
+		fd = unpack_mkdirs(c, dir, &budget);
+		if (fd < 0)
+			return unpack_dir_error(c, -fd, dir, entry, err);
 		return fd;
-	if (errno == EXDEV || errno == ELOOP)
-		return err_set(err, EXDEV,
-			       "layer %s: entry %s escapes the root (through a symbolic link)",
-			       c->name, entry);
-	if (errno != ENOENT || !create)
-		return err_errno(err, "layer %s: entry %s: open %s", c->name, entry, dir);
-	/* create the missing directories one at a time, each resolved from the root again */
-	p = xstrdup(dir);
-	for (char *s = p;; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char saved = *s;
-		_cleanup_close_ int parent = -1;
-		char *base;
-
-		*s = '\0';
-		base = strrchr(p, '/');
-		if (base) {
-			*base = '\0';
-			parent = unpack_open_beneath(c->rootfd, p, O_PATH | O_DIRECTORY);
-			*base = '/';
-			base++;
-		} else {
-			parent = unpack_open_beneath(c->rootfd, ".", O_PATH | O_DIRECTORY);
-			base = p;
-		}
-		if (parent < 0)
-			return errno == EXDEV || errno == ELOOP
-				       ? err_set(err, EXDEV,
-						 "layer %s: entry %s escapes the root (through a "
-						 "symbolic link)",
-						 c->name, entry)
-				       : err_errno(err, "layer %s: entry %s: open parent of %s",
-						   c->name, entry, p);
-		if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST)
-			return err_errno(err, "layer %s: entry %s: mkdir %s", c->name, entry, p);
-		*s = saved;
-		if (!saved)
-			break;
 	}
-	fd = unpack_open_beneath(c->rootfd, dir, O_PATH | O_DIRECTORY);
+	fd = unpack_open_in_root(c->rootfd, dir, O_PATH | O_DIRECTORY);
 	if (fd < 0)
-		return errno == EXDEV || errno == ELOOP
-			       ? err_set(err, EXDEV,
-					 "layer %s: entry %s escapes the root (through a symbolic "
-					 "link)",
-					 c->name, entry)
-			       : err_errno(err, "layer %s: entry %s: open %s", c->name, entry, dir);
+		return unpack_dir_error(c, errno, dir, entry, err);
 	return fd;
 }
 
@@ -410,7 +444,9 @@ static int unpack_hardlink(struct unpack_ctx *c, int pfd, const char *base, cons
 	_cleanup_free_ char *target = unpack_clean(link);
 	_cleanup_close_ int tpfd = -1;
 	const char *tbase;
+	struct stat st;
 	char *slash;
+	int ret;
 
 	if (!target || !*target)
 		return err_set(err, EXDEV,
@@ -426,14 +462,20 @@ static int unpack_hardlink(struct unpack_ctx *c, int pfd, const char *base, cons
 		tbase = target;
 	}
 	tpfd = unpack_open_dir(c, slash ? target : "", path, false, err);
-	if (tpfd < 0)
-		return err->code == EXDEV ? err_set(err, EXDEV,
-						    "layer %s: entry %s: hard link target %s "
-						    "escapes the root",
-						    c->name, path, link)
-					  : tpfd;
-	if (unpack_remove_at(pfd, base, 0) < 0)
+	if (tpfd < 0 && err->code != ENOENT && err->code != ENOTDIR)
+		return tpfd;
+	if (tpfd < 0 || fstatat(tpfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		err_clear(err);
+		return err_set(err, ENOENT,
+			       "layer %s: entry %s: hard link target %s is not in the image; the "
+			       "layer is malformed",
+			       c->name, path, link);
+	}
+	ret = unpack_remove_at(pfd, base, 0);
+	if (ret < 0) {
+		errno = -ret;
 		return err_errno(err, "layer %s: entry %s: replace", c->name, path);
+	}
 	if (linkat(tpfd, tbase, pfd, base, 0) < 0)
 		return err_errno(err, "layer %s: entry %s: hard link to %s", c->name, path, link);
 	return 0;

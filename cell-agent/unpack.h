@@ -3,10 +3,15 @@
  * its content) onto a directory, the way OCI image layers stack:
  *  - ".wh.<name>" deletes <name> from lower layers; ".wh..wh..opq" empties its directory of
  *    what lower layers put there;
- *  - leading '/' is stripped; an entry with a ".." component, an entry whose parent path goes
- *    through a symbolic link leaving the root (absolute links included), and a hard link whose
- *    target is outside the root are refused: the layer fails with
- *    "layer <name>: entry <path> escapes the root" and nothing is written outside the root;
+ *  - leading '/' is stripped; an entry name with a ".." component (or a hard link target with
+ *    one) is malformed and refused: "layer <name>: entry <path> escapes the root";
+ *  - parent directories are resolved inside the root, as the container will see them: an
+ *    absolute symbolic link or ".." in a link target stays in the root (Debian's
+ *    /var/run -> /run works; a link to "/" leads to the root itself), missing directories are
+ *    created, the target of a dangling link included; resolution takes a bounded number of
+ *    steps (then ELOOP). An entry's own name is never followed: an existing link there is
+ *    replaced. Nothing is ever written or linked outside the root;
+ *  - a hard link must name an entry already in the root; otherwise the layer is malformed;
  *  - modes, ownership, modification times of files, symbolic and hard links and FIFOs are kept;
  *    device nodes and sockets are skipped; "user." xattrs and security.capability are copied
  *    when the file system accepts them.

@@ -183,13 +183,13 @@ static int serve(int argc, char **argv)
 	umask(0077);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);
-	log_info("kiyot serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket,
+	log_info("serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket,
 		 k.cfg.state_dir, k.cfg.cell_cidr, k.cfg.bridge);
 	do {
 		if (sigwait(&sigs, &sig) != 0)
 			sig = SIGTERM;
 	} while (sig != SIGTERM && sig != SIGINT);
-	log_info("kiyot: stopping (cells keep running and are adopted at the next start)");
+	log_info("stopping (cells keep running and are adopted at the next start)");
 	rpc_server_stop(srv);
 	kiyot_close(&k);
 	kiyot_config_release(&k.cfg);

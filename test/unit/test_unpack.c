@@ -1,5 +1,6 @@
 /*
- * Layer unpacking: whiteouts, opaque directories, and entries that try to escape the root.
+ * Layer unpacking: whiteouts, opaque directories, symbolic links resolved inside the root, and
+ * entries that try to escape it.
  * Layers are written in the test with libarchive's writer (gzip, zstd and plain tar).
  */
 #include <archive.h>
@@ -272,46 +273,113 @@ static void test_unpack__dotdot_entry_is_refused(void **state)
 	struct err err = ERR_INIT;
 	char outside[256];
 	const struct tent l[] = {{"ok", 'f', "ok", 0}, {"../x", 'f', "evil", 0}};
+	const struct tent l2[] = {{"d/", 'd', NULL, 0}, {"d/../../y", 'f', "evil", 0}};
 
 	snprintf(outside, sizeof(outside), "%s/x", f->dir);
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
+	assert_int_equal(err.code, EXDEV);
 	assert_non_null(strstr(err.msg, "layer sha256:test: entry ../x escapes the root"));
 	assert_false(fs_exists(outside));
+
+	/* ".." inside a name is malformed too, even where it would stay in the root */
+	err_clear(&err);
+	assert_true(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0);
+	assert_non_null(strstr(err.msg, "entry d/../../y escapes the root"));
+	assert_false(exists(f, "y"));
 }
 
-static void test_unpack__symlink_escape_is_refused(void **state)
+/* Whether path exists on the host (not under the root). */
+static bool host_exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+static void test_unpack__symlinks_resolve_inside_the_root(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	char outside[256];
-	/* a -> the scratch dir (absolute, outside the root); a/etc/x would land outside */
+	char outside[256], inside[256];
+	bool host_etc_x = host_exists("/etc/x");
+	/* a -> the scratch dir by its absolute host path: inside the root that path is new */
 	const struct tent l[] = {
 		{"a", 'l', f->dir, 0},
-		{"a/escaped", 'f', "evil", 0},
+		{"a/escaped", 'f', "in", 0},
 	};
 	const struct tent l2[] = {
 		{"b", 'l', "/", 0},
-		{"b/etc/x", 'f', "evil", 0},
+		{"b/etc/x", 'f', "etc-x", 0},
 	};
 	const struct tent l3[] = {
 		{"c", 'l', "../..", 0},
-		{"c/x", 'f', "evil", 0},
+		{"c/x", 'f', "top-x", 0},
 	};
 
 	snprintf(outside, sizeof(outside), "%s/escaped", f->dir);
+	snprintf(inside, sizeof(inside), "%s/escaped", f->dir + 1);
+	if (apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_false(host_exists(outside));
+	assert_string_equal(content(f, inside), "in");
+
+	if (apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(content(f, "etc/x"), "etc-x");
+	assert_int_equal(host_exists("/etc/x"), host_etc_x);
+
+	if (apply(f, LAYER_GZIP, l3, ARRAY_SIZE(l3), &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(content(f, "x"), "top-x");
+	snprintf(outside, sizeof(outside), "%s/x", f->dir);
+	assert_false(host_exists(outside));
+}
+
+static void test_unpack__later_layer_writes_through_absolute_symlink(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	char path[256];
+	struct stat st;
+	bool host_run_x = host_exists("/run/x");
+	bool host_run_lock_y = host_exists("/run/lock/y");
+	/* Debian's /var/run -> /run; /var/lock -> /run/lock before run/lock exists */
+	const struct tent l1[] = {
+		{"run/", 'd', NULL, 0},
+		{"var/", 'd', NULL, 0},
+		{"var/run", 'l', "/run", 0},
+		{"var/lock", 'l', "/run/lock", 0},
+	};
+	const struct tent l2[] = {
+		{"var/run/x", 'f', "pid", 0},
+		{"var/lock/y", 'f', "lock", 0},
+	};
+
+	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
+	if (apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(content(f, "run/x"), "pid");
+	assert_string_equal(content(f, "run/lock/y"), "lock");
+	snprintf(path, sizeof(path), "%s/var/run", f->root);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISLNK(st.st_mode)); /* the link is kept, not replaced by a directory */
+	assert_int_equal(host_exists("/run/x"), host_run_x);
+	assert_int_equal(host_exists("/run/lock/y"), host_run_lock_y);
+}
+
+static void test_unpack__symlink_loop_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const struct tent l[] = {
+		{"p", 'l', "q", 0},
+		{"q", 'l', "/p", 0},
+		{"p/x", 'f', "x", 0},
+	};
+
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
-	assert_int_equal(err.code, EXDEV);
-	assert_non_null(strstr(err.msg, "entry a/escaped escapes the root"));
-	assert_false(fs_exists(outside));
-
-	err_clear(&err);
-	assert_true(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0);
-	assert_non_null(strstr(err.msg, "entry b/etc/x escapes the root"));
-	assert_false(exists(f, "etc/x"));
-
-	err_clear(&err);
-	assert_true(apply(f, LAYER_GZIP, l3, ARRAY_SIZE(l3), &err) < 0);
-	assert_non_null(strstr(err.msg, "entry c/x escapes the root"));
+	assert_int_equal(err.code, ELOOP);
+	assert_non_null(strstr(err.msg, "layer sha256:test: entry p/x: too many symbolic links"));
 }
 
 static void test_unpack__symlink_inside_root_is_followed(void **state)
@@ -332,23 +400,44 @@ static void test_unpack__hardlink_escape_is_refused(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	char secret[256];
+	char secret[256], path[256];
+	struct stat st, st2;
 	const struct tent l[] = {{"stolen", 'h', "../secret", 0}};
+	/* through a link to the host path of the secret: resolved in the root, nothing there */
 	const struct tent l2[] = {
 		{"up", 'l', f->dir, 0},
 		{"stolen2", 'h', "up/secret", 0},
+	};
+	/* through a link to "/": resolved in the root, it names the image's own file */
+	const struct tent l3[] = {
+		{"data/f", 'f', "mine", 0},
+		{"top", 'l', "/", 0},
+		{"hl", 'h', "top/data/f", 0},
 	};
 
 	snprintf(secret, sizeof(secret), "%s/secret", f->dir);
 	assert_int_equal(fs_write_file(secret, "s", 1, 0600, &err), 0);
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
-	assert_non_null(strstr(err.msg, "escapes the root"));
+	assert_non_null(strstr(err.msg, "hard link target ../secret escapes the root"));
 	assert_false(exists(f, "stolen"));
 
 	err_clear(&err);
 	assert_true(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err) < 0);
-	assert_non_null(strstr(err.msg, "hard link target up/secret escapes the root"));
+	assert_non_null(strstr(err.msg, "entry stolen2: hard link target up/secret is not in "
+					"the image"));
 	assert_false(exists(f, "stolen2"));
+	assert_int_equal(stat(secret, &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+
+	err_clear(&err);
+	if (apply(f, LAYER_GZIP, l3, ARRAY_SIZE(l3), &err) < 0)
+		fail_msg("%s", err.msg);
+	snprintf(path, sizeof(path), "%s/hl", f->root);
+	assert_int_equal(stat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s/data/f", f->root);
+	assert_int_equal(stat(path, &st2), 0);
+	assert_int_equal(st.st_ino, st2.st_ino);
+	assert_int_equal(st.st_dev, st2.st_dev);
 }
 
 static void test_unpack__garbage_is_not_a_layer(void **state)
@@ -388,7 +477,11 @@ int main(void)
 			test_unpack__upper_layer_replaces_file_with_dir_and_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__dotdot_entry_is_refused, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_unpack__symlink_escape_is_refused, setup,
+		cmocka_unit_test_setup_teardown(test_unpack__symlinks_resolve_inside_the_root,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_unpack__later_layer_writes_through_absolute_symlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__symlink_loop_is_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__symlink_inside_root_is_followed, setup,
 						teardown),
