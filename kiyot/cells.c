@@ -30,6 +30,9 @@ struct cell_entry {
 	int watching;
 	int stop;                  /* guarded by the manager's lock */
 	struct rpc_stream *stream; /* the live Watch, guarded by the manager's lock */
+	/* References, guarded by the manager's lock: one for the list while the cell is in it,
+	 * one for each call in flight. The last one frees the entry. */
+	int refs;
 	struct cell_entry *next;
 };
 
@@ -38,6 +41,8 @@ struct cellmgr {
 	pthread_mutex_t lock;
 	struct cell_entry *cells;
 };
+
+static void entry_put(struct cellmgr *m, struct cell_entry *e);
 
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 {
@@ -80,7 +85,7 @@ void cells_free(struct cellmgr *m)
 
 		m->cells = e->next;
 		entry_stop_watch(m, e);
-		entry_free(e);
+		entry_put(m, e);
 	}
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -201,6 +206,7 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	e->id = xstrdup(id);
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
+	e->refs = 1; /* the list's */
 	if (rpc_channel_new(e->target, &e->ch, &err) < 0)
 		log_error("cell %s: %s", id, err.msg);
 	pthread_mutex_lock(&m->lock);
@@ -216,16 +222,31 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	return e;
 }
 
+/* The entry of a cell with a reference the caller drops with entry_put; NULL (ENOENT) when
+ * the cell is not running. */
 static struct cell_entry *entry_get(struct cellmgr *m, const char *id, struct err *err)
 {
 	struct cell_entry *e;
 
 	pthread_mutex_lock(&m->lock);
 	e = entry_find(m, id);
+	if (e)
+		e->refs++;
 	pthread_mutex_unlock(&m->lock);
 	if (!e)
 		err_set(err, ENOENT, "cell %s is not running", id);
 	return e;
+}
+
+static void entry_put(struct cellmgr *m, struct cell_entry *e)
+{
+	int last;
+
+	pthread_mutex_lock(&m->lock);
+	last = --e->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (last)
+		entry_free(e);
 }
 
 /* Waits until the agent answers Hello, or the boot timeout passes. */
@@ -335,30 +356,27 @@ int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
 	pthread_mutex_unlock(&m->lock);
 	if (e) {
 		entry_stop_watch(m, e);
-		/* no apply may be in flight on a cell we free */
-		pthread_mutex_lock(&e->apply_lock);
-		pthread_mutex_unlock(&e->apply_lock);
-		entry_free(e);
+		entry_put(m, e); /* calls in flight hold their own references */
 	}
 	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
 }
 
-void cells_apply_lock(struct cellmgr *m, const char *cell_id)
+struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id)
 {
 	struct err err = ERR_INIT;
 	struct cell_entry *e = entry_get(m, cell_id, &err);
 
 	if (e)
 		pthread_mutex_lock(&e->apply_lock);
+	return e;
 }
 
-void cells_apply_unlock(struct cellmgr *m, const char *cell_id)
+void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e)
 {
-	struct err err = ERR_INIT;
-	struct cell_entry *e = entry_get(m, cell_id, &err);
-
-	if (e)
-		pthread_mutex_unlock(&e->apply_lock);
+	if (!e)
+		return;
+	pthread_mutex_unlock(&e->apply_lock);
+	entry_put(m, e);
 }
 
 static int agent_call(struct cellmgr *m, const char *cell_id, const char *method,
@@ -366,15 +384,15 @@ static int agent_call(struct cellmgr *m, const char *cell_id, const char *method
 		      int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
 {
 	struct cell_entry *e = entry_get(m, cell_id, err);
+	int ret;
 
 	if (!e)
 		return -err->code;
-	if (rpc_unary(e->ch, method, req, desc, timeout_ms, resp, err) < 0) {
-		if (err->code == ECONNREFUSED)
-			return err_wrap(err, "cell %s: agent unreachable", cell_id);
-		return -err->code;
-	}
-	return 0;
+	ret = rpc_unary(e->ch, method, req, desc, timeout_ms, resp, err);
+	entry_put(m, e);
+	if (ret < 0 && err->code == ECONNREFUSED)
+		return err_wrap(err, "cell %s: agent unreachable", cell_id);
+	return ret;
 }
 
 int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,

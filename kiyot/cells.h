@@ -38,8 +38,11 @@ void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);
 /* Stops watching and terminates the cell. Idempotent. */
 int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err);
 
-void cells_apply_lock(struct cellmgr *m, const char *cell_id);
-void cells_apply_unlock(struct cellmgr *m, const char *cell_id);
+/* Serialises applies to one cell: returns a handle (NULL when the cell is not running) that
+ * holds the cell until cells_apply_unlock. */
+struct cell_entry;
+struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id);
+void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e);
 
 /* Agent calls. *resp is freed with protobuf_c_message_free_unpacked(resp, NULL). */
 int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,

@@ -191,6 +191,7 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	Kiyot__Cell__V1__ApplyResponse *resp = NULL;
 	Kiyot__Cell__V1__Pod *pod;
 	ProtobufCMessage *packed_copy;
+	struct cell_entry *held;
 	struct sandbox *sb;
 	char *cell_id;
 	uint8_t *buf;
@@ -206,14 +207,14 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	cell_id = xstrdup(sb->cell_id);
 	pthread_mutex_unlock(&k->lock);
 
-	cells_apply_lock(k->cells, cell_id);
+	held = cells_apply_lock(k->cells, cell_id);
 	/* build under the record lock and take a packed copy, so the records may change while the
 	 * agent works */
 	pthread_mutex_lock(&k->lock);
 	sb = kiyot_find_sandbox(k, sandbox_id);
 	if (!sb) {
 		pthread_mutex_unlock(&k->lock);
-		cells_apply_unlock(k->cells, cell_id);
+		cells_apply_unlock(k->cells, held);
 		free(cell_id);
 		return err_set(err, ENOENT, "sandbox %s not found", sandbox_id);
 	}
@@ -229,7 +230,7 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	ret = cells_apply(k->cells, cell_id, (Kiyot__Cell__V1__Pod *)packed_copy, timeout_ms, &resp,
 			  err);
 	protobuf_c_message_free_unpacked(packed_copy, NULL);
-	cells_apply_unlock(k->cells, cell_id);
+	cells_apply_unlock(k->cells, held);
 	free(cell_id);
 	if (ret < 0)
 		return ret;
