@@ -1,3 +1,9 @@
+/*
+ * image.c: the image store. Layers cached by digest, one flattened root file system per image
+ * with its image.json record, references and repo digests attached to images, one download or
+ * unpack per key even when several pulls want it, and reload after a restart. What a reference
+ * resolves to at the registry comes from image_manifest.c.
+ */
 #include "image.h"
 
 #include <dirent.h>
@@ -9,19 +15,12 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "image_internal.h"
 #include "log.h"
 #include "registry.h"
 #include "unpack.h"
 #include "xalloc.h"
 
-#define MT_OCI_MANIFEST	   "application/vnd.oci.image.manifest.v1+json"
-#define MT_OCI_INDEX	   "application/vnd.oci.image.index.v1+json"
-#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define MT_DOCKER_LIST	   "application/vnd.docker.distribution.manifest.list.v2+json"
-
-#define IMAGE_MAX_LAYERS	   256
-#define IMAGE_MAX_INDEX		   1024
-#define IMAGE_MAX_STRV		   4096
 #define IMAGE_MAX_RECORD	   (1u << 20)
 #define IMAGE_DEFAULT_MAX_LAYER	   (8ull << 30)
 #define IMAGE_DEFAULT_MAX_UNPACKED (32ull << 30)
@@ -62,118 +61,6 @@ struct image_store {
 	struct flight *flights;
 };
 
-/* A parsed image manifest (not an index). */
-struct img_layer {
-	char *digest;
-	int64_t size;
-};
-
-struct img_manifest {
-	char *config_digest;
-	int64_t config_size;
-	struct img_layer *layers;
-	size_t n_layers;
-};
-
-/* ---- string vectors (NULL-terminated) ---- */
-
-static size_t strv_len(char *const *v)
-{
-	size_t n = 0;
-
-	while (v && v[n])
-		n++;
-	return n;
-}
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **strv_dup(char *const *v)
-{
-	size_t n = strv_len(v);
-	char **out = xcalloc(n + 1, sizeof(*out));
-
-	for (size_t i = 0; i < n; i++)
-		out[i] = xstrdup(v[i]);
-	return out;
-}
-
-static bool strv_has(char *const *v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		if (!strcmp(v[i], s))
-			return true;
-	return false;
-}
-
-/* Appends a copy of s unless present. */
-static char **strv_add(char **v, const char *s)
-{
-	size_t n = strv_len(v);
-
-	if (strv_has(v, s))
-		return v;
-	v = xrealloc(v, (n + 2) * sizeof(*v));
-	v[n] = xstrdup(s);
-	v[n + 1] = NULL;
-	return v;
-}
-
-/* Removes s; returns whether it was there. */
-static bool strv_remove(char **v, const char *s)
-{
-	size_t n = strv_len(v);
-
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(v[i], s))
-			continue;
-		free(v[i]);
-		memmove(&v[i], &v[i + 1], (n - i) * sizeof(*v));
-		return true;
-	}
-	return false;
-}
-
-/* A JSON array of strings (or null/absent) as a vector; what names the field in errors. */
-static int strv_from_json(const json_t *j, const char *what, char ***out, struct err *err)
-{
-	size_t i;
-	json_t *v;
-	char **res;
-
-	if (!j || json_is_null(j)) {
-		*out = xcalloc(1, sizeof(char *));
-		return 0;
-	}
-	if (!json_is_array(j) || json_array_size(j) > IMAGE_MAX_STRV)
-		return err_set(err, EPROTO, "%s: expected a list of at most %d strings", what,
-			       IMAGE_MAX_STRV);
-	res = xcalloc(json_array_size(j) + 1, sizeof(*res));
-	json_array_foreach (j, i, v) {
-		if (!json_is_string(v)) {
-			strv_free(res);
-			return err_set(err, EPROTO, "%s[%zu]: expected a string", what, i);
-		}
-		res[i] = xstrdup(json_string_value(v));
-	}
-	*out = res;
-	return 0;
-}
-
-static json_t *strv_to_json(char *const *v)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
 /* ---- records ---- */
 
 static void rec_free(struct img_rec *r)
@@ -181,11 +68,11 @@ static void rec_free(struct img_rec *r)
 	if (!r)
 		return;
 	free(r->id);
-	strv_free(r->refs);
-	strv_free(r->digests);
-	strv_free(r->entrypoint);
-	strv_free(r->cmd);
-	strv_free(r->env);
+	image_strv_free(r->refs);
+	image_strv_free(r->digests);
+	image_strv_free(r->entrypoint);
+	image_strv_free(r->cmd);
+	image_strv_free(r->env);
 	free(r->user);
 	free(r->working_dir);
 	free(r);
@@ -194,33 +81,6 @@ static void rec_free(struct img_rec *r)
 static const char *image_hex(const char *id)
 {
 	return id + strlen("sha256:");
-}
-
-/* Reads the "config" object of an image config blob (all fields optional) into info. */
-static int config_read(struct image_info *info, const json_t *cfg, struct err *err)
-{
-	json_t *c = json_object_get(cfg, "config");
-	json_t *user, *wd;
-	int ret;
-
-	if (c && !json_is_null(c) && !json_is_object(c))
-		return err_set(err, EPROTO, "config: expected an object");
-	ret = strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint",
-			     &info->entrypoint, err);
-	if (ret == 0)
-		ret = strv_from_json(json_object_get(c, "Cmd"), "config.Cmd", &info->cmd, err);
-	if (ret == 0)
-		ret = strv_from_json(json_object_get(c, "Env"), "config.Env", &info->env, err);
-	if (ret < 0)
-		return ret;
-	user = json_object_get(c, "User");
-	wd = json_object_get(c, "WorkingDir");
-	if ((user && !json_is_string(user) && !json_is_null(user)) ||
-	    (wd && !json_is_string(wd) && !json_is_null(wd)))
-		return err_set(err, EPROTO, "config.User and config.WorkingDir must be strings");
-	info->user = xstrdup(json_is_string(user) ? json_string_value(user) : "");
-	info->working_dir = xstrdup(json_is_string(wd) ? json_string_value(wd) : "");
-	return 0;
 }
 
 /* A new record for a resolved image, known by no reference yet. */
@@ -232,9 +92,9 @@ static struct img_rec *rec_from_info(const struct image_info *info)
 	r->refs = xcalloc(1, sizeof(char *));
 	r->digests = xcalloc(1, sizeof(char *));
 	r->size = info->size;
-	r->entrypoint = strv_dup(info->entrypoint);
-	r->cmd = strv_dup(info->cmd);
-	r->env = strv_dup(info->env);
+	r->entrypoint = image_strv_dup(info->entrypoint);
+	r->cmd = image_strv_dup(info->cmd);
+	r->env = image_strv_dup(info->env);
 	r->user = xstrdup(info->user);
 	r->working_dir = xstrdup(info->working_dir);
 	return r;
@@ -243,10 +103,11 @@ static struct img_rec *rec_from_info(const struct image_info *info)
 static json_t *rec_to_json(const struct img_rec *r)
 {
 	return json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:s, s:s}", "id", r->id, "refs",
-			 strv_to_json(r->refs), "repo_digests", strv_to_json(r->digests), "size",
-			 (json_int_t)r->size, "entrypoint", strv_to_json(r->entrypoint), "cmd",
-			 strv_to_json(r->cmd), "env", strv_to_json(r->env), "user", r->user,
-			 "working_dir", r->working_dir);
+			 image_strv_to_json(r->refs), "repo_digests",
+			 image_strv_to_json(r->digests), "size", (json_int_t)r->size, "entrypoint",
+			 image_strv_to_json(r->entrypoint), "cmd", image_strv_to_json(r->cmd),
+			 "env", image_strv_to_json(r->env), "user", r->user, "working_dir",
+			 r->working_dir);
 }
 
 /* Parses an image.json written by rec_save. */
@@ -267,17 +128,17 @@ static int rec_from_json(const json_t *j, struct img_rec **out, struct err *err)
 	r->user = xstrdup(user);
 	r->working_dir = xstrdup(wd);
 	r->size = (uint64_t)json_integer_value(size);
-	ret = strv_from_json(json_object_get(j, "refs"), "refs", &r->refs, err);
+	ret = image_strv_from_json(json_object_get(j, "refs"), "refs", &r->refs, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(j, "repo_digests"), "repo_digests",
-				     &r->digests, err);
+		ret = image_strv_from_json(json_object_get(j, "repo_digests"), "repo_digests",
+					   &r->digests, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(j, "entrypoint"), "entrypoint", &r->entrypoint,
-				     err);
+		ret = image_strv_from_json(json_object_get(j, "entrypoint"), "entrypoint",
+					   &r->entrypoint, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(j, "cmd"), "cmd", &r->cmd, err);
+		ret = image_strv_from_json(json_object_get(j, "cmd"), "cmd", &r->cmd, err);
 	if (ret == 0)
-		ret = strv_from_json(json_object_get(j, "env"), "env", &r->env, err);
+		ret = image_strv_from_json(json_object_get(j, "env"), "env", &r->env, err);
 	if (ret < 0) {
 		rec_free(r);
 		return ret;
@@ -320,9 +181,9 @@ static struct image_info *rec_info(const struct image_store *s, const struct img
 	info->image_id = xstrdup(r->id);
 	info->rootfs = xasprintf("%s/images/%s/rootfs", s->root, image_hex(r->id));
 	info->size = r->size;
-	info->entrypoint = strv_dup(r->entrypoint);
-	info->cmd = strv_dup(r->cmd);
-	info->env = strv_dup(r->env);
+	info->entrypoint = image_strv_dup(r->entrypoint);
+	info->cmd = image_strv_dup(r->cmd);
+	info->env = image_strv_dup(r->env);
 	info->user = xstrdup(r->user);
 	info->working_dir = xstrdup(r->working_dir);
 	return info;
@@ -336,9 +197,9 @@ void image_info_free(struct image_info *info)
 	free(info->repo_digest);
 	free(info->image_id);
 	free(info->rootfs);
-	strv_free(info->entrypoint);
-	strv_free(info->cmd);
-	strv_free(info->env);
+	image_strv_free(info->entrypoint);
+	image_strv_free(info->cmd);
+	image_strv_free(info->env);
 	free(info->user);
 	free(info->working_dir);
 	free(info);
@@ -357,7 +218,8 @@ static struct img_rec *store_find_id(const struct image_store *s, const char *id
 static struct img_rec *store_find_ref(const struct image_store *s, const char *ref)
 {
 	for (size_t i = 0; i < s->n_recs; i++)
-		if (strv_has(s->recs[i]->refs, ref) || strv_has(s->recs[i]->digests, ref))
+		if (image_strv_has(s->recs[i]->refs, ref) ||
+		    image_strv_has(s->recs[i]->digests, ref))
 			return s->recs[i];
 	return NULL;
 }
@@ -433,212 +295,6 @@ static void flight_end(struct image_store *s, struct flight *f, int ret, const s
 		free(f);
 	}
 	pthread_mutex_unlock(&s->mu);
-}
-
-/* ---- manifests ---- */
-
-static void manifest_release(struct img_manifest *m)
-{
-	free(m->config_digest);
-	for (size_t i = 0; i < m->n_layers; i++)
-		free(m->layers[i].digest);
-	free(m->layers);
-	memset(m, 0, sizeof(*m));
-}
-
-/* The kind of document: the JSON mediaType when present, else the Content-Type, else a guess
- * from its fields. */
-static const char *manifest_kind(const json_t *j, const char *content_type)
-{
-	const char *mt = json_string_value(json_object_get(j, "mediaType"));
-
-	if (mt && *mt)
-		return mt;
-	if (content_type &&
-	    (!strcmp(content_type, MT_OCI_MANIFEST) || !strcmp(content_type, MT_OCI_INDEX) ||
-	     !strcmp(content_type, MT_DOCKER_MANIFEST) || !strcmp(content_type, MT_DOCKER_LIST)))
-		return content_type;
-	if (json_object_get(j, "manifests"))
-		return MT_OCI_INDEX;
-	if (json_object_get(j, "config") && json_object_get(j, "layers"))
-		return MT_OCI_MANIFEST;
-	return content_type && *content_type ? content_type : "(none)";
-}
-
-static bool manifest_is_index(const char *kind)
-{
-	return !strcmp(kind, MT_OCI_INDEX) || !strcmp(kind, MT_DOCKER_LIST);
-}
-
-/* A descriptor's digest and size, checked. */
-static int manifest_descriptor(const json_t *d, const char *what, const char **digest,
-			       int64_t *size, struct err *err)
-{
-	json_t *sz = json_object_get(d, "size");
-
-	*digest = json_string_value(json_object_get(d, "digest"));
-	if (!json_is_object(d) || !*digest)
-		return err_set(err, EPROTO, "malformed manifest: %s: missing digest", what);
-	if (!image_digest_valid(*digest))
-		return err_set(err, EPROTO,
-			       "malformed manifest: %s: digest %.100s is not sha256:<64 hex>", what,
-			       *digest);
-	if (!json_is_integer(sz) || json_integer_value(sz) < 0)
-		return err_set(err, EPROTO, "malformed manifest: %s: missing or negative size",
-			       what);
-	*size = json_integer_value(sz);
-	return 0;
-}
-
-/* Whether a layer media type is one we can unpack (tar, gzip or zstd; not encrypted). */
-static bool layer_type_supported(const char *mt)
-{
-	if (strstr(mt, "encrypted"))
-		return false;
-	return !strncmp(mt, "application/vnd.oci.image.layer.", 32) ||
-	       !strncmp(mt, "application/vnd.docker.image.rootfs.", 36);
-}
-
-/* Reads config and layers from an image manifest document. */
-static int manifest_parse(const json_t *j, struct img_manifest *m, struct err *err)
-{
-	json_t *layers = json_object_get(j, "layers");
-	json_t *sv = json_object_get(j, "schemaVersion");
-	const char *cd;
-	size_t i;
-	json_t *l;
-	int ret;
-
-	if (!json_is_integer(sv) || json_integer_value(sv) != 2)
-		return err_set(err, EPROTO, "malformed manifest: schemaVersion must be 2");
-	ret = manifest_descriptor(json_object_get(j, "config"), "config", &cd, &m->config_size,
-				  err);
-	if (ret < 0)
-		return ret;
-	if (!json_is_array(layers))
-		return err_set(err, EPROTO, "malformed manifest: missing layers");
-	if (json_array_size(layers) > IMAGE_MAX_LAYERS)
-		return err_set(err, EPROTO, "manifest has more than %d layers", IMAGE_MAX_LAYERS);
-	m->config_digest = xstrdup(cd);
-	m->layers = xcalloc(json_array_size(layers) + 1, sizeof(*m->layers));
-	json_array_foreach (layers, i, l) {
-		char what[32];
-		const char *d, *mt = json_string_value(json_object_get(l, "mediaType"));
-		int64_t size;
-
-		snprintf(what, sizeof(what), "layers[%zu]", i);
-		ret = manifest_descriptor(l, what, &d, &size, err);
-		if (ret < 0)
-			return ret;
-		if (!mt || !layer_type_supported(mt))
-			return err_set(err, EPROTO, "layer %s: unsupported media type %.100s", d,
-				       mt ? mt : "(none)");
-		m->layers[i].digest = xstrdup(d);
-		m->layers[i].size = size;
-		m->n_layers++;
-	}
-	return 0;
-}
-
-/* Picks the linux/amd64 entry of an index; the error lists what the index offers. */
-static int index_pick(const json_t *j, const char **digest, struct err *err)
-{
-	json_t *ms = json_object_get(j, "manifests");
-	char have[200] = "";
-	size_t i, off = 0;
-	json_t *m;
-
-	if (!json_is_array(ms))
-		return err_set(err, EPROTO, "malformed index: missing manifests");
-	if (json_array_size(ms) > IMAGE_MAX_INDEX)
-		return err_set(err, EPROTO, "index has more than %d entries", IMAGE_MAX_INDEX);
-	json_array_foreach (ms, i, m) {
-		json_t *p = json_object_get(m, "platform");
-		const char *os = json_string_value(json_object_get(p, "os"));
-		const char *arch = json_string_value(json_object_get(p, "architecture"));
-		const char *d = json_string_value(json_object_get(m, "digest"));
-
-		if (os && arch && !strcmp(os, "linux") && !strcmp(arch, "amd64")) {
-			if (!image_digest_valid(d))
-				return err_set(err, EPROTO,
-					       "malformed index: manifests[%zu]: bad digest", i);
-			*digest = d;
-			return 0;
-		}
-		if (os && arch && off < sizeof(have))
-			off += (size_t)snprintf(have + off, sizeof(have) - off, "%s%s/%s",
-						off ? ", " : "", os, arch);
-	}
-	return err_set(err, ENOENT, "no linux/amd64 image in the index (it has: %s)",
-		       off ? have : "nothing");
-}
-
-/* Fetches one manifest or index and parses its JSON. */
-static int image_fetch_doc(struct reg_client *c, const char *reference, struct reg_manifest *doc,
-			   json_t **out, struct err *err)
-{
-	json_error_t jerr;
-	json_t *j;
-	int ret;
-
-	ret = reg_fetch_manifest(c, reference, doc, err);
-	if (ret < 0)
-		return ret;
-	j = json_loadb(doc->body, doc->len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return err_set(err, EPROTO, "malformed manifest %s: invalid JSON: %s", reference,
-			       j ? "not an object" : jerr.text);
-	}
-	*out = j;
-	return 0;
-}
-
-/* Fetches the manifest for reference, following an index to its linux/amd64 entry.
- * *top_digest gets the digest of the first document (the repo digest). */
-static int image_resolve(struct reg_client *c, const char *reference, struct img_manifest *m,
-			 char **top_digest, struct err *err)
-{
-	struct reg_manifest doc = {0};
-	_cleanup_free_ char *pick = NULL;
-	json_t *j = NULL;
-	const char *kind;
-	int ret;
-
-	ret = image_fetch_doc(c, reference, &doc, &j, err);
-	if (ret < 0)
-		goto out;
-	*top_digest = xstrdup(doc.digest);
-	kind = manifest_kind(j, doc.media_type);
-	if (manifest_is_index(kind)) {
-		const char *d = NULL;
-
-		ret = index_pick(j, &d, err);
-		if (ret < 0)
-			goto out;
-		pick = xstrdup(d);
-		json_decref(j);
-		j = NULL;
-		reg_manifest_release(&doc);
-		ret = image_fetch_doc(c, pick, &doc, &j, err);
-		if (ret < 0)
-			goto out;
-		kind = manifest_kind(j, doc.media_type);
-	}
-	if (strcmp(kind, MT_OCI_MANIFEST) && strcmp(kind, MT_DOCKER_MANIFEST)) {
-		ret = err_set(err, EPROTO, "manifest %s: unsupported media type %.100s%s",
-			      doc.digest, kind,
-			      strstr(kind, "manifest.v1") ? " (Docker schema 1 is not supported; "
-							    "push the image again with a current "
-							    "client)"
-							  : "");
-		goto out;
-	}
-	ret = manifest_parse(j, m, err);
-out:
-	json_decref(j);
-	reg_manifest_release(&doc);
-	return ret;
 }
 
 /* ---- blobs and unpacking ---- */
@@ -717,95 +373,20 @@ static void store_attach(struct image_store *s, struct img_rec *r, const char *r
 	for (size_t i = 0; i < s->n_recs; i++) {
 		_cleanup_free_ char *dir = NULL;
 
-		if (s->recs[i] == r || !strv_remove(s->recs[i]->refs, ref))
+		if (s->recs[i] == r || !image_strv_remove(s->recs[i]->refs, ref))
 			continue;
 		dir = image_dir(s, s->recs[i]->id);
 		if (rec_save(s->recs[i], dir, &e) < 0)
 			log_warn("image store: %s", e.msg);
 	}
-	if (!strv_has(r->refs, ref) || !strv_has(r->digests, repo_digest)) {
+	if (!image_strv_has(r->refs, ref) || !image_strv_has(r->digests, repo_digest)) {
 		_cleanup_free_ char *dir = image_dir(s, r->id);
 
-		r->refs = strv_add(r->refs, ref);
-		r->digests = strv_add(r->digests, repo_digest);
+		r->refs = image_strv_add(r->refs, ref);
+		r->digests = image_strv_add(r->digests, repo_digest);
 		if (rec_save(r, dir, &e) < 0)
 			log_warn("image store: %s", e.msg);
 	}
-}
-
-/* Fetches the image config blob (verified against the manifest's digest and size) and fills
- * info's image id, size and run settings from it. */
-static int image_config(struct reg_client *c, const struct img_manifest *m,
-			struct image_info *info, struct err *err)
-{
-	_cleanup_free_ char *body = NULL;
-	json_error_t jerr;
-	size_t len = 0;
-	json_t *j;
-	int ret;
-
-	if (m->config_size > (int64_t)REG_MAX_MANIFEST)
-		return err_set(err, EFBIG, "image config %s: %lld bytes is over the limit of %u",
-			       m->config_digest, (long long)m->config_size, REG_MAX_MANIFEST);
-	ret = reg_fetch_blob_mem(c, m->config_digest, REG_MAX_MANIFEST, &body, &len, err);
-	if (ret < 0)
-		return ret;
-	if ((int64_t)len != m->config_size)
-		return err_set(err, EBADMSG, "image config %s: %zu bytes, the manifest says %lld",
-			       m->config_digest, len, (long long)m->config_size);
-	j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return err_set(err, EPROTO, "image config %s: invalid JSON: %s", m->config_digest,
-			       j ? "not an object" : jerr.text);
-	}
-	info->image_id = xstrdup(m->config_digest);
-	info->size = 0;
-	for (size_t i = 0; i < m->n_layers; i++)
-		info->size += (uint64_t)m->layers[i].size;
-	ret = config_read(info, j, err);
-	json_decref(j);
-	if (ret < 0)
-		return err_wrap(err, "image config %s", m->config_digest);
-	return 0;
-}
-
-/* Resolves a parsed reference at its registry without fetching any layer: the manifest
- * (through an index to its linux/amd64 entry) and the verified image config. *out gets all of
- * image_info but the root file system (rootfs ""), *m the manifest. With client non-NULL the
- * open registry client is handed to the caller for the layers; otherwise it is closed. */
-static int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref,
-				const char *norm, const struct image_auth *auth,
-				struct reg_client **client, struct img_manifest *m,
-				struct image_info **out, struct err *err)
-{
-	struct reg_client *c = NULL;
-	struct image_info *info = NULL;
-	_cleanup_free_ char *top = NULL;
-	int ret;
-
-	ret = reg_client_new(rc, ref->host, ref->repository, auth, &c, err);
-	if (ret == 0)
-		ret = image_resolve(c, ref->digest ? ref->digest : ref->tag, m, &top, err);
-	if (ret == 0) {
-		info = xcalloc(1, sizeof(*info));
-		info->ref = xstrdup(norm);
-		info->repo_digest = xasprintf("%s/%s@%s", ref->host, ref->repository, top);
-		info->rootfs = xstrdup("");
-		ret = image_config(c, m, info, err);
-	}
-	if (ret < 0) {
-		image_info_free(info);
-		manifest_release(m);
-		reg_client_free(c);
-		return ret;
-	}
-	if (client)
-		*client = c;
-	else
-		reg_client_free(c);
-	*out = info;
-	return 0;
 }
 
 /* Unpacks the image unless it already is, once even when several pulls want it. */
@@ -872,7 +453,7 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 	}
 	rec_free(r);
 	image_info_free(remote);
-	manifest_release(&m);
+	image_manifest_release(&m);
 	reg_client_free(c);
 	return ret;
 }
@@ -919,26 +500,6 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 	return ret;
 }
 
-int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
-		  struct image_info **out, struct err *err)
-{
-	struct image_ref r = {0};
-	struct img_manifest m = {0};
-	_cleanup_free_ char *norm = NULL;
-	int ret;
-
-	ret = image_ref_parse(ref, &r, err);
-	if (ret < 0)
-		return ret;
-	norm = image_ref_string(&r);
-	ret = image_resolve_remote(rc, &r, norm, auth, NULL, &m, out, err);
-	if (ret < 0)
-		err_wrap(err, "image %s", norm);
-	manifest_release(&m);
-	image_ref_release(&r);
-	return ret;
-}
-
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err)
 {
 	struct image_ref r = {0};
@@ -966,7 +527,7 @@ int image_lookup(struct image_store *s, const char *ref, struct image_info **out
 	pthread_mutex_lock(&s->mu);
 	rec = store_find_ref(s, norm);
 	if (rec)
-		*out = rec_info(s, rec, strv_has(rec->refs, norm) ? norm : NULL,
+		*out = rec_info(s, rec, image_strv_has(rec->refs, norm) ? norm : NULL,
 				rec_digest_for(rec, r.host, r.repository));
 	pthread_mutex_unlock(&s->mu);
 	image_ref_release(&r);

@@ -1,0 +1,60 @@
+/*
+ * image_internal.h: what the parts of the image module share and nobody else sees.
+ * image_manifest.c resolves references at the registry, image.c keeps the store, image_strv.c
+ * holds the string vectors both use. The functions keep no state and are thread safe.
+ */
+#ifndef AGENT_IMAGE_INTERNAL_H
+#define AGENT_IMAGE_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "image.h"
+
+struct reg_client;
+
+/* One layer of a manifest: its blob digest and compressed size. */
+struct img_layer {
+	char *digest;
+	int64_t size;
+};
+
+/* A parsed image manifest (not an index). Zero-initialise; release with
+ * image_manifest_release. */
+struct img_manifest {
+	char *config_digest;
+	int64_t config_size;
+	struct img_layer *layers;
+	size_t n_layers;
+};
+
+void image_manifest_release(struct img_manifest *m);
+
+/* Resolves a parsed reference at its registry without fetching any layer: the manifest
+ * (through an index to its linux/amd64 entry) and the verified image config. norm is the
+ * normalised reference string for info->ref. On success *out gets all of image_info but the
+ * root file system (rootfs ""), *m the manifest (the caller releases it) and, when client is
+ * non-NULL, *client the open registry client for fetching the layers (the caller frees it).
+ * On failure nothing is left to release. rc and auth may be NULL. */
+int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref, const char *norm,
+			 const struct image_auth *auth, struct reg_client **client,
+			 struct img_manifest *m, struct image_info **out, struct err *err);
+
+/* NULL-terminated string vectors; NULL counts as empty. The caller owns what is returned. */
+size_t image_strv_len(char *const *v);
+void image_strv_free(char **v);
+char **image_strv_dup(char *const *v);
+bool image_strv_has(char *const *v, const char *s);
+/* Appends a copy of s unless present; returns the (possibly moved) vector. */
+char **image_strv_add(char **v, const char *s);
+/* Removes s; returns whether it was there. */
+bool image_strv_remove(char **v, const char *s);
+/* A JSON array of strings, null or absent (empty) as a vector; what names the field in errors
+ * ("config.Env[3]: expected a string"). At most 4096 entries. */
+int image_strv_from_json(const json_t *j, const char *what, char ***out, struct err *err);
+json_t *image_strv_to_json(char *const *v);
+
+#endif
