@@ -18,6 +18,7 @@
 #include "events.h"
 #include "fsutil.h"
 #include "log.h"
+#include "regconf.h"
 #include "store.h"
 #include "xalloc.h"
 
@@ -354,6 +355,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return -err->code;
 	if (load_cluster_id(k, err) < 0)
 		return -err->code;
+	if (regconf_from_json(k->cfg.registries, &k->regconf, err) < 0)
+		return err_wrap(err, "config: registries");
 	if (catalog_load(k->cfg.region, &k->catalog, err) < 0)
 		return err_wrap(err, "instance catalog");
 	if (strcmp(k->cfg.provider, "local") != 0)
@@ -401,6 +404,7 @@ void kiyot_close(struct kiyot *k)
 		image_rec_free(i);
 	}
 	kiyot_auths_free(k);
+	regconf_free(k->regconf);
 	store_close(k->store);
 	free(k->cluster_id);
 	free(k->runtime_config_cidr);

@@ -13,6 +13,7 @@
 
 #include "cells.h"
 #include "clock.h"
+#include "image.h"
 #include "log.h"
 #include "store.h"
 #include "xalloc.h"
@@ -296,6 +297,44 @@ static struct sandbox *sandbox_for(struct kiyot *k, const Runtime__V1__PodSandbo
 	return best;
 }
 
+static const char *nz(const char *s)
+{
+	return s && s[0] ? s : NULL;
+}
+
+/* A pull with no running pod to pull into (crictl pull, or a kubelet pre-pulling): the node
+ * keeps no layers, so kiyot resolves the image at its registry (manifest and config, both
+ * verified) and remembers it; the cell that runs it later pulls it by digest. */
+static int pull_without_cell(struct kiyot *k, struct rpc_call *call,
+			     const Runtime__V1__PullImageRequest *r,
+			     Runtime__V1__PullImageResponse *out, struct err *err)
+{
+	Kiyot__Cell__V1__PullImageResponse p = KIYOT__CELL__V1__PULL_IMAGE_RESPONSE__INIT;
+	struct image_auth auth = { 0 };
+	struct image_info *info = NULL;
+
+	if (r->auth) {
+		auth.username = nz(r->auth->username);
+		auth.password = nz(r->auth->password);
+		auth.auth = nz(r->auth->auth);
+		auth.identity_token = nz(r->auth->identity_token);
+		auth.registry_token = nz(r->auth->registry_token);
+	}
+	if (image_inspect(k->regconf, r->image->image, &auth, &info, err) < 0)
+		return -err->code;
+	p.repo_digest = info->repo_digest;
+	p.image_id = info->image_id;
+	p.size = info->size;
+	p.user = info->user;
+	pthread_mutex_lock(&k->lock);
+	image_remember(k, r->image->image, &p);
+	auth_remember(k, info->image_id, r->auth);
+	pthread_mutex_unlock(&k->lock);
+	out->image_ref = rpc_strdup(call, info->image_id);
+	image_info_free(info);
+	return 0;
+}
+
 CRI_HANDLER(pull_image)
 {
 	const Runtime__V1__PullImageRequest *r = (const void *)req;
@@ -315,11 +354,7 @@ CRI_HANDLER(pull_image)
 	cell_id = sb && sb->cell_id[0] ? xstrdup(sb->cell_id) : NULL;
 	pthread_mutex_unlock(&k->lock);
 	if (!cell_id)
-		return err_set(err, EBUSY,
-			       "image %s: kiyot pulls images inside the pod's cell, and no "
-			       "running pod sandbox matches this request's sandbox_config; run "
-			       "the pod sandbox first and pass its config",
-			       r->image->image);
+		return pull_without_cell(k, call, r, out, err);
 	areq.image = r->image->image;
 	if (r->auth) {
 		auth.username = r->auth->username;

@@ -22,6 +22,7 @@ struct catalog;
 struct rpc_server;
 struct events;
 struct remembered_auth;
+struct regconf;
 
 struct kiyot_config {
 	char *socket;        /* CRI socket path */
@@ -54,6 +55,7 @@ struct kiyot {
 	struct cellmgr *cells;
 	struct events *events;      /* GetContainerEvents subscribers */
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
+	struct regconf *regconf;    /* the registries config, for pulls that come without a pod */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */

@@ -23,7 +23,6 @@
 #include "fsutil.h"
 #include "kiyot.h"
 #include "log.h"
-#include "regconf.h"
 #include "rpc.h"
 #include "xalloc.h"
 
@@ -101,7 +100,6 @@ static int serve(int argc, char **argv)
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
-	struct regconf *reg = NULL;
 	const char *config = NULL;
 	_cleanup_free_ char *addr = NULL;
 	_cleanup_free_ char *dir = NULL;
@@ -153,9 +151,6 @@ static int serve(int argc, char **argv)
 	if (log_parse_level(k.cfg.log_level) < 0)
 		die("--log-level: \"%s\" is not one of debug, info, warn, error", k.cfg.log_level);
 	log_set_level((enum log_level)log_parse_level(k.cfg.log_level));
-	if (regconf_from_json(k.cfg.registries, &reg, &err) < 0)
-		die("registries: %s", err.msg);
-	regconf_free(reg);
 	if (access(k.cfg.agent_path, X_OK) < 0)
 		die("cell agent %s is not executable; build it (make) or pass --agent",
 		    k.cfg.agent_path);
