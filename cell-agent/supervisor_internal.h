@@ -1,0 +1,102 @@
+/*
+ * supervisor_internal.h: what the supervisor's files share (supervisor.c, supervisor_loop.c,
+ * supervisor_state.c, supervisor_exec.c); not for other modules.
+ *
+ * Locking: functions marked "mu held" must be called with supervisor.mu locked.
+ */
+#ifndef AGENT_SUPERVISOR_INTERNAL_H
+#define AGENT_SUPERVISOR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+#include "supervisor.h"
+
+/* Largest status.json or exit.json read back. */
+#define STATUS_FILE_MAX (256 * 1024)
+
+/* One unit and everything the supervisor knows of it. Guarded by supervisor.mu. */
+struct unit {
+	struct unit *next;
+	char *id, *dir;
+	Kiyot__Cell__V1__Unit *spec; /* deep copy; NULL when adopted without a pod */
+	struct unit_status st;
+	char *image_rootfs; /* overlay lower directory */
+	char *prep_error;   /* why the bundle could not be made */
+	bool prepared, removing, exit_pending;
+	int wd;
+	int kill_stage; /* 0 none, 1 TERM sent, 2 KILL sent */
+	int64_t stop_deadline, next_kill, restart_at, spawn_mono;
+	uint32_t backoff_n;
+	uint64_t log_sent;
+};
+
+struct supervisor {
+	struct supervisor_config cfg;
+	char *state_dir, *runtime, *shim, *cgroup_parent, *pod_ip, *etc_dir, *volumes_dir;
+	pthread_mutex_t mu, apply_mu;
+	pthread_cond_t cond;
+	struct unit *units;
+	Kiyot__Cell__V1__Pod *pod;
+	struct unit_status *ev; /* status events waiting for delivery */
+	size_t nev, cap_ev;
+	pthread_t thread;
+	int ino, wake[2];
+	bool quit;
+};
+
+/* supervisor.c: unit records and helpers */
+
+/* Deep copy of a status into dst (released with unit_status_release). */
+void unit_status_copy(struct unit_status *dst, const struct unit_status *src);
+/* Replaces the heap string *dst with a copy of v ("" for NULL). */
+void unit_set_str(char **dst, const char *v);
+/* True for ids safe as directory names: 1-128 of [A-Za-z0-9_.-], not "." or "..". */
+bool unit_id_valid(const char *id);
+/* Deep copy of a unit spec; the caller frees it with kiyot__cell__v1__unit__free_unpacked. */
+Kiyot__Cell__V1__Unit *unit_spec_copy(const Kiyot__Cell__V1__Unit *u);
+/* Persists u and queues a status event for the watcher thread. mu held. */
+void unit_changed(struct supervisor *s, struct unit *u);
+/* The unit with that id, or NULL. mu held. */
+struct unit *unit_find(struct supervisor *s, const char *id);
+/* Creates the record and directory of a unit, watches it and appends it to s->units; NULL
+ * with err set when the directory cannot be made. mu held. */
+struct unit *unit_add(struct supervisor *s, const char *id, struct err *err);
+/* Frees a unit record (not its directory); the caller unlinks it from s->units. */
+void unit_free(struct unit *u);
+/* Copies the directory of a known unit into *dir (the caller frees) and says whether it runs;
+ * -ENOENT for unknown ids. Takes mu. */
+int unit_dir_of(struct supervisor *s, const char *id, char **dir, bool *running, struct err *err);
+/* Reads whole lines of the log at path from offset into buf (at most cap bytes); returns the
+ * bytes put in buf, cap when a single line fills it, 0 when there is nothing new. */
+size_t unit_log_read_lines(const char *path, uint64_t offset, char *buf, size_t cap);
+
+/* supervisor_loop.c: the watcher thread */
+
+/* The watcher thread's body; arg is the supervisor. Returns when s->quit is set. */
+void *supervisor_watch_thread(void *arg);
+/* Schedules a restart with back-off if the pod's restart policy asks for one. mu held. */
+void unit_schedule_restart(struct supervisor *s, struct unit *u);
+/* True when an init unit ahead of u failed for good (no restart coming). mu held. */
+bool unit_init_failed(struct supervisor *s, struct unit *u);
+
+/* supervisor_state.c: persistence and adoption */
+
+/* Writes the packed desired pod to state_dir/pod.pb. */
+int supervisor_save_pod(struct supervisor *s, const uint8_t *packed, size_t len, struct err *err);
+/* Writes u's status.json (atomically); failures are logged. mu held. */
+void unit_persist(struct unit *u);
+/* Loads the saved pod and adopts the unit directories of state_dir/units. Called before the
+ * watcher thread starts. */
+int supervisor_adopt(struct supervisor *s, struct err *err);
+
+/* supervisor_exec.c: OCI runtime commands */
+
+/* Runs "<runtime> kill <id> <sig>"; 0 when the runtime accepted it. */
+int unit_runtime_kill(struct supervisor *s, struct unit *u, const char *sig);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * podspec_field.c: typed readers for the fields of a Pod manifest (strings, integers, string
+ * lists, quantities) that name the offending JSON path in their errors, and the RFC 1123 name
+ * check the pod and its containers share.
+ */
+#include "podspec_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "xalloc.h"
+
+#define HINT_QUOTE "(quote numbers and booleans in YAML, e.g. \"8080\")"
+
+/* "a.b" from a path and a key; a key alone at the root. The caller frees. */
+char *podspec_join(const char *path, const char *key)
+{
+	return *path ? xasprintf("%s.%s", path, key) : xstrdup(key);
+}
+
+/* "a[3]" from a path and an index. The caller frees. */
+char *podspec_index(const char *path, size_t i)
+{
+	return xasprintf("%s[%zu]", path, i);
+}
+
+/* Names the JSON type of v for error messages. */
+const char *podspec_type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "a mapping";
+	case JSON_ARRAY:
+		return "a list";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
+	}
+}
+
+/* The member key of obj, or NULL when missing or null (both mean "not given"). */
+const json_t *podspec_member(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
+/* Checks that v (at path) has the given type; a wrong type is an error naming both types. */
+int podspec_expect(const json_t *v, json_type t, const char *path, struct err *err)
+{
+	static const char *const names[] = {
+		[JSON_OBJECT] = "a mapping",   [JSON_ARRAY] = "a list",	 [JSON_STRING] = "a string",
+		[JSON_INTEGER] = "an integer", [JSON_REAL] = "a number", [JSON_TRUE] = "a boolean",
+		[JSON_FALSE] = "a boolean",    [JSON_NULL] = "null",
+	};
+
+	if (json_typeof(v) == t || (t == JSON_TRUE && json_is_boolean(v)))
+		return 0;
+	if (t == JSON_STRING && (json_is_number(v) || json_is_boolean(v)))
+		return err_set(err, EINVAL, "%s: must be a string, not %s " HINT_QUOTE, path,
+			       podspec_type_name(v));
+	return err_set(err, EINVAL, "%s: must be %s, not %s", path, names[t], podspec_type_name(v));
+}
+
+/* Copies an optional string member into *out (NULL when not given). */
+int podspec_string(const json_t *obj, const char *key, const char *path, bool required, char **out,
+		   struct err *err)
+{
+	const json_t *v = podspec_member(obj, key);
+	_cleanup_free_ char *p = podspec_join(path, key);
+	int ret;
+
+	if (!v) {
+		if (required)
+			return err_set(err, EINVAL, "%s: required", p);
+		return 0;
+	}
+	ret = podspec_expect(v, JSON_STRING, p, err);
+	if (ret < 0)
+		return ret;
+	if (required && json_string_length(v) == 0)
+		return err_set(err, EINVAL, "%s: required (it is empty)", p);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return err_set(err, EINVAL, "%s: contains a NUL character", p);
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* Reads an optional integer member within [min, max]; *given says whether it was there. */
+int podspec_int(const json_t *obj, const char *key, const char *path, int64_t min, int64_t max,
+		int64_t *out, bool *given, struct err *err)
+{
+	const json_t *v = podspec_member(obj, key);
+	_cleanup_free_ char *p = podspec_join(path, key);
+	int ret;
+
+	if (given)
+		*given = v != NULL;
+	if (!v)
+		return 0;
+	ret = podspec_expect(v, JSON_INTEGER, p, err);
+	if (ret < 0)
+		return ret;
+	if (json_integer_value(v) < min || json_integer_value(v) > max)
+		return err_set(err, EINVAL,
+			       "%s: %lld is out of range; must be between %lld and %lld", p,
+			       (long long)json_integer_value(v), (long long)min, (long long)max);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* Reads a list of strings (command, args) into a NULL-terminated array. */
+int podspec_string_list(const json_t *obj, const char *key, const char *path, char ***out,
+			size_t *n, struct err *err)
+{
+	const json_t *l = podspec_member(obj, key);
+	_cleanup_free_ char *p = podspec_join(path, key);
+	size_t i;
+	json_t *v;
+	int ret;
+
+	if (!l)
+		return 0;
+	ret = podspec_expect(l, JSON_ARRAY, p, err);
+	if (ret < 0)
+		return ret;
+	*out = xcalloc(json_array_size(l) + 1, sizeof(char *));
+	json_array_foreach (l, i, v) {
+		_cleanup_free_ char *ip = podspec_index(p, i);
+
+		ret = podspec_expect(v, JSON_STRING, ip, err);
+		if (ret < 0)
+			return ret;
+		(*out)[i] = xstrdup(json_string_value(v));
+		*n = i + 1;
+	}
+	return 0;
+}
+
+/* Turns a quantity given as a string or a number into its text form for the parser. */
+int podspec_quantity_text(const json_t *v, const char *path, char *buf, size_t size,
+			  struct err *err)
+{
+	if (json_is_string(v))
+		snprintf(buf, size, "%s", json_string_value(v));
+	else if (json_is_integer(v))
+		snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		snprintf(buf, size, "%.15g", json_real_value(v));
+	else
+		return err_set(err, EINVAL,
+			       "%s: must be a quantity such as \"500m\" or \"1Gi\", not %s", path,
+			       podspec_type_name(v));
+	return 0;
+}
+
+/* True when s is an RFC 1123 label: [a-z0-9-], 1-63 chars, alphanumeric at both ends. */
+bool podspec_is_label(const char *s, size_t len)
+{
+	if (len == 0 || len > 63)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+		if (!alnum && (c != '-' || i == 0 || i == len - 1))
+			return false;
+	}
+	return true;
+}
+
+/* Checks a name that must be an RFC 1123 label, in the API server's words. */
+int podspec_check_label(const char *s, const char *path, struct err *err)
+{
+	if (podspec_is_label(s, strlen(s)))
+		return 0;
+	return err_set(err, EINVAL,
+		       "%s: \"%s\" is not a valid name: use at most 63 characters of a-z, 0-9 "
+		       "and '-', starting and ending with a letter or digit",
+		       path, s);
+}

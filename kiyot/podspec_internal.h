@@ -1,0 +1,69 @@
+/*
+ * podspec_internal.h: what the parts of the Pod manifest reader share; not for other modules.
+ * podspec.c reads the pod, its metadata and volumes, podspec_container.c its containers, and
+ * podspec_field.c holds the typed field readers both use.
+ *
+ * Paths: every reader takes the JSON path of the object it reads ("spec.containers[0]", ""
+ * at the root) and names the offending field in its error, e.g. "spec.containers[0].image:
+ * required". Readers return 0 or a negative errno (EINVAL for a bad manifest, ENOTSUP for a
+ * field kiyot does not support) with err set. What they store in a podspec being built is
+ * freed with it (podspec_free), also when a later field fails.
+ */
+#ifndef KIYOT_PODSPEC_INTERNAL_H
+#define KIYOT_PODSPEC_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "podspec.h"
+
+/* podspec_field.c: field readers */
+
+/* "a.b" from a path and a key; the key alone at the root. The caller frees. */
+char *podspec_join(const char *path, const char *key);
+/* "a[3]" from a path and an index. The caller frees. */
+char *podspec_index(const char *path, size_t i);
+/* "a mapping", "a list", "a string", ... for error messages. */
+const char *podspec_type_name(const json_t *v);
+/* The member key of obj, or NULL when it is missing or null (both mean "not given"). */
+const json_t *podspec_member(const json_t *obj, const char *key);
+/* Checks that v (at path) has type t (JSON_TRUE stands for any boolean). */
+int podspec_expect(const json_t *v, json_type t, const char *path, struct err *err);
+/* Copies the string member key of obj into *out (the caller frees); *out is left alone when
+ * it is not given, which is an error when required (so is an empty string then). */
+int podspec_string(const json_t *obj, const char *key, const char *path, bool required, char **out,
+		   struct err *err);
+/* Reads the integer member key of obj within [min, max] into *out; *given (may be NULL) says
+ * whether it was there. */
+int podspec_int(const json_t *obj, const char *key, const char *path, int64_t min, int64_t max,
+		int64_t *out, bool *given, struct err *err);
+/* Reads the list of strings key of obj into a NULL-terminated *out of *n strings. */
+int podspec_string_list(const json_t *obj, const char *key, const char *path, char ***out,
+			size_t *n, struct err *err);
+/* Writes a quantity given as a string or a number into buf as text for the quantity parser. */
+int podspec_quantity_text(const json_t *v, const char *path, char *buf, size_t size,
+			  struct err *err);
+/* True when s[0..len) is an RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends. */
+bool podspec_is_label(const char *s, size_t len);
+/* Checks that s (the value at path) is an RFC 1123 label, in the API server's words. */
+int podspec_check_label(const char *s, const char *path, struct err *err);
+
+/* podspec_container.c: containers */
+
+/* Reads spec.containers (init false: required, at least one) or spec.initContainers (init
+ * true: optional) of spec into ps; volume mounts are checked against ps->volumes, container
+ * names against the containers already read. */
+int podspec_read_containers(const json_t *spec, const char *key, struct podspec *ps, bool init,
+			    struct err *err);
+/* Frees an array of n containers and everything they own; NULL is fine. */
+void podspec_containers_free(struct podspec_container *c, size_t n);
+
+/* podspec.c */
+
+/* Frees an array of n name/value pairs; NULL is fine. */
+void podspec_kv_free(struct podspec_kv *kv, size_t n);
+
+#endif
