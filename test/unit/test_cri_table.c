@@ -136,8 +136,7 @@ static void test_cri_table__services_are_runtime_v1(void **state)
 	(void)state;
 	assert_string_equal(runtime__v1__runtime_service__descriptor.name,
 			    "runtime.v1.RuntimeService");
-	assert_string_equal(runtime__v1__image_service__descriptor.name,
-			    "runtime.v1.ImageService");
+	assert_string_equal(runtime__v1__image_service__descriptor.name, "runtime.v1.ImageService");
 	/* the checks above would pass on an empty service */
 	assert_true(runtime__v1__runtime_service__descriptor.n_methods >= 25);
 	assert_true(runtime__v1__image_service__descriptor.n_methods >= 5);
@@ -169,7 +168,8 @@ static void test_cri_table__every_agent_method_has_one_entry(void **state)
 
 	(void)state;
 	assert_non_null(t);
-	assert_string_equal(kiyot__cell__v1__cell_agent__descriptor.name, "kiyot.cell.v1.CellAgent");
+	assert_string_equal(kiyot__cell__v1__cell_agent__descriptor.name,
+			    "kiyot.cell.v1.CellAgent");
 	covered = check_service(t, n, svcs[0]);
 	check_no_strays(t, n, svcs, 1);
 	assert_int_equal(n, covered);

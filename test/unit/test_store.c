@@ -98,8 +98,8 @@ static struct sandbox *make_sandbox(const char *id, const char *name)
 {
 	static const char *const labels[] = { "app", "web", "io.kubernetes.pod.namespace", "shop",
 					      NULL };
-	static const char *const ann[] = { "pod.elotl.co/instance-type", "t3.nano",
-					   "note", "line one\nline two: with colon", NULL };
+	static const char *const ann[] = { "pod.elotl.co/instance-type", "t3.nano", "note",
+					   "line one\nline two: with colon", NULL };
 	struct sandbox *s = xcalloc(1, sizeof(*s));
 	Runtime__V1__PodSandboxConfig *c = xcalloc(1, sizeof(*c));
 
@@ -114,9 +114,9 @@ static struct sandbox *make_sandbox(const char *id, const char *name)
 	c->log_directory = xasprintf("/var/log/pods/shop_%s_uid", name);
 	c->labels = (void *)make_map(&runtime__v1__pod_sandbox_config__labels_entry__descriptor,
 				     labels, &c->n_labels);
-	c->annotations = (void *)make_map(
-		&runtime__v1__pod_sandbox_config__annotations_entry__descriptor, ann,
-		&c->n_annotations);
+	c->annotations =
+		(void *)make_map(&runtime__v1__pod_sandbox_config__annotations_entry__descriptor,
+				 ann, &c->n_annotations);
 	s->id = xstrdup(id);
 	s->config = c;
 	s->runtime_handler = xstrdup("kiyot");
@@ -151,9 +151,9 @@ static struct container *make_container(const char *id, const char *sandbox_id, 
 	cfg->log_path = xasprintf("%s/0.log", name);
 	cfg->labels = (void *)make_map(&runtime__v1__container_config__labels_entry__descriptor,
 				       labels, &cfg->n_labels);
-	cfg->annotations = (void *)make_map(
-		&runtime__v1__container_config__annotations_entry__descriptor, ann,
-		&cfg->n_annotations);
+	cfg->annotations =
+		(void *)make_map(&runtime__v1__container_config__annotations_entry__descriptor, ann,
+				 &cfg->n_annotations);
 	c->id = xstrdup(id);
 	c->sandbox_id = xstrdup(sandbox_id);
 	c->config = cfg;
@@ -193,8 +193,7 @@ static void free_all(struct sandbox *s, struct container *c, struct image_rec *i
 	}
 }
 
-static void load(struct fixture *f, struct sandbox **s, struct container **c,
-		 struct image_rec **i)
+static void load(struct fixture *f, struct sandbox **s, struct container **c, struct image_rec **i)
 {
 	struct err err = ERR_INIT;
 
@@ -267,8 +266,9 @@ static void test_store__sandbox_round_trip(void **state)
 	assert_string_equal(c->log_directory, "/var/log/pods/shop_web_uid");
 	assert_int_equal(c->n_labels, 2);
 	assert_string_equal(cri_map_get((void **)c->labels, c->n_labels, "app"), "web");
-	assert_string_equal(
-		cri_map_get((void **)c->labels, c->n_labels, "io.kubernetes.pod.namespace"), "shop");
+	assert_string_equal(cri_map_get((void **)c->labels, c->n_labels,
+					"io.kubernetes.pod.namespace"),
+			    "shop");
 	assert_int_equal(c->n_annotations, 2);
 	assert_string_equal(cri_map_get((void **)c->annotations, c->n_annotations, "note"),
 			    "line one\nline two: with colon");
@@ -485,8 +485,11 @@ static void test_store__records_survive_a_restart(void **state)
 	struct fixture *f = *state;
 	struct sandbox *s = make_sandbox("sb1", "web");
 	struct container *c = make_container("c1", "sb1", "app");
-	struct image_rec img = { .id = "sha256:9", .repo_tags = "a:1", .repo_digests = "a@sha256:9",
-				 .size = 1, .user = "" };
+	struct image_rec img = { .id = "sha256:9",
+				 .repo_tags = "a:1",
+				 .repo_digests = "a@sha256:9",
+				 .size = 1,
+				 .user = "" };
 	struct sandbox *ss = NULL;
 	struct container *cs = NULL;
 	struct image_rec *is = NULL;
@@ -542,7 +545,8 @@ static void test_store__corrupt_row_is_skipped(void **state)
 {
 	struct fixture *f = *state;
 	struct sandbox *s1 = make_sandbox("s1", "one"), *s2 = make_sandbox("s2", "two");
-	struct container *c1 = make_container("c1", "s1", "a"), *c2 = make_container("c2", "s2", "b");
+	struct container *c1 = make_container("c1", "s1", "a"),
+			 *c2 = make_container("c2", "s2", "b");
 	struct sandbox *ss = NULL;
 	struct container *cs = NULL;
 	struct image_rec *is = NULL;
@@ -595,7 +599,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__log_offset_update, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__records_survive_a_restart, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_store__corrupt_row_is_skipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__corrupt_row_is_skipped, setup,
+						teardown),
 		cmocka_unit_test(test_store__open_error_names_the_path),
 	};
 
