@@ -1,0 +1,821 @@
+#!/usr/bin/python3
+"""Kiyot benchmarks: figures and ratios, no assertions about speed.
+
+Runs in the integration suite's environment (test/integration/harness.py: bridge kiyott0,
+docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) and measures:
+
+  1. pod start latency (RunPodSandbox -> container RUNNING), 20 pods one at a time and 20 pods
+     10 at once, with a per-call breakdown; baselines: `crun run -d` of the same image on the
+     host, and a netns + veth made with `ip`
+  2. image pull and unpack through PullImage in a fresh cell; baseline: curl + tar
+  3. cell-agent and unit shim memory
+  4. kiyot memory with 0 and 20 pods
+  5. CRI Version call latency over the unix socket
+
+bench/run.sh is the entry point (root, one run at a time). Exit status: 0 when every figure
+was measured, 1 when the setup failed or a section could not be measured (printed).
+Set KIYOT_BENCH_JSON=FILE to also get the raw figures as JSON.
+"""
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(REPO, "test", "integration"))
+
+import harness  # noqa: E402
+from harness import images  # noqa: E402
+
+HELLO = "hello:1"
+MULTILAYER = "multilayer:1"
+BIG = "bench/big:1"
+BIG_LAYERS = 8
+BIG_LAYER_BYTES = 8 << 20
+BIG_VERSION = "bench-big-v1"
+
+N_PODS = 20
+WIDE = 10
+PULL_REPS = 3
+CRUN_REPS = 20
+NETNS_REPS = 20
+VERSION_CALLS = 2000
+
+# Bounded waits (seconds).
+T_RUNNING = 60
+T_HTTP = 30
+T_POLL = 0.002
+
+
+def log(msg):
+    sys.stderr.write("[bench] %s\n" % msg)
+    sys.stderr.flush()
+
+
+# ---- statistics and tables ----
+
+def pct(values, q):
+    """Nearest-rank percentile (q in 0..100) of a list; None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = max(1, int(math.ceil(q / 100.0 * len(s))))
+    return s[min(k, len(s)) - 1]
+
+
+def med(values):
+    return pct(values, 50)
+
+
+def ms(v):
+    return "-" if v is None else ("%.1f" % (v * 1000.0))
+
+
+def mib(v):
+    return "-" if v is None else ("%.1f" % (v / 1048576.0))
+
+
+def ratio(a, b):
+    return "-" if a is None or not b else ("%.1fx" % (a / b))
+
+
+def table(title, header, rows, note=None):
+    """Prints a plain-text table with right-aligned columns (the first left-aligned)."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+
+    def line(r):
+        return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
+                         for i, c in enumerate(r)).rstrip()
+    print()
+    print(title)
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for r in cells[1:]:
+        print(line(r))
+    if note:
+        for n in note if isinstance(note, list) else [note]:
+            print("  " + n)
+    sys.stdout.flush()
+
+
+# ---- memory ----
+
+def smaps_rollup(pid):
+    """{"rss", "pss", "private"} in bytes from /proc/PID/smaps_rollup (private = the sum of
+    the Private_* lines); None when the process is gone."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            text = f.read()
+    except OSError:
+        return None
+    res = {"rss": 0, "pss": 0, "private": 0, "dirty": 0}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[2] != "kB":
+            continue
+        key, kb = parts[0].rstrip(":"), int(parts[1]) * 1024
+        if key == "Rss":
+            res["rss"] = kb
+        elif key == "Pss":
+            res["pss"] = kb
+        elif key.startswith("Private_"):
+            res["private"] += kb
+            if key == "Private_Dirty":
+                res["dirty"] = kb
+    return res
+
+
+def mem_cols(m):
+    return [mib(m["rss"]), mib(m["private"]), mib(m["dirty"]), mib(m["pss"])]
+
+
+# ---- the run ----
+
+class Bench:
+    def __init__(self):
+        self.env = harness.Env(work=tempfile.mkdtemp(prefix="kiyot-bench-"))
+        self.t = None
+        self.pods = []
+        self.pods_lock = threading.Lock()
+        self.results = {}
+        self.failed = []
+        self.tag = uuid.uuid4().hex[:6]
+        self.crun_ids = []
+        self.netns = []
+
+    # -- setup --
+    def setup(self):
+        log("work directory " + self.env.work)
+        t0 = time.monotonic()
+        self.env.setup()
+        self.push_big()
+        self.t = harness.KiyotTest()
+        self.t.env = self.env
+        self.t.c = self.env.client
+        self.t.pb = self.env.client.pb
+        log("environment up in %.1f s" % (time.monotonic() - t0))
+
+    def push_big(self):
+        """Builds (cached by BIG_VERSION) and pushes bench/big:1: BIG_LAYERS layers of
+        BIG_LAYER_BYTES of incompressible data each, gzipped."""
+        out = os.path.join(harness.CACHE, "bench-images")
+        cat = os.path.join(out, "catalog.json")
+        fresh = True
+        if os.path.exists(cat):
+            with open(cat) as f:
+                fresh = json.load(f).get("input_hash") != BIG_VERSION
+        if fresh:
+            t0 = time.monotonic()
+            shutil.rmtree(out, ignore_errors=True)
+            b = images.Builder(out)
+            layers = []
+            for i in range(BIG_LAYERS):
+                data = hashlib.shake_256(b"kiyot bench layer %d" % i).digest(BIG_LAYER_BYTES)
+                layers.append(images.Layer().dir("data")
+                              .file("data/layer%d.bin" % i, data).finish(level=1))
+            d, mt, _, cfgd = b.image(layers, {"Env": [images.PATH_ENV], "Cmd": ["/bin/true"]})
+            b.tag(BIG, d, mt, config=cfgd)
+            b.save(BIG_VERSION)
+            log("built %s in %.1f s" % (BIG, time.monotonic() - t0))
+        pushed = images.push(out, harness.REGISTRY)
+        self.env.catalog["tags"].update(pushed["tags"])
+        self.big_dir = out
+
+    # -- pods --
+    def run_pod(self, name):
+        """RunPodSandbox like the kubelet; returns (pod id, sandbox config, seconds)."""
+        cfg = self.t.sandbox_config(name=name)
+        pb = self.t.pb
+        t0 = time.monotonic()
+        r = self.env.client.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg),
+                                                  timeout=harness.T_START)
+        dt = time.monotonic() - t0
+        self.env.note_ids(r.pod_sandbox_id)
+        with self.pods_lock:
+            self.pods.append(r.pod_sandbox_id)
+        return r.pod_sandbox_id, cfg, dt
+
+    def drop_pod(self, pod):
+        """StopPodSandbox + RemovePodSandbox; returns (stop s, remove s)."""
+        t0 = time.monotonic()
+        self.t.stop_pod(pod)
+        t1 = time.monotonic()
+        self.t.remove_pod(pod)
+        t2 = time.monotonic()
+        with self.pods_lock:
+            if pod in self.pods:
+                self.pods.remove(pod)
+        return t1 - t0, t2 - t1
+
+    def pod_ip(self, pod):
+        return self.t.pod_status(pod).network.ip
+
+    def start_hello(self, idx, prefix):
+        """One pod the kubelet's way: RunPodSandbox, PullImage with the sandbox config,
+        CreateContainer, StartContainer, then ContainerStatus until RUNNING and the pod IP
+        until HTTP answers. Returns the timings (seconds) and ids."""
+        pb = self.t.pb
+        ref = self.env.ref(HELLO)
+        rec = {"idx": idx}
+        t0 = time.monotonic()
+        pod, cfg, rec["run"] = self.run_pod("%s-%s-%02d" % (prefix, self.tag, idx))
+        rec["pod"] = pod
+        t1 = time.monotonic()
+        self.t.pull(ref, cfg)
+        t2 = time.monotonic()
+        cid, _ = self.t.create(pod, cfg, ref, name="hello", pull=False)
+        t3 = time.monotonic()
+        self.t.start(cid)
+        t4 = time.monotonic()
+        want = pb.CONTAINER_RUNNING
+        deadline = t4 + T_RUNNING
+        polls = 0
+        while True:
+            st = self.t.cstatus(cid).state
+            if st == want:
+                break
+            if st == pb.CONTAINER_EXITED:
+                raise RuntimeError("container of pod %s exited instead of running" % pod)
+            if time.monotonic() > deadline:
+                raise RuntimeError("container of pod %s not RUNNING after %d s" %
+                                   (pod, T_RUNNING))
+            polls += 1
+            time.sleep(T_POLL)
+        t5 = time.monotonic()
+        ip = self.pod_ip(pod)
+        deadline = t5 + T_HTTP
+        while True:
+            try:
+                if harness.http_get(ip, 8080, timeout=1)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("pod %s (%s) does not answer HTTP after %d s" %
+                                   (pod, ip, T_HTTP))
+            time.sleep(T_POLL)
+        t6 = time.monotonic()
+        rec.update(pull=t2 - t1, create=t3 - t2, start=t4 - t3, running=t5 - t0,
+                   after_start=t5 - t4, polls=polls, http=t6 - t0, http_after_running=t6 - t5,
+                   cid=cid, ip=ip)
+        return rec
+
+    # -- 1. pod start --
+    def pod_start_sequential(self):
+        recs = []
+        for i in range(N_PODS):
+            recs.append(self.start_hello(i, "seq"))
+        return recs
+
+    def pod_start_concurrent(self):
+        recs, errors = [], []
+        next_idx = [0]
+        lock = threading.Lock()
+
+        def worker():
+            while True:
+                with lock:
+                    if next_idx[0] >= N_PODS:
+                        return
+                    i = next_idx[0]
+                    next_idx[0] += 1
+                try:
+                    r = self.start_hello(i, "par")
+                    with lock:
+                        recs.append(r)
+                except Exception as e:  # noqa: BLE001 - reported
+                    with lock:
+                        errors.append("pod %d: %s" % (i, harness.cri.details_of(e)))
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(WIDE)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(T_RUNNING * 3)
+        wall = time.monotonic() - t0
+        if any(th.is_alive() for th in threads):
+            errors.append("workers still running after %d s" % (T_RUNNING * 3))
+        return recs, errors, wall
+
+    def drop_all(self, pods):
+        stops, removes = [], []
+        for p in pods:
+            s, r = self.drop_pod(p)
+            stops.append(s)
+            removes.append(r)
+        return stops, removes
+
+    def section_pod_start(self):
+        kiyot_pid = self.env.kiyot.pid
+        self.results["kiyot_mem_0"] = smaps_rollup(kiyot_pid)
+
+        log("1. %d pods one at a time" % N_PODS)
+        t0 = time.monotonic()
+        seq = self.pod_start_sequential()
+        seq_wall = time.monotonic() - t0
+        time.sleep(0.5)
+        self.results["kiyot_mem_20"] = smaps_rollup(kiyot_pid)
+        self.results["agent_mem_all"] = self.agents_mem([r["ip"] for r in seq])
+        log("removing %d pods" % len(seq))
+        stops, removes = self.drop_all([r["pod"] for r in seq])
+        time.sleep(0.5)
+        self.results["kiyot_mem_after"] = smaps_rollup(kiyot_pid)
+
+        log("1. %d pods %d at once" % (N_PODS, WIDE))
+        par, errors, par_wall = self.pod_start_concurrent()
+        self.drop_all([r["pod"] for r in par])
+        self.results["pod_start"] = {"sequential": seq, "concurrent": par,
+                                     "concurrent_errors": errors, "seq_wall": seq_wall,
+                                     "par_wall": par_wall, "stop": stops, "remove": removes}
+        if errors:
+            raise RuntimeError("%d concurrent pod starts failed: %s" %
+                               (len(errors), "; ".join(errors[:3])))
+
+    def agents_mem(self, ips):
+        """Sum and median of the agents' and shims' memory over running pods."""
+        agents, shims = [], []
+        for ip in ips:
+            fp = harness.Footprint(ip)
+            if fp.agent_pid:
+                agents.append(smaps_rollup(fp.agent_pid))
+            for pid in fp.pids:
+                argv = harness.pid_cmdline(pid)
+                if len(argv) > 1 and os.path.basename(argv[0]) == "cell-agent" and \
+                        argv[1] == "shim":
+                    shims.append(smaps_rollup(pid))
+        return {"agents": [a for a in agents if a], "shims": [s for s in shims if s]}
+
+    # -- 1. baselines --
+    def hello_bundle(self):
+        """An OCI bundle of the hello image: layers unpacked with tar, config from
+        `crun spec`, in the host's network namespace so the server answers on loopback."""
+        bundle = os.path.join(self.env.work, "bundle")
+        rootfs = os.path.join(bundle, "rootfs")
+        os.makedirs(rootfs)
+        out = os.path.join(harness.CACHE, "images")
+        man = json.loads(_read(os.path.join(out, "blobs", self.env.tag_info(HELLO)
+                                             ["digest"].split(":", 1)[1])))
+        for layer in man["layers"]:
+            harness.sh("tar", "-xzf", os.path.join(out, "blobs", layer["digest"].split(":")[1]),
+                       "-C", rootfs)
+        harness.sh("crun", "spec", "-b", bundle)
+        path = os.path.join(bundle, "config.json")
+        with open(path) as f:
+            spec = json.load(f)
+        spec["process"]["terminal"] = False
+        spec["process"]["args"] = ["/hello"]
+        spec["process"]["env"] = [images.PATH_ENV, "PORT=%d" % self.crun_port]
+        spec["root"]["readonly"] = False
+        spec["linux"]["namespaces"] = [n for n in spec["linux"]["namespaces"]
+                                       if n["type"] != "network"]
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        return bundle
+
+    def crun(self, *args, check=True):
+        """Runs crun in a private mount namespace without the cgroup2 mount (the only way
+        Debian's crun runs on this cgroup v1 hybrid host)."""
+        cmd = "umount /sys/fs/cgroup/unified && exec crun " + " ".join(args)
+        errf = os.path.join(self.env.work, "crun.err")
+        # Not a pipe: a detached container would hold it open.
+        with open(errf, "w") as err:
+            p = subprocess.run(["unshare", "-m", "sh", "-c", cmd], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=err, timeout=60)
+        if check and p.returncode != 0:
+            raise RuntimeError("crun %s: exit %d: %s" % (" ".join(args), p.returncode,
+                                                         _read(errf).decode(errors="replace")
+                                                         .strip()[:500]))
+
+    def section_crun_baseline(self):
+        log("1. baseline: crun run -d of the hello image, %d times" % CRUN_REPS)
+        self.crun_port = 18080
+        bundle = self.hello_bundle()
+        runs, https = [], []
+        for i in range(CRUN_REPS):
+            cid = "kiyot-bench-%s-%d" % (self.tag, i)
+            self.crun_ids.append(cid)
+            self.save_leftovers()
+            t0 = time.monotonic()
+            self.crun("run", "-d", "--bundle", bundle, cid)
+            t1 = time.monotonic()
+            deadline = t1 + T_HTTP
+            while True:
+                try:
+                    if harness.http_get("127.0.0.1", self.crun_port, timeout=1)[0] == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("crun container %s does not answer HTTP" % cid)
+                time.sleep(T_POLL)
+            t2 = time.monotonic()
+            runs.append(t1 - t0)
+            https.append(t2 - t0)
+            self.crun("delete", "-f", cid)
+            self.crun_ids.remove(cid)
+        self.results["crun"] = {"run": runs, "http": https}
+
+    def section_netns_baseline(self):
+        log("1. baseline: netns + veth with ip, %d times" % NETNS_REPS)
+        times = []
+        for i in range(NETNS_REPS):
+            ns = "kbench-%s-%d" % (self.tag, i)
+            veth = "kb%s%d" % (self.tag, i)
+            self.netns.append((ns, veth))
+            self.save_leftovers()
+            ip = "10.78.250.%d/16" % (i + 1)
+            cmds = [["ip", "netns", "add", ns],
+                    ["ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "c"],
+                    ["ip", "link", "set", veth, "master", harness.BRIDGE, "up"],
+                    ["ip", "link", "set", veth + "c", "netns", ns],
+                    ["ip", "-n", ns, "addr", "add", ip, "dev", veth + "c"],
+                    ["ip", "-n", ns, "link", "set", veth + "c", "up"],
+                    ["ip", "-n", ns, "link", "set", "lo", "up"],
+                    ["ip", "-n", ns, "route", "add", "default", "via", harness.HOST_IP]]
+            t0 = time.monotonic()
+            for c in cmds:
+                harness.sh(*c)
+            times.append(time.monotonic() - t0)
+        self.drop_netns()
+        self.results["netns"] = times
+
+    def save_leftovers(self):
+        """Records what is outside kiyot's and the harness's reach (crun containers, netns),
+        so `bench.py cleanup DIR` can remove it after a hard kill."""
+        with open(os.path.join(self.env.work, "bench-leftovers.json"), "w") as f:
+            json.dump({"crun": self.crun_ids, "netns": self.netns}, f)
+
+    def drop_netns(self):
+        for ns, veth in self.netns:
+            harness.sh("ip", "link", "del", veth, check=False, quiet=True)
+            harness.sh("ip", "netns", "del", ns, check=False, quiet=True)
+        self.netns = []
+
+    # -- 2. image pull --
+    def blobs_of(self, name):
+        """(manifest digest, [config digest] + layer digests, blob directory) of a tag."""
+        d = self.env.tag_info(name)["digest"]
+        for out in (os.path.join(harness.CACHE, "images"), self.big_dir):
+            p = os.path.join(out, "blobs", d.split(":", 1)[1])
+            if os.path.exists(p):
+                man = json.loads(_read(p))
+                return d, [man["config"]["digest"]] + [x["digest"] for x in man["layers"]], out
+        raise RuntimeError("no manifest blob for " + name)
+
+    def pull_baseline(self, name):
+        """curl of the manifest and every blob to /dev/null, then tar -xzf of each layer from
+        a local copy; also curl | tar -xz streamed. Seconds for each."""
+        man, blobs, out = self.blobs_of(name)
+        repo = name.rsplit(":", 1)[0]
+        base = "http://%s/v2/%s" % (harness.REGISTRY, repo)
+        curl = ["curl", "-sSf", "-o", "/dev/null"]
+        t0 = time.monotonic()
+        harness.sh(*curl, "-H", "Accept: " + images.ACCEPT, base + "/manifests/" + man)
+        for b in blobs:
+            harness.sh(*curl, base + "/blobs/" + b)
+        t1 = time.monotonic()
+        dest = tempfile.mkdtemp(prefix="untar-", dir=self.env.work)
+        t2 = time.monotonic()
+        for b in blobs[1:]:
+            harness.sh("tar", "-xzf", os.path.join(out, "blobs", b.split(":", 1)[1]), "-C", dest)
+        t3 = time.monotonic()
+        shutil.rmtree(dest)
+        dest = tempfile.mkdtemp(prefix="untar-", dir=self.env.work)
+        t4 = time.monotonic()
+        for b in blobs[1:]:
+            harness.sh("sh", "-c", "curl -sSf '%s/blobs/%s' | tar -xz -C '%s'" % (base, b, dest))
+        t5 = time.monotonic()
+        shutil.rmtree(dest)
+        size = sum(os.path.getsize(os.path.join(out, "blobs", b.split(":", 1)[1]))
+                   for b in blobs)
+        return {"fetch": t1 - t0, "untar": t3 - t2, "stream": t5 - t4, "bytes": size,
+                "layers": len(blobs) - 1}
+
+    def section_pull(self):
+        res = {}
+        for name in (MULTILAYER, BIG):
+            log("2. PullImage of %s in a fresh cell, %d times" % (name, PULL_REPS))
+            ref = self.env.ref(name)
+            fresh, again, base = [], [], []
+            for i in range(PULL_REPS):
+                pod, cfg, _ = self.run_pod("pull-%s-%d" % (self.tag, i))
+                t0 = time.monotonic()
+                self.t.pull(ref, cfg)
+                t1 = time.monotonic()
+                self.t.pull(ref, cfg)
+                t2 = time.monotonic()
+                fresh.append(t1 - t0)
+                again.append(t2 - t1)
+                self.drop_pod(pod)
+                base.append(self.pull_baseline(name))
+            res[name] = {"fresh": fresh, "again": again, "baseline": base}
+        self.results["pull"] = res
+
+    # -- 3. cell-agent memory --
+    def section_agent_mem(self):
+        log("3. cell-agent memory, idle and with one unit")
+        pod, cfg, _ = self.run_pod("mem-%s" % self.tag)
+        ip = self.pod_ip(pod)
+        time.sleep(0.5)
+        fp = harness.Footprint(ip)
+        idle = smaps_rollup(fp.agent_pid) if fp.agent_pid else None
+        ref = self.env.ref(HELLO)
+        self.t.pull(ref, cfg)
+        cid, _ = self.t.create(pod, cfg, ref, name="hello", pull=False)
+        self.t.start(cid)
+        self.t.wait_state(cid, "CONTAINER_RUNNING", timeout=T_RUNNING)
+        self.t.wait_http(ip, timeout=T_HTTP)
+        time.sleep(0.5)
+        fp = harness.Footprint(ip)
+        rows = {"agent_idle": (fp.agent_pid, idle), "agent_unit": (fp.agent_pid,
+                                                                   smaps_rollup(fp.agent_pid))}
+        for pid in sorted(fp.pids):
+            argv = harness.pid_cmdline(pid)
+            name = os.path.basename(argv[0]) if argv else ""
+            if name == "cell-agent" and len(argv) > 1 and argv[1] == "shim":
+                rows["shim"] = (pid, smaps_rollup(pid))
+            elif name == "crun":
+                rows["crun"] = (pid, smaps_rollup(pid))
+            elif name == "hello":
+                rows["hello"] = (pid, smaps_rollup(pid))
+        self.results["agent_mem"] = rows
+        self.drop_pod(pod)
+
+    # -- 5. CRI Version --
+    def section_version(self):
+        log("5. CRI Version, %d calls with 1 and 8 threads" % VERSION_CALLS)
+        c = self.env.client
+        req = c.pb.VersionRequest(version="v1")
+        res = {}
+        for threads in (1, 8):
+            lat = []
+            lock = threading.Lock()
+            per = VERSION_CALLS // threads
+
+            def worker():
+                mine = []
+                for _ in range(per):
+                    t0 = time.perf_counter()
+                    c.runtime.Version(req, timeout=10)
+                    mine.append(time.perf_counter() - t0)
+                with lock:
+                    lat.extend(mine)
+            for _ in range(20):
+                c.runtime.Version(req, timeout=10)
+            t0 = time.perf_counter()
+            ths = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join(120)
+            wall = time.perf_counter() - t0
+            if len(lat) != per * threads:
+                raise RuntimeError("only %d of %d Version calls finished" %
+                                   (len(lat), per * threads))
+            res[threads] = {"lat": lat, "wall": wall}
+        self.results["version"] = res
+
+    # -- reporting --
+    def report(self):
+        r = self.results
+        ps = r.get("pod_start")
+        crun = r.get("crun")
+        netns = r.get("netns")
+        if ps:
+            rows = []
+            for label, recs in (("one at a time", ps["sequential"]),
+                                ("%d at once" % WIDE, ps["concurrent"])):
+                for what, key in (("RunPodSandbox -> RUNNING", "running"),
+                                  ("RunPodSandbox -> HTTP 200", "http")):
+                    v = [x[key] for x in recs]
+                    rows.append(["%s, %s" % (label, what), len(v), ms(med(v)),
+                                 ms(pct(v, 95)), ms(max(v) if v else None)])
+            if crun:
+                rows.append(["baseline: crun run -d (returns)", len(crun["run"]),
+                             ms(med(crun["run"])), ms(pct(crun["run"], 95)),
+                             ms(max(crun["run"]))])
+                rows.append(["baseline: crun run -d -> HTTP 200", len(crun["http"]),
+                             ms(med(crun["http"])), ms(pct(crun["http"], 95)),
+                             ms(max(crun["http"]))])
+            if netns:
+                rows.append(["baseline: ip netns add + veth (8 ip cmds)", len(netns),
+                             ms(med(netns)), ms(pct(netns, 95)), ms(max(netns))])
+            table("1. Pod start latency (ms), hello image, pull with sandbox_config",
+                  ["", "n", "p50", "p95", "max"], rows,
+                  "wall time: %d pods one at a time %.1f s, %d at once (%d threads) %.1f s" %
+                  (len(ps["sequential"]), ps["seq_wall"], len(ps["concurrent"]), WIDE,
+                   ps["par_wall"]))
+            rows = []
+            for label, recs in (("one at a time", ps["sequential"]),
+                                ("%d at once" % WIDE, ps["concurrent"])):
+                rows.append([label] + [ms(med([x[k] for x in recs])) for k in
+                                       ("run", "pull", "create", "start", "after_start",
+                                        "http_after_running")])
+            table("1b. Pod start breakdown, medians (ms)",
+                  ["", "RunPodSandbox", "PullImage", "CreateContainer", "StartContainer",
+                   "->RUNNING", "RUNNING->HTTP"], rows,
+                  ["->RUNNING: StartContainer returned until ContainerStatus said RUNNING "
+                   "(polled every %d ms)" % (T_POLL * 1000),
+                   "RUNNING->HTTP: until the pod IP answered HTTP (polled every %d ms)" %
+                   (T_POLL * 1000),
+                   "StopPodSandbox median %s ms, RemovePodSandbox median %s ms (%d pods)" %
+                   (ms(med(ps["stop"])), ms(med(ps["remove"])), len(ps["stop"]))])
+            seq_run = med([x["running"] for x in ps["sequential"]])
+            seq_http = med([x["http"] for x in ps["sequential"]])
+            seq_sb = med([x["run"] for x in ps["sequential"]])
+            rows = []
+            if crun:
+                rows.append(["pod start -> RUNNING / crun run -d", ratio(seq_run,
+                                                                          med(crun["run"]))])
+                rows.append(["pod start -> HTTP / crun run -d -> HTTP",
+                             ratio(seq_http, med(crun["http"]))])
+            if netns:
+                rows.append(["RunPodSandbox / ip netns + veth", ratio(seq_sb, med(netns))])
+                if crun:
+                    rows.append(["pod start -> RUNNING / (netns+veth + crun run -d)",
+                                 ratio(seq_run, med(netns) + med(crun["run"]))])
+            table("1c. Ratios kiyot / baseline (medians, pods one at a time)",
+                  ["", "ratio"], rows)
+        pull = r.get("pull")
+        if pull:
+            rows = []
+            for name, p in pull.items():
+                b = p["baseline"]
+                fetch = med([x["fetch"] for x in b])
+                untar = med([x["untar"] for x in b])
+                stream = med([x["stream"] for x in b])
+                fresh = med(p["fresh"])
+                size = b[0]["bytes"] if b else 0
+                rows.append([name, b[0]["layers"] if b else "-", mib(size), ms(fresh),
+                             ms(max(p["fresh"])), ms(med(p["again"])), ms(fetch), ms(untar),
+                             ms(stream), ratio(fresh, fetch + untar), ratio(fresh, stream),
+                             "%.0f" % (size / 1048576.0 / fresh) if fresh else "-"])
+            table("2. Image pull + unpack through PullImage in a fresh cell (ms, medians of %d)"
+                  % PULL_REPS,
+                  ["image", "layers", "MiB", "PullImage", "max", "again", "curl", "tar -x",
+                   "curl|tar", "/(curl+tar)", "/(curl|tar)", "MiB/s"], rows,
+                  ["again: a second PullImage of the same image in the same cell",
+                   "curl: manifest + config + layers to /dev/null; tar -x: each layer from a "
+                   "local file; curl|tar: streamed"])
+        am = r.get("agent_mem")
+        rows = []
+        if am:
+            labels = [("agent_idle", "cell-agent, idle cell (RunPodSandbox only)"),
+                      ("agent_unit", "cell-agent, one running unit"),
+                      ("shim", "unit shim (cell-agent shim)"),
+                      ("crun", "crun run (parent of the container)"),
+                      ("hello", "the container (hello)")]
+            for key, label in labels:
+                pid, m = am.get(key, (None, None))
+                rows.append([label] + (mem_cols(m) + [str(pid)] if m else
+                                       ["-", "-", "-", "-", "not found"]))
+            cell = [am[k][1] for k in ("agent_unit", "shim", "crun", "hello")
+                    if k in am and am[k][1]]
+            rows.append(["sum of the above with one unit (no PSS)",
+                         mib(sum(m["rss"] for m in cell)), mib(sum(m["private"] for m in cell)),
+                         mib(sum(m["dirty"] for m in cell)), "-", ""])
+        allm = r.get("agent_mem_all")
+        if allm:
+            for key, label in (("agents", "cell-agent"), ("shims", "unit shim")):
+                v = allm[key]
+                if v:
+                    rows.append(["%s, median over %d running pods" % (label, len(v))] +
+                                [mib(med([x[k] for x in v]))
+                                 for k in ("rss", "private", "dirty", "pss")] + [""])
+        if rows:
+            table("3. Cell memory (MiB)", ["", "RSS", "private", "priv.dirty", "PSS", "pid"],
+                  rows, ["private = sum of Private_* in /proc/PID/smaps_rollup; priv.dirty = "
+                         "Private_Dirty alone (memory this process alone costs)",
+                         "private counts clean file pages only while no other process maps "
+                         "them: it drops when the shim (same binary) starts"])
+        rows = []
+        for key, label in (("kiyot_mem_0", "kiyot, 0 pods"),
+                           ("kiyot_mem_20", "kiyot, %d pods running" % N_PODS),
+                           ("kiyot_mem_after", "kiyot, after removing them")):
+            m = r.get(key)
+            if m:
+                rows.append([label] + mem_cols(m))
+        if rows:
+            table("4. kiyot memory (MiB)", ["", "RSS", "private", "priv.dirty", "PSS"], rows,
+                  "private moves with the cell agents that map the same libraries; priv.dirty "
+                  "is kiyot's own memory")
+        v = r.get("version")
+        if v:
+            rows = []
+            for threads, x in sorted(v.items()):
+                rows.append([threads, len(x["lat"]), ms(med(x["lat"])), ms(pct(x["lat"], 99)),
+                             ms(max(x["lat"])), "%.0f" % (len(x["lat"]) / x["wall"])])
+            table("5. CRI Version over the unix socket (ms; Python grpcio client)",
+                  ["threads", "calls", "p50", "p99", "max", "calls/s"], rows)
+        if self.failed:
+            print()
+            for f in self.failed:
+                print("NOT MEASURED: " + f)
+        sys.stdout.flush()
+
+    def dump_json(self):
+        path = os.environ.get("KIYOT_BENCH_JSON")
+        if not path:
+            return
+        with open(path, "w") as f:
+            json.dump(self.results, f, indent=1, sort_keys=True, default=str)
+
+    # -- teardown --
+    def cleanup(self):
+        for cid in list(self.crun_ids):
+            try:
+                self.crun("delete", "-f", cid, check=False)
+            except Exception as e:  # noqa: BLE001 - best effort
+                log("cleanup of crun container %s: %s" % (cid, e))
+        self.drop_netns()
+        for pod in list(self.pods):
+            try:
+                self.drop_pod(pod)
+            except Exception as e:  # noqa: BLE001 - best effort; teardown kills the cells
+                log("cleanup of pod %s: %s" % (pod, harness.cri.details_of(e)))
+        self.env.teardown()
+
+    def section(self, name, fn):
+        """Runs one measurement; a failure is reported and the next one still runs."""
+        t0 = time.monotonic()
+        try:
+            fn()
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported
+            traceback.print_exc()
+            self.failed.append("%s: %s" % (name, harness.cri.details_of(e)))
+        log("%s took %.1f s" % (name, time.monotonic() - t0))
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def cleanup_leftovers(work):
+    """Removes the crun containers and network namespaces a killed run in `work` left."""
+    try:
+        with open(os.path.join(work, "bench-leftovers.json")) as f:
+            left = json.load(f)
+    except (OSError, ValueError):
+        return
+    for cid in left.get("crun", []):
+        if cid.startswith("kiyot-bench-"):
+            subprocess.run(["unshare", "-m", "sh", "-c", "umount /sys/fs/cgroup/unified && "
+                            "exec crun delete -f " + cid], capture_output=True, timeout=60)
+    for ns, veth in left.get("netns", []):
+        if ns.startswith("kbench-"):
+            harness.sh("ip", "link", "del", veth, check=False, quiet=True)
+            harness.sh("ip", "netns", "del", ns, check=False, quiet=True)
+    os.unlink(os.path.join(work, "bench-leftovers.json"))
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "cleanup":
+        cleanup_leftovers(os.path.abspath(sys.argv[2]))
+        return 0
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    b = Bench()
+    t0 = time.monotonic()
+    try:
+        try:
+            b.setup()
+        except Exception:
+            traceback.print_exc()
+            log("setup failed; kiyot log: %s" % b.env.kiyot_log)
+            return 1
+        b.section("pod start", b.section_pod_start)
+        b.section("crun baseline", b.section_crun_baseline)
+        b.section("netns baseline", b.section_netns_baseline)
+        b.section("image pull", b.section_pull)
+        b.section("cell-agent memory", b.section_agent_mem)
+        b.section("CRI Version", b.section_version)
+        b.report()
+        b.dump_json()
+    except KeyboardInterrupt:
+        log("interrupted")
+        b.failed.append("interrupted")
+    finally:
+        b.cleanup()
+        log("total %.1f s" % (time.monotonic() - t0))
+    return 1 if b.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
