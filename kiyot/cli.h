@@ -5,4 +5,7 @@
 /* argv[1] is the command. Returns the process exit status. */
 int cli_main(int argc, char **argv);
 
+/* `kiyot local-cell launch|terminate ...` (cmd_localcell.c); argv[0] is "local-cell". */
+int localcell_main(int argc, char **argv);
+
 #endif

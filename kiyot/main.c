@@ -39,6 +39,8 @@ static void usage(FILE *f)
 	      "  logs POD [-c CONTAINER] [-f]\n"
 	      "                           print a container's log (-f: follow)\n"
 	      "  delete pod NAME          stop and remove a pod; its cell is terminated\n"
+	      "  local-cell launch|terminate ...\n"
+	      "                           boot a local cell from a bootstrap document\n"
 	      "  version                  print the version\n"
 	      "\n"
 	      "Client commands talk to the server at --socket (default /run/kiyot/kiyot.sock,\n"
@@ -200,6 +202,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "serve") == 0)
 		return serve(argc - 1, argv + 1);
+	if (strcmp(argv[1], "local-cell") == 0)
+		return localcell_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		puts("kiyot 0.1.0 (CRI v1)");
 		return 0;
