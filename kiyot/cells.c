@@ -317,6 +317,11 @@ int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, s
 	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
 	if (ret < 0)
 		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
+	if (info.phase == CELL_FAILED && k->provider.ops->heal &&
+	    k->provider.ops->heal(k->provider.self, req->cell_id, err) < 0) {
+		cell_info_release(&info);
+		return err_wrap(err, "launch cell %s: its agent cannot be restarted", req->cell_id);
+	}
 	e = entry_add(m, req->cell_id, info.ip);
 	ret = wait_agent(e->ch, req->cell_id, err);
 	if (ret < 0) {

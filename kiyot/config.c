@@ -14,6 +14,8 @@
  *	  agent: /usr/local/bin/cell-agent
  *	  agentPort: 7443
  *	  restartBackoffMs: 10000     (first restart delay of a unit; doubles to 5 min)
+ *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
+ *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
  */
 #include "kiyot.h"
@@ -68,6 +70,8 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->agent_path = default_agent();
 	c->agent_port = 7443;
 	c->restart_backoff_ms = 10000;
+	c->gc_interval_s = 30;
+	c->gc_grace_s = 120;
 }
 
 void kiyot_config_release(struct kiyot_config *c)
@@ -163,8 +167,9 @@ static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
 static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 {
 	static const char *const known[] = { "provider", "cidr", "bridge", "agent", "agentPort",
-					     "restartBackoffMs", NULL };
-	int64_t port = c->agent_port;
+					     "restartBackoffMs", "gcIntervalSeconds",
+					     "gcGraceSeconds", NULL };
+	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
 
 	if (!json_is_object(cells))
 		return err_set(err, EINVAL, "cells: must be a mapping");
@@ -175,9 +180,13 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	    take_str(cells, "agent", "cells.", &c->agent_path, err) < 0 ||
 	    take_int(cells, "agentPort", "cells.", 1, 65535, &port, err) < 0 ||
 	    take_int(cells, "restartBackoffMs", "cells.", 10, 3600000, &c->restart_backoff_ms,
-		     err) < 0)
+		     err) < 0 ||
+	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||
+	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0)
 		return -err->code;
 	c->agent_port = (int)port;
+	c->gc_interval_s = (int)interval;
+	c->gc_grace_s = (int)grace;
 	return 0;
 }
 

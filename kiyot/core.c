@@ -300,46 +300,6 @@ static int load_cluster_id(struct kiyot *k, struct err *err)
 	return 0;
 }
 
-/* Removes cells the provider has that no sandbox owns, resumes those that one does, and marks
- * sandboxes whose cell vanished as not ready with their containers exited. */
-static void reconcile_cells(struct kiyot *k)
-{
-	struct cell_info *cells = NULL;
-	size_t n = 0;
-	struct err err = ERR_INIT;
-
-	if (k->provider.ops->list(k->provider.self, &cells, &n, &err) < 0) {
-		log_error("cells: cannot list: %s", err.msg);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct sandbox *sb = sandbox_of_cell(k, cells[i].cell_id);
-
-		if (sb && sb->state == SANDBOX_READY && cells[i].phase != CELL_FAILED) {
-			cells_resume(k->cells, cells[i].cell_id, cells[i].ip);
-			continue;
-		}
-		log_info("cells: removing cell %s (%s)", cells[i].cell_id,
-			 sb ? "its agent is gone" : "no sandbox owns it");
-		if (k->provider.ops->terminate(k->provider.self, cells[i].cell_id, &err) < 0)
-			log_error("cells: %s", err.msg);
-	}
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
-		int found = 0;
-
-		for (size_t i = 0; i < n && sb->cell_id[0]; i++)
-			if (strcmp(cells[i].cell_id, sb->cell_id) == 0 &&
-			    cells[i].phase != CELL_FAILED)
-				found = 1;
-		if (found || sb->state != SANDBOX_READY)
-			continue;
-		log_warn("sandbox %s: its cell %s is gone; marking it not ready", sb->id,
-			 sb->cell_id);
-		kiyot_sandbox_lost(k, sb, "CellLost");
-	}
-	cell_info_array_free(cells, n);
-}
-
 int kiyot_open(struct kiyot *k, struct err *err)
 {
 	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
@@ -374,12 +334,13 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
 	k->events = events_new();
-	reconcile_cells(k);
+	k->gc = gc_start(k);
 	return 0;
 }
 
 void kiyot_close(struct kiyot *k)
 {
+	gc_stop(k->gc);
 	cells_free(k->cells);
 	events_free(k->events);
 	if (k->provider.ops)

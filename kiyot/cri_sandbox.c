@@ -157,42 +157,59 @@ CRI_HANDLER(run_pod_sandbox)
 			       r->runtime_handler);
 	pthread_mutex_lock(&k->lock);
 	dup = find_by_metadata(k, r->config->metadata);
-	if (dup) {
+	if (dup && (dup->state == SANDBOX_READY || dup->launching || !dup->cell_id[0])) {
 		/* a retried RunPodSandbox: answer with the sandbox already made */
 		out->pod_sandbox_id = rpc_strdup(call, dup->id);
 		ret = dup->state == SANDBOX_READY
 			      ? 0
-			      : err_set(err, EEXIST,
-					"pod %s/%s attempt %u already has sandbox %s, which is not "
-					"ready; remove it first",
+			      : err_set(err, dup->launching ? EAGAIN : EEXIST,
+					"pod %s/%s attempt %u already has sandbox %s, which is %s",
 					r->config->metadata->namespace_, r->config->metadata->name,
-					r->config->metadata->attempt, dup->id);
+					r->config->metadata->attempt, dup->id,
+					dup->launching ? "still starting; retry"
+						       : "stopped; remove it first");
 		pthread_mutex_unlock(&k->lock);
 		return ret;
 	}
+	/* a launch that a crash interrupted is resumed with its record and cell id, so the
+	 * provider's idempotent launch finds the cell (or instance) already made */
+	sb = dup;
+	if (sb)
+		sb->launching = 1;
 	pthread_mutex_unlock(&k->lock);
 
-	if (provision_size(k, r->config, &choice, err) < 0)
+	if (provision_size(k, r->config, &choice, err) < 0) {
+		if (sb) {
+			pthread_mutex_lock(&k->lock);
+			sb->launching = 0;
+			pthread_mutex_unlock(&k->lock);
+		}
 		return -err->code;
-
-	sb = xcalloc(1, sizeof(*sb));
-	sb->id = kiyot_new_id();
-	sb->config = msg_copy(&r->config->base);
-	sb->runtime_handler = xstrdup(r->runtime_handler);
-	sb->state = SANDBOX_NOTREADY;
-	sb->created_ns = clock_now_ns();
-	sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
-	sb->ip = xstrdup("");
-	sb->instance_type = xstrdup(choice.instance_type);
-	sb->sizing_reason = xstrdup(choice.reason);
-	/* recorded before the launch, so a crash mid-launch leaves a record that owns the cell */
-	pthread_mutex_lock(&k->lock);
-	sb->next = k->sandboxes;
-	k->sandboxes = sb;
-	ret = store_put_sandbox(k->store, sb, err);
-	pthread_mutex_unlock(&k->lock);
-	if (ret < 0)
-		goto fail;
+	}
+	if (!sb) {
+		sb = xcalloc(1, sizeof(*sb));
+		sb->id = kiyot_new_id();
+		sb->config = msg_copy(&r->config->base);
+		sb->runtime_handler = xstrdup(r->runtime_handler);
+		sb->state = SANDBOX_NOTREADY;
+		sb->created_ns = clock_now_ns();
+		sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
+		sb->ip = xstrdup("");
+		sb->instance_type = xstrdup(choice.instance_type);
+		sb->sizing_reason = xstrdup(choice.reason);
+		sb->launching = 1;
+		/* recorded before the launch, so a crash mid-launch leaves a record that owns
+		 * the cell */
+		pthread_mutex_lock(&k->lock);
+		sb->next = k->sandboxes;
+		k->sandboxes = sb;
+		ret = store_put_sandbox(k->store, sb, err);
+		pthread_mutex_unlock(&k->lock);
+		if (ret < 0)
+			goto fail;
+	} else {
+		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id, sb->cell_id);
+	}
 
 	creq.cell_id = sb->cell_id;
 	creq.pod_uid = sb->config->metadata->uid;
@@ -209,6 +226,7 @@ CRI_HANDLER(run_pod_sandbox)
 	pthread_mutex_lock(&k->lock);
 	set_field(&sb->ip, ip);
 	sb->state = SANDBOX_READY;
+	sb->launching = 0;
 	ret = store_put_sandbox(k->store, sb, err);
 	pthread_mutex_unlock(&k->lock);
 	free(ip);

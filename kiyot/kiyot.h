@@ -23,6 +23,7 @@ struct rpc_server;
 struct events;
 struct remembered_auth;
 struct regconf;
+struct gc;
 
 struct kiyot_config {
 	char *socket;        /* CRI socket path */
@@ -38,6 +39,8 @@ struct kiyot_config {
 	int64_t reserve_cpu_milli;   /* the cell's OS + agent, added to the pod's demand */
 	int64_t reserve_memory_bytes;
 	int64_t restart_backoff_ms;  /* the agents' restart back-off base */
+	int gc_interval_s;           /* how often cells and sandboxes are reconciled */
+	int gc_grace_s;              /* how long an unowned cell may live before it goes */
 	json_t *registries;  /* registry hosts config sent to every cell (owned) */
 };
 
@@ -56,6 +59,7 @@ struct kiyot {
 	struct events *events;      /* GetContainerEvents subscribers */
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf;    /* the registries config, for pulls that come without a pod */
+	struct gc *gc;
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */
@@ -96,6 +100,10 @@ void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
 void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
 		       size_t *n);
 void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n);
+
+/* Reconciles cells with sandboxes once now (start-up rules), then periodically (gc.c). */
+struct gc *gc_start(struct kiyot *k);
+void gc_stop(struct gc *g);
 
 /* The CRI method table (cri_table.c): every RuntimeService and ImageService method. */
 struct rpc_method;

@@ -23,6 +23,7 @@ struct sandbox {
 	char *ip;            /* the pod IP: the cell's address */
 	char *instance_type;
 	char *sizing_reason;
+	int launching;       /* a RunPodSandbox is bringing its cell up (memory only) */
 	struct sandbox *next;
 };
 
