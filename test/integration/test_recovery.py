@@ -1,10 +1,14 @@
 """Crashes: kiyot killed with SIGKILL and restarted, a cell's agent killed."""
 
+import json
+import os
 import signal
+import sqlite3
+import subprocess
 import unittest
 
-from harness import (Footprint, KiyotTest, find_agent_pid, kill_pid, log_texts, pid_alive,
-                     wait_for)
+from harness import (BRIDGE, CIDR, Footprint, KiyotTest, find_agent_pid, kill_pid, log_texts,
+                     netns_list, pid_alive, unique, wait_for)
 
 COUNTER = "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"
 
@@ -112,6 +116,33 @@ class RecoveryTest(KiyotTest):
         self.assertNoLeftovers(fp)
         if now.netns:
             self.assertNoLeftovers(now)
+
+    def test_cells_no_sandbox_owns_are_removed_at_start(self):
+        # A cell of this installation (our cluster id) that no sandbox owns, as a crash between
+        # launching a cell and recording it could leave: the next start removes it.
+        self.env.kill_kiyot(signal.SIGTERM)
+        db = sqlite3.connect(os.path.join(self.env.state_dir, "kiyot.db"))
+        cluster = db.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()[0]
+        db.close()
+        cell = unique("orphan")
+        boot = os.path.join(self.env.work, cell + ".json")
+        with open(boot, "w") as f:
+            json.dump({"version": 1, "cell_id": cell, "cluster_id": cluster,
+                       "pod": {"uid": "u", "name": "gone", "namespace": "default"},
+                       "state_dir": os.path.join(self.env.state_dir, "cells", cell, "agent")},
+                      f)
+        out = subprocess.run(
+            [self.env.kiyot_bin, "local-cell", "launch", "--state-dir",
+             os.path.join(self.env.state_dir, "cells"), "--id", cell, "--bootstrap", boot,
+             "--bridge", BRIDGE, "--cidr", CIDR, "--cluster-id", cluster, "--agent",
+             os.path.join(os.path.dirname(self.env.kiyot_bin), "cell-agent")],
+            capture_output=True, text=True, check=True).stdout
+        ip = json.loads(out)["ip"]
+        fp = Footprint(ip)
+        self.assertEqual(fp.netns, "kiyot-" + cell)
+        self.c = self.env.start_kiyot()
+        self.assertNoLeftovers(fp)
+        self.assertNotIn("kiyot-" + cell, netns_list())
 
 
 if __name__ == "__main__":
