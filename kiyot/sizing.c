@@ -10,6 +10,7 @@
 
 #define GIB 1073741824.0
 #define TIB 1099511627776.0
+#define MIB (1LL << 20)
 
 /* a + b, stopping at INT64_MAX (both are non-negative). */
 static int64_t sat_add(int64_t a, int64_t b)
@@ -36,82 +37,148 @@ static void sizing_format_number(double v, char *buf, size_t size)
 		buf[--len] = '\0';
 }
 
-/* Human form of a demand, as the error messages print it. */
+/* Human form of a demand, as the error messages print it: whole MiB below 1 GiB, else GiB. */
 void sizing_format_demand(int64_t cpu_milli, int64_t memory_bytes, int64_t gpus, char *buf,
 			  size_t size)
 {
 	char cpu[48], mem[48];
 	bool tib = (double)memory_bytes >= TIB;
+	bool mib = memory_bytes > 0 && memory_bytes < (1LL << 30) && memory_bytes % MIB == 0;
+	const char *unit = tib ? "TiB" : mib ? "MiB" : "GiB";
+	double unit_bytes = tib ? TIB : mib ? (double)MIB : GIB;
 
 	sizing_format_number((double)cpu_milli / 1000.0, cpu, sizeof(cpu));
-	sizing_format_number((double)memory_bytes / (tib ? TIB : GIB), mem, sizeof(mem));
+	sizing_format_number((double)memory_bytes / unit_bytes, mem, sizeof(mem));
 	if (gpus > 0)
-		snprintf(buf, size, "%s vCPU / %s %s / %lld GPU", cpu, mem, tib ? "TiB" : "GiB",
-			 (long long)gpus);
+		snprintf(buf, size, "%s vCPU / %s %s / %lld GPU", cpu, mem, unit, (long long)gpus);
 	else
-		snprintf(buf, size, "%s vCPU / %s %s", cpu, mem, tib ? "TiB" : "GiB");
+		snprintf(buf, size, "%s vCPU / %s %s", cpu, mem, unit);
 }
 
-/* The price that counts for this pod. */
-static double sizing_price(const struct catalog_type *t, bool spot)
+/*
+ * Unlimited-mode surplus credits, USD per vCPU-hour for Linux, as EC2's public pricing lists
+ * them: T2, T3 and T3a $0.05, T4g $0.04. T1 has no unlimited mode.
+ */
+static const struct sizing_credit {
+	const char *family;
+	double price;
+} sizing_credits[] = {
+	{ "t2", 0.05 },
+	{ "t3", 0.05 },
+	{ "t3a", 0.05 },
+	{ "t4g", 0.04 },
+};
+
+/* Two prices closer than this are equal (catalog prices have at most six decimals). */
+#define SIZING_PRICE_EPSILON 1e-9
+
+/* A type that fits, with its effective price for the need. */
+struct sizing_cand {
+	const struct catalog_type *t;
+	double price;	/* list + credits */
+	double credits; /* USD/hour */
+};
+
+/* Looks the family of a type name ("t3a" of "t3a.nano") up in the credit table. */
+double sizing_surplus_credit_price(const char *instance_type)
 {
-	return spot ? t->spot_price : t->price;
+	size_t len = strcspn(instance_type, ".");
+
+	for (size_t i = 0; i < sizeof(sizing_credits) / sizeof(sizing_credits[0]); i++) {
+		if (strlen(sizing_credits[i].family) == len &&
+		    strncmp(sizing_credits[i].family, instance_type, len) == 0)
+			return sizing_credits[i].price;
+	}
+	return -1;
 }
 
-/* Orders candidates by (price, memory, cpu, name), cheapest first. */
-static int sizing_cmp(const struct catalog_type *a, const struct catalog_type *b, bool spot)
+/* Applies the fit rule of one type and prices it, credits for CPU above a baseline included. */
+bool sizing_fits(const struct catalog_type *t, int64_t cpu_milli, int64_t memory_bytes,
+		 int64_t gpus, bool spot, double *price, double *credits)
 {
-	double pa = sizing_price(a, spot), pb = sizing_price(b, spot);
+	double extra = 0;
 
-	if (pa != pb)
-		return pa < pb ? -1 : 1;
-	if (a->memory_bytes != b->memory_bytes)
-		return a->memory_bytes < b->memory_bytes ? -1 : 1;
-	if (a->cpu_milli != b->cpu_milli)
-		return a->cpu_milli < b->cpu_milli ? -1 : 1;
-	return strcmp(a->name, b->name);
+	if (t->memory_bytes < memory_bytes || t->gpus < gpus || t->cpu_milli < cpu_milli)
+		return false;
+	if (t->burstable) {
+		int64_t base = (int64_t)(t->baseline * 1000.0 + 0.5);
+
+		if (cpu_milli > base) {
+			double rate = sizing_surplus_credit_price(t->name);
+
+			if (rate < 0)
+				return false;
+			extra = (double)(cpu_milli - base) / 1000.0 * rate;
+		}
+	}
+	*price = (spot ? t->spot_price : t->price) + extra;
+	if (credits)
+		*credits = extra;
+	return true;
 }
 
-/* Inserts t into the sorted top list (at most SIZING_RUNNERS_UP + 1 entries). */
-static void sizing_keep(const struct catalog_type **top, size_t *n, const struct catalog_type *t,
-			bool spot)
+/* Orders candidates by (effective price, memory, vCPUs, name), cheapest first. */
+static int sizing_cmp(const struct sizing_cand *a, const struct sizing_cand *b)
+{
+	if (a->price < b->price - SIZING_PRICE_EPSILON)
+		return -1;
+	if (a->price > b->price + SIZING_PRICE_EPSILON)
+		return 1;
+	if (a->t->memory_bytes != b->t->memory_bytes)
+		return a->t->memory_bytes < b->t->memory_bytes ? -1 : 1;
+	if (a->t->cpu_milli != b->t->cpu_milli)
+		return a->t->cpu_milli < b->t->cpu_milli ? -1 : 1;
+	return strcmp(a->t->name, b->t->name);
+}
+
+/* Inserts a candidate into the sorted top list (at most SIZING_RUNNERS_UP + 1 entries). */
+static void sizing_keep(struct sizing_cand *top, size_t *n, const struct sizing_cand *c)
 {
 	size_t max = SIZING_RUNNERS_UP + 1, i = *n;
 
-	if (*n == max && sizing_cmp(t, top[max - 1], spot) >= 0)
+	if (*n == max && sizing_cmp(c, &top[max - 1]) >= 0)
 		return;
 	if (*n < max)
 		(*n)++;
 	else
 		i = max - 1;
-	while (i > 0 && sizing_cmp(t, top[i - 1], spot) < 0) {
+	while (i > 0 && sizing_cmp(c, &top[i - 1]) < 0) {
 		top[i] = top[i - 1];
 		i--;
 	}
-	top[i] = t;
+	top[i] = *c;
 }
 
-/* Says why the type was chosen, naming the runners-up. */
-static void sizing_reason(const struct catalog_type *const *top, size_t n, int64_t cpu_milli,
-			  int64_t memory_bytes, int64_t gpus, const struct pod_demand *d,
+/* Says why the type was chosen: the need, the price and its parts, the runners-up. */
+static void sizing_reason(const struct sizing_cand *top, size_t n, const struct pod_demand *d,
+			  const struct sizing_reserve *r, int64_t cpu_milli,
 			  struct sizing_choice *out)
 {
+	const struct catalog_type *t = top[0].t;
 	struct err err = ERR_INIT;
 	struct buf b = BUF_INIT;
+	char dem[160];
 
-	buf_appendf(&b, &err, "cheapest fitting %.2f vCPU/%.2f GiB", (double)cpu_milli / 1000.0,
-		    (double)memory_bytes / GIB);
-	if (gpus > 0)
-		buf_appendf(&b, &err, "/%lld GPU", (long long)gpus);
+	sizing_format_demand(d->cpu_milli, d->memory_bytes, d->gpus, dem, sizeof(dem));
+	buf_appendf(&b, &err, "cheapest fitting %s", dem);
+	if (r->cpu_milli > 0 || r->memory_bytes > 0) {
+		sizing_format_demand(r->cpu_milli, r->memory_bytes, 0, dem, sizeof(dem));
+		buf_appendf(&b, &err, " + reserve %s", dem);
+	}
 	if (d->instance_type)
 		buf_appendf(&b, &err, " matching \"%s\"", d->instance_type);
-	buf_appendf(&b, &err, ": %s $%.4f/h%s", top[0]->name, sizing_price(top[0], d->spot),
-		    d->spot ? " spot" : "");
-	if (top[0]->burstable)
-		buf_appendf(&b, &err, ", burstable with baseline %.2f vCPU", top[0]->baseline);
+	buf_appendf(&b, &err, ": %s $%.4f/h%s", t->name, top[0].price, d->spot ? " spot" : "");
+	if (top[0].credits > 0)
+		buf_appendf(&b, &err,
+			    ", burstable with baseline %.2f vCPU: $%.4f/h + $%.4f/h surplus "
+			    "credits for %.2f vCPU above it",
+			    t->baseline, top[0].price - top[0].credits, top[0].credits,
+			    (double)cpu_milli / 1000.0 - t->baseline);
+	else if (t->burstable)
+		buf_appendf(&b, &err, ", burstable with baseline %.2f vCPU", t->baseline);
 	for (size_t i = 1; i < n; i++)
 		buf_appendf(&b, &err, "%s%s $%.4f/h", i == 1 ? " (runners-up: " : ", ",
-			    top[i]->name, sizing_price(top[i], d->spot));
+			    top[i].t->name, top[i].price);
 	if (n > 1)
 		buf_append(&b, ")", 1, &err);
 	snprintf(out->reason, sizeof(out->reason), "%s", buf_str(&b));
@@ -119,12 +186,12 @@ static void sizing_reason(const struct catalog_type *const *top, size_t n, int64
 }
 
 /* The error when nothing fits: the demand, the pattern if any, and what to do. */
-static int sizing_no_fit(const struct catalog *c, const struct pod_demand *d, int64_t cpu_milli,
-			 int64_t memory_bytes, const struct sizing_reserve *r, struct err *err)
+static int sizing_no_fit(const struct catalog *c, const struct pod_demand *d,
+			 const struct sizing_reserve *r, struct err *err)
 {
 	char demand[160], res[160] = "";
 
-	sizing_format_demand(cpu_milli, memory_bytes, d->gpus, demand, sizeof(demand));
+	sizing_format_demand(d->cpu_milli, d->memory_bytes, d->gpus, demand, sizeof(demand));
 	if (r->cpu_milli || r->memory_bytes) {
 		char rs[128];
 
@@ -143,25 +210,55 @@ static int sizing_no_fit(const struct catalog *c, const struct pod_demand *d, in
 		       demand, res, catalog_region(c));
 }
 
+/* Fills a choice from the ranked candidates. */
+static void sizing_fill(const struct sizing_cand *top, size_t n, const struct pod_demand *d,
+			struct sizing_choice *out)
+{
+	const struct catalog_type *t = top[0].t;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->instance_type, sizeof(out->instance_type), "%s", t->name);
+	out->price = top[0].price;
+	out->credit_price = top[0].credits;
+	out->list_price = top[0].price - top[0].credits;
+	out->spot = d->spot;
+	out->cpu = t->cpu;
+	out->cpu_milli = t->cpu_milli;
+	out->memory_bytes = t->memory_bytes;
+	out->gpus = t->gpus;
+	out->burstable = t->burstable;
+	out->baseline = t->baseline;
+	for (size_t i = 1; i < n; i++) {
+		snprintf(out->runners_up[i - 1].instance_type,
+			 sizeof(out->runners_up[i - 1].instance_type), "%s", top[i].t->name);
+		out->runners_up[i - 1].price = top[i].price;
+	}
+	out->n_runners_up = n - 1;
+}
+
 /* Chooses the cheapest type that fits the demand plus the reserve. */
 int sizing_pick(const struct catalog *c, const struct pod_demand *d,
 		const struct sizing_reserve *reserve, struct sizing_choice *out, struct err *err)
 {
-	static const struct sizing_reserve none = SIZING_RESERVE_DEFAULT;
-	const struct sizing_reserve *r = reserve ? reserve : &none;
-	const struct catalog_type *top[SIZING_RUNNERS_UP + 1];
+	static const struct sizing_reserve dflt = SIZING_RESERVE_DEFAULT;
+	const struct sizing_reserve *r = reserve ? reserve : &dflt;
+	struct sizing_cand top[SIZING_RUNNERS_UP + 1];
 	int64_t cpu = sat_add(max64(d->cpu_milli, 0), max64(r->cpu_milli, 0));
 	int64_t mem = sat_add(max64(d->memory_bytes, 0), max64(r->memory_bytes, 0));
+	int64_t gpus = max64(d->gpus, 0);
 	size_t n = 0, matched = 0;
 
 	for (size_t i = 0; i < catalog_count(c); i++) {
-		const struct catalog_type *t = catalog_at(c, i);
+		struct sizing_cand cand = { .t = catalog_at(c, i) };
 
-		if (d->instance_type && !catalog_type_matches(t, d->instance_type))
+		if (d->instance_type && !catalog_type_matches(cand.t, d->instance_type))
 			continue;
 		matched++;
-		if (t->cpu_milli >= cpu && t->memory_bytes >= mem && t->gpus >= d->gpus)
-			sizing_keep(top, &n, t, d->spot);
+		/* GPU types are for GPU pods, or for pods that name them */
+		if (!d->instance_type && gpus == 0 && cand.t->gpus > 0)
+			continue;
+		if (sizing_fits(cand.t, cpu, mem, gpus, d->spot, &cand.price, &cand.credits))
+			sizing_keep(top, &n, &cand);
 	}
 	if (d->instance_type && !matched)
 		return err_set(err, ENOENT,
@@ -169,18 +266,9 @@ int sizing_pick(const struct catalog *c, const struct pod_demand *d,
 			       ": \"%s\" matches no instance type in %s",
 			       d->instance_type, catalog_region(c));
 	if (n == 0)
-		return sizing_no_fit(c, d, d->cpu_milli, d->memory_bytes, r, err);
-	memset(out, 0, sizeof(*out));
-	snprintf(out->instance_type, sizeof(out->instance_type), "%s", top[0]->name);
-	out->price = sizing_price(top[0], d->spot);
-	out->spot = d->spot;
-	out->cpu = top[0]->cpu;
-	out->cpu_milli = top[0]->cpu_milli;
-	out->memory_bytes = top[0]->memory_bytes;
-	out->gpus = top[0]->gpus;
-	out->burstable = top[0]->burstable;
-	out->baseline = top[0]->baseline;
-	sizing_reason(top, n, cpu, mem, d->gpus, d, out);
+		return sizing_no_fit(c, d, r, err);
+	sizing_fill(top, n, d, out);
+	sizing_reason(top, n, d, r, cpu, out);
 	return 0;
 }
 

@@ -2,18 +2,24 @@
  * sizing.h: a pod's demand -> the cheapest instance type that fits it.
  *
  *	struct pod_demand d;
+ *	struct sizing_reserve r = SIZING_RESERVE_DEFAULT;
  *	struct sizing_choice ch;
  *	if (sizing_demand_from_podspec(pod, &d, err) < 0 ||
- *	    sizing_pick(catalog, &d, NULL, &ch, err) < 0)
+ *	    sizing_pick(catalog, &d, &r, &ch, err) < 0)
  *		return err_wrap(err, "pod \"%s\"", pod->name);
- *	launch(ch.instance_type, ch.cpu, ch.memory_bytes);   ch.reason goes on the Cell object
+ *	launch(ch.instance_type, ch.spot);   ch.price and ch.reason go on the Cell object
  *
- * The rule (first version): among the types of the region (those matching the instance-type
- * pattern when there is one), keep those with vCPUs * 1000 >= demand milli-CPUs + reserve,
- * memory >= demand bytes + reserve and GPUs >= demand GPUs; choose the cheapest by on-demand
- * price, or spot price for spot pods; ties go to less memory, then fewer vCPUs, then the name.
- * Burstable types count their full vCPUs; the choice records their baseline. A pod without
- * requests gets the cheapest type of the region (plus the reserve, zero by default).
+ * The rule. The need is the pod's demand plus the reserve for the cell's OS and agent. Among
+ * the types of the region (only those matching the instance-type pattern when there is one):
+ *  - memory must cover the need, and GPUs the pod's GPUs. A pod without GPUs never lands on a
+ *    GPU type unless its pattern names one.
+ *  - a fixed-performance type must have vCPUs for the CPU need.
+ *  - a burstable type (t2, t3, t3a, t4g) fits when its vCPUs cover the CPU need; the CPU need
+ *    is taken as sustained, so where it exceeds the type's baseline the type's price grows by
+ *    the unlimited-mode surplus credits for the excess (sizing_surplus_credit_price per
+ *    vCPU-hour). A burstable family with no known credit price fits only within its baseline.
+ * The cheapest effective price wins: the spot price for spot pods, else the on-demand price,
+ * plus credits. Ties (within 1e-9 USD/h) go to less memory, then fewer vCPUs, then the name.
  * Pure functions; thread-safe.
  */
 #ifndef KIYOT_SIZING_H
@@ -45,15 +51,35 @@ struct sizing_reserve {
 	int64_t memory_bytes;
 };
 
-#define SIZING_RESERVE_DEFAULT { 0, 0 }
+/*
+ * The default reserve: 50m CPU (about what a node keeps for its system daemons, for an agent
+ * that is mostly idle) and 64 MiB of memory. It keeps the seed's case: a pod of 0.4 GiB with
+ * no CPU request needs 0.4 GiB + 64 MiB < 0.5 GiB and 0.05 vCPU, within a nano's 0.1 vCPU
+ * baseline, so it lands on t3a.nano in the shipped us-east-1 prices. A pod that sustains
+ * 0.25 vCPU pays surplus credits on a nano and lands on a micro instead.
+ */
+#define SIZING_RESERVE_DEFAULT_CPU_MILLI 50
+#define SIZING_RESERVE_DEFAULT_MEMORY_BYTES (64LL << 20)
+/* the two above (64 MiB), as an initialiser */
+/* clang-format off */
+#define SIZING_RESERVE_DEFAULT { 50, 67108864 }
+/* clang-format on */
 
-/* How many runners-up the reason names. */
+/* How many runners-up a choice records. */
 #define SIZING_RUNNERS_UP 3
+
+/* A type that fitted, with its effective price. */
+struct sizing_candidate {
+	char instance_type[64];
+	double price; /* USD/hour, credits included */
+};
 
 /* The chosen type. */
 struct sizing_choice {
 	char instance_type[64];
-	double price; /* USD/hour: the spot price when spot */
+	double price;	     /* effective USD/hour: list_price + credit_price */
+	double list_price;   /* the catalog's spot price when spot, else its on-demand price */
+	double credit_price; /* USD/hour of surplus credits for CPU above the baseline; 0 if none */
 	bool spot;
 	double cpu; /* vCPUs */
 	int64_t cpu_milli;
@@ -61,14 +87,17 @@ struct sizing_choice {
 	int gpus;
 	bool burstable;
 	double baseline; /* sustained vCPUs (= cpu unless burstable) */
-	/* "cheapest fitting 0.25 vCPU/0.40 GiB: t3a.nano $0.0047/h, burstable with baseline
-	 * 0.10 vCPU (runners-up: t3.nano $0.0052/h, t2.nano $0.0058/h, t3a.micro $0.0094/h)" */
+	struct sizing_candidate runners_up[SIZING_RUNNERS_UP]; /* next cheapest, in order */
+	size_t n_runners_up;
+	/* "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0.05 vCPU / 64 MiB: t3a.micro
+	 * $0.0144/h, burstable with baseline 0.20 vCPU: $0.0094/h + $0.0050/h surplus credits
+	 * for 0.10 vCPU above it (runners-up: t3a.nano $0.0147/h, t3.nano $0.0152/h, ...)" */
 	char reason[512];
 };
 
 /*
- * Chooses the cheapest fitting type; reserve may be NULL (SIZING_RESERVE_DEFAULT). Errors
- * (ENOENT), with the region of the catalog:
+ * Chooses the cheapest fitting type; reserve may be NULL (SIZING_RESERVE_DEFAULT). *out is
+ * written only on success. Errors (ENOENT), with the region of the catalog:
  *	annotation pod.elotl.co/instance-type: "c5.hugeX" matches no instance type in us-east-1
  *	pod demand 200 vCPU / 4 TiB fits no instance type in us-east-1; lower the pod's requests
  *	or limits
@@ -76,6 +105,20 @@ struct sizing_choice {
  */
 int sizing_pick(const struct catalog *c, const struct pod_demand *d,
 		const struct sizing_reserve *reserve, struct sizing_choice *out, struct err *err);
+
+/*
+ * Whether type t holds a need of cpu_milli, memory_bytes and gpus by the rule above (the
+ * GPU-type exclusion and the pattern aside), and if so its effective price for it: *price
+ * (list price + credits) and *credits (may be NULL).
+ */
+bool sizing_fits(const struct catalog_type *t, int64_t cpu_milli, int64_t memory_bytes,
+		 int64_t gpus, bool spot, double *price, double *credits);
+
+/*
+ * USD per vCPU-hour of unlimited-mode surplus credits (Linux) for a burstable type, by its
+ * family ("t3a" of "t3a.nano"); -1 for a family without a known price.
+ */
+double sizing_surplus_credit_price(const char *instance_type);
 
 /*
  * A pod's demand from its containers: per resource, the larger of the largest init container
