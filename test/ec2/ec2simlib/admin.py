@@ -1,0 +1,185 @@
+"""The admin API: JSON over HTTP under /_admin/, unauthenticated, for tests to inject faults
+and read counters.
+
+GET  /_admin/health                      {"ok": true, "region": ...}
+GET  /_admin/stats                       calls, ok and errors per action, instances by state,
+                                         throttler and fault state
+POST /_admin/stats/reset                 zero the counters
+GET  /_admin/instances                   every instance as JSON (tags, state, ip, cell id...)
+POST /_admin/capacity                    {"instance_type": GLOB, "times": N?, "market": M?}
+                                         RunInstances of that type answers
+                                         InsufficientInstanceCapacity (N times or always)
+POST /_admin/fault                       {"action": A or "*", "code": C, "instance_type"?,
+                                         "market"?, "times"?, "message"?, "status"?}
+POST /_admin/faults/clear                drop every fault rule (capacity ones too)
+POST /_admin/throttle                    {"seconds": S} or {"count": N}: RequestLimitExceeded
+                                         to every call for S seconds / the next N calls;
+                                         {"seconds": 0} stops
+POST /_admin/buckets                     {"mutating": {"capacity": C, "rate": R},
+                                         "describe": {...}} (capacity 0: unlimited)
+POST /_admin/foreign                     {"instance_type"?, "tags"?: {}, "state"?}: add an
+                                         instance kiyot did not launch (no cell, no kiyot tags
+                                         unless given); answers {"instance_id": ...}
+POST /_admin/kill                        {"instance_id": ID, "keep_state"?: false}: kill the
+                                         instance's cell; EC2 then reports it terminated
+                                         (Server.InternalError), or still running with
+                                         keep_state
+"""
+
+import json
+import time
+
+from .errors import status_for
+from .faults import Rule
+from .state import Instance, STATE_CODES, new_id
+
+BODY_MAX = 1 << 16
+
+
+class AdminError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _json(body):
+    if not body:
+        return {}
+    if len(body) > BODY_MAX:
+        raise AdminError(413, "body too large")
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise AdminError(400, f"body is not JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise AdminError(400, "body must be a JSON object")
+    return doc
+
+
+def _times(doc):
+    times = doc.get("times")
+    if times is not None and (not isinstance(times, int) or times < 1):
+        raise AdminError(400, "times must be a positive integer or absent (always)")
+    return times
+
+
+def _stats(sim, _doc):
+    out = sim.stats.snapshot()
+    out["instances"] = sim.store.counts()
+    out["throttle"] = sim.throttler.describe()
+    out["faults"] = sim.faults.describe()
+    return out
+
+
+def _reset(sim, _doc):
+    sim.stats.reset()
+    return {"ok": True}
+
+
+def _instances(sim, _doc):
+    with sim.store.lock:
+        return {"instances": [i.to_json() for i in sim.store.instances.values()]}
+
+
+def _capacity(sim, doc):
+    itype = doc.get("instance_type")
+    if not isinstance(itype, str) or not itype:
+        raise AdminError(400, "instance_type (a type or glob) is required")
+    sim.faults.add(Rule("RunInstances", "InsufficientInstanceCapacity", itype,
+                        doc.get("market"), _times(doc)))
+    return {"ok": True, "faults": sim.faults.describe()}
+
+
+def _fault(sim, doc):
+    action, code = doc.get("action"), doc.get("code")
+    if not isinstance(action, str) or not isinstance(code, str) or not action or not code:
+        raise AdminError(400, "action and code are required")
+    status = doc.get("status")
+    if status is not None and not isinstance(status, int):
+        raise AdminError(400, "status must be an integer")
+    sim.faults.add(Rule(action, code, doc.get("instance_type"), doc.get("market"),
+                        _times(doc), doc.get("message"), status or status_for(code)))
+    return {"ok": True, "faults": sim.faults.describe()}
+
+
+def _clear(sim, _doc):
+    sim.faults.clear()
+    return {"ok": True}
+
+
+def _throttle(sim, doc):
+    seconds, count = doc.get("seconds", 0), doc.get("count", 0)
+    if not isinstance(seconds, (int, float)) or not isinstance(count, int):
+        raise AdminError(400, "seconds must be a number and count an integer")
+    sim.throttler.force(seconds=float(seconds), count=count)
+    return {"ok": True, "throttle": sim.throttler.describe()}
+
+
+def _buckets(sim, doc):
+    for name in ("mutating", "describe"):
+        if name in doc:
+            b = doc[name]
+            if not isinstance(b, dict) or not isinstance(b.get("capacity"), (int, float)) \
+                    or not isinstance(b.get("rate", 0), (int, float)):
+                raise AdminError(400, f"{name} must be {{\"capacity\": C, \"rate\": R}}")
+            sim.throttler.set_bucket(name, b["capacity"], b.get("rate", 0))
+    return {"ok": True, "throttle": sim.throttler.describe()}
+
+
+def _foreign(sim, doc):
+    itype = doc.get("instance_type", "t3.micro")
+    if sim.catalog.get(itype) is None:
+        raise AdminError(400, f"unknown instance type {itype}")
+    state = doc.get("state", "running")
+    if state not in STATE_CODES:
+        raise AdminError(400, f"state must be one of {', '.join(STATE_CODES)}")
+    tags = doc.get("tags", {})
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        raise AdminError(400, "tags must be an object of strings")
+    inst = Instance(id=new_id("i"), reservation_id=new_id("r"), instance_type=itype,
+                    az=sim.cfg.azs[0], subnet_id=sim.cfg.subnet_id, vpc_id=sim.cfg.vpc_id,
+                    security_groups=[sim.cfg.security_group], tags=tags, foreign=True,
+                    launch_time=time.time(), state=state,
+                    architecture=sim.catalog.architecture(itype))
+    inst.private_ip = sim.lifecycle.ip_pool.take()
+    if state == "terminated":
+        inst.set_state("terminated")
+    sim.store.add(inst)
+    return {"instance_id": inst.id}
+
+
+def _kill(sim, doc):
+    iid = doc.get("instance_id")
+    with sim.store.lock:
+        inst = sim.store.instances.get(iid) if isinstance(iid, str) else None
+    if inst is None:
+        raise AdminError(404, f"no instance {iid!r}")
+    sim.lifecycle.kill(inst, keep_state=bool(doc.get("keep_state")))
+    return {"ok": True, "state": inst.state}
+
+
+_ROUTES = {
+    ("GET", "/_admin/health"): lambda sim, doc: {"ok": True, "region": sim.cfg.region},
+    ("GET", "/_admin/stats"): _stats,
+    ("POST", "/_admin/stats/reset"): _reset,
+    ("GET", "/_admin/instances"): _instances,
+    ("POST", "/_admin/capacity"): _capacity,
+    ("POST", "/_admin/fault"): _fault,
+    ("POST", "/_admin/faults/clear"): _clear,
+    ("POST", "/_admin/throttle"): _throttle,
+    ("POST", "/_admin/buckets"): _buckets,
+    ("POST", "/_admin/foreign"): _foreign,
+    ("POST", "/_admin/kill"): _kill,
+}
+
+
+def handle(sim, method, path, body):
+    """Serve one admin request: (HTTP status, JSON-able document)."""
+    route = _ROUTES.get((method, path.rstrip("/")))
+    if route is None:
+        return 404, {"error": f"no admin route {method} {path}; routes: "
+                     + ", ".join(f"{m} {p}" for m, p in _ROUTES)}
+    try:
+        return 200, route(sim, _json(body))
+    except AdminError as e:
+        return e.status, {"error": str(e)}

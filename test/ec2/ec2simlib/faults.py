@@ -1,0 +1,79 @@
+"""Injected errors: rules that make matching calls fail with a chosen EC2 error code."""
+
+import fnmatch
+import threading
+
+from .errors import Ec2Error, status_for
+
+
+class Rule:
+    """Fail calls of action (optionally for an instance type glob and a market) with code,
+    `times` more times (None: always)."""
+
+    def __init__(self, action, code, instance_type=None, market=None, times=None,
+                 message=None, status=None):
+        self.action = action
+        self.code = code
+        self.instance_type = instance_type
+        self.market = market
+        self.times = times
+        self.message = message
+        self.status = status
+
+    def matches(self, action, instance_type, market):
+        if self.action not in ("*", action):
+            return False
+        if self.instance_type is not None and (
+                instance_type is None or not fnmatch.fnmatchcase(instance_type,
+                                                                 self.instance_type)):
+            return False
+        if self.market is not None and self.market != market:
+            return False
+        return True
+
+    def error(self, instance_type, az):
+        message = self.message
+        if message is None:
+            if self.code == "InsufficientInstanceCapacity":
+                message = (f"There is not enough {instance_type} capacity in {az} right now. "
+                           "Try another instance type or Availability Zone, or retry later.")
+            elif self.code == "Unsupported":
+                message = (f"The instance type {instance_type} is not supported in {az}; "
+                           "choose another instance type or Availability Zone.")
+            else:
+                message = f"Injected {self.code} error."
+        return Ec2Error(self.code, message, self.status or status_for(self.code))
+
+    def describe(self):
+        return {"action": self.action, "code": self.code, "instance_type": self.instance_type,
+                "market": self.market, "times": self.times, "message": self.message,
+                "status": self.status}
+
+
+class Faults:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.rules = []
+
+    def add(self, rule):
+        with self._lock:
+            self.rules.append(rule)
+
+    def clear(self):
+        with self._lock:
+            self.rules = []
+
+    def check(self, action, instance_type=None, market=None, az=""):
+        """Raise the error of the first matching rule, consuming one of its times."""
+        with self._lock:
+            for rule in self.rules:
+                if rule.matches(action, instance_type, market):
+                    if rule.times is not None:
+                        rule.times -= 1
+                        if rule.times <= 0:
+                            self.rules.remove(rule)
+                    raise rule.error(instance_type, az)
+
+    def describe(self):
+        with self._lock:
+            return [r.describe() for r in self.rules]
