@@ -8,7 +8,7 @@
 
 BUILD ?= build
 CC ?= gcc
-PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1
+PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1 libxml-2.0
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g

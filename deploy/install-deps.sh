@@ -5,7 +5,7 @@ set -e
 PKGS="build-essential pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
 protobuf-compiler libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libsqlite3-dev
 libarchive-dev libyaml-dev libxml2-dev crun runc docker-registry python3 python3-grpcio
-python3-protobuf python3-yaml iproute2 iptables busybox-static curl procps psmisc"
+python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
