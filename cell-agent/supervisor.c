@@ -338,7 +338,7 @@ static bool unit_settled(struct supervisor *s, struct unit *u)
 	case KIYOT__CELL__V1__UNIT_DESIRED__CREATED:
 		return true;
 	case KIYOT__CELL__V1__UNIT_DESIRED__STOPPED:
-		return u->st.state != UNIT_STATE_RUNNING;
+		return u->st.state != UNIT_STATE_RUNNING && !u->starting;
 	default:
 		return u->st.state != UNIT_STATE_CREATED || unit_init_failed(s, u);
 	}

@@ -28,6 +28,7 @@ struct unit {
 	char *image_rootfs; /* overlay lower directory */
 	char *prep_error;   /* why the bundle could not be made */
 	bool prepared, removing, exit_pending;
+	bool starting; /* shim spawned: RUNNING once the container has a pid */
 	int wd;
 	int kill_stage; /* 0 none, 1 TERM sent, 2 KILL sent */
 	int64_t stop_deadline, next_kill, restart_at, spawn_mono;

@@ -97,7 +97,10 @@ static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 		unit_set_str(&u->st.reason, "StartError");
 		unit_set_str(&u->st.message, err.msg);
 	} else {
-		u->st.state = UNIT_STATE_RUNNING;
+		/* running once the runtime has made the container (its pid file): reporting it
+		 * earlier would let a caller talk to a process that does not exist yet */
+		u->st.state = UNIT_STATE_CREATED;
+		u->starting = true;
 		unit_set_str(&u->st.reason, "");
 		unit_set_str(&u->st.message, "");
 	}
@@ -180,10 +183,19 @@ static void unit_check_running(struct supervisor *s, struct unit *u, int64_t now
 
 		if (fs_read_file(p, 64, &t, NULL, &err) == 0 && strtol(t, NULL, 10) > 0) {
 			u->st.pid = (int32_t)strtol(t, NULL, 10);
+			if (u->starting) {
+				u->starting = false;
+				u->st.state = UNIT_STATE_RUNNING;
+			}
 			unit_changed(s, u);
 		}
 	}
 	if (fs_exists(exitp)) {
+		if (u->starting) {
+			/* ended before it was seen running (or never started) */
+			u->starting = false;
+			u->st.state = UNIT_STATE_RUNNING;
+		}
 		u->exit_pending = true;
 		return;
 	}
@@ -256,12 +268,14 @@ static void reconcile(struct supervisor *s)
 				      : KIYOT__CELL__V1__UNIT_DESIRED__STOPPED;
 
 		next = u->next;
-		if (u->st.state == UNIT_STATE_RUNNING && !u->exit_pending)
+		if ((u->st.state == UNIT_STATE_RUNNING || u->starting) && !u->exit_pending)
 			unit_check_running(s, u, now);
-		if (u->exit_pending && u->st.state == UNIT_STATE_RUNNING)
+		if (u->exit_pending && (u->st.state == UNIT_STATE_RUNNING || u->starting)) {
+			u->starting = false;
 			unit_exited(s, u);
+		}
 		if (u->removing) {
-			if (u->st.state == UNIT_STATE_RUNNING)
+			if (u->st.state == UNIT_STATE_RUNNING || u->starting)
 				unit_stop_step(s, u, now);
 			else
 				unit_remove(s, u);
@@ -270,7 +284,7 @@ static void reconcile(struct supervisor *s)
 		if (!u->prepared)
 			continue;
 		if (desired == KIYOT__CELL__V1__UNIT_DESIRED__STOPPED) {
-			if (u->st.state == UNIT_STATE_RUNNING)
+			if (u->st.state == UNIT_STATE_RUNNING || u->starting)
 				unit_stop_step(s, u, now);
 			u->restart_at = 0;
 			continue;
@@ -279,7 +293,7 @@ static void reconcile(struct supervisor *s)
 			continue;
 		if (u->st.state == UNIT_STATE_EXITED && u->restart_at && now >= u->restart_at)
 			unit_start(s, u, true);
-		else if (u->st.state == UNIT_STATE_CREATED && init_done(s, u))
+		else if (u->st.state == UNIT_STATE_CREATED && !u->starting && init_done(s, u))
 			unit_start(s, u, false);
 	}
 }
@@ -352,7 +366,8 @@ static void read_inotify(struct supervisor *s)
 			if (e->len && strcmp(e->name, "exit.json") == 0) {
 				pthread_mutex_lock(&s->mu);
 				for (struct unit *u = s->units; u; u = u->next) {
-					if (u->wd == e->wd && u->st.state == UNIT_STATE_RUNNING)
+					if (u->wd == e->wd &&
+					    (u->st.state == UNIT_STATE_RUNNING || u->starting))
 						u->exit_pending = true;
 				}
 				pthread_mutex_unlock(&s->mu);

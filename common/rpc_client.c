@@ -34,13 +34,25 @@ int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *er
 {
 	struct rpc_channel *c;
 	grpc_channel_credentials *creds;
-	grpc_arg args[1];
-	grpc_channel_args cargs = { 1, args };
+	grpc_arg args[4];
+	grpc_channel_args cargs = { 4, args };
 
 	rpc_global_init();
 	args[0].type = GRPC_ARG_INTEGER;
 	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
 	args[0].value.integer = (int)CLIENT_MAX_MESSAGE;
+	/* gRPC's default reconnect back-off starts at 1 s: a server that is just coming up (an
+	 * agent in a new cell) would cost every caller a second. Peers here are local or in the
+	 * same network, so retry soon, and cap the back-off at 2 s. */
+	args[1].type = GRPC_ARG_INTEGER;
+	args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+	args[1].value.integer = 20;
+	args[2].type = GRPC_ARG_INTEGER;
+	args[2].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
+	args[2].value.integer = 20;
+	args[3].type = GRPC_ARG_INTEGER;
+	args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+	args[3].value.integer = 2000;
 	creds = grpc_insecure_credentials_create();
 	c = xcalloc(1, sizeof(*c));
 	c->ch = grpc_channel_create(target, creds, &cargs);

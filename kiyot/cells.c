@@ -255,6 +255,8 @@ static int wait_agent(struct rpc_channel *ch, const char *id, struct err *err)
 	int64_t deadline = clock_mono_ns() + (int64_t)AGENT_BOOT_TIMEOUT_MS * 1000000;
 	int delay_ms = 5;
 
+	/* 5 ms steps for the first second, then 100 ms until the deadline */
+
 	for (;;) {
 		Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
 		ProtobufCMessage *resp = NULL;
@@ -268,8 +270,9 @@ static int wait_agent(struct rpc_channel *ch, const char *id, struct err *err)
 		if (clock_mono_ns() > deadline)
 			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
 					AGENT_BOOT_TIMEOUT_MS / 1000);
+		/* a cell's agent is up within tens of ms; poll often, briefly */
 		usleep((useconds_t)delay_ms * 1000);
-		delay_ms = delay_ms < 200 ? delay_ms * 2 : 200;
+		delay_ms = clock_mono_ns() < deadline - 29LL * 1000000000 ? 5 : 100;
 	}
 }
 

@@ -678,26 +678,7 @@ out:
 	return ret;
 }
 
-/* Whether ids[0..n) holds id. */
-static int ids_have(char **ids, size_t n, const char *id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(ids[i], id))
-			return 1;
-	return 0;
-}
 
-/* A cell known only by its leftovers (a netns without a record). */
-static void orphan_info(const char *id, struct cell_info *out)
-{
-	*out = (struct cell_info){ 0 };
-	out->cell_id = xstrdup(id);
-	out->instance_id = xasprintf("local-%s", id);
-	out->instance_type = xstrdup("");
-	out->ip = xstrdup("");
-	out->pod_uid = xstrdup("");
-	out->phase = CELL_FAILED;
-}
 
 /* Appends one cell_info slot to *a and returns it. */
 static struct cell_info *infos_add(struct cell_info **a, size_t *n, size_t *cap)
@@ -744,27 +725,12 @@ static int local_list(void *self, struct cell_info **out, size_t *nout, struct e
 	struct cell_info *a = NULL;
 	size_t n = 0, cap = 0, nids = 0, ids_cap = 0;
 	char **ids = NULL;
-	DIR *d;
-	struct dirent *de;
 
 	(void)err;
+	/* Only cells with a record of ours: a kiyot-* network namespace without one belongs to
+	 * someone else (another kiyot on this host), and records are written before anything
+	 * of a cell exists, so a crash leaves a record, never a bare namespace. */
 	list_records(p, &a, &n, &cap, &ids, &nids, &ids_cap);
-	d = opendir(CELLNET_NETNS_DIR);
-	while (d && (de = readdir(d))) {
-		const char *id = de->d_name + strlen(CELLNET_NETNS_PREFIX);
-		int busy;
-
-		if (strncmp(de->d_name, CELLNET_NETNS_PREFIX, strlen(CELLNET_NETNS_PREFIX)) ||
-		    !cellnet_id_valid(id) || ids_have(ids, nids, id))
-			continue;
-		pthread_mutex_lock(&p->lock);
-		busy = busy_find(p, id) >= 0;
-		pthread_mutex_unlock(&p->lock);
-		if (!busy)
-			orphan_info(id, infos_add(&a, &n, &cap));
-	}
-	if (d)
-		closedir(d);
 	for (size_t i = 0; i < nids; i++)
 		free(ids[i]);
 	free(ids);
