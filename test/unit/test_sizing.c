@@ -122,13 +122,13 @@ static void test_sizing__pod_of_0_4_gib_lands_on_a_nano(void **state)
 	assert_price(ch.runners_up[0].price, 0.0052);
 	assert_string_equal(ch.runners_up[2].instance_type, "t3a.micro");
 	assert_string_equal(ch.reason,
-			    "cheapest fitting 0 vCPU / 0.4 GiB + reserve 0.05 vCPU / 64 MiB: "
+			    "cheapest fitting 0 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: "
 			    "t3a.nano $0.0047/h, burstable with baseline 0.10 vCPU (runners-up: "
 			    "t3.nano $0.0052/h, t2.nano $0.0058/h, t3a.micro $0.0094/h)");
 	/* NULL is the default reserve */
 	pick_ok(*state, &d, &dflt, &ch2);
 	assert_string_equal(ch2.reason, ch.reason);
-	assert_int_equal(dflt.cpu_milli, 50);
+	assert_int_equal(dflt.cpu_milli, 0);
 	assert_int_equal(dflt.memory_bytes, 64 * MIB);
 	podspec_free(p);
 }
@@ -145,15 +145,15 @@ static void test_sizing__sustained_cpu_pays_credits_on_a_nano(void **state)
 	pick_ok(*state, &d, NULL, &ch);
 	assert_string_equal(ch.instance_type, "t3a.micro");
 	assert_price(ch.list_price, 0.0094);
-	assert_price(ch.credit_price, 0.1 * 0.05); /* 0.30 - 0.20 vCPU */
-	assert_price(ch.price, 0.0144);
+	assert_price(ch.credit_price, 0.05 * 0.05); /* 0.25 - 0.20 vCPU */
+	assert_price(ch.price, 0.0119);
 	assert_string_equal(ch.runners_up[0].instance_type, "t3a.nano");
-	assert_price(ch.runners_up[0].price, 0.0047 + 0.2 * 0.05);
+	assert_price(ch.runners_up[0].price, 0.0047 + 0.15 * 0.05);
 	assert_string_equal(
-		ch.reason, "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0.05 vCPU / 64 MiB: "
-			   "t3a.micro $0.0144/h, burstable with baseline 0.20 vCPU: $0.0094/h + "
-			   "$0.0050/h surplus credits for 0.10 vCPU above it (runners-up: t3a.nano "
-			   "$0.0147/h, t3.nano $0.0152/h, t3.micro $0.0154/h)");
+		ch.reason, "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: "
+			   "t3a.micro $0.0119/h, burstable with baseline 0.20 vCPU: $0.0094/h + "
+			   "$0.0025/h surplus credits for 0.05 vCPU above it (runners-up: t3a.nano "
+			   "$0.0122/h, t3.nano $0.0127/h, t3.micro $0.0129/h)");
 }
 
 struct bcase {
@@ -268,7 +268,7 @@ static void test_sizing__init_containers_count(void **state)
 {
 	static const struct icase cases[] = {
 		/* a 2 vCPU / 3 GiB migration before a 100m / 128Mi web app */
-		{ "init-heavy.yaml", 2000, 3 * GIB, "c5a.xlarge" },
+		{ "init-heavy.yaml", 2000, 3 * GIB, "c5a.large" },
 		/* init CPU dominates, app memory dominates */
 		{ "init-cpu-app-memory.yaml", 1000, 6 * GIB, "m5a.large" },
 		/* small init containers change nothing */
@@ -307,8 +307,7 @@ static void test_sizing__spot_vs_on_demand(void **state)
 		{ 1500, 6 * GIB, 0, "m5a.large", 0.086, "m1.large", 0.0175 },
 		{ 0, 429496730, 0, "t3a.nano", 0.0047, "t3.nano", 0.0016 },
 		{ 0, 0, 1, "g4dn.xlarge", 0.526, "g4dn.xlarge", 0.1578 },
-		/* credits apply to spot burstables too: 0.85 vCPU over t3a.2xlarge's 3.2 */
-		{ 4000, 16 * GIB, 0, "t3a.2xlarge", 0.3433, "t3a.2xlarge", 0.1327 },
+		{ 4000, 16 * GIB, 0, "r5a.xlarge", 0.226, "m2.2xlarge", 0.049 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -356,8 +355,8 @@ static void test_sizing__instance_type_exact_or_glob(void **state)
 {
 	static const struct gcase cases[] = {
 		{ 1000, GIB, "m5.large", "m5.large" },
-		/* with the reserve 4 vCPU / 8 GiB needs 8 vCPUs and more than 8 GiB */
-		{ 4000, 8 * GIB, "c5*", "c5a.2xlarge" },
+		/* with the reserve 8 GiB needs more: c5n.xlarge has 10.5 GiB */
+		{ 4000, 8 * GIB, "c5*", "c5n.xlarge" },
 		{ 4000, 16 * GIB, "c5*", "c5n.2xlarge" },
 		{ 0, 0, "t2.*", "t2.nano" },
 		{ 1000, 4 * GIB, "t3*.*", "t3a.large" },
@@ -390,7 +389,8 @@ static void test_sizing__gpu_pods_get_gpu_types(void **state)
 {
 	static const struct scase cases[] = {
 		{ 0, 0, 1, "g4dn.xlarge", 0.526, NULL, 0 },
-		/* 8 vCPU + the reserve needs 16 vCPUs: g3.4xlarge is cheaper than g4dn.4xlarge */
+		/* 32 GiB + the reserve is more than g4dn.2xlarge has: g3.4xlarge is cheaper than
+		 * g4dn.4xlarge */
 		{ 8000, 32 * GIB, 1, "g3.4xlarge", 1.14, NULL, 0 },
 		{ 4000, 16 * GIB, 4, "g2.8xlarge", 2.6, NULL, 0 },
 		{ 0, 0, 8, "p2.8xlarge", 7.2, NULL, 0 },
@@ -466,12 +466,13 @@ static void test_sizing__reserve_is_added(void **state)
 		{ 0, 429496730, SIZING_RESERVE_DEFAULT, "t3a.nano", 0.0047, 0 },
 		/* 0.4 GiB + 256 MiB no longer fits 0.5 GiB */
 		{ 0, 429496730, { 0, 256 * MIB }, "t3a.micro", 0.0094, 0 },
-		/* 0.1 vCPU is a nano's baseline; the reserve's 0.05 vCPU is paid in credits */
-		{ 100, 429496730, { 0, 0 }, "t3a.nano", 0.0047, 0 },
-		{ 100, 429496730, SIZING_RESERVE_DEFAULT, "t3a.nano", 0.0072, 0.0025 },
+		/* 0.1 vCPU is a nano's baseline; a CPU reserve of 0.05 vCPU is paid in credits */
+		{ 100, 429496730, SIZING_RESERVE_DEFAULT, "t3a.nano", 0.0047, 0 },
+		{ 100, 429496730, { 50, 0 }, "t3a.nano", 0.0072, 0.0025 },
 		/* exactly 2 vCPU / 4 GiB fits c5a.large only without a reserve */
 		{ 2000, 4 * GIB, { 0, 0 }, "c5a.large", 0.077, 0 },
-		{ 2000, 4 * GIB, SIZING_RESERVE_DEFAULT, "c5a.xlarge", 0.154, 0 },
+		{ 2000, 4 * GIB, SIZING_RESERVE_DEFAULT, "m5a.large", 0.086, 0 },
+		{ 2000, 4 * GIB, { 50, 0 }, "c5a.xlarge", 0.154, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -566,7 +567,7 @@ static void test_sizing__impossible_demands(void **state)
 		  "the pod's requests or limits" },
 		/* x1e.32xlarge has exactly 128 vCPU / 3904 GiB: the reserve makes it too small */
 		{ 128000, 3904 * GIB, 0, NULL, SIZING_RESERVE_DEFAULT,
-		  "pod demand 128 vCPU / 3.812 TiB (with the cell reserve of 0.05 vCPU / 64 MiB) "
+		  "pod demand 128 vCPU / 3.812 TiB (with the cell reserve of 0 vCPU / 64 MiB) "
 		  "fits no instance type in us-east-1; lower the pod's requests or limits" },
 	};
 
