@@ -384,8 +384,8 @@ static int imds_token(const char *base, char **token, struct err *err)
 	struct buf body;
 	long status = 0;
 
-	if (imds_request(url, "PUT", "X-aws-ec2-metadata-token-ttl-seconds: " IMDS_TOKEN_TTL,
-			 &body, &status, err) < 0)
+	if (imds_request(url, "PUT", "X-aws-ec2-metadata-token-ttl-seconds: " IMDS_TOKEN_TTL, &body,
+			 &status, err) < 0)
 		return -err->code;
 	if (status != 200 || body.len == 0) {
 		buf_release(&body);
@@ -430,8 +430,9 @@ int aws_creds_from_imds(const char *endpoint, struct aws_creds *out, struct err 
 		return -err->code;
 	role = buf_detach(&body, NULL);
 	if (status == 404 || (status == 200 && !*trim(role)))
-		return err_set(err, ENOENT, "instance metadata: no IAM role is attached to this "
-					    "instance; attach an instance profile or set AWS keys");
+		return err_set(err, ENOENT,
+			       "instance metadata: no IAM role is attached to this "
+			       "instance; attach an instance profile or set AWS keys");
 	if (status != 200)
 		return err_set(err, status == 401 || status == 403 ? EACCES : EAGAIN,
 			       "instance metadata: role list answered HTTP %ld", status);
@@ -516,9 +517,10 @@ static int provider_resolve(struct aws_creds_provider *p, struct aws_creds *out,
 	if (ret != -ENOENT || p->profile_explicit)
 		return ret;
 	if (p->no_imds)
-		return err_set(err, ENOENT,
-			       "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-			       "or write ~/.aws/credentials");
+		return err_set(
+			err, ENOENT,
+			"no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+			"or write ~/.aws/credentials");
 	err_clear(err);
 	ret = aws_creds_from_imds(p->imds_endpoint, out, err);
 	if (ret < 0)

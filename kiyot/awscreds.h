@@ -77,11 +77,11 @@ int aws_region_resolve(const char *configured, const char *config_path, const ch
 
 /* Where a provider looks. All fields optional and borrowed during aws_creds_provider_new. */
 struct aws_creds_config {
-	const char *profile;          /* NULL: AWS_PROFILE, else "default" */
+	const char *profile;	      /* NULL: AWS_PROFILE, else "default" */
 	const char *credentials_file; /* NULL: AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials */
 	const char *config_file;      /* NULL: AWS_CONFIG_FILE or ~/.aws/config */
-	const char *imds_endpoint;    /* NULL: AWS_EC2_METADATA_SERVICE_ENDPOINT or the link-local */
-	int no_imds;                  /* do not ask the instance metadata service */
+	const char *imds_endpoint; /* NULL: AWS_EC2_METADATA_SERVICE_ENDPOINT or the link-local */
+	int no_imds;		   /* do not ask the instance metadata service */
 };
 
 /* Caches credentials from the chain above; thread-safe. */
@@ -97,7 +97,7 @@ struct aws_creds_provider *aws_creds_provider_new_static(const struct aws_creds 
  * expiring; a failed refresh keeps credentials that have not expired yet.
  */
 int aws_creds_provider_get(struct aws_creds_provider *p, struct aws_creds *out, struct err *err);
-/* Forgets the cached credentials so the next get walks the chain again (e.g. after ExpiredToken). */
+/* Forgets the cached credentials: the next get walks the chain again (after ExpiredToken). */
 void aws_creds_provider_invalidate(struct aws_creds_provider *p);
 void aws_creds_provider_free(struct aws_creds_provider *p);
 

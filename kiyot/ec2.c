@@ -51,8 +51,8 @@ static void global_init(void)
 
 const char *ec2_errclass_name(enum ec2_errclass c)
 {
-	static const char *const names[] = { "ok", "retry", "capacity", "not-found", "auth",
-					     "invalid" };
+	static const char *const names[] = { "ok",	  "retry", "capacity",
+					     "not-found", "auth",  "invalid" };
 
 	return (unsigned)c < ARRAY_SIZE(names) ? names[c] : "invalid";
 }
@@ -119,21 +119,32 @@ static bool one_of(const char *s, const char *const *list)
 enum ec2_errclass ec2_classify(int http_status, const char *code, const char *message)
 {
 	static const char *const retry[] = { "RequestLimitExceeded", "Throttling",
-					     "ThrottlingException", "RequestThrottled",
-					     "InternalError", "InternalFailure", "ServiceUnavailable",
-					     "Unavailable", "RequestTimeout", NULL };
+					     "ThrottlingException",  "RequestThrottled",
+					     "InternalError",	     "InternalFailure",
+					     "ServiceUnavailable",   "Unavailable",
+					     "RequestTimeout",	     NULL };
 	static const char *const capacity[] = { "InsufficientInstanceCapacity",
 						"InsufficientHostCapacity",
 						"InsufficientReservedInstanceCapacity",
-						"InsufficientCapacity", "Unsupported",
-						"SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded",
+						"InsufficientCapacity",
+						"Unsupported",
+						"SpotMaxPriceTooLow",
+						"MaxSpotInstanceCountExceeded",
 						NULL };
-	static const char *const auth[] = { "AuthFailure", "UnauthorizedOperation",
-					    "InvalidClientTokenId", "SignatureDoesNotMatch",
-					    "OptInRequired", "Blocked", "PendingVerification",
-					    "ExpiredToken", "RequestExpired", "IncompleteSignature",
-					    "MissingAuthenticationToken", "InvalidAccessKeyId",
-					    "AccessDenied", NULL };
+	static const char *const auth[] = { "AuthFailure",
+					    "UnauthorizedOperation",
+					    "InvalidClientTokenId",
+					    "SignatureDoesNotMatch",
+					    "OptInRequired",
+					    "Blocked",
+					    "PendingVerification",
+					    "ExpiredToken",
+					    "RequestExpired",
+					    "IncompleteSignature",
+					    "MissingAuthenticationToken",
+					    "InvalidAccessKeyId",
+					    "AccessDenied",
+					    NULL };
 
 	if (code && *code) {
 		if (one_of(code, retry))
@@ -142,7 +153,8 @@ enum ec2_errclass ec2_classify(int http_status, const char *code, const char *me
 			return EC2_CAPACITY;
 		/* the same code also covers unrelated parameter clashes: only type support */
 		if (strcmp(code, "InvalidParameterCombination") == 0)
-			return message && strcasestr(message, "type") && strcasestr(message, "support")
+			return message && strcasestr(message, "type") &&
+					       strcasestr(message, "support")
 				       ? EC2_CAPACITY
 				       : EC2_INVALID;
 		if (ends_with(code, ".NotFound"))
@@ -425,8 +437,8 @@ static void form_addf(struct buf *f, const char *value, const char *keyfmt, ...)
 	form_add(f, key, value);
 }
 
-int ec2_call(struct ec2_client *c, const char *action, const char *params, char **body,
-	     size_t *len, enum ec2_errclass *cls, struct err *err)
+int ec2_call(struct ec2_client *c, const char *action, const char *params, char **body, size_t *len,
+	     enum ec2_errclass *cls, struct err *err)
 {
 	struct buf form = BUF_INIT;
 	bool refreshed = false;
@@ -611,8 +623,9 @@ int ec2_run_instance(struct ec2_client *c, const struct ec2_run_spec *spec,
 		form_addf(&f, spec->security_group_ids[i], "SecurityGroupId.%zu", i + 1);
 	if (spec->iam_instance_profile && *spec->iam_instance_profile)
 		form_add(&f,
-			 strncmp(spec->iam_instance_profile, "arn:", 4) == 0 ? "IamInstanceProfile.Arn"
-									     : "IamInstanceProfile.Name",
+			 strncmp(spec->iam_instance_profile, "arn:", 4) == 0
+				 ? "IamInstanceProfile.Arn"
+				 : "IamInstanceProfile.Name",
 			 spec->iam_instance_profile);
 	if (spec->user_data && spec->user_data_len) {
 		_cleanup_free_ char *b64 = base64(spec->user_data, spec->user_data_len);
@@ -667,7 +680,8 @@ int ec2_describe_instances(struct ec2_client *c, const struct ec2_describe_query
 	for (size_t i = 0; i < q->n_filters; i++) {
 		form_addf(&f, q->filters[i].name, "Filter.%zu.Name", i + 1);
 		for (size_t j = 0; j < q->filters[i].n_values; j++)
-			form_addf(&f, q->filters[i].values[j], "Filter.%zu.Value.%zu", i + 1, j + 1);
+			form_addf(&f, q->filters[i].values[j], "Filter.%zu.Value.%zu", i + 1,
+				  j + 1);
 	}
 	for (size_t i = 0; i < q->n_instance_ids; i++)
 		form_addf(&f, q->instance_ids[i], "InstanceId.%zu", i + 1);
@@ -808,8 +822,8 @@ static size_t spot_reduce(struct ec2_spot_price *a, size_t n)
 }
 
 int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, size_t n_types,
-			     const char *availability_zone, struct ec2_spot_price **out,
-			     size_t *n, enum ec2_errclass *cls, struct err *err)
+			     const char *availability_zone, struct ec2_spot_price **out, size_t *n,
+			     enum ec2_errclass *cls, struct err *err)
 {
 	struct spot_acc acc = { NULL, 0, 0 };
 	struct pager pg = { "DescribeSpotPriceHistory", spot_page, &acc };

@@ -71,13 +71,13 @@ enum ec2_errclass ec2_errclass_of(int err_code);
 struct ec2_config {
 	const char *region;   /* required, e.g. "us-east-1" */
 	const char *endpoint; /* NULL: https://ec2.<region>.amazonaws.com/ (also http://host:port/) */
-	struct aws_creds_provider *creds; /* required; borrowed, must outlive the client */
-	int max_attempts;     /* tries per call on EC2_RETRY; 0: 8 */
-	int64_t backoff_base_ns; /* 0: 100 ms */
-	int64_t backoff_cap_ns;  /* 0: 20 s */
-	long timeout_ms;      /* whole request; 0: 30000 */
-	long connect_timeout_ms; /* 0: 5000 */
-	size_t max_response;  /* 0: EC2_MAX_RESPONSE */
+	struct aws_creds_provider *creds;     /* required; borrowed, must outlive the client */
+	int max_attempts;		      /* tries per call on EC2_RETRY; 0: 8 */
+	int64_t backoff_base_ns;	      /* 0: 100 ms */
+	int64_t backoff_cap_ns;		      /* 0: 20 s */
+	long timeout_ms;		      /* whole request; 0: 30000 */
+	long connect_timeout_ms;	      /* 0: 5000 */
+	size_t max_response;		      /* 0: EC2_MAX_RESPONSE */
 	void (*sleep)(void *ctx, int64_t ns); /* between retries; NULL: nanosleep */
 	void *sleep_ctx;
 };
@@ -102,7 +102,10 @@ struct ec2_tags {
 	size_t cap;
 };
 
-#define EC2_TAGS_INIT { NULL, 0, 0 }
+#define EC2_TAGS_INIT                                                                              \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 void ec2_tags_release(struct ec2_tags *t);
 /* Appends a copy of key=value (no limit checks: see ec2_pod_tags for EC2's). */
@@ -135,15 +138,15 @@ int ec2_pod_tags(const struct ec2_pod_ident *p, struct ec2_tags *out, struct err
 struct ec2_instance {
 	char *instance_id;
 	char *instance_type;
-	char *state;        /* "pending", "running", "shutting-down", "terminated", ... */
+	char *state; /* "pending", "running", "shutting-down", "terminated", ... */
 	int state_code;
 	char *private_ip;
 	char *image_id;
 	char *subnet_id;
 	char *client_token;
 	char *reservation_id;
-	int64_t launch_ns;  /* 0 if absent */
-	bool spot;          /* instanceLifecycle is "spot" */
+	int64_t launch_ns; /* 0 if absent */
+	bool spot;	   /* instanceLifecycle is "spot" */
 	struct ec2_tags tags;
 };
 
@@ -153,16 +156,16 @@ void ec2_instances_free(struct ec2_instance *a, size_t n);
 /* A RunInstances request for one instance. Strings borrowed. */
 struct ec2_run_spec {
 	const char *client_token;  /* required: makes the launch idempotent, <= 64 ASCII chars */
-	const char *image_id;      /* required */
+	const char *image_id;	   /* required */
 	const char *instance_type; /* required */
-	const char *subnet_id;     /* optional */
+	const char *subnet_id;	   /* optional */
 	const char *const *security_group_ids; /* optional */
 	size_t n_security_group_ids;
 	const char *iam_instance_profile; /* optional: a name, or an ARN ("arn:...") */
-	const void *user_data;     /* optional, raw bytes; sent base64-encoded */
-	size_t user_data_len;      /* at most EC2_MAX_USER_DATA */
-	const struct ec2_tags *tags; /* optional: TagSpecification.1, ResourceType instance */
-	bool spot;                 /* one-time spot, terminated on interruption */
+	const void *user_data;		  /* optional, raw bytes; sent base64-encoded */
+	size_t user_data_len;		  /* at most EC2_MAX_USER_DATA */
+	const struct ec2_tags *tags;	  /* optional: TagSpecification.1, ResourceType instance */
+	bool spot;			  /* one-time spot, terminated on interruption */
 };
 
 /* Launches one instance; *out is filled from the answer (state usually "pending"). */
@@ -220,7 +223,7 @@ int ec2_describe_instance_types(struct ec2_client *c, struct ec2_type_info **out
 struct ec2_spot_price {
 	char *instance_type;
 	char *availability_zone;
-	double price;        /* USD per hour */
+	double price; /* USD per hour */
 	int64_t timestamp_ns;
 };
 
@@ -232,15 +235,15 @@ void ec2_spot_prices_free(struct ec2_spot_price *a, size_t n);
  * (optional) picks one zone, otherwise the latest of any zone is kept.
  */
 int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, size_t n_types,
-			     const char *availability_zone, struct ec2_spot_price **out,
-			     size_t *n, enum ec2_errclass *cls, struct err *err);
+			     const char *availability_zone, struct ec2_spot_price **out, size_t *n,
+			     enum ec2_errclass *cls, struct err *err);
 
 /*
  * The raw call under all of the above, for actions without a helper: params is a
  * form-encoded query without Action and Version ("" for none, already percent-encoded).
  * On success *body (the caller frees it) holds the XML answer of len bytes.
  */
-int ec2_call(struct ec2_client *c, const char *action, const char *params, char **body,
-	     size_t *len, enum ec2_errclass *cls, struct err *err);
+int ec2_call(struct ec2_client *c, const char *action, const char *params, char **body, size_t *len,
+	     enum ec2_errclass *cls, struct err *err);
 
 #endif

@@ -230,8 +230,7 @@ static int expect_root(xmlDoc *doc, const char *name, xmlNode **root, struct err
 	return 0;
 }
 
-int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out,
-			  struct err *err)
+int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out, struct err *err)
 {
 	_cleanup_free_ char *res = NULL;
 	xmlNode *root, *it;
@@ -263,8 +262,8 @@ static int grow(void **arr, size_t *n, size_t *cap, size_t sz, struct err *err)
 	return 0;
 }
 
-int ec2_xml_describe_instances(const char *body, size_t len, struct ec2_instance **arr,
-			       size_t *n, size_t *cap, char **next_token, struct err *err)
+int ec2_xml_describe_instances(const char *body, size_t len, struct ec2_instance **arr, size_t *n,
+			       size_t *cap, char **next_token, struct err *err)
 {
 	xmlNode *root;
 	xmlDoc *doc;

@@ -21,15 +21,14 @@
 int ec2_xml_error(const char *body, size_t len, char **code, char **message, struct err *err);
 
 /* The first instance of a RunInstancesResponse. */
-int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out,
-			  struct err *err);
+int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out, struct err *err);
 
 /*
  * Appends the instances of one DescribeInstancesResponse page to *arr (*n used, *cap
  * allocated, at most EC2_MAX_ITEMS in all); *next_token is the page's nextToken or NULL.
  */
-int ec2_xml_describe_instances(const char *body, size_t len, struct ec2_instance **arr,
-			       size_t *n, size_t *cap, char **next_token, struct err *err);
+int ec2_xml_describe_instances(const char *body, size_t len, struct ec2_instance **arr, size_t *n,
+			       size_t *cap, char **next_token, struct err *err);
 
 /* The same for a DescribeInstanceTypesResponse page. */
 int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **arr, size_t *n,

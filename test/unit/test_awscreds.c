@@ -20,11 +20,11 @@
 #include "fsutil.h"
 #include "xalloc.h"
 
-static const char *const aws_env[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-				       "AWS_SESSION_TOKEN", "AWS_PROFILE",
-				       "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
-				       "AWS_REGION", "AWS_DEFAULT_REGION",
-				       "AWS_EC2_METADATA_SERVICE_ENDPOINT" };
+static const char *const aws_env[] = {
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",	    "AWS_SESSION_TOKEN",
+	"AWS_PROFILE",	     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+	"AWS_REGION",	     "AWS_DEFAULT_REGION",	    "AWS_EC2_METADATA_SERVICE_ENDPOINT"
+};
 
 /* A temp dir with credentials and config files; a clean AWS environment; HOME elsewhere. */
 struct fx {

@@ -659,8 +659,14 @@ static void test_ec2__catalog_refresh_calls(void **state)
 /* kiyot's tags come first; labels lose Kubernetes' and AWS' keys and what breaks EC2's limits. */
 static void test_ec2__pod_tags_filtered(void **state)
 {
-	const char *keys[] = { "app", "kubernetes.io/name", "io.kubernetes.pod.name", "aws:cf",
-			       "Name", "kiyot.elotl.co/pod-uid", "tier", NULL };
+	const char *keys[] = { "app",
+			       "kubernetes.io/name",
+			       "io.kubernetes.pod.name",
+			       "aws:cf",
+			       "Name",
+			       "kiyot.elotl.co/pod-uid",
+			       "tier",
+			       NULL };
 	const char *vals[] = { "web", "x", "x", "x", "mine", "forged", "front", NULL };
 	char longkey[EC2_MAX_TAG_KEY + 2], longval[EC2_MAX_TAG_VALUE + 2];
 	struct ec2_pod_ident p = { "c-1234", "cell-1", "web", "shop", "uid-1", keys, vals, 8 };
@@ -707,8 +713,14 @@ static void test_ec2__pod_tags_limit(void **state)
 {
 	char *keys[80], *vals[80];
 	char longname[300];
-	struct ec2_pod_ident p = { "c-1", NULL, longname, "ns", "uid-1",
-				   (const char *const *)keys, (const char *const *)vals, 80 };
+	struct ec2_pod_ident p = { "c-1",
+				   NULL,
+				   longname,
+				   "ns",
+				   "uid-1",
+				   (const char *const *)keys,
+				   (const char *const *)vals,
+				   80 };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;
