@@ -1,3 +1,5 @@
 # Benchmarks (figures only): make bench
-bench: all
+include bench/cost/module.mk
+
+bench: all bench-cost
 	@KIYOT_BUILD=$(BUILD) bench/run.sh

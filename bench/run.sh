@@ -42,4 +42,5 @@ for d in /tmp/kiyot-bench-*; do
 	[ -f "$d/env.json" ] && "$py" "$here/../test/integration/harness.py" cleanup "$d"
 done
 
+"${KIYOT_BUILD:-build}/bench/cost" "$here/cost/mix.json" || echo "bench: cost benchmark failed" >&2
 exec "$py" "$here/bench.py"
