@@ -436,6 +436,34 @@ class BotocoreTests(unittest.TestCase):
             status, body = signed_request(self.sim, params)
         self.assertEqual((status, error_code(body)), (400, "RequestExpired"))
 
+    def test_curl_sigv4_requests_are_accepted(self):
+        # libcurl's CURLOPT_AWS_SIGV4 is how kiyot signs; the curl tool uses the same code.
+        form = ("Action=RunInstances&Version=2016-11-15&ImageId=ami-12345678&MinCount=1"
+                "&MaxCount=1&InstanceType=t3.nano&TagSpecification.1.ResourceType=instance"
+                "&TagSpecification.1.Tag.1.Key=curl&TagSpecification.1.Tag.1.Value=a%20b%2Bc")
+
+        def curl(*args, secret=SECRET):
+            res = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", "--aws-sigv4",
+                                  f"aws:amz:{REGION}:ec2", "--user", f"{KEY}:{secret}",
+                                  *args], capture_output=True, text=True, timeout=WAIT,
+                                 check=True)
+            body, _, code = res.stdout.rpartition("\n")
+            return int(code), body.encode()
+
+        code, body = curl("-d", form, self.sim.endpoint + "/")
+        self.assertEqual(code, 200, body)
+        self.shapes.check("RunInstances", body)
+        iid = ET.fromstring(body).findtext(f".//{NS}instanceId")
+        self.assertEqual(state_of(self.ec2, iid)["Tags"], [{"Key": "curl", "Value": "a b+c"}])
+        # A GET whose query is already in canonical (sorted) order.
+        code, body = curl(self.sim.endpoint + "/?Action=DescribeInstances&Filter.1.Name="
+                          "tag%3Acurl&Filter.1.Value.1=a%20b%2Bc&Version=2016-11-15")
+        self.assertEqual(code, 200, body)
+        self.assertIn(iid.encode(), body)
+        code, body = curl("-d", "Action=DescribeInstances&Version=2016-11-15",
+                          self.sim.endpoint + "/", secret="wrong")
+        self.assertEqual((code, error_code(body)), (401, "AuthFailure"))
+
     def test_unknown_parameter_and_action_are_refused(self):
         status, body = signed_request(self.sim, {"Action": "DescribeInstances",
                                                  "Version": "2016-11-15", "InstanceIds.1": "x"})
