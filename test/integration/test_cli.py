@@ -123,7 +123,7 @@ class CliTest(KiyotTest):
         ip = row["IP"]
         self.assertIn(ipaddress.ip_address(ip), ipaddress.ip_network(CIDR))
 
-        # get cells: one cell for the pod, sized for 250m / 400Mi: a 0.5 GiB nano type
+        # get cells: one cell for the pod, sized for its 400Mi memory limit: a 0.5 GiB nano
         cells = self.cell_rows(name)
         self.assertEqual(len(cells), 1, "kiyot get cells: %s" % cells)
         self.assertEqual(cells[0]["IP"], ip)
