@@ -28,10 +28,10 @@ class Stats:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.reset()
+        self.calls, self.ok, self.errors = {}, {}, {}
 
     def reset(self):
-        with getattr(self, "_lock", threading.Lock()):
+        with self._lock:
             self.calls = {}
             self.ok = {}
             self.errors = {}
@@ -70,7 +70,17 @@ class Sim:
                                  cfg.boot_timeout, self.log)
         self.lifecycle = Lifecycle(self.store, self.catalog, cells, IpPool(cfg.ip_cidr), cfg,
                                    self.log)
+        self._startup_faults(cfg)
+
+    def _startup_faults(self, cfg):
+        """Fault rules from --ice and --fault."""
         known = self.model.operation_names()
+        for spec in cfg.ice + cfg.fault:
+            count = spec.rsplit(":", 1)[-1] if spec.count(":") >= (2 if spec in cfg.fault
+                                                                  else 1) else ""
+            if count and not count.isdigit():
+                raise SystemExit(f"ec2sim: '{spec}': the count after the last ':' must be a "
+                                 "positive integer")
         for spec in cfg.ice:
             itype, _, n = spec.partition(":")
             self.faults.add(Rule("RunInstances", "InsufficientInstanceCapacity", itype,
