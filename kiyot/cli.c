@@ -471,7 +471,8 @@ static void age(int64_t created_ns, char *buf, size_t n)
 		snprintf(buf, n, "%lldd", (long long)(s / 86400));
 }
 
-static const char *pod_phase(const Runtime__V1__PodSandbox *sb,
+/* The pod's status as kubectl would summarise it, counting app containers only. */
+static const char *pod_phase(struct cli *c, const Runtime__V1__PodSandbox *sb,
 			     const Runtime__V1__ListContainersResponse *cs, int *ready, int *total)
 {
 	int exited = 0, failed = 0, created = 0;
@@ -493,18 +494,25 @@ static const char *pod_phase(const Runtime__V1__PodSandbox *sb,
 		case RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING:
 			(*ready)++;
 			break;
-		case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED:
+		case RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED: {
+			struct err err = ERR_INIT;
+			int state, code = 0;
+
 			exited++;
+			if (container_state(c, ct->id, &state, &code, &err) == 0 && code != 0)
+				failed++;
 			break;
+		}
 		default:
 			created++;
 		}
 	}
-	(void)failed;
 	if (sb->state != RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY)
 		return "Terminated";
 	if (*total && *ready == *total)
 		return "Running";
+	if (failed)
+		return "Error";
 	if (*total && exited == *total)
 		return "Completed";
 	return created ? "Pending" : "Running";
@@ -535,7 +543,7 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 		char *ip = NULL;
 		json_t *info = cell_info(c, sb->id, &ip);
 		int ready, total;
-		const char *phase = pod_phase(sb, cs, &ready, &total);
+		const char *phase = pod_phase(c, sb, cs, &ready, &total);
 
 		age(sb->created_at, ago, sizeof(ago));
 		if (cells) {
@@ -767,6 +775,8 @@ int cli_main(int argc, char **argv)
 	}
 	argc = j;
 	argv[argc] = NULL;
+	if (argc < 2)
+		return fail("usage: kiyot <command> [options]; see kiyot --help");
 	addr = xasprintf("unix://%s", c.socket);
 	if (access(c.socket, F_OK) < 0)
 		return fail("cannot reach kiyot at %s; start it with `kiyot serve` or pass --socket",

@@ -215,6 +215,15 @@ static int append_file(const char *path, const uint8_t *data, size_t len, struct
 	return 0;
 }
 
+void kiyot_log_touch(struct kiyot *k, const struct container *c)
+{
+	_cleanup_free_ char *path = kiyot_log_file(k, c);
+	struct err err = ERR_INIT;
+
+	if (path && append_file(path, (const uint8_t *)"", 0, &err) < 0)
+		log_warn("container %s: log: %s", c->id, err.msg);
+}
+
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
 		       const uint8_t *data, size_t len)
 {

@@ -112,6 +112,7 @@ CRI_HANDLER(create_container)
 		container_unlink(k, c);
 		container_free(c);
 	} else if (c) {
+		kiyot_log_touch(k, c);
 		events_publish_container(k, c);
 	}
 	pthread_mutex_unlock(&k->lock);

@@ -85,6 +85,9 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
 /* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
 char *kiyot_log_file(struct kiyot *k, const struct container *c);
+/* Creates a container's (empty) log file, so readers find it before any output. Needs
+ * k->lock. */
+void kiyot_log_touch(struct kiyot *k, const struct container *c);
 
 /* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
 const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
