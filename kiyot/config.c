@@ -6,7 +6,7 @@
  *	logLevel: info
  *	region: us-east-1
  *	defaultInstanceType: ""
- *	reserve: { cpu: "0", memory: "0" }
+ *	reserve: { cpu: "0", memory: "64Mi" }
  *	cells:
  *	  provider: local
  *	  cidr: 10.77.0.0/16
@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "quantity.h"
+#include "sizing.h"
 #include "xalloc.h"
 #include "yaml.h"
 
@@ -70,6 +71,8 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->agent_path = default_agent();
 	c->agent_port = 7443;
 	c->restart_backoff_ms = 10000;
+	c->reserve_cpu_milli = SIZING_RESERVE_DEFAULT_CPU_MILLI;
+	c->reserve_memory_bytes = SIZING_RESERVE_DEFAULT_MEMORY_BYTES;
 	c->gc_interval_s = 30;
 	c->gc_grace_s = 120;
 }

@@ -58,8 +58,9 @@ static void test_config__defaults(void **state)
 	assert_string_equal(c.agent_path + strlen(c.agent_path) - strlen("/cell-agent"),
 			    "/cell-agent");
 	assert_int_equal(c.agent_port, 7443);
+	/* the sizing module's documented default reserve: 0 CPU, 64 MiB */
 	assert_int_equal(c.reserve_cpu_milli, 0);
-	assert_int_equal(c.reserve_memory_bytes, 0);
+	assert_int_equal(c.reserve_memory_bytes, 64LL << 20);
 	assert_int_equal(c.restart_backoff_ms, 10000);
 	assert_null(c.registries);
 	kiyot_config_release(&c);
@@ -138,8 +139,8 @@ static void test_config__omitted_settings_keep_defaults(void **state)
 	assert_string_equal(c.bridge, d.bridge);
 	assert_string_equal(c.agent_path, d.agent_path);
 	assert_int_equal(c.agent_port, d.agent_port);
-	assert_int_equal(c.reserve_cpu_milli, 0);
-	assert_int_equal(c.reserve_memory_bytes, 0);
+	assert_int_equal(c.reserve_cpu_milli, d.reserve_cpu_milli);
+	assert_int_equal(c.reserve_memory_bytes, d.reserve_memory_bytes);
 	assert_int_equal(c.restart_backoff_ms, d.restart_backoff_ms);
 	assert_null(c.registries);
 	kiyot_config_release(&c);
