@@ -17,7 +17,6 @@
 #include "rpc.h"
 #include "xalloc.h"
 
-#define AGENT_BOOT_TIMEOUT_MS 30000
 #define AGENT_CALL_TIMEOUT_MS 10000
 #define PULL_TIMEOUT_MS (15 * 60 * 1000)
 
@@ -250,9 +249,10 @@ static void entry_put(struct cellmgr *m, struct cell_entry *e)
 }
 
 /* Waits until the agent answers Hello, or the boot timeout passes. */
-static int wait_agent(struct rpc_channel *ch, const char *id, struct err *err)
+static int wait_agent(struct rpc_channel *ch, const char *id, int timeout_s, struct err *err)
 {
-	int64_t deadline = clock_mono_ns() + (int64_t)AGENT_BOOT_TIMEOUT_MS * 1000000;
+	int64_t start = clock_mono_ns();
+	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
 	int delay_ms = 5;
 
 	/* 5 ms steps for the first second, then 100 ms until the deadline */
@@ -269,21 +269,21 @@ static int wait_agent(struct rpc_channel *ch, const char *id, struct err *err)
 		}
 		if (clock_mono_ns() > deadline)
 			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
-					AGENT_BOOT_TIMEOUT_MS / 1000);
-		/* a cell's agent is up within tens of ms; poll often, briefly */
+					timeout_s);
+		/* a local cell's agent is up within tens of ms; poll often, briefly */
 		usleep((useconds_t)delay_ms * 1000);
-		delay_ms = clock_mono_ns() < deadline - 29LL * 1000000000 ? 5 : 100;
+		delay_ms = clock_mono_ns() < start + 1000000000LL ? 5 : 100;
 	}
 }
 
-char *cells_bootstrap(struct kiyot *k, const struct cell_request *req, const char *agent_state)
+char *cells_bootstrap(struct kiyot *k, const struct cell_request *req)
 {
-	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:s, s:I}",
+	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}",
 				"version", 1, "cell_id", req->cell_id, "cluster_id",
 				k->cluster_id, "pod", "uid", req->pod_uid, "name", req->pod_name,
 				"namespace", req->pod_namespace, "instance_type",
-				req->instance_type, "agent_port", k->cfg.agent_port, "state_dir",
-				agent_state, "log_level", k->cfg.log_level, "restart_backoff_ms",
+				req->instance_type, "agent_port", k->cfg.agent_port, "log_level",
+				k->cfg.log_level, "restart_backoff_ms",
 				(json_int_t)k->cfg.restart_backoff_ms);
 	char *text;
 
@@ -301,9 +301,7 @@ int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, s
 	struct kiyot *k = m->k;
 	struct cell_spec spec = { 0 };
 	struct cell_info info = { 0 };
-	_cleanup_free_ char *agent_state =
-		xasprintf("%s/cells/%s/agent", k->cfg.state_dir, req->cell_id);
-	_cleanup_free_ char *boot = cells_bootstrap(k, req, agent_state);
+	_cleanup_free_ char *boot = cells_bootstrap(k, req);
 	struct cell_entry *e;
 	int ret;
 
@@ -317,6 +315,11 @@ int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, s
 	spec.memory_bytes = req->memory_bytes;
 	spec.bootstrap = boot;
 	spec.spot = req->spot;
+	spec.fallback_types = req->fallback_types;
+	spec.n_fallback_types = req->n_fallback_types;
+	spec.label_keys = req->label_keys;
+	spec.label_values = req->label_values;
+	spec.n_labels = req->n_labels;
 	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
 	if (ret < 0)
 		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
@@ -326,7 +329,9 @@ int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, s
 		return err_wrap(err, "launch cell %s: its agent cannot be restarted", req->cell_id);
 	}
 	e = entry_add(m, req->cell_id, info.ip);
-	ret = wait_agent(e->ch, req->cell_id, err);
+	ret = wait_agent(e->ch, req->cell_id,
+			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
+			 err);
 	if (ret < 0) {
 		struct err terr = ERR_INIT;
 

@@ -25,6 +25,11 @@ struct cell_request {
 	double cpus;
 	int64_t memory_bytes;
 	int spot;
+	const char *const *fallback_types; /* tried in order if the type has no capacity */
+	size_t n_fallback_types;
+	const char *const *label_keys;     /* the pod's labels, for instance tags */
+	const char *const *label_values;
+	size_t n_labels;
 };
 
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
@@ -58,6 +63,6 @@ int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsRe
 		struct err *err);
 
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
-char *cells_bootstrap(struct kiyot *k, const struct cell_request *req, const char *agent_state);
+char *cells_bootstrap(struct kiyot *k, const struct cell_request *req);
 
 #endif

@@ -17,6 +17,13 @@
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
+ *	ec2:                          (when cells.provider is ec2)
+ *	  region: us-east-1           (default: the top-level region)
+ *	  endpoint: ""                (a private endpoint; default EC2's public one)
+ *	  imageId: ami-...            (required: the cell image, cell-agent reading user-data)
+ *	  subnetId, securityGroupIds: [...], instanceProfile
+ *	  profile, credentialsFile, noInstanceMetadata: false
+ *	  launchTimeoutSeconds: 600
  */
 #include "kiyot.h"
 
@@ -89,6 +96,16 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->bridge);
 	free(c->agent_path);
 	json_decref(c->registries);
+	free(c->ec2.region);
+	free(c->ec2.endpoint);
+	free(c->ec2.image_id);
+	free(c->ec2.subnet_id);
+	free(c->ec2.instance_profile);
+	free(c->ec2.profile);
+	free(c->ec2.credentials_file);
+	for (size_t i = 0; i < c->ec2.n_security_group_ids; i++)
+		free(c->ec2.security_group_ids[i]);
+	free(c->ec2.security_group_ids);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -193,11 +210,55 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	return 0;
 }
 
+/* The ec2 section: where cells are launched when cells.provider is ec2. */
+static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
+{
+	static const char *const known[] = { "region", "endpoint", "imageId", "subnetId",
+					     "securityGroupIds", "instanceProfile", "profile",
+					     "credentialsFile", "noInstanceMetadata",
+					     "launchTimeoutSeconds", NULL };
+	int64_t timeout = c->ec2.launch_timeout_s;
+	json_t *sg, *v;
+	size_t i;
+
+	if (!json_is_object(e))
+		return err_set(err, EINVAL, "ec2: must be a mapping");
+	if (check_keys(e, "ec2.", known, err) < 0 ||
+	    take_str(e, "region", "ec2.", &c->ec2.region, err) < 0 ||
+	    take_str(e, "endpoint", "ec2.", &c->ec2.endpoint, err) < 0 ||
+	    take_str(e, "imageId", "ec2.", &c->ec2.image_id, err) < 0 ||
+	    take_str(e, "subnetId", "ec2.", &c->ec2.subnet_id, err) < 0 ||
+	    take_str(e, "instanceProfile", "ec2.", &c->ec2.instance_profile, err) < 0 ||
+	    take_str(e, "profile", "ec2.", &c->ec2.profile, err) < 0 ||
+	    take_str(e, "credentialsFile", "ec2.", &c->ec2.credentials_file, err) < 0 ||
+	    take_int(e, "launchTimeoutSeconds", "ec2.", 10, 3600, &timeout, err) < 0)
+		return -err->code;
+	c->ec2.launch_timeout_s = (int)timeout;
+	if ((v = json_object_get(e, "noInstanceMetadata"))) {
+		if (!json_is_boolean(v))
+			return err_set(err, EINVAL, "ec2.noInstanceMetadata: must be true or false");
+		c->ec2.no_imds = json_is_true(v);
+	}
+	if ((sg = json_object_get(e, "securityGroupIds"))) {
+		if (!json_is_array(sg))
+			return err_set(err, EINVAL, "ec2.securityGroupIds: must be a list");
+		c->ec2.security_group_ids = xcalloc(json_array_size(sg) + 1, sizeof(char *));
+		json_array_foreach(sg, i, v) {
+			if (!json_is_string(v))
+				return err_set(err, EINVAL, "ec2.securityGroupIds[%zu]: must be a string",
+					       i);
+			c->ec2.security_group_ids[c->ec2.n_security_group_ids++] =
+				xstrdup(json_string_value(v));
+		}
+	}
+	return 0;
+}
+
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
 	static const char *const known[] = { "socket", "stateDir", "logLevel", "region",
 					     "defaultInstanceType", "reserve", "cells",
-					     "registries", NULL };
+					     "registries", "ec2", NULL };
 	json_t *doc = NULL, *v;
 	int ret = -1;
 
@@ -217,6 +278,8 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "ec2")) && load_ec2(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "registries"))) {
 		if (!json_is_object(v)) {

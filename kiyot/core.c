@@ -328,18 +328,37 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "config: registries");
 	if (catalog_load(k->cfg.region, &k->catalog, err) < 0)
 		return err_wrap(err, "instance catalog");
-	if (strcmp(k->cfg.provider, "local") != 0)
+	if (strcmp(k->cfg.provider, "ec2") == 0) {
+		struct ec2_provider_config ec = { 0 };
+
+		ec.cluster_id = k->cluster_id;
+		ec.region = k->cfg.ec2.region ? k->cfg.ec2.region : k->cfg.region;
+		ec.endpoint = k->cfg.ec2.endpoint;
+		ec.image_id = k->cfg.ec2.image_id;
+		ec.subnet_id = k->cfg.ec2.subnet_id;
+		ec.security_group_ids = (const char *const *)k->cfg.ec2.security_group_ids;
+		ec.n_security_group_ids = k->cfg.ec2.n_security_group_ids;
+		ec.instance_profile = k->cfg.ec2.instance_profile;
+		ec.profile = k->cfg.ec2.profile;
+		ec.credentials_file = k->cfg.ec2.credentials_file;
+		ec.no_imds = k->cfg.ec2.no_imds;
+		ec.launch_timeout_s = k->cfg.ec2.launch_timeout_s;
+		if (provider_ec2_new(&ec, &k->provider, err) < 0)
+			return err_wrap(err, "ec2 cell provider");
+	} else if (strcmp(k->cfg.provider, "local") == 0) {
+		lc.state_dir = cells_dir;
+		lc.bridge = k->cfg.bridge;
+		lc.cidr = k->cfg.cell_cidr;
+		lc.agent_path = k->cfg.agent_path;
+		lc.cgroup_root = "kiyot";
+		lc.cluster_id = k->cluster_id;
+		if (provider_local_new(&lc, &k->provider, err) < 0)
+			return err_wrap(err, "local cell provider");
+	} else {
 		return err_set(err, EINVAL,
-			       "provider \"%s\" is not available; the only provider is \"local\"",
+			       "cells.provider: \"%s\" is not a provider; use local or ec2",
 			       k->cfg.provider);
-	lc.state_dir = cells_dir;
-	lc.bridge = k->cfg.bridge;
-	lc.cidr = k->cfg.cell_cidr;
-	lc.agent_path = k->cfg.agent_path;
-	lc.cgroup_root = "kiyot";
-	lc.cluster_id = k->cluster_id;
-	if (provider_local_new(&lc, &k->provider, err) < 0)
-		return err_wrap(err, "local cell provider");
+	}
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
 	k->events = events_new();

@@ -145,6 +145,7 @@ CRI_HANDLER(run_pod_sandbox)
 	struct size_choice choice = { 0 };
 	struct cell_request creq = { 0 };
 	struct sandbox *sb, *dup;
+	const char **label_keys, **label_values;
 	char *ip = NULL;
 	int ret;
 
@@ -219,7 +220,20 @@ CRI_HANDLER(run_pod_sandbox)
 	creq.cpus = choice.cpus;
 	creq.memory_bytes = choice.memory_bytes;
 	creq.spot = choice.spot;
+	creq.fallback_types = (const char *const *)choice.alternatives;
+	creq.n_fallback_types = choice.n_alternatives;
+	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
+	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
+	for (size_t i = 0; i < sb->config->n_labels; i++) {
+		label_keys[i] = sb->config->labels[i]->key;
+		label_values[i] = sb->config->labels[i]->value;
+	}
+	creq.label_keys = label_keys;
+	creq.label_values = label_values;
+	creq.n_labels = sb->config->n_labels;
 	ret = cells_launch(k->cells, &creq, &ip, err);
+	free(label_keys);
+	free(label_values);
 	if (ret < 0)
 		goto fail;
 

@@ -42,6 +42,14 @@ struct kiyot_config {
 	int gc_interval_s;           /* how often cells and sandboxes are reconciled */
 	int gc_grace_s;              /* how long an unowned cell may live before it goes */
 	json_t *registries;  /* registry hosts config sent to every cell (owned) */
+	struct {             /* cells.provider: ec2 */
+		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
+		char *profile, *credentials_file;
+		char **security_group_ids;
+		size_t n_security_group_ids;
+		int no_imds;
+		int launch_timeout_s;
+	} ec2;
 };
 
 struct kiyot {

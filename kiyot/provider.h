@@ -27,6 +27,13 @@ struct cell_spec {
 	int64_t memory_bytes;      /* the instance type's memory: the cell's memory cap */
 	const char *bootstrap;     /* the bootstrap document (JSON text) the cell boots with */
 	int spot;
+	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
+	const char *const *fallback_types;
+	size_t n_fallback_types;
+	/* The pod's labels, for instance tags. */
+	const char *const *label_keys;
+	const char *const *label_values;
+	size_t n_labels;
 };
 
 enum cell_phase { CELL_PENDING, CELL_RUNNING, CELL_TERMINATING, CELL_TERMINATED, CELL_FAILED };
@@ -44,6 +51,8 @@ struct cell_info {
 
 struct provider_ops {
 	const char *name;
+	/* How long a launched cell may take until its agent answers. */
+	int boot_timeout_s;
 	/* Starts a cell; on success fills *out (phase PENDING or RUNNING). Idempotent per cell_id:
 	 * launching an id that exists returns the existing cell. */
 	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,
@@ -80,5 +89,25 @@ struct local_provider_config {
 
 int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
 		       struct err *err);
+
+/* The EC2 provider's settings (see provider_ec2.c). Strings borrowed during the call. */
+struct ec2_provider_config {
+	const char *cluster_id;
+	const char *region;
+	const char *endpoint;          /* NULL: EC2's public endpoint of the region */
+	const char *image_id;          /* the cell AMI (cell-agent installed, reads user-data) */
+	const char *subnet_id;         /* optional */
+	const char *const *security_group_ids;
+	size_t n_security_group_ids;
+	const char *instance_profile;  /* optional: a name or an ARN */
+	const char *profile;           /* credentials profile; NULL: AWS_PROFILE or default */
+	const char *credentials_file;  /* NULL: the standard places */
+	int no_imds;                   /* do not use the instance role */
+	int launch_timeout_s;          /* until the instance runs with an address; 0: 600 */
+	int poll_ms;                   /* DescribeInstances period while launches wait; 0: 1000 */
+};
+
+int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out,
+		     struct err *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
@@ -485,6 +486,29 @@ static int cell_cgroups_create(const struct local_provider *p, const struct cell
 	return 0;
 }
 
+/* The bootstrap document as this cell's agent gets it: cells of one host share its disk, so
+ * each agent keeps its state in its own cell directory unless the document says where. */
+static char *bootstrap_for_cell(const struct local_provider *p, const struct cell_spec *spec)
+{
+	json_t *doc = json_loads(spec->bootstrap ? spec->bootstrap : "{}", 0, NULL);
+	char *text;
+
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		return xstrdup(spec->bootstrap ? spec->bootstrap : "{}"); /* the agent reports it */
+	}
+	if (!json_object_get(doc, "state_dir")) {
+		_cleanup_free_ char *dir = cell_path(p, spec->cell_id, "agent");
+
+		json_object_set_new(doc, "state_dir", json_string(dir));
+	}
+	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(doc);
+	if (!text)
+		abort();
+	return text;
+}
+
 /* Writes the bootstrap document and starts `<agent_path> --bootstrap <file>` in the cell,
  * with a minimal environment: kiyot's own may hold cloud credentials. */
 static pid_t cell_agent_start(const struct local_provider *p, const struct cell_spec *spec,
@@ -492,7 +516,7 @@ static pid_t cell_agent_start(const struct local_provider *p, const struct cell_
 {
 	_cleanup_free_ char *boot = cell_path(p, spec->cell_id, "bootstrap.json");
 	_cleanup_free_ char *logp = cell_path(p, spec->cell_id, "agent.log");
-	const char *doc = spec->bootstrap ? spec->bootstrap : "{}";
+	_cleanup_free_ char *doc = bootstrap_for_cell(p, spec);
 	char *argv[] = { p->agent_path, (char *)"--bootstrap", boot, NULL };
 	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
 	struct cellspawn cs = { argv, envp, cgroup_procs, NCTRL, ns_fd, logp };
@@ -762,6 +786,7 @@ static void local_destroy(void *self)
 
 static const struct provider_ops local_ops = {
 	.name = "local",
+	.boot_timeout_s = 30,
 	.launch = local_launch,
 	.terminate = local_terminate,
 	.list = local_list,

@@ -88,6 +88,9 @@ int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 	out->price = ch.price;
 	out->spot = ch.spot;
 	out->reason = xstrdup(ch.reason);
+	out->n_alternatives = 0;
+	for (size_t i = 0; i < ch.n_runners_up && i < ARRAY_SIZE(out->alternatives); i++)
+		out->alternatives[out->n_alternatives++] = xstrdup(ch.runners_up[i].instance_type);
 	return 0;
 }
 
@@ -96,4 +99,7 @@ void size_choice_release(struct size_choice *c)
 	free(c->instance_type);
 	free(c->reason);
 	c->instance_type = c->reason = NULL;
+	for (size_t i = 0; i < c->n_alternatives; i++)
+		free(c->alternatives[i]);
+	c->n_alternatives = 0;
 }

@@ -19,6 +19,9 @@ struct size_choice {
 	double price;
 	int spot;
 	char *reason;
+	/* The next cheapest types, for a provider without capacity for the first. */
+	char *alternatives[3];
+	size_t n_alternatives;
 };
 
 /* Errors name the pod and the annotation or demand at fault. */
