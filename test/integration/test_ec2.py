@@ -1,0 +1,254 @@
+"""Pods through the EC2 provider, against the suite's local EC2 endpoint (test/ec2/ec2sim.py,
+signatures checked with botocore), whose instances boot as local cells from their user-data.
+
+A second kiyot, configured with `cells.provider: ec2`, serves these tests on its own socket;
+the suite's local-provider kiyot is stopped meanwhile so the two never share addresses."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+import unittest
+import urllib.request
+
+import cri
+from harness import (BRIDGE, BUILD, KiyotTest, REGISTRY, REPO, log, unique, wait_for)
+
+EC2_CIDR = "10.78.200.0/24"
+KEY, SECRET = "AKIAKIYOTTESTEXAMPLE", "kiyot-ec2-test-secret"
+
+
+class Ec2Sim:
+    """ec2sim.py with local cells as instances."""
+
+    def __init__(self, work, extra=()):
+        self.work = work
+        self.cells = os.path.join(work, "ec2-cells")
+        os.makedirs(self.cells, exist_ok=True)
+        kiyot = os.path.join(BUILD, "kiyot")
+        common = "--state-dir %s --bridge %s --cidr %s" % (self.cells, BRIDGE, EC2_CIDR)
+        boot = ("%s local-cell launch %s --agent %s --id {id} --cpus {cpus} --memory {memory} "
+                "--instance-type {instance_type} --cluster-id {cluster_id} "
+                "--bootstrap {bootstrap}" % (kiyot, common, os.path.join(BUILD, "cell-agent")))
+        term = "%s local-cell terminate %s --id {id}" % (kiyot, common)
+        port_file = os.path.join(work, "ec2.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        self.log_path = os.path.join(work, "ec2sim.log")
+        logf = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", os.path.join(REPO, "test", "ec2", "ec2sim.py"), "--port", "0",
+             "--port-file", port_file, "--key", "%s:%s" % (KEY, SECRET), "--region",
+             "us-east-1", "--boot-cmd", boot, "--terminate-cmd", term,
+             "--terminated-ttl", "60"] + list(extra),
+            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
+        logf.close()
+        wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30,
+                 "ec2sim to listen")
+        self.endpoint = "http://127.0.0.1:%s/" % open(port_file).read().strip()
+
+    def admin(self, path, body=None):
+        req = urllib.request.Request(self.endpoint + "_admin/" + path,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    def instances(self):
+        got = self.admin("instances")
+        return got["instances"] if isinstance(got, dict) else got
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def tags_of(inst):
+    t = inst.get("tags", {})
+    if isinstance(t, list):
+        return {x["key"] if "key" in x else x["Key"]: x["value"] if "value" in x else x["Value"]
+                for x in t}
+    return t
+
+
+class Ec2Test(KiyotTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.env.kill_kiyot(signal.SIGTERM)
+        # boots take 2 s, so a test can catch a launch while it waits
+        cls.sim = Ec2Sim(cls.env.work, ["--boot-delay", "2"])
+        cls.kiyot = None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop_ec2_kiyot()
+        cls.sim.stop()
+        cls.env.start_kiyot()
+        super().tearDownClass()
+
+    @classmethod
+    def start_ec2_kiyot(cls):
+        cls.state = os.path.join(cls.env.work, "ec2-state")
+        cls.sock = os.path.join(cls.env.work, "kiyot-ec2.sock")
+        cfg = os.path.join(cls.env.work, "kiyot-ec2.yaml")
+        with open(cfg, "w") as f:
+            f.write("cells:\n  provider: ec2\n  gcIntervalSeconds: 1\n  gcGraceSeconds: 3\n"
+                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
+                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: 120\n"
+                    "registries:\n  \"%s\": { insecure: true }\n" % (cls.sim.endpoint, REGISTRY))
+        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
+                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+        logf = open(os.path.join(cls.env.work, "kiyot-ec2.log"), "a")
+        cls.kiyot = subprocess.Popen(
+            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
+             cls.state, "--config", cfg, "--log-level", "debug"],
+            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
+            start_new_session=True)
+        logf.close()
+
+        def ready():
+            if cls.kiyot.poll() is not None:
+                raise RuntimeError("kiyot (ec2) exited; see kiyot-ec2.log")
+            c = cri.Client(cls.sock)
+            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
+            return c
+        return wait_for(ready, 30, "the ec2 kiyot to answer")
+
+    @classmethod
+    def stop_ec2_kiyot(cls, sig=signal.SIGTERM):
+        if cls.kiyot and cls.kiyot.poll() is None:
+            cls.kiyot.send_signal(sig)
+            cls.kiyot.wait(60)
+
+    def setUp(self):
+        if not self.kiyot or self.kiyot.poll() is not None:
+            type(self).start_ec2_kiyot()
+        self.c = cri.Client(self.sock)
+        self.pb = self.c.pb
+        self.sim.admin("faults/clear", {})
+
+    def tearDown(self):
+        # every pod of the test goes, and with it its instance
+        for p in self.c.runtime.ListPodSandbox(self.pb.ListPodSandboxRequest(),
+                                               timeout=30).items:
+            try:
+                self.c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(
+                    pod_sandbox_id=p.id), timeout=120)
+                self.c.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(
+                    pod_sandbox_id=p.id), timeout=60)
+            except Exception as e:  # noqa: BLE001 - reported, the next test goes on
+                log("cleanup of %s: %s" % (p.id, e))
+        self.c.close()
+
+    def live(self, pred=lambda i: True):
+        return [i for i in self.sim.instances()
+                if i.get("state") in ("pending", "running") and pred(i)]
+
+    def test_pod_runs_in_an_instance_tagged_for_it_and_terminated_with_it(self):
+        cfg = self.sandbox_config(labels={"app": "web", "kubernetes.io/ignored": "x"},
+                                  annotations={"pod.elotl.co/memory": "400Mi"})
+        pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        mine = self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") ==
+                         cfg.metadata.uid)
+        self.assertEqual(len(mine), 1, "one instance per pod")
+        tags = tags_of(mine[0])
+        self.assertEqual(tags.get("kiyot.elotl.co/pod-name"), cfg.metadata.name)
+        self.assertEqual(tags.get("kiyot.elotl.co/pod-namespace"), cfg.metadata.namespace)
+        self.assertTrue(tags.get("kiyot.elotl.co/cluster-id"))
+        self.assertEqual(tags.get("app"), "web")
+        self.assertNotIn("kubernetes.io/ignored", tags)
+        st = self.c.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(
+            pod_sandbox_id=pod, verbose=True), timeout=30)
+        self.assertEqual(mine[0]["instance_type"], json.loads(st.info["info"])["instanceType"],
+                         "the instance is not of the type sizing chose")
+        ip = self.pod_ip(pod)
+        self.assertEqual(ip, mine[0].get("ip") or mine[0].get("private_ip"))
+        cid, _ = self.create(pod, cfg, self.env.ref("hello:1"))
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        self.assertIn("hello from kiyot", self.wait_http(ip))
+        self.c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=pod),
+                                      timeout=120)
+        wait_for(lambda: not self.live(lambda i: i["instance_id"] ==
+                                       mine[0]["instance_id"]), 60,
+                 "the pod's instance to be terminated")
+
+    def test_no_capacity_moves_to_the_next_candidate(self):
+        self.sim.admin("capacity", {"instance_type": "t3a.nano"})
+        self.sim.admin("capacity", {"instance_type": "t3.nano"})
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg), timeout=180)
+        mine = self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") ==
+                         cfg.metadata.uid)
+        self.assertEqual(len(mine), 1)
+        self.assertNotIn(mine[0]["instance_type"], ("t3a.nano", "t3.nano"))
+        stats = self.sim.admin("stats")
+        self.assertIn("InsufficientInstanceCapacity", json.dumps(stats))
+
+    def test_throttling_is_survived(self):
+        self.sim.admin("throttle", {"count": 3})
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+        self.assertIn("RequestLimitExceeded", json.dumps(self.sim.admin("stats")))
+
+    def test_gc_removes_our_orphans_and_never_touches_foreign_instances(self):
+        db = sqlite3.connect(os.path.join(self.state, "kiyot.db"))
+        cluster = db.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()[0]
+        db.close()
+        foreign = self.sim.admin("foreign", {"instance_type": "t3.micro"})["instance_id"]
+        stranger = self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
+            "kiyot.elotl.co/cluster-id": "someone-else", "kiyot.elotl.co/cell-id": "x"}})
+        orphan = self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
+            "kiyot.elotl.co/cluster-id": cluster,
+            "kiyot.elotl.co/cell-id": unique("orphan")}})["instance_id"]
+        # gcIntervalSeconds 1, gcGraceSeconds 3: gone within seconds
+        wait_for(lambda: not self.live(lambda i: i["instance_id"] == orphan), 30,
+                 "our orphan instance to be terminated")
+        time.sleep(2)
+        self.assertEqual(len(self.live(lambda i: i["instance_id"] == foreign)), 1,
+                         "an instance without our cluster id was touched")
+        self.assertEqual(len(self.live(lambda i: i["instance_id"] ==
+                                       stranger["instance_id"])), 1,
+                         "another cluster's instance was touched")
+
+    def test_kiyot_killed_mid_launch_neither_leaks_nor_launches_twice(self):
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        uid = cfg.metadata.uid
+        # boots are slow (--boot-delay): the launch is still waiting when kiyot dies
+        def run():
+            try:
+                self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                             timeout=60)
+            except Exception:  # noqa: BLE001 - the crash ends this call
+                pass
+        t = threading.Thread(target=run)
+        t.start()
+        wait_for(lambda: self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") == uid),
+                 30, "the instance to be requested")
+        type(self).stop_ec2_kiyot(signal.SIGKILL)
+        t.join(60)
+        type(self).start_ec2_kiyot()
+        self.c = cri.Client(self.sock)
+        # the kubelet retries the same sandbox
+        pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+        mine = [i for i in self.sim.instances()
+                if tags_of(i).get("kiyot.elotl.co/pod-uid") == uid]
+        self.assertEqual(len(mine), 1, "a second instance was launched: %s" % mine)
+
+
+if __name__ == "__main__":
+    unittest.main()
