@@ -11,8 +11,12 @@ $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 unit: $(UNIT_BINS)
 	@test/run-unit.sh $(UNIT_BINS)
 
+# the EC2 pieces against real clients first (signatures vs botocore, ec2sim vs the AWS CLI),
+# then the suite against the real daemons, whose summary line ends the run
 integration: all
-	@test/integration/run.sh
+	@BUILD=$(BUILD) test/ec2sign/run.sh
+	@test/ec2/run.sh
+	@KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
 
 test: deps
 	@$(MAKE) --no-print-directory all unit
