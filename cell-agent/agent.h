@@ -25,7 +25,7 @@ struct agent_config {
 	char *instance_type;
 	char *state_dir;
 	char *log_level;
-	char *runtime;   /* OCI runtime, "crun" */
+	char *runtime; /* OCI runtime, "crun" */
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */
@@ -43,8 +43,8 @@ struct agent {
 	uint64_t incarnation;
 	int64_t boot_ns;
 	char *self_path; /* this binary, run again as the shim */
-	char *ip;        /* the cell's address */
-	char *cgroup;    /* the cell's cgroup (v1 memory path); units go under it */
+	char *ip;	 /* the cell's address */
+	char *cgroup;	 /* the cell's cgroup (v1 memory path); units go under it */
 };
 
 /* Sets up images, supervisor and watch hub from a parsed config. */

@@ -24,17 +24,25 @@
 
 /* containerd's default capability set. */
 static const char *const default_caps[] = {
-	"CAP_CHOWN",	    "CAP_DAC_OVERRIDE", "CAP_FSETID",	"CAP_FOWNER",
-	"CAP_MKNOD",	    "CAP_NET_RAW",	"CAP_SETGID",	"CAP_SETUID",
-	"CAP_SETFCAP",	    "CAP_SETPCAP",	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-	"CAP_KILL",	    "CAP_AUDIT_WRITE",
+	"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",	   "CAP_FOWNER",
+	"CAP_MKNOD",   "CAP_NET_RAW",	   "CAP_SETGID",	   "CAP_SETUID",
+	"CAP_SETFCAP", "CAP_SETPCAP",	   "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+	"CAP_KILL",    "CAP_AUDIT_WRITE",
 };
 
 /* runc's default masked and read-only paths. */
 static const char *const masked_paths[] = {
-	"/proc/acpi",	     "/proc/asound",	 "/proc/kcore",	      "/proc/keys",
-	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
-	"/proc/scsi",	     "/sys/firmware",	 "/sys/devices/virtual/powercap",
+	"/proc/acpi",
+	"/proc/asound",
+	"/proc/kcore",
+	"/proc/keys",
+	"/proc/latency_stats",
+	"/proc/timer_list",
+	"/proc/timer_stats",
+	"/proc/sched_debug",
+	"/proc/scsi",
+	"/sys/firmware",
+	"/sys/devices/virtual/powercap",
 };
 static const char *const readonly_paths[] = {
 	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
@@ -46,7 +54,8 @@ static const struct {
 } base_mounts[] = {
 	{ "/proc", "proc", "proc", "nosuid,noexec,nodev" },
 	{ "/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k" },
-	{ "/dev/pts", "devpts", "devpts", "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5" },
+	{ "/dev/pts", "devpts", "devpts",
+	  "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5" },
 	{ "/dev/shm", "tmpfs", "shm", "nosuid,noexec,nodev,mode=1777,size=65536k" },
 	{ "/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev" },
 	{ "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro" },
@@ -355,15 +364,16 @@ static json_t *json_table(const char *const *v, size_t n)
 static bool unit_mounts_cover(const Kiyot__Cell__V1__Unit *unit, const char *dest)
 {
 	for (size_t i = 0; i < unit->n_mounts; i++) {
-		if (unit->mounts[i]->container_path && strcmp(unit->mounts[i]->container_path, dest) == 0)
+		if (unit->mounts[i]->container_path &&
+		    strcmp(unit->mounts[i]->container_path, dest) == 0)
 			return true;
 	}
 	return false;
 }
 
 /* The host path backing one unit mount (emptyDir created); -EINVAL for unknown volumes. */
-static int mount_source(const struct bundle_spec *spec, const Kiyot__Cell__V1__Mount *m,
-			char **out, struct err *err)
+static int mount_source(const struct bundle_spec *spec, const Kiyot__Cell__V1__Mount *m, char **out,
+			struct err *err)
 {
 	const char *vol = m->volume ? m->volume : "";
 
@@ -482,9 +492,10 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 		json_object_set_new(juser, "additionalGids", gids);
 	else
 		json_decref(gids);
-	caps = json_pack("{s:o,s:o,s:o}", "bounding", json_table(default_caps, ARRAY_SIZE(default_caps)),
-			 "effective", json_table(default_caps, ARRAY_SIZE(default_caps)),
-			 "permitted", json_table(default_caps, ARRAY_SIZE(default_caps)));
+	caps = json_pack("{s:o,s:o,s:o}", "bounding",
+			 json_table(default_caps, ARRAY_SIZE(default_caps)), "effective",
+			 json_table(default_caps, ARRAY_SIZE(default_caps)), "permitted",
+			 json_table(default_caps, ARRAY_SIZE(default_caps)));
 	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:o,s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0, "user",
 		      juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
 		      "capabilities", caps, "noNewPrivileges", 0, "rlimits", "type",
@@ -545,7 +556,8 @@ int bundle_config(const struct bundle_spec *spec, json_t **out, struct err *err)
 		json_decref(process);
 		json_decref(mounts);
 		json_decref(ann);
-		return err_wrap(err, "unit %s", unit->name && unit->name[0] ? unit->name : unit->id);
+		return err_wrap(err, "unit %s",
+				unit->name && unit->name[0] ? unit->name : unit->id);
 	}
 	for (size_t i = 0; i < unit->n_annotations; i++)
 		json_object_set_new(ann, unit->annotations[i]->key,

@@ -24,12 +24,12 @@ struct image_info;
 
 /* Everything a unit's config.json is made of. All borrowed. */
 struct bundle_spec {
-	const Kiyot__Cell__V1__Pod *pod;   /* hostname, volumes; may be NULL */
+	const Kiyot__Cell__V1__Pod *pod; /* hostname, volumes; may be NULL */
 	const Kiyot__Cell__V1__Unit *unit;
 	const struct image_info *image;
-	const char *rootfs;        /* root.path: the unit's mounted overlay (units/<id>/rootfs) */
+	const char *rootfs;	   /* root.path: the unit's mounted overlay (units/<id>/rootfs) */
 	const char *volumes_dir;   /* emptyDir volumes live in <volumes_dir>/<name> (created) */
-	const char *etc_dir;       /* holds the pod's resolv.conf, hosts and hostname; or NULL */
+	const char *etc_dir;	   /* holds the pod's resolv.conf, hosts and hostname; or NULL */
 	const char *cgroup_parent; /* "" or NULL: no linux.cgroupsPath */
 };
 

@@ -21,8 +21,8 @@
 #include "unpack.h"
 #include "xalloc.h"
 
-#define IMAGE_MAX_RECORD	   (1u << 20)
-#define IMAGE_DEFAULT_MAX_LAYER	   (8ull << 30)
+#define IMAGE_MAX_RECORD (1u << 20)
+#define IMAGE_DEFAULT_MAX_LAYER (8ull << 30)
 #define IMAGE_DEFAULT_MAX_UNPACKED (32ull << 30)
 
 /* What the store remembers of one unpacked image (also image.json on disk). */
@@ -426,7 +426,7 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 		       const struct image_auth *auth, struct image_info **out, struct err *err)
 {
 	struct reg_client *c = NULL;
-	struct img_manifest m = {0};
+	struct img_manifest m = { 0 };
 	struct image_info *remote = NULL;
 	struct img_rec *r = NULL, *cur;
 	int ret;
@@ -461,7 +461,7 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 int image_pull(struct image_store *s, const char *ref, const struct image_auth *auth,
 	       struct image_info **out, struct err *err)
 {
-	struct image_ref r = {0};
+	struct image_ref r = { 0 };
 	_cleanup_free_ char *norm = NULL;
 	_cleanup_free_ char *key = NULL;
 	struct flight *f;
@@ -502,7 +502,7 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err)
 {
-	struct image_ref r = {0};
+	struct image_ref r = { 0 };
 	_cleanup_free_ char *id = NULL;
 	_cleanup_free_ char *norm = NULL;
 	struct img_rec *rec;

@@ -18,31 +18,31 @@
 
 #include "err.h"
 
-struct regconf;     /* registry hosts: mirrors, insecure hosts (see regconf.h) */
+struct regconf; /* registry hosts: mirrors, insecure hosts (see regconf.h) */
 struct image_store;
 
 /* Credentials for one pull, as CRI's AuthConfig carries them. Any field may be NULL or "". */
 struct image_auth {
 	const char *username;
 	const char *password;
-	const char *auth;           /* base64("user:pass") */
+	const char *auth;	    /* base64("user:pass") */
 	const char *identity_token; /* OAuth2 refresh token for the token endpoint */
 	const char *registry_token; /* a bearer token to send as is */
 };
 
 /* A pulled image. Owned by the caller; free with image_info_free. */
 struct image_info {
-	char *ref;          /* normalised reference: "docker.io/library/busybox:latest" */
-	char *repo_digest;  /* "docker.io/library/busybox@sha256:..." */
-	char *image_id;     /* "sha256:<config digest>" */
-	char *rootfs;       /* flattened root file system, read-only for callers; "" from inspect */
-	uint64_t size;      /* sum of compressed layer sizes */
+	char *ref;	   /* normalised reference: "docker.io/library/busybox:latest" */
+	char *repo_digest; /* "docker.io/library/busybox@sha256:..." */
+	char *image_id;	   /* "sha256:<config digest>" */
+	char *rootfs;	   /* flattened root file system, read-only for callers; "" from inspect */
+	uint64_t size;	   /* sum of compressed layer sizes */
 	/* From the image config ("config" object); NULL-terminated arrays, never NULL. */
 	char **entrypoint;
 	char **cmd;
 	char **env;
-	char *user;         /* "" when unset */
-	char *working_dir;  /* "" when unset */
+	char *user;	   /* "" when unset */
+	char *working_dir; /* "" when unset */
 };
 
 /* root: cache directory (created). rc may be NULL (no mirrors, only TLS registries); it is
@@ -66,16 +66,15 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
 		  struct image_info **out, struct err *err);
 /* A cached image by reference or image id; -ENOENT when not pulled. */
-int image_lookup(struct image_store *s, const char *ref, struct image_info **out,
-		 struct err *err);
+int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err);
 void image_info_free(struct image_info *info);
 
 /* Reference parsing, exposed for tests and for kiyot. */
 struct image_ref {
-	char *host;       /* "docker.io" when none given */
+	char *host;	  /* "docker.io" when none given */
 	char *repository; /* "library/busybox" */
-	char *tag;        /* "latest" when neither tag nor digest */
-	char *digest;     /* "sha256:..." or NULL */
+	char *tag;	  /* "latest" when neither tag nor digest */
+	char *digest;	  /* "sha256:..." or NULL */
 };
 int image_ref_parse(const char *s, struct image_ref *out, struct err *err);
 void image_ref_release(struct image_ref *r);

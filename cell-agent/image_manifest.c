@@ -13,13 +13,13 @@
 #include "registry.h"
 #include "xalloc.h"
 
-#define MT_OCI_MANIFEST	   "application/vnd.oci.image.manifest.v1+json"
-#define MT_OCI_INDEX	   "application/vnd.oci.image.index.v1+json"
+#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define MT_DOCKER_LIST	   "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
 
 #define IMAGE_MAX_LAYERS 256
-#define IMAGE_MAX_INDEX	 1024
+#define IMAGE_MAX_INDEX 1024
 
 /* Frees what a parsed manifest holds and zeroes it, so a second release is harmless. */
 void image_manifest_release(struct img_manifest *m)
@@ -184,7 +184,7 @@ static int image_fetch_doc(struct reg_client *c, const char *reference, struct r
 static int image_resolve(struct reg_client *c, const char *reference, struct img_manifest *m,
 			 char **top_digest, struct err *err)
 {
-	struct reg_manifest doc = {0};
+	struct reg_manifest doc = { 0 };
 	_cleanup_free_ char *pick = NULL;
 	json_t *j = NULL;
 	const char *kind;
@@ -255,8 +255,8 @@ static int config_read(struct image_info *info, const json_t *cfg, struct err *e
 }
 /* Fetches the image config blob (verified against the manifest's digest and size) and fills
  * info's image id, size and run settings from it. */
-static int image_config(struct reg_client *c, const struct img_manifest *m,
-			struct image_info *info, struct err *err)
+static int image_config(struct reg_client *c, const struct img_manifest *m, struct image_info *info,
+			struct err *err)
 {
 	_cleanup_free_ char *body = NULL;
 	json_error_t jerr;
@@ -329,8 +329,8 @@ int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref, 
 int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
 		  struct image_info **out, struct err *err)
 {
-	struct image_ref r = {0};
-	struct img_manifest m = {0};
+	struct image_ref r = { 0 };
+	struct img_manifest m = { 0 };
 	_cleanup_free_ char *norm = NULL;
 	int ret;
 

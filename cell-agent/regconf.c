@@ -6,9 +6,9 @@
 
 #include "xalloc.h"
 
-#define REGCONF_MAX_HOSTS   256
+#define REGCONF_MAX_HOSTS 256
 #define REGCONF_MAX_MIRRORS 16
-#define REGCONF_MAX_STR	    512
+#define REGCONF_MAX_STR 512
 
 struct reg_mirror {
 	char *base_url;

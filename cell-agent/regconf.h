@@ -25,8 +25,8 @@ struct regconf;
 
 /* An endpoint to try for a host, in order: mirrors first, then the host itself. */
 struct reg_endpoint {
-	char *base_url;  /* "https://registry.example:443" or "http://10.77.0.1:5000" (no slash) */
-	char *prefix;    /* path prefix before /v2, "" usually */
+	char *base_url; /* "https://registry.example:443" or "http://10.77.0.1:5000" (no slash) */
+	char *prefix;	/* path prefix before /v2, "" usually */
 	int is_mirror;
 };
 

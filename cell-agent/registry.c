@@ -23,12 +23,12 @@
 	"application/vnd.oci.image.index.v1+json, "                                                \
 	"application/vnd.docker.distribution.manifest.v2+json, "                                   \
 	"application/vnd.docker.distribution.manifest.list.v2+json"
-#define REG_MAX_ERRBODY	    (64u << 10)
-#define REG_MAX_TOKEN_BODY  (1u << 20)
+#define REG_MAX_ERRBODY (64u << 10)
+#define REG_MAX_TOKEN_BODY (1u << 20)
 #define REG_CONNECT_TIMEOUT 10L
 #define REG_LOW_SPEED_BYTES 1024L /* abort below this many bytes per second ... */
-#define REG_LOW_SPEED_TIME  60L	  /* ... sustained for this many seconds */
-#define REG_USER_AGENT	    "kiyot-cell-agent/1"
+#define REG_LOW_SPEED_TIME 60L	  /* ... sustained for this many seconds */
+#define REG_USER_AGENT "kiyot-cell-agent/1"
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {

@@ -29,7 +29,7 @@ struct reg_manifest {
 	char *body;
 	size_t len;
 	char *media_type; /* Content-Type without parameters; "" when the registry sent none */
-	char *digest;     /* "sha256:<hex>" of body */
+	char *digest;	  /* "sha256:<hex>" of body */
 };
 
 /* host and repository as image_ref_parse gives them; auth may be NULL; all borrowed (auth must

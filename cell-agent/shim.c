@@ -77,9 +77,10 @@ int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, cons
 	       const char *cgroup, struct err *err)
 {
 	_cleanup_free_ char *shim_log = xasprintf("%s/shim.log", unit_dir);
-	char *argv[] = { (char *)shim, "shim", "--unit-dir", (char *)unit_dir, "--runtime",
-			 (char *)runtime, "--id", (char *)id, cgroup ? "--cgroup" : NULL,
-			 (char *)cgroup, NULL };
+	char *argv[] = { (char *)shim,	   "shim",	"--unit-dir",
+			 (char *)unit_dir, "--runtime", (char *)runtime,
+			 "--id",	   (char *)id,	cgroup ? "--cgroup" : NULL,
+			 (char *)cgroup,   NULL };
 	int logfd = open(shim_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int status;
 	pid_t pid;
@@ -136,9 +137,8 @@ static int wait_code(int status)
 }
 
 /* Runs a command and collects its output; see the header. */
-int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **out,
-		     size_t *out_len, char **errout, size_t *err_len, int *status,
-		     struct err *err)
+int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **out, size_t *out_len,
+		     char **errout, size_t *err_len, int *status, struct err *err)
 {
 	int po[2], pe[2], wst = 0;
 	struct buf bo = BUF_INIT, be = BUF_INIT;
@@ -228,18 +228,28 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'd': o->dir = optarg; break;
-		case 'r': o->runtime = optarg; break;
-		case 'i': o->id = optarg; break;
-		case 'c': o->cgroup = optarg; break;
+		case 'd':
+			o->dir = optarg;
+			break;
+		case 'r':
+			o->runtime = optarg;
+			break;
+		case 'i':
+			o->id = optarg;
+			break;
+		case 'c':
+			o->cgroup = optarg;
+			break;
 		default:
-			return err_set(err, EINVAL, "usage: shim --unit-dir DIR --runtime RUNTIME "
-						    "--id ID [--cgroup PATH]");
+			return err_set(err, EINVAL,
+				       "usage: shim --unit-dir DIR --runtime RUNTIME "
+				       "--id ID [--cgroup PATH]");
 		}
 	}
 	if (!o->dir || !o->runtime || !o->id)
-		return err_set(err, EINVAL, "usage: shim --unit-dir DIR --runtime RUNTIME --id ID "
-					    "[--cgroup PATH]");
+		return err_set(err, EINVAL,
+			       "usage: shim --unit-dir DIR --runtime RUNTIME --id ID "
+			       "[--cgroup PATH]");
 	return 0;
 }
 
@@ -309,8 +319,8 @@ static int start_runtime(const struct shim_opts *o, int po[2], int pe[2], struct
 	_cleanup_free_ char *rtlog = xasprintf("%s/runtime.log", o->dir);
 	_cleanup_free_ char *bundle = xasprintf("%s/bundle", o->dir);
 	_cleanup_free_ char *pidf = xasprintf("%s/container.pid", o->dir);
-	char *argv[] = { (char *)o->runtime, "--log", rtlog, "run", "--bundle", bundle,
-			 "--pid-file", pidf, (char *)o->id, NULL };
+	char *argv[] = { (char *)o->runtime, "--log", rtlog,	     "run", "--bundle", bundle,
+			 "--pid-file",	     pidf,    (char *)o->id, NULL };
 
 	unlink(rtlog);
 	unlink(pidf);
@@ -368,7 +378,8 @@ static int pump(const struct shim_opts *o, int po, int pe, struct crilog_writer 
 	char tmp[16384];
 
 	for (;;) {
-		struct pollfd p[3] = { { open_o ? po : -1, POLLIN, 0 }, { open_e ? pe : -1, POLLIN, 0 },
+		struct pollfd p[3] = { { open_o ? po : -1, POLLIN, 0 },
+				       { open_e ? pe : -1, POLLIN, 0 },
 				       { r->oom_fd, POLLIN, 0 } };
 		int fds[2] = { po, pe };
 
@@ -389,7 +400,8 @@ static int pump(const struct shim_opts *o, int po, int pe, struct crilog_writer 
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n > 0) {
-				crilog_write(w, i ? CRILOG_STDERR : CRILOG_STDOUT, tmp, (size_t)n, err);
+				crilog_write(w, i ? CRILOG_STDERR : CRILOG_STDOUT, tmp, (size_t)n,
+					     err);
 				continue;
 			}
 			crilog_close_stream(w, i ? CRILOG_STDERR : CRILOG_STDOUT, err);
@@ -403,7 +415,8 @@ static int pump(const struct shim_opts *o, int po, int pe, struct crilog_writer 
 			exited = true;
 			exited_at = clock_mono_ns();
 		}
-		if (exited && ((!open_o && !open_e) || clock_mono_ns() - exited_at > DRAIN_AFTER_EXIT_NS))
+		if (exited &&
+		    ((!open_o && !open_e) || clock_mono_ns() - exited_at > DRAIN_AFTER_EXIT_NS))
 			break;
 	}
 	crilog_close_stream(w, CRILOG_STDOUT, err);

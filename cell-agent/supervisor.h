@@ -26,7 +26,12 @@ struct image_info;
 struct image_store;
 struct supervisor;
 
-enum unit_state { UNIT_STATE_CREATED, UNIT_STATE_RUNNING, UNIT_STATE_EXITED, UNIT_STATE_UNKNOWN };
+enum unit_state {
+	UNIT_STATE_CREATED,
+	UNIT_STATE_RUNNING,
+	UNIT_STATE_EXITED,
+	UNIT_STATE_UNKNOWN
+};
 
 /* A unit's status. Strings are owned by the struct (unit_status_release). */
 struct unit_status {
@@ -34,8 +39,8 @@ struct unit_status {
 	enum unit_state state;
 	int64_t created_at_ns, started_at_ns, finished_at_ns;
 	int32_t exit_code;
-	char *reason;   /* "Completed", "Error", "OOMKilled", "StartError", ... or "" */
-	char *message;  /* detail for people, e.g. the runtime's error text; "" when none */
+	char *reason;  /* "Completed", "Error", "OOMKilled", "StartError", ... or "" */
+	char *message; /* detail for people, e.g. the runtime's error text; "" when none */
 	uint32_t restart_count;
 	char *image_ref;
 	char *image_id;
@@ -51,12 +56,12 @@ struct supervisor_callbacks {
 };
 
 struct supervisor_config {
-	const char *state_dir;    /* units/<id>/{bundle,log,exit,...} live under it */
-	const char *runtime;      /* OCI runtime binary, "crun" */
-	const char *shim;         /* path of the cell-agent binary, run as "<shim> shim ..." */
-	const char *cgroup_parent;/* cgroup v1 path of the cell (e.g. "/kiyot/<cell>"), may be "" */
-	int64_t backoff_base_ms;  /* restart back-off start (10 s by default), doubling to max */
-	int64_t backoff_max_ms;   /* 300 s by default */
+	const char *state_dir;	   /* units/<id>/{bundle,log,exit,...} live under it */
+	const char *runtime;	   /* OCI runtime binary, "crun" */
+	const char *shim;	   /* path of the cell-agent binary, run as "<shim> shim ..." */
+	const char *cgroup_parent; /* cgroup v1 path of the cell (e.g. "/kiyot/<cell>"), may be "" */
+	int64_t backoff_base_ms;   /* restart back-off start (10 s by default), doubling to max */
+	int64_t backoff_max_ms;	   /* 300 s by default */
 	struct image_store *images;
 	struct supervisor_callbacks cb;
 	/* Optional: resolves an image reference to a pulled image (tests pass a fixed root file
@@ -69,8 +74,7 @@ struct supervisor_config {
 };
 
 /* Creates the supervisor and adopts units left by a previous agent in state_dir. */
-int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
-		   struct err *err);
+int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out, struct err *err);
 /* Stops watching; units keep running (they belong to their shims). */
 void supervisor_free(struct supervisor *s);
 
@@ -119,9 +123,8 @@ int shim_alive(const char *unit_dir);
  * *out and *errout (may be NULL to discard) are NUL-terminated and belong to the caller.
  * *status is the exit code, or 128 + signal. Runs in a private cgroup-fixed mount namespace
  * when the OCI runtime needs it (see supervisor_private_cgroup_ns). */
-int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **out,
-		     size_t *out_len, char **errout, size_t *err_len, int *status,
-		     struct err *err);
+int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **out, size_t *out_len,
+		     char **errout, size_t *err_len, int *status, struct err *err);
 
 /* Debian's crun 1.8 refuses the cgroup v1 hybrid layout while /sys/fs/cgroup/unified is
  * mounted: when it is, enter a private mount namespace (/ made rprivate) and unmount it there.

@@ -34,9 +34,10 @@ void unit_persist(struct unit *u)
 	json_t *j;
 	char *text;
 
-	j = json_pack("{s:s,s:i,s:I,s:I,s:I,s:i,s:s,s:s,s:i,s:s,s:s,s:i,s:b,s:s,s:i,s:b}", "id", u->id,
-		      "state", (int)u->st.state, "created_at_ns", (json_int_t)u->st.created_at_ns,
-		      "started_at_ns", (json_int_t)u->st.started_at_ns, "finished_at_ns",
+	j = json_pack("{s:s,s:i,s:I,s:I,s:I,s:i,s:s,s:s,s:i,s:s,s:s,s:i,s:b,s:s,s:i,s:b}", "id",
+		      u->id, "state", (int)u->st.state, "created_at_ns",
+		      (json_int_t)u->st.created_at_ns, "started_at_ns",
+		      (json_int_t)u->st.started_at_ns, "finished_at_ns",
 		      (json_int_t)u->st.finished_at_ns, "exit_code", u->st.exit_code, "reason",
 		      u->st.reason, "message", u->st.message, "restart_count",
 		      (int)u->st.restart_count, "image_ref", u->st.image_ref, "image_id",

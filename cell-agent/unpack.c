@@ -19,10 +19,10 @@
 #include "xalloc.h"
 
 #define UNPACK_MAX_ENTRIES (1u << 20)
-#define UNPACK_MAX_DEPTH   256
+#define UNPACK_MAX_DEPTH 256
 #define UNPACK_MAX_RESOLVE 1024 /* components created plus links followed, per entry */
-#define UNPACK_WHITEOUT	   ".wh."
-#define UNPACK_OPAQUE	   ".wh..wh..opq"
+#define UNPACK_WHITEOUT ".wh."
+#define UNPACK_OPAQUE ".wh..wh..opq"
 
 /* The paths a layer has written so far, so an opaque marker spares them. */
 struct pathset {
@@ -67,8 +67,8 @@ static void pathset_add(struct pathset *ps, const char *s);
 /* Doubles the table and re-inserts every path. */
 static void pathset_grow(struct pathset *ps)
 {
-	struct pathset bigger = {xcalloc(ps->cap ? ps->cap * 2 : 256, sizeof(char *)),
-				 ps->cap ? ps->cap * 2 : 256, 0};
+	struct pathset bigger = { xcalloc(ps->cap ? ps->cap * 2 : 256, sizeof(char *)),
+				  ps->cap ? ps->cap * 2 : 256, 0 };
 
 	for (size_t i = 0; i < ps->cap; i++) {
 		if (!ps->slots[i])
@@ -228,8 +228,8 @@ static int unpack_dir_error(struct unpack_ctx *c, int code, const char *dir, con
 			       "layer %s: entry %s: too many symbolic links or levels resolving %s",
 			       c->name, entry, dir);
 	if (code == EXDEV)
-		return err_set(err, EXDEV, "layer %s: entry %s: %s crosses a mount point",
-			       c->name, entry, dir);
+		return err_set(err, EXDEV, "layer %s: entry %s: %s crosses a mount point", c->name,
+			       entry, dir);
 	errno = code;
 	return err_errno(err, "layer %s: entry %s: open %s", c->name, entry, *dir ? dir : "/");
 }
@@ -615,7 +615,7 @@ static int unpack_entry(struct unpack_ctx *c, struct archive *a, struct archive_
 int unpack_layer(const char *root_dir, const char *layer_path, const char *name, uint64_t max_bytes,
 		 struct err *err)
 {
-	struct unpack_ctx c = {.rootfd = -1, .name = name, .max_bytes = max_bytes};
+	struct unpack_ctx c = { .rootfd = -1, .name = name, .max_bytes = max_bytes };
 	_cleanup_close_ int fd = -1;
 	struct archive *a = NULL;
 	struct archive_entry *e;

@@ -28,7 +28,7 @@
 /* Applies the layer file layer_path onto the existing directory root_dir. name names the layer
  * in errors ("sha256:..."). max_bytes bounds the total size of the entries' contents (0: no
  * bound), so a small compressed layer cannot fill the disk. */
-int unpack_layer(const char *root_dir, const char *layer_path, const char *name,
-		 uint64_t max_bytes, struct err *err);
+int unpack_layer(const char *root_dir, const char *layer_path, const char *name, uint64_t max_bytes,
+		 struct err *err);
 
 #endif

@@ -11,7 +11,10 @@ struct arena {
 	struct arena_chunk *head;
 };
 
-#define ARENA_INIT { NULL }
+#define ARENA_INIT                                                                                 \
+	{                                                                                          \
+		NULL                                                                               \
+	}
 
 void *arena_alloc(struct arena *a, size_t n); /* zeroed; never NULL */
 char *arena_strdup(struct arena *a, const char *s);

@@ -13,13 +13,16 @@
 #include "err.h"
 
 struct buf {
-	char *data;  /* NUL-terminated; NULL until the first append */
+	char *data; /* NUL-terminated; NULL until the first append */
 	size_t len;
 	size_t cap;
-	size_t max;  /* 0: no limit */
+	size_t max; /* 0: no limit */
 };
 
-#define BUF_INIT { NULL, 0, 0, 0 }
+#define BUF_INIT                                                                                   \
+	{                                                                                          \
+		NULL, 0, 0, 0                                                                      \
+	}
 
 void buf_init(struct buf *b, size_t max);
 void buf_release(struct buf *b);

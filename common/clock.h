@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int64_t clock_now_ns(void);      /* wall clock, ns since the epoch */
-int64_t clock_mono_ns(void);     /* monotonic */
+int64_t clock_now_ns(void);  /* wall clock, ns since the epoch */
+int64_t clock_mono_ns(void); /* monotonic */
 /* "2026-11-22T04:30:00.123456789Z" (always 9 fraction digits); out needs 40 bytes. */
 void clock_rfc3339nano(int64_t ns, char *out, size_t size);
 

@@ -104,8 +104,7 @@ static int write_all(int fd, const char *data, size_t len, struct err *err)
 }
 
 /* Writes the held text of a stream as one record (in a single write) and empties it. */
-static int emit(struct crilog_writer *w, enum crilog_stream stream, bool partial,
-		struct err *err)
+static int emit(struct crilog_writer *w, enum crilog_stream stream, bool partial, struct err *err)
 {
 	struct crilog_held *h = &w->held[stream];
 	int n = crilog_format(w->line, w->line_cap, w->now(), stream, partial, h->data, h->len);
@@ -117,8 +116,8 @@ static int emit(struct crilog_writer *w, enum crilog_stream stream, bool partial
 }
 
 /* Splits data into lines and full chunks; see the header. */
-int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char *data,
-		 size_t len, struct err *err)
+int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char *data, size_t len,
+		 struct err *err)
 {
 	struct crilog_held *h = &w->held[stream == CRILOG_STDERR ? 1 : 0];
 

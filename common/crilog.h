@@ -23,7 +23,10 @@
 /* Longest record line: timestamp, stream, tag, text of at most 1 MiB, newline. */
 #define CRILOG_MAX_LINE (1024 * 1024 + 64)
 
-enum crilog_stream { CRILOG_STDOUT, CRILOG_STDERR };
+enum crilog_stream {
+	CRILOG_STDOUT,
+	CRILOG_STDERR
+};
 
 struct crilog_writer;
 
@@ -34,8 +37,8 @@ struct crilog_writer *crilog_writer_new(int fd, size_t max_record, int64_t (*now
 void crilog_writer_free(struct crilog_writer *w);
 
 /* Appends output of one stream; writes every completed line and every full chunk. */
-int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char *data,
-		 size_t len, struct err *err);
+int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char *data, size_t len,
+		 struct err *err);
 /* The stream reached EOF: held text without a newline is written as an F record. */
 int crilog_close_stream(struct crilog_writer *w, enum crilog_stream stream, struct err *err);
 

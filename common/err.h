@@ -17,7 +17,13 @@ struct err {
 	char msg[512]; /* human text, context outermost first */
 };
 
-#define ERR_INIT { 0, { 0 } }
+#define ERR_INIT                                                                                   \
+	{                                                                                          \
+		0,                                                                                 \
+		{                                                                                  \
+			0                                                                          \
+		}                                                                                  \
+	}
 
 /* Sets code and message; returns -code so callers can `return err_set(...)`. */
 int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

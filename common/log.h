@@ -6,7 +6,12 @@
 #ifndef KIYOT_LOG_H
 #define KIYOT_LOG_H
 
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_level {
+	LOG_DEBUG,
+	LOG_INFO,
+	LOG_WARN,
+	LOG_ERROR
+};
 
 void log_set_level(enum log_level l);
 /* Parses "debug|info|warn|error"; returns -1 on anything else. */

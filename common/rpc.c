@@ -38,8 +38,8 @@ struct rpc_call {
 	grpc_call_details details;
 	grpc_metadata_array md;
 	struct arena_block *arena;
-	int close_done;  /* RECV_CLOSE_ON_SERVER completed */
-	int cancelled;   /* what it reported */
+	int close_done; /* RECV_CLOSE_ON_SERVER completed */
+	int cancelled;	/* what it reported */
 	int sent_initial;
 	struct rpc_call *next_job;
 };
@@ -66,7 +66,11 @@ struct rpc_server {
 static char shutdown_tag;
 
 /* Per-call op tags (only compared, never dereferenced). */
-enum { TAG_RECV = 1, TAG_CLOSE, TAG_SEND };
+enum {
+	TAG_RECV = 1,
+	TAG_CLOSE,
+	TAG_SEND
+};
 #define TAG(n) ((void *)(uintptr_t)(n))
 
 void *rpc_alloc(struct rpc_call *c, size_t n)
@@ -125,8 +129,8 @@ static void cq_destroy_pluck(grpc_completion_queue *cq)
 {
 	grpc_completion_queue_shutdown(cq);
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_pluck(cq, NULL,
-							    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		grpc_event ev = grpc_completion_queue_pluck(
+			cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
@@ -148,8 +152,8 @@ static void call_free(struct rpc_call *c)
 static int slot_arm(struct rpc_server *s, int i)
 {
 	struct rpc_call *c = slot_new(s);
-	grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, c->cq,
-						     s->notify_cq, c);
+	grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md,
+						     c->cq, s->notify_cq, c);
 
 	if (e != GRPC_CALL_OK) {
 		log_error("rpc: request_call failed: %d", (int)e);
@@ -215,7 +219,8 @@ ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_b
 	}
 	all = grpc_byte_buffer_reader_readall(&rd);
 	grpc_byte_buffer_reader_destroy(&rd);
-	m = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+	m = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
+				      GRPC_SLICE_START_PTR(all));
 	grpc_slice_unref(all);
 	if (!m)
 		err_set(err, EINVAL, "malformed %s message", desc->name);
@@ -424,8 +429,8 @@ static void *acceptor_thread(void *arg)
 	struct rpc_server *s = arg;
 
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(s->notify_cq,
-							   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		grpc_event ev = grpc_completion_queue_next(
+			s->notify_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			return NULL;
@@ -469,8 +474,7 @@ void rpc_global_init(void)
 	pthread_once(&init_once, do_init);
 }
 
-int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out,
-		     struct err *err)
+int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err)
 {
 	struct rpc_server *s = xcalloc(1, sizeof(*s));
 	grpc_arg args[2];
@@ -507,7 +511,8 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 		grpc_server_destroy(s->server);
 		grpc_completion_queue_shutdown(s->notify_cq);
 		while (grpc_completion_queue_next(s->notify_cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-						  NULL).type != GRPC_QUEUE_SHUTDOWN)
+						  NULL)
+			       .type != GRPC_QUEUE_SHUTDOWN)
 			;
 		grpc_completion_queue_destroy(s->notify_cq);
 		free(s);

@@ -52,20 +52,19 @@ struct rpc_method {
 };
 
 struct rpc_server_config {
-	const char *address;              /* "unix:///run/kiyot/kiyot.sock" or "10.77.0.2:7443" */
+	const char *address;		  /* "unix:///run/kiyot/kiyot.sock" or "10.77.0.2:7443" */
 	const struct rpc_method *methods; /* the table; must outlive the server */
 	size_t n_methods;
-	void *svc;                        /* passed to every handler */
-	int workers;                      /* unary worker threads; 0 picks 8 */
-	size_t max_message;               /* receive limit; 0 picks 16 MiB, like the kubelet */
+	void *svc;	    /* passed to every handler */
+	int workers;	    /* unary worker threads; 0 picks 8 */
+	size_t max_message; /* receive limit; 0 picks 16 MiB, like the kubelet */
 };
 
 /* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */
 void rpc_global_init(void);
 
 /* Binds and starts serving. For a unix address the socket's parent directory must exist. */
-int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out,
-		     struct err *err);
+int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err);
 /* Stops accepting, cancels calls in flight, waits for workers and frees the server. */
 void rpc_server_stop(struct rpc_server *s);
 

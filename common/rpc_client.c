@@ -104,8 +104,8 @@ static grpc_byte_buffer *pack(const ProtobufCMessage *msg)
 }
 
 /* Turns a finished call's status into an error naming the target and method. */
-static int status_err(struct err *err, grpc_status_code st, grpc_slice details,
-		      const char *target, const char *method)
+static int status_err(struct err *err, grpc_status_code st, grpc_slice details, const char *target,
+		      const char *method)
 {
 	char *msg = grpc_slice_to_c_string(details);
 	int ret = err_set(err, rpc_errno_from_status(st), "%s", msg[0] ? msg : "call failed");

@@ -34,8 +34,7 @@ static char *json_str(json_t *o, const char *key)
 }
 
 /* Parses the bounded file with jansson; unknown members are ignored. */
-int cell_record_load(const char *dir, const char *id, struct cell_record *out,
-		     struct err *err)
+int cell_record_load(const char *dir, const char *id, struct cell_record *out, struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/cell.json", dir);
 	_cleanup_free_ char *data = NULL;
@@ -98,8 +97,7 @@ int cell_record_agent_alive(const struct cell_record *r)
 }
 
 /* Copies every string, so the info outlives the record. */
-void cell_record_to_info(const struct cell_record *r, enum cell_phase phase,
-			 struct cell_info *out)
+void cell_record_to_info(const struct cell_record *r, enum cell_phase phase, struct cell_info *out)
 {
 	out->cell_id = xstrdup(r->cell_id);
 	out->instance_id = xstrdup(r->instance_id);

@@ -24,7 +24,7 @@ struct cell_record {
 	char *pod_uid;
 	char *cluster_id;
 	int64_t launched_ns;
-	long agent_pid;                 /* 0 until the agent started */
+	long agent_pid;			/* 0 until the agent started */
 	unsigned long long agent_start; /* the pid's start time, so a reused pid is not taken */
 };
 
@@ -32,8 +32,7 @@ void cell_record_release(struct cell_record *r);
 
 /* Reads <dir>/cell.json (at most 64 KiB) and checks it belongs to cell id and holds an IPv4
  * address. -ENOENT when there is none; -EINVAL (naming the file) when it is damaged. */
-int cell_record_load(const char *dir, const char *id, struct cell_record *out,
-		     struct err *err);
+int cell_record_load(const char *dir, const char *id, struct cell_record *out, struct err *err);
 
 /* Writes <dir>/cell.json atomically, mode 0600. */
 int cell_record_save(const char *dir, const struct cell_record *r, struct err *err);
@@ -42,7 +41,6 @@ int cell_record_save(const char *dir, const struct cell_record *r, struct err *e
 int cell_record_agent_alive(const struct cell_record *r);
 
 /* Fills *out with copies of the record's fields and the given phase. */
-void cell_record_to_info(const struct cell_record *r, enum cell_phase phase,
-			 struct cell_info *out);
+void cell_record_to_info(const struct cell_record *r, enum cell_phase phase, struct cell_info *out);
 
 #endif

@@ -27,7 +27,7 @@ struct cell_entry {
 	pthread_mutex_t apply_lock;
 	pthread_t watcher;
 	int watching;
-	int stop;                  /* guarded by the manager's lock */
+	int stop;		   /* guarded by the manager's lock */
 	struct rpc_stream *stream; /* the live Watch, guarded by the manager's lock */
 	/* References, guarded by the manager's lock: one for the list while the cell is in it,
 	 * one for each call in flight. The last one frees the entry. */
@@ -278,13 +278,12 @@ static int wait_agent(struct rpc_channel *ch, const char *id, int timeout_s, str
 
 char *cells_bootstrap(struct kiyot *k, const struct cell_request *req)
 {
-	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}",
-				"version", 1, "cell_id", req->cell_id, "cluster_id",
-				k->cluster_id, "pod", "uid", req->pod_uid, "name", req->pod_name,
-				"namespace", req->pod_namespace, "instance_type",
-				req->instance_type, "agent_port", k->cfg.agent_port, "log_level",
-				k->cfg.log_level, "restart_backoff_ms",
-				(json_int_t)k->cfg.restart_backoff_ms);
+	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}", "version",
+				1, "cell_id", req->cell_id, "cluster_id", k->cluster_id, "pod",
+				"uid", req->pod_uid, "name", req->pod_name, "namespace",
+				req->pod_namespace, "instance_type", req->instance_type,
+				"agent_port", k->cfg.agent_port, "log_level", k->cfg.log_level,
+				"restart_backoff_ms", (json_int_t)k->cfg.restart_backoff_ms);
 	char *text;
 
 	if (k->cfg.registries)

@@ -27,7 +27,7 @@ struct cell_request {
 	int spot;
 	const char *const *fallback_types; /* tried in order if the type has no capacity */
 	size_t n_fallback_types;
-	const char *const *label_keys;     /* the pod's labels, for instance tags */
+	const char *const *label_keys; /* the pod's labels, for instance tags */
 	const char *const *label_values;
 	size_t n_labels;
 };

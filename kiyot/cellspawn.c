@@ -14,11 +14,19 @@
 #include "xalloc.h"
 
 /* Where starting failed, as the grandchild reports it through the pipe. */
-enum spawn_stage { SPAWN_FORK = 1, SPAWN_CGROUP, SPAWN_SETNS, SPAWN_STDIO, SPAWN_EXEC };
+enum spawn_stage {
+	SPAWN_FORK = 1,
+	SPAWN_CGROUP,
+	SPAWN_SETNS,
+	SPAWN_STDIO,
+	SPAWN_EXEC
+};
 
 static const char *const spawn_stage_names[] = {
-	[SPAWN_FORK] = "fork",     [SPAWN_CGROUP] = "join cgroup",
-	[SPAWN_SETNS] = "join the cell netns", [SPAWN_STDIO] = "set up stdio",
+	[SPAWN_FORK] = "fork",
+	[SPAWN_CGROUP] = "join cgroup",
+	[SPAWN_SETNS] = "join the cell netns",
+	[SPAWN_STDIO] = "set up stdio",
 	[SPAWN_EXEC] = "exec",
 };
 
@@ -166,4 +174,3 @@ pid_t cellspawn_start(const struct cellspawn *s, struct err *err)
 	sp.log_fd = log_fd;
 	return spawn_run(&sp, err);
 }
-

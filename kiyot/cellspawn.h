@@ -16,17 +16,16 @@
 #include "err.h"
 
 struct cellspawn {
-	char *const *argv;         /* argv[0]: the program's absolute path */
-	char *const *envp;         /* the whole environment of the new process */
+	char *const *argv;	   /* argv[0]: the program's absolute path */
+	char *const *envp;	   /* the whole environment of the new process */
 	char *const *cgroup_procs; /* cgroup.procs files to join (NULL entries are skipped) */
 	size_t ncgroups;
-	int ns_fd;                 /* network namespace to join; -1 to stay in kiyot's */
-	const char *log_path;      /* stdout and stderr are appended here (created 0600) */
+	int ns_fd;	      /* network namespace to join; -1 to stay in kiyot's */
+	const char *log_path; /* stdout and stderr are appended here (created 0600) */
 };
 
 /* Starts the process and returns its pid once exec has succeeded. A failure before exec
  * (joining a cgroup, the netns, exec itself) comes back as the errno of that step. */
 pid_t cellspawn_start(const struct cellspawn *s, struct err *err);
-
 
 #endif

@@ -62,8 +62,7 @@ int cgroup_write(const char *ctrl, const char *rel, const char *file, const char
 }
 
 /* Bounded read of one control file. */
-int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out,
-		struct err *err)
+int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out, struct err *err)
 {
 	_cleanup_free_ char *path = cgroup_path(ctrl, rel, file);
 
@@ -103,7 +102,7 @@ static int walk_post(const char *dir, int depth, cgroup_visit_fn fn, void *arg, 
 
 /* What kill_visit and count_visit share. */
 struct procs_walk {
-	int sig;     /* 0: count only */
+	int sig; /* 0: count only */
 	int count;
 };
 

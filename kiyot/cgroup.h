@@ -30,8 +30,7 @@ int cgroup_write(const char *ctrl, const char *rel, const char *file, const char
 		 struct err *err);
 
 /* Reads a control file (at most 64 KiB) into *out, which the caller frees. */
-int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out,
-		struct err *err);
+int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out, struct err *err);
 
 /* Counts the processes in the cgroup and all its descendants. */
 int cgroup_count_procs(const char *ctrl, const char *rel, struct err *err);

@@ -110,8 +110,13 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 	Runtime__V1__PodSandboxConfig *cfg = arena_alloc(a, sizeof(*cfg));
 	struct pod_demand d;
 	char cpu[32], mem[32], gpu[32];
-	const char *labels[] = { "io.kubernetes.pod.name", p->name, "io.kubernetes.pod.namespace",
-				 p->namespace, "io.kubernetes.pod.uid", uid, NULL };
+	const char *labels[] = { "io.kubernetes.pod.name",
+				 p->name,
+				 "io.kubernetes.pod.namespace",
+				 p->namespace,
+				 "io.kubernetes.pod.uid",
+				 uid,
+				 NULL };
 	const char *ann[16];
 	size_t na = 0;
 
@@ -144,9 +149,9 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 	ann[na] = NULL;
 	cfg->labels = (void *)kv_map(a, &runtime__v1__pod_sandbox_config__labels_entry__descriptor,
 				     p->labels, p->n_labels, labels, &cfg->n_labels);
-	cfg->annotations = (void *)kv_map(
-		a, &runtime__v1__pod_sandbox_config__annotations_entry__descriptor, p->annotations,
-		p->n_annotations, ann, &cfg->n_annotations);
+	cfg->annotations =
+		(void *)kv_map(a, &runtime__v1__pod_sandbox_config__annotations_entry__descriptor,
+			       p->annotations, p->n_annotations, ann, &cfg->n_annotations);
 	return cfg;
 }
 
@@ -166,9 +171,16 @@ static Runtime__V1__ContainerConfig *container_config(struct arena *a, const str
 						      int init)
 {
 	Runtime__V1__ContainerConfig *cfg = arena_alloc(a, sizeof(*cfg));
-	const char *labels[] = { "io.kubernetes.container.name", ct->name, "io.kubernetes.pod.name",
-				 p->name, "io.kubernetes.pod.namespace", p->namespace,
-				 "io.kubernetes.pod.uid", uid, init ? LABEL_INIT : NULL, "true",
+	const char *labels[] = { "io.kubernetes.container.name",
+				 ct->name,
+				 "io.kubernetes.pod.name",
+				 p->name,
+				 "io.kubernetes.pod.namespace",
+				 p->namespace,
+				 "io.kubernetes.pod.uid",
+				 uid,
+				 init ? LABEL_INIT : NULL,
+				 "true",
 				 NULL };
 	Runtime__V1__LinuxContainerResources *r;
 	char logp[300];
@@ -365,9 +377,9 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 	if (fs_mkdir_p(req.config->log_directory, 0755, &err) < 0)
 		goto out;
 	for (size_t i = 0; i < p->n_init_containers + p->n_containers; i++) {
-		const struct podspec_container *ct = i < p->n_init_containers
-							     ? &p->init_containers[i]
-							     : &p->containers[i - p->n_init_containers];
+		const struct podspec_container *ct =
+			i < p->n_init_containers ? &p->init_containers[i]
+						 : &p->containers[i - p->n_init_containers];
 		_cleanup_free_ char *d = xasprintf("%s/%s", req.config->log_directory, ct->name);
 
 		if (fs_mkdir_p(d, 0755, &err) < 0)
@@ -416,7 +428,7 @@ static Runtime__V1__ListPodSandboxResponse *list_sandboxes(struct cli *c, struct
 }
 
 static Runtime__V1__ListContainersResponse *list_containers(struct cli *c, const char *sandbox,
-							     struct err *err)
+							    struct err *err)
 {
 	Runtime__V1__ListContainersRequest req = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
 	Runtime__V1__ContainerFilter f = RUNTIME__V1__CONTAINER_FILTER__INIT;
@@ -779,8 +791,9 @@ int cli_main(int argc, char **argv)
 		return fail("usage: kiyot <command> [options]; see kiyot --help");
 	addr = xasprintf("unix://%s", c.socket);
 	if (access(c.socket, F_OK) < 0)
-		return fail("cannot reach kiyot at %s; start it with `kiyot serve` or pass --socket",
-			    c.socket);
+		return fail(
+			"cannot reach kiyot at %s; start it with `kiyot serve` or pass --socket",
+			c.socket);
 	if (rpc_channel_new(addr, &c.ch, &err) < 0)
 		return fail("%s", err.msg);
 	if (strcmp(argv[1], "run") == 0)

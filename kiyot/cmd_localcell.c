@@ -99,7 +99,8 @@ int localcell_main(int argc, char **argv)
 		case 'c':
 			spec.cpus = strtod(optarg, &end);
 			if (*end || spec.cpus <= 0)
-				return complain(2, "--cpus: \"%s\" is not a positive number", optarg);
+				return complain(2, "--cpus: \"%s\" is not a positive number",
+						optarg);
 			break;
 		case 'm':
 			spec.memory_bytes = strtoll(optarg, &end, 10);

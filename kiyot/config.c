@@ -131,8 +131,8 @@ static int take_int(json_t *obj, const char *key, const char *path, int64_t lo, 
 	if (!v)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-		return err_set(err, EINVAL, "%s%s: must be an integer from %lld to %lld", path,
-			       key, (long long)lo, (long long)hi);
+		return err_set(err, EINVAL, "%s%s: must be an integer from %lld to %lld", path, key,
+			       (long long)lo, (long long)hi);
 	*dst = json_integer_value(v);
 	return 0;
 }
@@ -142,7 +142,7 @@ static int check_keys(json_t *obj, const char *path, const char *const *known, s
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(obj, key, v) {
+	json_object_foreach (obj, key, v) {
 		int ok = 0;
 
 		for (const char *const *k = known; *k; k++)
@@ -177,7 +177,8 @@ static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
 	}
 	if ((v = json_object_get(r, "memory"))) {
 		if (!json_is_string(v))
-			return err_set(err, EINVAL, "reserve.memory: must be a quantity such as 64Mi");
+			return err_set(err, EINVAL,
+				       "reserve.memory: must be a quantity such as 64Mi");
 		if (quantity_parse_bytes(json_string_value(v), &c->reserve_memory_bytes, err) < 0)
 			return err_wrap(err, "reserve.memory");
 	}
@@ -186,9 +187,15 @@ static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
 
 static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 {
-	static const char *const known[] = { "provider", "cidr", "bridge", "agent", "agentPort",
-					     "restartBackoffMs", "gcIntervalSeconds",
-					     "gcGraceSeconds", NULL };
+	static const char *const known[] = { "provider",
+					     "cidr",
+					     "bridge",
+					     "agent",
+					     "agentPort",
+					     "restartBackoffMs",
+					     "gcIntervalSeconds",
+					     "gcGraceSeconds",
+					     NULL };
 	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
 
 	if (!json_is_object(cells))
@@ -213,10 +220,17 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 /* The ec2 section: where cells are launched when cells.provider is ec2. */
 static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 {
-	static const char *const known[] = { "region", "endpoint", "imageId", "subnetId",
-					     "securityGroupIds", "instanceProfile", "profile",
-					     "credentialsFile", "noInstanceMetadata",
-					     "launchTimeoutSeconds", NULL };
+	static const char *const known[] = { "region",
+					     "endpoint",
+					     "imageId",
+					     "subnetId",
+					     "securityGroupIds",
+					     "instanceProfile",
+					     "profile",
+					     "credentialsFile",
+					     "noInstanceMetadata",
+					     "launchTimeoutSeconds",
+					     NULL };
 	int64_t timeout = c->ec2.launch_timeout_s;
 	json_t *sg, *v;
 	size_t i;
@@ -236,17 +250,18 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 	c->ec2.launch_timeout_s = (int)timeout;
 	if ((v = json_object_get(e, "noInstanceMetadata"))) {
 		if (!json_is_boolean(v))
-			return err_set(err, EINVAL, "ec2.noInstanceMetadata: must be true or false");
+			return err_set(err, EINVAL,
+				       "ec2.noInstanceMetadata: must be true or false");
 		c->ec2.no_imds = json_is_true(v);
 	}
 	if ((sg = json_object_get(e, "securityGroupIds"))) {
 		if (!json_is_array(sg))
 			return err_set(err, EINVAL, "ec2.securityGroupIds: must be a list");
 		c->ec2.security_group_ids = xcalloc(json_array_size(sg) + 1, sizeof(char *));
-		json_array_foreach(sg, i, v) {
+		json_array_foreach (sg, i, v) {
 			if (!json_is_string(v))
-				return err_set(err, EINVAL, "ec2.securityGroupIds[%zu]: must be a string",
-					       i);
+				return err_set(err, EINVAL,
+					       "ec2.securityGroupIds[%zu]: must be a string", i);
 			c->ec2.security_group_ids[c->ec2.n_security_group_ids++] =
 				xstrdup(json_string_value(v));
 		}
@@ -256,9 +271,10 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
-	static const char *const known[] = { "socket", "stateDir", "logLevel", "region",
-					     "defaultInstanceType", "reserve", "cells",
-					     "registries", "ec2", NULL };
+	static const char *const known[] = {
+		"socket",  "stateDir", "logLevel",   "region", "defaultInstanceType",
+		"reserve", "cells",    "registries", "ec2",    NULL
+	};
 	json_t *doc = NULL, *v;
 	int ret = -1;
 

@@ -24,7 +24,12 @@ const char *cri_map_get(void **map, size_t n, const char *key);
 int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err);
 
 /* Desired unit state bookkeeping kept beside the records (not persisted: derived on load). */
-enum desired { DESIRED_CREATED, DESIRED_RUNNING, DESIRED_STOPPED, DESIRED_REMOVED };
+enum desired {
+	DESIRED_CREATED,
+	DESIRED_RUNNING,
+	DESIRED_STOPPED,
+	DESIRED_REMOVED
+};
 void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s);
 
 /* Handlers */

@@ -104,7 +104,8 @@ CRI_HANDLER(create_container)
 
 	pthread_mutex_lock(&k->lock);
 	c = kiyot_find_container(k, id);
-	if (ret == 0 && c && c->state == CTR_CREATED && strcmp(c->reason, "CreateContainerError") == 0)
+	if (ret == 0 && c && c->state == CTR_CREATED &&
+	    strcmp(c->reason, "CreateContainerError") == 0)
 		ret = err_set(err, EIO, "%s", c->message); /* e.g. the image could not be pulled */
 	if (ret == 0 && c)
 		ret = store_put_container(k->store, c, err);
@@ -322,7 +323,8 @@ CRI_HANDLER(container_status)
 	st->reason = rpc_strdup(call, c->reason);
 	st->message = rpc_strdup(call, c->message);
 	st->n_labels = c->config->n_labels;
-	st->labels = (void *)cri_map_dup(call, &runtime__v1__container_status__labels_entry__descriptor,
+	st->labels = (void *)cri_map_dup(call,
+					 &runtime__v1__container_status__labels_entry__descriptor,
 					 (void **)c->config->labels, c->config->n_labels);
 	st->n_annotations = c->config->n_annotations;
 	st->annotations = (void *)cri_map_dup(
@@ -356,8 +358,8 @@ static int container_matches(struct kiyot *k, const struct container *c,
 		return 0;
 	if (f->state && f->state->state != cri_state(c->state))
 		return 0;
-	if (f->pod_sandbox_id[0] && strncmp(c->sandbox_id, f->pod_sandbox_id,
-					    strlen(f->pod_sandbox_id)) != 0)
+	if (f->pod_sandbox_id[0] &&
+	    strncmp(c->sandbox_id, f->pod_sandbox_id, strlen(f->pod_sandbox_id)) != 0)
 		return 0;
 	return cri_labels_match((void **)c->config->labels, c->config->n_labels,
 				(void **)f->label_selector, f->n_label_selector);
@@ -385,12 +387,13 @@ CRI_HANDLER(list_containers)
 		o->pod_sandbox_id = rpc_strdup(call, c->sandbox_id);
 		o->metadata = metadata_dup(call, c->config->metadata);
 		o->image = image_dup(call, c->config->image);
-		o->image_ref = rpc_strdup(call, c->image_ref[0] ? c->image_ref
-								: c->config->image->image);
+		o->image_ref =
+			rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
 		o->state = cri_state(c->state);
 		o->created_at = c->created_ns;
 		o->n_labels = c->config->n_labels;
-		o->labels = (void *)cri_map_dup(call, &runtime__v1__container__labels_entry__descriptor,
+		o->labels = (void *)cri_map_dup(call,
+						&runtime__v1__container__labels_entry__descriptor,
 						(void **)c->config->labels, c->config->n_labels);
 		o->n_annotations = c->config->n_annotations;
 		o->annotations = (void *)cri_map_dup(

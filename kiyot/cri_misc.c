@@ -98,7 +98,8 @@ CRI_HANDLER(get_container_events)
 	(void)req;
 	(void)resp;
 	while (!rpc_cancelled(call)) {
-		Runtime__V1__ContainerEventResponse ev = RUNTIME__V1__CONTAINER_EVENT_RESPONSE__INIT;
+		Runtime__V1__ContainerEventResponse ev =
+			RUNTIME__V1__CONTAINER_EVENT_RESPONSE__INIT;
 		struct event e;
 
 		if (!events_next(k->events, sub, 1000, &e))

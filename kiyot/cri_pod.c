@@ -24,7 +24,8 @@ void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s
 static const struct image_rec *image_by_id(struct kiyot *k, const char *image)
 {
 	for (struct image_rec *i = k->images; i; i = i->next)
-		if (strcmp(i->id, image) == 0 || (strlen(image) == 64 && strcmp(i->id + 7, image) == 0))
+		if (strcmp(i->id, image) == 0 ||
+		    (strlen(image) == 64 && strcmp(i->id + 7, image) == 0))
 			return i;
 	return NULL;
 }

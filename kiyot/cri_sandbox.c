@@ -17,8 +17,7 @@
 
 #define CELL_ID_LEN 20
 
-void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src,
-		   size_t n)
+void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src, size_t n)
 {
 	struct kv {
 		ProtobufCMessage base;
@@ -209,7 +208,8 @@ CRI_HANDLER(run_pod_sandbox)
 		if (ret < 0)
 			goto fail;
 	} else {
-		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id, sb->cell_id);
+		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id,
+			 sb->cell_id);
 	}
 
 	creq.cell_id = sb->cell_id;
@@ -422,7 +422,8 @@ CRI_HANDLER(pod_sandbox_status)
 		st->linux->namespaces->options->ipc = no->ipc;
 	}
 	st->n_labels = sb->config->n_labels;
-	st->labels = (void *)cri_map_dup(call, &runtime__v1__pod_sandbox_status__labels_entry__descriptor,
+	st->labels = (void *)cri_map_dup(call,
+					 &runtime__v1__pod_sandbox_status__labels_entry__descriptor,
 					 (void **)sb->config->labels, sb->config->n_labels);
 	st->n_annotations = sb->config->n_annotations;
 	st->annotations = (void *)cri_map_dup(
@@ -431,8 +432,8 @@ CRI_HANDLER(pod_sandbox_status)
 	st->runtime_handler = rpc_strdup(call, sb->runtime_handler);
 	out->status = st;
 	if (r->verbose) {
-		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e =
-			rpc_msg_new(call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
+		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
+			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
 		char *info = xasprintf("{\"cellId\":\"%s\",\"instanceType\":\"%s\",\"ip\":\"%s\"}",
 				       sb->cell_id, sb->instance_type, sb->ip);
 

@@ -54,8 +54,7 @@ static Runtime__V1__UInt64Value *u64(struct rpc_call *call, uint64_t v)
 	return w;
 }
 
-static Runtime__V1__CpuUsage *cpu_of(struct rpc_call *call,
-				     const Kiyot__Cell__V1__ResourceUsage *u)
+static Runtime__V1__CpuUsage *cpu_of(struct rpc_call *call, const Kiyot__Cell__V1__ResourceUsage *u)
 {
 	Runtime__V1__CpuUsage *c = rpc_msg_new(call, &runtime__v1__cpu_usage__descriptor);
 
@@ -83,18 +82,21 @@ static Runtime__V1__ContainerStats *container_stats_of(struct rpc_call *call,
 						       const struct container *c,
 						       const Kiyot__Cell__V1__ResourceUsage *u)
 {
-	Runtime__V1__ContainerStats *s = rpc_msg_new(call, &runtime__v1__container_stats__descriptor);
+	Runtime__V1__ContainerStats *s =
+		rpc_msg_new(call, &runtime__v1__container_stats__descriptor);
 	Runtime__V1__ContainerAttributes *a =
 		rpc_msg_new(call, &runtime__v1__container_attributes__descriptor);
-	Runtime__V1__FilesystemUsage *fs = rpc_msg_new(call, &runtime__v1__filesystem_usage__descriptor);
+	Runtime__V1__FilesystemUsage *fs =
+		rpc_msg_new(call, &runtime__v1__filesystem_usage__descriptor);
 
 	a->id = rpc_strdup(call, c->id);
 	a->metadata = rpc_msg_new(call, &runtime__v1__container_metadata__descriptor);
 	a->metadata->name = rpc_strdup(call, c->config->metadata->name);
 	a->metadata->attempt = c->config->metadata->attempt;
 	a->n_labels = c->config->n_labels;
-	a->labels = (void *)cri_map_dup(call, &runtime__v1__container_attributes__labels_entry__descriptor,
-					(void **)c->config->labels, c->config->n_labels);
+	a->labels = (void *)cri_map_dup(
+		call, &runtime__v1__container_attributes__labels_entry__descriptor,
+		(void **)c->config->labels, c->config->n_labels);
 	a->n_annotations = c->config->n_annotations;
 	a->annotations = (void *)cri_map_dup(
 		call, &runtime__v1__container_attributes__annotations_entry__descriptor,
@@ -112,7 +114,7 @@ static Runtime__V1__ContainerStats *container_stats_of(struct rpc_call *call,
 }
 
 static const Kiyot__Cell__V1__ResourceUsage *usage_for(const Kiyot__Cell__V1__StatsResponse *r,
-							const char *unit)
+						       const char *unit)
 {
 	static const Kiyot__Cell__V1__ResourceUsage idle = KIYOT__CELL__V1__RESOURCE_USAGE__INIT;
 
@@ -162,11 +164,13 @@ CRI_HANDLER(list_container_stats)
 				void *grown = rpc_alloc(call, ncap * sizeof(*out->stats));
 
 				if (out->n_stats)
-					memcpy(grown, out->stats, out->n_stats * sizeof(*out->stats));
+					memcpy(grown, out->stats,
+					       out->n_stats * sizeof(*out->stats));
 				out->stats = grown;
 				cap = ncap;
 			}
-			out->stats[out->n_stats++] = container_stats_of(call, c, usage_for(sr, c->id));
+			out->stats[out->n_stats++] =
+				container_stats_of(call, c, usage_for(sr, c->id));
 		}
 		pthread_mutex_unlock(&k->lock);
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
@@ -220,7 +224,8 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 						      const Kiyot__Cell__V1__StatsResponse *sr)
 {
 	static const Kiyot__Cell__V1__ResourceUsage idle = KIYOT__CELL__V1__RESOURCE_USAGE__INIT;
-	Runtime__V1__PodSandboxStats *s = rpc_msg_new(call, &runtime__v1__pod_sandbox_stats__descriptor);
+	Runtime__V1__PodSandboxStats *s =
+		rpc_msg_new(call, &runtime__v1__pod_sandbox_stats__descriptor);
 	Runtime__V1__PodSandboxAttributes *a =
 		rpc_msg_new(call, &runtime__v1__pod_sandbox_attributes__descriptor);
 	const Kiyot__Cell__V1__ResourceUsage *cell = sr && sr->cell ? sr->cell : &idle;
@@ -233,9 +238,9 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 	a->metadata->namespace_ = rpc_strdup(call, sb->config->metadata->namespace_);
 	a->metadata->attempt = sb->config->metadata->attempt;
 	a->n_labels = sb->config->n_labels;
-	a->labels = (void *)cri_map_dup(call,
-					&runtime__v1__pod_sandbox_attributes__labels_entry__descriptor,
-					(void **)sb->config->labels, sb->config->n_labels);
+	a->labels = (void *)cri_map_dup(
+		call, &runtime__v1__pod_sandbox_attributes__labels_entry__descriptor,
+		(void **)sb->config->labels, sb->config->n_labels);
 	a->n_annotations = sb->config->n_annotations;
 	a->annotations = (void *)cri_map_dup(
 		call, &runtime__v1__pod_sandbox_attributes__annotations_entry__descriptor,

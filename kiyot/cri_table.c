@@ -5,11 +5,15 @@
 #include "cri.h"
 
 #define RT(name, type, fn, flags)                                                                  \
-	{ "/runtime.v1.RuntimeService/" name, &runtime__v1__##type##_request__descriptor,        \
-	  &runtime__v1__##type##_response__descriptor, cri_##fn, flags }
+	{                                                                                          \
+		"/runtime.v1.RuntimeService/" name, &runtime__v1__##type##_request__descriptor,    \
+			&runtime__v1__##type##_response__descriptor, cri_##fn, flags               \
+	}
 #define IMG(name, type, fn)                                                                        \
-	{ "/runtime.v1.ImageService/" name, &runtime__v1__##type##_request__descriptor,          \
-	  &runtime__v1__##type##_response__descriptor, cri_##fn, 0 }
+	{                                                                                          \
+		"/runtime.v1.ImageService/" name, &runtime__v1__##type##_request__descriptor,      \
+			&runtime__v1__##type##_response__descriptor, cri_##fn, 0                   \
+	}
 
 static const struct rpc_method methods[] = {
 	RT("Version", version, version, 0),
@@ -37,7 +41,8 @@ static const struct rpc_method methods[] = {
 	RT("UpdateRuntimeConfig", update_runtime_config, update_runtime_config, 0),
 	RT("Status", status, status, 0),
 	RT("CheckpointContainer", checkpoint_container, unimplemented, 0),
-	{ "/runtime.v1.RuntimeService/GetContainerEvents", &runtime__v1__get_events_request__descriptor,
+	{ "/runtime.v1.RuntimeService/GetContainerEvents",
+	  &runtime__v1__get_events_request__descriptor,
 	  &runtime__v1__container_event_response__descriptor, cri_get_container_events,
 	  RPC_SERVER_STREAM },
 	RT("ListMetricDescriptors", list_metric_descriptors, unimplemented, 0),

@@ -70,8 +70,7 @@ void events_free(struct events *e)
 	free(e);
 }
 
-void events_publish(struct events *e, const char *container_id, const char *sandbox_id,
-		    int type)
+void events_publish(struct events *e, const char *container_id, const char *sandbox_id, int type)
 {
 	int64_t now = clock_now_ns();
 

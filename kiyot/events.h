@@ -17,7 +17,7 @@ struct events_sub;
 struct event {
 	char *container_id;
 	char *sandbox_id;
-	int type;        /* Runtime__V1__ContainerEventType */
+	int type; /* Runtime__V1__ContainerEventType */
 	int64_t created_ns;
 };
 
@@ -26,8 +26,7 @@ void events_free(struct events *e);
 
 /* Publishes the event a container's current state implies (created, started, stopped). */
 void events_publish_container(struct kiyot *k, const struct container *c);
-void events_publish(struct events *e, const char *container_id, const char *sandbox_id,
-		    int type);
+void events_publish(struct events *e, const char *container_id, const char *sandbox_id, int type);
 void events_publish_deleted(struct kiyot *k, const struct container *c);
 
 struct events_sub *events_subscribe(struct events *e);

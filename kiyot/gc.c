@@ -80,7 +80,13 @@ static struct sandbox *owner(struct kiyot *k, const char *cell_id)
 	return NULL;
 }
 
-enum verdict { KEEP, RESUME, HEAL_AND_RESUME, TERMINATE, TERMINATE_INTERRUPTED };
+enum verdict {
+	KEEP,
+	RESUME,
+	HEAL_AND_RESUME,
+	TERMINATE,
+	TERMINATE_INTERRUPTED
+};
 
 static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info *c, int startup,
 			  int64_t now)
@@ -89,7 +95,8 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 	struct sandbox *sb = owner(k, c->cell_id);
 
 	if (!sb)
-		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE : KEEP;
+		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
+										  : KEEP;
 	if (sb->state == SANDBOX_READY)
 		return c->phase == CELL_FAILED ? HEAL_AND_RESUME : RESUME;
 	if (sb->launching || startup)

@@ -26,23 +26,23 @@ struct regconf;
 struct gc;
 
 struct kiyot_config {
-	char *socket;        /* CRI socket path */
-	char *state_dir;     /* kiyot.db and cells/ live here */
+	char *socket;	 /* CRI socket path */
+	char *state_dir; /* kiyot.db and cells/ live here */
 	char *log_level;
-	char *region;        /* catalog region for sizing */
+	char *region;		     /* catalog region for sizing */
 	char *default_instance_type; /* used when a pod states no demand; "" = cheapest */
-	char *provider;      /* "local" */
+	char *provider;		     /* "local" */
 	char *cell_cidr;
 	char *bridge;
 	char *agent_path;
 	int agent_port;
-	int64_t reserve_cpu_milli;   /* the cell's OS + agent, added to the pod's demand */
+	int64_t reserve_cpu_milli; /* the cell's OS + agent, added to the pod's demand */
 	int64_t reserve_memory_bytes;
-	int64_t restart_backoff_ms;  /* the agents' restart back-off base */
-	int gc_interval_s;           /* how often cells and sandboxes are reconciled */
-	int gc_grace_s;              /* how long an unowned cell may live before it goes */
-	json_t *registries;  /* registry hosts config sent to every cell (owned) */
-	struct {             /* cells.provider: ec2 */
+	int64_t restart_backoff_ms; /* the agents' restart back-off base */
+	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
+	int gc_grace_s;		    /* how long an unowned cell may live before it goes */
+	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
+	struct {		    /* cells.provider: ec2 */
 		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
 		char *profile, *credentials_file;
 		char **security_group_ids;
@@ -60,13 +60,13 @@ struct kiyot {
 	struct container *containers;
 	struct image_rec *images;
 	char *cluster_id;
-	char *runtime_config_cidr;  /* from UpdateRuntimeConfig */
+	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
 	struct provider provider;
 	struct catalog *catalog;
 	struct cellmgr *cells;
-	struct events *events;      /* GetContainerEvents subscribers */
+	struct events *events;	       /* GetContainerEvents subscribers */
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
-	struct regconf *regconf;    /* the registries config, for pulls that come without a pod */
+	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
 	struct gc *gc;
 };
 
@@ -104,8 +104,8 @@ void kiyot_auths_free(struct kiyot *k);
 /* Called by the cell manager's watch threads. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 			  const Kiyot__Cell__V1__UnitStatus *st);
-void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
-		       const uint8_t *data, size_t len);
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
+		       size_t len);
 
 /* The log offsets of the units of a cell, for resuming its Watch stream. */
 void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,

@@ -180,8 +180,8 @@ static int serve(int argc, char **argv)
 	umask(0077);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);
-	log_info("serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket,
-		 k.cfg.state_dir, k.cfg.cell_cidr, k.cfg.bridge);
+	log_info("serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket, k.cfg.state_dir,
+		 k.cfg.cell_cidr, k.cfg.bridge);
 	do {
 		if (sigwait(&sigs, &sig) != 0)
 			sig = SIGTERM;

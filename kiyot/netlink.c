@@ -159,8 +159,8 @@ static int nl_talk(int nl, struct nl_msg *m, void (*on_reply)(const struct nlmsg
 
 	if (m->overflow || m->depth)
 		return err_set(err, EMSGSIZE, "%s: netlink request too large", what);
-	if (sendto(nl, m->u.buf, m->u.h.nlmsg_len, 0, (struct sockaddr *)&kernel,
-		   sizeof(kernel)) < 0)
+	if (sendto(nl, m->u.buf, m->u.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) <
+	    0)
 		return err_errno(err, "%s: netlink send", what);
 	rbuf = xmalloc(NL_RECV_SIZE);
 	for (int round = 0; round < NL_MAX_REPLIES; round++) {
@@ -283,7 +283,8 @@ int nl_link_index(int nl, const char *name, struct err *err)
 /* RTM_NEWLINK kind "bridge", created up. */
 int nl_bridge_create(int nl, const char *name, struct err *err)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP,
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC,
+				 .ifi_flags = IFF_UP,
 				 .ifi_change = IFF_UP };
 	struct nl_msg m;
 
@@ -293,8 +294,7 @@ int nl_bridge_create(int nl, const char *name, struct err *err)
 	attr_nest_start(&m, IFLA_LINKINFO);
 	attr_put_str(&m, IFLA_INFO_KIND, "bridge");
 	attr_nest_end(&m);
-	return nl_talk(nl, &m, NULL, NULL, name, err) < 0
-		       ? err_wrap(err, "create bridge") : 0;
+	return nl_talk(nl, &m, NULL, NULL, name, err) < 0 ? err_wrap(err, "create bridge") : 0;
 }
 
 /* RTM_NEWLINK kind "veth" with the peer's ifinfomsg, name and netns in VETH_INFO_PEER. The
@@ -302,7 +302,8 @@ int nl_bridge_create(int nl, const char *name, struct err *err)
 int nl_veth_create(int nl, const char *name, int master_index, const char *peer, int peer_ns_fd,
 		   struct err *err)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP,
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC,
+				 .ifi_flags = IFF_UP,
 				 .ifi_change = IFF_UP };
 	struct nl_msg m;
 
@@ -331,8 +332,10 @@ int nl_veth_create(int nl, const char *name, int master_index, const char *peer,
 /* Starts an RTM_NEWLINK that changes the existing link index. */
 static void msg_link_change(struct nl_msg *m, int index, unsigned flags, unsigned change)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = index,
-				 .ifi_flags = flags, .ifi_change = change };
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC,
+				 .ifi_index = index,
+				 .ifi_flags = flags,
+				 .ifi_change = change };
 
 	msg_init(m, RTM_NEWLINK, 0);
 	msg_put(m, &ifi, sizeof(ifi));
@@ -390,7 +393,8 @@ int nl_link_delete(int nl, const char *name, struct err *err)
 /* RTM_NEWADDR with local, address and broadcast, like `ip addr add a/p brd +`. */
 int nl_addr_add(int nl, int index, uint32_t ip, unsigned prefix, struct err *err)
 {
-	struct ifaddrmsg ifa = { .ifa_family = AF_INET, .ifa_prefixlen = (unsigned char)prefix,
+	struct ifaddrmsg ifa = { .ifa_family = AF_INET,
+				 .ifa_prefixlen = (unsigned char)prefix,
 				 .ifa_index = (unsigned)index };
 	uint32_t mask = prefix ? ~(uint32_t)0 << (32 - prefix) : 0;
 	uint32_t addr = htonl(ip), brd = htonl(ip | ~mask);
@@ -408,8 +412,10 @@ int nl_addr_add(int nl, int index, uint32_t ip, unsigned prefix, struct err *err
 /* RTM_NEWROUTE 0.0.0.0/0 via gw dev index in the main table. */
 int nl_route_add_default(int nl, int index, uint32_t gw, struct err *err)
 {
-	struct rtmsg rt = { .rtm_family = AF_INET, .rtm_table = RT_TABLE_MAIN,
-			    .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_UNIVERSE,
+	struct rtmsg rt = { .rtm_family = AF_INET,
+			    .rtm_table = RT_TABLE_MAIN,
+			    .rtm_protocol = RTPROT_BOOT,
+			    .rtm_scope = RT_SCOPE_UNIVERSE,
 			    .rtm_type = RTN_UNICAST };
 	uint32_t addr = htonl(gw);
 	struct nl_msg m;

@@ -73,7 +73,7 @@ struct local_provider {
 	size_t nleases, leases_cap;
 	char **busy; /* ids being launched or terminated */
 	size_t nbusy, busy_cap;
-	uint32_t hint;    /* where the next address search starts */
+	uint32_t hint;	  /* where the next address search starts */
 	int bridge_index; /* the bridge as last set up, 0 until then */
 };
 
@@ -95,8 +95,7 @@ static int record_load(const struct local_provider *p, const char *id, struct ce
 }
 
 /* Writes r into its cell's state directory. */
-static int record_save(const struct local_provider *p, const struct cell_record *r,
-		       struct err *err)
+static int record_save(const struct local_provider *p, const struct cell_record *r, struct err *err)
 {
 	_cleanup_free_ char *dir = cell_path(p, r->cell_id, NULL);
 
@@ -417,8 +416,7 @@ static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_
 
 /* The cell's network: a fresh netns (replacing a stale one), the veth on the bridge, the
  * cell side configured. Returns an fd of the netns for the agent to join. */
-static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip,
-			   struct err *err)
+static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
 {
 	_cleanup_free_ char *ns = netns_path(id);
 	_cleanup_close_ int nl = nl_open(-1, err);
@@ -543,8 +541,8 @@ static void undo_launch(struct local_provider *p, const char *id)
 
 /* Builds a cell for spec whose id holds no record: reserve an address and record it first
  * (so a crash leaves something list and terminate find), then network, cgroups, agent. */
-static int cell_build(struct local_provider *p, const struct cell_spec *spec,
-		      struct cell_info *out, struct err *err)
+static int cell_build(struct local_provider *p, const struct cell_spec *spec, struct cell_info *out,
+		      struct err *err)
 {
 	_cleanup_free_ char *dir = cell_path(p, spec->cell_id, NULL);
 	char ipstr[CELLNET_IP_SIZE];
@@ -702,8 +700,6 @@ out:
 	return ret;
 }
 
-
-
 /* Appends one cell_info slot to *a and returns it. */
 static struct cell_info *infos_add(struct cell_info **a, size_t *n, size_t *cap)
 {
@@ -713,8 +709,8 @@ static struct cell_info *infos_add(struct cell_info **a, size_t *n, size_t *cap)
 }
 
 /* Adds the recorded cells of our cluster to *a; every recorded id goes to *ids. */
-static void list_records(struct local_provider *p, struct cell_info **a, size_t *n,
-			 size_t *cap, char ***ids, size_t *nids, size_t *ids_cap)
+static void list_records(struct local_provider *p, struct cell_info **a, size_t *n, size_t *cap,
+			 char ***ids, size_t *nids, size_t *ids_cap)
 {
 	DIR *d = opendir(p->state_dir);
 	struct dirent *de;
@@ -831,12 +827,12 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	struct cellnet_cidr cidr;
 	const char *bridge = cfg->bridge && cfg->bridge[0] ? cfg->bridge : DEFAULT_BRIDGE;
 	const char *root = cfg->cgroup_root && cfg->cgroup_root[0] ? cfg->cgroup_root
-								    : DEFAULT_CGROUP_ROOT;
+								   : DEFAULT_CGROUP_ROOT;
 	const char *state = cfg->state_dir && cfg->state_dir[0] ? cfg->state_dir
-								 : DEFAULT_STATE_DIR;
+								: DEFAULT_STATE_DIR;
 
-	if (cellnet_parse_cidr(cfg->cidr && cfg->cidr[0] ? cfg->cidr : DEFAULT_CIDR, &cidr,
-			       err) < 0)
+	if (cellnet_parse_cidr(cfg->cidr && cfg->cidr[0] ? cfg->cidr : DEFAULT_CIDR, &cidr, err) <
+	    0)
 		return err_wrap(err, "local provider");
 	if (strlen(bridge) >= CELLNET_IFNAME_SIZE || strchr(bridge, '/'))
 		return err_set(err, EINVAL,
@@ -847,8 +843,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 			       "local provider: agent_path: want the absolute path of cell-agent");
 	if (strstr(root, "..") || root[0] == '/')
 		return err_set(err, EINVAL,
-			       "local provider: cgroup_root \"%s\": want a relative path",
-			       root);
+			       "local provider: cgroup_root \"%s\": want a relative path", root);
 	if (fs_mkdir_p(state, 0700, err) < 0)
 		return err_wrap(err, "local provider state directory");
 	p = xcalloc(1, sizeof(*p));

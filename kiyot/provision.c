@@ -34,10 +34,10 @@ static int ann_quantity(const Runtime__V1__PodSandboxConfig *cfg, const char *ke
 static int demand_of(const Runtime__V1__PodSandboxConfig *cfg, struct pod_demand *d,
 		     struct err *err)
 {
-	const char *launch = cri_map_get((void **)cfg->annotations, cfg->n_annotations,
-					 ANN_LAUNCH_TYPE);
-	const char *type = cri_map_get((void **)cfg->annotations, cfg->n_annotations,
-				       ANN_INSTANCE_TYPE);
+	const char *launch =
+		cri_map_get((void **)cfg->annotations, cfg->n_annotations, ANN_LAUNCH_TYPE);
+	const char *type =
+		cri_map_get((void **)cfg->annotations, cfg->n_annotations, ANN_INSTANCE_TYPE);
 	int64_t gpu_milli = 0;
 	int has_cpu, has_mem;
 

@@ -33,10 +33,11 @@ void size_choice_release(struct size_choice *c);
 #define ANN_TARGET_RUNTIME "kubernetes.io/target-runtime"
 #define ANN_LAUNCH_TYPE "pod.elotl.co/launch-type"
 #define ANN_INSTANCE_TYPE "pod.elotl.co/instance-type"
-#define ANN_CPU_REQUEST "pod.elotl.co/cpu"       /* pod demand, a quantity: "250m" */
+#define ANN_CPU_REQUEST "pod.elotl.co/cpu"	 /* pod demand, a quantity: "250m" */
 #define ANN_MEMORY_REQUEST "pod.elotl.co/memory" /* pod demand, a quantity: "400Mi" */
 #define ANN_GPU_REQUEST "pod.elotl.co/gpu"
-#define ANN_RESTART_POLICY "pod.elotl.co/restart-policy" /* Always|OnFailure|Never, for cells
+#define ANN_RESTART_POLICY                                                                         \
+	"pod.elotl.co/restart-policy" /* Always|OnFailure|Never, for cells
 							  * run without a kubelet */
 
 #endif

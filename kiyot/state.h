@@ -10,8 +10,16 @@
 
 #include "cri_api.pb-c.h"
 
-enum sandbox_state { SANDBOX_READY = 0, SANDBOX_NOTREADY = 1 };
-enum container_state { CTR_CREATED = 0, CTR_RUNNING = 1, CTR_EXITED = 2, CTR_UNKNOWN = 3 };
+enum sandbox_state {
+	SANDBOX_READY = 0,
+	SANDBOX_NOTREADY = 1
+};
+enum container_state {
+	CTR_CREATED = 0,
+	CTR_RUNNING = 1,
+	CTR_EXITED = 2,
+	CTR_UNKNOWN = 3
+};
 
 struct sandbox {
 	char *id;
@@ -19,11 +27,11 @@ struct sandbox {
 	char *runtime_handler;
 	enum sandbox_state state;
 	int64_t created_ns;
-	char *cell_id;       /* the cell that runs the pod; "" when none (yet/anymore) */
-	char *ip;            /* the pod IP: the cell's address */
+	char *cell_id; /* the cell that runs the pod; "" when none (yet/anymore) */
+	char *ip;      /* the pod IP: the cell's address */
 	char *instance_type;
 	char *sizing_reason;
-	int launching;       /* a RunPodSandbox is bringing its cell up (memory only) */
+	int launching; /* a RunPodSandbox is bringing its cell up (memory only) */
 	struct sandbox *next;
 };
 
@@ -36,7 +44,7 @@ struct container {
 	int32_t exit_code;
 	char *reason;
 	char *message;
-	char *image_ref;     /* repo digest the unit runs */
+	char *image_ref; /* repo digest the unit runs */
 	char *image_id;
 	uint64_t log_offset; /* bytes of the unit's log already copied to log_path */
 	uint32_t restart_count;
@@ -49,7 +57,7 @@ struct container {
 
 /* A remembered image: pulled in some cell. The node itself stores no layers. */
 struct image_rec {
-	char *id;           /* "sha256:<config digest>" */
+	char *id;	    /* "sha256:<config digest>" */
 	char *repo_tags;    /* newline-separated normalised references */
 	char *repo_digests; /* newline-separated "name@sha256:..." */
 	uint64_t size;

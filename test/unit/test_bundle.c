@@ -50,7 +50,7 @@ static char *join(char **v)
 struct args_case {
 	const char *entrypoint, *cmd; /* image */
 	const char *command, *args;   /* unit; "" means not given */
-	const char *want;             /* NULL: error */
+	const char *want;	      /* NULL: error */
 };
 
 static const struct args_case args_cases[] = {
@@ -134,8 +134,8 @@ static void test_bundle__env_overlay(void **state)
 	env = bundle_process_env(&u, &img, NULL);
 	free(s);
 	s = join(env);
-	assert_string_equal(s,
-			    "X=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	assert_string_equal(
+		s, "X=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	bundle_strv_free(env);
 }
 
@@ -217,7 +217,7 @@ static json_t *find_mount(json_t *cfg, const char *dest)
 	json_t *mounts = json_object_get(cfg, "mounts"), *m;
 	size_t i;
 
-	json_array_foreach(mounts, i, m) {
+	json_array_foreach (mounts, i, m) {
 		if (strcmp(json_string_value(json_object_get(m, "destination")), dest) == 0)
 			return m;
 	}
@@ -230,7 +230,7 @@ static int has_string(json_t *arr, const char *s)
 	json_t *v;
 	size_t i;
 
-	json_array_foreach(arr, i, v) {
+	json_array_foreach (arr, i, v) {
 		if (strcmp(json_string_value(v), s) == 0)
 			return 1;
 	}
@@ -243,14 +243,19 @@ static void test_bundle__config_json(void **state)
 	char dir[] = "/tmp/bundle-test-XXXXXX";
 	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
 	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
-	Kiyot__Cell__V1__Volume v1 = KIYOT__CELL__V1__VOLUME__INIT, v2 = KIYOT__CELL__V1__VOLUME__INIT;
+	Kiyot__Cell__V1__Volume v1 = KIYOT__CELL__V1__VOLUME__INIT,
+				v2 = KIYOT__CELL__V1__VOLUME__INIT;
 	Kiyot__Cell__V1__Volume *vols[] = { &v1, &v2 };
 	Kiyot__Cell__V1__Mount m1 = KIYOT__CELL__V1__MOUNT__INIT, m2 = KIYOT__CELL__V1__MOUNT__INIT,
 			       m3 = KIYOT__CELL__V1__MOUNT__INIT;
 	Kiyot__Cell__V1__Mount *mounts[] = { &m1, &m2, &m3 };
 	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
-	struct image_info img = { .rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty,
-				  .env = empty, .user = "www", .working_dir = "/var/www" };
+	struct image_info img = { .rootfs = FIXTURE_ROOT,
+				  .cmd = cmd,
+				  .entrypoint = empty,
+				  .env = empty,
+				  .user = "www",
+				  .working_dir = "/var/www" };
 	_cleanup_free_ char *volumes = NULL, *etc = NULL, *cachedir = NULL;
 	struct bundle_spec spec = { 0 };
 	struct err err = ERR_INIT;
@@ -292,8 +297,9 @@ static void test_bundle__config_json(void **state)
 
 	assert_string_equal(json_string_value(json_object_get(cfg, "ociVersion")), "1.0.2");
 	assert_string_equal(json_string_value(json_object_get(cfg, "hostname")), "web-0");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(cfg, "root"), "path")),
-			    spec.rootfs);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(cfg, "root"), "path")),
+		spec.rootfs);
 	proc = json_object_get(cfg, "process");
 	assert_string_equal(json_string_value(json_object_get(proc, "cwd")), "/var/www");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(proc, "user"), "uid")),
@@ -325,17 +331,17 @@ static void test_bundle__config_json(void **state)
 	linux_ = json_object_get(cfg, "linux");
 	assert_string_equal(json_string_value(json_object_get(linux_, "cgroupsPath")),
 			    "/kiyot/cell1/c0ffee");
-	json_array_foreach(json_object_get(linux_, "namespaces"), i, ns)
+	json_array_foreach (json_object_get(linux_, "namespaces"), i, ns)
 		assert_string_not_equal(json_string_value(json_object_get(ns, "type")), "network");
 	assert_int_equal(json_array_size(json_object_get(linux_, "namespaces")), 4);
-	assert_int_equal(json_integer_value(json_object_get(
-				 json_object_get(json_object_get(linux_, "resources"), "memory"),
-				 "limit")),
-			 64 << 20);
-	assert_int_equal(json_integer_value(json_object_get(
-				 json_object_get(json_object_get(linux_, "resources"), "cpu"),
-				 "quota")),
-			 25000);
+	assert_int_equal(
+		json_integer_value(json_object_get(
+			json_object_get(json_object_get(linux_, "resources"), "memory"), "limit")),
+		64 << 20);
+	assert_int_equal(
+		json_integer_value(json_object_get(
+			json_object_get(json_object_get(linux_, "resources"), "cpu"), "quota")),
+		25000);
 	assert_true(has_string(json_object_get(linux_, "maskedPaths"), "/proc/kcore"));
 	json_decref(cfg);
 
@@ -361,8 +367,8 @@ static void test_bundle__etc_files(void **state)
 {
 	char dir[] = "/tmp/bundle-test-XXXXXX";
 	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
-	char *servers[] = { "10.96.0.10" }, *searches[] = { "default.svc.cluster.local",
-							     "cluster.local" },
+	char *servers[] = { "10.96.0.10" },
+	     *searches[] = { "default.svc.cluster.local", "cluster.local" },
 	     *options[] = { "ndots:5" };
 	_cleanup_free_ char *path = NULL, *text = NULL;
 	struct err err = ERR_INIT;

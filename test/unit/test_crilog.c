@@ -60,15 +60,27 @@ struct split_case {
 static const struct split_case split_cases[] = {
 	{ "one line", 0, { "hello\n" }, { CRILOG_STDOUT }, TS "stdout F hello\n" },
 	{ "empty line", 0, { "\n" }, { CRILOG_STDOUT }, TS "stdout F \n" },
-	{ "line across writes", 0, { "hel", "lo\nwor", "ld\n" }, { 0, 0, 0 },
+	{ "line across writes",
+	  0,
+	  { "hel", "lo\nwor", "ld\n" },
+	  { 0, 0, 0 },
 	  TS "stdout F hello\n" TS "stdout F world\n" },
 	{ "stderr tagged", 0, { "oops\n" }, { CRILOG_STDERR }, TS "stderr F oops\n" },
-	{ "streams held apart", 0, { "a", "b\n", "c\n" }, { 0, 1, 0 },
+	{ "streams held apart",
+	  0,
+	  { "a", "b\n", "c\n" },
+	  { 0, 1, 0 },
 	  TS "stderr F b\n" TS "stdout F ac\n" },
-	{ "long line split into P then F", 4, { "abcdefghij\n" }, { 0 },
+	{ "long line split into P then F",
+	  4,
+	  { "abcdefghij\n" },
+	  { 0 },
 	  TS "stdout P abcd\n" TS "stdout P efgh\n" TS "stdout F ij\n" },
 	{ "line of exactly max is one F", 4, { "abcd\n" }, { 0 }, TS "stdout F abcd\n" },
-	{ "final chunk without newline becomes F at close", 0, { "a\nlast" }, { 0 },
+	{ "final chunk without newline becomes F at close",
+	  0,
+	  { "a\nlast" },
+	  { 0 },
 	  TS "stdout F a\n" TS "stdout F last\n" },
 	{ "long tail at close", 4, { "abcdef" }, { 0 }, TS "stdout P abcd\n" TS "stdout F ef\n" },
 };
@@ -174,8 +186,7 @@ static void test_crilog__format_round_trip(void **state)
 	assert_int_equal(r.time_len, strlen("2026-11-22T04:30:00.123456789Z"));
 	assert_memory_equal(r.time, "2026-11-22T04:30:00.123456789Z", r.time_len);
 	assert_true(r.partial);
-	assert_int_equal(crilog_format(out, 10, FIXED_NS, CRILOG_STDERR, true, "abc", 3),
-			 -ENOBUFS);
+	assert_int_equal(crilog_format(out, 10, FIXED_NS, CRILOG_STDERR, true, "abc", 3), -ENOBUFS);
 }
 
 int main(void)

@@ -31,9 +31,9 @@
 #include "fsutil.h"
 #include "xalloc.h"
 
-#define TOKEN	    "tok-123"
+#define TOKEN "tok-123"
 #define BASIC_ALICE "Basic YWxpY2U6czNjcmV0" /* alice:s3cret */
-#define MAX_ROUTES  32
+#define MAX_ROUTES 32
 
 /* ---- the fake registry ---- */
 
@@ -159,7 +159,7 @@ static void *server_main(void *arg)
 	struct server *s = arg;
 
 	while (!s->stop) {
-		struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+		struct pollfd p = { .fd = s->lfd, .events = POLLIN };
 		int fd;
 
 		if (poll(&p, 1, 50) <= 0)
@@ -176,7 +176,7 @@ static void *server_main(void *arg)
 /* A listening socket on 127.0.0.1 with a free port. */
 static int listen_any(int *port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -396,7 +396,7 @@ static char *ref_of(struct fix *f, const char *tail)
 	return xasprintf("127.0.0.1:%d/test/app%s", f->srv.port, tail);
 }
 
-static const char *const app_files[] = {"bin/", NULL, "bin/app", "app-binary", "srv/", NULL};
+static const char *const app_files[] = { "bin/", NULL, "bin/app", "app-binary", "srv/", NULL };
 
 /* The file at rootfs/rel, read into a static buffer. */
 static const char *rootfs_file(const struct image_info *info, const char *rel)
@@ -447,27 +447,28 @@ static void test_image__ref_parse_table(void **state)
 		const char *in, *host, *repo, *tag;
 		bool digest;
 	} ok[] = {
-		{"busybox", "docker.io", "library/busybox", "latest", false},
-		{"busybox:1.36", "docker.io", "library/busybox", "1.36", false},
-		{"user/app", "docker.io", "user/app", "latest", false},
-		{"docker.io/library/busybox:latest", "docker.io", "library/busybox", "latest",
-		 false},
-		{"index.docker.io/busybox", "docker.io", "library/busybox", "latest", false},
-		{"10.77.0.1:5000/hello:1", "10.77.0.1:5000", "hello", "1", false},
-		{"localhost/a/b", "localhost", "a/b", "latest", false},
-		{"localhost:5000/a", "localhost:5000", "a", "latest", false},
-		{"registry.k8s.io/pause:3.9", "registry.k8s.io", "pause", "3.9", false},
-		{"ghcr.io/o/r/deep_er-x.y:v1.2-rc_3", "ghcr.io", "o/r/deep_er-x.y", "v1.2-rc_3",
-		 false},
+		{ "busybox", "docker.io", "library/busybox", "latest", false },
+		{ "busybox:1.36", "docker.io", "library/busybox", "1.36", false },
+		{ "user/app", "docker.io", "user/app", "latest", false },
+		{ "docker.io/library/busybox:latest", "docker.io", "library/busybox", "latest",
+		  false },
+		{ "index.docker.io/busybox", "docker.io", "library/busybox", "latest", false },
+		{ "10.77.0.1:5000/hello:1", "10.77.0.1:5000", "hello", "1", false },
+		{ "localhost/a/b", "localhost", "a/b", "latest", false },
+		{ "localhost:5000/a", "localhost:5000", "a", "latest", false },
+		{ "registry.k8s.io/pause:3.9", "registry.k8s.io", "pause", "3.9", false },
+		{ "ghcr.io/o/r/deep_er-x.y:v1.2-rc_3", "ghcr.io", "o/r/deep_er-x.y", "v1.2-rc_3",
+		  false },
 	};
 	static const char *const bad[] = {
 		"",   "Busybox",      "a/b:",	    "a//b",	      "a:b:c",
-		"-a", "a@sha256:xyz", "a@md5:0123", "host:99999999/x"};
+		"-a", "a@sha256:xyz", "a@md5:0123", "host:99999999/x"
+	};
 	char buf[200];
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
-		struct image_ref r = {0};
+		struct image_ref r = { 0 };
 		struct err err = ERR_INIT;
 
 		if (image_ref_parse(ok[i].in, &r, &err) < 0)
@@ -479,7 +480,7 @@ static void test_image__ref_parse_table(void **state)
 		image_ref_release(&r);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		struct image_ref r = {0};
+		struct image_ref r = { 0 };
 		struct err err = ERR_INIT;
 
 		if (image_ref_parse(bad[i], &r, &err) == 0)
@@ -487,7 +488,7 @@ static void test_image__ref_parse_table(void **state)
 		assert_int_equal(err.code, EINVAL);
 	}
 	{
-		struct image_ref r = {0};
+		struct image_ref r = { 0 };
 		struct err err = ERR_INIT;
 		char *s;
 
@@ -536,7 +537,7 @@ static void test_image__pull_oci_manifest_and_lookup_after_restart(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":1");
 	_cleanup_free_ char *norm = ref_of(f, ":1");
 
@@ -569,7 +570,7 @@ static void test_image__pull_docker_manifest_by_digest(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = NULL;
 
 	publish(&f->srv, "d", true, app_files, ARRAY_SIZE(app_files), false, &p);
@@ -586,7 +587,7 @@ static void test_image__index_picks_linux_amd64(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":multi");
 	_cleanup_free_ char *index = NULL;
 	_cleanup_free_ char *index_digest = NULL;
@@ -636,10 +637,10 @@ static void test_image__bearer_token_auth(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":private");
-	struct image_auth wrong = {.username = "alice", .password = "nope"};
-	struct image_auth right = {.auth = "YWxpY2U6czNjcmV0"};
+	struct image_auth wrong = { .username = "alice", .password = "nope" };
+	struct image_auth right = { .auth = "YWxpY2U6czNjcmV0" };
 
 	publish(&f->srv, "private", false, app_files, ARRAY_SIZE(app_files), true, &p);
 	assert_true(image_pull(f->store, ref, NULL, &info, &err) < 0);
@@ -662,7 +663,7 @@ static void test_image__blob_digest_mismatch_is_refused(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":bad");
 	_cleanup_free_ char *want = NULL;
 	_cleanup_free_ char *blob = NULL;
@@ -752,7 +753,7 @@ static void test_image__mirror_failures_fall_through_to_the_host(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	int dead = closed_port();
 	char conf[256];
 	struct regconf *rc = NULL;
@@ -791,11 +792,11 @@ static void test_image__escaping_layer_leaves_no_image(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":evil");
 	_cleanup_free_ char *dir = NULL;
 	_cleanup_free_ char *tmp = NULL;
-	static const char *const evil[] = {"ok", "fine", "../../escaped", "x"};
+	static const char *const evil[] = { "ok", "fine", "../../escaped", "x" };
 
 	publish(&f->srv, "evil", false, evil, ARRAY_SIZE(evil), false, &p);
 	assert_true(image_pull(f->store, ref, NULL, &info, &err) < 0);
@@ -813,7 +814,7 @@ static void test_image__inspect_reads_config_and_fetches_no_layer(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":insp");
 	_cleanup_free_ char *rd = NULL;
 	_cleanup_free_ char *layer_path = NULL;
@@ -883,7 +884,7 @@ static void test_image__inspect_refuses_config_with_wrong_digest(void **state)
 	struct fix *f = *state;
 	struct err err = ERR_INIT;
 	struct image_info *info = NULL;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":badcfg");
 	_cleanup_free_ char *want = NULL;
 
@@ -918,7 +919,7 @@ static void *pull_thread(void *arg)
 static void test_image__concurrent_pulls_download_once(void **state)
 {
 	struct fix *f = *state;
-	struct pub p = {0};
+	struct pub p = { 0 };
 	_cleanup_free_ char *ref = ref_of(f, ":c");
 	_cleanup_free_ char *blob = NULL;
 	struct puller ps[4];
@@ -926,7 +927,7 @@ static void test_image__concurrent_pulls_download_once(void **state)
 
 	publish(&f->srv, "c", false, app_files, ARRAY_SIZE(app_files), false, &p);
 	for (int i = 0; i < 4; i++) {
-		ps[i] = (struct puller){.f = f, .ref = ref};
+		ps[i] = (struct puller){ .f = f, .ref = ref };
 		assert_int_equal(pthread_create(&th[i], NULL, pull_thread, &ps[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {

@@ -68,9 +68,11 @@ static void test_provider_local__cidr_parses_network_and_prefix(void **state)
 
 static void test_provider_local__cidr_rejects_what_cannot_hold_cells(void **state)
 {
-	static const char *const bad[] = { "10.77.0.0",   "10.77.0.0/",  "10.77.0.0/31",
-					   "10.77.0.0/7", "10.77.0.0/x", "10.77.0/16",
-					   "10.77.0.0/16x", "",         "10.77.0.0/-1" };
+	static const char *const bad[] = { "10.77.0.0",	    "10.77.0.0/",
+					   "10.77.0.0/31",  "10.77.0.0/7",
+					   "10.77.0.0/x",   "10.77.0/16",
+					   "10.77.0.0/16x", "",
+					   "10.77.0.0/-1" };
 	struct cellnet_cidr c;
 	struct err err = ERR_INIT;
 
@@ -188,8 +190,12 @@ static const char *const test_ids[] = { "kvt-one", "kvt-two", "kvt-orphan", "kvt
 static int fixture_provider(struct fixture *f, const char *agent, struct err *err)
 {
 	struct local_provider_config cfg = {
-		.state_dir = f->state_dir, .bridge = T_BRIDGE, .cidr = T_CIDR,
-		.agent_path = agent, .cgroup_root = T_CGROUP_ROOT, .cluster_id = T_CLUSTER,
+		.state_dir = f->state_dir,
+		.bridge = T_BRIDGE,
+		.cidr = T_CIDR,
+		.agent_path = agent,
+		.cgroup_root = T_CGROUP_ROOT,
+		.cluster_id = T_CLUSTER,
 	};
 	int ret = provider_local_new(&cfg, &f->prov, err);
 
@@ -258,9 +264,15 @@ static int cell_teardown(void **state)
 static struct cell_spec spec_for(const char *id)
 {
 	struct cell_spec s = {
-		.cell_id = id, .cluster_id = T_CLUSTER, .pod_uid = "uid-1", .pod_name = "web",
-		.pod_namespace = "default", .instance_type = "t3.nano", .cpus = 2,
-		.memory_bytes = 512LL << 20, .bootstrap = "{\"cell\":\"x\"}",
+		.cell_id = id,
+		.cluster_id = T_CLUSTER,
+		.pod_uid = "uid-1",
+		.pod_name = "web",
+		.pod_namespace = "default",
+		.instance_type = "t3.nano",
+		.cpus = 2,
+		.memory_bytes = 512LL << 20,
+		.bootstrap = "{\"cell\":\"x\"}",
 	};
 	return s;
 }
@@ -296,8 +308,8 @@ static int ping_from_netns(const char *ns_path, const char *gw)
 		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
 			_exit(2);
 		fd = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
-		if (fd < 0 || sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&to,
-				     sizeof(to)) < 0)
+		if (fd < 0 ||
+		    sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&to, sizeof(to)) < 0)
 			_exit(3);
 		for (;;) {
 			struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -555,8 +567,8 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	assert_ok(fs_read_file(boot, 65536, &data, NULL, &err));
 	/* the document as given, plus where this cell's agent keeps its state */
 	{
-		_cleanup_free_ char *want = xasprintf("{\"cell\":\"x\",\"state_dir\":\"%s/kvt-one/agent\"}",
-						      f->state_dir);
+		_cleanup_free_ char *want = xasprintf(
+			"{\"cell\":\"x\",\"state_dir\":\"%s/kvt-one/agent\"}", f->state_dir);
 
 		assert_string_equal(data, want);
 	}

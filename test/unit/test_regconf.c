@@ -129,17 +129,18 @@ static void test_regconf__malformed_entries_are_refused_naming_the_key(void **st
 		const char *json;
 		const char *msg;
 	} cases[] = {
-		{"[]", "expected an object keyed by registry host"},
-		{"{\"r.example\": 3}", "r.example: expected an object"},
-		{"{\"r.example\": {\"mirrors\": \"http://x\"}}",
-		 "r.example: mirrors: expected a list"},
-		{"{\"r.example\": {\"mirrors\": [7]}}", "r.example: mirrors[0]"},
-		{"{\"r.example\": {\"mirrors\": [\"ftp://x\"]}}", "only http:// and https://"},
-		{"{\"r.example\": {\"mirrors\": [\"https://\"]}}", "expected scheme://host"},
-		{"{\"r.example\": {\"mirrors\": [\"https://u:p@x\"]}}", "expected scheme://host"},
-		{"{\"r.example\": {\"insecure\": \"yes\"}}", "r.example: insecure: expected true"},
-		{"{\"r.example\": {\"mirror\": []}}", "unknown field \"mirror\""},
-		{"{\"bad host/x\": {}}", "not a registry host"},
+		{ "[]", "expected an object keyed by registry host" },
+		{ "{\"r.example\": 3}", "r.example: expected an object" },
+		{ "{\"r.example\": {\"mirrors\": \"http://x\"}}",
+		  "r.example: mirrors: expected a list" },
+		{ "{\"r.example\": {\"mirrors\": [7]}}", "r.example: mirrors[0]" },
+		{ "{\"r.example\": {\"mirrors\": [\"ftp://x\"]}}", "only http:// and https://" },
+		{ "{\"r.example\": {\"mirrors\": [\"https://\"]}}", "expected scheme://host" },
+		{ "{\"r.example\": {\"mirrors\": [\"https://u:p@x\"]}}", "expected scheme://host" },
+		{ "{\"r.example\": {\"insecure\": \"yes\"}}",
+		  "r.example: insecure: expected true" },
+		{ "{\"r.example\": {\"mirror\": []}}", "unknown field \"mirror\"" },
+		{ "{\"bad host/x\": {}}", "not a registry host" },
 	};
 
 	(void)state;

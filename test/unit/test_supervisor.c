@@ -38,7 +38,10 @@ struct fixture {
 	char shim[PATH_MAX];
 	struct supervisor *sup;
 	pthread_mutex_t mu;
-	struct buf_log { char *data; size_t len; } logs;
+	struct buf_log {
+		char *data;
+		size_t len;
+	} logs;
 	unsigned statuses;
 	const char *ids[8];
 	size_t nids;
@@ -196,8 +199,8 @@ static int teardown(void **state)
 	umount_below(f->dir);
 	d = opendir("/sys/fs/cgroup");
 	while (d && (e = readdir(d))) {
-		_cleanup_free_ char *cg = xasprintf("/sys/fs/cgroup/%s%s", e->d_name,
-						    f->cgroup_parent);
+		_cleanup_free_ char *cg =
+			xasprintf("/sys/fs/cgroup/%s%s", e->d_name, f->cgroup_parent);
 
 		if (e->d_name[0] == '.')
 			continue;
@@ -404,7 +407,8 @@ static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
 		char buf[64];
 		size_t got;
 
-		assert_int_equal(supervisor_log_read(f->sup, "nope", 0, buf, sizeof(buf), &got, &err),
+		assert_int_equal(supervisor_log_read(f->sup, "nope", 0, buf, sizeof(buf), &got,
+						     &err),
 				 -ENOENT);
 		assert_non_null(strstr(err.msg, "nope"));
 	}

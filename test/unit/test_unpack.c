@@ -39,7 +39,11 @@ struct fixture {
 	char layer[128]; /* the layer file */
 };
 
-enum layer_filter { LAYER_GZIP, LAYER_ZSTD, LAYER_PLAIN };
+enum layer_filter {
+	LAYER_GZIP,
+	LAYER_ZSTD,
+	LAYER_PLAIN
+};
 
 /* Writes entries as a tar layer at path. */
 static void write_layer(const char *path, enum layer_filter filter, const struct tent *ents,
@@ -156,11 +160,11 @@ static void test_unpack__files_dirs_links_modes_and_owners(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l[] = {
-		{"/etc/", 'd', NULL, 0750},
-		{"./etc/motd", 'f', "hello\n", 0640},
-		{"bin/tool", 'f', "#!/bin/sh\n", 04755},
-		{"usr/lib/libx.so", 'l', "../../bin/tool", 0},
-		{"bin/tool2", 'h', "bin/tool", 0},
+		{ "/etc/", 'd', NULL, 0750 },
+		{ "./etc/motd", 'f', "hello\n", 0640 },
+		{ "bin/tool", 'f', "#!/bin/sh\n", 04755 },
+		{ "usr/lib/libx.so", 'l', "../../bin/tool", 0 },
+		{ "bin/tool2", 'h', "bin/tool", 0 },
 	};
 	struct stat st;
 	char path[256], target[64];
@@ -194,8 +198,8 @@ static void test_unpack__zstd_and_plain_tar_are_detected(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent a[] = {{"a", 'f', "zstd", 0}};
-	const struct tent b[] = {{"b", 'f', "plain", 0}};
+	const struct tent a[] = { { "a", 'f', "zstd", 0 } };
+	const struct tent b[] = { { "b", 'f', "plain", 0 } };
 
 	assert_int_equal(apply(f, LAYER_ZSTD, a, 1, &err), 0);
 	assert_int_equal(apply(f, LAYER_PLAIN, b, 1, &err), 0);
@@ -208,14 +212,14 @@ static void test_unpack__whiteout_deletes_lower_entry(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l1[] = {
-		{"etc/keep", 'f', "k", 0},
-		{"etc/gone", 'f', "g", 0},
-		{"var/cache/x/y", 'f', "y", 0},
+		{ "etc/keep", 'f', "k", 0 },
+		{ "etc/gone", 'f', "g", 0 },
+		{ "var/cache/x/y", 'f', "y", 0 },
 	};
 	const struct tent l2[] = {
-		{"etc/.wh.gone", 'f', "", 0},
-		{"var/.wh.cache", 'f', "", 0},
-		{"nothere/.wh.x", 'f', "", 0},
+		{ "etc/.wh.gone", 'f', "", 0 },
+		{ "var/.wh.cache", 'f', "", 0 },
+		{ "nothere/.wh.x", 'f', "", 0 },
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
@@ -233,15 +237,15 @@ static void test_unpack__opaque_dir_hides_lower_content_only(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l1[] = {
-		{"app/old1", 'f', "1", 0},
-		{"app/sub/old2", 'f', "2", 0},
-		{"other/stay", 'f', "s", 0},
+		{ "app/old1", 'f', "1", 0 },
+		{ "app/sub/old2", 'f', "2", 0 },
+		{ "other/stay", 'f', "s", 0 },
 	};
 	/* the new file comes before the marker: it must survive */
 	const struct tent l2[] = {
-		{"app/", 'd', NULL, 0},
-		{"app/new", 'f', "n", 0},
-		{"app/.wh..wh..opq", 'f', "", 0},
+		{ "app/", 'd', NULL, 0 },
+		{ "app/new", 'f', "n", 0 },
+		{ "app/.wh..wh..opq", 'f', "", 0 },
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
@@ -257,9 +261,10 @@ static void test_unpack__upper_layer_replaces_file_with_dir_and_back(void **stat
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent l1[] = {{"x", 'f', "file", 0}, {"y/z", 'f', "z", 0}};
-	const struct tent l2[] = {
-		{"x", 'd', NULL, 0}, {"x/inner", 'f', "i", 0}, {"y", 'f', "now a file", 0}};
+	const struct tent l1[] = { { "x", 'f', "file", 0 }, { "y/z", 'f', "z", 0 } };
+	const struct tent l2[] = { { "x", 'd', NULL, 0 },
+				   { "x/inner", 'f', "i", 0 },
+				   { "y", 'f', "now a file", 0 } };
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
 	assert_int_equal(apply(f, LAYER_GZIP, l2, ARRAY_SIZE(l2), &err), 0);
@@ -272,8 +277,8 @@ static void test_unpack__dotdot_entry_is_refused(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	char outside[256];
-	const struct tent l[] = {{"ok", 'f', "ok", 0}, {"../x", 'f', "evil", 0}};
-	const struct tent l2[] = {{"d/", 'd', NULL, 0}, {"d/../../y", 'f', "evil", 0}};
+	const struct tent l[] = { { "ok", 'f', "ok", 0 }, { "../x", 'f', "evil", 0 } };
+	const struct tent l2[] = { { "d/", 'd', NULL, 0 }, { "d/../../y", 'f', "evil", 0 } };
 
 	snprintf(outside, sizeof(outside), "%s/x", f->dir);
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
@@ -304,16 +309,16 @@ static void test_unpack__symlinks_resolve_inside_the_root(void **state)
 	bool host_etc_x = host_exists("/etc/x");
 	/* a -> the scratch dir by its absolute host path: inside the root that path is new */
 	const struct tent l[] = {
-		{"a", 'l', f->dir, 0},
-		{"a/escaped", 'f', "in", 0},
+		{ "a", 'l', f->dir, 0 },
+		{ "a/escaped", 'f', "in", 0 },
 	};
 	const struct tent l2[] = {
-		{"b", 'l', "/", 0},
-		{"b/etc/x", 'f', "etc-x", 0},
+		{ "b", 'l', "/", 0 },
+		{ "b/etc/x", 'f', "etc-x", 0 },
 	};
 	const struct tent l3[] = {
-		{"c", 'l', "../..", 0},
-		{"c/x", 'f', "top-x", 0},
+		{ "c", 'l', "../..", 0 },
+		{ "c/x", 'f', "top-x", 0 },
 	};
 
 	snprintf(outside, sizeof(outside), "%s/escaped", f->dir);
@@ -345,14 +350,14 @@ static void test_unpack__later_layer_writes_through_absolute_symlink(void **stat
 	bool host_run_lock_y = host_exists("/run/lock/y");
 	/* Debian's /var/run -> /run; /var/lock -> /run/lock before run/lock exists */
 	const struct tent l1[] = {
-		{"run/", 'd', NULL, 0},
-		{"var/", 'd', NULL, 0},
-		{"var/run", 'l', "/run", 0},
-		{"var/lock", 'l', "/run/lock", 0},
+		{ "run/", 'd', NULL, 0 },
+		{ "var/", 'd', NULL, 0 },
+		{ "var/run", 'l', "/run", 0 },
+		{ "var/lock", 'l', "/run/lock", 0 },
 	};
 	const struct tent l2[] = {
-		{"var/run/x", 'f', "pid", 0},
-		{"var/lock/y", 'f', "lock", 0},
+		{ "var/run/x", 'f', "pid", 0 },
+		{ "var/lock/y", 'f', "lock", 0 },
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l1, ARRAY_SIZE(l1), &err), 0);
@@ -372,9 +377,9 @@ static void test_unpack__symlink_loop_is_refused(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l[] = {
-		{"p", 'l', "q", 0},
-		{"q", 'l', "/p", 0},
-		{"p/x", 'f', "x", 0},
+		{ "p", 'l', "q", 0 },
+		{ "q", 'l', "/p", 0 },
+		{ "p/x", 'f', "x", 0 },
 	};
 
 	assert_true(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err) < 0);
@@ -387,9 +392,9 @@ static void test_unpack__symlink_inside_root_is_followed(void **state)
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
 	const struct tent l[] = {
-		{"usr/lib/", 'd', NULL, 0},
-		{"lib", 'l', "usr/lib", 0},
-		{"lib/libc.so", 'f', "c", 0},
+		{ "usr/lib/", 'd', NULL, 0 },
+		{ "lib", 'l', "usr/lib", 0 },
+		{ "lib/libc.so", 'f', "c", 0 },
 	};
 
 	assert_int_equal(apply(f, LAYER_GZIP, l, ARRAY_SIZE(l), &err), 0);
@@ -402,17 +407,17 @@ static void test_unpack__hardlink_escape_is_refused(void **state)
 	struct err err = ERR_INIT;
 	char secret[256], path[256];
 	struct stat st, st2;
-	const struct tent l[] = {{"stolen", 'h', "../secret", 0}};
+	const struct tent l[] = { { "stolen", 'h', "../secret", 0 } };
 	/* through a link to the host path of the secret: resolved in the root, nothing there */
 	const struct tent l2[] = {
-		{"up", 'l', f->dir, 0},
-		{"stolen2", 'h', "up/secret", 0},
+		{ "up", 'l', f->dir, 0 },
+		{ "stolen2", 'h', "up/secret", 0 },
 	};
 	/* through a link to "/": resolved in the root, it names the image's own file */
 	const struct tent l3[] = {
-		{"data/f", 'f', "mine", 0},
-		{"top", 'l', "/", 0},
-		{"hl", 'h', "top/data/f", 0},
+		{ "data/f", 'f', "mine", 0 },
+		{ "top", 'l', "/", 0 },
+		{ "hl", 'h', "top/data/f", 0 },
 	};
 
 	snprintf(secret, sizeof(secret), "%s/secret", f->dir);
@@ -455,7 +460,7 @@ static void test_unpack__byte_budget_is_enforced(void **state)
 {
 	struct fixture *f = *state;
 	struct err err = ERR_INIT;
-	const struct tent l[] = {{"big", 'f', "0123456789abcdef", 0}};
+	const struct tent l[] = { { "big", 'f', "0123456789abcdef", 0 } };
 
 	write_layer(f->layer, LAYER_GZIP, l, 1);
 	assert_int_equal(unpack_layer(f->root, f->layer, "sha256:bomb", 8, &err), -EFBIG);
