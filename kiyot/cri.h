@@ -13,6 +13,8 @@
 /* Copies a CRI map (labels, annotations) into the arena as entries of type desc. */
 void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src,
 		   size_t n);
+/* A deep copy of a message (heap, protobuf_c_message_free_unpacked); aborts on OOM. */
+void *cri_msg_copy(const ProtobufCMessage *m);
 /* Non-zero if every selector entry is present with the same value in the map. */
 int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector);
 /* The value of key in a CRI map, or NULL. */

@@ -18,20 +18,6 @@
 #define CREATE_TIMEOUT_MS (10 * 60 * 1000) /* may include an image pull */
 #define START_TIMEOUT_MS (60 * 1000)
 
-static void *msg_copy(const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf = xmalloc(n ? n : 1);
-	void *copy;
-
-	protobuf_c_message_pack(m, buf);
-	copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
-	free(buf);
-	if (!copy)
-		abort();
-	return copy;
-}
-
 static void container_unlink(struct kiyot *k, struct container *c)
 {
 	for (struct container **pp = &k->containers; *pp; pp = &(*pp)->next)
@@ -87,7 +73,7 @@ CRI_HANDLER(create_container)
 	c = xcalloc(1, sizeof(*c));
 	c->id = kiyot_new_id();
 	c->sandbox_id = xstrdup(sb->id);
-	c->config = msg_copy(&r->config->base);
+	c->config = cri_msg_copy(&r->config->base);
 	c->state = CTR_CREATED;
 	c->created_ns = clock_now_ns();
 	c->reason = xstrdup("");

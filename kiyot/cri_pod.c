@@ -14,6 +14,20 @@
 #include "provision.h"
 #include "xalloc.h"
 
+void *cri_msg_copy(const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = xmalloc(n ? n : 1);
+	void *copy;
+
+	protobuf_c_message_pack(m, buf);
+	copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
+	free(buf);
+	if (!copy)
+		abort();
+	return copy;
+}
+
 void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s)
 {
 	c->desired = d;

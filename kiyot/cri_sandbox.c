@@ -79,21 +79,6 @@ static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err 
 	return 0;
 }
 
-/* A deep copy of a message, owned by the caller. */
-static void *msg_copy(const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	uint8_t *buf = xmalloc(n ? n : 1);
-	void *copy;
-
-	protobuf_c_message_pack(m, buf);
-	copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
-	free(buf);
-	if (!copy)
-		abort();
-	return copy;
-}
-
 static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)
 {
 	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
@@ -189,7 +174,7 @@ CRI_HANDLER(run_pod_sandbox)
 	if (!sb) {
 		sb = xcalloc(1, sizeof(*sb));
 		sb->id = kiyot_new_id();
-		sb->config = msg_copy(&r->config->base);
+		sb->config = cri_msg_copy(&r->config->base);
 		sb->runtime_handler = xstrdup(r->runtime_handler);
 		sb->state = SANDBOX_NOTREADY;
 		sb->created_ns = clock_now_ns();
