@@ -535,17 +535,18 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 	struct err err = ERR_INIT;
 	Runtime__V1__ListPodSandboxResponse *sbs;
 	Runtime__V1__ListContainersResponse *cs;
-	int cells;
+	int cells, wide;
 
 	if (argc < 2 || (strcmp(argv[1], "pods") && strcmp(argv[1], "pod") &&
 			 strcmp(argv[1], "cells") && strcmp(argv[1], "cell")))
-		return fail("usage: kiyot get pods | kiyot get cells");
+		return fail("usage: kiyot get pods | kiyot get cells [-o wide]");
 	cells = argv[1][1] == 'e';
+	wide = argc >= 4 && strcmp(argv[2], "-o") == 0 && strcmp(argv[3], "wide") == 0;
 	if (!(sbs = list_sandboxes(c, &err)) || !(cs = list_containers(c, NULL, &err)))
 		return fail("%s", err.msg);
 	if (cells)
-		printf("%-22s %-16s %-24s %-14s %-15s %s\n", "CELL", "NAMESPACE", "POD",
-		       "INSTANCE-TYPE", "IP", "AGE");
+		printf("%-22s %-16s %-24s %-14s %-15s %s%s\n", "CELL", "NAMESPACE", "POD",
+		       "INSTANCE-TYPE", "IP", "AGE", wide ? "   WHY" : "");
 	else
 		printf("%-24s %-16s %-7s %-11s %-15s %s\n", "NAME", "NAMESPACE", "READY", "STATUS",
 		       "IP", "AGE");
@@ -563,10 +564,13 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 
 			if (sb->state == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY && cell &&
 			    cell[0])
-				printf("%-22s %-16s %-24s %-14s %-15s %s\n", cell,
+				printf("%-22s %-16s %-24s %-14s %-15s %s%s%s\n", cell,
 				       sb->metadata->namespace_, sb->metadata->name,
 				       json_string_value(json_object_get(info, "instanceType")), ip,
-				       ago);
+				       ago, wide ? "   " : "",
+				       wide ? json_string_value(json_object_get(info,
+										"sizingReason"))
+					    : "");
 		} else {
 			snprintf(readys, sizeof(readys), "%d/%d", ready, total);
 			printf("%-24s %-16s %-7s %-11s %-15s %s\n", sb->metadata->name,

@@ -4,6 +4,7 @@
 #include "cri.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -419,11 +420,14 @@ CRI_HANDLER(pod_sandbox_status)
 	if (r->verbose) {
 		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
 			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
-		char *info = xasprintf("{\"cellId\":\"%s\",\"instanceType\":\"%s\",\"ip\":\"%s\"}",
-				       sb->cell_id, sb->instance_type, sb->ip);
+		json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id,
+				      "instanceType", sb->instance_type, "ip", sb->ip,
+				      "sizingReason", sb->sizing_reason);
+		char *info = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
+		json_decref(j);
 		e->key = rpc_strdup(call, "info");
-		e->value = rpc_strdup(call, info);
+		e->value = rpc_strdup(call, info ? info : "{}");
 		free(info);
 		out->info = rpc_alloc(call, sizeof(*out->info));
 		out->info[0] = e;

@@ -32,8 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ip netns list 2>/dev/null | grep -q '^kiyot-'; then
-	echo "demo: cells of another kiyot exist (ip netns list); stop it first" >&2
+if ip link show master "$BRIDGE" 2>/dev/null | grep -q ' kv'; then
+	echo "demo: another kiyot's cells are on bridge $BRIDGE; stop it first" >&2
 	exit 1
 fi
 
@@ -79,8 +79,8 @@ cat "$REPO/deploy/examples/hello.yaml" | grep -v '^#'
 
 step "kiyot get pods"
 "$KIYOT" get pods
-step "kiyot get cells   (the cell: cheapest instance type that fits 250m / 400Mi)"
-"$KIYOT" get cells
+step "kiyot get cells -o wide   (the cell: the cheapest instance type that fits 250m / 400Mi, and why)"
+"$KIYOT" get cells -o wide
 ip=$("$KIYOT" get pods | awk '$1 == "hello" {print $5}')
 
 step "curl http://$ip:8080/   (the pod's IP is its cell's)"
