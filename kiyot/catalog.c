@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,18 @@
 #include "fsutil.h"
 #include "xalloc.h"
 
+/*
+ * The types are fixed once the catalog is built. refs counts the holders (the loader and every
+ * catalog_acquire); lock guards current, the catalog published for this one by a refresh, which
+ * this one holds a reference to.
+ */
 struct catalog {
 	char *region;
 	struct catalog_type *types;
 	size_t n;
+	atomic_size_t refs;
+	pthread_mutex_t lock;
+	struct catalog *current;
 };
 
 /* The embedded catalog, parsed once; NULL with embedded_error set when it did not parse. */
@@ -146,9 +155,7 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 	if (json_array_size(list) > CATALOG_MAX_TYPES)
 		return err_set(err, E2BIG, "region %s: more than %d instance types", region,
 			       CATALOG_MAX_TYPES);
-	c = xcalloc(1, sizeof(*c));
-	c->region = xstrdup(region);
-	c->types = xcalloc(json_array_size(list) + 1, sizeof(*c->types));
+	c = catalog_new(region, xcalloc(json_array_size(list) + 1, sizeof(*c->types)), 0);
 	json_array_foreach (list, i, e) {
 		const json_t *name = json_object_get(e, "instanceType");
 		_cleanup_free_ char *where =
@@ -209,18 +216,72 @@ int catalog_load_file(const char *path, const char *region, struct catalog **out
 	return 0;
 }
 
-/* Frees a catalog; NULL is fine. */
-void catalog_free(struct catalog *c)
+/* A catalog of n types (owned from now on) with one reference, the caller's. */
+struct catalog *catalog_new(const char *region, struct catalog_type *types, size_t n)
 {
-	if (!c)
-		return;
+	struct catalog *c = xcalloc(1, sizeof(*c));
+
+	c->region = xstrdup(region);
+	c->types = types;
+	c->n = n;
+	atomic_init(&c->refs, 1);
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+/* Frees what a catalog owns, its published successor's reference included. */
+static void catalog_destroy(struct catalog *c)
+{
+	catalog_release(c->current);
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->types[i].name);
 		free(c->types[i].generation);
 	}
 	free(c->types);
 	free(c->region);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+/* Drops one reference; the last one frees the catalog. NULL is fine. */
+void catalog_release(struct catalog *c)
+{
+	if (c && atomic_fetch_sub(&c->refs, 1) == 1)
+		catalog_destroy(c);
+}
+
+/* Drops the loader's reference (see catalog_release). */
+void catalog_free(struct catalog *c)
+{
+	catalog_release(c);
+}
+
+/*
+ * The newest published catalog of c (c itself until something was published), with a reference
+ * for the caller. Taking the reference under c->lock keeps a concurrent publish from freeing the
+ * snapshot between reading c->current and counting the new holder.
+ */
+struct catalog *catalog_acquire(struct catalog *c)
+{
+	struct catalog *s;
+
+	pthread_mutex_lock(&c->lock);
+	s = c->current ? c->current : c;
+	atomic_fetch_add(&s->refs, 1);
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+/* Makes next (whose reference the call takes over) what catalog_acquire(c) returns from now. */
+void catalog_publish(struct catalog *c, struct catalog *next)
+{
+	struct catalog *old;
+
+	pthread_mutex_lock(&c->lock);
+	old = c->current;
+	c->current = next;
+	pthread_mutex_unlock(&c->lock);
+	catalog_release(old);
 }
 
 /* The region the catalog was loaded for. */

@@ -19,8 +19,24 @@
  *		use(catalog_at(c, i));
  *	catalog_free(c);
  *
- * A loaded catalog is immutable: it may be read from several threads at once. catalog_load is
- * thread-safe.
+ * The types of a catalog never change once it is built: it may be read from several threads at
+ * once. catalog_load is thread-safe.
+ *
+ * Refreshing (catalog_refresh.h). A refresh never touches the types of the catalog it refreshes:
+ * it builds a new catalog and publishes it as that catalog's current one. Readers that want the
+ * refreshed data take the current one for the length of one use and give it back:
+ *
+ *	struct catalog *now = catalog_acquire(k->catalog);
+ *	ret = sizing_pick(now, &demand, &reserve, &choice, err);
+ *	catalog_release(now);
+ *
+ * Catalogs are reference counted. catalog_acquire takes a reference to the current catalog
+ * under the catalog's mutex, and catalog_publish swaps the current pointer under the same
+ * mutex and drops the reference the catalog held on the one it replaces; whoever releases last
+ * frees it. So a reader's catalog is never changed nor freed under it, however long it takes,
+ * and a refresh never waits for readers. Code that reads a catalog directly (catalog_at,
+ * catalog_find, sizing_pick on k->catalog itself) keeps working as before and keeps seeing the
+ * data that catalog was loaded with.
  */
 #ifndef KIYOT_CATALOG_H
 #define KIYOT_CATALOG_H
@@ -62,7 +78,31 @@ int catalog_load_file(const char *path, const char *region, struct catalog **out
 int catalog_load_text(const char *text, size_t len, const char *region, struct catalog **out,
 		      struct err *err);
 
+/* Drops the loader's reference: the same as catalog_release. NULL is fine. */
 void catalog_free(struct catalog *c);
+
+/*
+ * The current catalog of c: the one last published for it, or c itself when none was. The
+ * caller holds a reference and gives it back with catalog_release. Thread-safe.
+ */
+struct catalog *catalog_acquire(struct catalog *c);
+
+/* Drops one reference; the last one frees the catalog. NULL is fine. Thread-safe. */
+void catalog_release(struct catalog *c);
+
+/*
+ * Makes next the current catalog of c, taking over the caller's reference to next (NULL goes
+ * back to c's own data). Readers holding the previous one keep it until they release it.
+ * next must not be c, nor a catalog whose current one is c. Thread-safe.
+ */
+void catalog_publish(struct catalog *c, struct catalog *next);
+
+/*
+ * A catalog of region made of the n types of the array types, which it takes over with every
+ * name and generation in it (all from malloc). One reference, the caller's. For building a
+ * refreshed catalog; a name must appear only once.
+ */
+struct catalog *catalog_new(const char *region, struct catalog_type *types, size_t n);
 
 const char *catalog_region(const struct catalog *c);
 size_t catalog_count(const struct catalog *c);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "catalog_refresh.h"
 #include "cells.h"
 #include "clock.h"
 #include "events.h"
@@ -345,6 +346,10 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		ec.launch_timeout_s = k->cfg.ec2.launch_timeout_s;
 		if (provider_ec2_new(&ec, &k->provider, err) < 0)
 			return err_wrap(err, "ec2 cell provider");
+		/* in the background: start-up does not wait for EC2 */
+		if (catalog_refresh_start(k->catalog, provider_ec2_client(&k->provider),
+					  CATALOG_REFRESH_INTERVAL_S, err) < 0)
+			return -err->code;
 	} else if (strcmp(k->cfg.provider, "local") == 0) {
 		lc.state_dir = cells_dir;
 		lc.bridge = k->cfg.bridge;
@@ -371,6 +376,7 @@ void kiyot_close(struct kiyot *k)
 	gc_stop(k->gc);
 	cells_free(k->cells);
 	events_free(k->events);
+	catalog_refresh_stop(k->catalog); /* before the provider frees its EC2 client */
 	if (k->provider.ops)
 		k->provider.ops->destroy(k->provider.self);
 	catalog_free(k->catalog);

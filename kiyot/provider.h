@@ -110,4 +110,9 @@ struct ec2_provider_config {
 int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out,
 		     struct err *err);
 
+struct ec2_client;
+/* The EC2 client of an EC2 provider (owned by it, valid until it is destroyed; usable from any
+ * thread), or NULL when p is another provider. */
+struct ec2_client *provider_ec2_client(const struct provider *p);
+
 #endif

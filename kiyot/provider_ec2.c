@@ -449,3 +449,9 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	out->self = p;
 	return 0;
 }
+
+/* The provider's client, for other users of the same credentials (the catalog refresh). */
+struct ec2_client *provider_ec2_client(const struct provider *p)
+{
+	return p->ops == &ec2_ops ? ((struct ec2p *)p->self)->client : NULL;
+}

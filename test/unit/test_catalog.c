@@ -223,6 +223,58 @@ static void test_catalog__malformed_entries(void **state)
 	}
 }
 
+/* One malloc'd type for catalog_new. */
+static struct catalog_type *one_type(const char *name, double spot)
+{
+	struct catalog_type *t = calloc(1, sizeof(*t));
+
+	t->name = strdup(name);
+	t->generation = strdup("current");
+	t->cpu = 2;
+	t->cpu_milli = 2000;
+	t->memory_gib = 1;
+	t->memory_bytes = 1LL << 30;
+	t->baseline = 2;
+	t->price = 0.02;
+	t->spot_price = spot;
+	return t;
+}
+
+/*
+ * Publishing a new catalog changes what catalog_acquire returns, never what a reader already
+ * holds, nor the loaded catalog's own types; the last holder frees a replaced catalog.
+ */
+static void test_catalog__publish_keeps_readers_snapshot(void **state)
+{
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL, *first, *second, *third;
+	(void)state;
+
+	if (catalog_load("us-east-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	first = catalog_acquire(c);
+	assert_ptr_equal(first, c);
+	catalog_publish(c, catalog_new("us-east-1", one_type("x1.small", 0.01), 1));
+	second = catalog_acquire(c);
+	assert_ptr_not_equal(second, c);
+	assert_int_equal(catalog_count(second), 1);
+	assert_string_equal(catalog_region(second), "us-east-1");
+	assert_non_null(catalog_find(second, "x1.small"));
+	assert_int_equal(catalog_count(first), 263);
+	assert_non_null(catalog_find(c, "t3.nano"));
+	catalog_publish(c, catalog_new("us-east-1", one_type("x2.small", 0.02), 1));
+	/* the reader of the replaced catalog still reads it whole */
+	assert_string_equal(catalog_at(second, 0)->name, "x1.small");
+	assert_true(catalog_at(second, 0)->spot_price == 0.01);
+	third = catalog_acquire(c);
+	assert_string_equal(catalog_at(third, 0)->name, "x2.small");
+	catalog_release(second);
+	catalog_release(third);
+	catalog_release(first);
+	/* frees c and the catalog published for it */
+	catalog_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_catalog__unknown_region_lists_valid_ones),
 		cmocka_unit_test(test_catalog__load_file),
 		cmocka_unit_test(test_catalog__malformed_entries),
+		cmocka_unit_test(test_catalog__publish_keeps_readers_snapshot),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,313 @@
+/*
+ * catalog_refresh.c: the instance catalog brought up to date from DescribeInstanceTypes and
+ * DescribeSpotPriceHistory, once or periodically on a thread. See catalog_refresh.h for the
+ * merge rules.
+ */
+#include "catalog_refresh.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "log.h"
+#include "xalloc.h"
+
+/* Sizes beyond these are not believed; the shipped ones stay (catalog.c has the same caps). */
+#define REFRESH_MAX_VCPUS 1000000
+#define REFRESH_MAX_MEMORY_MIB (1000000LL * 1024)
+#define REFRESH_MAX_GPUS 1024
+#define REFRESH_MAX_PRICE 1e6
+
+/* Orders instance types by name, for qsort and bsearch. */
+static int refresh_type_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ec2_type_info *)a)->name,
+		      ((const struct ec2_type_info *)b)->name);
+}
+
+/* Orders spot prices by type name, for bsearch. */
+static int refresh_spot_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ec2_spot_price *)a)->instance_type,
+		      ((const struct ec2_spot_price *)b)->instance_type);
+}
+
+/* Moves the types that have a name to the front, freeing the rest; returns their count. */
+static size_t refresh_named_types(struct ec2_type_info *a, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].name && a[i].name[0])
+			a[k++] = a[i];
+		else
+			free(a[i].name);
+	}
+	return k;
+}
+
+/* The API's description of a type, from the sorted array, or NULL. */
+static const struct ec2_type_info *refresh_find_type(const struct ec2_type_info *a, size_t n,
+						     const char *name)
+{
+	struct ec2_type_info key = { .name = (char *)name };
+
+	return n ? bsearch(&key, a, n, sizeof(*a), refresh_type_cmp) : NULL;
+}
+
+/* The API's spot price of a type, from the array sorted by type, or NULL. */
+static const struct ec2_spot_price *refresh_find_spot(const struct ec2_spot_price *a, size_t n,
+						      const char *name)
+{
+	struct ec2_spot_price key = { .instance_type = (char *)name };
+
+	return n ? bsearch(&key, a, n, sizeof(*a), refresh_spot_cmp) : NULL;
+}
+
+/*
+ * One shipped type, corrected by what the API says of it, into *out (which then owns copies of
+ * the strings). Updates the counts.
+ */
+static void refresh_merge_type(const struct catalog_type *base, const struct ec2_type_info *api,
+			       const struct ec2_spot_price *spot,
+			       struct catalog_refresh_counts *counts, struct catalog_type *out)
+{
+	const char *gen = api->current_generation ? "current" : "previous";
+	bool changed = false;
+
+	*out = *base;
+	out->name = xstrdup(base->name);
+	if (api->vcpus > 0 && api->vcpus <= REFRESH_MAX_VCPUS && api->memory_mib > 0 &&
+	    api->memory_mib <= REFRESH_MAX_MEMORY_MIB && api->gpus >= 0 &&
+	    api->gpus <= REFRESH_MAX_GPUS) {
+		changed = base->cpu_milli != (int64_t)api->vcpus * 1000 ||
+			  base->memory_bytes != api->memory_mib * 1048576 ||
+			  base->gpus != api->gpus;
+		out->cpu = api->vcpus;
+		out->cpu_milli = (int64_t)api->vcpus * 1000;
+		out->memory_gib = (double)api->memory_mib / 1024.0;
+		out->memory_bytes = api->memory_mib * 1048576;
+		out->gpus = api->gpus;
+	}
+	changed = changed || strcmp(base->generation, gen) != 0;
+	out->generation = xstrdup(gen);
+	/* only the shipped data knows a baseline */
+	out->burstable = base->burstable && api->burstable;
+	out->baseline = out->burstable && base->baseline < out->cpu ? base->baseline : out->cpu;
+	changed = changed || out->burstable != base->burstable;
+	if (spot && isfinite(spot->price) && spot->price > 0 && spot->price < REFRESH_MAX_PRICE) {
+		out->spot_price = spot->price;
+		counts->spot_updated++;
+	}
+	counts->types_updated += changed;
+}
+
+/*
+ * The catalog c was loaded with, merged with the API's types (sorted, nt of them) and spot
+ * prices (sorted by type), into a new catalog. EIO when nothing of c is left.
+ */
+static int refresh_merge(const struct catalog *c, const struct ec2_type_info *types, size_t nt,
+			 const struct ec2_spot_price *spots, size_t ns,
+			 struct catalog_refresh_counts *counts, struct catalog **out,
+			 struct err *err)
+{
+	size_t n = catalog_count(c), k = 0;
+	struct catalog_type *merged = xcalloc(n + 1, sizeof(*merged));
+
+	for (size_t i = 0; i < nt; i++) {
+		if (i && strcmp(types[i - 1].name, types[i].name) == 0)
+			continue;
+		counts->types_listed++;
+		if (!catalog_find(c, types[i].name))
+			counts->types_unpriced++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct catalog_type *t = catalog_at(c, i);
+		const struct ec2_type_info *api = refresh_find_type(types, nt, t->name);
+
+		if (!api) {
+			counts->types_dropped++;
+			continue;
+		}
+		refresh_merge_type(t, api, refresh_find_spot(spots, ns, t->name), counts,
+				   &merged[k++]);
+	}
+	counts->types_kept = k;
+	if (k == 0) {
+		free(merged);
+		return err_set(err, EIO,
+			       "DescribeInstanceTypes lists none of the %zu instance types of the "
+			       "catalog of %s; check the EC2 endpoint and region",
+			       n, catalog_region(c));
+	}
+	*out = catalog_new(catalog_region(c), merged, k);
+	return 0;
+}
+
+/* Asks EC2, merges, publishes; nothing is published on any failure. */
+int catalog_refresh_counted(struct catalog *c, struct ec2_client *ec2,
+			    struct catalog_refresh_counts *counts, struct err *err)
+{
+	struct catalog_refresh_counts cnt = { 0 };
+	struct ec2_type_info *types = NULL;
+	struct ec2_spot_price *spots = NULL;
+	struct catalog *next = NULL;
+	size_t nt = 0, ns = 0;
+	int ret;
+
+	ret = ec2_describe_instance_types(ec2, &types, &nt, NULL, err);
+	if (ret >= 0 && nt == 0)
+		ret = err_set(err, EIO, "DescribeInstanceTypes listed no instance types");
+	if (ret >= 0)
+		ret = ec2_describe_spot_prices(ec2, NULL, 0, NULL, &spots, &ns, NULL, err);
+	if (ret >= 0) {
+		nt = refresh_named_types(types, nt);
+		qsort(types, nt, sizeof(*types), refresh_type_cmp);
+		ret = refresh_merge(c, types, nt, spots, ns, &cnt, &next, err);
+	}
+	ec2_type_infos_free(types, nt);
+	ec2_spot_prices_free(spots, ns);
+	if (ret < 0)
+		return err_wrap(err, "catalog refresh");
+	catalog_publish(c, next);
+	if (counts)
+		*counts = cnt;
+	return 0;
+}
+
+/* Refreshes without reporting counts. */
+int catalog_refresh(struct catalog *c, struct ec2_client *ec2, struct err *err)
+{
+	return catalog_refresh_counted(c, ec2, NULL, err);
+}
+
+/* A periodic refresh of one catalog, on its own thread. */
+struct catalog_refresher {
+	struct catalog *catalog;
+	struct ec2_client *ec2;
+	int64_t interval_ns;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* stop was set */
+	bool stop;
+	pthread_t thread;
+	struct catalog_refresher *next;
+};
+
+/* The running refreshers, one per catalog; kiyot has one, tests may have several. */
+static struct catalog_refresher *refreshers;
+static pthread_mutex_t refreshers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One refresh, and its one log line. */
+static void refresher_run_once(struct catalog_refresher *r)
+{
+	struct catalog_refresh_counts n;
+	struct err err = ERR_INIT;
+
+	if (catalog_refresh_counted(r->catalog, r->ec2, &n, &err) < 0) {
+		log_warn("%s; keeping the instance catalog of %s as it was", err.msg,
+			 catalog_region(r->catalog));
+		return;
+	}
+	log_info("catalog refresh: %s: %zu types updated, %zu spot prices updated, %zu types "
+		 "dropped (EC2 lists %zu types, the catalog now has %zu; %zu types without a "
+		 "known on-demand price not added)",
+		 catalog_region(r->catalog), n.types_updated, n.spot_updated, n.types_dropped,
+		 n.types_listed, n.types_kept, n.types_unpriced);
+}
+
+/* Refreshes at once, then every interval until stopped. */
+static void *refresher_main(void *arg)
+{
+	struct catalog_refresher *r = arg;
+
+	for (;;) {
+		int64_t deadline;
+		struct timespec ts;
+
+		refresher_run_once(r);
+		deadline = clock_mono_ns() + r->interval_ns;
+		ts.tv_sec = (time_t)(deadline / 1000000000);
+		ts.tv_nsec = (long)(deadline % 1000000000);
+		pthread_mutex_lock(&r->lock);
+		while (!r->stop && clock_mono_ns() < deadline)
+			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+		if (r->stop) {
+			pthread_mutex_unlock(&r->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&r->lock);
+	}
+}
+
+/* Frees a refresher whose thread is not running. */
+static void refresher_free(struct catalog_refresher *r)
+{
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}
+
+/* Starts the refresher thread of c and registers it. */
+int catalog_refresh_start(struct catalog *c, struct ec2_client *ec2, int interval_s,
+			  struct err *err)
+{
+	struct catalog_refresher *r;
+	pthread_condattr_t ca;
+	int ret = 0;
+
+	if (interval_s <= 0)
+		return err_set(err, EINVAL, "catalog refresh: the interval must be positive");
+	r = xcalloc(1, sizeof(*r));
+	r->catalog = c;
+	r->ec2 = ec2;
+	r->interval_ns = (int64_t)interval_s * 1000000000;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&refreshers_lock);
+	for (struct catalog_refresher *o = refreshers; o; o = o->next)
+		if (o->catalog == c)
+			ret = err_set(err, EEXIST, "catalog refresh: already running for %s",
+				      catalog_region(c));
+	if (ret == 0 && pthread_create(&r->thread, NULL, refresher_main, r) != 0)
+		ret = err_set(err, EAGAIN, "catalog refresh: cannot start a thread");
+	if (ret == 0) {
+		r->next = refreshers;
+		refreshers = r;
+	}
+	pthread_mutex_unlock(&refreshers_lock);
+	if (ret < 0)
+		refresher_free(r);
+	return ret;
+}
+
+/* Unregisters the refresher of c, tells it to stop and joins it. */
+void catalog_refresh_stop(struct catalog *c)
+{
+	struct catalog_refresher *r = NULL;
+
+	pthread_mutex_lock(&refreshers_lock);
+	for (struct catalog_refresher **p = &refreshers; c && *p; p = &(*p)->next) {
+		if ((*p)->catalog == c) {
+			r = *p;
+			*p = r->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&refreshers_lock);
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	refresher_free(r);
+}

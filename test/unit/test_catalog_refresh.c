@@ -1,0 +1,541 @@
+/*
+ * Unit tests for kiyot/catalog_refresh: a catalog (test/fixtures/catalog/base.json) refreshed
+ * from an HTTP server on 127.0.0.1 that answers DescribeInstanceTypes (two pages) and
+ * DescribeSpotPriceHistory with the XML of test/fixtures/catalog/, or fails one action.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "../../kiyot/catalog.h"
+#include "../../kiyot/catalog_refresh.h"
+#include "../../kiyot/sizing.h"
+#include "../fixtures/ec2/httpstub.h"
+#include "buf.h"
+#include "fsutil.h"
+#include "xalloc.h"
+
+#define FIX "test/fixtures/catalog/"
+
+/* A fixture's text; the caller frees it. */
+static char *fixture(const char *name)
+{
+	_cleanup_free_ char *path = xasprintf(FIX "%s", name);
+	struct err err = ERR_INIT;
+	size_t n = 0;
+	char *text = NULL;
+
+	if (fs_read_file(path, 1 << 20, &text, &n, &err) < 0)
+		fail_msg("%s", err.msg);
+	return text;
+}
+
+/* What the fake EC2 answers: the fixtures, except fail_action, which gets fail_status. */
+struct fake_ec2 {
+	char *types1, *types2, *types_empty, *spots, *throttle, *auth;
+	const char *fail_action; /* "DescribeInstanceTypes", ...; NULL: none fails */
+	int fail_status;
+	const char *fail_body;
+	bool empty_types; /* DescribeInstanceTypes lists nothing */
+	/* when set, every answer waits until gate_open (or 30 s pass) */
+	bool gated;
+	bool gate_open;
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cond;
+};
+
+/* True when the form body has exactly this key=value pair. */
+static bool form_has(const char *body, const char *pair)
+{
+	size_t n = strlen(pair);
+
+	for (const char *p = body; (p = strstr(p, pair)); p++)
+		if ((p == body || p[-1] == '&') && (p[n] == '&' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* Waits for the test to open the gate; 30 s at most, so a broken test ends. */
+static void fake_wait_gate(struct fake_ec2 *f)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&f->gate_lock);
+	while (f->gated && !f->gate_open)
+		if (pthread_cond_timedwait(&f->gate_cond, &f->gate_lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->gate_lock);
+}
+
+/* The stub's handler: answers by the Action of the form body. */
+static void fake_handler(struct stub *s, const struct stub_request *rq, struct stub_reply *out)
+{
+	struct fake_ec2 *f = s->ctx;
+	const char *body = rq->body ? rq->body : "";
+
+	fake_wait_gate(f);
+	out->headers = NULL;
+	if (f->fail_action && strstr(body, f->fail_action)) {
+		out->status = f->fail_status;
+		out->body = f->fail_body;
+	} else if (form_has(body, "Action=DescribeInstanceTypes")) {
+		out->status = 200;
+		if (f->empty_types)
+			out->body = f->types_empty;
+		else if (form_has(body, "NextToken=catalog-page-2"))
+			out->body = f->types2;
+		else
+			out->body = f->types1;
+	} else if (form_has(body, "Action=DescribeSpotPriceHistory")) {
+		out->status = 200;
+		out->body = f->spots;
+	} else {
+		out->status = 400;
+		out->body = f->auth;
+	}
+}
+
+/* The test's world: the fake EC2, a client pointed at it, and the base catalog. */
+struct harness {
+	struct fake_ec2 fake;
+	struct stub stub;
+	struct aws_creds_provider *creds;
+	struct ec2_client *client;
+	struct catalog *catalog;
+	char endpoint[64];
+};
+
+/* Retries do not really sleep. */
+static void no_sleep(void *ctx, int64_t ns)
+{
+	(void)ctx;
+	(void)ns;
+}
+
+static int setup(void **state)
+{
+	struct aws_creds cr = { "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", NULL, 0,
+				"static" };
+	struct harness *h = xcalloc(1, sizeof(*h));
+	struct ec2_config cfg = { 0 };
+	struct err err = ERR_INIT;
+
+	h->fake.types1 = fixture("instance_types_page1.xml");
+	h->fake.types2 = fixture("instance_types_page2.xml");
+	h->fake.types_empty = fixture("instance_types_empty.xml");
+	h->fake.spots = fixture("spot_prices.xml");
+	h->fake.throttle = fixture("error_throttle.xml");
+	h->fake.auth = fixture("error_auth.xml");
+	pthread_mutex_init(&h->fake.gate_lock, NULL);
+	pthread_cond_init(&h->fake.gate_cond, NULL);
+	h->stub.handler = fake_handler;
+	h->stub.ctx = &h->fake;
+	assert_int_equal(stub_start(&h->stub), 0);
+	snprintf(h->endpoint, sizeof(h->endpoint), "http://127.0.0.1:%d/", h->stub.port);
+	h->creds = aws_creds_provider_new_static(&cr);
+	cfg.region = "us-east-1";
+	cfg.endpoint = h->endpoint;
+	cfg.creds = h->creds;
+	cfg.max_attempts = 3;
+	cfg.sleep = no_sleep;
+	if (ec2_client_new(&cfg, &h->client, &err) < 0 ||
+	    catalog_load_file(FIX "base.json", "us-east-1", &h->catalog, &err) < 0)
+		fail_msg("%s", err.msg);
+	*state = h;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct harness *h = *state;
+
+	catalog_refresh_stop(h->catalog);
+	catalog_free(h->catalog);
+	stub_stop(&h->stub);
+	ec2_client_free(h->client);
+	aws_creds_provider_free(h->creds);
+	stub_release(&h->stub);
+	free(h->fake.types1);
+	free(h->fake.types2);
+	free(h->fake.types_empty);
+	free(h->fake.spots);
+	free(h->fake.throttle);
+	free(h->fake.auth);
+	pthread_mutex_destroy(&h->fake.gate_lock);
+	pthread_cond_destroy(&h->fake.gate_cond);
+	free(h);
+	return 0;
+}
+
+/* Every field of every type of c, one line each; the caller frees it. */
+static char *dump(const struct catalog *c)
+{
+	struct buf b = BUF_INIT;
+	struct err err = ERR_INIT;
+
+	for (size_t i = 0; i < catalog_count(c); i++) {
+		const struct catalog_type *t = catalog_at(c, i);
+
+		buf_appendf(&b, &err, "%s %.6f %.6f %lld %lld %d %d %.6f %.6f %.6f %s\n", t->name,
+			    t->cpu, t->memory_gib, (long long)t->cpu_milli,
+			    (long long)t->memory_bytes, t->gpus, t->burstable, t->baseline,
+			    t->price, t->spot_price, t->generation);
+	}
+	return buf_detach(&b, NULL);
+}
+
+/* Refreshes and fails the test with the error if that fails. */
+static void refresh_ok(struct harness *h, struct catalog_refresh_counts *n)
+{
+	struct err err = ERR_INIT;
+
+	if (catalog_refresh_counted(h->catalog, h->client, n, &err) < 0)
+		fail_msg("%s", err.msg);
+}
+
+/* Spot prices come from EC2 (the latest of any zone); on-demand prices and baselines stay. */
+static void test_catalog_refresh__prices_merge(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct catalog *now;
+	const struct catalog_type *t;
+
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	assert_ptr_not_equal(now, h->catalog);
+	t = catalog_find(now, "t3.nano");
+	assert_non_null(t);
+	assert_true(fabs(t->spot_price - 0.003) < 1e-9);
+	assert_true(fabs(t->price - 0.0052) < 1e-9);
+	assert_true(t->burstable);
+	assert_true(fabs(t->baseline - 0.1) < 1e-9);
+	t = catalog_find(now, "m5.large");
+	assert_true(fabs(t->spot_price - 0.038) < 1e-9); /* 10:00 in 1c beats 09:00 in 1a */
+	assert_true(fabs(catalog_find(now, "c5.large")->spot_price - 0.029) < 1e-9);
+	/* no spot price from EC2: the shipped one stays */
+	assert_true(fabs(catalog_find(now, "t3a.nano")->spot_price - 0.002) < 1e-9);
+	assert_true(fabs(catalog_find(now, "p3.2xlarge")->spot_price - 0.918) < 1e-9);
+	assert_int_equal(n.types_listed, 7);
+	assert_int_equal(n.spot_updated, 3);
+	assert_int_equal(n.types_kept, 6);
+	assert_int_equal(catalog_count(now), 6);
+	assert_string_equal(catalog_region(now), "us-east-1");
+	/* both pages of DescribeInstanceTypes and the Linux spot prices were asked for */
+	assert_int_equal(stub_count(&h->stub), 3);
+	assert_true(form_has(h->stub.reqs[0].body, "Action=DescribeInstanceTypes"));
+	assert_true(form_has(h->stub.reqs[1].body, "NextToken=catalog-page-2"));
+	assert_true(form_has(h->stub.reqs[2].body, "Action=DescribeSpotPriceHistory"));
+	assert_true(form_has(h->stub.reqs[2].body, "ProductDescription.1=Linux%2FUNIX"));
+	catalog_release(now);
+}
+
+/* vCPUs, memory and GPUs follow the API; an unchanged type is not counted as updated. */
+static void test_catalog_refresh__sizes_corrected(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct catalog *now;
+	const struct catalog_type *t;
+
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	t = catalog_find(now, "m5.large");
+	assert_true(fabs(t->memory_gib - 8.0) < 1e-9);
+	assert_int_equal(t->memory_bytes, 8LL << 30);
+	assert_int_equal(t->cpu_milli, 2000);
+	assert_true(fabs(t->price - 0.096) < 1e-9);
+	t = catalog_find(now, "p3.2xlarge");
+	assert_int_equal(t->gpus, 1);
+	assert_int_equal(t->memory_bytes, 61LL << 30);
+	assert_int_equal(n.types_updated, 1);
+	catalog_release(now);
+}
+
+/* A type EC2 lists that the shipped data has no on-demand price for is not added. */
+static void test_catalog_refresh__unknown_type_without_price_not_added(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct catalog *now;
+
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	assert_null(catalog_find(now, "m7i.large"));
+	assert_int_equal(catalog_count_matching(now, "m7i*"), 0);
+	assert_int_equal(n.types_unpriced, 1);
+	catalog_release(now);
+}
+
+/* A type the region no longer offers is dropped; refreshing again changes nothing more. */
+static void test_catalog_refresh__missing_type_dropped(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct catalog *now;
+	_cleanup_free_ char *first = NULL;
+	_cleanup_free_ char *second = NULL;
+
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	assert_null(catalog_find(now, "m4.large"));
+	assert_int_equal(n.types_dropped, 1);
+	first = dump(now);
+	catalog_release(now);
+	/* the loaded catalog itself is untouched: readers of it are unaffected */
+	assert_non_null(catalog_find(h->catalog, "m4.large"));
+	assert_int_equal(catalog_count(h->catalog), 7);
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	second = dump(now);
+	assert_string_equal(first, second);
+	assert_int_equal(n.types_dropped, 1);
+	catalog_release(now);
+}
+
+/* Throttling that outlasts the retries fails the refresh, and the catalog stays exactly so. */
+static void test_catalog_refresh__throttled_keeps_catalog(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *before, *after;
+	_cleanup_free_ char *was = NULL;
+	_cleanup_free_ char *is = NULL;
+
+	refresh_ok(h, NULL);
+	before = catalog_acquire(h->catalog);
+	was = dump(before);
+	h->fake.fail_action = "Action=DescribeSpotPriceHistory";
+	h->fake.fail_status = 500;
+	h->fake.fail_body = h->fake.throttle;
+	assert_int_equal(catalog_refresh(h->catalog, h->client, &err), -EAGAIN);
+	assert_memory_equal(err.msg, "catalog refresh: ", 17);
+	assert_non_null(strstr(err.msg, "DescribeSpotPriceHistory"));
+	assert_non_null(strstr(err.msg, "RequestLimitExceeded"));
+	/* 3 requests of the first refresh, 2 of the types, 3 tries of the prices */
+	assert_int_equal(stub_count(&h->stub), 8);
+	after = catalog_acquire(h->catalog);
+	assert_ptr_equal(before, after);
+	is = dump(after);
+	assert_string_equal(was, is);
+	catalog_release(before);
+	catalog_release(after);
+}
+
+/* Refused credentials fail the refresh at once, naming the call; nothing is published. */
+static void test_catalog_refresh__auth_failure_keeps_catalog(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+	_cleanup_free_ char *was = dump(h->catalog);
+	_cleanup_free_ char *is = NULL;
+
+	h->fake.fail_action = "Action=DescribeInstanceTypes";
+	h->fake.fail_status = 401;
+	h->fake.fail_body = h->fake.auth;
+	assert_int_equal(catalog_refresh(h->catalog, h->client, &err), -EACCES);
+	assert_memory_equal(err.msg, "catalog refresh: ", 17);
+	assert_non_null(strstr(err.msg, "DescribeInstanceTypes"));
+	assert_non_null(strstr(err.msg, "AuthFailure"));
+	assert_int_equal(stub_count(&h->stub), 1);
+	now = catalog_acquire(h->catalog);
+	assert_ptr_equal(now, h->catalog);
+	is = dump(now);
+	assert_string_equal(was, is);
+	catalog_release(now);
+}
+
+/* An answer without instance types would empty the catalog: it is refused. */
+static void test_catalog_refresh__empty_answer_keeps_catalog(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	h->fake.empty_types = true;
+	assert_int_equal(catalog_refresh(h->catalog, h->client, &err), -EIO);
+	assert_non_null(strstr(err.msg, "catalog refresh: DescribeInstanceTypes listed no"));
+	now = catalog_acquire(h->catalog);
+	assert_ptr_equal(now, h->catalog);
+	assert_int_equal(catalog_count(now), 7);
+	catalog_release(now);
+}
+
+/* A spot pod lands on the type that is cheapest at the refreshed spot prices. */
+static void test_catalog_refresh__sizing_uses_refreshed_spot_price(void **state)
+{
+	struct harness *h = *state;
+	struct pod_demand spot = { .memory_bytes = 400LL << 20, .spot = true };
+	struct pod_demand big = { .memory_bytes = 7800LL << 20 };
+	struct sizing_choice ch;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	/* shipped: t3.nano $0.0016 beats t3a.nano $0.0020 */
+	assert_int_equal(sizing_pick(h->catalog, &spot, NULL, &ch, &err), 0);
+	assert_string_equal(ch.instance_type, "t3.nano");
+	/* shipped: m5.large has 7.5 GiB, so 7.8 GiB goes to m4.large */
+	assert_int_equal(sizing_pick(h->catalog, &big, NULL, &ch, &err), 0);
+	assert_string_equal(ch.instance_type, "m4.large");
+	refresh_ok(h, NULL);
+	now = catalog_acquire(h->catalog);
+	/* refreshed: t3.nano's spot price rose to $0.0030 */
+	assert_int_equal(sizing_pick(now, &spot, NULL, &ch, &err), 0);
+	assert_string_equal(ch.instance_type, "t3a.nano");
+	assert_true(fabs(ch.list_price - 0.002) < 1e-9);
+	assert_string_equal(ch.runners_up[0].instance_type, "t3.nano");
+	assert_true(fabs(ch.runners_up[0].price - 0.003) < 1e-9);
+	/* refreshed: m4.large is gone and m5.large really has 8 GiB */
+	assert_int_equal(sizing_pick(now, &big, NULL, &ch, &err), 0);
+	assert_string_equal(ch.instance_type, "m5.large");
+	catalog_release(now);
+}
+
+/* What a reader thread saw; stop is shared, set by the test. */
+struct reader {
+	struct catalog *catalog;
+	int *stop;
+	int reads, bad;
+};
+
+/* Sizes a spot pod over and over with whatever catalog is current. */
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	struct pod_demand spot = { .memory_bytes = 400LL << 20, .spot = true };
+
+	while (!__atomic_load_n(r->stop, __ATOMIC_ACQUIRE) || r->reads == 0) {
+		struct catalog *now = catalog_acquire(r->catalog);
+		struct sizing_choice ch;
+		struct err err = ERR_INIT;
+		size_t n = catalog_count(now);
+
+		if (sizing_pick(now, &spot, NULL, &ch, &err) < 0 || (n != 6 && n != 7) ||
+		    (strcmp(ch.instance_type, "t3.nano") != 0 &&
+		     strcmp(ch.instance_type, "t3a.nano") != 0))
+			r->bad++;
+		catalog_release(now);
+		r->reads++;
+	}
+	return NULL;
+}
+
+/* Sizing on other threads goes on, consistent, while refreshes replace the catalog. */
+static void test_catalog_refresh__readers_during_refresh(void **state)
+{
+	struct harness *h = *state;
+	struct reader r[2];
+	pthread_t thr[2];
+	int stop = 0;
+
+	for (int i = 0; i < 2; i++) {
+		r[i] = (struct reader){ .catalog = h->catalog, .stop = &stop };
+		assert_int_equal(pthread_create(&thr[i], NULL, reader_main, &r[i]), 0);
+	}
+	for (int i = 0; i < 5; i++)
+		refresh_ok(h, NULL);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(thr[i], NULL);
+		assert_true(r[i].reads > 0);
+		assert_int_equal(r[i].bad, 0);
+	}
+}
+
+/* Opens the fake's gate, letting gated answers go. */
+static void open_gate(struct fake_ec2 *f)
+{
+	pthread_mutex_lock(&f->gate_lock);
+	f->gate_open = true;
+	pthread_cond_broadcast(&f->gate_cond);
+	pthread_mutex_unlock(&f->gate_lock);
+}
+
+/* The background refresher returns before EC2 answers, then refreshes once at once. */
+static void test_catalog_refresh__background_start(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	h->fake.gated = true;
+	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), 0);
+	/* EC2 has not answered yet, and start-up already goes on */
+	now = catalog_acquire(h->catalog);
+	assert_ptr_equal(now, h->catalog);
+	catalog_release(now);
+	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), -EEXIST);
+	open_gate(&h->fake);
+	/* stop waits for the refresh under way; the next is an hour away */
+	catalog_refresh_stop(h->catalog);
+	assert_int_equal(stub_count(&h->stub), 3);
+	now = catalog_acquire(h->catalog);
+	assert_ptr_not_equal(now, h->catalog);
+	assert_null(catalog_find(now, "m4.large"));
+	catalog_release(now);
+	/* stopped: a refresher can be started again */
+	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), 0);
+	catalog_refresh_stop(h->catalog);
+	assert_int_equal(stub_count(&h->stub), 6);
+}
+
+/* A background refresh that fails leaves the catalog as it was. */
+static void test_catalog_refresh__background_failure_keeps_catalog(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	h->fake.fail_action = "Action=DescribeInstanceTypes";
+	h->fake.fail_status = 401;
+	h->fake.fail_body = h->fake.auth;
+	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), 0);
+	catalog_refresh_stop(h->catalog);
+	assert_int_equal(stub_count(&h->stub), 1);
+	now = catalog_acquire(h->catalog);
+	assert_ptr_equal(now, h->catalog);
+	catalog_release(now);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__prices_merge, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__sizes_corrected, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__unknown_type_without_price_not_added, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__missing_type_dropped, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__throttled_keeps_catalog,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__auth_failure_keeps_catalog,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__empty_answer_keeps_catalog,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__sizing_uses_refreshed_spot_price, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__readers_during_refresh, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__background_start, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__background_failure_keeps_catalog, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
