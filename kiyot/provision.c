@@ -80,8 +80,15 @@ int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 	if (!d.instance_type && k->cfg.default_instance_type[0] && !d.cpu_milli &&
 	    !d.memory_bytes && !d.gpus)
 		d.instance_type = k->cfg.default_instance_type;
-	if (sizing_pick(k->catalog, &d, &reserve, &ch, err) < 0)
-		return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
+	{
+		/* the current catalog, held while sizing reads it (a refresh may publish a newer one) */
+		struct catalog *cat = catalog_acquire(k->catalog);
+		int ret = sizing_pick(cat, &d, &reserve, &ch, err);
+
+		catalog_release(cat);
+		if (ret < 0)
+			return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
+	}
 	out->instance_type = xstrdup(ch.instance_type);
 	out->cpus = ch.cpu;
 	out->memory_bytes = ch.memory_bytes;
