@@ -5,12 +5,16 @@ set -e
 PKGS="build-essential pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
 protobuf-compiler libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libsqlite3-dev
 libarchive-dev libyaml-dev libxml2-dev crun runc docker-registry python3 python3-grpcio
-python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc"
+python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc
+python3-kubernetes"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 		missing="$missing $p"
 done
+# kubectl for the Cell CRD tests: Debian's kubernetes-client, unless a kubectl is installed
+# already (kubectl packages all ship /usr/bin/kubectl)
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 [ -z "$missing" ] && exit 0
 echo "installing:$missing"
 if [ "$(id -u)" != 0 ]; then

@@ -17,6 +17,7 @@
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
+ *	kubeconfig: ""                (API server for Cell objects; "": in-cluster if there)
  *	ec2:                          (when cells.provider is ec2)
  *	  region: us-east-1           (default: the top-level region)
  *	  endpoint: ""                (a private endpoint; default EC2's public one)
@@ -72,6 +73,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->log_level = xstrdup("info");
 	c->region = xstrdup("us-east-1");
 	c->default_instance_type = xstrdup("");
+	c->kubeconfig = xstrdup("");
 	c->provider = xstrdup("local");
 	c->cell_cidr = xstrdup("10.77.0.0/16");
 	c->bridge = xstrdup("kiyot0");
@@ -91,6 +93,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->log_level);
 	free(c->region);
 	free(c->default_instance_type);
+	free(c->kubeconfig);
 	free(c->provider);
 	free(c->cell_cidr);
 	free(c->bridge);
@@ -273,7 +276,8 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 {
 	static const char *const known[] = {
 		"socket",  "stateDir", "logLevel",   "region", "defaultInstanceType",
-		"reserve", "cells",    "registries", "ec2",    NULL
+		"reserve", "cells",    "registries", "ec2",    "kubeconfig",
+		NULL
 	};
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -289,7 +293,8 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	    take_str(doc, "stateDir", "", &c->state_dir, err) < 0 ||
 	    take_str(doc, "logLevel", "", &c->log_level, err) < 0 ||
 	    take_str(doc, "region", "", &c->region, err) < 0 ||
-	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0)
+	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0 ||
+	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
 		goto wrap;

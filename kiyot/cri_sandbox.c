@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cells.h"
+#include "cellsync.h"
 #include "events.h"
 #include "clock.h"
 #include "log.h"
@@ -120,6 +121,7 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&k->lock);
 	sandbox_free(sb);
+	cellsync_kick(k->cellsync);
 }
 
 CRI_HANDLER(run_pod_sandbox)
@@ -217,6 +219,7 @@ CRI_HANDLER(run_pod_sandbox)
 	creq.label_keys = label_keys;
 	creq.label_values = label_values;
 	creq.n_labels = sb->config->n_labels;
+	cellsync_kick(k->cellsync);
 	ret = cells_launch(k->cells, &creq, &ip, err);
 	free(label_keys);
 	free(label_values);
@@ -230,6 +233,7 @@ CRI_HANDLER(run_pod_sandbox)
 	ret = store_put_sandbox(k->store, sb, err);
 	pthread_mutex_unlock(&k->lock);
 	free(ip);
+	cellsync_kick(k->cellsync);
 	if (ret < 0)
 		goto fail;
 	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
@@ -305,6 +309,7 @@ static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
 		ret = 0;
 	}
 	pthread_mutex_unlock(&k->lock);
+	cellsync_kick(k->cellsync);
 	return ret;
 }
 

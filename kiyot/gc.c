@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cells.h"
+#include "cellsync.h"
 #include "clock.h"
 #include "log.h"
 #include "store.h"
@@ -186,6 +187,7 @@ static void pass(struct gc *g, int startup)
 		act(k, &cells[i], v[i]);
 	mark_lost(k, cells, n);
 	orphans_forget(g, cells, n);
+	cellsync_kick(k->cellsync);
 	free(v);
 	cell_info_array_free(cells, n);
 }

@@ -42,6 +42,7 @@ struct kiyot_config {
 	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
 	int gc_grace_s;		    /* how long an unowned cell may live before it goes */
 	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
+	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */
 	struct {		    /* cells.provider: ec2 */
 		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
 		char *profile, *credentials_file;
@@ -68,6 +69,7 @@ struct kiyot {
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
 	struct gc *gc;
+	struct cellsync *cellsync; /* Cell objects in the API server, or NULL (cellsync.c) */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */

@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "fsutil.h"
+#include "cellsync.h"
 #include "kiyot.h"
 #include "log.h"
 #include "rpc.h"
@@ -33,6 +34,7 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  serve [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level L]\n"
 	      "        [--cell-cidr CIDR] [--bridge NAME] [--agent PATH] [--region R]\n"
+	      "        [--kubeconfig FILE]  (Cell objects; default: in-cluster when there)\n"
 	      "                           serve CRI v1 on a unix socket (for the kubelet)\n"
 	      "  run -f POD.yaml          run a Kubernetes Pod manifest in a cell\n"
 	      "  get pods | get cells     list pods or cells\n"
@@ -95,6 +97,7 @@ static int serve(int argc, char **argv)
 		{ "bridge", required_argument, NULL, 'b' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "region", required_argument, NULL, 'r' },
+		{ "kubeconfig", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -142,6 +145,9 @@ static int serve(int argc, char **argv)
 		case 'r':
 			set(&k.cfg.region, optarg);
 			break;
+		case 'K':
+			set(&k.cfg.kubeconfig, optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -173,6 +179,7 @@ static int serve(int argc, char **argv)
 		die("%s", err.msg);
 	if (kiyot_open(&k, &err) < 0)
 		die("%s", err.msg);
+	k.cellsync = cellsync_start_configured(&k);
 	addr = xasprintf("unix://%s", k.cfg.socket);
 	rc.address = addr;
 	rc.methods = cri_method_table(&rc.n_methods);
@@ -188,7 +195,9 @@ static int serve(int argc, char **argv)
 	} while (sig != SIGTERM && sig != SIGINT);
 	log_info("stopping (cells keep running and are adopted at the next start)");
 	rpc_server_stop(srv);
+	cellsync_stop(k.cellsync);
 	kiyot_close(&k);
+	cellsync_free(k.cellsync);
 	kiyot_config_release(&k.cfg);
 	return 0;
 }

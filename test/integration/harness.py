@@ -305,6 +305,7 @@ class Env:
         self.made_bridge = False
         self.netns_before = []
         self.kiyot_restarts = 0
+        self.extra_config = ""  # appended to kiyot.yaml (top-level settings a test needs)
 
     # -- persistence for cleanup --
     def _save(self):
@@ -384,6 +385,7 @@ class Env:
                     "registries:\n  \"%s\": { insecure: true }\n"
                     "  \"registry.k8s.io\": { mirrors: [\"http://%s\"] }\n"
                     % (CIDR, BRIDGE, self.agent_bin, REGISTRY, REGISTRY))
+            f.write(self.extra_config)
 
     def start_kiyot(self):
         for b in (self.kiyot_bin, self.agent_bin):

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""The local API endpoint checked with real clients: kubectl (apply, get with printer columns)
+and python3-kubernetes (CustomObjectsApi), so the suite's endpoint answers as the real API
+server does for what kiyot uses."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CRD = os.path.join(ROOT, "deploy", "crd-cells.yaml")
+G, V, P = "kiyot.elotl.co", "v1", "cells"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Endpoint:
+    """A kubeapi.py process with its certificates and kubeconfig in a temp dir."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kubeapi-")
+        self.port = free_port()
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        self.state = os.path.join(self.dir, "state.json")
+        subprocess.run([sys.executable, os.path.join(HERE, "kubeapi.py"), "setup", self.dir,
+                        "--port", str(self.port)], check=True)
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "kubeapi.py"), "serve", self.dir, "--port",
+             str(self.port), "--state", self.state],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "log"), "a"))
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("kubeapi did not listen on %d" % self.port)
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+    def kubectl(self, *args, check=True):
+        r = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig] + list(args),
+                           capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def apply_crd(self):
+        # the endpoint serves no OpenAPI document, so kubectl's client-side schema check is off
+        return self.kubectl("apply", "--validate=false", "-f", CRD)
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cell(name, labels=None, phase="Running"):
+    return {"apiVersion": "%s/%s" % (G, V), "kind": "Cell",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"podName": "web", "podNamespace": "default", "podUid": "u-1",
+                     "node": "node-a", "launchType": "on-demand", "instanceType": "t3a.nano",
+                     "instanceId": "local-" + name, "ip": "10.77.0.9"},
+            "status": {"phase": phase, "pricePerHour": 0.0047, "sizingReason": "cheapest"}}
+
+
+class KubeApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ep = Endpoint()
+        cls.ep.start()
+        cls.ep.apply_crd()
+        from kubernetes import client, config
+        cls.client = client
+        config.load_kube_config(cls.ep.kubeconfig)
+        cls.api = client.CustomObjectsApi()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ep.cleanup()
+
+    def test_kubeapi__crd_is_served_after_apply(self):
+        r = self.ep.kubectl("get", "crd", "cells.kiyot.elotl.co", "-o", "json")
+        crd = json.loads(r.stdout)
+        self.assertEqual(crd["spec"]["scope"], "Cluster")
+        self.assertEqual(crd["spec"]["names"]["shortNames"], ["cl"])
+        again = self.ep.apply_crd()  # a second apply patches the CRD in place
+        self.assertIn("cells.kiyot.elotl.co", again.stdout)
+
+    def test_kubeapi__kubectl_prints_cell_columns(self):
+        self.api.create_cluster_custom_object(G, V, P, cell("printme"))
+        try:
+            out = self.ep.kubectl("get", "cells").stdout
+            head = out.splitlines()[0].split()
+            self.assertEqual(head[:3], ["NAME", "POD", "NAMESPACE"])
+            for col in ("NODE", "LAUNCH", "INSTANCE", "ID", "IP", "PHASE", "PRICE", "AGE"):
+                self.assertIn(col, head)
+            row = [ln for ln in out.splitlines() if ln.startswith("printme ")][0].split()
+            self.assertEqual(row[1:8], ["web", "default", "node-a", "on-demand", "t3a.nano",
+                                        "local-printme", "10.77.0.9"])
+            self.assertEqual(row[8:10], ["Running", "0.0047"])
+            short = self.ep.kubectl("get", "cl", "printme").stdout
+            self.assertIn("printme", short)
+        finally:
+            self.api.delete_cluster_custom_object(G, V, P, "printme")
+
+    def test_kubeapi__create_twice_is_already_exists(self):
+        self.api.create_cluster_custom_object(G, V, P, cell("twice"))
+        try:
+            with self.assertRaises(self.client.ApiException) as cm:
+                self.api.create_cluster_custom_object(G, V, P, cell("twice"))
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(json.loads(cm.exception.body)["reason"], "AlreadyExists")
+        finally:
+            self.api.delete_cluster_custom_object(G, V, P, "twice")
+
+    def test_kubeapi__get_missing_is_not_found_status(self):
+        with self.assertRaises(self.client.ApiException) as cm:
+            self.api.get_cluster_custom_object(G, V, P, "nosuch")
+        self.assertEqual(cm.exception.status, 404)
+        st = json.loads(cm.exception.body)
+        self.assertEqual((st["kind"], st["reason"], st["code"]), ("Status", "NotFound", 404))
+        r = self.ep.kubectl("get", "cell", "nosuch", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('"nosuch" not found', r.stderr)
+
+    def test_kubeapi__stale_update_is_conflict(self):
+        made = self.api.create_cluster_custom_object(G, V, P, cell("stale"))
+        try:
+            fresh = dict(made, status=dict(made["status"], phase="Pending"))
+            upd = self.api.replace_cluster_custom_object(G, V, P, "stale", fresh)
+            self.assertNotEqual(upd["metadata"]["resourceVersion"],
+                                made["metadata"]["resourceVersion"])
+            with self.assertRaises(self.client.ApiException) as cm:
+                self.api.replace_cluster_custom_object(G, V, P, "stale", made)
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(json.loads(cm.exception.body)["reason"], "Conflict")
+            self.assertEqual(self.api.get_cluster_custom_object(G, V, P, "stale")["status"]
+                             ["phase"], "Pending")
+        finally:
+            self.api.delete_cluster_custom_object(G, V, P, "stale")
+
+    def test_kubeapi__patch_merges(self):
+        self.api.create_cluster_custom_object(G, V, P, cell("patched"))
+        try:
+            out = self.api.patch_cluster_custom_object(G, V, P, "patched",
+                                                       {"status": {"phase": "Pending"}})
+            self.assertEqual(out["status"]["phase"], "Pending")
+            self.assertEqual(out["status"]["sizingReason"], "cheapest")
+        finally:
+            self.api.delete_cluster_custom_object(G, V, P, "patched")
+
+    def test_kubeapi__list_filters_by_labels(self):
+        self.api.create_cluster_custom_object(G, V, P, cell("la", {"kiyot.elotl.co/node": "a"}))
+        self.api.create_cluster_custom_object(G, V, P, cell("lb", {"kiyot.elotl.co/node": "b"}))
+        try:
+            lst = self.api.list_cluster_custom_object(G, V, P,
+                                                      label_selector="kiyot.elotl.co/node=a")
+            self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["la"])
+            self.assertTrue(lst["metadata"]["resourceVersion"])
+            out = self.ep.kubectl("get", "cells", "-l", "kiyot.elotl.co/node!=a").stdout
+            self.assertIn("lb", out)
+            self.assertNotIn("la ", out)
+        finally:
+            for n in ("la", "lb"):
+                self.api.delete_cluster_custom_object(G, V, P, n)
+        with self.assertRaises(self.client.ApiException) as cm:
+            self.api.delete_cluster_custom_object(G, V, P, "la")
+        self.assertEqual(cm.exception.status, 404)
+
+    def test_kubeapi__wrong_token_is_unauthorized(self):
+        bad = os.path.join(self.ep.dir, "bad-kubeconfig")
+        with open(self.ep.kubeconfig) as f, open(bad, "w") as g:
+            g.write(f.read().replace("token: ", "token: x"))
+        r = subprocess.run(["kubectl", "--kubeconfig", bad, "get", "cells"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Unauthorized", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
