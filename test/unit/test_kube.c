@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "../../kiyot/cellsync.h"
+#include "../../kiyot/kiyot.h"
 #include "../../kiyot/kube.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "fsutil.h"
@@ -275,6 +277,135 @@ static void test_kube__query_escape(void **state)
 	assert_string_equal(e, "kiyot.elotl.co%2Fcluster-id%3Dab12%2Cx%21%3Dy%20z");
 }
 
+/* A provider whose one cell has an EC2-like instance id. */
+static int fake_list(void *self, struct cell_info **out, size_t *n, struct err *err)
+{
+	struct cell_info *c = xcalloc(1, sizeof(*c));
+
+	(void)self;
+	(void)err;
+	c->cell_id = xstrdup("cellone");
+	c->instance_id = xstrdup("i-0abc");
+	c->phase = CELL_RUNNING;
+	*out = c;
+	*n = 1;
+	return 0;
+}
+
+static const struct provider_ops fake_ops = { .name = "fake", .list = fake_list };
+
+static const char list_body[] =
+	"{\"kind\":\"CellList\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":["
+	"{\"metadata\":{\"name\":\"ghost\",\"resourceVersion\":\"3\"}},"
+	"{\"metadata\":{\"name\":\"cellone\",\"resourceVersion\":\"5\",\"labels\":{\"x\":\"y\"}},"
+	"\"spec\":{\"podName\":\"old\"},\"status\":{\"phase\":\"Pending\"}}]}";
+static const char conflict_body[] = "{\"kind\":\"Status\",\"status\":\"Failure\","
+				    "\"reason\":\"Conflict\",\"code\":409}";
+static const char fresh_body[] = "{\"metadata\":{\"name\":\"cellone\",\"resourceVersion\":\"7\"},"
+				 "\"spec\":{\"podName\":\"older\"}}";
+
+/* A sandbox whose cell runs, in a kiyot with no catalog. */
+static void fake_kiyot(struct kiyot *k, struct sandbox *sb, Runtime__V1__PodSandboxConfig *cfg,
+		       Runtime__V1__PodSandboxMetadata *md)
+{
+	memset(k, 0, sizeof(*k));
+	pthread_mutex_init(&k->lock, NULL);
+	k->cluster_id = "clus1";
+	k->provider.ops = &fake_ops;
+	runtime__v1__pod_sandbox_config__init(cfg);
+	runtime__v1__pod_sandbox_metadata__init(md);
+	md->name = "web";
+	md->namespace_ = "default";
+	md->uid = "uid-1";
+	cfg->metadata = md;
+	memset(sb, 0, sizeof(*sb));
+	sb->id = "cellone-sandbox";
+	sb->config = cfg;
+	sb->state = SANDBOX_READY;
+	sb->cell_id = "cellone";
+	sb->ip = "10.77.0.5";
+	sb->instance_type = "t3a.nano";
+	sb->sizing_reason = "cheapest fit";
+	k->sandboxes = sb;
+}
+
+static void test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict(void **state)
+{
+	const struct stub_reply replies[] = {
+		{ 200, list_body, NULL },  { 200, "{}", NULL }, { 409, conflict_body, NULL },
+		{ 200, fresh_body, NULL }, { 200, "{}", NULL },
+	};
+	struct stub s = { .replies = replies, .n_replies = 5 };
+	struct kube_auth a = { 0 };
+	struct kiyot k;
+	struct sandbox sb;
+	Runtime__V1__PodSandboxConfig cfg;
+	Runtime__V1__PodSandboxMetadata md;
+	struct cellsync *cs;
+	json_t *put1, *put2;
+	size_t n = 0;
+
+	(void)state;
+	fake_kiyot(&k, &sb, &cfg, &md);
+	stub_start(&s);
+	a.server = xasprintf("http://127.0.0.1:%d", s.port);
+	cs = cellsync_start(&k, kube_client_from_auth(&a), "node-a");
+	for (int i = 0; i < 3000 && n < 5; i++) {
+		usleep(10000);
+		pthread_mutex_lock(&s.lock);
+		n = s.n_reqs;
+		pthread_mutex_unlock(&s.lock);
+	}
+	cellsync_free(cs);
+	stub_stop(&s);
+	assert_int_equal(s.n_reqs, 5);
+	assert_string_equal(s.reqs[0].method, "GET");
+	assert_string_equal(
+		s.reqs[0].path,
+		"/apis/kiyot.elotl.co/v1/cells?labelSelector=kiyot.elotl.co%2Fcluster-id"
+		"%3Dclus1%2Ckiyot.elotl.co%2Fnode%3Dnode-a");
+	assert_string_equal(s.reqs[1].method, "DELETE");
+	assert_string_equal(s.reqs[1].path, "/apis/kiyot.elotl.co/v1/cells/ghost");
+	assert_string_equal(s.reqs[2].method, "PUT");
+	assert_string_equal(s.reqs[3].method, "GET");
+	assert_string_equal(s.reqs[3].path, "/apis/kiyot.elotl.co/v1/cells/cellone");
+	assert_string_equal(s.reqs[4].method, "PUT");
+	put1 = json_loads(s.reqs[2].body, 0, NULL);
+	put2 = json_loads(s.reqs[4].body, 0, NULL);
+	assert_non_null(put1);
+	assert_non_null(put2);
+	/* each update is based on the version it last read; labels of others are kept */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(put1, "metadata"),
+							      "resourceVersion")),
+			    "5");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_object_get(json_object_get(put1, "metadata"), "labels"), "x")),
+		"y");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(put2, "metadata"),
+							      "resourceVersion")),
+			    "7");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(put2, "spec"), "podName")),
+		"web");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(put2, "spec"), "instanceId")),
+		"i-0abc");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(put2, "spec"), "ip")),
+			    "10.77.0.5");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(put2, "status"), "phase")),
+		"Running");
+	assert_string_equal(json_string_value(json_object_get(
+				    json_object_get(json_object_get(put2, "metadata"), "labels"),
+				    "kiyot.elotl.co/cluster-id")),
+			    "clus1");
+	json_decref(put1);
+	json_decref(put2);
+	stub_release(&s);
+	pthread_mutex_destroy(&k.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +424,7 @@ int main(void)
 		cmocka_unit_test(test_kube__request_sends_token_and_reads_status),
 		cmocka_unit_test(test_kube__request_to_a_closed_port_fails_with_the_server),
 		cmocka_unit_test(test_kube__query_escape),
+		cmocka_unit_test(test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
