@@ -406,6 +406,58 @@ static void test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict(void **st
 	pthread_mutex_destroy(&k.lock);
 }
 
+static const char in_sync_body[] =
+	"{\"kind\":\"CellList\",\"items\":[{\"metadata\":{\"name\":\"cellone\","
+	"\"resourceVersion\":\"5\",\"labels\":{\"kiyot.elotl.co/cluster-id\":\"clus1\","
+	"\"kiyot.elotl.co/node\":\"node-a\"}},\"spec\":{\"podName\":\"web\","
+	"\"podNamespace\":\"default\",\"podUid\":\"uid-1\",\"node\":\"node-a\","
+	"\"launchType\":\"on-demand\",\"instanceType\":\"t3a.nano\",\"instanceId\":\"i-0abc\","
+	"\"ip\":\"10.77.0.5\"},\"status\":{\"phase\":\"Running\",\"pricePerHour\":0,"
+	"\"sizingReason\":\"cheapest fit\"}}]}";
+
+/* Waits (bounded) until the stub has seen n requests. */
+static size_t wait_reqs(struct stub *s, size_t n)
+{
+	size_t got = 0;
+
+	for (int i = 0; i < 3000 && got < n; i++) {
+		usleep(10000);
+		pthread_mutex_lock(&s->lock);
+		got = s->n_reqs;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return got;
+}
+
+static void test_kube__cellsync_leaves_an_object_in_sync_alone(void **state)
+{
+	const struct stub_reply replies[] = { { 200, in_sync_body, NULL } };
+	struct stub s = { .replies = replies, .n_replies = 1 };
+	struct kube_auth a = { 0 };
+	struct kiyot k;
+	struct sandbox sb;
+	Runtime__V1__PodSandboxConfig cfg;
+	Runtime__V1__PodSandboxMetadata md;
+	struct cellsync *cs;
+
+	(void)state;
+	fake_kiyot(&k, &sb, &cfg, &md);
+	stub_start(&s);
+	a.server = xasprintf("http://127.0.0.1:%d", s.port);
+	cs = cellsync_start(&k, kube_client_from_auth(&a), "node-a");
+	assert_true(wait_reqs(&s, 1) >= 1);
+	cellsync_kick(cs); /* a second pass: its list comes next unless the first one wrote */
+	assert_true(wait_reqs(&s, 2) >= 2);
+	cellsync_free(cs);
+	stub_stop(&s);
+	/* the price the server gave back as 0 (not 0.0) counts as equal: no update */
+	assert_string_equal(s.reqs[0].method, "GET");
+	assert_string_equal(s.reqs[1].method, "GET");
+	assert_non_null(strstr(s.reqs[1].path, "labelSelector="));
+	stub_release(&s);
+	pthread_mutex_destroy(&k.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_kube__request_to_a_closed_port_fails_with_the_server),
 		cmocka_unit_test(test_kube__query_escape),
 		cmocka_unit_test(test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict),
+		cmocka_unit_test(test_kube__cellsync_leaves_an_object_in_sync_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
