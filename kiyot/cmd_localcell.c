@@ -11,12 +11,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 
 #include "fsutil.h"
 #include "provider.h"
@@ -69,6 +71,8 @@ int localcell_main(int argc, char **argv)
 	struct provider prov = { 0 };
 	struct err err = ERR_INIT;
 	_cleanup_free_ char *boot = NULL;
+	_cleanup_free_ char *lock_path = NULL;
+	_cleanup_close_ int lock_fd = -1;
 	const char *boot_file = NULL;
 	char *end;
 	int opt, ret, launch;
@@ -130,7 +134,15 @@ int localcell_main(int argc, char **argv)
 		return usage();
 	if (launch && fs_read_file(boot_file, BOOTSTRAP_MAX, &boot, NULL, &err) < 0)
 		return complain(1, "bootstrap: %s", err.msg);
-	if (fs_mkdir_p(lc.state_dir, 0700, &err) < 0 || provider_local_new(&lc, &prov, &err) < 0)
+	if (fs_mkdir_p(lc.state_dir, 0700, &err) < 0)
+		return complain(1, "%s", err.msg);
+	/* several of these may run at once on one state dir (a test EC2 endpoint booting many
+	 * instances): the provider's address leases are per process, so take turns */
+	lock_path = xasprintf("%s/.local-cell.lock", lc.state_dir);
+	lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0)
+		return complain(1, "lock %s: %s", lock_path, strerror(errno));
+	if (provider_local_new(&lc, &prov, &err) < 0)
 		return complain(1, "%s", err.msg);
 	spec.cluster_id = lc.cluster_id;
 	spec.bootstrap = boot;

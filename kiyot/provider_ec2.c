@@ -419,6 +419,9 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	ec.region = cfg->region;
 	ec.endpoint = cfg->endpoint && cfg->endpoint[0] ? cfg->endpoint : NULL;
 	ec.creds = p->creds;
+	/* many launches share EC2's per-account token buckets: give a throttled call time for
+	 * the bucket to refill (15 attempts at up to 20 s apart) before a pod fails */
+	ec.max_attempts = 15;
 	if (ec2_client_new(&ec, &p->client, err) < 0) {
 		aws_creds_provider_free(p->creds);
 		free(p);

@@ -820,6 +820,24 @@ static void leases_rebuild(struct local_provider *p)
 }
 
 /* Checks the settings, fills defaults, and loads the leases of existing cells. */
+/* Every cell's agent holds an inotify instance, and all run as root on this host: the
+ * kernel's default of 128 instances per user would stop the 129th cell's agent. */
+static void inotify_room(void)
+{
+	static const char path[] = "/proc/sys/fs/inotify/max_user_instances";
+	char *text = NULL;
+	struct err err = ERR_INIT;
+
+	if (fs_read_file(path, 64, &text, NULL, &err) == 0 && strtol(text, NULL, 10) < 8192) {
+		if (fs_write_file(path, "8192\n", 5, 0644, &err) < 0)
+			log_warn("local provider: cannot raise %s (%s); more than %ld cells will fail",
+				 path, err.msg, strtol(text, NULL, 10));
+		else
+			log_info("local provider: raised %s to 8192 for the cells' agents", path);
+	}
+	free(text);
+}
+
 int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
 		       struct err *err)
 {
@@ -831,6 +849,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	const char *state = cfg->state_dir && cfg->state_dir[0] ? cfg->state_dir
 								: DEFAULT_STATE_DIR;
 
+	inotify_room();
 	if (cellnet_parse_cidr(cfg->cidr && cfg->cidr[0] ? cfg->cidr : DEFAULT_CIDR, &cidr, err) <
 	    0)
 		return err_wrap(err, "local provider");
