@@ -38,6 +38,8 @@ struct rpc_call {
 	grpc_call_details details;
 	grpc_metadata_array md;
 	struct arena_block *arena;
+	ProtobufCMessage **adopted; /* rpc_adopt: freed with the arena */
+	size_t n_adopted;
 	int close_done; /* RECV_CLOSE_ON_SERVER completed */
 	int cancelled;	/* what it reported */
 	int sent_initial;
@@ -103,8 +105,19 @@ void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc)
 	return m;
 }
 
+void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg)
+{
+	c->adopted = xrealloc(c->adopted, (c->n_adopted + 1) * sizeof(*c->adopted));
+	c->adopted[c->n_adopted++] = msg;
+}
+
 static void arena_free(struct rpc_call *c)
 {
+	for (size_t i = 0; i < c->n_adopted; i++)
+		protobuf_c_message_free_unpacked(c->adopted[i], NULL);
+	free(c->adopted);
+	c->adopted = NULL;
+	c->n_adopted = 0;
 	while (c->arena) {
 		struct arena_block *b = c->arena;
 

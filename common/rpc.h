@@ -74,6 +74,9 @@ char *rpc_strdup(struct rpc_call *c, const char *s);
 char *rpc_strndup(struct rpc_call *c, const char *s, size_t n);
 /* A new initialised message of type desc in the arena. */
 void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc);
+/* Hands the call a message unpacked elsewhere (e.g. an rpc_unary answer), so the response may
+ * point into it: it is freed with protobuf_c_message_free_unpacked with the arena. */
+void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
 
 /* Streaming handlers: send one message, blocking until gRPC took it. Fails with -ECANCELED
  * once the client went away. */

@@ -6,6 +6,8 @@
  *	logLevel: info
  *	region: us-east-1
  *	defaultInstanceType: ""
+ *	fallbackRuntimeEndpoint: ""  (e.g. unix:///run/containerd/containerd.sock: pods without
+ *	                              kubernetes.io/target-runtime: kiyot go there)
  *	reserve: { cpu: "0", memory: "64Mi" }
  *	cells:
  *	  provider: local
@@ -74,6 +76,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->region = xstrdup("us-east-1");
 	c->default_instance_type = xstrdup("");
 	c->kubeconfig = xstrdup("");
+	c->fallback_runtime_endpoint = xstrdup("");
 	c->provider = xstrdup("local");
 	c->cell_cidr = xstrdup("10.77.0.0/16");
 	c->bridge = xstrdup("kiyot0");
@@ -94,6 +97,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->region);
 	free(c->default_instance_type);
 	free(c->kubeconfig);
+	free(c->fallback_runtime_endpoint);
 	free(c->provider);
 	free(c->cell_cidr);
 	free(c->bridge);
@@ -275,9 +279,9 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
 	static const char *const known[] = {
-		"socket",  "stateDir", "logLevel",   "region", "defaultInstanceType",
-		"reserve", "cells",    "registries", "ec2",    "kubeconfig",
-		NULL
+		"socket",     "stateDir", "logLevel",	"region", "defaultInstanceType",
+		"reserve",    "cells",	  "registries", "ec2",	  "fallbackRuntimeEndpoint",
+		"kubeconfig", NULL
 	};
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -294,6 +298,7 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	    take_str(doc, "logLevel", "", &c->log_level, err) < 0 ||
 	    take_str(doc, "region", "", &c->region, err) < 0 ||
 	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0 ||
+	    take_str(doc, "fallbackRuntimeEndpoint", "", &c->fallback_runtime_endpoint, err) < 0 ||
 	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)

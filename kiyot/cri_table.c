@@ -1,18 +1,20 @@
 /*
  * cri_table.c: every method of CRI v1's RuntimeService and ImageService, with its handler.
- * A unit test checks this table against the protobuf-c service descriptors.
+ * A unit test checks this table against the protobuf-c service descriptors. Every method goes
+ * through router.c, which sends it to kiyot or to the fallback runtime.
  */
 #include "cri.h"
+#include "router.h"
 
 #define RT(name, type, fn, flags)                                                                  \
 	{                                                                                          \
 		"/runtime.v1.RuntimeService/" name, &runtime__v1__##type##_request__descriptor,    \
-			&runtime__v1__##type##_response__descriptor, cri_##fn, flags               \
+			&runtime__v1__##type##_response__descriptor, router_##fn, flags            \
 	}
 #define IMG(name, type, fn)                                                                        \
 	{                                                                                          \
 		"/runtime.v1.ImageService/" name, &runtime__v1__##type##_request__descriptor,      \
-			&runtime__v1__##type##_response__descriptor, cri_##fn, 0                   \
+			&runtime__v1__##type##_response__descriptor, router_##fn, 0                \
 	}
 
 static const struct rpc_method methods[] = {
@@ -28,25 +30,25 @@ static const struct rpc_method methods[] = {
 	RT("RemoveContainer", remove_container, remove_container, 0),
 	RT("ListContainers", list_containers, list_containers, 0),
 	RT("ContainerStatus", container_status, container_status, 0),
-	RT("UpdateContainerResources", update_container_resources, unimplemented, 0),
+	RT("UpdateContainerResources", update_container_resources, update_container_resources, 0),
 	RT("ReopenContainerLog", reopen_container_log, reopen_container_log, 0),
 	RT("ExecSync", exec_sync, exec_sync, 0),
-	RT("Exec", exec, unimplemented, 0),
-	RT("Attach", attach, unimplemented, 0),
-	RT("PortForward", port_forward, unimplemented, 0),
+	RT("Exec", exec, exec, 0),
+	RT("Attach", attach, attach, 0),
+	RT("PortForward", port_forward, port_forward, 0),
 	RT("ContainerStats", container_stats, container_stats, 0),
 	RT("ListContainerStats", list_container_stats, list_container_stats, 0),
 	RT("PodSandboxStats", pod_sandbox_stats, pod_sandbox_stats, 0),
 	RT("ListPodSandboxStats", list_pod_sandbox_stats, list_pod_sandbox_stats, 0),
 	RT("UpdateRuntimeConfig", update_runtime_config, update_runtime_config, 0),
 	RT("Status", status, status, 0),
-	RT("CheckpointContainer", checkpoint_container, unimplemented, 0),
+	RT("CheckpointContainer", checkpoint_container, checkpoint_container, 0),
 	{ "/runtime.v1.RuntimeService/GetContainerEvents",
 	  &runtime__v1__get_events_request__descriptor,
-	  &runtime__v1__container_event_response__descriptor, cri_get_container_events,
+	  &runtime__v1__container_event_response__descriptor, router_get_container_events,
 	  RPC_SERVER_STREAM },
-	RT("ListMetricDescriptors", list_metric_descriptors, unimplemented, 0),
-	RT("ListPodSandboxMetrics", list_pod_sandbox_metrics, unimplemented, 0),
+	RT("ListMetricDescriptors", list_metric_descriptors, list_metric_descriptors, 0),
+	RT("ListPodSandboxMetrics", list_pod_sandbox_metrics, list_pod_sandbox_metrics, 0),
 	RT("RuntimeConfig", runtime_config, runtime_config, 0),
 	IMG("ListImages", list_images, list_images),
 	IMG("ImageStatus", image_status, image_status),

@@ -24,6 +24,7 @@ struct events;
 struct remembered_auth;
 struct regconf;
 struct gc;
+struct router;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -51,6 +52,8 @@ struct kiyot_config {
 		int no_imds;
 		int launch_timeout_s;
 	} ec2;
+	/* "" or the CRI endpoint of the runtime for pods not annotated for kiyot (router.c) */
+	char *fallback_runtime_endpoint;
 };
 
 struct kiyot {
@@ -69,6 +72,7 @@ struct kiyot {
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
 	struct gc *gc;
+	struct router *router;	   /* the fallback runtime, or NULL (router.c) */
 	struct cellsync *cellsync; /* Cell objects in the API server, or NULL (cellsync.c) */
 };
 

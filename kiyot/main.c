@@ -24,6 +24,7 @@
 #include "cellsync.h"
 #include "kiyot.h"
 #include "log.h"
+#include "router.h"
 #include "rpc.h"
 #include "xalloc.h"
 
@@ -34,6 +35,7 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  serve [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level L]\n"
 	      "        [--cell-cidr CIDR] [--bridge NAME] [--agent PATH] [--region R]\n"
+	      "        [--fallback-runtime-endpoint unix:///run/containerd/containerd.sock]\n"
 	      "        [--kubeconfig FILE]  (Cell objects; default: in-cluster when there)\n"
 	      "                           serve CRI v1 on a unix socket (for the kubelet)\n"
 	      "  run -f POD.yaml          run a Kubernetes Pod manifest in a cell\n"
@@ -97,6 +99,7 @@ static int serve(int argc, char **argv)
 		{ "bridge", required_argument, NULL, 'b' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "region", required_argument, NULL, 'r' },
+		{ "fallback-runtime-endpoint", required_argument, NULL, 'F' },
 		{ "kubeconfig", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -145,6 +148,9 @@ static int serve(int argc, char **argv)
 		case 'r':
 			set(&k.cfg.region, optarg);
 			break;
+		case 'F':
+			set(&k.cfg.fallback_runtime_endpoint, optarg);
+			break;
 		case 'K':
 			set(&k.cfg.kubeconfig, optarg);
 			break;
@@ -179,6 +185,9 @@ static int serve(int argc, char **argv)
 		die("%s", err.msg);
 	if (kiyot_open(&k, &err) < 0)
 		die("%s", err.msg);
+	if (k.cfg.fallback_runtime_endpoint[0] &&
+	    router_open(&k, k.cfg.fallback_runtime_endpoint, &err) < 0)
+		die("--fallback-runtime-endpoint: %s", err.msg);
 	k.cellsync = cellsync_start_configured(&k);
 	addr = xasprintf("unix://%s", k.cfg.socket);
 	rc.address = addr;
@@ -196,6 +205,7 @@ static int serve(int argc, char **argv)
 	log_info("stopping (cells keep running and are adopted at the next start)");
 	rpc_server_stop(srv);
 	cellsync_stop(k.cellsync);
+	router_close(&k);
 	kiyot_close(&k);
 	cellsync_free(k.cellsync);
 	kiyot_config_release(&k.cfg);
