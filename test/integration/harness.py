@@ -42,6 +42,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "test", "images"))
 
 import build as images  # noqa: E402
+import containerd  # noqa: E402
 import cri  # noqa: E402
 
 BRIDGE = "kiyott0"
@@ -306,6 +307,7 @@ class Env:
         self.netns_before = []
         self.kiyot_restarts = 0
         self.extra_config = ""  # appended to kiyot.yaml (top-level settings a test needs)
+        self.kiyot_args = []  # extra `kiyot serve` flags a test class sets (and resets)
 
     # -- persistence for cleanup --
     def _save(self):
@@ -398,7 +400,7 @@ class Env:
         logf.flush()
         self.kiyot = subprocess.Popen(
             [self.kiyot_bin, "serve", "--socket", self.socket, "--state-dir", self.state_dir,
-             "--config", self.config, "--log-level", "debug"],
+             "--config", self.config, "--log-level", "debug"] + self.kiyot_args,
             stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
         logf.close()
         self._save()
@@ -517,6 +519,8 @@ def cleanup(work, env=None):
             except subprocess.TimeoutExpired:
                 pass
     step("kiyot", stop_kiyot)
+    # the routing tests' containerd, its pods, netns and bridge (nothing if it never ran)
+    step("containerd", lambda: containerd.cleanup(work))
 
     # Our cells: netns named kiyot-* that did not exist before the run and hold an address
     # of the suite's cell network.
