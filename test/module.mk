@@ -11,11 +11,13 @@ $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 unit: $(UNIT_BINS)
 	@test/run-unit.sh $(UNIT_BINS)
 
-# the EC2 pieces against real clients first (signatures vs botocore, ec2sim vs the AWS CLI),
+# the test endpoints against real clients first (signatures vs botocore, ec2sim vs the AWS
+# CLI, the Kubernetes API endpoint vs kubectl and python3-kubernetes),
 # then the suite against the real daemons, whose summary line ends the run
 integration: all
 	@BUILD=$(BUILD) test/ec2sign/run.sh
 	@test/ec2/run.sh
+	@test/kubeapi/run.sh
 	@KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
 
 test: deps
