@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +87,18 @@ static int lock_socket(const char *socket, struct err *err)
 			       lock);
 	}
 	return fd; /* held for the life of the process */
+}
+
+/* Each cell costs kiyot a connection and a stream: take the hard limit on open files. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("cannot raise the open-file limit: %s", strerror(errno));
+	}
 }
 
 static int serve(int argc, char **argv)
@@ -175,6 +188,7 @@ static int serve(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 
 	dir = xstrdup(k.cfg.socket);
 	if (strrchr(dir, '/'))
@@ -193,6 +207,9 @@ static int serve(int argc, char **argv)
 	rc.address = addr;
 	rc.methods = cri_method_table(&rc.n_methods);
 	rc.svc = &k;
+	/* handlers mostly wait (on cells, agents, clouds): enough workers that a burst of pod
+	 * starts does not hold up the kubelet's status calls */
+	rc.workers = 64;
 	umask(0077);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);
