@@ -568,8 +568,8 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 				       sb->metadata->namespace_, sb->metadata->name,
 				       json_string_value(json_object_get(info, "instanceType")), ip,
 				       ago, wide ? "   " : "",
-				       wide ? json_string_value(json_object_get(info,
-										"sizingReason"))
+				       wide ? json_string_value(
+						      json_object_get(info, "sizingReason"))
 					    : "");
 		} else {
 			snprintf(readys, sizeof(readys), "%d/%d", ready, total);

@@ -225,8 +225,8 @@ void kiyot_log_touch(struct kiyot *k, const struct container *c)
 		log_warn("container %s: log: %s", c->id, err.msg);
 }
 
-void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset,
-		       const uint8_t *data, size_t len)
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
+		       size_t len)
 {
 	struct err err = ERR_INIT;
 	struct container *c;

@@ -425,9 +425,9 @@ CRI_HANDLER(pod_sandbox_status)
 	if (r->verbose) {
 		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
 			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
-		json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id,
-				      "instanceType", sb->instance_type, "ip", sb->ip,
-				      "sizingReason", sb->sizing_reason);
+		json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id, "instanceType",
+				      sb->instance_type, "ip", sb->ip, "sizingReason",
+				      sb->sizing_reason);
 		char *info = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 		json_decref(j);

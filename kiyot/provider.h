@@ -17,15 +17,15 @@
 
 /* What to launch. All strings borrowed for the duration of the call. */
 struct cell_spec {
-	const char *cell_id;       /* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
-	const char *cluster_id;    /* durable id of this kiyot installation */
+	const char *cell_id;	/* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
+	const char *cluster_id; /* durable id of this kiyot installation */
 	const char *pod_uid;
 	const char *pod_name;
 	const char *pod_namespace;
 	const char *instance_type; /* chosen by sizing */
-	double cpus;               /* the instance type's vCPUs: the cell's CPU cap */
-	int64_t memory_bytes;      /* the instance type's memory: the cell's memory cap */
-	const char *bootstrap;     /* the bootstrap document (JSON text) the cell boots with */
+	double cpus;		   /* the instance type's vCPUs: the cell's CPU cap */
+	int64_t memory_bytes;	   /* the instance type's memory: the cell's memory cap */
+	const char *bootstrap;	   /* the bootstrap document (JSON text) the cell boots with */
 	int spot;
 	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
 	const char *const *fallback_types;
@@ -36,14 +36,20 @@ struct cell_spec {
 	size_t n_labels;
 };
 
-enum cell_phase { CELL_PENDING, CELL_RUNNING, CELL_TERMINATING, CELL_TERMINATED, CELL_FAILED };
+enum cell_phase {
+	CELL_PENDING,
+	CELL_RUNNING,
+	CELL_TERMINATING,
+	CELL_TERMINATED,
+	CELL_FAILED
+};
 
 /* What a provider knows of one cell. Owned strings; release with cell_info_release. */
 struct cell_info {
 	char *cell_id;
-	char *instance_id;   /* provider's id: local "local-<cell_id>", ec2 "i-..." */
+	char *instance_id; /* provider's id: local "local-<cell_id>", ec2 "i-..." */
 	char *instance_type;
-	char *ip;            /* the cell's address, where its agent listens */
+	char *ip; /* the cell's address, where its agent listens */
 	char *pod_uid;
 	int64_t launched_ns;
 	enum cell_phase phase;
@@ -79,11 +85,11 @@ const char *cell_phase_name(enum cell_phase p);
 
 /* The local provider's settings. */
 struct local_provider_config {
-	const char *state_dir;    /* e.g. /run/kiyot/cells: one directory per cell */
-	const char *bridge;       /* host bridge, default "kiyot0" */
-	const char *cidr;         /* cell network, default "10.77.0.0/16"; host gets the first IP */
-	const char *agent_path;   /* the cell-agent binary */
-	const char *cgroup_root;  /* cgroup v1 subtree under each controller, default "kiyot" */
+	const char *state_dir;	 /* e.g. /run/kiyot/cells: one directory per cell */
+	const char *bridge;	 /* host bridge, default "kiyot0" */
+	const char *cidr;	 /* cell network, default "10.77.0.0/16"; host gets the first IP */
+	const char *agent_path;	 /* the cell-agent binary */
+	const char *cgroup_root; /* cgroup v1 subtree under each controller, default "kiyot" */
 	const char *cluster_id;
 };
 
@@ -94,21 +100,20 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 struct ec2_provider_config {
 	const char *cluster_id;
 	const char *region;
-	const char *endpoint;          /* NULL: EC2's public endpoint of the region */
-	const char *image_id;          /* the cell AMI (cell-agent installed, reads user-data) */
-	const char *subnet_id;         /* optional */
+	const char *endpoint;  /* NULL: EC2's public endpoint of the region */
+	const char *image_id;  /* the cell AMI (cell-agent installed, reads user-data) */
+	const char *subnet_id; /* optional */
 	const char *const *security_group_ids;
 	size_t n_security_group_ids;
-	const char *instance_profile;  /* optional: a name or an ARN */
-	const char *profile;           /* credentials profile; NULL: AWS_PROFILE or default */
-	const char *credentials_file;  /* NULL: the standard places */
-	int no_imds;                   /* do not use the instance role */
-	int launch_timeout_s;          /* until the instance runs with an address; 0: 600 */
-	int poll_ms;                   /* DescribeInstances period while launches wait; 0: 1000 */
+	const char *instance_profile; /* optional: a name or an ARN */
+	const char *profile;	      /* credentials profile; NULL: AWS_PROFILE or default */
+	const char *credentials_file; /* NULL: the standard places */
+	int no_imds;		      /* do not use the instance role */
+	int launch_timeout_s;	      /* until the instance runs with an address; 0: 600 */
+	int poll_ms;		      /* DescribeInstances period while launches wait; 0: 1000 */
 };
 
-int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out,
-		     struct err *err);
+int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out, struct err *err);
 
 struct ec2_client;
 /* The EC2 client of an EC2 provider (owned by it, valid until it is destroyed; usable from any

@@ -161,8 +161,8 @@ static int wait_running(struct ec2p *p, const char *instance_id, char **ip, stru
 				*ip = xstrdup(s->ip);
 				ret = 0;
 			} else if (strcmp(s->state, "pending") != 0) {
-				ret = err_set(err, EIO, "instance %s is %s, not running", instance_id,
-					      s->state);
+				ret = err_set(err, EIO, "instance %s is %s, not running",
+					      instance_id, s->state);
 			}
 		}
 		if (ret != -ETIMEDOUT)
@@ -349,7 +349,8 @@ static int ec2_terminate(void *self, const char *cell_id, struct err *err)
 		ret = 0;
 	}
 	if (ret == 0)
-		log_info("ec2: cell %s: terminated %s%s", cell_id, ids[0], n > 1 ? " and more" : "");
+		log_info("ec2: cell %s: terminated %s%s", cell_id, ids[0],
+			 n > 1 ? " and more" : "");
 	free(ids);
 	ec2_instances_free(inst, n);
 	return ret < 0 ? err_wrap(err, "ec2: terminating cell %s", cell_id) : 0;
@@ -394,8 +395,7 @@ static char *dup_or_null(const char *s)
 	return s && s[0] ? xstrdup(s) : NULL;
 }
 
-int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out,
-		     struct err *err)
+int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out, struct err *err)
 {
 	struct aws_creds_config cc = { 0 };
 	struct ec2_config ec = { 0 };
@@ -435,7 +435,7 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	for (size_t i = 0; i < cfg->n_security_group_ids; i++)
 		p->security_groups[p->n_security_groups++] = xstrdup(cfg->security_group_ids[i]);
 	p->launch_timeout_s = cfg->launch_timeout_s > 0 ? cfg->launch_timeout_s
-						     : DEFAULT_LAUNCH_TIMEOUT_S;
+							: DEFAULT_LAUNCH_TIMEOUT_S;
 	p->poll_ms = cfg->poll_ms > 0 ? cfg->poll_ms : DEFAULT_POLL_MS;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_condattr_init(&ca);

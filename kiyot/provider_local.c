@@ -830,7 +830,8 @@ static void inotify_room(void)
 
 	if (fs_read_file(path, 64, &text, NULL, &err) == 0 && strtol(text, NULL, 10) < 8192) {
 		if (fs_write_file(path, "8192\n", 5, 0644, &err) < 0)
-			log_warn("local provider: cannot raise %s (%s); more than %ld cells will fail",
+			log_warn("local provider: cannot raise %s (%s); more than %ld cells will "
+				 "fail",
 				 path, err.msg, strtol(text, NULL, 10));
 		else
 			log_info("local provider: raised %s to 8192 for the cells' agents", path);
