@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 import traceback
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -34,11 +33,11 @@ sys.path.insert(0, os.path.join(REPO, "test", "integration"))
 
 import cri  # noqa: E402
 import harness  # noqa: E402
+from ec2env import KEY, SECRET, Ec2Sim, tags_of  # noqa: E402
 
 # Inside the suite's 10.78.0.0/16, so the suite's cleanup recognises these cells; a /17 holds
 # 32 765 cells (the suite's EC2 tests use a /24, too small for 500).
 CELL_CIDR = "10.78.128.0/17"
-KEY, SECRET = "AKIAKIYOTSCALEEXAMPL", "kiyot-scale-bench-secret"
 CLUSTER_TAG = "kiyot.elotl.co/cluster-id"
 
 PODS = int(os.environ.get("KIYOT_SCALE_PODS", "500"))
@@ -183,63 +182,6 @@ class Sampler:
 
 
 # ---- ec2sim and the EC2 kiyot ----
-
-class Sim:
-    """test/ec2/ec2sim.py with default token buckets, instances booted as local cells."""
-
-    def __init__(self, work):
-        self.work = work
-        self.cells = os.path.join(work, "ec2-cells")
-        os.makedirs(self.cells, exist_ok=True)
-        kiyot = os.path.join(harness.BUILD, "kiyot")
-        common = "--state-dir %s --bridge %s --cidr %s" % (self.cells, harness.BRIDGE,
-                                                             CELL_CIDR)
-        boot = ("%s local-cell launch %s --agent %s --id {id} --cpus {cpus} --memory {memory} "
-                "--instance-type {instance_type} --cluster-id {cluster_id} "
-                "--bootstrap {bootstrap}" % (kiyot, common,
-                                             os.path.join(harness.BUILD, "cell-agent")))
-        term = "%s local-cell terminate %s --id {id}" % (kiyot, common)
-        port_file = os.path.join(work, "ec2.port")
-        self.log_path = os.path.join(work, "ec2sim.log")
-        logf = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            ["/usr/bin/python3", os.path.join(REPO, "test", "ec2", "ec2sim.py"), "--port", "0",
-             "--port-file", port_file, "--key", "%s:%s" % (KEY, SECRET), "--region",
-             "us-east-1", "--boot-cmd", boot, "--terminate-cmd", term,
-             "--boot-parallel", str(BOOT_PARALLEL), "--terminated-ttl", "3600"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
-        logf.close()
-        harness.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(),
-                         30, "ec2sim to listen")
-        self.endpoint = "http://127.0.0.1:%s/" % open(port_file).read().strip()
-
-    def admin(self, path, body=None):
-        req = urllib.request.Request(self.endpoint + "_admin/" + path,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.loads(r.read() or b"null")
-
-    def instances(self):
-        got = self.admin("instances")
-        return got["instances"] if isinstance(got, dict) else got
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # terminates the cells still up
-            try:
-                self.proc.wait(300)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def tags_of(inst):
-    t = inst.get("tags", {})
-    if isinstance(t, list):
-        return {x.get("key", x.get("Key")): x.get("value", x.get("Value")) for x in t}
-    return t
-
 
 def start_kiyot(work, sim):
     """kiyot serve with cells.provider ec2 against sim; returns (Popen, cri.Client)."""
@@ -571,7 +513,9 @@ class Run:
             log("fs.inotify.max_user_instances %d -> %d for the run (one per cell-agent)" %
                 (old, INOTIFY_INSTANCES))
         self.env.setup(with_kiyot=False)
-        self.sim = Sim(self.env.work)
+        self.sim = Ec2Sim(self.env.work, CELL_CIDR,
+                          ["--boot-parallel", str(BOOT_PARALLEL), "--terminated-ttl", "3600"],
+                          admin_timeout=60, stop_timeout=300)
         save_pids(self.env.work, sim_pid=self.sim.proc.pid)
         self.kiyot, self.client = start_kiyot(self.env.work, self.sim)
         save_pids(self.env.work, kiyot_pid=self.kiyot.pid)

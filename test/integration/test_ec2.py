@@ -12,71 +12,12 @@ import subprocess
 import threading
 import time
 import unittest
-import urllib.request
 
 import cri
-from harness import (BRIDGE, BUILD, KiyotTest, REGISTRY, REPO, log, unique, wait_for)
+from ec2env import KEY, SECRET, Ec2Sim, tags_of
+from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
 
 EC2_CIDR = "10.78.200.0/24"
-KEY, SECRET = "AKIAKIYOTTESTEXAMPLE", "kiyot-ec2-test-secret"
-
-
-class Ec2Sim:
-    """ec2sim.py with local cells as instances."""
-
-    def __init__(self, work, extra=()):
-        self.work = work
-        self.cells = os.path.join(work, "ec2-cells")
-        os.makedirs(self.cells, exist_ok=True)
-        kiyot = os.path.join(BUILD, "kiyot")
-        common = "--state-dir %s --bridge %s --cidr %s" % (self.cells, BRIDGE, EC2_CIDR)
-        boot = ("%s local-cell launch %s --agent %s --id {id} --cpus {cpus} --memory {memory} "
-                "--instance-type {instance_type} --cluster-id {cluster_id} "
-                "--bootstrap {bootstrap}" % (kiyot, common, os.path.join(BUILD, "cell-agent")))
-        term = "%s local-cell terminate %s --id {id}" % (kiyot, common)
-        port_file = os.path.join(work, "ec2.port")
-        if os.path.exists(port_file):
-            os.unlink(port_file)
-        self.log_path = os.path.join(work, "ec2sim.log")
-        logf = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            ["/usr/bin/python3", os.path.join(REPO, "test", "ec2", "ec2sim.py"), "--port", "0",
-             "--port-file", port_file, "--key", "%s:%s" % (KEY, SECRET), "--region",
-             "us-east-1", "--boot-cmd", boot, "--terminate-cmd", term,
-             "--terminated-ttl", "60"] + list(extra),
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
-        logf.close()
-        wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30,
-                 "ec2sim to listen")
-        self.endpoint = "http://127.0.0.1:%s/" % open(port_file).read().strip()
-
-    def admin(self, path, body=None):
-        req = urllib.request.Request(self.endpoint + "_admin/" + path,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read() or b"null")
-
-    def instances(self):
-        got = self.admin("instances")
-        return got["instances"] if isinstance(got, dict) else got
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def tags_of(inst):
-    t = inst.get("tags", {})
-    if isinstance(t, list):
-        return {x["key"] if "key" in x else x["Key"]: x["value"] if "value" in x else x["Value"]
-                for x in t}
-    return t
 
 
 class Ec2Test(KiyotTest):
@@ -85,7 +26,8 @@ class Ec2Test(KiyotTest):
         super().setUpClass()
         cls.env.kill_kiyot(signal.SIGTERM)
         # boots take 2 s, so a test can catch a launch while it waits
-        cls.sim = Ec2Sim(cls.env.work, ["--boot-delay", "2"])
+        cls.sim = Ec2Sim(cls.env.work, EC2_CIDR,
+                         ["--boot-delay", "2", "--terminated-ttl", "60"])
         cls.kiyot = None
 
     @classmethod
