@@ -136,11 +136,16 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 	snprintf(cpu, sizeof(cpu), "%lldm", (long long)d.cpu_milli);
 	snprintf(mem, sizeof(mem), "%lld", (long long)d.memory_bytes);
 	snprintf(gpu, sizeof(gpu), "%lld", (long long)d.gpus);
-	ann[na++] = ANN_CPU_REQUEST;
-	ann[na++] = cpu;
-	ann[na++] = ANN_MEMORY_REQUEST;
-	ann[na++] = mem;
-	if (d.gpus) {
+	/* a demand the manifest states in annotations stands (the last value of a key wins) */
+	if (!podspec_annotation(p, ANN_CPU_REQUEST)) {
+		ann[na++] = ANN_CPU_REQUEST;
+		ann[na++] = cpu;
+	}
+	if (!podspec_annotation(p, ANN_MEMORY_REQUEST)) {
+		ann[na++] = ANN_MEMORY_REQUEST;
+		ann[na++] = mem;
+	}
+	if (d.gpus && !podspec_annotation(p, ANN_GPU_REQUEST)) {
 		ann[na++] = ANN_GPU_REQUEST;
 		ann[na++] = gpu;
 	}
