@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "awscreds.h"
 #include "clock.h"
@@ -57,6 +58,11 @@ struct ec2p {
 	int waiters;
 	int stop;
 	pthread_t poller;
+
+	pthread_mutex_t term_lock; /* the terminate batch: queue and its leader */
+	pthread_cond_t term_cond;
+	struct term_req *term_queue;
+	int term_leader;
 };
 
 static void seen_free(struct seen *a, size_t n)
@@ -313,47 +319,140 @@ static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err
 	return 0;
 }
 
-/* Terminates the cluster's instances of a cell (an instance id also names itself). */
-static int ec2_terminate(void *self, const char *cell_id, struct err *err)
+/* One terminate waiting to be batched. */
+struct term_req {
+	const char *cell_id;
+	int done;
+	int ret;
+	struct err err;
+	struct term_req *next;
+};
+
+#define TERM_BATCH_WINDOW_US 50000 /* how long a batch gathers company */
+#define TERM_FILTER_VALUES 100	   /* filter values per DescribeInstances */
+
+/* Describes the cluster's live instances whose tag:cell-id (or instance-id) is one of ids. */
+static int find_live(struct ec2p *p, const char *filter, const char **ids, size_t n,
+		     struct ec2_instance **out, size_t *nout, struct err *err)
 {
-	struct ec2p *p = self;
 	const char *cluster[] = { p->cluster_id };
-	const char *cells[] = { cell_id };
 	const char *states[] = { "pending", "running", "stopping", "stopped" };
 	struct ec2_filter f[3] = {
-		{ "tag:" EC2_TAG_CLUSTER_ID, cluster, 1 },
-		{ "tag:" EC2_TAG_CELL_ID, cells, 1 },
+		{ "tag:" EC2_TAG_CLUSTER_ID, cluster, 1 }, /* only ever ours */
+		{ filter, ids, n },
 		{ "instance-state-name", states, ARRAY_SIZE(states) },
 	};
 	struct ec2_describe_query q = { f, 3, NULL, 0, 0 };
-	struct ec2_instance *inst = NULL;
+
+	return ec2_describe_instances(p->client, &q, out, nout, NULL, err);
+}
+
+/* Terminates the instances of every request of a batch: one DescribeInstances per hundred
+ * cells and one TerminateInstances for all, instead of two calls per cell. */
+static int terminate_batch(struct ec2p *p, struct term_req *batch, struct err *err)
+{
+	const char **cells = NULL, **iids = NULL, **kill = NULL;
+	size_t nc = 0, ni = 0, nk = 0, cap_c = 0, cap_i = 0, cap_k = 0;
 	enum ec2_errclass cls = EC2_OK;
-	const char **ids;
-	size_t n = 0;
+	int ret = 0;
+
+	for (struct term_req *r = batch; r; r = r->next) {
+		int by_id = strncmp(r->cell_id, "i-", 2) == 0;
+
+		xgrow(by_id ? (void **)&iids : (void **)&cells, by_id ? &cap_i : &cap_c,
+		      (by_id ? ni : nc) + 1, sizeof(char *));
+		if (by_id)
+			iids[ni++] = r->cell_id;
+		else
+			cells[nc++] = r->cell_id;
+	}
+	for (int pass = 0; pass < 2 && ret == 0; pass++) {
+		const char **ids = pass ? iids : cells;
+		size_t n = pass ? ni : nc;
+
+		for (size_t off = 0; off < n && ret == 0; off += TERM_FILTER_VALUES) {
+			size_t m = n - off < TERM_FILTER_VALUES ? n - off : TERM_FILTER_VALUES;
+			struct ec2_instance *inst = NULL;
+			size_t found = 0;
+
+			ret = find_live(p, pass ? "instance-id" : "tag:" EC2_TAG_CELL_ID, ids + off,
+					m, &inst, &found, err);
+			for (size_t i = 0; ret == 0 && i < found; i++) {
+				xgrow((void **)&kill, &cap_k, nk + 1, sizeof(char *));
+				kill[nk++] = xstrdup(inst[i].instance_id);
+			}
+			ec2_instances_free(inst, found);
+		}
+	}
+	for (size_t off = 0; ret == 0 && off < nk; off += EC2_MAX_IDS_PER_CALL) {
+		size_t m = nk - off < EC2_MAX_IDS_PER_CALL ? nk - off : EC2_MAX_IDS_PER_CALL;
+
+		ret = ec2_terminate_instances(p->client, kill + off, m, &cls, err);
+		if (ret < 0 && cls == EC2_NOT_FOUND) {
+			err_clear(err);
+			ret = 0; /* already gone: terminate is idempotent */
+		}
+	}
+	if (ret == 0 && nk)
+		log_info("ec2: terminated %zu instance%s of %zu cell%s", nk, nk == 1 ? "" : "s",
+			 nc + ni, nc + ni == 1 ? "" : "s");
+	for (size_t i = 0; i < nk; i++)
+		free((char *)kill[i]);
+	free(kill);
+	free(cells);
+	free(iids);
+	return ret;
+}
+
+/* Leads one batch: gathers the requests that arrive within the window, runs them, and marks
+ * them done. Called and returns with term_lock held. */
+static void terminate_lead(struct ec2p *p)
+{
+	struct term_req *batch;
+	struct err err = ERR_INIT;
 	int ret;
 
-	if (strncmp(cell_id, "i-", 2) == 0) {
-		/* by instance id, but still only ours: the cluster filter stays */
-		f[1].name = "instance-id";
+	p->term_leader = 1;
+	pthread_mutex_unlock(&p->term_lock);
+	usleep(TERM_BATCH_WINDOW_US);
+	pthread_mutex_lock(&p->term_lock);
+	batch = p->term_queue;
+	p->term_queue = NULL;
+	pthread_mutex_unlock(&p->term_lock);
+	ret = terminate_batch(p, batch, &err);
+	pthread_mutex_lock(&p->term_lock);
+	for (struct term_req *r = batch; r; r = r->next) {
+		r->ret = ret;
+		r->err = err;
+		r->done = 1;
 	}
-	if (ec2_describe_instances(p->client, &q, &inst, &n, NULL, err) < 0)
-		return err_wrap(err, "ec2: finding cell %s", cell_id);
-	if (n == 0)
-		return 0; /* nothing left: terminate is idempotent */
-	ids = xcalloc(n, sizeof(*ids));
-	for (size_t i = 0; i < n; i++)
-		ids[i] = inst[i].instance_id;
-	ret = ec2_terminate_instances(p->client, ids, n, &cls, err);
-	if (ret < 0 && cls == EC2_NOT_FOUND) {
-		err_clear(err);
-		ret = 0;
+	p->term_leader = 0;
+	pthread_cond_broadcast(&p->term_cond);
+}
+
+/* Terminates the cluster's instances of a cell (an instance id also names itself). Calls that
+ * come together share their EC2 calls. */
+static int ec2_terminate(void *self, const char *cell_id, struct err *err)
+{
+	struct ec2p *p = self;
+	struct term_req r = { 0 };
+
+	r.cell_id = cell_id;
+	pthread_mutex_lock(&p->term_lock);
+	r.next = p->term_queue;
+	p->term_queue = &r;
+	while (!r.done) {
+		if (!p->term_leader)
+			terminate_lead(p);
+		else
+			pthread_cond_wait(&p->term_cond, &p->term_lock);
 	}
-	if (ret == 0)
-		log_info("ec2: cell %s: terminated %s%s", cell_id, ids[0],
-			 n > 1 ? " and more" : "");
-	free(ids);
-	ec2_instances_free(inst, n);
-	return ret < 0 ? err_wrap(err, "ec2: terminating cell %s", cell_id) : 0;
+	pthread_mutex_unlock(&p->term_lock);
+	if (r.ret < 0) {
+		*err = r.err;
+		return err_wrap(err, "ec2: terminating cell %s", cell_id);
+	}
+	return 0;
 }
 
 static void ec2_destroy(void *self)
@@ -377,6 +476,8 @@ static void ec2_destroy(void *self)
 	free(p->instance_profile);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->term_lock);
+	pthread_cond_destroy(&p->term_cond);
 	free(p);
 }
 
@@ -438,6 +539,8 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 							: DEFAULT_LAUNCH_TIMEOUT_S;
 	p->poll_ms = cfg->poll_ms > 0 ? cfg->poll_ms : DEFAULT_POLL_MS;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->term_lock, NULL);
+	pthread_cond_init(&p->term_cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->cond, &ca);
