@@ -17,7 +17,6 @@ was measured, 1 when the setup failed or a section could not be measured (printe
 Set KIYOT_BENCH_JSON=FILE to also get the raw figures as JSON.
 """
 
-import gzip
 import hashlib
 import json
 import math
@@ -35,8 +34,10 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(REPO, "test", "integration"))
+sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
+from report import ratio, table  # noqa: E402
 from harness import images  # noqa: E402
 
 HELLO = "hello:1"
@@ -85,30 +86,6 @@ def ms(v):
 
 def mib(v):
     return "-" if v is None else ("%.1f" % (v / 1048576.0))
-
-
-def ratio(a, b):
-    return "-" if a is None or not b else ("%.1fx" % (a / b))
-
-
-def table(title, header, rows, note=None):
-    """Prints a plain-text table with right-aligned columns (the first left-aligned)."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-
-    def line(r):
-        return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                         for i, c in enumerate(r)).rstrip()
-    print()
-    print(title)
-    print(line(cells[0]))
-    print("  ".join("-" * w for w in widths))
-    for r in cells[1:]:
-        print(line(r))
-    if note:
-        for n in note if isinstance(note, list) else [note]:
-            print("  " + n)
-    sys.stdout.flush()
 
 
 # ---- memory ----

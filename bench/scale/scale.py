@@ -30,10 +30,12 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "test", "integration"))
+sys.path.insert(0, os.path.join(REPO, "bench"))
 
 import cri  # noqa: E402
 import harness  # noqa: E402
 from ec2env import KEY, SECRET, Ec2Sim, tags_of  # noqa: E402
+from report import ratio, table  # noqa: E402
 
 # Inside the suite's 10.78.0.0/16, so the suite's cleanup recognises these cells; a /17 holds
 # 32 765 cells (the suite's EC2 tests use a /24, too small for 500).
@@ -80,29 +82,6 @@ def pct(values, q):
 
 def fmt(v, spec="%.1f"):
     return "-" if v is None else spec % v
-
-
-def ratio(a, b):
-    return "-" if a is None or not b else "%.2fx" % (a / b)
-
-
-def table(title, header, rows, note=None):
-    """A plain-text table: first column left-aligned, the others right-aligned."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-
-    def line(r):
-        return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                         for i, c in enumerate(r)).rstrip()
-    print()
-    print(title)
-    print(line(cells[0]))
-    print("  ".join("-" * w for w in widths))
-    for r in cells[1:]:
-        print(line(r))
-    for n in note or []:
-        print("  " + n)
-    sys.stdout.flush()
 
 
 # ---- processes ----
@@ -626,10 +605,10 @@ class Run:
                 if not any(vals):
                     continue
                 rows.append(["%s %s" % (name, a)] + ["%.2f" % v for v in vals] +
-                            [ratio(vals[-1], vals[0])])
+                            [ratio(vals[-1], vals[0], 2)])
             tot = [s[ph]["total"] / s["pods"] for s in steps]
             rows.append(["%s all calls" % name] + ["%.2f" % v for v in tot] +
-                        [ratio(tot[-1], tot[0])])
+                        [ratio(tot[-1], tot[0], 2)])
         hdr = ["EC2 calls per pod"] + ["%s (%d)" % (s["label"], s["pods"]) for s in steps] + \
             ["top/base"]
         table("2. EC2 calls per pod, by action (ec2sim's counters; calls include throttled "
@@ -675,19 +654,19 @@ class Run:
 
             rows = [
                 ["EC2 calls per pod (start)", ratio(t["launch_stats"]["total"] / t["pods"],
-                                                    b["launch_stats"]["total"] / b["pods"])],
+                                                    b["launch_stats"]["total"] / b["pods"], 2)],
                 ["seconds per pod until all READY", ratio(t["wall"] / t["pods"],
-                                                          b["wall"] / b["pods"])],
-                ["RunPodSandbox p50", ratio(pct(t["latency"], 50), pct(b["latency"], 50))],
-                ["RunPodSandbox p95", ratio(pct(t["latency"], 95), pct(b["latency"], 95))],
+                                                          b["wall"] / b["pods"], 2)],
+                ["RunPodSandbox p50", ratio(pct(t["latency"], 50), pct(b["latency"], 50), 2)],
+                ["RunPodSandbox p95", ratio(pct(t["latency"], 95), pct(b["latency"], 95), 2)],
                 ["kiyot CPU ms per pod (start)", ratio(t["launch_cpu"] / t["pods"],
-                                                       b["launch_cpu"] / b["pods"])],
+                                                       b["launch_cpu"] / b["pods"], 2)],
                 ["kiyot RSS growth per pod (all up - idle)",
                  ratio((t["at_end"]["rss"] - self.idle["rss"]) / t["pods"],
-                       (b["at_end"]["rss"] - self.idle["rss"]) / b["pods"])],
+                       (b["at_end"]["rss"] - self.idle["rss"]) / b["pods"], 2)],
                 ["kiyot threads per pod (peak - idle)",
                  ratio((t["launch_peak"]["threads"] - self.idle["threads"]) / t["pods"],
-                       (b["launch_peak"]["threads"] - self.idle["threads"]) / b["pods"])],
+                       (b["launch_peak"]["threads"] - self.idle["threads"]) / b["pods"], 2)],
             ]
             table("4. Ratios, %d pods over the %d-pod baseline (1.00x = scales linearly per "
                   "pod)" % (t["pods"], b["pods"]), ["figure", "ratio"], rows)
