@@ -276,12 +276,12 @@ static int wait_agent(struct rpc_channel *ch, const char *id, int timeout_s, str
 	}
 }
 
-char *cells_bootstrap(struct kiyot *k, const struct cell_request *req)
+char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 {
 	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}", "version",
-				1, "cell_id", req->cell_id, "cluster_id", k->cluster_id, "pod",
-				"uid", req->pod_uid, "name", req->pod_name, "namespace",
-				req->pod_namespace, "instance_type", req->instance_type,
+				1, "cell_id", spec->cell_id, "cluster_id", k->cluster_id, "pod",
+				"uid", spec->pod_uid, "name", spec->pod_name, "namespace",
+				spec->pod_namespace, "instance_type", spec->instance_type,
 				"agent_port", k->cfg.agent_port, "log_level", k->cfg.log_level,
 				"restart_backoff_ms", (json_int_t)k->cfg.restart_backoff_ms);
 	char *text;
@@ -295,30 +295,18 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_request *req)
 	return text;
 }
 
-int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, struct err *err)
+int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
 {
 	struct kiyot *k = m->k;
-	struct cell_spec spec = { 0 };
+	struct cell_spec spec = *req;
 	struct cell_info info = { 0 };
 	_cleanup_free_ char *boot = cells_bootstrap(k, req);
 	struct cell_entry *e;
 	int ret;
 
-	spec.cell_id = req->cell_id;
+	/* what every cell of this kiyot carries */
 	spec.cluster_id = k->cluster_id;
-	spec.pod_uid = req->pod_uid;
-	spec.pod_name = req->pod_name;
-	spec.pod_namespace = req->pod_namespace;
-	spec.instance_type = req->instance_type;
-	spec.cpus = req->cpus;
-	spec.memory_bytes = req->memory_bytes;
 	spec.bootstrap = boot;
-	spec.spot = req->spot;
-	spec.fallback_types = req->fallback_types;
-	spec.n_fallback_types = req->n_fallback_types;
-	spec.label_keys = req->label_keys;
-	spec.label_values = req->label_values;
-	spec.n_labels = req->n_labels;
 	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
 	if (ret < 0)
 		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);

@@ -13,30 +13,17 @@
 
 #include "cellagent.pb-c.h"
 #include "err.h"
+#include "provider.h"
 
 struct kiyot;
 struct cellmgr;
 
-/* What to launch for a sandbox. */
-struct cell_request {
-	const char *cell_id;
-	const char *pod_uid, *pod_name, *pod_namespace;
-	const char *instance_type;
-	double cpus;
-	int64_t memory_bytes;
-	int spot;
-	const char *const *fallback_types; /* tried in order if the type has no capacity */
-	size_t n_fallback_types;
-	const char *const *label_keys; /* the pod's labels, for instance tags */
-	const char *const *label_values;
-	size_t n_labels;
-};
-
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
 void cells_free(struct cellmgr *m);
 
-/* Launches the cell and waits until its agent answers; fills *ip (caller frees). */
-int cells_launch(struct cellmgr *m, const struct cell_request *req, char **ip, struct err *err);
+/* Launches the cell and waits until its agent answers; fills *ip (caller frees). The spec's
+ * cluster_id and bootstrap are ignored: kiyot's own id and cells_bootstrap's document go. */
+int cells_launch(struct cellmgr *m, const struct cell_spec *spec, char **ip, struct err *err);
 /* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
  * offsets kiyot remembers). */
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);
@@ -63,6 +50,6 @@ int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsRe
 		struct err *err);
 
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
-char *cells_bootstrap(struct kiyot *k, const struct cell_request *req);
+char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec);
 
 #endif

@@ -130,7 +130,7 @@ CRI_HANDLER(run_pod_sandbox)
 	Runtime__V1__RunPodSandboxResponse *out = (void *)resp;
 	struct kiyot *k = svc;
 	struct size_choice choice = { 0 };
-	struct cell_request creq = { 0 };
+	struct cell_spec creq = { 0 };
 	struct sandbox *sb, *dup;
 	const char **label_keys, **label_values;
 	char *ip = NULL;
