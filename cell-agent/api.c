@@ -18,6 +18,7 @@
 #include "stats.h"
 #include "rpc.h"
 #include "supervisor.h"
+#include "volume.h"
 #include "xalloc.h"
 
 #define WATCH_QUEUE_MAX 4096
@@ -228,6 +229,25 @@ static int api_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessag
 	out->exit_code = code;
 	free(o);
 	free(e);
+	return 0;
+}
+
+static int api_write_volume(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__WriteVolumeRequest *r = (const void *)req;
+	Kiyot__Cell__V1__WriteVolumeResponse *out = (void *)resp;
+	_cleanup_free_ char *dir = xasprintf("%s/volumes", a->cfg.state_dir);
+	unsigned written, removed;
+
+	(void)call;
+	if (volume_write(dir, r, &written, &removed, err) < 0)
+		return -err->code;
+	if (written || removed)
+		log_info("volume %s: %u entries written, %u removed", r->volume, written, removed);
+	out->written = written;
+	out->removed = removed;
 	return 0;
 }
 
@@ -454,6 +474,9 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__exec_sync_response__descriptor, api_exec_sync, 0 },
 	{ "/kiyot.cell.v1.CellAgent/Stats", &kiyot__cell__v1__stats_request__descriptor,
 	  &kiyot__cell__v1__stats_response__descriptor, api_stats, 0 },
+	{ "/kiyot.cell.v1.CellAgent/WriteVolume",
+	  &kiyot__cell__v1__write_volume_request__descriptor,
+	  &kiyot__cell__v1__write_volume_response__descriptor, api_write_volume, 0 },
 };
 
 const struct rpc_method *agent_method_table(size_t *n)

@@ -400,6 +400,16 @@ static int mount_source(const struct bundle_spec *spec, const Kiyot__Cell__V1__M
 		if (strchr(vol, '/') || strcmp(vol, ".") == 0 || strcmp(vol, "..") == 0)
 			return err_set(err, EINVAL, "volume name \"%s\" is not a plain name", vol);
 		*out = xasprintf("%s/%s", spec->volumes_dir, vol);
+		if (v->kind == KIYOT__CELL__V1__VOLUME__KIND__SHIPPED) {
+			if (fs_exists(*out))
+				return 0;
+			free(*out);
+			*out = NULL;
+			return err_set(err, ENOENT,
+				       "mount %s: volume \"%s\" has no content in the cell yet "
+				       "(kiyot writes it with WriteVolume before Apply)",
+				       m->container_path, vol);
+		}
 		ret = fs_mkdir_p(*out, 0755, err);
 		if (ret < 0) {
 			free(*out);
