@@ -19,6 +19,7 @@
 
 #define AGENT_CALL_TIMEOUT_MS 10000
 #define PULL_TIMEOUT_MS (15 * 60 * 1000)
+#define WRITE_VOLUME_TIMEOUT_MS 60000
 
 struct cell_entry {
 	char *id;
@@ -435,4 +436,17 @@ int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsRe
 	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Stats", &req.base,
 			  &kiyot__cell__v1__stats_response__descriptor, AGENT_CALL_TIMEOUT_MS,
 			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_write_volume(struct cellmgr *m, const char *cell_id,
+		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err)
+{
+	ProtobufCMessage *resp = NULL;
+	int ret = agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/WriteVolume", &req->base,
+			     &kiyot__cell__v1__write_volume_response__descriptor,
+			     WRITE_VOLUME_TIMEOUT_MS, &resp, err);
+
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
 }

@@ -48,6 +48,8 @@ int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 
 int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
 		struct err *err);
+int cells_write_volume(struct cellmgr *m, const char *cell_id,
+		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err);
 
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
 char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec);

@@ -163,7 +163,7 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 /* Each emptyDir is a directory on the node, as the kubelet makes them. */
 static char *volume_dir(const char *state_dir, const char *uid, const char *name)
 {
-	return xasprintf("%s/pods/%s/volumes/empty-dir/%s", state_dir, uid, name);
+	return xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir/%s", state_dir, uid, name);
 }
 
 /* Marks the init containers `kiyot run` creates, so `kiyot get pods` counts readiness as

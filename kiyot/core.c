@@ -21,6 +21,7 @@
 #include "log.h"
 #include "regconf.h"
 #include "store.h"
+#include "volsync.h"
 #include "xalloc.h"
 
 static struct sandbox *find_sandbox_exact(struct kiyot *k, const char *id)
@@ -368,11 +369,14 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return -err->code;
 	k->events = events_new();
 	k->gc = gc_start(k);
+	if (k->provider.ops->remote_files)
+		k->volsync = volsync_start(k);
 	return 0;
 }
 
 void kiyot_close(struct kiyot *k)
 {
+	volsync_stop(k->volsync);
 	gc_stop(k->gc);
 	cells_free(k->cells);
 	events_free(k->events);

@@ -5,6 +5,7 @@
 #include "cri.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,14 @@
 #include "cells.h"
 #include "log.h"
 #include "provision.h"
+#include "shipvol.h"
+#include "volsync.h"
 #include "xalloc.h"
+
+/* A volume to ship before the pod is applied. */
+struct ship {
+	const char *name, *host_path;
+};
 
 void *cri_msg_copy(const ProtobufCMessage *m)
 {
@@ -200,11 +208,90 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 	return p;
 }
 
+/* Adds volume name of kind to the pod unless it is there. */
+static void pod_add_volume(struct arena *a, Kiyot__Cell__V1__Pod *p, const char *name,
+			   Kiyot__Cell__V1__Volume__Kind kind, size_t *cap)
+{
+	Kiyot__Cell__V1__Volume *v;
+
+	for (size_t i = 0; i < p->n_volumes; i++)
+		if (strcmp(p->volumes[i]->name, name) == 0)
+			return;
+	if (p->n_volumes == *cap) {
+		Kiyot__Cell__V1__Volume **grown;
+
+		*cap = *cap ? *cap * 2 : 8;
+		grown = arena_alloc(a, *cap * sizeof(*grown));
+		if (p->n_volumes)
+			memcpy(grown, p->volumes, p->n_volumes * sizeof(*grown));
+		p->volumes = grown;
+	}
+	v = arena_alloc(a, sizeof(*v));
+	kiyot__cell__v1__volume__init(v);
+	v->name = arena_strdup(a, name);
+	v->kind = kind;
+	p->volumes[p->n_volumes++] = v;
+}
+
+/*
+ * For a cell that does not share the node's files: every unit mount becomes a volume of the
+ * cell, an emptyDir made there or files shipped from the node (shipvol.h), listed in *ships.
+ */
+static int remote_mounts(struct arena *a, Kiyot__Cell__V1__Pod *p, struct ship **ships,
+			 size_t *n_ships, struct err *err)
+{
+	size_t cap = 0, ship_cap = 0;
+
+	*ships = NULL;
+	*n_ships = 0;
+	for (size_t u = 0; u < p->n_units; u++) {
+		for (size_t i = 0; i < p->units[u]->n_mounts; i++) {
+			Kiyot__Cell__V1__Mount *m = p->units[u]->mounts[i];
+			/* copied: the records it is borrowed from may change after the lock */
+			const char *host = arena_strdup(a, m->host_path ? m->host_path : "");
+			char name[SHIPVOL_NAME_MAX];
+			enum shipvol_kind kind;
+			bool listed = false;
+
+			if (shipvol_classify(p->uid, host, &kind, name, err) < 0)
+				return err_wrap(err, "container %s: mount %s", p->units[u]->name,
+						m->container_path);
+			m->volume = arena_strdup(a, name);
+			m->host_path = arena_strdup(a, "");
+			pod_add_volume(a, p, name,
+				       kind == SHIPVOL_EMPTY_DIR
+					       ? KIYOT__CELL__V1__VOLUME__KIND__EMPTY_DIR
+					       : KIYOT__CELL__V1__VOLUME__KIND__SHIPPED,
+				       &cap);
+			if (kind != SHIPVOL_SHIPPED)
+				continue;
+			for (size_t j = 0; j < *n_ships; j++)
+				listed |= strcmp((*ships)[j].name, name) == 0;
+			if (listed)
+				continue;
+			if (*n_ships == ship_cap) {
+				struct ship *grown;
+
+				ship_cap = ship_cap ? ship_cap * 2 : 8;
+				grown = arena_alloc(a, ship_cap * sizeof(*grown));
+				if (*n_ships)
+					memcpy(grown, *ships, *n_ships * sizeof(*grown));
+				*ships = grown;
+			}
+			(*ships)[*n_ships].name = m->volume;
+			(*ships)[(*n_ships)++].host_path = host;
+		}
+	}
+	return 0;
+}
+
 int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err)
 {
 	struct arena a = ARENA_INIT;
 	Kiyot__Cell__V1__ApplyResponse *resp = NULL;
 	Kiyot__Cell__V1__Pod *pod;
+	struct ship *ships = NULL;
+	size_t n_ships = 0;
 	ProtobufCMessage *packed_copy;
 	struct cell_entry *held;
 	struct sandbox *sb;
@@ -234,16 +321,28 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 		return err_set(err, ENOENT, "sandbox %s not found", sandbox_id);
 	}
 	pod = pod_build(k, &a, sb);
+	if (k->provider.ops->remote_files && remote_mounts(&a, pod, &ships, &n_ships, err) < 0) {
+		pthread_mutex_unlock(&k->lock);
+		cells_apply_unlock(k->cells, held);
+		arena_release(&a);
+		free(cell_id);
+		return -err->code;
+	}
 	len = kiyot__cell__v1__pod__get_packed_size(pod);
 	buf = xmalloc(len ? len : 1);
 	kiyot__cell__v1__pod__pack(pod, buf);
 	pthread_mutex_unlock(&k->lock);
-	arena_release(&a);
 	packed_copy = protobuf_c_message_unpack(&kiyot__cell__v1__pod__descriptor, NULL, len, buf);
 	free(buf);
 
-	ret = cells_apply(k->cells, cell_id, (Kiyot__Cell__V1__Pod *)packed_copy, timeout_ms, &resp,
-			  err);
+	/* a unit finds its shipped volumes' files in the cell when it is created */
+	ret = 0;
+	for (size_t i = 0; i < n_ships && ret == 0; i++)
+		ret = volsync_ship(k->volsync, cell_id, ships[i].name, ships[i].host_path, err);
+	arena_release(&a);
+	if (ret == 0)
+		ret = cells_apply(k->cells, cell_id, (Kiyot__Cell__V1__Pod *)packed_copy,
+				  timeout_ms, &resp, err);
 	protobuf_c_message_free_unpacked(packed_copy, NULL);
 	cells_apply_unlock(k->cells, held);
 	free(cell_id);

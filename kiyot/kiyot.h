@@ -74,6 +74,7 @@ struct kiyot {
 	struct gc *gc;
 	struct router *router;	   /* the fallback runtime, or NULL (router.c) */
 	struct cellsync *cellsync; /* Cell objects in the API server, or NULL (cellsync.c) */
+	struct volsync *volsync;   /* shipped volumes of remote cells (volsync.c) */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */

@@ -59,6 +59,9 @@ struct provider_ops {
 	const char *name;
 	/* How long a launched cell may take until its agent answers. */
 	int boot_timeout_s;
+	/* Cells run on other machines and do not see the node's files: volumes are shipped
+	 * (shipvol.h) instead of bind-mounted from the kubelet's directories. */
+	int remote_files;
 	/* Starts a cell; on success fills *out (phase PENDING or RUNNING). Idempotent per cell_id:
 	 * launching an id that exists returns the existing cell. */
 	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,

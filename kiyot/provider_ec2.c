@@ -484,6 +484,7 @@ static void ec2_destroy(void *self)
 static const struct provider_ops ec2_ops = {
 	.name = "ec2",
 	.boot_timeout_s = 600,
+	.remote_files = 1,
 	.launch = ec2_launch,
 	.terminate = ec2_terminate,
 	.list = ec2_list,

@@ -755,7 +755,8 @@ class KiyotTest(unittest.TestCase):
 
     # -- containers --
     def create(self, pod_id, cfg, image, name=None, command=(), args=(), envs=None,
-               labels=None, pull=True):
+               labels=None, pull=True, mounts=()):
+        """mounts: (container_path, host_path, readonly) as the kubelet passes volumes."""
         pb = self.pb
         name = name or unique("c")
         if pull:
@@ -770,6 +771,8 @@ class KiyotTest(unittest.TestCase):
             labels=dict({"container": name}, **(labels or {})),
             annotations={"io.kubernetes.container.restartCount": "0"},
             log_path=log_path,
+            mounts=[pb.Mount(container_path=c, host_path=h, readonly=ro)
+                    for c, h, ro in mounts],
             linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
                 memory_limit_in_bytes=128 << 20, oom_score_adj=1000)))
         r = self.c.runtime.CreateContainer(pb.CreateContainerRequest(

@@ -13,14 +13,17 @@ import threading
 import time
 import unittest
 
+import grpc
+
 import cri
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
 from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
+from volumes import KubeletVolumes, VolumeChecks, atomic_write
 
 EC2_CIDR = "10.78.200.0/24"
 
 
-class Ec2Test(KiyotTest):
+class Ec2Test(KiyotTest, VolumeChecks):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -124,6 +127,37 @@ class Ec2Test(KiyotTest):
         wait_for(lambda: not self.live(lambda i: i["instance_id"] ==
                                        mine[0]["instance_id"]), 60,
                  "the pod's instance to be terminated")
+
+    def test_volumes_are_shipped_into_the_cell_and_kept_in_sync(self):
+        cfg = self.volume_sandbox(self.sandbox_config())
+        vols = KubeletVolumes(os.path.join(self.env.work, "kubelet-ec2"), cfg.metadata.uid)
+        pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        image = self.env.ref("busybox:1")
+        _, reader = self.start_volume_pod(pod, cfg, vols, image)
+        self.check_volumes(reader, vols)
+
+        # the units mount the cell's own copies, not the kubelet's directories on the node
+        roots = {f[4]: f[3] for f in (line.split() for line in
+                                      self.cat(reader, "/proc/self/mountinfo").splitlines())}
+        self.assertIn("/volumes/sv-", roots["/etc/config"])
+        self.assertNotIn("kubernetes.io~", roots["/etc/config"])
+        self.assertIn("/volumes/sv-", roots["/etc/hosts"])
+        self.assertIn("/volumes/ed-scratch", roots["/scratch"])
+        self.assertFalse(os.path.exists(os.path.join(vols.scratch, "note")),
+                         "the cell's emptyDir wrote into the node's directory")
+
+        # a restarted kiyot keeps the volumes in sync
+        self.stop_ec2_kiyot(signal.SIGKILL)
+        self.c = type(self).start_ec2_kiyot()
+        atomic_write(vols.creds, {"password": "rotated"}, mode=0o400)
+        wait_for(lambda: self.exec_in(reader, "cat", "/etc/creds/password")[1] == "rotated",
+                 30, "the rotated secret in the unit after kiyot's restart")
+
+        # a hostPath volume cannot reach a cell on another machine
+        details = self.assertCode(grpc.StatusCode.INVALID_ARGUMENT, self.create, pod, cfg, image,
+                                  mounts=[("/host-logs", "/var/log", True)], pull=False)
+        self.assertIn("hostPath", details)
 
     def test_no_capacity_moves_to_the_next_candidate(self):
         self.sim.admin("capacity", {"instance_type": "t3a.nano"})
