@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -29,6 +30,130 @@ static const char *const default_caps[] = {
 	"CAP_SETFCAP", "CAP_SETPCAP",	   "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
 	"CAP_KILL",    "CAP_AUDIT_WRITE",
 };
+
+/* Every capability by number, as in linux/capability.h. */
+static const char *const all_caps[] = {
+	"CAP_CHOWN",
+	"CAP_DAC_OVERRIDE",
+	"CAP_DAC_READ_SEARCH",
+	"CAP_FOWNER",
+	"CAP_FSETID",
+	"CAP_KILL",
+	"CAP_SETGID",
+	"CAP_SETUID",
+	"CAP_SETPCAP",
+	"CAP_LINUX_IMMUTABLE",
+	"CAP_NET_BIND_SERVICE",
+	"CAP_NET_BROADCAST",
+	"CAP_NET_ADMIN",
+	"CAP_NET_RAW",
+	"CAP_IPC_LOCK",
+	"CAP_IPC_OWNER",
+	"CAP_SYS_MODULE",
+	"CAP_SYS_RAWIO",
+	"CAP_SYS_CHROOT",
+	"CAP_SYS_PTRACE",
+	"CAP_SYS_PACCT",
+	"CAP_SYS_ADMIN",
+	"CAP_SYS_BOOT",
+	"CAP_SYS_NICE",
+	"CAP_SYS_RESOURCE",
+	"CAP_SYS_TIME",
+	"CAP_SYS_TTY_CONFIG",
+	"CAP_MKNOD",
+	"CAP_LEASE",
+	"CAP_AUDIT_WRITE",
+	"CAP_AUDIT_CONTROL",
+	"CAP_SETFCAP",
+	"CAP_MAC_OVERRIDE",
+	"CAP_MAC_ADMIN",
+	"CAP_SYSLOG",
+	"CAP_WAKE_ALARM",
+	"CAP_BLOCK_SUSPEND",
+	"CAP_AUDIT_READ",
+	"CAP_PERFMON",
+	"CAP_BPF",
+	"CAP_CHECKPOINT_RESTORE",
+};
+
+/* The highest capability this kernel knows (the table's last when it cannot be read). */
+static size_t last_cap(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+	unsigned long n = ARRAY_SIZE(all_caps) - 1;
+
+	if (f) {
+		if (fscanf(f, "%lu", &n) != 1 || n >= ARRAY_SIZE(all_caps))
+			n = ARRAY_SIZE(all_caps) - 1;
+		fclose(f);
+	}
+	return n;
+}
+
+/* The agent's own bounding set: a unit cannot get more (capset would fail). */
+static uint64_t own_bounding_set(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long set = ~0ULL;
+	char line[256];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapBnd: %llx", &set) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return set;
+}
+
+/* A capability's number from "NET_ADMIN" or "CAP_NET_ADMIN" (any case); -1 if unknown. */
+static int cap_number(const char *name, size_t last)
+{
+	const char *bare = strncasecmp(name, "CAP_", 4) == 0 ? name + 4 : name;
+
+	for (size_t i = 0; i <= last; i++)
+		if (strcasecmp(all_caps[i] + 4, bare) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The unit's capability set: the default (or every one when privileged), plus what it adds,
+ * minus what it drops, within what the agent itself may hand out. */
+static int unit_caps(const Kiyot__Cell__V1__Unit *unit, json_t **out, struct err *err)
+{
+	size_t last = last_cap();
+	uint64_t bounding = own_bounding_set();
+	bool have[ARRAY_SIZE(all_caps)] = { false };
+
+	for (size_t i = 0; i < ARRAY_SIZE(default_caps); i++)
+		have[cap_number(default_caps[i], last)] = true;
+	for (size_t i = 0; i <= last; i++)
+		have[i] = have[i] || unit->privileged;
+	for (int drop = 0; drop < 2; drop++) {
+		char **names = drop ? unit->capabilities_drop : unit->capabilities_add;
+		size_t n = drop ? unit->n_capabilities_drop : unit->n_capabilities_add;
+
+		for (size_t i = 0; i < n; i++) {
+			int c = cap_number(names[i], last);
+
+			if (strcasecmp(names[i], "ALL") == 0) {
+				for (size_t j = 0; j <= last; j++)
+					have[j] = !drop;
+				continue;
+			}
+			if (c < 0)
+				return err_set(err, EINVAL,
+					       "capability \"%.64s\" is not one this kernel knows "
+					       "(e.g. NET_ADMIN, SYS_TIME)",
+					       names[i]);
+			have[c] = !drop;
+		}
+	}
+	*out = json_array();
+	for (size_t i = 0; i <= last; i++)
+		if (have[i] && (bounding & (1ULL << i)))
+			json_array_append_new(*out, json_string(all_caps[i]));
+	return 0;
+}
 
 /* runc's default masked and read-only paths. */
 static const char *const masked_paths[] = {
@@ -476,7 +601,7 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	const char *cwd = "/", *user = img && img->user ? img->user : "";
 	char **args = NULL, **env;
 	struct bundle_user u;
-	json_t *p, *caps, *gids, *juser;
+	json_t *p, *caps = NULL, *gids, *juser;
 	int ret;
 
 	if (unit->working_dir && unit->working_dir[0])
@@ -493,6 +618,11 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	ret = bundle_process_args(unit, img, &args, err);
 	if (ret < 0)
 		return ret;
+	ret = unit_caps(unit, &caps, err);
+	if (ret < 0) {
+		bundle_strv_free(args);
+		return ret;
+	}
 	env = bundle_process_env(unit, img, hostname);
 	gids = json_array();
 	for (size_t i = 0; i < u.ngids; i++)
@@ -502,10 +632,7 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 		json_object_set_new(juser, "additionalGids", gids);
 	else
 		json_decref(gids);
-	caps = json_pack("{s:o,s:o,s:o}", "bounding",
-			 json_table(default_caps, ARRAY_SIZE(default_caps)), "effective",
-			 json_table(default_caps, ARRAY_SIZE(default_caps)), "permitted",
-			 json_table(default_caps, ARRAY_SIZE(default_caps)));
+	caps = json_pack("{s:o,s:O,s:O}", "bounding", caps, "effective", caps, "permitted", caps);
 	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:o,s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0, "user",
 		      juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
 		      "capabilities", caps, "noNewPrivileges", 0, "rlimits", "type",
@@ -546,9 +673,12 @@ static json_t *build_linux(const struct bundle_spec *spec)
 					      (json_int_t)(unit->cpu_millis * CPU_PERIOD_US / 1000),
 					      "period", (json_int_t)CPU_PERIOD_US));
 	json_object_set_new(l, "resources", res);
-	json_object_set_new(l, "maskedPaths", json_table(masked_paths, ARRAY_SIZE(masked_paths)));
-	json_object_set_new(l, "readonlyPaths",
-			    json_table(readonly_paths, ARRAY_SIZE(readonly_paths)));
+	if (!unit->privileged) {
+		json_object_set_new(l, "maskedPaths",
+				    json_table(masked_paths, ARRAY_SIZE(masked_paths)));
+		json_object_set_new(l, "readonlyPaths",
+				    json_table(readonly_paths, ARRAY_SIZE(readonly_paths)));
+	}
 	return l;
 }
 

@@ -115,6 +115,8 @@ static bool wants_restart(struct supervisor *s, struct unit *u)
 	if (!u->spec || u->removing || u->spec->desired != KIYOT__CELL__V1__UNIT_DESIRED__RUNNING ||
 	    u->kill_stage)
 		return false;
+	if (u->spec->system)
+		return true;
 	if (u->spec->init)
 		return u->st.exit_code != 0 && policy != KIYOT__CELL__V1__RESTART_POLICY__NEVER;
 	if (policy == KIYOT__CELL__V1__RESTART_POLICY__ALWAYS)

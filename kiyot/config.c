@@ -18,6 +18,12 @@
  *	  restartBackoffMs: 10000     (first restart delay of a unit; doubles to 5 min)
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
+ *	  kubeProxy:                  (a kube-proxy unit in every cell; see deploy/README.md)
+ *	    image: registry.k8s.io/kube-proxy:v1.30.2
+ *	    kubeconfig: /var/lib/kiyot/kube-proxy.kubeconfig  (node file, mounted read-only at
+ *	                              /var/lib/kube-proxy/kubeconfig)
+ *	    args: [...]               (appended to the default command)
+ *	    command: [...]            (replaces the whole command)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
  *	kubeconfig: ""                (API server for Cell objects; "": in-cluster if there)
  *	ec2:                          (when cells.provider is ec2)
@@ -89,6 +95,13 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->gc_grace_s = 120;
 }
 
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 void kiyot_config_release(struct kiyot_config *c)
 {
 	free(c->socket);
@@ -110,9 +123,11 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->ec2.instance_profile);
 	free(c->ec2.profile);
 	free(c->ec2.credentials_file);
-	for (size_t i = 0; i < c->ec2.n_security_group_ids; i++)
-		free(c->ec2.security_group_ids[i]);
-	free(c->ec2.security_group_ids);
+	strv_free(c->ec2.security_group_ids, c->ec2.n_security_group_ids);
+	free(c->kube_proxy.image);
+	free(c->kube_proxy.kubeconfig);
+	strv_free(c->kube_proxy.command, c->kube_proxy.n_command);
+	strv_free(c->kube_proxy.args, c->kube_proxy.n_args);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -127,6 +142,28 @@ static int take_str(json_t *obj, const char *key, const char *path, char **dst, 
 		return err_set(err, EINVAL, "%s%s: must be a string", path, key);
 	free(*dst);
 	*dst = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* A list of strings, replacing *dst. */
+static int take_strv(json_t *obj, const char *key, const char *path, char ***dst, size_t *n,
+		     struct err *err)
+{
+	json_t *l = json_object_get(obj, key), *v;
+	size_t i;
+
+	if (!l)
+		return 0;
+	if (!json_is_array(l))
+		return err_set(err, EINVAL, "%s%s: must be a list of strings", path, key);
+	json_array_foreach (l, i, v)
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "%s%s[%zu]: must be a string", path, key, i);
+	strv_free(*dst, *n);
+	*dst = xcalloc(json_array_size(l) + 1, sizeof(char *));
+	*n = 0;
+	json_array_foreach (l, i, v)
+		(*dst)[(*n)++] = xstrdup(json_string_value(v));
 	return 0;
 }
 
@@ -192,6 +229,34 @@ static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
 	return 0;
 }
 
+/* cells.kubeProxy: a kube-proxy unit in every cell, so the pod reaches Service IPs. */
+static int load_kube_proxy(struct kiyot_config *c, json_t *kp, struct err *err)
+{
+	static const char *const known[] = { "image", "kubeconfig", "command", "args", NULL };
+	const char *p = "cells.kubeProxy.";
+
+	if (!json_is_object(kp))
+		return err_set(err, EINVAL, "cells.kubeProxy: must be a mapping");
+	if (check_keys(kp, p, known, err) < 0 ||
+	    take_str(kp, "image", p, &c->kube_proxy.image, err) < 0 ||
+	    take_str(kp, "kubeconfig", p, &c->kube_proxy.kubeconfig, err) < 0 ||
+	    take_strv(kp, "command", p, &c->kube_proxy.command, &c->kube_proxy.n_command, err) <
+		    0 ||
+	    take_strv(kp, "args", p, &c->kube_proxy.args, &c->kube_proxy.n_args, err) < 0)
+		return -err->code;
+	if (!c->kube_proxy.image || !c->kube_proxy.image[0])
+		return err_set(err, EINVAL,
+			       "cells.kubeProxy.image: required (e.g. registry.k8s.io/kube-proxy:"
+			       "v1.30.2, the version of the cluster)");
+	if (c->kube_proxy.kubeconfig && c->kube_proxy.kubeconfig[0] &&
+	    c->kube_proxy.kubeconfig[0] != '/')
+		return err_set(err, EINVAL,
+			       "cells.kubeProxy.kubeconfig: \"%s\" must be an "
+			       "absolute path on the node",
+			       c->kube_proxy.kubeconfig);
+	return 0;
+}
+
 static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 {
 	static const char *const known[] = { "provider",
@@ -202,6 +267,7 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 					     "restartBackoffMs",
 					     "gcIntervalSeconds",
 					     "gcGraceSeconds",
+					     "kubeProxy",
 					     NULL };
 	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
 
@@ -217,6 +283,9 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 		     err) < 0 ||
 	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||
 	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0)
+		return -err->code;
+	if (json_object_get(cells, "kubeProxy") &&
+	    load_kube_proxy(c, json_object_get(cells, "kubeProxy"), err) < 0)
 		return -err->code;
 	c->agent_port = (int)port;
 	c->gc_interval_s = (int)interval;
@@ -239,8 +308,7 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 					     "launchTimeoutSeconds",
 					     NULL };
 	int64_t timeout = c->ec2.launch_timeout_s;
-	json_t *sg, *v;
-	size_t i;
+	json_t *v;
 
 	if (!json_is_object(e))
 		return err_set(err, EINVAL, "ec2: must be a mapping");
@@ -261,19 +329,8 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 				       "ec2.noInstanceMetadata: must be true or false");
 		c->ec2.no_imds = json_is_true(v);
 	}
-	if ((sg = json_object_get(e, "securityGroupIds"))) {
-		if (!json_is_array(sg))
-			return err_set(err, EINVAL, "ec2.securityGroupIds: must be a list");
-		c->ec2.security_group_ids = xcalloc(json_array_size(sg) + 1, sizeof(char *));
-		json_array_foreach (sg, i, v) {
-			if (!json_is_string(v))
-				return err_set(err, EINVAL,
-					       "ec2.securityGroupIds[%zu]: must be a string", i);
-			c->ec2.security_group_ids[c->ec2.n_security_group_ids++] =
-				xstrdup(json_string_value(v));
-		}
-	}
-	return 0;
+	return take_strv(e, "securityGroupIds", "ec2.", &c->ec2.security_group_ids,
+			 &c->ec2.n_security_group_ids, err);
 }
 
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)

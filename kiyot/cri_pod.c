@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "cells.h"
@@ -16,6 +18,10 @@
 #include "shipvol.h"
 #include "volsync.h"
 #include "xalloc.h"
+
+/* The cell's kube-proxy unit (cells.kubeProxy) and where its kubeconfig is mounted. */
+#define KUBE_PROXY_UNIT_ID "kiyot-kube-proxy"
+#define KUBE_PROXY_KUBECONFIG "/var/lib/kube-proxy/kubeconfig"
 
 /* A volume to ship before the pod is applied. */
 struct ship {
@@ -160,6 +166,80 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 	}
 	u->tty = cfg->tty;
 	u->stdin = cfg->stdin;
+	if (cfg->linux && cfg->linux->security_context) {
+		const Runtime__V1__LinuxContainerSecurityContext *sc = cfg->linux->security_context;
+
+		u->privileged = sc->privileged;
+		if (sc->capabilities) {
+			u->n_capabilities_add = sc->capabilities->n_add_capabilities;
+			u->capabilities_add = sc->capabilities->add_capabilities;
+			u->n_capabilities_drop = sc->capabilities->n_drop_capabilities;
+			u->capabilities_drop = sc->capabilities->drop_capabilities;
+		}
+	}
+	return u;
+}
+
+/* Appends s to the arena-backed list v (n entries, room for at least n + 1). */
+static void strv_push(char **v, size_t *n, const char *s)
+{
+	v[(*n)++] = (char *)s;
+}
+
+/*
+ * The cell's kube-proxy (cells.kubeProxy): a privileged system unit in the pod's network
+ * namespace, so the pod's connections to Service IPs are translated in the cell as on a
+ * node. Its kubeconfig is a node file, bind-mounted or shipped like the pod's volumes.
+ */
+static Kiyot__Cell__V1__Unit *kube_proxy_unit(struct kiyot *k, struct arena *a, const char *cell_id)
+{
+	const struct kube_proxy_config *kp = &k->cfg.kube_proxy;
+	Kiyot__Cell__V1__Unit *u = arena_alloc(a, sizeof(*u));
+	char host[256] = "";
+	size_t n;
+
+	kiyot__cell__v1__unit__init(u);
+	/* the cell's id in it: local cells share one OCI runtime state directory */
+	n = strlen(KUBE_PROXY_UNIT_ID) + strlen(cell_id) + 2;
+	u->id = arena_alloc(a, n);
+	snprintf(u->id, n, "%s-%s", KUBE_PROXY_UNIT_ID, cell_id);
+	u->name = arena_strdup(a, "kube-proxy");
+	u->image = kp->image;
+	u->system = 1;
+	u->privileged = 1;
+	u->desired = KIYOT__CELL__V1__UNIT_DESIRED__RUNNING;
+	u->stop_timeout_s = 5;
+	if (kp->n_command) {
+		u->command = kp->command;
+		u->n_command = kp->n_command;
+		u->args = kp->args;
+		u->n_args = kp->n_args;
+	} else {
+		u->command = arena_alloc(a, 2 * sizeof(char *));
+		strv_push(u->command, &u->n_command, "/usr/local/bin/kube-proxy");
+		u->args = arena_alloc(a, (kp->n_args + 3) * sizeof(char *));
+		if (kp->kubeconfig && kp->kubeconfig[0])
+			strv_push(u->args, &u->n_args, "--kubeconfig=" KUBE_PROXY_KUBECONFIG);
+		/* the cell stands for this node: its Node object gives kube-proxy its
+		 * topology */
+		if (gethostname(host, sizeof(host) - 1) == 0 && host[0]) {
+			char *flag = arena_alloc(a, sizeof(host) + 32);
+
+			snprintf(flag, sizeof(host) + 32, "--hostname-override=%s", host);
+			strv_push(u->args, &u->n_args, flag);
+		}
+		for (size_t i = 0; i < kp->n_args; i++)
+			strv_push(u->args, &u->n_args, kp->args[i]);
+	}
+	if (kp->kubeconfig && kp->kubeconfig[0]) {
+		u->mounts = arena_alloc(a, 2 * sizeof(*u->mounts));
+		u->mounts[0] = arena_alloc(a, sizeof(*u->mounts[0]));
+		kiyot__cell__v1__mount__init(u->mounts[0]);
+		u->mounts[0]->container_path = arena_strdup(a, KUBE_PROXY_KUBECONFIG);
+		u->mounts[0]->host_path = kp->kubeconfig;
+		u->mounts[0]->readonly = 1;
+		u->n_mounts = 1;
+	}
 	return u;
 }
 
@@ -201,10 +281,12 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 	for (struct container *c = k->containers; c; c = c->next)
 		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
 			n++;
-	p->units = arena_alloc(a, (n + 1) * sizeof(*p->units));
+	p->units = arena_alloc(a, (n + 2) * sizeof(*p->units));
 	for (struct container *c = k->containers; c; c = c->next)
 		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
 			p->units[p->n_units++] = unit_build(k, a, c);
+	if (k->cfg.kube_proxy.image && k->cfg.kube_proxy.image[0])
+		p->units[p->n_units++] = kube_proxy_unit(k, a, sb->cell_id);
 	return p;
 }
 
@@ -253,9 +335,14 @@ static int remote_mounts(struct arena *a, Kiyot__Cell__V1__Pod *p, struct ship *
 			enum shipvol_kind kind;
 			bool listed = false;
 
-			if (shipvol_classify(p->uid, host, &kind, name, err) < 0)
+			if (p->units[u]->system) {
+				/* a node file kiyot's own configuration names */
+				kind = SHIPVOL_SHIPPED;
+				shipvol_name(host, name);
+			} else if (shipvol_classify(p->uid, host, &kind, name, err) < 0) {
 				return err_wrap(err, "container %s: mount %s", p->units[u]->name,
 						m->container_path);
+			}
 			m->volume = arena_strdup(a, name);
 			m->host_path = arena_strdup(a, "");
 			pod_add_volume(a, p, name,

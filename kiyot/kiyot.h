@@ -25,6 +25,7 @@ struct remembered_auth;
 struct regconf;
 struct gc;
 struct router;
+struct podobject_reader;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -52,6 +53,11 @@ struct kiyot_config {
 		int no_imds;
 		int launch_timeout_s;
 	} ec2;
+	struct kube_proxy_config { /* cells.kubeProxy: a kube-proxy unit per cell (image NULL: none) */
+		char *image, *kubeconfig;
+		char **command, **args;
+		size_t n_command, n_args;
+	} kube_proxy;
 	/* "" or the CRI endpoint of the runtime for pods not annotated for kiyot (router.c) */
 	char *fallback_runtime_endpoint;
 };
@@ -74,7 +80,10 @@ struct kiyot {
 	struct gc *gc;
 	struct router *router;	   /* the fallback runtime, or NULL (router.c) */
 	struct cellsync *cellsync; /* Cell objects in the API server, or NULL (cellsync.c) */
-	struct volsync *volsync;   /* shipped volumes of remote cells (volsync.c) */
+	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
+	 * set once under lock */
+	struct podobject_reader *pod_reader;
+	struct volsync *volsync; /* shipped volumes of remote cells (volsync.c) */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */

@@ -46,7 +46,6 @@ int shipvol_classify(const char *pod_uid, const char *host_path, enum shipvol_ki
 {
 	_cleanup_free_ char *needle = xasprintf("/pods/%s/", pod_uid);
 	const char *rest = pod_uid[0] ? strstr(host_path, needle) : NULL;
-	uint8_t d[32];
 
 	if (!rest)
 		return err_set(
@@ -89,10 +88,17 @@ int shipvol_classify(const char *pod_uid, const char *host_path, enum shipvol_ki
 				host_path, (int)plen, plugin);
 	}
 	*kind = SHIPVOL_SHIPPED;
+	shipvol_name(host_path, name);
+	return 0;
+}
+
+void shipvol_name(const char *host_path, char name[SHIPVOL_NAME_MAX])
+{
+	uint8_t d[32];
+
 	sha256(host_path, strlen(host_path), d);
 	snprintf(name, SHIPVOL_NAME_MAX, "sv-%02x%02x%02x%02x%02x%02x%02x%02x", d[0], d[1], d[2],
 		 d[3], d[4], d[5], d[6], d[7]);
-	return 0;
 }
 
 /* The walk of one snapshot. */

@@ -46,6 +46,9 @@ enum shipvol_kind {
 int shipvol_classify(const char *pod_uid, const char *host_path, enum shipvol_kind *kind,
 		     char name[SHIPVOL_NAME_MAX], struct err *err);
 
+/* The name a shipped node path goes by in the cell: "sv-" + 16 hex digits of its SHA-256. */
+void shipvol_name(const char *host_path, char name[SHIPVOL_NAME_MAX]);
+
 /* One volume's content, read from the node. */
 struct shipvol_snapshot {
 	struct arena arena;

@@ -307,6 +307,7 @@ class Env:
         self.netns_before = []
         self.kiyot_restarts = 0
         self.extra_config = ""  # appended to kiyot.yaml (top-level settings a test needs)
+        self.cells_extra = ""  # appended to its cells: section (indented two spaces)
         self.kiyot_args = []  # extra `kiyot serve` flags a test class sets (and resets)
 
     # -- persistence for cleanup --
@@ -384,9 +385,11 @@ class Env:
     def write_config(self):
         with open(self.config, "w") as f:
             f.write("cells:\n  cidr: %s\n  bridge: %s\n  agent: %s\n"
-                    "registries:\n  \"%s\": { insecure: true }\n"
+                    % (CIDR, BRIDGE, self.agent_bin))
+            f.write(self.cells_extra)
+            f.write("registries:\n  \"%s\": { insecure: true }\n"
                     "  \"registry.k8s.io\": { mirrors: [\"http://%s\"] }\n"
-                    % (CIDR, BRIDGE, self.agent_bin, REGISTRY, REGISTRY))
+                    % (REGISTRY, REGISTRY))
             f.write(self.extra_config)
 
     def start_kiyot(self):
