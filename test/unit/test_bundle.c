@@ -362,6 +362,85 @@ static void test_bundle__config_json(void **state)
 	fs_remove_tree(dir, &err);
 }
 
+/* securityContext: capabilities added and dropped, privileged; shipped volumes must exist. */
+static void test_bundle__capabilities_and_shipped_volumes(void **state)
+{
+	char dir[] = "/tmp/bundle-test-XXXXXX";
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__Volume v = KIYOT__CELL__V1__VOLUME__INIT;
+	Kiyot__Cell__V1__Volume *vols[] = { &v };
+	Kiyot__Cell__V1__Mount m = KIYOT__CELL__V1__MOUNT__INIT;
+	Kiyot__Cell__V1__Mount *mounts[] = { &m };
+	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
+	char *add[] = { "NET_ADMIN", "cap_sys_time" }, *drop[] = { "CAP_KILL" },
+	     *bogus[] = { "FLY" };
+	struct image_info img = {
+		.rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty, .env = empty
+	};
+	_cleanup_free_ char *volumes = NULL, *shipped = NULL;
+	struct bundle_spec spec = { 0 };
+	struct err err = ERR_INIT;
+	json_t *cfg = NULL, *caps;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	volumes = xasprintf("%s/volumes", dir);
+	v.name = "sv-0123456789abcdef";
+	v.kind = KIYOT__CELL__V1__VOLUME__KIND__SHIPPED;
+	pod.volumes = vols;
+	pod.n_volumes = 1;
+	m.container_path = "/etc/config";
+	m.volume = v.name;
+	m.readonly = 1;
+	u.id = "c0ffee";
+	u.capabilities_add = add;
+	u.n_capabilities_add = 2;
+	u.capabilities_drop = drop;
+	u.n_capabilities_drop = 1;
+	spec.pod = &pod;
+	spec.unit = &u;
+	spec.image = &img;
+	spec.rootfs = "/state/units/c0ffee/rootfs";
+	spec.volumes_dir = volumes;
+
+	/* a shipped volume that was never written is not created empty */
+	u.mounts = mounts;
+	u.n_mounts = 1;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "no content in the cell"));
+	shipped = xasprintf("%s/%s", volumes, v.name);
+	assert_int_equal(fs_mkdir_p(shipped, 0755, &err), 0);
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	assert_string_equal(
+		json_string_value(json_object_get(find_mount(cfg, "/etc/config"), "source")),
+		shipped);
+	caps = json_object_get(json_object_get(json_object_get(cfg, "process"), "capabilities"),
+			       "effective");
+	assert_true(has_string(caps, "CAP_NET_ADMIN"));
+	assert_true(has_string(caps, "CAP_SYS_TIME"));
+	assert_true(has_string(caps, "CAP_CHOWN"));
+	assert_false(has_string(caps, "CAP_KILL"));
+	assert_false(has_string(caps, "CAP_SYS_ADMIN"));
+	json_decref(cfg);
+
+	/* privileged: every capability, no masked paths; an unknown one is an error */
+	u.privileged = 1;
+	u.n_capabilities_drop = 0;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	caps = json_object_get(json_object_get(json_object_get(cfg, "process"), "capabilities"),
+			       "bounding");
+	assert_true(has_string(caps, "CAP_SYS_ADMIN"));
+	assert_true(has_string(caps, "CAP_KILL"));
+	assert_null(json_object_get(json_object_get(cfg, "linux"), "maskedPaths"));
+	json_decref(cfg);
+	u.capabilities_add = bogus;
+	u.n_capabilities_add = 1;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "\"FLY\""));
+	fs_remove_tree(dir, &err);
+}
+
 /* The pod's DNS settings become resolv.conf; hosts and hostname name the pod. */
 static void test_bundle__etc_files(void **state)
 {
@@ -411,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_bundle__user_lookup_stays_in_root),
 		cmocka_unit_test(test_bundle__config_json),
 		cmocka_unit_test(test_bundle__etc_files),
+		cmocka_unit_test(test_bundle__capabilities_and_shipped_volumes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
