@@ -10,9 +10,12 @@ python3-kubernetes use for the Cell CRD, with the real API's semantics and error
 
 Served: /version, /api, /api/v1, /apis, /apis/<group>/<version> discovery; CRDs
 (apiextensions.k8s.io/v1: create, get, list, delete); the custom resources those CRDs define
-(create -> 409 AlreadyExists, get -> 404 NotFound, update with metadata.resourceVersion ->
-409 Conflict when stale, merge-patch and json-patch, delete, list with labelSelector), and
-meta.k8s.io Table output with the CRD's printer columns when the client asks for it.
+and core v1 pods (namespaced; namespaces exist implicitly, "default" always): create -> 409
+AlreadyExists, get -> 404 NotFound, update with metadata.resourceVersion -> 409 Conflict when
+stale, merge-patch and json-patch, delete, list with labelSelector and fieldSelector
+metadata.name/metadata.namespace (pods also across namespaces, /api/v1/pods), and
+meta.k8s.io Table output (the CRD's printer columns; for pods kubectl's NAME READY STATUS
+RESTARTS AGE) when the client asks for it.
 """
 import base64
 import copy
@@ -91,6 +94,35 @@ class Store:
                     any(v["name"] == version and v.get("served", True) for v in s["versions"]):
                 return c
         return None
+
+
+def field_matches(sel, obj):
+    """fieldSelector: metadata.name and metadata.namespace equality, as kubectl sends them."""
+    md = obj.get("metadata") or {}
+    for part in filter(None, (p.strip() for p in (sel or "").split(","))):
+        neg = "!=" in part
+        k, v = part.split("!=" if neg else "=", 1)
+        k, v = k.strip(), v.strip().lstrip("=")
+        if k not in ("metadata.name", "metadata.namespace"):
+            raise ApiError(400, "BadRequest", 'field label not supported: "%s"' % k)
+        have = md.get(k.split(".", 1)[1])
+        if (have == v) == neg:
+            return False
+    return True
+
+
+def validate_pod(obj):
+    """What the API server insists on for a pod, which a test may get wrong: containers, each
+    with a name and an image."""
+    cs = (obj.get("spec") or {}).get("containers")
+    if not isinstance(cs, list) or not cs:
+        raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.containers: Required value'
+                       % obj["metadata"]["name"])
+    for i, c in enumerate(cs + (obj["spec"].get("initContainers") or [])):
+        for f in ("name", "image"):
+            if not isinstance(c, dict) or not c.get(f):
+                raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.containers[%d].%s: '
+                               'Required value' % (obj["metadata"]["name"], i, f))
 
 
 def parse_selector(sel):
@@ -240,6 +272,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             u = urllib.parse.urlsplit(self.path)
             q = dict(urllib.parse.parse_qsl(u.query))
             parts = [p for p in u.path.split("/") if p]
+            if method == "DELETE":
+                # DeleteOptions (propagationPolicy...) are accepted and not needed; read them
+                # so the connection's next request starts where it should
+                n = int(self.headers.get("Content-Length") or 0)
+                if 0 < n <= MAX_BODY:
+                    self.rfile.read(n)
             with store.lock:
                 code, out = self.route(method, parts, q, store)
             if isinstance(out, dict) and out.get("kind") == "Table":
@@ -278,7 +316,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if parts == ["api", "v1"]:
             return 200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": "namespaces", "singularName": "namespace", "namespaced": False,
-                 "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]}]}
+                 "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]},
+                {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+                 "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                 "shortNames": ["po"], "categories": ["all"]}]}
+        if parts[:2] == ["api", "v1"]:
+            return self.core(method, parts[2:], q, store)
         if parts == ["apis"]:
             return 200, self.group_list(store)
         if len(parts) == 3 and parts[0] == "apis":
@@ -295,6 +338,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.objects(method, store, (group, plural), name, q, crd,
                                     version, crd["spec"]["names"]["kind"])
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def core(self, method, rest, q, store):
+        """Core v1: pods in namespaces, and the namespaces, which exist when named."""
+        if rest == ["namespaces"] and method == "GET":
+            names = {"default"} | {k.split("/", 1)[0] for k in store.kind(("", "pods"))}
+            return 200, {"kind": "NamespaceList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(store.rv)},
+                         "items": [self.namespace(n) for n in sorted(names)]}
+        if len(rest) == 2 and rest[0] == "namespaces" and method == "GET":
+            return 200, self.namespace(rest[1])
+        if rest == ["pods"] and method == "GET":
+            return self.objects(method, store, ("", "pods"), None, q, None, "v1", "Pod",
+                                ns="")
+        if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] == "pods":
+            return self.objects(method, store, ("", "pods"), rest[3] if len(rest) == 4 else None,
+                                q, None, "v1", "Pod", ns=rest[1])
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    @staticmethod
+    def namespace(name):
+        return {"kind": "Namespace", "apiVersion": "v1",
+                "metadata": {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                             "resourceVersion": "1", "creationTimestamp": now()},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
 
     def group_list(self, store):
         groups = [{"name": "apiextensions.k8s.io",
@@ -334,37 +401,51 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "resources": res}
 
     # -- objects --
-    def objects(self, method, store, key, name, q, crd, version, kind):
+    def objects(self, method, store, key, name, q, crd, version, kind, ns=None):
+        """Objects of one kind; ns None: cluster-scoped, "" (lists only): every namespace,
+        else the namespace (stored under "ns/name")."""
         group, plural = key
         objs = store.kind(key)
-        api_version = "%s/%s" % (group, version)
+        api_version = "%s/%s" % (group, version) if group else version
         details = {"name": name, "group": group, "kind": plural}
+        what = "%s.%s" % (plural, group) if group else plural
+        skey = "%s/%s" % (ns, name) if ns else name
 
         def not_found():
-            return ApiError(404, "NotFound", '%s.%s "%s" not found' % (plural, group, name),
-                            details)
+            return ApiError(404, "NotFound", '%s "%s" not found' % (what, name), details)
 
         if method == "GET" and name is None:
             reqs = parse_selector(q.get("labelSelector"))
             items = [o for n, o in sorted(objs.items())
-                     if selector_matches(reqs, o["metadata"].get("labels") or {})]
+                     if selector_matches(reqs, o["metadata"].get("labels") or {}) and
+                     (not ns or o["metadata"].get("namespace") == ns) and
+                     field_matches(q.get("fieldSelector"), o)]
             if self.wants_table():
-                return 200, self.table(items, crd, store)
+                return 200, self.table(items, crd, store, kind)
             return 200, {"kind": kind + "List", "apiVersion": api_version,
                          "metadata": {"resourceVersion": str(store.rv)}, "items": items}
         if method == "POST" and name is None:
             obj, _ = self.body()
             n = (obj.get("metadata") or {}).get("name")
             if not n:
-                raise ApiError(422, "Invalid", "%s.%s is invalid: metadata.name: Required value"
-                               % (plural, group))
-            if n in objs:
-                raise ApiError(409, "AlreadyExists", '%s.%s "%s" already exists'
-                               % (plural, group, n), {"name": n, "group": group, "kind": plural})
+                raise ApiError(422, "Invalid", "%s is invalid: metadata.name: Required value"
+                               % what)
+            skey = "%s/%s" % (ns, n) if ns else n
+            if skey in objs:
+                raise ApiError(409, "AlreadyExists", '%s "%s" already exists'
+                               % (what, n), {"name": n, "group": group, "kind": plural})
             if obj.get("apiVersion") != api_version or obj.get("kind") != kind:
                 raise ApiError(400, "BadRequest", "the object is %s %s, not %s %s" % (
                     obj.get("apiVersion"), obj.get("kind"), api_version, kind))
             md = obj["metadata"]
+            if ns:
+                if md.get("namespace", ns) != ns:
+                    raise ApiError(400, "BadRequest", "the namespace of the provided object "
+                                   "does not match the namespace sent on the request")
+                md["namespace"] = ns
+            if kind == "Pod":
+                validate_pod(obj)
+                obj.setdefault("status", {"phase": "Pending"})
             md.pop("resourceVersion", None)
             md.update({"uid": str(uuid.uuid4()), "resourceVersion": store.bump(),
                        "creationTimestamp": now(), "generation": 1})
@@ -375,23 +456,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      "accepted"}], "acceptedNames": obj["spec"]["names"],
                     "storedVersions": [v["name"] for v in obj["spec"]["versions"]
                                        if v.get("storage")]}
-            objs[n] = obj
+            objs[skey] = obj
             store.save()
             return 201, obj
         if name is None:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
                            "the requested resource")
-        cur = objs.get(name)
+        cur = objs.get(skey)
         if method == "GET":
             if cur is None:
                 raise not_found()
             if self.wants_table():
-                return 200, self.table([cur], crd, store)
+                return 200, self.table([cur], crd, store, kind)
             return 200, cur
         if method == "DELETE":
             if cur is None:
                 raise not_found()
-            del objs[name]
+            del objs[skey]
             store.bump()
             store.save()
             return 200, cur
@@ -401,14 +482,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise not_found()
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if not rv:
-                raise ApiError(422, "Invalid", '%s.%s "%s" is invalid: metadata.resourceVersion: '
+                raise ApiError(422, "Invalid", '%s "%s" is invalid: metadata.resourceVersion: '
                                'Invalid value: 0x0: must be specified for an update'
-                               % (plural, group, name), details)
+                               % (what, name), details)
             if rv != cur["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s.%s "%s": '
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
                                'the object has been modified; please apply your changes to the '
-                               'latest version and try again' % (plural, group, name), details)
-            return 200, self.replace(store, objs, name, cur, obj)
+                               'latest version and try again' % (what, name), details)
+            return 200, self.replace(store, objs, skey, cur, obj)
         if method == "PATCH":
             patch, ctype = self.body()
             if cur is None:
@@ -423,18 +504,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rv = (patch.get("metadata") or {}).get("resourceVersion") \
                 if isinstance(patch, dict) else None
             if rv and rv != cur["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s.%s "%s": '
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
                                'the object has been modified; please apply your changes to the '
-                               'latest version and try again' % (plural, group, name), details)
-            return 200, self.replace(store, objs, name, cur, new)
+                               'latest version and try again' % (what, name), details)
+            return 200, self.replace(store, objs, skey, cur, new)
         raise ApiError(405, "MethodNotAllowed", "method %s" % method)
 
     @staticmethod
     def replace(store, objs, name, cur, new):
         """Stores new in place of cur: identity fields stay, resourceVersion moves on."""
         md = new.setdefault("metadata", {})
-        for k in ("uid", "creationTimestamp", "name"):
-            md[k] = cur["metadata"][k]
+        for k in ("uid", "creationTimestamp", "name", "namespace"):
+            if k in cur["metadata"]:
+                md[k] = cur["metadata"][k]
         new["apiVersion"], new["kind"] = cur["apiVersion"], cur["kind"]
         gen = cur["metadata"].get("generation", 1)
         md["generation"] = gen + 1 if new.get("spec") != cur.get("spec") else gen
@@ -446,7 +528,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def wants_table(self):
         return "as=Table" in (self.headers.get("Accept") or "")
 
-    def table(self, items, crd, store):
+    def table(self, items, crd, store, kind=None):
+        if kind == "Pod":
+            return self.pod_table(items, store)
         cols = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                  "description": "Name must be unique within a namespace."}]
         paths = []
@@ -468,6 +552,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rows.append({"cells": cells, "object": {
                 "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": o["metadata"]}})
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": str(store.rv)}, "columnDefinitions": cols,
+                "rows": rows}
+
+
+    @staticmethod
+    def pod_table(items, store):
+        """Pods as the API server's table shows them: NAME READY STATUS RESTARTS AGE."""
+        cols = [{"name": n, "type": t, "format": f, "priority": 0, "description": n}
+                for n, t, f in (("Name", "string", "name"), ("Ready", "string", ""),
+                                ("Status", "string", ""), ("Restarts", "string", ""),
+                                ("Age", "string", ""))]
+        rows = []
+        for o in items:
+            st = o.get("status") or {}
+            cs = st.get("containerStatuses") or []
+            total = len((o.get("spec") or {}).get("containers") or [])
+            ready = sum(1 for c in cs if c.get("ready"))
+            restarts = sum(c.get("restartCount", 0) for c in cs)
+            rows.append({"cells": [o["metadata"]["name"], "%d/%d" % (ready, total),
+                                   st.get("phase", "Pending"), str(restarts),
+                                   human_age(o["metadata"].get("creationTimestamp"))],
+                         "object": {"kind": "PartialObjectMetadata",
+                                    "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}})
         return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
                 "metadata": {"resourceVersion": str(store.rv)}, "columnDefinitions": cols,
                 "rows": rows}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The local API endpoint checked with real clients: kubectl (apply, get with printer columns)
-and python3-kubernetes (CustomObjectsApi), so the suite's endpoint answers as the real API
-server does for what kiyot uses."""
+"""The local API endpoint checked with real clients: kubectl (apply, create, get with printer
+columns, delete) and python3-kubernetes (CustomObjectsApi, CoreV1Api), so the suite's endpoint
+answers as the real API server does for what kiyot uses: Cell objects and Pod objects."""
 import json
 import os
 import shutil
@@ -82,6 +82,29 @@ def cell(name, labels=None, phase="Running"):
             "status": {"phase": phase, "pricePerHour": 0.0047, "sizingReason": "cheapest"}}
 
 
+def pod(name, labels=None, cpu="500m"):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"containers": [{"name": "web", "image": "10.78.0.1:5000/hello:1",
+                                     "resources": {"requests": {"cpu": cpu,
+                                                                "memory": "256Mi"}}}]}}
+
+
+POD_YAML = """apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels: {app: from-yaml}
+spec:
+  initContainers:
+  - {name: init, image: busybox:1}
+  containers:
+  - name: web
+    image: hello:1
+    resources: {requests: {cpu: "2", memory: 3Gi}}
+"""
+
+
 class KubeApiTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -92,6 +115,7 @@ class KubeApiTest(unittest.TestCase):
         cls.client = client
         config.load_kube_config(cls.ep.kubeconfig)
         cls.api = client.CustomObjectsApi()
+        cls.core = client.CoreV1Api()
 
     @classmethod
     def tearDownClass(cls):
@@ -194,6 +218,99 @@ class KubeApiTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("Unauthorized", r.stderr)
+
+
+    # -- pods (core v1, namespaced) --
+    def test_kubeapi__kubectl_creates_gets_and_deletes_a_pod(self):
+        path = os.path.join(self.ep.dir, "pod.yaml")
+        with open(path, "w") as f:
+            f.write(POD_YAML % "yaml-pod")
+        out = self.ep.kubectl("create", "--validate=false", "-f", path).stdout
+        self.assertIn("pod/yaml-pod created", out)
+        try:
+            got = json.loads(self.ep.kubectl("get", "pod", "yaml-pod", "-o", "json").stdout)
+            self.assertEqual(got["metadata"]["namespace"], "default")
+            self.assertTrue(got["metadata"]["uid"])
+            self.assertEqual(got["spec"]["containers"][0]["resources"]["requests"],
+                             {"cpu": "2", "memory": "3Gi"})
+            self.assertEqual(got["spec"]["initContainers"][0]["image"], "busybox:1")
+            table = self.ep.kubectl("get", "pods").stdout.splitlines()
+            self.assertEqual(table[0].split(), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"])
+            self.assertEqual([ln.split()[:3] for ln in table[1:] if ln.startswith("yaml-pod ")],
+                             [["yaml-pod", "0/1", "Pending"]])
+            # the python client sees what kubectl made
+            self.assertEqual(self.core.read_namespaced_pod("yaml-pod", "default").metadata.uid,
+                             got["metadata"]["uid"])
+            again = self.ep.kubectl("create", "--validate=false", "-f", path, check=False)
+            self.assertNotEqual(again.returncode, 0)
+            self.assertIn("AlreadyExists", again.stderr)
+        finally:
+            self.ep.kubectl("delete", "pod", "yaml-pod")
+        r = self.ep.kubectl("get", "pod", "yaml-pod", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('pods "yaml-pod" not found', r.stderr)
+
+    def test_kubeapi__pods_list_by_label_and_namespace(self):
+        self.core.create_namespaced_pod("default", pod("pa", {"tier": "a"}))
+        self.core.create_namespaced_pod("default", pod("pb", {"tier": "b"}))
+        self.core.create_namespaced_pod("other", pod("pa", {"tier": "a"}))
+        try:
+            lst = self.core.list_namespaced_pod("default", label_selector="tier=a")
+            self.assertEqual([(p.metadata.namespace, p.metadata.name) for p in lst.items],
+                             [("default", "pa")])
+            self.assertTrue(lst.metadata.resource_version)
+            every = self.core.list_pod_for_all_namespaces(label_selector="tier=a")
+            self.assertEqual(sorted((p.metadata.namespace, p.metadata.name)
+                                    for p in every.items), [("default", "pa"), ("other", "pa")])
+            out = self.ep.kubectl("get", "pods", "-l", "tier!=a", "-o", "name").stdout
+            self.assertEqual(out.split(), ["pod/pb"])
+            out = self.ep.kubectl("get", "pods", "-n", "other", "-o", "name").stdout
+            self.assertEqual(out.split(), ["pod/pa"])
+            a = self.core.read_namespaced_pod("pa", "default")
+            b = self.core.read_namespaced_pod("pa", "other")
+            self.assertNotEqual(a.metadata.uid, b.metadata.uid)
+        finally:
+            self.core.delete_namespaced_pod("pa", "default")
+            self.core.delete_namespaced_pod("pb", "default")
+            self.core.delete_namespaced_pod("pa", "other")
+        self.assertEqual(self.core.list_namespaced_pod("default", label_selector="tier").items,
+                         [])
+
+    def test_kubeapi__pod_missing_is_not_found(self):
+        with self.assertRaises(self.client.ApiException) as cm:
+            self.core.read_namespaced_pod("nosuch", "default")
+        self.assertEqual(cm.exception.status, 404)
+        st = json.loads(cm.exception.body)
+        self.assertEqual((st["kind"], st["reason"], st["message"]),
+                         ("Status", "NotFound", 'pods "nosuch" not found'))
+        with self.assertRaises(self.client.ApiException) as cm:
+            self.core.delete_namespaced_pod("nosuch", "default")
+        self.assertEqual(cm.exception.status, 404)
+
+    def test_kubeapi__pod_stale_update_is_conflict(self):
+        made = self.core.create_namespaced_pod("default", pod("stalepod"))
+        try:
+            made.metadata.labels = {"v": "2"}
+            upd = self.core.replace_namespaced_pod("stalepod", "default", made)
+            self.assertNotEqual(upd.metadata.resource_version, made.metadata.resource_version)
+            self.assertEqual(upd.metadata.uid, made.metadata.uid)
+            made.metadata.labels = {"v": "stale"}
+            with self.assertRaises(self.client.ApiException) as cm:
+                self.core.replace_namespaced_pod("stalepod", "default", made)
+            self.assertEqual(cm.exception.status, 409)
+            self.assertEqual(json.loads(cm.exception.body)["reason"], "Conflict")
+            self.assertEqual(self.core.read_namespaced_pod("stalepod", "default")
+                             .metadata.labels, {"v": "2"})
+        finally:
+            self.core.delete_namespaced_pod("stalepod", "default")
+
+    def test_kubeapi__pod_without_containers_is_invalid(self):
+        bad = pod("empty")
+        bad["spec"]["containers"] = []
+        with self.assertRaises(self.client.ApiException) as cm:
+            self.core.create_namespaced_pod("default", bad)
+        self.assertEqual(cm.exception.status, 422)
+        self.assertIn("spec.containers", json.loads(cm.exception.body)["message"])
 
 
 if __name__ == "__main__":
