@@ -122,6 +122,7 @@ static void status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitSt
 	w->image_ref = st->image_ref ? st->image_ref : (char *)"";
 	w->image_id = st->image_id ? st->image_id : (char *)"";
 	w->pid = st->pid;
+	w->termination_message = st->termination_message ? st->termination_message : (char *)"";
 }
 
 static int api_hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,

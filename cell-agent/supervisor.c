@@ -32,6 +32,7 @@ void unit_status_release(struct unit_status *st)
 	free(st->message);
 	free(st->image_ref);
 	free(st->image_id);
+	free(st->termination_message);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -52,6 +53,8 @@ void unit_status_copy(struct unit_status *dst, const struct unit_status *src)
 	dst->message = xstrdup(src->message ? src->message : "");
 	dst->image_ref = xstrdup(src->image_ref ? src->image_ref : "");
 	dst->image_id = xstrdup(src->image_id ? src->image_id : "");
+	dst->termination_message =
+		xstrdup(src->termination_message ? src->termination_message : "");
 }
 
 /* Replaces a heap string. */

@@ -45,6 +45,7 @@ struct unit_status {
 	char *image_ref;
 	char *image_id;
 	int32_t pid;
+	char *termination_message; /* the unit's termination message file, once exited; "" */
 };
 
 struct supervisor_callbacks {

@@ -7,6 +7,7 @@
  */
 #include "supervisor_internal.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@
 #define RESET_AFTER_NS (600 * 1000000000LL)
 #define SHIM_START_GRACE_NS (10 * 1000000000LL)
 #define TICK_MS 100
+#define TERMINATION_MESSAGE_MAX 4096 /* what the kubelet reads of it */
 
 /* The unit's grace period in ns. */
 static int64_t grace_ns(const struct unit *u)
@@ -89,6 +91,7 @@ static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 	u->st.pid = 0;
 	u->st.exit_code = 0;
 	u->st.finished_at_ns = 0;
+	unit_set_str(&u->st.termination_message, "");
 	u->st.started_at_ns = clock_now_ns();
 	if (ret < 0) {
 		u->st.state = UNIT_STATE_EXITED;
@@ -142,6 +145,43 @@ void unit_schedule_restart(struct supervisor *s, struct unit *u)
 	u->restart_at = clock_mono_ns() + delay * 1000000LL;
 }
 
+/* The last TERMINATION_MESSAGE_MAX bytes of the file the unit mounts at its termination
+ * message path, as the kubelet reads it; "" when there is none. */
+static char *termination_message(struct supervisor *s, const struct unit *u)
+{
+	const Kiyot__Cell__V1__Unit *spec = u->spec;
+	char buf[TERMINATION_MESSAGE_MAX + 1];
+	_cleanup_free_ char *src = NULL;
+	struct stat st;
+	ssize_t n = 0;
+	int fd;
+
+	if (!spec || !spec->termination_message_path || !spec->termination_message_path[0])
+		return xstrdup("");
+	for (size_t i = 0; i < spec->n_mounts && !src; i++) {
+		const Kiyot__Cell__V1__Mount *m = spec->mounts[i];
+
+		if (strcmp(m->container_path, spec->termination_message_path) != 0)
+			continue;
+		if (m->volume && m->volume[0] && !strchr(m->volume, '/') && m->volume[0] != '.')
+			src = xasprintf("%s/%s", s->volumes_dir, m->volume);
+		else if (m->host_path && m->host_path[0] == '/')
+			src = xstrdup(m->host_path);
+	}
+	if (!src)
+		return xstrdup("");
+	fd = open(src, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		n = pread(fd, buf, TERMINATION_MESSAGE_MAX,
+			  st.st_size > TERMINATION_MESSAGE_MAX
+				  ? st.st_size - TERMINATION_MESSAGE_MAX
+				  : 0);
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return xstrdup(buf);
+}
+
 /* Records an exit read from exit.json (or a vanished shim) and decides on a restart. */
 static void unit_exited(struct supervisor *s, struct unit *u)
 {
@@ -168,6 +208,8 @@ static void unit_exited(struct supervisor *s, struct unit *u)
 	}
 	u->st.state = UNIT_STATE_EXITED;
 	u->st.pid = 0;
+	free(u->st.termination_message);
+	u->st.termination_message = termination_message(s, u);
 	unit_schedule_restart(s, u);
 	u->kill_stage = 0;
 	unit_changed(s, u);

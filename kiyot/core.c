@@ -16,6 +16,7 @@
 #include "catalog_refresh.h"
 #include "cells.h"
 #include "clock.h"
+#include "cri.h"
 #include "events.h"
 #include "fsutil.h"
 #include "log.h"
@@ -116,6 +117,30 @@ static void set_str(char **dst, const char *src)
 	}
 }
 
+/*
+ * A remote cell's unit exited with a termination message: it goes into the node file the
+ * kubelet reads (the mount at the container's terminationMessagePath). Local cells write
+ * that file themselves.
+ */
+static void write_termination_message(struct kiyot *k, const struct container *c, const char *msg)
+{
+	const char *path = cri_map_get((void **)c->config->annotations, c->config->n_annotations,
+				       ANN_TERMINATION_MESSAGE_PATH);
+	struct err err = ERR_INIT;
+
+	if (!k->provider.ops->remote_files || !path || !msg[0])
+		return;
+	for (size_t i = 0; i < c->config->n_mounts; i++) {
+		const Runtime__V1__Mount *m = c->config->mounts[i];
+
+		if (strcmp(m->container_path, path) != 0 || m->host_path[0] != '/')
+			continue;
+		if (fs_write_file(m->host_path, msg, strlen(msg), 0644, &err) < 0)
+			log_warn("container %s: termination message: %s", c->id, err.msg);
+		return;
+	}
+}
+
 /* Applies a unit status to its container record; returns non-zero if anything changed.
  * Call with k->lock held. */
 int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
@@ -143,6 +168,8 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 		set_str(&c->image_ref, st->image_ref);
 	if (st->image_id[0])
 		set_str(&c->image_id, st->image_id);
+	if (changed && ns == CTR_EXITED)
+		write_termination_message(k, c, st->termination_message);
 	if (changed) {
 		if (store_put_container(k->store, c, &err) < 0)
 			log_error("container %s: %s", c->id, err.msg);

@@ -34,6 +34,9 @@ enum desired {
 };
 void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s);
 
+/* The container annotation where the kubelet says where the termination message is written. */
+#define ANN_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"
+
 /* Handlers */
 #define CRI_HANDLER(name)                                                                          \
 	int cri_##name(void *svc, struct rpc_call *call, const ProtobufCMessage *req,              \

@@ -166,6 +166,8 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 	}
 	u->tty = cfg->tty;
 	u->stdin = cfg->stdin;
+	u->termination_message_path = (char *)cri_map_get(
+		(void **)cfg->annotations, cfg->n_annotations, ANN_TERMINATION_MESSAGE_PATH);
 	if (cfg->linux && cfg->linux->security_context) {
 		const Runtime__V1__LinuxContainerSecurityContext *sc = cfg->linux->security_context;
 

@@ -758,7 +758,7 @@ class KiyotTest(unittest.TestCase):
 
     # -- containers --
     def create(self, pod_id, cfg, image, name=None, command=(), args=(), envs=None,
-               labels=None, pull=True, mounts=()):
+               labels=None, pull=True, mounts=(), annotations=None):
         """mounts: (container_path, host_path, readonly) as the kubelet passes volumes."""
         pb = self.pb
         name = name or unique("c")
@@ -772,7 +772,8 @@ class KiyotTest(unittest.TestCase):
             command=list(command), args=list(args),
             envs=[pb.KeyValue(key=k, value=v) for k, v in (envs or {}).items()],
             labels=dict({"container": name}, **(labels or {})),
-            annotations={"io.kubernetes.container.restartCount": "0"},
+            annotations=dict({"io.kubernetes.container.restartCount": "0"},
+                             **(annotations or {})),
             log_path=log_path,
             mounts=[pb.Mount(container_path=c, host_path=h, readonly=ro)
                     for c, h, ro in mounts],

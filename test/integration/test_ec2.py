@@ -147,6 +147,20 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertFalse(os.path.exists(os.path.join(vols.scratch, "note")),
                          "the cell's emptyDir wrote into the node's directory")
 
+        # a termination message written in the cell reaches the file the kubelet reads
+        term = os.path.join(vols.pod, "containers", "bye", "5f1d7c2b")
+        os.makedirs(os.path.dirname(term))
+        open(term, "w").close()
+        bye, _ = self.create(pod, cfg, image, name="bye", command=["sh", "-c"],
+                             args=["echo goodbye > /dev/termination-log; exit 3"],
+                             mounts=[("/dev/termination-log", term, False)], pull=False,
+                             annotations={"io.kubernetes.container.terminationMessagePath":
+                                          "/dev/termination-log"})
+        self.start(bye)
+        self.assertEqual(self.wait_state(bye, "CONTAINER_EXITED").exit_code, 3)
+        with open(term) as f:
+            self.assertEqual(f.read(), "goodbye\n")
+
         # a restarted kiyot keeps the volumes in sync
         self.stop_ec2_kiyot(signal.SIGKILL)
         self.c = type(self).start_ec2_kiyot()
