@@ -383,8 +383,18 @@ ROUTER_HANDLER(version)
 	return cri_version(svc, call, req, resp, err);
 }
 
+/*
+ * The cgroup driver is the fallback runtime's: the kubelet makes the cgroups its pods run in,
+ * while cells keep their own. A fallback without RuntimeConfig (containerd 1.6) answers
+ * UNIMPLEMENTED, and so does kiyot then, so the kubelet goes by its own --cgroup-driver as it
+ * would with that runtime alone.
+ */
 ROUTER_HANDLER(runtime_config)
 {
+	struct kiyot *k = svc;
+
+	if (k->router)
+		return forward(k, call, RT_PATH("RuntimeConfig"), req, resp, 0, err);
 	return cri_runtime_config(svc, call, req, resp, err);
 }
 

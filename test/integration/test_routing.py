@@ -176,6 +176,17 @@ class RoutingTest(KiyotTest):
         self.assertTrue(cond["RuntimeReady"].status and cond["NetworkReady"].status)
         self.assertEqual(self.c.runtime.Version(pb.VersionRequest(), timeout=T_CALL)
                          .runtime_name, "kiyot")
+        # the node's cgroup driver is containerd's: the same answer through kiyot as direct
+        # (containerd 1.6 has no RuntimeConfig: the kubelet then uses its own setting)
+        try:
+            want = d.runtime.RuntimeConfig(d.pb.RuntimeConfigRequest(), timeout=T_CALL)
+        except grpc.RpcError as e:
+            self.assertCode(e.code(), self.c.runtime.RuntimeConfig, pb.RuntimeConfigRequest(),
+                            timeout=T_CALL)
+        else:
+            self.assertEqual(self.c.runtime.RuntimeConfig(pb.RuntimeConfigRequest(),
+                                                          timeout=T_CALL).linux.cgroup_driver,
+                             want.linux.cgroup_driver)
         self.report_latency(fpod)
 
         # both stop and go
