@@ -45,4 +45,5 @@ for d in /tmp/kiyot-bench-*; do
 done
 
 "${KIYOT_BUILD:-build}/bench/cost" "$here/cost/mix.json" || echo "bench: cost benchmark failed" >&2
+"${KIYOT_BUILD:-build}/bench/volumes" || echo "bench: volume benchmark failed" >&2
 exec "$py" "$here/bench.py"
