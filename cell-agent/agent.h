@@ -29,8 +29,16 @@ struct agent_config {
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */
+	/* Images to pull as soon as the agent serves ("prepull"); NULL-terminated, may be NULL */
+	char **prepull;
+	size_t n_prepull;
 };
 
+/* Bounds of the bootstrap's "prepull" list. */
+#define AGENT_MAX_PREPULL 64
+#define AGENT_MAX_PREPULL_REF 512 /* bytes of one reference */
+
+/* Errors name the key at fault ("prepull[3]: must be a string"). */
 int agent_config_parse(const char *text, size_t len, struct agent_config *out, struct err *err);
 void agent_config_release(struct agent_config *c);
 

@@ -3,7 +3,9 @@
  * kiyot/cells.c for the writer):
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
- *	 "restart_backoff_ms":10000, "registries":{...}}
+ *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...]}
+ * Everything in it is checked as untrusted input: types, ranges, and the size of the pre-pull
+ * list (at most AGENT_MAX_PREPULL references of at most AGENT_MAX_PREPULL_REF printable bytes).
  */
 #include "agent.h"
 
@@ -27,6 +29,40 @@ static int get_str(json_t *o, const char *key, int required, const char *def, ch
 	if (!json_is_string(v))
 		return err_set(err, EINVAL, "%s: must be a string", key);
 	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* The optional "prepull" list: image references to pull at start (see the bounds above). */
+static int get_prepull(json_t *doc, struct agent_config *c, struct err *err)
+{
+	json_t *list = json_object_get(doc, "prepull"), *v;
+	size_t i;
+
+	if (!list)
+		return 0;
+	if (!json_is_array(list))
+		return err_set(err, EINVAL, "prepull: must be an array of image references");
+	if (json_array_size(list) > AGENT_MAX_PREPULL)
+		return err_set(err, EINVAL, "prepull: %zu images; at most %d are accepted",
+			       json_array_size(list), AGENT_MAX_PREPULL);
+	c->prepull = xcalloc(json_array_size(list) + 1, sizeof(char *));
+	json_array_foreach (list, i, v) {
+		const char *ref = json_string_value(v);
+		size_t len = ref ? json_string_length(v) : 0;
+
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "prepull[%zu]: must be a string", i);
+		if (len == 0 || len > AGENT_MAX_PREPULL_REF)
+			return err_set(err, EINVAL, "prepull[%zu]: must be 1 to %d bytes long", i,
+				       AGENT_MAX_PREPULL_REF);
+		for (size_t j = 0; j < len; j++)
+			if ((unsigned char)ref[j] <= ' ' || (unsigned char)ref[j] >= 0x7f)
+				return err_set(err, EINVAL,
+					       "prepull[%zu]: byte %zu is not a printable ASCII "
+					       "character; an image reference has none",
+					       i, j);
+		c->prepull[c->n_prepull++] = xstrdup(ref);
+	}
 	return 0;
 }
 
@@ -82,6 +118,8 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 		goto out;
 	}
 	c->registries = v ? json_incref(v) : NULL;
+	if (get_prepull(doc, c, err) < 0)
+		goto out;
 	ret = 0;
 out:
 	json_decref(doc);
@@ -102,5 +140,8 @@ void agent_config_release(struct agent_config *c)
 	free(c->log_level);
 	free(c->runtime);
 	json_decref(c->registries);
+	for (size_t i = 0; i < c->n_prepull; i++)
+		free(c->prepull[i]);
+	free(c->prepull);
 	memset(c, 0, sizeof(*c));
 }

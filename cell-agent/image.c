@@ -466,7 +466,7 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 	_cleanup_free_ char *key = NULL;
 	struct flight *f;
 	struct img_rec *rec;
-	int ret;
+	int ret, others_failed = 0;
 
 	ret = image_ref_parse(ref, &r, err);
 	if (ret < 0)
@@ -484,6 +484,12 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
 			return 0;
 		}
 		ret = flight_begin(s, key, &f, err);
+		/* another caller's pull failed: it may have lacked our credentials (an anonymous
+		 * pre-pull), so try once ourselves */
+		if (ret < 0 && !others_failed++) {
+			err_clear(err);
+			continue;
+		}
 		if (ret < 0) {
 			image_ref_release(&r);
 			return ret;

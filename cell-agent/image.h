@@ -6,7 +6,8 @@
  * cache: verified layers by digest and one read-only flattened root file system per image.
  *
  * Thread safety: an image_store may be used from several threads; two pulls of the same image
- * at once do the work once.
+ * at once do the work once (the later one waits for the earlier and takes its result; when
+ * the earlier one failed, the later one tries once more with its own credentials).
  */
 #ifndef AGENT_IMAGE_H
 #define AGENT_IMAGE_H
@@ -65,6 +66,16 @@ int image_pull(struct image_store *s, const char *ref, const struct image_auth *
  * Errors read as image_pull's ("image <ref>: manifest unknown (404)"). Thread safe. */
 int image_inspect(const struct regconf *rc, const char *ref, const struct image_auth *auth,
 		  struct image_info **out, struct err *err);
+/* Pre-pulls: refs pulled one after another, anonymously, in a thread of the store's own (the
+ * registries config of the store applies). Already-present images are skipped; failures are
+ * logged only. Returns NULL when n is 0 (or no thread could be made, logged). The store must
+ * outlive the pre-pull. */
+struct image_prepull;
+struct image_prepull *image_prepull_start(struct image_store *s, char *const *refs, size_t n);
+/* Stops after the pull under way: waits up to wait_ms for it and frees p (0), else leaves it
+ * running and returns -EBUSY (the store must then not be freed). NULL is fine. */
+int image_prepull_stop(struct image_prepull *p, int wait_ms);
+
 /* A cached image by reference or image id; -ENOENT when not pulled. */
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err);
 void image_info_free(struct image_info *info);

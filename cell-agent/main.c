@@ -25,6 +25,7 @@
 #include "agent.h"
 #include "clock.h"
 #include "fsutil.h"
+#include "image.h"
 #include "log.h"
 #include "rpc.h"
 #include "supervisor.h"
@@ -114,6 +115,7 @@ static int run_agent(struct agent *a)
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
+	struct image_prepull *prepull;
 	_cleanup_free_ char *addr = NULL;
 	sigset_t sigs;
 	int sig;
@@ -143,12 +145,21 @@ static int run_agent(struct agent *a)
 		die("%s", err.msg);
 	log_info("cell %s (pod %s/%s) serving on %s, incarnation %llu", a->cfg.cell_id,
 		 a->cfg.pod_namespace, a->cfg.pod_name, addr, (unsigned long long)a->incarnation);
+	/* the pod's images, while the kubelet is still on its way to asking for them; a
+	 * restarted agent finds them in its store and fetches nothing again */
+	prepull = image_prepull_start(a->images, a->cfg.prepull, a->cfg.n_prepull);
 	do {
 		if (sigwait(&sigs, &sig) != 0)
 			sig = SIGTERM;
 	} while (sig != SIGTERM && sig != SIGINT);
 	log_info("stopping; units keep running under their shims");
 	rpc_server_stop(srv);
+	if (image_prepull_stop(prepull, 2000) < 0) {
+		/* the store is still in use: leave it to the exit; the next start removes the
+		 * pull's partial files */
+		log_info("stopping during a pre-pull; the next start finishes it");
+		return 0;
+	}
 	agent_close(a);
 	return 0;
 }

@@ -289,6 +289,15 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 
 	if (k->cfg.registries)
 		json_object_set(doc, "registries", k->cfg.registries);
+	if (spec->bootstrap) {
+		/* the caller's keys (a JSON object): only the images to pre-pull are taken */
+		json_t *extra = json_loads(spec->bootstrap, 0, NULL);
+		json_t *prepull = json_object_get(extra, "prepull");
+
+		if (json_is_array(prepull))
+			json_object_set(doc, "prepull", prepull);
+		json_decref(extra);
+	}
 	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(doc);
 	if (!text)

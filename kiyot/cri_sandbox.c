@@ -13,6 +13,7 @@
 #include "events.h"
 #include "clock.h"
 #include "log.h"
+#include "podobject.h"
 #include "provision.h"
 #include "store.h"
 #include "xalloc.h"
@@ -124,6 +125,75 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 	cellsync_kick(k->cellsync);
 }
 
+/* The Pod object reader, made at the first RunPodSandbox (outside the lock: it reads the
+ * kubeconfig); a racing second one is dropped. */
+static struct podobject_reader *pod_reader(struct kiyot *k)
+{
+	struct podobject_reader *r, *made = NULL;
+
+	pthread_mutex_lock(&k->lock);
+	r = k->pod_reader;
+	pthread_mutex_unlock(&k->lock);
+	if (r)
+		return r;
+	made = podobject_reader_new(k->cfg.kubeconfig, 0);
+	pthread_mutex_lock(&k->lock);
+	if (!k->pod_reader) {
+		k->pod_reader = made;
+		made = NULL;
+	}
+	r = k->pod_reader;
+	pthread_mutex_unlock(&k->lock);
+	podobject_reader_free(made);
+	return r;
+}
+
+/* The sandbox's Pod object from the API server, or NULL when there is none to use: the
+ * sandbox config is the fallback, with a warning saying why (no API server: silently). */
+static struct podspec *pod_object(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *md)
+{
+	struct podobject_reader *r = pod_reader(k);
+	struct podspec *pod = NULL;
+	struct err err = ERR_INIT;
+	int64_t t0 = clock_mono_ns();
+
+	if (!podobject_reader_enabled(r))
+		return NULL;
+	if (podobject_get(r, md->namespace_, md->name, md->uid, &pod, &err) < 0) {
+		log_warn("pod %s/%s: sizing from the sandbox config, not the Pod object: %s",
+			 md->namespace_, md->name, err.msg);
+		return NULL;
+	}
+	log_debug("pod %s/%s: Pod object read in %lld ms", md->namespace_, md->name,
+		  (long long)((clock_mono_ns() - t0) / 1000000));
+	return pod;
+}
+
+/* The bootstrap keys a cell gets from its Pod object: the images to pre-pull, as the JSON
+ * text cells_bootstrap merges; NULL when there are none. */
+static char *pod_bootstrap(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
+{
+	size_t dropped = 0;
+	json_t *list = pod ? podobject_prepull(pod, &dropped) : NULL;
+	json_t *doc;
+	char *text = NULL;
+
+	if (dropped)
+		log_info("pod %s/%s: %zu images are not pre-pulled (over %d images or %d bytes, "
+			 "or not a reference); the kubelet's pulls fetch them",
+			 md->namespace_, md->name, dropped, PODOBJECT_MAX_PREPULL,
+			 PODOBJECT_MAX_PREPULL_BYTES);
+	if (json_array_size(list) == 0) {
+		json_decref(list);
+		return NULL;
+	}
+	doc = json_pack("{s:o}", "prepull", list);
+	if (doc)
+		text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return text;
+}
+
 CRI_HANDLER(run_pod_sandbox)
 {
 	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
@@ -133,6 +203,8 @@ CRI_HANDLER(run_pod_sandbox)
 	struct cell_spec creq = { 0 };
 	struct sandbox *sb, *dup;
 	const char **label_keys, **label_values;
+	struct podspec *pod;
+	_cleanup_free_ char *boot_extra = NULL;
 	char *ip = NULL;
 	int ret;
 
@@ -166,7 +238,11 @@ CRI_HANDLER(run_pod_sandbox)
 		sb->launching = 1;
 	pthread_mutex_unlock(&k->lock);
 
-	if (provision_size(k, r->config, &choice, err) < 0) {
+	pod = pod_object(k, r->config->metadata);
+	boot_extra = pod_bootstrap(pod, r->config->metadata);
+	ret = provision_size_pod(k, r->config, pod, &choice, err);
+	podspec_free(pod);
+	if (ret < 0) {
 		if (sb) {
 			pthread_mutex_lock(&k->lock);
 			sb->launching = 0;
@@ -210,6 +286,7 @@ CRI_HANDLER(run_pod_sandbox)
 	creq.spot = choice.spot;
 	creq.fallback_types = (const char *const *)choice.alternatives;
 	creq.n_fallback_types = choice.n_alternatives;
+	creq.bootstrap = boot_extra; /* cells_bootstrap takes the pre-pull list from it */
 	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
 	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
 	for (size_t i = 0; i < sb->config->n_labels; i++) {

@@ -20,6 +20,7 @@
 
 struct kube_client {
 	struct kube_auth auth;
+	long connect_timeout_ms, timeout_ms; /* 0: the defaults above */
 };
 
 void kube_auth_release(struct kube_auth *a)
@@ -265,6 +266,12 @@ void kube_client_free(struct kube_client *c)
 	free(c);
 }
 
+void kube_client_set_timeouts(struct kube_client *c, long connect_ms, long total_ms)
+{
+	c->connect_timeout_ms = connect_ms;
+	c->timeout_ms = total_ms;
+}
+
 const char *kube_client_server(const struct kube_client *c)
 {
 	return c->auth.server;
@@ -355,8 +362,11 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)KUBE_CONNECT_TIMEOUT_S);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)KUBE_TIMEOUT_S);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 c->connect_timeout_ms > 0 ? c->connect_timeout_ms
+						   : KUBE_CONNECT_TIMEOUT_S * 1000L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+			 c->timeout_ms > 0 ? c->timeout_ms : KUBE_TIMEOUT_S * 1000L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	set_tls(h, &c->auth);
 	rc = curl_easy_perform(h);

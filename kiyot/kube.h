@@ -57,6 +57,10 @@ int kube_client_new(const char *kubeconfig, struct kube_client **out, struct err
 struct kube_client *kube_client_from_auth(struct kube_auth *auth);
 void kube_client_free(struct kube_client *c);
 const char *kube_client_server(const struct kube_client *c);
+/* Bounds the requests made with c from now on: connect_ms to connect (TLS included) and
+ * total_ms for the whole request; 0 restores a default (5 s and 20 s). A request that runs
+ * out of time fails with EIO naming the timeout, as an unreachable server does. */
+void kube_client_set_timeouts(struct kube_client *c, long connect_ms, long total_ms);
 
 /*
  * One request to path (starting with "/", query included). body, when not NULL, is sent as

@@ -1,0 +1,131 @@
+/*
+ * Unit tests for cell-agent/agent_config.c: the bootstrap document's optional "prepull" list of
+ * images is read as untrusted input: an array of at most AGENT_MAX_PREPULL non-empty printable
+ * strings of at most AGENT_MAX_PREPULL_REF bytes; anything else is refused naming the entry.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+#include "xalloc.h"
+
+#define HEAD                                                                                       \
+	"{\"version\":1,\"cell_id\":\"c1\",\"pod\":{\"uid\":\"u\",\"name\":\"web\","               \
+	"\"namespace\":\"default\"}"
+
+/* Parses HEAD + extra + "}"; returns what agent_config_parse returned. */
+static int parse(const char *extra, struct agent_config *c, struct err *err)
+{
+	_cleanup_free_ char *doc = xasprintf("%s%s}", HEAD, extra);
+
+	return agent_config_parse(doc, strlen(doc), c, err);
+}
+
+static void test_agent_config__prepull_list_is_read(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	if (parse(",\"prepull\":[\"10.78.0.1:5000/hello:1\",\"busybox\"]", &c, &err) < 0)
+		fail_msg("agent_config_parse: %s", err.msg);
+	assert_int_equal(c.n_prepull, 2);
+	assert_string_equal(c.prepull[0], "10.78.0.1:5000/hello:1");
+	assert_string_equal(c.prepull[1], "busybox");
+	assert_null(c.prepull[2]);
+	agent_config_release(&c);
+}
+
+static void test_agent_config__no_prepull_is_an_empty_list(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_int_equal(parse("", &c, &err), 0);
+	assert_int_equal(c.n_prepull, 0);
+	agent_config_release(&c);
+	assert_int_equal(parse(",\"prepull\":[]", &c, &err), 0);
+	assert_int_equal(c.n_prepull, 0);
+	agent_config_release(&c);
+}
+
+static void test_agent_config__too_many_prepull_images_are_refused(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+	char *list = xstrdup(",\"prepull\":[");
+
+	(void)state;
+	for (int i = 0; i <= AGENT_MAX_PREPULL; i++) {
+		char *next = xasprintf("%s%s\"img%d:1\"", list, i ? "," : "", i);
+
+		free(list);
+		list = next;
+	}
+	{
+		char *next = xasprintf("%s]", list);
+
+		free(list);
+		list = next;
+	}
+	assert_int_equal(parse(list, &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull: 65 images; at most 64"));
+	free(list);
+}
+
+static void test_agent_config__wrong_prepull_types_are_refused(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+	char *long_ref = xmalloc(AGENT_MAX_PREPULL_REF + 2);
+	char *doc;
+
+	(void)state;
+	assert_int_equal(parse(",\"prepull\":\"busybox\"", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull: must be an array"));
+	assert_int_equal(parse(",\"prepull\":[\"busybox\",7]", &c, &err), -EINVAL);
+	assert_string_equal(err.msg, "prepull[1]: must be a string");
+	assert_int_equal(parse(",\"prepull\":[\"busybox\",{\"image\":\"x\"}]", &c, &err), -EINVAL);
+	assert_string_equal(err.msg, "prepull[1]: must be a string");
+	assert_int_equal(parse(",\"prepull\":[\"\"]", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull[0]: must be 1 to 512 bytes"));
+	assert_int_equal(parse(",\"prepull\":[\"busy box\"]", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull[0]: byte 4"));
+	assert_int_equal(parse(",\"prepull\":[\"a\\nb\"]", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull[0]: byte 1"));
+
+	memset(long_ref, 'a', AGENT_MAX_PREPULL_REF + 1);
+	long_ref[AGENT_MAX_PREPULL_REF + 1] = '\0';
+	doc = xasprintf(",\"prepull\":[\"ok:1\",\"%s\"]", long_ref);
+	assert_int_equal(parse(doc, &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "prepull[1]: must be 1 to 512 bytes"));
+	free(doc);
+	long_ref[AGENT_MAX_PREPULL_REF] = '\0'; /* exactly the limit is fine */
+	doc = xasprintf(",\"prepull\":[\"%s\"]", long_ref);
+	assert_int_equal(parse(doc, &c, &err), 0);
+	assert_int_equal(strlen(c.prepull[0]), AGENT_MAX_PREPULL_REF);
+	agent_config_release(&c);
+	free(doc);
+	free(long_ref);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_agent_config__prepull_list_is_read),
+		cmocka_unit_test(test_agent_config__no_prepull_is_an_empty_list),
+		cmocka_unit_test(test_agent_config__too_many_prepull_images_are_refused),
+		cmocka_unit_test(test_agent_config__wrong_prepull_types_are_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
