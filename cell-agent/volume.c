@@ -199,14 +199,44 @@ static int open_dir_beneath(int dirfd, const char *path)
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+/* The names in directory fd (not "." or ".."), read before anything changes it: removing
+ * while reading may skip entries. NULL with errno set on failure; *n names. */
+static char **list_names(int fd, size_t *n)
+{
+	char **names = NULL;
+	size_t cap = 0;
+	struct dirent *d;
+	int own = dup(fd);
+	DIR *dir = own >= 0 ? fdopendir(own) : NULL;
+
+	*n = 0;
+	if (!dir) {
+		if (own >= 0)
+			close(own);
+		return NULL;
+	}
+	rewinddir(dir);
+	while ((d = readdir(dir))) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		if (*n + 1 >= cap) {
+			cap = cap ? cap * 2 : 16;
+			names = xrealloc(names, cap * sizeof(*names));
+		}
+		names[(*n)++] = xstrdup(d->d_name);
+	}
+	closedir(dir);
+	if (!names)
+		names = xcalloc(1, sizeof(*names));
+	return names;
+}
+
 /* rm -rf of one name in dirfd; symlinks are removed, never followed. */
 static int remove_at(int at, const char *name)
 {
 	struct stat st;
-	struct dirent *d;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *dir;
+	char **names;
+	size_t n;
 	int fd, ret = 0;
 
 	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -216,30 +246,18 @@ static int remove_at(int at, const char *name)
 	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	dir = fdopendir(fd);
-	if (!dir) {
-		close(fd);
-		return -errno;
-	}
-	/* names first: removing while reading may skip entries */
-	while ((d = readdir(dir))) {
-		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			names = xrealloc(names, cap * sizeof(*names));
-		}
-		names[n++] = xstrdup(d->d_name);
-	}
+	names = list_names(fd, &n);
+	if (!names)
+		ret = -errno;
 	for (size_t i = 0; i < n; i++) {
-		int r = remove_at(dirfd(dir), names[i]);
+		int r = remove_at(fd, names[i]);
 
 		if (r < 0 && ret == 0)
 			ret = r;
 		free(names[i]);
 	}
 	free(names);
-	closedir(dir);
+	close(fd);
 	if (ret == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		ret = -errno;
 	return ret;
@@ -390,29 +408,12 @@ static int put_symlink(int parent, const char *base, const entry_t *e, unsigned 
 /* Removes what is under dirfd (at relative path prefix) and not in the request. */
 static int prune(int dirfd, const char *prefix, const struct sorted *s, unsigned *removed)
 {
-	DIR *dir;
-	struct dirent *d;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int fd = dup(dirfd), ret = 0;
+	size_t n;
+	char **names = list_names(dirfd, &n);
+	int ret = 0;
 
-	if (fd < 0)
+	if (!names)
 		return -errno;
-	dir = fdopendir(fd);
-	if (!dir) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(dir);
-	while ((d = readdir(dir))) {
-		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			names = xrealloc(names, cap * sizeof(*names));
-		}
-		names[n++] = xstrdup(d->d_name);
-	}
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_free_ char *rel = prefix[0] ? xasprintf("%s/%s", prefix, names[i])
 						     : xstrdup(names[i]);
@@ -436,7 +437,6 @@ static int prune(int dirfd, const char *prefix, const struct sorted *s, unsigned
 		free(names[i]);
 	}
 	free(names);
-	closedir(dir);
 	return ret;
 }
 
