@@ -289,14 +289,12 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 
 	if (k->cfg.registries)
 		json_object_set(doc, "registries", k->cfg.registries);
-	if (spec->bootstrap) {
-		/* the caller's keys (a JSON object): only the images to pre-pull are taken */
-		json_t *extra = json_loads(spec->bootstrap, 0, NULL);
-		json_t *prepull = json_object_get(extra, "prepull");
+	if (spec->n_prepull) {
+		json_t *prepull = json_array();
 
-		if (json_is_array(prepull))
-			json_object_set(doc, "prepull", prepull);
-		json_decref(extra);
+		for (size_t i = 0; i < spec->n_prepull; i++)
+			json_array_append_new(prepull, json_string(spec->prepull[i]));
+		json_object_set_new(doc, "prepull", prepull);
 	}
 	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(doc);

@@ -20,6 +20,7 @@
 #include "events.h"
 #include "fsutil.h"
 #include "log.h"
+#include "podobject.h"
 #include "regconf.h"
 #include "store.h"
 #include "volsync.h"
@@ -405,6 +406,8 @@ void kiyot_close(struct kiyot *k)
 {
 	volsync_stop(k->volsync);
 	gc_stop(k->gc);
+	podobject_reader_free(k->pod_reader);
+	k->pod_reader = NULL;
 	cells_free(k->cells);
 	events_free(k->events);
 	catalog_refresh_stop(k->catalog); /* before the provider frees its EC2 client */

@@ -169,14 +169,12 @@ static struct podspec *pod_object(struct kiyot *k, const Runtime__V1__PodSandbox
 	return pod;
 }
 
-/* The bootstrap keys a cell gets from its Pod object: the images to pre-pull, as the JSON
- * text cells_bootstrap merges; NULL when there are none. */
-static char *pod_bootstrap(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
+/* The images a cell pre-pulls as soon as it boots, from the Pod object (a JSON array of
+ * strings), or NULL when there are none. */
+static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
 {
 	size_t dropped = 0;
 	json_t *list = pod ? podobject_prepull(pod, &dropped) : NULL;
-	json_t *doc;
-	char *text = NULL;
 
 	if (dropped)
 		log_info("pod %s/%s: %zu images are not pre-pulled (over %d images or %d bytes, "
@@ -187,11 +185,7 @@ static char *pod_bootstrap(const struct podspec *pod, const Runtime__V1__PodSand
 		json_decref(list);
 		return NULL;
 	}
-	doc = json_pack("{s:o}", "prepull", list);
-	if (doc)
-		text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	return text;
+	return list;
 }
 
 CRI_HANDLER(run_pod_sandbox)
@@ -204,7 +198,8 @@ CRI_HANDLER(run_pod_sandbox)
 	struct sandbox *sb, *dup;
 	const char **label_keys, **label_values;
 	struct podspec *pod;
-	_cleanup_free_ char *boot_extra = NULL;
+	json_t *prepull = NULL;
+	const char **prepull_refs = NULL;
 	char *ip = NULL;
 	int ret;
 
@@ -239,10 +234,11 @@ CRI_HANDLER(run_pod_sandbox)
 	pthread_mutex_unlock(&k->lock);
 
 	pod = pod_object(k, r->config->metadata);
-	boot_extra = pod_bootstrap(pod, r->config->metadata);
+	prepull = pod_prepull(pod, r->config->metadata);
 	ret = provision_size_pod(k, r->config, pod, &choice, err);
 	podspec_free(pod);
 	if (ret < 0) {
+		json_decref(prepull);
 		if (sb) {
 			pthread_mutex_lock(&k->lock);
 			sb->launching = 0;
@@ -286,7 +282,11 @@ CRI_HANDLER(run_pod_sandbox)
 	creq.spot = choice.spot;
 	creq.fallback_types = (const char *const *)choice.alternatives;
 	creq.n_fallback_types = choice.n_alternatives;
-	creq.bootstrap = boot_extra; /* cells_bootstrap takes the pre-pull list from it */
+	creq.n_prepull = json_array_size(prepull);
+	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
+	for (size_t i = 0; i < creq.n_prepull; i++)
+		prepull_refs[i] = json_string_value(json_array_get(prepull, i));
+	creq.prepull = prepull_refs;
 	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
 	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
 	for (size_t i = 0; i < sb->config->n_labels; i++) {
@@ -300,6 +300,8 @@ CRI_HANDLER(run_pod_sandbox)
 	ret = cells_launch(k->cells, &creq, &ip, err);
 	free(label_keys);
 	free(label_values);
+	free(prepull_refs);
+	prepull_refs = NULL;
 	if (ret < 0)
 		goto fail;
 
@@ -318,11 +320,13 @@ CRI_HANDLER(run_pod_sandbox)
 		 choice.instance_type, sb->ip);
 	out->pod_sandbox_id = rpc_strdup(call, sb->id);
 	size_choice_release(&choice);
+	json_decref(prepull);
 	return 0;
 fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
 	run_undo(k, sb);
 	size_choice_release(&choice);
+	json_decref(prepull);
 	return -err->code;
 }
 

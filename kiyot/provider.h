@@ -30,6 +30,9 @@ struct cell_spec {
 	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
 	const char *const *fallback_types;
 	size_t n_fallback_types;
+	/* Images the cell pulls as soon as it boots (from the Pod object), before any unit asks. */
+	const char *const *prepull;
+	size_t n_prepull;
 	/* The pod's labels, for instance tags. */
 	const char *const *label_keys;
 	const char *const *label_values;
