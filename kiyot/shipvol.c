@@ -264,8 +264,11 @@ int shipvol_snapshot(const char *host_path, const char *name, struct shipvol_sna
 	kiyot__cell__v1__write_volume_request__init(&out->req);
 	out->req.volume = arena_strdup(&out->arena, name);
 	fd = open(host_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, errno, "%s: %s", host_path, strerror(errno));
+	if (fd < 0) {
+		ret = err_set(err, errno, "%s: %s", host_path, strerror(errno));
+		shipvol_snapshot_release(out);
+		return ret;
+	}
 	if (fstat(fd, &st) < 0) {
 		ret = err_set(err, errno, "%s: %s", host_path, strerror(errno));
 	} else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
