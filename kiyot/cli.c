@@ -371,6 +371,16 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 		return fail("usage: kiyot run -f POD.yaml");
 	if (podspec_from_yaml_file(file, &p, &err) < 0)
 		return fail("%s", err.msg);
+	for (size_t i = 0; i < p->n_init_containers; i++)
+		if (p->init_containers[i].sidecar) {
+			ret = fail(
+				"%s: spec.initContainers[%zu] (%s): sidecar containers "
+				"(restartPolicy: Always) are not supported by kiyot run; make it "
+				"an app container, or run the pod through a kubelet",
+				file, i, p->init_containers[i].name);
+			podspec_free(p);
+			return ret;
+		}
 	uid = p->uid ? xstrdup(p->uid) : uuid_like();
 	if (make_volumes(p, uid, state_dir, &err) < 0)
 		goto out;

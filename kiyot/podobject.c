@@ -126,7 +126,8 @@ static json_t *pick(const json_t *obj, const char *const *keys)
 /* A container's name, image and the resources sizing reads. */
 static json_t *trim_container(const json_t *c)
 {
-	static const char *const keys[] = { "name", "image", "imagePullPolicy", NULL };
+	static const char *const keys[] = { "name", "image", "imagePullPolicy", "restartPolicy",
+					    NULL };
 	static const char *const sides[] = { "requests", "limits", NULL };
 	static const char *const names[] = { "cpu", "memory", "nvidia.com/gpu", NULL };
 	const json_t *res = json_object_get(c, "resources");
@@ -178,6 +179,11 @@ static json_t *trim_pod(const json_t *pod)
 			json_object_set_new(ts, "initContainers", trim_list(v));
 		if ((v = json_object_get(spec, "containers")))
 			json_object_set_new(ts, "containers", trim_list(v));
+		if ((v = json_object_get(spec, "overhead"))) {
+			static const char *const names[] = { "cpu", "memory", NULL };
+
+			json_object_set_new(ts, "overhead", pick(v, names));
+		}
 		json_object_set_new(out, "spec", ts);
 	}
 	return out;

@@ -313,6 +313,8 @@ int podspec_from_json(const json_t *j, struct podspec **out, struct err *err)
 		ret = podspec_read_containers(spec, "initContainers", ps, true, err);
 	if (ret >= 0)
 		ret = podspec_read_containers(spec, "containers", ps, false, err);
+	if (ret >= 0)
+		ret = podspec_read_overhead(spec, ps, err);
 	if (ret < 0) {
 		podspec_free(ps);
 		return ret;

@@ -106,6 +106,9 @@ struct podspec_container {
 	int64_t run_as_user;
 	int64_t run_as_group;
 	enum podspec_pull pull_policy;
+	/* An init container with restartPolicy: Always: a sidecar, which keeps running next to
+	 * the app containers once started. */
+	bool sidecar;
 };
 
 struct podspec {
@@ -117,6 +120,8 @@ struct podspec {
 	struct podspec_kv *annotations;
 	size_t n_annotations;
 	enum podspec_restart restart_policy;
+	/* spec.overhead: what the pod's RuntimeClass adds to its demand (cpu, memory). */
+	struct podspec_resources overhead;
 	char *hostname; /* NULL when not given */
 	int64_t termination_grace_period_seconds;
 	struct podspec_volume *volumes;

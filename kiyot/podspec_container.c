@@ -480,6 +480,32 @@ static int pcontainer(const json_t *c, const char *path, struct podspec *ps,
 	return ret;
 }
 
+/* Reads a container's restartPolicy: only "Always", only on an init container (a sidecar). */
+static int prestart(const json_t *c, const char *path, bool init, struct podspec_container *ct,
+		    struct err *err)
+{
+	_cleanup_free_ char *policy = NULL;
+	int ret = podspec_string(c, "restartPolicy", path, false, &policy, err);
+
+	if (ret < 0 || !policy)
+		return ret;
+	if (!init || strcmp(policy, "Always") != 0)
+		return err_set(err, EINVAL,
+			       "%s.restartPolicy: \"%s\" is not allowed; a container may only set "
+			       "\"Always\", and only as an init container (a sidecar)",
+			       path, policy);
+	ct->sidecar = true;
+	return 0;
+}
+
+/* Reads spec.overhead (cpu and memory; what a RuntimeClass adds to the pod). */
+int podspec_read_overhead(const json_t *spec, struct podspec *ps, struct err *err)
+{
+	struct pres_text t = { { 0 }, { 0 }, { 0 } };
+
+	return presource_side(spec, "overhead", "spec", &ps->overhead, &t, err);
+}
+
 /* Reads spec.containers or spec.initContainers. */
 int podspec_read_containers(const json_t *spec, const char *key, struct podspec *ps, bool init,
 			    struct err *err)
@@ -507,6 +533,8 @@ int podspec_read_containers(const json_t *spec, const char *key, struct podspec 
 
 		*n = i + 1;
 		ret = pcontainer(c, ip, ps, &(*arr)[i], err);
+		if (ret >= 0)
+			ret = prestart(c, ip, init, &(*arr)[i], err);
 		if (ret < 0)
 			return ret;
 	}

@@ -56,6 +56,7 @@ int podspec_check_label(const char *s, const char *path, struct err *err);
 /* Reads spec.containers (init false: required, at least one) or spec.initContainers (init
  * true: optional) of spec into ps; volume mounts are checked against ps->volumes, container
  * names against the containers already read. */
+int podspec_read_overhead(const json_t *spec, struct podspec *ps, struct err *err);
 int podspec_read_containers(const json_t *spec, const char *key, struct podspec *ps, bool init,
 			    struct err *err);
 /* Frees an array of n containers and everything they own; NULL is fine. */

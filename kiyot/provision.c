@@ -61,8 +61,7 @@ int provision_demand(const Runtime__V1__PodSandboxConfig *cfg, const struct pods
 	if (pod) {
 		struct pod_demand pd = { 0 };
 
-		sizing_demand_from_containers(pod->init_containers, pod->n_init_containers,
-					      pod->containers, pod->n_containers, &pd);
+		sizing_demand_from_pod(pod, &pd);
 		if (!has_cpu)
 			d->cpu_milli = pd.cpu_milli;
 		if (!has_mem)

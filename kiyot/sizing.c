@@ -284,14 +284,25 @@ void sizing_demand_from_containers(const struct podspec_container *init, size_t 
 				   struct pod_demand *out)
 {
 	int64_t icpu = 0, imem = 0, igpu = 0, acpu = 0, amem = 0, agpu = 0;
+	int64_t scpu = 0, smem = 0, sgpu = 0; /* the sidecars started so far */
 
 	for (size_t i = 0; i < n_init; i++) {
 		const struct podspec_resources *q = &init[i].requests, *l = &init[i].limits;
+		int64_t c = sizing_need(q->has_cpu, q->cpu_milli, l->has_cpu, l->cpu_milli);
+		int64_t m =
+			sizing_need(q->has_memory, q->memory_bytes, l->has_memory, l->memory_bytes);
+		int64_t g = sizing_need(q->has_gpus, q->gpus, l->has_gpus, l->gpus);
 
-		icpu = max64(icpu, sizing_need(q->has_cpu, q->cpu_milli, l->has_cpu, l->cpu_milli));
-		imem = max64(imem, sizing_need(q->has_memory, q->memory_bytes, l->has_memory,
-					       l->memory_bytes));
-		igpu = max64(igpu, sizing_need(q->has_gpus, q->gpus, l->has_gpus, l->gpus));
+		if (init[i].sidecar) {
+			/* it keeps running: with every later init container and the app */
+			scpu = sat_add(scpu, c);
+			smem = sat_add(smem, m);
+			sgpu = sat_add(sgpu, g);
+			c = m = g = 0;
+		}
+		icpu = max64(icpu, sat_add(scpu, c));
+		imem = max64(imem, sat_add(smem, m));
+		igpu = max64(igpu, sat_add(sgpu, g));
 	}
 	for (size_t i = 0; i < n_app; i++) {
 		const struct podspec_resources *q = &app[i].requests, *l = &app[i].limits;
@@ -302,9 +313,17 @@ void sizing_demand_from_containers(const struct podspec_container *init, size_t 
 						 l->memory_bytes));
 		agpu = sat_add(agpu, sizing_need(q->has_gpus, q->gpus, l->has_gpus, l->gpus));
 	}
-	out->cpu_milli = max64(icpu, acpu);
-	out->memory_bytes = max64(imem, amem);
-	out->gpus = max64(igpu, agpu);
+	out->cpu_milli = max64(icpu, sat_add(acpu, scpu));
+	out->memory_bytes = max64(imem, sat_add(amem, smem));
+	out->gpus = max64(igpu, sat_add(agpu, sgpu));
+}
+
+void sizing_demand_from_pod(const struct podspec *p, struct pod_demand *out)
+{
+	sizing_demand_from_containers(p->init_containers, p->n_init_containers, p->containers,
+				      p->n_containers, out);
+	out->cpu_milli = sat_add(out->cpu_milli, p->overhead.cpu_milli);
+	out->memory_bytes = sat_add(out->memory_bytes, p->overhead.memory_bytes);
 }
 
 /* The demand of a Pod: its containers and its Kiyot annotations. */
@@ -319,8 +338,7 @@ int sizing_demand_from_podspec(const struct podspec *p, struct pod_demand *out, 
 			       "annotation " SIZING_ANNOTATION_LAUNCH_TYPE
 			       ": \"%s\" is not one of spot, on-demand",
 			       launch);
-	sizing_demand_from_containers(p->init_containers, p->n_init_containers, p->containers,
-				      p->n_containers, &d);
+	sizing_demand_from_pod(p, &d);
 	d.spot = launch && strcmp(launch, "spot") == 0;
 	d.instance_type = type && *type ? type : NULL;
 	*out = d;

@@ -124,16 +124,20 @@ bool sizing_fits(const struct catalog_type *t, int64_t cpu_milli, int64_t memory
 double sizing_surplus_credit_price(const char *instance_type);
 
 /*
- * A pod's demand from its containers: per resource, the larger of the largest init container
- * and the sum of the app containers, each container counting its limit where it exceeds its
- * request. Sets cpu_milli, memory_bytes and gpus only (saturating at INT64_MAX).
+ * A pod's demand from its containers: per resource, the larger of the init phase (each init
+ * container plus the sidecars started before it) and the app phase (the app containers plus
+ * every sidecar), each container counting its limit where it exceeds its request, as the
+ * scheduler does. Sets cpu_milli, memory_bytes and gpus only (saturating at INT64_MAX).
  */
 void sizing_demand_from_containers(const struct podspec_container *init, size_t n_init,
 				   const struct podspec_container *app, size_t n_app,
 				   struct pod_demand *out);
 
+/* The containers' demand plus the pod's spec.overhead. */
+void sizing_demand_from_pod(const struct podspec *p, struct pod_demand *out);
+
 /*
- * The whole demand of a pod: its containers, plus the annotations pod.elotl.co/launch-type
+ * The whole demand of a pod: its containers and overhead, plus the annotations pod.elotl.co/launch-type
  * (spot | on-demand) and pod.elotl.co/instance-type (borrowed from p). An unknown launch type
  * is an error (EINVAL) naming the annotation.
  */

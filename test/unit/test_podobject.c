@@ -144,6 +144,34 @@ static void test_podobject__pod_object_gives_the_demand_init_containers_included
 	podspec_free(p);
 }
 
+/* A sidecar init container and the RuntimeClass overhead of the Pod object count. */
+static void test_podobject__sidecar_and_overhead_count(void **state)
+{
+	json_t *pod = fixture();
+	json_t *spec = json_object_get(pod, "spec");
+	json_t *init = json_array_get(json_object_get(spec, "initContainers"), 0);
+	struct podspec *p = NULL;
+	struct sandbox_cfg s;
+	struct pod_demand d;
+	struct err err = ERR_INIT;
+	unsigned from;
+
+	(void)state;
+	json_object_set_new(init, "restartPolicy", json_string("Always"));
+	json_object_set_new(spec, "overhead",
+			    json_pack("{s:s,s:s}", "cpu", "250m", "memory", "128Mi"));
+	if (read_pod(pod, UID, &p, &err) < 0)
+		fail_msg("podobject_from_json: %s", err.msg);
+	assert_true(p->init_containers[0].sidecar);
+	sandbox_init(&s, NULL, NULL);
+	assert_int_equal(provision_demand(&s.cfg, p, &d, &from, &err), 0);
+	/* migrate keeps running: next to the app (1500m + 500m, 2 + 1 GiB) it makes 5000m / 7 GiB,
+	 * more than the init phase (warm next to it: 3500m / 5 GiB); plus the overhead */
+	assert_int_equal(d.cpu_milli, 5000 + 250);
+	assert_int_equal(d.memory_bytes, 7 * GIB + 128 * MIB);
+	podspec_free(p);
+}
+
 /* Sizing with the Pod object fits its demand and says where the demand came from. */
 static void test_podobject__choice_fits_the_pod_and_names_the_source(void **state)
 {
@@ -366,6 +394,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 			test_podobject__pod_object_gives_the_demand_init_containers_included),
+		cmocka_unit_test(test_podobject__sidecar_and_overhead_count),
 		cmocka_unit_test(test_podobject__choice_fits_the_pod_and_names_the_source),
 		cmocka_unit_test(test_podobject__annotations_win_over_the_pod_object),
 		cmocka_unit_test(test_podobject__other_uid_is_not_used),

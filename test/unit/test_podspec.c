@@ -127,6 +127,12 @@ static void test_podspec__file_errors_name_the_file(void **state)
 					 "starts here; give one document per file");
 	assert_true(podspec_from_yaml_file(FIX "absent.yaml", &p, &err) < 0);
 	assert_non_null(strstr(err.msg, "absent.yaml"));
+	/* restartPolicy on a container: only Always, only on an init container */
+	assert_int_equal(podspec_from_yaml_file(FIX "restart-policy-on-app.yaml", &p, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "spec.containers[0].restartPolicy: \"Always\" is not "
+					"allowed"));
+	assert_null(p);
 }
 
 /* The default pull policy follows the image tag, as the API server's defaulting does. */

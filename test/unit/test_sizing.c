@@ -292,6 +292,28 @@ static void test_sizing__init_containers_count(void **state)
 	}
 }
 
+/* Sidecars (init containers with restartPolicy: Always) run through the later init
+ * containers and next to the app; spec.overhead is added on top. */
+static void test_sizing__sidecars_and_overhead(void **state)
+{
+	struct podspec *p = pod_fixture("sidecars-overhead.yaml");
+	struct err err = ERR_INIT;
+	struct pod_demand d;
+
+	(void)state;
+	assert_true(p->init_containers[0].sidecar);
+	assert_false(p->init_containers[1].sidecar);
+	assert_int_equal(sizing_demand_from_podspec(p, &d, &err), 0);
+	assert_int_equal(d.cpu_milli, 2000 + 250);
+	assert_int_equal(d.memory_bytes, 5 * GIB + 128 * MIB);
+	/* without the sidecar flag the shipper would count only while it runs alone */
+	p->init_containers[0].sidecar = false;
+	assert_int_equal(sizing_demand_from_podspec(p, &d, &err), 0);
+	assert_int_equal(d.cpu_milli, 1500 + 250);
+	assert_int_equal(d.memory_bytes, 4 * GIB + 128 * MIB);
+	podspec_free(p);
+}
+
 struct scase {
 	int64_t cpu_milli, memory_bytes, gpus;
 	const char *want_on_demand;
@@ -701,6 +723,7 @@ int main(void)
 		cmocka_unit_test(test_sizing__surplus_credit_prices),
 		cmocka_unit_test(test_sizing__unknown_burstable_family_fits_within_baseline),
 		cmocka_unit_test(test_sizing__init_containers_count),
+		cmocka_unit_test(test_sizing__sidecars_and_overhead),
 		cmocka_unit_test(test_sizing__spot_vs_on_demand),
 		cmocka_unit_test(test_sizing__spot_ties_break_by_name),
 		cmocka_unit_test(test_sizing__instance_type_exact_or_glob),
