@@ -21,6 +21,9 @@
 struct kube_client {
 	struct kube_auth auth;
 	long connect_timeout_ms, timeout_ms; /* 0: the defaults above */
+	/* kept between requests (reset each time), so its connection to the API server and TLS
+	 * session are reused */
+	CURL *h;
 };
 
 void kube_auth_release(struct kube_auth *a)
@@ -263,6 +266,8 @@ void kube_client_free(struct kube_client *c)
 	if (!c)
 		return;
 	kube_auth_release(&c->auth);
+	if (c->h)
+		curl_easy_cleanup(c->h);
 	free(c);
 }
 
@@ -338,12 +343,14 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	_cleanup_free_ char *auth = NULL, *ctype = NULL, *sent = NULL;
 	struct curl_slist *hdrs = NULL;
 	struct body b = { 0 };
-	CURL *h = curl_easy_init();
+	CURL *h;
 	CURLcode rc;
 	int ret = 0;
 
-	if (!h)
+	if (!c->h && !(c->h = curl_easy_init()))
 		return err_set(err, ENOMEM, "curl_easy_init failed");
+	h = c->h;
+	curl_easy_reset(h); /* options go, the connection stays */
 	hdrs = curl_slist_append(hdrs, "Accept: application/json");
 	if (c->auth.token) {
 		auth = xasprintf("Authorization: Bearer %s", c->auth.token);
@@ -382,7 +389,6 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 	}
 	free(b.data);
 	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
 	return ret;
 }
 
