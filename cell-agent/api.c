@@ -332,7 +332,7 @@ static int send_log(struct agent *a, struct rpc_call *call, struct stream *s, co
 		size_t got = 0;
 		struct err rerr = ERR_INIT;
 
-		if (supervisor_log_read(a->sup, unit, *next, buf, LOG_CHUNK, &got, &rerr) < 0 ||
+		if (supervisor_log_read(a->sup, unit, next, buf, LOG_CHUNK, &got, &rerr) < 0 ||
 		    got == 0)
 			return 0; /* gone or nothing new */
 		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG;

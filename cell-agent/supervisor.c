@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bundle.h"
@@ -536,19 +537,69 @@ size_t unit_log_read_lines(const char *path, uint64_t offset, char *buf, size_t 
 	return (size_t)(nl - buf + 1);
 }
 
+/* Set once the file system of the state directory refused to free part of a file. */
+static bool punch_unsupported;
+
+void unit_log_trim(struct unit *u)
+{
+	_cleanup_free_ char *path = xasprintf("%s/log", u->dir);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
+	char buf[4096];
+	struct stat st;
+	uint64_t cut;
+	ssize_t n;
+	char *nl;
+
+	if (punch_unsupported || fd < 0 || fstat(fd, &st) < 0 ||
+	    (uint64_t)st.st_size <= u->log_start ||
+	    (uint64_t)st.st_size - u->log_start <= UNIT_LOG_KEEP + UNIT_LOG_SLACK)
+		return;
+	/* keep whole lines: cut after the first newline past size - KEEP */
+	cut = (uint64_t)st.st_size - UNIT_LOG_KEEP;
+	n = pread(fd, buf, sizeof(buf), (off_t)cut);
+	nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
+	if (!nl)
+		return; /* a line longer than the window: try again when more is written */
+	cut += (uint64_t)(nl - buf) + 1;
+	/* offsets stay what they were (the size does not change); the blocks are freed */
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)u->log_start,
+		      (off_t)(cut - u->log_start)) < 0) {
+		if (!punch_unsupported)
+			log_warn("unit %s: cannot free the old part of its log (%s); logs in this "
+				 "cell keep growing",
+				 u->id, strerror(errno));
+		punch_unsupported = true; /* the state directory's file system: all units */
+		return;
+	}
+	log_info("unit %s: log trimmed to its last %llu MiB (%llu bytes before offset %llu freed)",
+		 u->id, (unsigned long long)(UNIT_LOG_KEEP >> 20),
+		 (unsigned long long)(cut - u->log_start), (unsigned long long)cut);
+	u->log_start = cut;
+	if (u->log_sent < cut)
+		u->log_sent = cut;
+	unit_persist(u);
+}
+
 /* Reads whole log lines from offset; see the header. */
-int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t offset, char *buf,
+int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t *offset, char *buf,
 			size_t cap, size_t *got, struct err *err)
 {
-	_cleanup_free_ char *dir = NULL, *path = NULL;
-	bool running;
-	int ret = unit_dir_of(s, unit_id, &dir, &running, err);
+	_cleanup_free_ char *path = NULL;
+	struct unit *u;
 	size_t n;
 
-	if (ret < 0)
-		return ret;
-	path = xasprintf("%s/log", dir);
-	n = unit_log_read_lines(path, offset, buf, cap);
+	pthread_mutex_lock(&s->mu);
+	u = unit_id ? unit_find(s, unit_id) : NULL;
+	if (u) {
+		path = xasprintf("%s/log", u->dir);
+		if (*offset < u->log_start)
+			*offset = u->log_start;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!u)
+		return err_set(err, ENOENT, "unit %s not found in this cell",
+			       unit_id ? unit_id : "(null)");
+	n = unit_log_read_lines(path, *offset, buf, cap);
 	if (n == cap && cap && buf[cap - 1] != '\n')
 		return err_set(err, ENOBUFS, "unit %s: a log line is longer than %zu bytes",
 			       unit_id, cap);

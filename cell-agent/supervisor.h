@@ -86,9 +86,17 @@ int supervisor_apply(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, int6
 		     struct unit_status **out, size_t *n, struct err *err);
 /* Current statuses of all units. */
 int supervisor_list(struct supervisor *s, struct unit_status **out, size_t *n, struct err *err);
-/* Reads a unit's log from offset, up to cap bytes of whole lines. -ENOENT for unknown units. */
-int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t offset, char *buf,
+/*
+ * Reads a unit's log from *offset, up to cap bytes of whole lines. A unit's log keeps its
+ * newest UNIT_LOG_KEEP bytes or more: an offset before what is kept moves forward to the
+ * oldest line kept (*offset says where the bytes start). -ENOENT for unknown units.
+ */
+int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t *offset, char *buf,
 			size_t cap, size_t *got, struct err *err);
+
+/* What a cell keeps of each unit's log; the slack above it is freed at once. */
+#define UNIT_LOG_KEEP (32ull << 20)
+#define UNIT_LOG_SLACK (16ull << 20)
 /* Runs cmd in a running unit (the runtime's exec), with a timeout; output capped at 16 MiB. */
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,

@@ -34,6 +34,7 @@ struct unit {
 	int64_t stop_deadline, next_kill, restart_at, spawn_mono;
 	uint32_t backoff_n;
 	uint64_t log_sent;
+	uint64_t log_start; /* bytes of the log before it are freed (a hole): see unit_log_trim */
 };
 
 struct supervisor {
@@ -75,6 +76,9 @@ int unit_dir_of(struct supervisor *s, const char *id, char **dir, bool *running,
 /* Reads whole lines of the log at path from offset into buf (at most cap bytes); returns the
  * bytes put in buf, cap when a single line fills it, 0 when there is nothing new. */
 size_t unit_log_read_lines(const char *path, uint64_t offset, char *buf, size_t cap);
+/* Frees the oldest part of a unit's log when it holds more than UNIT_LOG_KEEP + UNIT_LOG_SLACK
+ * bytes. Needs mu. */
+void unit_log_trim(struct unit *u);
 
 /* supervisor_loop.c: the watcher thread */
 

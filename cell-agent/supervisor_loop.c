@@ -364,6 +364,7 @@ static void deliver(struct supervisor *s)
 		_cleanup_free_ char *path = xasprintf("%s/log", u->dir);
 		struct stat st;
 
+		unit_log_trim(u);
 		if (stat(path, &st) < 0 || (uint64_t)st.st_size <= u->log_sent)
 			continue;
 		xgrow((void **)&jobs, &cap, njobs + 1, sizeof(*jobs));

@@ -34,7 +34,7 @@ void unit_persist(struct unit *u)
 	json_t *j;
 	char *text;
 
-	j = json_pack("{s:s,s:i,s:I,s:I,s:I,s:i,s:s,s:s,s:i,s:s,s:s,s:i,s:b,s:s,s:i,s:b,s:s?}",
+	j = json_pack("{s:s,s:i,s:I,s:I,s:I,s:i,s:s,s:s,s:i,s:s,s:s,s:i,s:b,s:s,s:i,s:b,s:s?,s:I}",
 		      "id", u->id, "state", (int)u->st.state, "created_at_ns",
 		      (json_int_t)u->st.created_at_ns, "started_at_ns",
 		      (json_int_t)u->st.started_at_ns, "finished_at_ns",
@@ -43,7 +43,8 @@ void unit_persist(struct unit *u)
 		      (int)u->st.restart_count, "image_ref", u->st.image_ref, "image_id",
 		      u->st.image_id, "pid", u->st.pid, "prepared", u->prepared, "image_rootfs",
 		      u->image_rootfs ? u->image_rootfs : "", "backoff_n", (int)u->backoff_n,
-		      "starting", u->starting, "termination_message", u->st.termination_message);
+		      "starting", u->starting, "termination_message", u->st.termination_message,
+		      "log_start", (json_int_t)u->log_start);
 	if (!j)
 		return;
 	text = json_dumps(j, JSON_COMPACT);
@@ -80,6 +81,7 @@ static void unit_load(struct supervisor *s, struct unit *u)
 	unit_set_str(&u->st.image_id, json_string_value(json_object_get(j, "image_id")));
 	unit_set_str(&u->st.termination_message,
 		     json_string_value(json_object_get(j, "termination_message")));
+	u->log_start = (uint64_t)json_integer_value(json_object_get(j, "log_start"));
 	unit_set_str(&u->image_rootfs, json_string_value(json_object_get(j, "image_rootfs")));
 	u->prepared = json_is_true(json_object_get(j, "prepared"));
 	u->backoff_n = (uint32_t)json_integer_value(json_object_get(j, "backoff_n"));

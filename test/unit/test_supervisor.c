@@ -23,6 +23,7 @@
 
 #include "../../cell-agent/image.h"
 #include "../../cell-agent/supervisor.h"
+#include "../../cell-agent/supervisor_internal.h"
 #include "clock.h"
 #include "crilog.h"
 #include "fsutil.h"
@@ -354,9 +355,10 @@ static char *read_log(struct fixture *f, const char *id)
 {
 	char *buf = xcalloc(1, 65536);
 	size_t got = 0;
+	uint64_t from = 0;
 	struct err err = ERR_INIT;
 
-	assert_int_equal(supervisor_log_read(f->sup, id, 0, buf, 65535, &got, &err), 0);
+	assert_int_equal(supervisor_log_read(f->sup, id, &from, buf, 65535, &got, &err), 0);
 	buf[got] = '\0';
 	return buf;
 }
@@ -406,8 +408,9 @@ static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
 	{
 		char buf[64];
 		size_t got;
+		uint64_t from = 0;
 
-		assert_int_equal(supervisor_log_read(f->sup, "nope", 0, buf, sizeof(buf), &got,
+		assert_int_equal(supervisor_log_read(f->sup, "nope", &from, buf, sizeof(buf), &got,
 						     &err),
 				 -ENOENT);
 		assert_non_null(strstr(err.msg, "nope"));
@@ -563,6 +566,63 @@ static void test_supervisor__new_supervisor_adopts_running_unit(void **state)
 	unit_status_release(&st);
 }
 
+/* A unit's log beyond UNIT_LOG_KEEP + UNIT_LOG_SLACK loses its oldest whole lines: their
+ * blocks are freed, offsets stay, and the kept part starts at a line. */
+static void test_supervisor__log_trim_keeps_the_newest_lines(void **state)
+{
+	char dir[] = "/tmp/kiyot-logtrim-XXXXXX";
+	_cleanup_free_ char *path = NULL;
+	struct unit u = { 0 };
+	struct err err = ERR_INIT;
+	struct stat before, after;
+	char line[100], *chunk;
+	size_t per_chunk = (1 << 20) / sizeof(line) * sizeof(line);
+	uint64_t size = UNIT_LOG_KEEP + UNIT_LOG_SLACK + (1 << 20);
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	path = xasprintf("%s/log", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	/* 100-byte lines: line k starts at offset 100 k */
+	memset(line, 'x', sizeof(line));
+	line[sizeof(line) - 1] = '\n';
+	chunk = xmalloc(per_chunk);
+	for (size_t i = 0; i < per_chunk / sizeof(line); i++)
+		memcpy(chunk + i * sizeof(line), line, sizeof(line));
+	for (uint64_t w = 0; w < size; w += per_chunk)
+		assert_int_equal(fwrite(chunk, 1, per_chunk, f), per_chunk);
+	free(chunk);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(stat(path, &before), 0);
+
+	u.id = "u1";
+	u.dir = dir;
+	unit_log_trim(&u);
+	assert_int_equal(stat(path, &after), 0);
+	assert_int_equal(after.st_size, before.st_size);
+	/* cut on a line boundary: the newest KEEP bytes, less at most one line */
+	assert_int_equal(u.log_start % sizeof(line), 0);
+	assert_true((uint64_t)after.st_size - u.log_start <= UNIT_LOG_KEEP);
+	assert_true((uint64_t)after.st_size - u.log_start > UNIT_LOG_KEEP - sizeof(line));
+	assert_true(u.log_sent >= u.log_start);
+	/* the blocks before it are freed where the file system can (tmpfs, ext4, xfs) */
+	if (after.st_blocks >= before.st_blocks)
+		print_message("note: this file system kept the blocks\n");
+	else
+		assert_true((uint64_t)after.st_blocks * 512 + UNIT_LOG_SLACK <
+			    (uint64_t)before.st_blocks * 512);
+	/* a second call with nothing new changes nothing */
+	{
+		uint64_t start = u.log_start;
+
+		unit_log_trim(&u);
+		assert_int_equal(u.log_start, start);
+	}
+	assert_int_equal(fs_remove_tree(dir, &err), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -578,6 +638,7 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__new_supervisor_adopts_running_unit,
 						setup, teardown),
+		cmocka_unit_test(test_supervisor__log_trim_keeps_the_newest_lines),
 	};
 
 	if (argc > 1 && strcmp(argv[1], "shim") == 0)
