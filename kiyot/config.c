@@ -18,6 +18,7 @@
  *	  restartBackoffMs: 10000     (first restart delay of a unit; doubles to 5 min)
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
+ *	  masquerade: false           (local cells: kiyot turns on forwarding and NAT on the node)
  *	  kubeProxy:                  (a kube-proxy unit in every cell; see deploy/README.md)
  *	    image: registry.k8s.io/kube-proxy:v1.30.2
  *	    kubeconfig: /var/lib/kiyot/kube-proxy.kubeconfig  (node file, mounted read-only at
@@ -268,8 +269,10 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 					     "gcIntervalSeconds",
 					     "gcGraceSeconds",
 					     "kubeProxy",
+					     "masquerade",
 					     NULL };
 	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
+	json_t *v;
 
 	if (!json_is_object(cells))
 		return err_set(err, EINVAL, "cells: must be a mapping");
@@ -284,6 +287,11 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||
 	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0)
 		return -err->code;
+	if ((v = json_object_get(cells, "masquerade"))) {
+		if (!json_is_boolean(v))
+			return err_set(err, EINVAL, "cells.masquerade: must be true or false");
+		c->masquerade = json_is_true(v);
+	}
 	if (json_object_get(cells, "kubeProxy") &&
 	    load_kube_proxy(c, json_object_get(cells, "kubeProxy"), err) < 0)
 		return -err->code;

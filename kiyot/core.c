@@ -14,6 +14,7 @@
 
 #include "catalog.h"
 #include "catalog_refresh.h"
+#include "cellnat.h"
 #include "cells.h"
 #include "clock.h"
 #include "cri.h"
@@ -388,6 +389,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		lc.cluster_id = k->cluster_id;
 		if (provider_local_new(&lc, &k->provider, err) < 0)
 			return err_wrap(err, "local cell provider");
+		if (k->cfg.masquerade && cellnat_setup(k->cfg.bridge, k->cfg.cell_cidr, err) < 0)
+			return -err->code;
 	} else {
 		return err_set(err, EINVAL,
 			       "cells.provider: \"%s\" is not a provider; use local or ec2",

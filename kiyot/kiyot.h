@@ -36,6 +36,7 @@ struct kiyot_config {
 	char *provider;		     /* "local" */
 	char *cell_cidr;
 	char *bridge;
+	int masquerade; /* cells.masquerade: forwarding and NAT on the node for local cells */
 	char *agent_path;
 	int agent_port;
 	int64_t reserve_cpu_milli; /* the cell's OS + agent, added to the pod's demand */

@@ -87,6 +87,12 @@ static void test_config__full_yaml_sets_every_field(void **state)
 	assert_string_equal(c.agent_path, "/opt/kiyot/bin/cell-agent");
 	assert_int_equal(c.agent_port, 9443);
 	assert_int_equal(c.restart_backoff_ms, 2500);
+	assert_true(c.masquerade);
+	assert_string_equal(c.kube_proxy.image, "registry.k8s.io/kube-proxy:v1.30.2");
+	assert_string_equal(c.kube_proxy.kubeconfig, "/etc/kiyot/kube-proxy.kubeconfig");
+	assert_int_equal(c.kube_proxy.n_args, 1);
+	assert_string_equal(c.kube_proxy.args[0], "--proxy-mode=iptables");
+	assert_int_equal(c.kube_proxy.n_command, 0);
 	assert_non_null(c.registries);
 	assert_true(json_is_true(
 		json_object_get(json_object_get(c.registries, "10.99.0.1:5000"), "insecure")));
@@ -200,6 +206,15 @@ static void test_config__wrong_types_name_the_key(void **state)
 	err_clear(&err);
 	load_bad(FIX "not-a-mapping.yaml", &err);
 	assert_non_null(strstr(err.msg, "mapping"));
+
+	err_clear(&err);
+	load_bad(FIX "bad-masquerade.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.masquerade: must be true or false"));
+
+	/* kubeProxy: the image is required, the kubeconfig absolute */
+	err_clear(&err);
+	load_bad(FIX "bad-kube-proxy.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.kubeProxy.image: required"));
 }
 
 /* A reserve that is no quantity names reserve.memory. */
