@@ -606,6 +606,18 @@ def cleanup(work, env=None):
             sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
     step("bridge", bridge)
 
+    def masquerade():
+        # what test_masquerade made, should a killed run have left it
+        sh("ip", "netns", "del", "kiyott-out", check=False, quiet=True)
+        comment = "kiyot cells " + CIDR
+        for table in ("nat", "filter"):
+            listed = sh("iptables", "-w", "-t", table, "-S", check=False, quiet=True)
+            for rule in listed.splitlines():
+                if comment in rule and rule.startswith("-A "):
+                    sh("sh", "-c", "iptables -w -t %s -D %s" % (table, rule[3:]),
+                       check=False, quiet=True)
+    step("masquerade", masquerade)
+
     def files():
         if os.environ.get("KIYOT_ITEST_KEEP"):
             log("keeping " + work)
