@@ -26,6 +26,8 @@ struct agent_config {
 	char *state_dir;
 	char *log_level;
 	char *runtime; /* OCI runtime, "crun" */
+	/* Calls must carry "authorization: Bearer <token>" ("token"; "" takes any caller) */
+	char *token;
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */

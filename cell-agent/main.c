@@ -141,6 +141,12 @@ static int run_agent(struct agent *a)
 	rc.svc = a;
 	rc.workers = 4;
 	rc.max_message = 64u << 20;
+	/* only the kiyot that made the cell may drive it: other cells share its network */
+	rc.token = a->cfg.token;
+	if (!rc.token[0])
+		log_warn("no token in the bootstrap document: any caller that reaches %s may drive "
+			 "this cell",
+			 addr);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);
 	log_info("cell %s (pod %s/%s) serving on %s, incarnation %llu", a->cfg.cell_id,

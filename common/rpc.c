@@ -53,6 +53,7 @@ struct rpc_server {
 	size_t n_methods;
 	void *svc;
 	size_t max_message;
+	char *auth; /* "Bearer <token>" every call must carry, or NULL */
 	struct rpc_call *slots[RPC_SLOTS];
 	pthread_t acceptor;
 	pthread_t *workers;
@@ -310,6 +311,27 @@ static const struct rpc_method *method_find(struct rpc_server *s, grpc_slice pat
 	return NULL;
 }
 
+/* Whether the call's metadata carries the server's authorization, compared in constant time. */
+static int authorized(const struct rpc_server *s, const grpc_metadata_array *md)
+{
+	size_t want = strlen(s->auth);
+
+	for (size_t i = 0; i < md->count; i++) {
+		const grpc_slice *k = &md->metadata[i].key, *v = &md->metadata[i].value;
+		unsigned char diff = 0;
+
+		if (GRPC_SLICE_LENGTH(*k) != 13 ||
+		    memcmp(GRPC_SLICE_START_PTR(*k), "authorization", 13) != 0)
+			continue;
+		if (GRPC_SLICE_LENGTH(*v) != want)
+			return 0;
+		for (size_t j = 0; j < want; j++)
+			diff |= GRPC_SLICE_START_PTR(*v)[j] ^ (unsigned char)s->auth[j];
+		return diff == 0;
+	}
+	return 0;
+}
+
 /* Runs one call from its request to its status. */
 static void call_run(struct rpc_call *c)
 {
@@ -326,6 +348,12 @@ static void call_run(struct rpc_call *c)
 	op.data.recv_close_on_server.cancelled = &c->cancelled;
 	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) != GRPC_CALL_OK)
 		return;
+	if (s->auth && !authorized(s, &c->md)) {
+		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
+			    "this cell's agent takes calls from its kiyot only (authorization: "
+			    "Bearer <the cell's token>)");
+		return;
+	}
 	if (!m) {
 		char *path = grpc_slice_to_c_string(c->details.method);
 
@@ -500,6 +528,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 	s->n_methods = cfg->n_methods;
 	s->svc = cfg->svc;
 	s->max_message = cfg->max_message ? cfg->max_message : 16u << 20;
+	s->auth = cfg->token && cfg->token[0] ? xasprintf("Bearer %s", cfg->token) : NULL;
 	s->n_workers = cfg->workers > 0 ? cfg->workers : 8;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
@@ -568,6 +597,7 @@ void rpc_server_stop(struct rpc_server *s)
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->workers);
+	free(s->auth);
 	free(s);
 }
 
@@ -625,6 +655,8 @@ int rpc_errno_from_status(int status)
 		return ECONNREFUSED;
 	case GRPC_STATUS_PERMISSION_DENIED:
 		return EPERM;
+	case GRPC_STATUS_UNAUTHENTICATED:
+		return EACCES;
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
 		return EFBIG;
 	case GRPC_STATUS_FAILED_PRECONDITION:

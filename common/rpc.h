@@ -58,6 +58,9 @@ struct rpc_server_config {
 	void *svc;	    /* passed to every handler */
 	int workers;	    /* unary worker threads; 0 picks 8 */
 	size_t max_message; /* receive limit; 0 picks 16 MiB, like the kubelet */
+	/* When set, every call must carry "authorization: Bearer <token>" (rpc_channel_set_token)
+	 * or is answered UNAUTHENTICATED. Copied. */
+	const char *token;
 };
 
 /* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */
@@ -90,6 +93,9 @@ struct rpc_stream;
 
 /* target: "unix:///path" or "host:port"; plaintext. */
 int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err);
+/* Every later call on the channel carries "authorization: Bearer <token>". Call before the
+ * channel is shared between threads. */
+void rpc_channel_set_token(struct rpc_channel *ch, const char *token);
 void rpc_channel_free(struct rpc_channel *ch);
 
 /* One unary call. On success *resp is a message of resp_desc the caller frees with

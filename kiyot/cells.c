@@ -207,8 +207,15 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
-	if (rpc_channel_new(e->target, &e->ch, &err) < 0)
+	if (rpc_channel_new(e->target, &e->ch, &err) < 0) {
 		log_error("cell %s: %s", id, err.msg);
+	} else {
+		char *token = kiyot_cell_token(m->k, id);
+
+		rpc_channel_set_token(e->ch, token);
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
 	pthread_mutex_lock(&m->lock);
 	e->next = m->cells;
 	m->cells = e;
@@ -289,6 +296,14 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 
 	if (k->cfg.registries)
 		json_object_set(doc, "registries", k->cfg.registries);
+	{
+		/* the agent takes calls carrying it only */
+		char *token = kiyot_cell_token(k, spec->cell_id);
+
+		json_object_set_new(doc, "token", json_string(token));
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
 	if (spec->n_prepull) {
 		json_t *prepull = json_array();
 

@@ -71,6 +71,7 @@ struct kiyot {
 	struct container *containers;
 	struct image_rec *images;
 	char *cluster_id;
+	char *cell_key; /* secret the cells' tokens are derived from (kiyot_cell_token) */
 	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
 	struct provider provider;
 	struct catalog *catalog;
@@ -100,6 +101,10 @@ void kiyot_close(struct kiyot *k);
 /* Lookups; call with k->lock held. Ids may be unique prefixes, as crictl allows. */
 struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
 struct container *kiyot_find_container(struct kiyot *k, const char *id);
+
+/* The token a cell's agent requires of every call: HMAC-SHA256 of the cell id under the
+ * installation's secret, so it survives restarts without being stored (caller frees). */
+char *kiyot_cell_token(const struct kiyot *k, const char *cell_id);
 
 /* A new random 64-hex-digit id (caller frees). */
 char *kiyot_new_id(void);
