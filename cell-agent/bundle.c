@@ -21,7 +21,6 @@
 
 #define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define ETC_FILE_MAX (1024 * 1024)
-#define CPU_PERIOD_US 100000
 
 /* containerd's default capability set. */
 static const char *const default_caps[] = {
@@ -668,10 +667,11 @@ static json_t *build_linux(const struct bundle_spec *spec)
 		json_object_set_new(res, "memory",
 				    json_pack("{s:I}", "limit", (json_int_t)unit->memory_bytes));
 	if (unit->cpu_millis > 0)
-		json_object_set_new(res, "cpu",
-				    json_pack("{s:I,s:I}", "quota",
-					      (json_int_t)(unit->cpu_millis * CPU_PERIOD_US / 1000),
-					      "period", (json_int_t)CPU_PERIOD_US));
+		json_object_set_new(
+			res, "cpu",
+			json_pack("{s:I,s:I}", "quota",
+				  (json_int_t)(unit->cpu_millis * BUNDLE_CPU_PERIOD_US / 1000),
+				  "period", (json_int_t)BUNDLE_CPU_PERIOD_US));
 	json_object_set_new(l, "resources", res);
 	if (!unit->privileged) {
 		json_object_set_new(l, "maskedPaths",

@@ -20,6 +20,9 @@
 #include "cellagent.pb-c.h"
 #include "err.h"
 
+/* The CFS period of every unit; a unit's CPU limit is its quota in it. */
+#define BUNDLE_CPU_PERIOD_US 100000
+
 struct image_info;
 
 /* Everything a unit's config.json is made of. All borrowed. */

@@ -331,6 +331,37 @@ static void prepare_unit(struct supervisor *s, const char *id)
 	kiyot__cell__v1__unit__free_unpacked(spec, NULL);
 }
 
+/* Gives a running unit's container the CPU and memory limits of its spec, when they changed
+ * (the runtime's update; 0 or -1 lift a limit). */
+static int resize_unit(struct supervisor *s, const char *id, struct err *err)
+{
+	char mem[32], quota[32], period[32];
+	int64_t cpu = 0, bytes = 0;
+	bool todo = false;
+	struct unit *u;
+
+	pthread_mutex_lock(&s->mu);
+	u = unit_find(s, id);
+	if (u && u->resize && u->spec) {
+		todo = true;
+		u->resize = false;
+		cpu = u->spec->cpu_millis;
+		bytes = u->spec->memory_bytes;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!todo)
+		return 0;
+	snprintf(mem, sizeof(mem), "--memory=%lld", bytes > 0 ? (long long)bytes : -1LL);
+	snprintf(quota, sizeof(quota), "--cpu-quota=%lld",
+		 cpu > 0 ? (long long)(cpu * BUNDLE_CPU_PERIOD_US / 1000) : -1LL);
+	snprintf(period, sizeof(period), "--cpu-period=%d", BUNDLE_CPU_PERIOD_US);
+	if (unit_runtime_update(s, id, mem, quota, period, err) < 0)
+		return err_wrap(err, "unit %s: new limits", id);
+	log_info("unit %s: limits now %lldm CPU, %lld bytes of memory", id, (long long)cpu,
+		 (long long)bytes);
+	return 0;
+}
+
 /* Whether a unit reached what its desired state asks, or cannot. Called with mu held. */
 static bool unit_settled(struct supervisor *s, struct unit *u)
 {
@@ -374,6 +405,13 @@ static int apply_pod(struct supervisor *s, Kiyot__Cell__V1__Pod *copy, struct er
 			unit_changed(s, u);
 		}
 		u->removing = false;
+		if (u->spec && (u->spec->cpu_millis != spec->cpu_millis ||
+				u->spec->memory_bytes != spec->memory_bytes)) {
+			/* new limits: config.json again for later starts, and the running
+			 * container updated in place (resize_unit) */
+			u->prepared = false;
+			u->resize = u->st.state == UNIT_STATE_RUNNING || u->starting;
+		}
 		if (u->spec)
 			kiyot__cell__v1__unit__free_unpacked(u->spec, NULL);
 		u->spec = unit_spec_copy(spec);
@@ -457,7 +495,11 @@ int supervisor_apply(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, int6
 	}
 	for (size_t i = 0; i < pod->n_units; i++)
 		prepare_unit(s, pod->units[i]->id);
+	for (size_t i = 0; i < pod->n_units && ret == 0; i++)
+		ret = resize_unit(s, pod->units[i]->id, err);
 	pthread_mutex_unlock(&s->apply_mu);
+	if (ret < 0)
+		return err_wrap(err, "apply pod %s", pod->name ? pod->name : "");
 	wake(s);
 
 	pthread_mutex_lock(&s->mu);

@@ -26,6 +26,27 @@ int unit_runtime_kill(struct supervisor *s, struct unit *u, const char *sig)
 	return status == 0 ? 0 : -1;
 }
 
+/* Runs "<runtime> update <flags> <id>"; the runtime's message when it fails. */
+int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, const char *quota,
+			const char *period, struct err *err)
+{
+	char *argv[] = { s->runtime,	 "update",   (char *)mem, (char *)quota,
+			 (char *)period, (char *)id, NULL };
+	char *out = NULL, *errout = NULL;
+	size_t ol = 0, el = 0;
+	int status = 0, ret;
+
+	ret = shim_run_capture(argv, RUNTIME_CMD_TIMEOUT_MS, 4096, &out, &ol, &errout, &el, &status,
+			       err);
+	if (ret == 0 && status != 0)
+		ret = err_set(err, EIO, "%s update: %.*s", s->runtime,
+			      (int)(el && errout[el - 1] == '\n' ? el - 1 : el),
+			      errout ? errout : "");
+	free(out);
+	free(errout);
+	return ret;
+}
+
 /* Runs a command in a running unit; see the header. */
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,

@@ -29,6 +29,7 @@ struct unit {
 	char *prep_error;   /* why the bundle could not be made */
 	bool prepared, removing, exit_pending;
 	bool starting; /* shim spawned: RUNNING once the container has a pid */
+	bool resize;   /* new CPU or memory limits for the running container (runtime update) */
 	int wd;
 	int kill_stage; /* 0 none, 1 TERM sent, 2 KILL sent */
 	int64_t stop_deadline, next_kill, restart_at, spawn_mono;
@@ -79,6 +80,8 @@ size_t unit_log_read_lines(const char *path, uint64_t offset, char *buf, size_t 
 /* Frees the oldest part of a unit's log when it holds more than UNIT_LOG_KEEP + UNIT_LOG_SLACK
  * bytes. Needs mu. */
 void unit_log_trim(struct unit *u);
+int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, const char *quota,
+			const char *period, struct err *err);
 
 /* supervisor_loop.c: the watcher thread */
 

@@ -55,6 +55,7 @@ CRI_HANDLER(remove_container);
 CRI_HANDLER(list_containers);
 CRI_HANDLER(container_status);
 CRI_HANDLER(reopen_container_log);
+CRI_HANDLER(update_container_resources);
 CRI_HANDLER(exec_sync);
 CRI_HANDLER(update_runtime_config);
 CRI_HANDLER(status);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "cells.h"
 #include "clock.h"
 #include "events.h"
@@ -456,5 +457,71 @@ CRI_HANDLER(exec_sync)
 	out->stderr.len = ares->stderr.len;
 	out->exit_code = ares->exit_code;
 	protobuf_c_message_free_unpacked(&ares->base, NULL);
+	return 0;
+}
+
+/* Whether limits of cpu_milli and memory fit the cell's instance type; 0 or an error. */
+static int fits_cell(struct kiyot *k, const struct sandbox *sb, int64_t cpu_milli, int64_t memory,
+		     struct err *err)
+{
+	struct catalog *cat = catalog_acquire(k->catalog);
+	const struct catalog_type *t = catalog_find(cat, sb->instance_type);
+	int ret = 0;
+
+	if (t && (cpu_milli > t->cpu_milli || memory > t->memory_bytes))
+		ret = err_set(err, EINVAL,
+			      "the limits (%lldm CPU, %lld MiB) do not fit the pod's cell, a %s "
+			      "(%lldm CPU, %lld MiB); a larger pod needs a new cell: recreate the "
+			      "pod",
+			      (long long)cpu_milli, (long long)(memory >> 20), t->name,
+			      (long long)t->cpu_milli, (long long)(t->memory_bytes >> 20));
+	catalog_release(cat);
+	return ret;
+}
+
+/* New CPU and memory limits for a container: kept in its record, applied to the running unit
+ * in place (the OCI runtime's update) and to every later start of it. */
+CRI_HANDLER(update_container_resources)
+{
+	const Runtime__V1__UpdateContainerResourcesRequest *r = (const void *)req;
+	const Runtime__V1__LinuxContainerResources *res = r->linux;
+	struct kiyot *k = svc;
+	struct container *c;
+	struct sandbox *sb;
+	_cleanup_free_ char *sid = NULL;
+	int64_t cpu = 0;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	if (!res)
+		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
+	if (res->cpu_quota > 0 && res->cpu_period > 0)
+		cpu = res->cpu_quota * 1000 / res->cpu_period;
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (!c || !sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	}
+	ret = fits_cell(k, sb, cpu, res->memory_limit_in_bytes, err);
+	if (ret == 0) {
+		if (!c->config->linux) {
+			c->config->linux = xcalloc(1, sizeof(*c->config->linux));
+			runtime__v1__linux_container_config__init(c->config->linux);
+		}
+		if (c->config->linux->resources)
+			protobuf_c_message_free_unpacked(&c->config->linux->resources->base, NULL);
+		c->config->linux->resources = cri_msg_copy(&res->base);
+		ret = store_put_container(k->store, c, err);
+		sid = xstrdup(c->sandbox_id);
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (ret < 0)
+		return err_wrap(err, "update container %s", r->container_id);
+	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
+	if (ret < 0)
+		return err_wrap(err, "update container %s", r->container_id);
 	return 0;
 }

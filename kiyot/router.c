@@ -297,7 +297,7 @@ ROUTE_BY_ID(container_status, "ContainerStatus", Runtime__V1__ContainerStatusReq
 	    kiyot_owns_container, cri_container_status)
 ROUTE_BY_ID(update_container_resources, "UpdateContainerResources",
 	    Runtime__V1__UpdateContainerResourcesRequest, container_id, kiyot_owns_container,
-	    cri_unimplemented)
+	    cri_update_container_resources)
 ROUTE_BY_ID(reopen_container_log, "ReopenContainerLog", Runtime__V1__ReopenContainerLogRequest,
 	    container_id, kiyot_owns_container, cri_reopen_container_log)
 ROUTE_BY_ID(exec, "Exec", Runtime__V1__ExecRequest, container_id, kiyot_owns_container,
