@@ -585,16 +585,20 @@ static bool punch_unsupported;
 void unit_log_trim(struct unit *u)
 {
 	_cleanup_free_ char *path = xasprintf("%s/log", u->dir);
-	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int fd = -1;
 	char buf[4096];
 	struct stat st;
 	uint64_t cut;
 	ssize_t n;
 	char *nl;
 
-	if (punch_unsupported || fd < 0 || fstat(fd, &st) < 0 ||
-	    (uint64_t)st.st_size <= u->log_start ||
+	/* stat first: opening the log for writing at every pass would wake the supervisor's
+	 * inotify watch of the unit's directory on each close, and so on forever */
+	if (punch_unsupported || stat(path, &st) < 0 || (uint64_t)st.st_size <= u->log_start ||
 	    (uint64_t)st.st_size - u->log_start <= UNIT_LOG_KEEP + UNIT_LOG_SLACK)
+		return;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
 		return;
 	/* keep whole lines: cut after the first newline past size - KEEP */
 	cut = (uint64_t)st.st_size - UNIT_LOG_KEEP;
