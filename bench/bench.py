@@ -53,6 +53,7 @@ PULL_REPS = 3
 CRUN_REPS = 20
 NETNS_REPS = 20
 VERSION_CALLS = 2000
+IDLE_CPU_S = 2
 
 # Bounded waits (seconds).
 T_RUNNING = 60
@@ -89,6 +90,16 @@ def mib(v):
 
 
 # ---- memory ----
+
+def cpu_ms(pid):
+    """CPU time (user + system) a process has used, in ms; None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
 
 def smaps_rollup(pid):
     """{"rss", "pss", "private"} in bytes from /proc/PID/smaps_rollup (private = the sum of
@@ -529,6 +540,16 @@ class Bench:
             elif name == "hello":
                 rows["hello"] = (pid, smaps_rollup(pid))
         self.results["agent_mem"] = rows
+        # an idle cell should cost no CPU: a busy loop shows here first
+        idle_cpu = {}
+        for key in ("agent_unit", "shim"):
+            pid = rows.get(key, (None, None))[0]
+            before = cpu_ms(pid) if pid else None
+            idle_cpu[key] = (pid, before)
+        time.sleep(IDLE_CPU_S)
+        self.results["idle_cpu"] = {
+            k: (cpu_ms(pid) - b) / IDLE_CPU_S for k, (pid, b) in idle_cpu.items()
+            if pid and b is not None and cpu_ms(pid) is not None}
         self.drop_pod(pod)
 
     # -- 5. CRI Version --
@@ -672,12 +693,17 @@ class Bench:
                     rows.append(["%s, median over %d running pods" % (label, len(v))] +
                                 [mib(med([x[k] for x in v]))
                                  for k in ("rss", "private", "dirty", "pss")] + [""])
+        idle = r.get("idle_cpu") or {}
         if rows:
             table("3. Cell memory (MiB)", ["", "RSS", "private", "priv.dirty", "PSS", "pid"],
                   rows, ["private = sum of Private_* in /proc/PID/smaps_rollup; priv.dirty = "
                          "Private_Dirty alone (memory this process alone costs)",
                          "private counts clean file pages only while no other process maps "
-                         "them: it drops when the shim (same binary) starts"])
+                         "them: it drops when the shim (same binary) starts",
+                         "CPU while the unit idles (%d s): cell-agent %s ms/s, shim %s ms/s" % (
+                             IDLE_CPU_S,
+                             "%.1f" % idle["agent_unit"] if "agent_unit" in idle else "-",
+                             "%.1f" % idle["shim"] if "shim" in idle else "-")])
         rows = []
         for key, label in (("kiyot_mem_0", "kiyot, 0 pods"),
                            ("kiyot_mem_20", "kiyot, %d pods running" % N_PODS),
