@@ -199,6 +199,7 @@ static int api_apply(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 		w->message = rpc_strdup(call, w->message);
 		w->image_ref = rpc_strdup(call, w->image_ref);
 		w->image_id = rpc_strdup(call, w->image_id);
+		w->termination_message = rpc_strdup(call, w->termination_message);
 		out->units[out->n_units++] = w;
 	}
 	unit_status_array_free(st, n);
