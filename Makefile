@@ -4,6 +4,7 @@
 #   make demo       install, build and run the main job (a pod in a local cell)
 #   make bench      benchmarks (figures only)
 #   make asan       unit tests under AddressSanitizer + UBSan
+#   make asan-integration   the integration suite against ASan + UBSan builds
 #   make lint       clang-format check and banned functions
 
 BUILD ?= build
@@ -18,7 +19,7 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -iquote co
 CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgpr -pthread $(SAN)
 
-.PHONY: all clean test unit integration demo bench asan lint deps
+.PHONY: all clean test unit integration demo bench asan asan-integration lint deps
 # keep generated sources and objects that make would otherwise treat as intermediate
 .SECONDARY:
 all: $(BUILD)/kiyot $(BUILD)/cell-agent
