@@ -2,15 +2,11 @@
 endpoint (test/kubeapi/kubeapi.py, HTTPS with a bearer token, reached through a kubeconfig),
 seen with kubectl and python3-kubernetes as a user would."""
 
-import os
 import socket
-import sys
 import time
 
-from harness import REPO, KiyotTest, wait_for
-
-sys.path.insert(0, os.path.join(REPO, "test", "kubeapi"))
-from test_kubeapi import Endpoint  # noqa: E402
+from apiserver import ApiServerTest
+from harness import wait_for
 
 G, V, P = "kiyot.elotl.co", "v1", "cells"
 CLUSTER = "kiyot.elotl.co/cluster-id"
@@ -18,32 +14,13 @@ NODE = "kiyot.elotl.co/node"
 T_SYNC = 90  # the sync's retry back-off is short; a resync runs at least every minute
 
 
-class CellsCrdTest(KiyotTest):
+class CellsCrdTest(ApiServerTest):
+    CRD = True
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ep = Endpoint()
-        cls.ep.start()
-        cls.ep.apply_crd()
-        from kubernetes import client, config
-        cls.kclient = client
-        cls.api = client.CustomObjectsApi(
-            api_client=config.new_client_from_config(config_file=cls.ep.kubeconfig))
-        cls.env.extra_config = "kubeconfig: %s\n" % cls.ep.kubeconfig
-        cls.env.restart_kiyot()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.env.extra_config = ""
-        try:
-            cls.env.restart_kiyot()
-        finally:
-            cls.ep.cleanup()
-
-    def setUp(self):
-        super().setUp()
-        if self.ep.proc is None:
-            self.ep.start()
+        cls.api = cls.kclient.CustomObjectsApi(api_client=cls.api_client)
 
     # -- helpers --
     def cells(self):

@@ -9,13 +9,10 @@ import json
 import os
 import re
 import socket
-import sys
 import time
 
-from harness import REPO, Footprint, KiyotTest, log, unique, wait_for
-
-sys.path.insert(0, os.path.join(REPO, "test", "kubeapi"))
-from test_kubeapi import Endpoint  # noqa: E402
+from apiserver import ApiServerTest
+from harness import Footprint, log, unique, wait_for
 
 GIB = 1 << 30
 T_PREPULL = 180
@@ -39,31 +36,11 @@ def cgroup_value(fp, ctrl, name):
     return None
 
 
-class PodObjectTest(KiyotTest):
+class PodObjectTest(ApiServerTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.ep = Endpoint()
-        cls.ep.start()
-        from kubernetes import client, config
-        cls.kclient = client
-        cls.core = client.CoreV1Api(
-            api_client=config.new_client_from_config(config_file=cls.ep.kubeconfig))
-        cls.env.extra_config = "kubeconfig: %s\n" % cls.ep.kubeconfig
-        cls.env.restart_kiyot()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.env.extra_config = ""
-        try:
-            cls.env.restart_kiyot()
-        finally:
-            cls.ep.cleanup()
-
-    def setUp(self):
-        super().setUp()
-        if self.ep.proc is None:
-            self.ep.start()
+        cls.core = cls.kclient.CoreV1Api(api_client=cls.api_client)
 
     # -- helpers --
     def make_pod(self, name, containers, init=()):
