@@ -310,6 +310,23 @@ static int write_all(int fd, const ProtobufCBinaryData *data)
 	return 0;
 }
 
+/* Puts TMP_NAME in place of base (a directory there is removed first) when ret is 0, else
+ * drops it; counts a replacement in *written. */
+static int replace_with_tmp(int parent, const char *base, int ret, unsigned *written)
+{
+	struct stat st;
+
+	if (ret == 0 && fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		ret = remove_at(parent, base);
+	if (ret == 0 && renameat(parent, TMP_NAME, parent, base) < 0)
+		ret = -errno;
+	if (ret < 0)
+		unlinkat(parent, TMP_NAME, 0);
+	else
+		(*written)++;
+	return ret;
+}
+
 /* One file in parent: unchanged files are left alone, others replaced through TMP_NAME. */
 static int put_file(int parent, const char *base, const entry_t *e, unsigned *written)
 {
@@ -339,15 +356,7 @@ static int put_file(int parent, const char *base, const entry_t *e, unsigned *wr
 	if (ret == 0)
 		ret = set_meta(fd, e);
 	close(fd);
-	if (ret == 0 && fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		ret = remove_at(parent, base);
-	if (ret == 0 && renameat(parent, TMP_NAME, parent, base) < 0)
-		ret = -errno;
-	if (ret < 0)
-		unlinkat(parent, TMP_NAME, 0);
-	else
-		(*written)++;
-	return ret;
+	return replace_with_tmp(parent, base, ret, written);
 }
 
 static int put_dir(int parent, const char *base, const entry_t *e, unsigned *written)
@@ -381,7 +390,6 @@ static int put_dir(int parent, const char *base, const entry_t *e, unsigned *wri
 static int put_symlink(int parent, const char *base, const entry_t *e, unsigned *written)
 {
 	char cur[MAX_TARGET + 1];
-	struct stat st;
 	ssize_t n = readlinkat(parent, base, cur, sizeof(cur));
 	int ret = 0;
 
@@ -394,15 +402,7 @@ static int put_symlink(int parent, const char *base, const entry_t *e, unsigned 
 	    fchownat(parent, TMP_NAME, e->uid >= 0 ? (uid_t)e->uid : (uid_t)-1,
 		     e->gid >= 0 ? (gid_t)e->gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0)
 		ret = -errno;
-	if (ret == 0 && fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		ret = remove_at(parent, base);
-	if (ret == 0 && renameat(parent, TMP_NAME, parent, base) < 0)
-		ret = -errno;
-	if (ret < 0)
-		unlinkat(parent, TMP_NAME, 0);
-	else
-		(*written)++;
-	return ret;
+	return replace_with_tmp(parent, base, ret, written);
 }
 
 /* Removes what is under dirfd (at relative path prefix) and not in the request. */
