@@ -219,10 +219,7 @@ static char **list_names(int fd, size_t *n)
 	while ((d = readdir(dir))) {
 		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
 			continue;
-		if (*n + 1 >= cap) {
-			cap = cap ? cap * 2 : 16;
-			names = xrealloc(names, cap * sizeof(*names));
-		}
+		xgrow((void **)&names, &cap, *n + 1, sizeof(*names));
 		names[(*n)++] = xstrdup(d->d_name);
 	}
 	closedir(dir);

@@ -292,31 +292,6 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 	return p;
 }
 
-/* Adds volume name of kind to the pod unless it is there. */
-static void pod_add_volume(struct arena *a, Kiyot__Cell__V1__Pod *p, const char *name,
-			   Kiyot__Cell__V1__Volume__Kind kind, size_t *cap)
-{
-	Kiyot__Cell__V1__Volume *v;
-
-	for (size_t i = 0; i < p->n_volumes; i++)
-		if (strcmp(p->volumes[i]->name, name) == 0)
-			return;
-	if (p->n_volumes == *cap) {
-		Kiyot__Cell__V1__Volume **grown;
-
-		*cap = *cap ? *cap * 2 : 8;
-		grown = arena_alloc(a, *cap * sizeof(*grown));
-		if (p->n_volumes)
-			memcpy(grown, p->volumes, p->n_volumes * sizeof(*grown));
-		p->volumes = grown;
-	}
-	v = arena_alloc(a, sizeof(*v));
-	kiyot__cell__v1__volume__init(v);
-	v->name = arena_strdup(a, name);
-	v->kind = kind;
-	p->volumes[p->n_volumes++] = v;
-}
-
 /*
  * For a cell that does not share the node's files: every unit mount becomes a volume of the
  * cell, an emptyDir made there or files shipped from the node (shipvol.h), listed in *ships.
@@ -324,9 +299,12 @@ static void pod_add_volume(struct arena *a, Kiyot__Cell__V1__Pod *p, const char 
 static int remote_mounts(struct arena *a, Kiyot__Cell__V1__Pod *p, struct ship **ships,
 			 size_t *n_ships, struct err *err)
 {
-	size_t cap = 0, ship_cap = 0;
+	size_t total = 0;
 
-	*ships = NULL;
+	for (size_t u = 0; u < p->n_units; u++)
+		total += p->units[u]->n_mounts;
+	p->volumes = arena_alloc(a, (total + 1) * sizeof(*p->volumes));
+	*ships = arena_alloc(a, (total + 1) * sizeof(**ships));
 	*n_ships = 0;
 	for (size_t u = 0; u < p->n_units; u++) {
 		for (size_t i = 0; i < p->units[u]->n_mounts; i++) {
@@ -335,6 +313,7 @@ static int remote_mounts(struct arena *a, Kiyot__Cell__V1__Pod *p, struct ship *
 			const char *host = arena_strdup(a, m->host_path ? m->host_path : "");
 			char name[SHIPVOL_NAME_MAX];
 			enum shipvol_kind kind;
+			Kiyot__Cell__V1__Volume *v;
 			bool listed = false;
 
 			if (p->units[u]->system) {
@@ -347,28 +326,20 @@ static int remote_mounts(struct arena *a, Kiyot__Cell__V1__Pod *p, struct ship *
 			}
 			m->volume = arena_strdup(a, name);
 			m->host_path = arena_strdup(a, "");
-			pod_add_volume(a, p, name,
-				       kind == SHIPVOL_EMPTY_DIR
-					       ? KIYOT__CELL__V1__VOLUME__KIND__EMPTY_DIR
-					       : KIYOT__CELL__V1__VOLUME__KIND__SHIPPED,
-				       &cap);
-			if (kind != SHIPVOL_SHIPPED)
-				continue;
-			for (size_t j = 0; j < *n_ships; j++)
-				listed |= strcmp((*ships)[j].name, name) == 0;
+			/* a volume two units mount is made (and shipped) once */
+			for (size_t j = 0; j < p->n_volumes; j++)
+				listed |= strcmp(p->volumes[j]->name, name) == 0;
 			if (listed)
 				continue;
-			if (*n_ships == ship_cap) {
-				struct ship *grown;
-
-				ship_cap = ship_cap ? ship_cap * 2 : 8;
-				grown = arena_alloc(a, ship_cap * sizeof(*grown));
-				if (*n_ships)
-					memcpy(grown, *ships, *n_ships * sizeof(*grown));
-				*ships = grown;
-			}
-			(*ships)[*n_ships].name = m->volume;
-			(*ships)[(*n_ships)++].host_path = host;
+			v = arena_alloc(a, sizeof(*v));
+			kiyot__cell__v1__volume__init(v);
+			v->name = m->volume;
+			v->kind = kind == SHIPVOL_EMPTY_DIR
+					  ? KIYOT__CELL__V1__VOLUME__KIND__EMPTY_DIR
+					  : KIYOT__CELL__V1__VOLUME__KIND__SHIPPED;
+			p->volumes[p->n_volumes++] = v;
+			if (kind == SHIPVOL_SHIPPED)
+				(*ships)[(*n_ships)++] = (struct ship){ m->volume, host };
 		}
 	}
 	return 0;
