@@ -191,7 +191,6 @@ class Bench:
         r = self.env.client.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg),
                                                   timeout=harness.T_START)
         dt = time.monotonic() - t0
-        self.env.note_ids(r.pod_sandbox_id)
         with self.pods_lock:
             self.pods.append(r.pod_sandbox_id)
         return r.pod_sandbox_id, cfg, dt

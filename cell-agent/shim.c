@@ -73,14 +73,16 @@ static void child_stdio(int out_fd, int err_fd)
 }
 
 /* Starts the shim detached; see the header. */
-int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *id,
-	       const char *cgroup, struct err *err)
+int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *root,
+	       const char *id, const char *cgroup, struct err *err)
 {
 	_cleanup_free_ char *shim_log = xasprintf("%s/shim.log", unit_dir);
-	char *argv[] = { (char *)shim,	   "shim",	"--unit-dir",
-			 (char *)unit_dir, "--runtime", (char *)runtime,
-			 "--id",	   (char *)id,	cgroup ? "--cgroup" : NULL,
-			 (char *)cgroup,   NULL };
+	char *argv[] = {
+		(char *)shim, "shim",	       (char *)"--unit-dir",	   (char *)unit_dir,
+		"--runtime",  (char *)runtime, "--runtime-root",	   (char *)root,
+		"--id",	      (char *)id,      cgroup ? "--cgroup" : NULL, (char *)cgroup,
+		NULL
+	};
 	int logfd = open(shim_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int status;
 	pid_t pid;
@@ -209,7 +211,7 @@ int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **o
 
 /* The shim's options. */
 struct shim_opts {
-	const char *dir, *runtime, *id, *cgroup;
+	const char *dir, *runtime, *root, *id, *cgroup;
 };
 
 /* Parses the shim's command line; -EINVAL with usage on errors. */
@@ -218,6 +220,7 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 	static const struct option longopts[] = {
 		{ "unit-dir", required_argument, NULL, 'd' },
 		{ "runtime", required_argument, NULL, 'r' },
+		{ "runtime-root", required_argument, NULL, 'R' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
@@ -234,6 +237,9 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 		case 'r':
 			o->runtime = optarg;
 			break;
+		case 'R':
+			o->root = optarg;
+			break;
 		case 'i':
 			o->id = optarg;
 			break;
@@ -243,13 +249,13 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 		default:
 			return err_set(err, EINVAL,
 				       "usage: shim --unit-dir DIR --runtime RUNTIME "
-				       "--id ID [--cgroup PATH]");
+				       "--runtime-root DIR --id ID [--cgroup PATH]");
 		}
 	}
-	if (!o->dir || !o->runtime || !o->id)
+	if (!o->dir || !o->runtime || !o->root || !o->id)
 		return err_set(err, EINVAL,
-			       "usage: shim --unit-dir DIR --runtime RUNTIME --id ID "
-			       "[--cgroup PATH]");
+			       "usage: shim --unit-dir DIR --runtime RUNTIME --runtime-root DIR "
+			       "--id ID [--cgroup PATH]");
 	return 0;
 }
 
@@ -319,8 +325,10 @@ static int start_runtime(const struct shim_opts *o, int po[2], int pe[2], struct
 	_cleanup_free_ char *rtlog = xasprintf("%s/runtime.log", o->dir);
 	_cleanup_free_ char *bundle = xasprintf("%s/bundle", o->dir);
 	_cleanup_free_ char *pidf = xasprintf("%s/container.pid", o->dir);
-	char *argv[] = { (char *)o->runtime, "--log", rtlog,	     "run", "--bundle", bundle,
-			 "--pid-file",	     pidf,    (char *)o->id, NULL };
+	char *argv[] = {
+		(char *)o->runtime, "--root", (char *)o->root, "--log", rtlog,	       "run",
+		"--bundle",	    bundle,   "--pid-file",    pidf,	(char *)o->id, NULL
+	};
 
 	unlink(rtlog);
 	unlink(pidf);

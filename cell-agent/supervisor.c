@@ -173,6 +173,7 @@ int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
 	s->cgroup_parent = xstrdup(cfg->cgroup_parent ? cfg->cgroup_parent : "");
 	s->pod_ip = xstrdup(cfg->pod_ip ? cfg->pod_ip : "");
 	s->etc_dir = xasprintf("%s/etc", cfg->state_dir);
+	s->runtime_root = xasprintf("%s/runtime", cfg->state_dir);
 	s->volumes_dir = xasprintf("%s/volumes", cfg->state_dir);
 	if (s->cfg.backoff_base_ms <= 0)
 		s->cfg.backoff_base_ms = 10000;
@@ -191,6 +192,8 @@ int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
 	}
 	units = xasprintf("%s/units", s->state_dir);
 	ret = fs_mkdir_p(units, 0700, err);
+	if (ret == 0)
+		ret = fs_mkdir_p(s->runtime_root, 0700, err);
 	if (ret == 0)
 		ret = supervisor_adopt(s, err);
 	if (ret < 0)
@@ -241,6 +244,7 @@ void supervisor_free(struct supervisor *s)
 	pthread_cond_destroy(&s->cond);
 	free(s->state_dir);
 	free(s->runtime);
+	free(s->runtime_root);
 	free(s->shim);
 	free(s->cgroup_parent);
 	free(s->pod_ip);

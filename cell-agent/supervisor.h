@@ -119,9 +119,9 @@ void unit_status_array_free(struct unit_status *a, size_t n);
 int shim_main(int argc, char **argv);
 
 /* Starts a shim for the unit in unit_dir, detached (setsid, double fork) so it outlives the
- * agent. shim is the agent binary; cgroup may be NULL. */
-int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *id,
-	       const char *cgroup, struct err *err);
+ * agent. shim is the agent binary; root the runtime's state directory; cgroup may be NULL. */
+int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *root,
+	       const char *id, const char *cgroup, struct err *err);
 
 /* 1 when the shim recorded in <unit_dir>/pid is still running (same pid, same start time),
  * 0 when it is gone, -1 when it has not written its pid file yet. */

@@ -16,7 +16,7 @@
 /* Runs "<runtime> kill <id> <sig>"; 0 when the runtime accepted it. */
 int unit_runtime_kill(struct supervisor *s, struct unit *u, const char *sig)
 {
-	char *argv[] = { s->runtime, "kill", u->id, (char *)sig, NULL };
+	char *argv[] = { s->runtime, "--root", s->runtime_root, "kill", u->id, (char *)sig, NULL };
 	struct err err = ERR_INIT;
 	int status = 0;
 
@@ -30,8 +30,8 @@ int unit_runtime_kill(struct supervisor *s, struct unit *u, const char *sig)
 int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, const char *quota,
 			const char *period, struct err *err)
 {
-	char *argv[] = { s->runtime,	 "update",   (char *)mem, (char *)quota,
-			 (char *)period, (char *)id, NULL };
+	char *argv[] = { s->runtime,	"--root",	s->runtime_root, "update", (char *)mem,
+			 (char *)quota, (char *)period, (char *)id,	 NULL };
 	char *out = NULL, *errout = NULL;
 	size_t ol = 0, el = 0;
 	int status = 0, ret;
@@ -66,12 +66,14 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 		n++;
 	if (n == 0)
 		return err_set(err, EINVAL, "exec in unit %s: empty command", unit_id);
-	argv = xcalloc(n + 4, sizeof(*argv));
+	argv = xcalloc(n + 6, sizeof(*argv));
 	argv[0] = s->runtime;
-	argv[1] = "exec";
-	argv[2] = (char *)unit_id;
+	argv[1] = "--root";
+	argv[2] = s->runtime_root;
+	argv[3] = "exec";
+	argv[4] = (char *)unit_id;
 	for (size_t i = 0; i < n; i++)
-		argv[3 + i] = cmd[i];
+		argv[5 + i] = cmd[i];
 	ret = shim_run_capture(argv, (timeout_s > 0 ? timeout_s : 3600) * 1000, EXEC_OUTPUT_MAX,
 			       out, out_len, errout, err_len, exit_code, err);
 	free(argv);

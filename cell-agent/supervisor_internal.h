@@ -41,6 +41,8 @@ struct unit {
 struct supervisor {
 	struct supervisor_config cfg;
 	char *state_dir, *runtime, *shim, *cgroup_parent, *pod_ip, *etc_dir, *volumes_dir;
+	/* the OCI runtime's state (--root): the cell's own, so it goes with the cell */
+	char *runtime_root;
 	pthread_mutex_t mu, apply_mu;
 	pthread_cond_t cond;
 	struct unit *units;

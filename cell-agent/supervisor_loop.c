@@ -81,7 +81,7 @@ static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 				   u->id);
 	ret = bundle_mount_rootfs(u->image_rootfs, u->dir, &err);
 	if (ret == 0)
-		ret = shim_spawn(s->shim, u->dir, s->runtime, u->id, cgroup, &err);
+		ret = shim_spawn(s->shim, u->dir, s->runtime, s->runtime_root, u->id, cgroup, &err);
 	if (restart)
 		u->st.restart_count++;
 	u->restart_at = 0;

@@ -193,18 +193,14 @@ static void strv_push(char **v, size_t *n, const char *s)
  * namespace, so the pod's connections to Service IPs are translated in the cell as on a
  * node. Its kubeconfig is a node file, bind-mounted or shipped like the pod's volumes.
  */
-static Kiyot__Cell__V1__Unit *kube_proxy_unit(struct kiyot *k, struct arena *a, const char *cell_id)
+static Kiyot__Cell__V1__Unit *kube_proxy_unit(struct kiyot *k, struct arena *a)
 {
 	const struct kube_proxy_config *kp = &k->cfg.kube_proxy;
 	Kiyot__Cell__V1__Unit *u = arena_alloc(a, sizeof(*u));
 	char host[256] = "";
-	size_t n;
 
 	kiyot__cell__v1__unit__init(u);
-	/* the cell's id in it: local cells share one OCI runtime state directory */
-	n = strlen(KUBE_PROXY_UNIT_ID) + strlen(cell_id) + 2;
-	u->id = arena_alloc(a, n);
-	snprintf(u->id, n, "%s-%s", KUBE_PROXY_UNIT_ID, cell_id);
+	u->id = arena_strdup(a, KUBE_PROXY_UNIT_ID);
 	u->name = arena_strdup(a, "kube-proxy");
 	u->image = kp->image;
 	u->system = 1;
@@ -288,7 +284,7 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
 			p->units[p->n_units++] = unit_build(k, a, c);
 	if (k->cfg.kube_proxy.image && k->cfg.kube_proxy.image[0])
-		p->units[p->n_units++] = kube_proxy_unit(k, a, sb->cell_id);
+		p->units[p->n_units++] = kube_proxy_unit(k, a);
 	return p;
 }
 

@@ -331,7 +331,6 @@ class Step:
                         raise
                     time.sleep(RETRY_S)
             e = time.monotonic()
-            run.env.note_ids(pid)
             return {"pod": pid, "cfg": cfg, "latency": e - s, "done": e - t0,
                     "tries": attempt + 1}
         probe = Probe(os.path.join(run.env.work, "kiyot-ec2.sock"))

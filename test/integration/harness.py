@@ -10,8 +10,9 @@
 
 Everything a run creates lives under one work directory (/tmp/kiyot-itest-*), described by
 its env.json, so `harness.py cleanup DIR` can tear down what a crashed run left: kiyot, its
-cell agents and units, the cells' network namespaces, cgroups and mounts, crun state, the
-registry and the bridge. Only things that can be traced to this run are touched.
+cell agents and units (their OCI runtime state lives in the cells' directories), the cells'
+network namespaces, cgroups and mounts, the registry and the bridge. Only things that can be
+traced to this run are touched.
 
     harness.py run [SUBSTRING...]   set up, run the test_*.py tests (filtered), tear down;
                                     prints "integration: N passed, N failed"
@@ -27,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -318,13 +318,6 @@ class Env:
         with open(os.path.join(self.work, "env.json"), "w") as f:
             json.dump(d, f)
 
-    def note_ids(self, *ids):
-        """Remembers CRI ids this run created (crun state named after them is ours)."""
-        with open(os.path.join(self.work, "ids.txt"), "a") as f:
-            for i in ids:
-                if i:
-                    f.write(i + "\n")
-
     # -- parts --
     def setup_bridge(self):
         links = sh("ip", "-j", "link", "show", check=False, quiet=True)
@@ -501,7 +494,6 @@ def cleanup(work, env=None):
     except (OSError, ValueError):
         saved = {}
     before = set(saved.get("netns_before", []))
-    state_dir = os.path.join(work, "state")
 
     def stop_kiyot():
         if env and env.client:
@@ -555,20 +547,6 @@ def cleanup(work, env=None):
             time.sleep(0.1)
     step("cell processes", kill_cells)
 
-    def crun_state():
-        try:
-            with open(os.path.join(work, "ids.txt")) as f:
-                ids = set(x.strip() for x in f if x.strip())
-        except OSError:
-            ids = set()
-        keys = ids | set(ns[len(NETNS_PREFIX):] for ns in ours)
-        for root in ["/run/crun", "/run/runc"]:
-            if not os.path.isdir(root):
-                continue
-            for name in os.listdir(root):
-                if any(k and k in name for k in keys):
-                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    step("crun state", crun_state)
 
     def cgroup_dirs():
         keys = set(ns[len(NETNS_PREFIX):] for ns in ours)
@@ -736,7 +714,6 @@ class KiyotTest(unittest.TestCase):
         r = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
                                          timeout=T_START)
         self.assertTrue(r.pod_sandbox_id, "RunPodSandbox returned an empty id")
-        self.env.note_ids(r.pod_sandbox_id)
         self.addCleanup(self._drop_pod, r.pod_sandbox_id)
         return r.pod_sandbox_id, cfg
 
@@ -794,7 +771,6 @@ class KiyotTest(unittest.TestCase):
         r = self.c.runtime.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=pod_id, config=cc, sandbox_config=cfg), timeout=T_START)
         self.assertTrue(r.container_id, "CreateContainer returned an empty id")
-        self.env.note_ids(r.container_id)
         return r.container_id, os.path.join(cfg.log_directory, log_path)
 
     def start(self, cid):

@@ -65,13 +65,7 @@ class CliTest(KiyotTest):
         self.assertEqual(p.returncode, 0, "kiyot run -f %s: exit %d: %s" %
                          (fixture, p.returncode, p.stderr))
         self.assertIn("pod/%s created" % name, p.stdout)
-        self.note_sandboxes(name)
         return name
-
-    def note_sandboxes(self, name):
-        """Tells the harness the CRI ids of the pod, so a crashed run's cleanup finds them."""
-        for sb in self.sandboxes(name):
-            self.env.note_ids(sb.id)
 
     def sandboxes(self, name):
         items = self.c.runtime.ListPodSandbox(self.pb.ListPodSandboxRequest(),

@@ -192,7 +192,8 @@ static int teardown(void **state)
 
 	supervisor_free(f->sup);
 	for (size_t i = 0; i < f->nids; i++) {
-		char *argv[] = { "crun", "delete", "-f", (char *)f->ids[i], NULL };
+		_cleanup_free_ char *root = xasprintf("%s/runtime", f->state);
+		char *argv[] = { "crun", "--root", root, "delete", "-f", (char *)f->ids[i], NULL };
 		int st;
 
 		shim_run_capture(argv, 10000, 4096, NULL, NULL, NULL, NULL, &st, &err);
