@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "cri.h"
 #include "kiyot.h"
 #include "kube.h"
 #include "log.h"
+#include "provision.h"
 #include "xalloc.h"
 
 #define CELLS_PATH "/apis/kiyot.elotl.co/v1/cells"
@@ -44,19 +46,12 @@ static char *host_node_name(void)
 	return xstrdup(h);
 }
 
-static const char *annotation(const Runtime__V1__PodSandboxConfig *c, const char *key)
-{
-	for (size_t i = 0; i < c->n_annotations; i++)
-		if (strcmp(c->annotations[i]->key, key) == 0)
-			return c->annotations[i]->value;
-	return NULL;
-}
-
 /* The Cell object a live sandbox should have (without price and instance id). */
 static json_t *desired_cell(struct cellsync *cs, const struct sandbox *sb)
 {
 	const Runtime__V1__PodSandboxMetadata *md = sb->config->metadata;
-	const char *lt = annotation(sb->config, "pod.elotl.co/launch-type");
+	const char *lt = cri_map_get((void **)sb->config->annotations, sb->config->n_annotations,
+				     ANN_LAUNCH_TYPE);
 
 	return json_pack(
 		"{s:s, s:s, s:{s:s, s:{s:s, s:s}}, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s},"

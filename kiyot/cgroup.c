@@ -135,16 +135,6 @@ static int procs_visit(const char *dir, void *arg, struct err *err)
 	return 0;
 }
 
-/* Sums cgroup.procs over the subtree. */
-int cgroup_count_procs(const char *ctrl, const char *rel, struct err *err)
-{
-	_cleanup_free_ char *path = cgroup_path(ctrl, rel, NULL);
-	struct procs_walk w = { 0, 0 };
-	int ret = walk_post(path, 0, procs_visit, &w, err);
-
-	return ret < 0 ? ret : w.count;
-}
-
 /* Kills in rounds: new processes forked during a round are caught by the next one. */
 int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct err *err)
 {

@@ -32,9 +32,6 @@ int cgroup_write(const char *ctrl, const char *rel, const char *file, const char
 /* Reads a control file (at most 64 KiB) into *out, which the caller frees. */
 int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out, struct err *err);
 
-/* Counts the processes in the cgroup and all its descendants. */
-int cgroup_count_procs(const char *ctrl, const char *rel, struct err *err);
-
 /* Sends SIGKILL to every process in the cgroup and its descendants, again and again until all
  * are empty or timeout_ms has passed (-EBUSY then). A missing cgroup is not an error. */
 int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct err *err);

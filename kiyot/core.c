@@ -91,7 +91,7 @@ char *kiyot_new_id(void)
 	return id;
 }
 
-static struct sandbox *sandbox_of_cell(struct kiyot *k, const char *cell_id)
+struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id)
 {
 	for (struct sandbox *s = k->sandboxes; s; s = s->next)
 		if (s->cell_id[0] && strcmp(s->cell_id, cell_id) == 0)
@@ -296,7 +296,7 @@ void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__Lo
 	*out = NULL;
 	*n = 0;
 	pthread_mutex_lock(&k->lock);
-	sb = sandbox_of_cell(k, cell_id);
+	sb = kiyot_sandbox_of_cell(k, cell_id);
 	for (struct container *c = k->containers; sb && c; c = c->next) {
 		Kiyot__Cell__V1__LogOffset *o;
 

@@ -191,9 +191,14 @@ CRI_HANDLER(stop_container)
 		skip = c->state == CTR_EXITED && c->desired == DESIRED_STOPPED;
 		cri_set_desired(c, DESIRED_STOPPED, grace);
 		if (c->state == CTR_CREATED) {
-			/* never started: it simply becomes exited */
+			struct err e = ERR_INIT;
+
+			/* never started: it simply becomes exited, and stays so after a restart */
 			c->state = CTR_EXITED;
 			skip = 0;
+			if (store_put_container(k->store, c, &e) < 0)
+				log_error("container %s: %s", c->id, e.msg);
+			events_publish_container(k, c);
 		}
 	}
 	pthread_mutex_unlock(&k->lock);

@@ -352,8 +352,6 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	struct cell_entry *held;
 	struct sandbox *sb;
 	char *cell_id;
-	uint8_t *buf;
-	size_t len;
 	int ret;
 
 	pthread_mutex_lock(&k->lock);
@@ -384,12 +382,8 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 		free(cell_id);
 		return -err->code;
 	}
-	len = kiyot__cell__v1__pod__get_packed_size(pod);
-	buf = xmalloc(len ? len : 1);
-	kiyot__cell__v1__pod__pack(pod, buf);
+	packed_copy = cri_msg_copy(&pod->base);
 	pthread_mutex_unlock(&k->lock);
-	packed_copy = protobuf_c_message_unpack(&kiyot__cell__v1__pod__descriptor, NULL, len, buf);
-	free(buf);
 
 	/* a unit finds its shipped volumes' files in the cell when it is created */
 	ret = 0;

@@ -370,6 +370,12 @@ static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "pod sandbox %s not found", id);
 	}
+	if (sb->launching) {
+		/* RunPodSandbox still works on this record (and its cell); it must not go */
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, EAGAIN, "pod sandbox %s is still starting; retry when it is",
+			       id);
+	}
 	cell_id = xstrdup(sb->cell_id);
 	pthread_mutex_unlock(&k->lock);
 	if (cell_id[0]) {

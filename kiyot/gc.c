@@ -73,14 +73,6 @@ static void orphans_forget(struct gc *g, const struct cell_info *cells, size_t n
 	g->n_orphans = w;
 }
 
-static struct sandbox *owner(struct kiyot *k, const char *cell_id)
-{
-	for (struct sandbox *s = k->sandboxes; s; s = s->next)
-		if (s->cell_id[0] && strcmp(s->cell_id, cell_id) == 0)
-			return s;
-	return NULL;
-}
-
 enum verdict {
 	KEEP,
 	RESUME,
@@ -93,7 +85,7 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 			  int64_t now)
 {
 	int64_t grace = (int64_t)k->cfg.gc_grace_s * 1000000000LL;
-	struct sandbox *sb = owner(k, c->cell_id);
+	struct sandbox *sb = kiyot_sandbox_of_cell(k, c->cell_id);
 
 	if (!sb)
 		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
@@ -134,7 +126,7 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
 		if (v == TERMINATE)
 			return;
 		pthread_mutex_lock(&k->lock);
-		sb = owner(k, c->cell_id);
+		sb = kiyot_sandbox_of_cell(k, c->cell_id);
 		if (sb && sb->state != SANDBOX_READY && !sb->launching) {
 			sb->cell_id[0] = '\0';
 			if (store_put_sandbox(k->store, sb, &err) < 0)

@@ -101,6 +101,8 @@ void kiyot_close(struct kiyot *k);
 /* Lookups; call with k->lock held. Ids may be unique prefixes, as crictl allows. */
 struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
 struct container *kiyot_find_container(struct kiyot *k, const char *id);
+/* The sandbox whose cell cell_id is, or NULL. Needs k->lock. */
+struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id);
 
 /* The token a cell's agent requires of every call: HMAC-SHA256 of the cell id under the
  * installation's secret, so it survives restarts without being stored (caller frees). */

@@ -350,16 +350,6 @@ int nl_link_up(int nl, int index, struct err *err)
 	return nl_talk(nl, &m, NULL, NULL, "set link up", err);
 }
 
-/* IFLA_MASTER on an existing link. */
-int nl_link_set_master(int nl, int index, int master_index, struct err *err)
-{
-	struct nl_msg m;
-
-	msg_link_change(&m, index, 0, 0);
-	attr_put_u32(&m, IFLA_MASTER, (uint32_t)master_index);
-	return nl_talk(nl, &m, NULL, NULL, "set link master", err);
-}
-
 /* IFLA_NET_NS_FD (and IFLA_IFNAME to rename on the way) on an existing link. */
 int nl_link_set_netns(int nl, int index, int ns_fd, const char *new_name, struct err *err)
 {

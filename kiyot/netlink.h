@@ -39,9 +39,6 @@ int nl_veth_create(int nl, const char *name, int master_index, const char *peer,
 /* Sets a link up. */
 int nl_link_up(int nl, int index, struct err *err);
 
-/* Enslaves a link to a bridge. */
-int nl_link_set_master(int nl, int index, int master_index, struct err *err);
-
 /* Moves a link into the netns ns_fd refers to, renaming it to new_name (NULL: keep). */
 int nl_link_set_netns(int nl, int index, int ns_fd, const char *new_name, struct err *err);
 

@@ -24,21 +24,3 @@ void cell_info_array_free(struct cell_info *a, size_t n)
 		cell_info_release(&a[i]);
 	free(a);
 }
-
-/* The phase as Cell objects and logs show it. */
-const char *cell_phase_name(enum cell_phase p)
-{
-	switch (p) {
-	case CELL_PENDING:
-		return "Pending";
-	case CELL_RUNNING:
-		return "Running";
-	case CELL_TERMINATING:
-		return "Terminating";
-	case CELL_TERMINATED:
-		return "Terminated";
-	case CELL_FAILED:
-		return "Failed";
-	}
-	return "Unknown";
-}

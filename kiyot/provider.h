@@ -87,7 +87,6 @@ struct provider {
 
 void cell_info_release(struct cell_info *c);
 void cell_info_array_free(struct cell_info *a, size_t n);
-const char *cell_phase_name(enum cell_phase p);
 
 /* The local provider's settings. */
 struct local_provider_config {
