@@ -373,7 +373,8 @@ static void watch_container(const struct shim_opts *o, struct shim_run *r)
 				r->oom_fd = oom_eventfd(o->cgroup);
 		}
 	}
-	if (o->cgroup && r->started && !r->oom && oom_kills(o->cgroup) > 0)
+	/* read the counter only without an OOM eventfd (and once at the end, by the caller) */
+	if (o->cgroup && r->started && !r->oom && r->oom_fd < 0 && oom_kills(o->cgroup) > 0)
 		r->oom = true;
 }
 
@@ -517,10 +518,14 @@ int shim_main(int argc, char **argv)
 	close(po[0]);
 	close(pe[0]);
 	watch_container(&o, &r);
+	/* an OOM kill whose event was not read before the pipes closed */
+	if (o.cgroup && r.started && !r.oom && oom_kills(o.cgroup) > 0)
+		r.oom = true;
 	if (write_exit(&o, &r, wait_code(wst), &err) < 0)
 		fprintf(stderr, "shim %s: %s\n", o.id, err.msg);
 	{
-		char *del[] = { (char *)o.runtime, "delete", "-f", (char *)o.id, NULL };
+		char *del[] = { (char *)o.runtime, "--root", (char *)o.root, "delete", "-f",
+				(char *)o.id,	   NULL };
 
 		shim_run_capture(del, 30000, 4096, NULL, NULL, NULL, NULL, &st, &err);
 	}

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -138,13 +139,38 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
 }
 
 /* Ready sandboxes whose cell the provider no longer has lose it. */
-static void mark_lost(struct kiyot *k, const struct cell_info *cells, size_t n)
+/* The ids of the sandboxes ready now: only those can have lost a cell the next list misses
+ * (one that becomes ready while the provider lists was not in the list yet). Needs k->lock. */
+static char **ready_sandboxes(struct kiyot *k, size_t *n)
+{
+	char **ids = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
+		if (sb->state == SANDBOX_READY && !sb->launching) {
+			xgrow((void **)&ids, &cap, *n + 1, sizeof(*ids));
+			ids[(*n)++] = xstrdup(sb->id);
+		}
+	return ids;
+}
+
+static bool listed(char **ids, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return true;
+	return false;
+}
+
+static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struct cell_info *cells,
+		      size_t n)
 {
 	pthread_mutex_lock(&k->lock);
 	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
 		int found = 0;
 
-		if (sb->state != SANDBOX_READY || sb->launching)
+		if (sb->state != SANDBOX_READY || sb->launching || !listed(ready, n_ready, sb->id))
 			continue;
 		for (size_t i = 0; i < n && !found; i++)
 			found = strcmp(cells[i].cell_id, sb->cell_id) == 0;
@@ -165,10 +191,17 @@ static void pass(struct gc *g, int startup)
 	size_t n = 0;
 	struct err err = ERR_INIT;
 	int64_t now = clock_mono_ns();
+	char **ready;
+	size_t n_ready;
+	int ret;
 
-	if (k->provider.ops->list(k->provider.self, &cells, &n, &err) < 0) {
+	pthread_mutex_lock(&k->lock);
+	ready = ready_sandboxes(k, &n_ready);
+	pthread_mutex_unlock(&k->lock);
+	ret = k->provider.ops->list(k->provider.self, &cells, &n, &err);
+	if (ret < 0) {
 		log_error("cells: cannot list cells: %s", err.msg);
-		return;
+		goto out;
 	}
 	v = xcalloc(n + 1, sizeof(*v));
 	pthread_mutex_lock(&k->lock);
@@ -177,11 +210,15 @@ static void pass(struct gc *g, int startup)
 	pthread_mutex_unlock(&k->lock);
 	for (size_t i = 0; i < n; i++)
 		act(k, &cells[i], v[i]);
-	mark_lost(k, cells, n);
+	mark_lost(k, ready, n_ready, cells, n);
 	orphans_forget(g, cells, n);
 	cellsync_kick(k->cellsync);
 	free(v);
 	cell_info_array_free(cells, n);
+out:
+	for (size_t i = 0; i < n_ready; i++)
+		free(ready[i]);
+	free(ready);
 }
 
 static void *gc_thread(void *arg)
