@@ -28,6 +28,9 @@ struct agent_config {
 	char *runtime; /* OCI runtime, "crun" */
 	/* Calls must carry "authorization: Bearer <token>" ("token"; "" takes any caller) */
 	char *token;
+	/* The network namespace of the cell's host where that is not the agent's own (a local
+	 * cell: the node's, "host_netns"); "" when the agent's namespace is the host's. */
+	char *host_netns;
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */
@@ -55,6 +58,7 @@ struct agent {
 	char *self_path; /* this binary, run again as the shim */
 	char *ip;	 /* the cell's address */
 	char *cgroup;	 /* the cell's cgroup (v1 memory path); units go under it */
+	int host_mnt_ns; /* the mount namespace the agent started in (hostmount.h); -1: none */
 };
 
 /* Sets up images, supervisor and watch hub from a parsed config. */

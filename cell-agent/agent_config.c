@@ -4,7 +4,7 @@
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],
- *	 "token":"<the secret kiyot's calls carry>"}
+ *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyot-node"}
  * Everything in it is checked as untrusted input: types, ranges, and the size of the pre-pull
  * list (at most AGENT_MAX_PREPULL references of at most AGENT_MAX_PREPULL_REF printable bytes).
  */
@@ -100,7 +100,8 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 	    get_str(doc, "state_dir", 0, "/var/lib/cell-agent", &c->state_dir, err) < 0 ||
 	    get_str(doc, "log_level", 0, "info", &c->log_level, err) < 0 ||
 	    get_str(doc, "runtime", 0, "crun", &c->runtime, err) < 0 ||
-	    get_str(doc, "token", 0, "", &c->token, err) < 0)
+	    get_str(doc, "token", 0, "", &c->token, err) < 0 ||
+	    get_str(doc, "host_netns", 0, "", &c->host_netns, err) < 0)
 		goto out;
 	v = json_object_get(doc, "agent_port");
 	c->port = v ? (int)json_integer_value(v) : 7443;
@@ -144,6 +145,7 @@ void agent_config_release(struct agent_config *c)
 	if (c->token)
 		explicit_bzero(c->token, strlen(c->token));
 	free(c->token);
+	free(c->host_netns);
 	json_decref(c->registries);
 	for (size_t i = 0; i < c->n_prepull; i++)
 		free(c->prepull[i]);

@@ -508,6 +508,8 @@ int agent_open(struct agent *a, struct err *err)
 	sc.cb.log = on_log;
 	sc.cb.ctx = a;
 	sc.pod_ip = a->ip;
+	sc.host_netns = a->cfg.host_netns;
+	sc.host_mnt_ns = a->host_mnt_ns;
 	if (supervisor_new(&sc, &a->sup, err) < 0)
 		return -err->code;
 	return 0;

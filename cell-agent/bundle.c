@@ -17,6 +17,10 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "image.h"
+#if __has_include("seccomp.h")
+#include "seccomp.h"
+#define HAVE_SECCOMP_MODULE 1
+#endif
 #include "xalloc.h"
 
 #define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -153,24 +157,6 @@ static int unit_caps(const Kiyot__Cell__V1__Unit *unit, json_t **out, struct err
 			json_array_append_new(*out, json_string(all_caps[i]));
 	return 0;
 }
-
-/* runc's default masked and read-only paths. */
-static const char *const masked_paths[] = {
-	"/proc/acpi",
-	"/proc/asound",
-	"/proc/kcore",
-	"/proc/keys",
-	"/proc/latency_stats",
-	"/proc/timer_list",
-	"/proc/timer_stats",
-	"/proc/sched_debug",
-	"/proc/scsi",
-	"/sys/firmware",
-	"/sys/devices/virtual/powercap",
-};
-static const char *const readonly_paths[] = {
-	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
-};
 
 /* The file systems every unit gets: destination, type, source, comma-separated options. */
 static const struct {
@@ -474,16 +460,6 @@ static json_t *json_strv(char *const *v)
 	return a;
 }
 
-/* A static string table as JSON. */
-static json_t *json_table(const char *const *v, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
 /* True when a unit mount already targets dest. */
 static bool unit_mounts_cover(const Kiyot__Cell__V1__Unit *unit, const char *dest)
 {
@@ -545,6 +521,26 @@ static int mount_source(const struct bundle_spec *spec, const Kiyot__Cell__V1__M
 		       m->container_path, vol);
 }
 
+/* See the header. */
+bool bundle_propagates_from_host(const Kiyot__Cell__V1__Mount *m)
+{
+	return m->propagation != KIYOT__CELL__V1__MOUNT__PROPAGATION__PRIVATE &&
+	       (!m->volume || !m->volume[0]) && m->host_path && m->host_path[0] == '/';
+}
+
+/* A unit bind mount's options: its propagation and read-only flag. */
+static const char *mount_options(const Kiyot__Cell__V1__Mount *m)
+{
+	switch (m->propagation) {
+	case KIYOT__CELL__V1__MOUNT__PROPAGATION__HOST_TO_CONTAINER:
+		return m->readonly ? "rbind,rslave,ro" : "rbind,rslave";
+	case KIYOT__CELL__V1__MOUNT__PROPAGATION__BIDIRECTIONAL:
+		return m->readonly ? "rbind,rshared,ro" : "rbind,rshared";
+	default:
+		return m->readonly ? "rbind,rprivate,ro" : "rbind,rprivate";
+	}
+}
+
 /* The mounts array: base file systems, the pod's etc files, the unit's binds. */
 static int build_mounts(const struct bundle_spec *spec, json_t *mounts, struct err *err)
 {
@@ -564,16 +560,18 @@ static int build_mounts(const struct bundle_spec *spec, json_t *mounts, struct e
 	for (size_t i = 0; i < unit->n_mounts; i++) {
 		const Kiyot__Cell__V1__Mount *m = unit->mounts[i];
 		_cleanup_free_ char *src = NULL;
-		int ret;
+		int ret = 0;
 
 		if (!m->container_path || m->container_path[0] != '/')
 			return err_set(err, EINVAL, "mount \"%s\": container path must be absolute",
 				       m->container_path ? m->container_path : "");
-		ret = mount_source(spec, m, &src, err);
+		if (bundle_propagates_from_host(m) && spec->propagated_dir)
+			src = xasprintf("%s/%zu", spec->propagated_dir, i);
+		else
+			ret = mount_source(spec, m, &src, err);
 		if (ret < 0)
 			return ret;
-		add_mount(mounts, m->container_path, "bind", src,
-			  m->readonly ? "rbind,rprivate,ro" : "rbind,rprivate");
+		add_mount(mounts, m->container_path, "bind", src, mount_options(m));
 	}
 	return 0;
 }
@@ -591,8 +589,20 @@ static json_int_t nofile_limit(void)
 	return want;
 }
 
-/* The process object: args, env, cwd, user, capabilities, rlimits. */
-static int build_process(const struct bundle_spec *spec, json_t **out, struct err *err)
+/* Adds gid to the user's supplementary groups unless it is already there. */
+static void add_gid(struct bundle_user *u, uint32_t gid)
+{
+	for (size_t i = 0; i < u->ngids; i++)
+		if (u->gids[i] == gid)
+			return;
+	if (u->ngids < ARRAY_SIZE(u->gids))
+		u->gids[u->ngids++] = gid;
+}
+
+/* The process object: args, env, cwd, user and groups, capabilities (caps: the unit's set,
+ * borrowed), no_new_privs, rlimits. */
+static int build_process(const struct bundle_spec *spec, json_t *caps, json_t **out,
+			 struct err *err)
 {
 	const Kiyot__Cell__V1__Unit *unit = spec->unit;
 	const struct image_info *img = spec->image;
@@ -600,7 +610,7 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	const char *cwd = "/", *user = img && img->user ? img->user : "";
 	char **args = NULL, **env;
 	struct bundle_user u;
-	json_t *p, *caps = NULL, *gids, *juser;
+	json_t *p, *gids, *juser;
 	int ret;
 
 	if (unit->working_dir && unit->working_dir[0])
@@ -614,14 +624,14 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	ret = bundle_resolve_user(img && img->rootfs ? img->rootfs : spec->rootfs, user, &u, err);
 	if (ret < 0)
 		return ret;
+	if (unit->n_supplemental_groups > ARRAY_SIZE(u.gids) - u.ngids)
+		return err_set(err, EINVAL, "too many supplemental groups (at most %zu)",
+			       ARRAY_SIZE(u.gids));
+	for (size_t i = 0; i < unit->n_supplemental_groups; i++)
+		add_gid(&u, unit->supplemental_groups[i]);
 	ret = bundle_process_args(unit, img, &args, err);
 	if (ret < 0)
 		return ret;
-	ret = unit_caps(unit, &caps, err);
-	if (ret < 0) {
-		bundle_strv_free(args);
-		return ret;
-	}
 	env = bundle_process_env(unit, img, hostname);
 	gids = json_array();
 	for (size_t i = 0; i < u.ngids; i++)
@@ -631,11 +641,11 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 		json_object_set_new(juser, "additionalGids", gids);
 	else
 		json_decref(gids);
-	caps = json_pack("{s:o,s:O,s:O}", "bounding", caps, "effective", caps, "permitted", caps);
-	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:o,s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0, "user",
-		      juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
-		      "capabilities", caps, "noNewPrivileges", 0, "rlimits", "type",
-		      "RLIMIT_NOFILE", "hard", nofile_limit(), "soft", nofile_limit());
+	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:{s:O,s:O,s:O},s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0,
+		      "user", juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
+		      "capabilities", "bounding", caps, "effective", caps, "permitted", caps,
+		      "noNewPrivileges", unit->no_new_privs, "rlimits", "type", "RLIMIT_NOFILE",
+		      "hard", nofile_limit(), "soft", nofile_limit());
 	bundle_strv_free(args);
 	bundle_strv_free(env);
 	if (!p)
@@ -644,15 +654,108 @@ static int build_process(const struct bundle_spec *spec, json_t **out, struct er
 	return 0;
 }
 
-/* The linux object: namespaces (no network), cgroup, resources, masked paths. */
-static json_t *build_linux(const struct bundle_spec *spec)
+/* The namespace of one type a unit gets: its own, the pod's (joined by path) or the cell's
+ * host's (none listed: the agent's own, which is the host's). */
+static void add_namespace(json_t *nss, const char *type, Kiyot__Cell__V1__NamespaceMode mode,
+			  const char *pod_path)
+{
+	if (mode == KIYOT__CELL__V1__NAMESPACE_MODE__NODE)
+		return;
+	if (mode == KIYOT__CELL__V1__NAMESPACE_MODE__POD && pod_path && pod_path[0])
+		json_array_append_new(nss, json_pack("{s:s,s:s}", "type", type, "path", pod_path));
+	else
+		json_array_append_new(nss, json_pack("{s:s}", "type", type));
+}
+
+/* The unit's seccomp filter (caps: its capabilities, borrowed); *out NULL for none. */
+static int build_seccomp(const Kiyot__Cell__V1__Unit *unit, json_t *caps, json_t **out,
+			 struct err *err)
+{
+	const Kiyot__Cell__V1__Seccomp *sc = unit->seccomp;
+	const char **names = xcalloc(json_array_size(caps) + 1, sizeof(*names));
+	size_t n = 0;
+	json_t *c;
+	size_t i;
+	int ret = 0;
+
+	*out = NULL;
+	json_array_foreach (caps, i, c)
+		names[n++] = json_string_value(c);
+	if (unit->privileged || !sc || sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__UNCONFINED)
+		ret = 0;
+#ifdef HAVE_SECCOMP_MODULE
+	else if (sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__RUNTIME_DEFAULT)
+		*out = seccomp_runtime_default(names, n);
+	else if (sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__LOCALHOST)
+		ret = seccomp_profile_parse(sc->profile ? sc->profile : "",
+					    sc->profile ? strlen(sc->profile) : 0, names, n, out,
+					    err);
+#endif
+	else
+		ret = err_set(err, EINVAL, "seccomp: unknown profile kind %d", (int)sc->kind);
+	free(names);
+	if (ret < 0)
+		return err_wrap(err, "seccomp profile");
+	return 0;
+}
+
+/* The pod's IPC sysctls, for every unit (the runtime sets them in its IPC namespace); the
+ * network's are the agent's to set (bundle_apply_net_sysctls), units having no netns of their
+ * own. */
+static json_t *build_sysctls(const Kiyot__Cell__V1__Pod *pod)
+{
+	json_t *m = json_object();
+
+	for (size_t i = 0; pod && i < pod->n_sysctls; i++)
+		if (strncmp(pod->sysctls[i]->key, "net.", 4) != 0)
+			json_object_set_new(
+				m, pod->sysctls[i]->key,
+				json_string(pod->sysctls[i]->value ? pod->sysctls[i]->value : ""));
+	return m;
+}
+
+/* The root's propagation: shared when a mount is bidirectional, slave when one receives
+ * the host's mounts, the runtime's default (private) otherwise. */
+static const char *rootfs_propagation(const Kiyot__Cell__V1__Unit *unit)
+{
+	const char *p = NULL;
+
+	for (size_t i = 0; i < unit->n_mounts; i++) {
+		if (unit->mounts[i]->propagation ==
+		    KIYOT__CELL__V1__MOUNT__PROPAGATION__BIDIRECTIONAL)
+			return "rshared";
+		if (unit->mounts[i]->propagation ==
+		    KIYOT__CELL__V1__MOUNT__PROPAGATION__HOST_TO_CONTAINER)
+			p = "rslave";
+	}
+	return p;
+}
+
+/* The linux object: namespaces (the network is the cell's), cgroup, resources, sysctls,
+ * masked and read-only paths, seccomp. */
+static int build_linux(const struct bundle_spec *spec, json_t *caps, json_t **out, struct err *err)
 {
 	const Kiyot__Cell__V1__Unit *unit = spec->unit;
-	json_t *l = json_object(), *res = json_object();
+	const Kiyot__Cell__V1__Pod *pod = spec->pod;
+	json_t *l = json_object(), *res = json_object(), *nss = json_array(), *seccomp = NULL;
+	int ret;
 
-	json_object_set_new(l, "namespaces",
-			    json_pack("[{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type", "ipc",
-				      "type", "uts", "type", "mount"));
+	ret = build_seccomp(unit, caps, &seccomp, err);
+	if (ret < 0) {
+		json_decref(l);
+		json_decref(res);
+		json_decref(nss);
+		return ret;
+	}
+	add_namespace(nss, "pid", unit->pid_namespace, spec->pod_pid_ns);
+	add_namespace(nss, "ipc", pod ? pod->ipc_namespace : 0, spec->pod_ipc_ns);
+	if (pod && pod->network_namespace == KIYOT__CELL__V1__NAMESPACE_MODE__NODE &&
+	    spec->host_netns && spec->host_netns[0])
+		json_array_append_new(nss, json_pack("{s:s,s:s}", "type", "network", "path",
+						     spec->host_netns));
+	add_namespace(nss, "uts", KIYOT__CELL__V1__NAMESPACE_MODE__CONTAINER, NULL);
+	add_namespace(nss, "mount", KIYOT__CELL__V1__NAMESPACE_MODE__CONTAINER, NULL);
+	json_object_set_new(l, "namespaces", nss);
 	if (spec->cgroup_parent && spec->cgroup_parent[0]) {
 		size_t n = strlen(spec->cgroup_parent);
 		_cleanup_free_ char *cg = NULL;
@@ -673,25 +776,38 @@ static json_t *build_linux(const struct bundle_spec *spec)
 				  (json_int_t)(unit->cpu_millis * BUNDLE_CPU_PERIOD_US / 1000),
 				  "period", (json_int_t)BUNDLE_CPU_PERIOD_US));
 	json_object_set_new(l, "resources", res);
+	if (pod && pod->n_sysctls)
+		json_object_set_new(l, "sysctl", build_sysctls(pod));
+	if (json_object_size(json_object_get(l, "sysctl")) == 0)
+		json_object_del(l, "sysctl");
 	if (!unit->privileged) {
-		json_object_set_new(l, "maskedPaths",
-				    json_table(masked_paths, ARRAY_SIZE(masked_paths)));
-		json_object_set_new(l, "readonlyPaths",
-				    json_table(readonly_paths, ARRAY_SIZE(readonly_paths)));
+		json_object_set_new(l, "maskedPaths", json_strv(unit->masked_paths));
+		json_object_set_new(l, "readonlyPaths", json_strv(unit->readonly_paths));
 	}
-	return l;
+	if (seccomp)
+		json_object_set_new(l, "seccomp", seccomp);
+	if (rootfs_propagation(unit))
+		json_object_set_new(l, "rootfsPropagation", json_string(rootfs_propagation(unit)));
+	*out = l;
+	return 0;
 }
 
 /* Builds config.json; see the header. */
 int bundle_config(const struct bundle_spec *spec, json_t **out, struct err *err)
 {
-	json_t *cfg, *process = NULL, *mounts = json_array(), *ann = json_object();
+	json_t *cfg, *process = NULL, *linux = NULL, *caps = NULL, *mounts = json_array();
 	const Kiyot__Cell__V1__Unit *unit = spec->unit;
+	json_t *ann = json_object();
 	int ret;
 
-	ret = build_process(spec, &process, err);
+	ret = unit_caps(unit, &caps, err);
+	if (ret == 0)
+		ret = build_process(spec, caps, &process, err);
 	if (ret == 0)
 		ret = build_mounts(spec, mounts, err);
+	if (ret == 0)
+		ret = build_linux(spec, caps, &linux, err);
+	json_decref(caps);
 	if (ret < 0) {
 		json_decref(process);
 		json_decref(mounts);
@@ -703,13 +819,41 @@ int bundle_config(const struct bundle_spec *spec, json_t **out, struct err *err)
 		json_object_set_new(ann, unit->annotations[i]->key,
 				    json_string(unit->annotations[i]->value));
 	cfg = json_pack("{s:s,s:o,s:{s:s,s:b},s:o,s:o,s:o}", "ociVersion", "1.0.2", "process",
-			process, "root", "path", spec->rootfs, "readonly", 0, "mounts", mounts,
-			"linux", build_linux(spec), "annotations", ann);
+			process, "root", "path", spec->rootfs, "readonly", unit->readonly_rootfs,
+			"mounts", mounts, "linux", linux, "annotations", ann);
 	if (!cfg)
 		return err_set(err, EINVAL, "unit %s: building config.json failed", unit->id);
 	if (spec->pod && spec->pod->hostname && spec->pod->hostname[0])
 		json_object_set_new(cfg, "hostname", json_string(spec->pod->hostname));
 	*out = cfg;
+	return 0;
+}
+
+/* Sets the pod's net.* sysctls; see the header. */
+int bundle_apply_net_sysctls(const Kiyot__Cell__V1__Pod *pod, struct err *err)
+{
+	for (size_t i = 0; i < pod->n_sysctls; i++) {
+		const char *name = pod->sysctls[i]->key, *value = pod->sysctls[i]->value;
+		_cleanup_free_ char *path = NULL;
+		_cleanup_close_ int fd = -1;
+		size_t len;
+
+		if (strncmp(name, "net.", 4) != 0)
+			continue;
+		if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name) ||
+		    strstr(name, ".."))
+			return err_set(err, EINVAL, "sysctl \"%.100s\": not a sysctl name", name);
+		path = xasprintf("/proc/sys/%s", name);
+		for (char *p = path + 10; *p; p++)
+			*p = *p == '.' ? '/' : *p;
+		value = value ? value : "";
+		len = strlen(value);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return err_errno(err, "sysctl %s", name);
+		if (write(fd, value, len) != (ssize_t)len)
+			return err_errno(err, "sysctl %s = %.64s", name, value);
+	}
 	return 0;
 }
 

@@ -6,7 +6,11 @@
  * Kubernetes' rules apply: the unit's command replaces the image's entrypoint and its args the
  * image's cmd (a command without args runs with no args); the unit's env overrides image env
  * of the same name; the user may be "uid", "uid:gid" or names resolved in the image's
- * /etc/passwd and /etc/group. Units share the cell's network namespace.
+ * /etc/passwd and /etc/group, plus the unit's supplemental groups. Units share the cell's
+ * network namespace; PID and IPC namespaces are the unit's own, the pod's or the cell host's
+ * as the unit asks. The security context is applied as given: read-only root, no_new_privs,
+ * exactly the masked and read-only paths listed, seccomp (seccomp.h), all but no_new_privs
+ * ignored for a privileged unit.
  *
  * Thread safety: all functions are reentrant.
  */
@@ -14,6 +18,7 @@
 #define AGENT_BUNDLE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +39,16 @@ struct bundle_spec {
 	const char *volumes_dir;   /* emptyDir volumes live in <volumes_dir>/<name> (created) */
 	const char *etc_dir;	   /* holds the pod's resolv.conf, hosts and hostname; or NULL */
 	const char *cgroup_parent; /* "" or NULL: no linux.cgroupsPath */
+	/* The pod's shared PID and IPC namespaces (e.g. /proc/<pid>/ns/pid), joined by units in
+	 * mode POD; NULL or "": each such unit gets its own. */
+	const char *pod_pid_ns;
+	const char *pod_ipc_ns;
+	/* The host's network namespace (a path) a host-network pod's units join; NULL or "":
+	 * the agent's own is the host's, and units stay in it. */
+	const char *host_netns;
+	/* Where host-path mounts with propagation are attached from the host (hostmount.h):
+	 * <propagated_dir>/<index of the mount>; NULL: bound from the host path as it is. */
+	const char *propagated_dir;
 };
 
 /* A resolved user. */
@@ -60,10 +75,17 @@ void bundle_strv_free(char **v);
 int bundle_resolve_user(const char *root, const char *user, struct bundle_user *out,
 			struct err *err);
 
+/* True for a unit mount of a host path that propagates (bound from propagated_dir). */
+bool bundle_propagates_from_host(const Kiyot__Cell__V1__Mount *m);
+
 /* Builds config.json for the spec. The caller owns *out (json_decref). */
 int bundle_config(const struct bundle_spec *spec, json_t **out, struct err *err);
 /* Builds config.json and writes it atomically to <bundle_dir>/config.json (dir created). */
 int bundle_write(const struct bundle_spec *spec, const char *bundle_dir, struct err *err);
+
+/* Sets the pod's net.* sysctls in the calling thread's network namespace (the cell's, which
+ * is the pod's); the other sysctls go in each unit's config.json. */
+int bundle_apply_net_sysctls(const Kiyot__Cell__V1__Pod *pod, struct err *err);
 
 /* Writes the pod's resolv.conf, hosts and hostname into dir (created). Without DNS servers in
  * the pod the host's /etc/resolv.conf is copied. pod_ip may be NULL or "". */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "hostmount.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "image.h"
@@ -209,6 +210,9 @@ int main(int argc, char **argv)
 	self[n] = '\0';
 	a.self_path = xstrdup(self);
 	if (fs_mkdir_p(a.cfg.state_dir, 0700, &err) < 0)
+		die("%s", err.msg);
+	a.host_mnt_ns = hostmount_open_ns(&err);
+	if (a.host_mnt_ns < 0)
 		die("%s", err.msg);
 	if (supervisor_private_cgroup_ns(&err) < 0)
 		die("%s", err.msg);

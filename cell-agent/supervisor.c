@@ -172,6 +172,8 @@ int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
 	s->shim = xstrdup(cfg->shim && cfg->shim[0] ? cfg->shim : "/proc/self/exe");
 	s->cgroup_parent = xstrdup(cfg->cgroup_parent ? cfg->cgroup_parent : "");
 	s->pod_ip = xstrdup(cfg->pod_ip ? cfg->pod_ip : "");
+	s->host_netns = xstrdup(cfg->host_netns ? cfg->host_netns : "");
+	s->host_mnt_ns = cfg->host_mnt_ns;
 	s->etc_dir = xasprintf("%s/etc", cfg->state_dir);
 	s->runtime_root = xasprintf("%s/runtime", cfg->state_dir);
 	s->volumes_dir = xasprintf("%s/volumes", cfg->state_dir);
@@ -248,6 +250,7 @@ void supervisor_free(struct supervisor *s)
 	free(s->shim);
 	free(s->cgroup_parent);
 	free(s->pod_ip);
+	free(s->host_netns);
 	free(s->etc_dir);
 	free(s->volumes_dir);
 	free(s);
@@ -271,6 +274,13 @@ static int resolve_image(struct supervisor *s, const Kiyot__Cell__V1__Unit *spec
 	return image_pull(s->cfg.images, spec->image, &auth, out, err);
 }
 
+/* True when the unit joins a namespace the pod's units share (PID or IPC in mode POD). */
+static bool unit_needs_podns(const Kiyot__Cell__V1__Pod *pod, const Kiyot__Cell__V1__Unit *u)
+{
+	return u->pid_namespace == KIYOT__CELL__V1__NAMESPACE_MODE__POD ||
+	       (pod && pod->ipc_namespace == KIYOT__CELL__V1__NAMESPACE_MODE__POD);
+}
+
 /* Pulls the image and writes the bundle of one unit (without the lock), then records the
  * outcome. */
 static void prepare_unit(struct supervisor *s, const char *id)
@@ -279,6 +289,8 @@ static void prepare_unit(struct supervisor *s, const char *id)
 	Kiyot__Cell__V1__Pod *pod = NULL;
 	struct image_info *info = NULL;
 	_cleanup_free_ char *dir = NULL, *rootfs = NULL, *bundle = NULL;
+	_cleanup_free_ char *pid_ns = NULL, *ipc_ns = NULL, *propagated = NULL;
+	struct podns podns = { 0 };
 	struct err err = ERR_INIT;
 	struct unit *u;
 	int ret;
@@ -295,7 +307,16 @@ static void prepare_unit(struct supervisor *s, const char *id)
 		return;
 	rootfs = xasprintf("%s/rootfs", dir);
 	bundle = xasprintf("%s/bundle", dir);
+	propagated = xasprintf("%s/" UNIT_PROPAGATED_DIR, dir);
 	ret = resolve_image(s, spec, &info, &err);
+	if (ret == 0 && unit_needs_podns(pod, spec)) {
+		ret = podns_ensure(s->state_dir, &s->podns, &err);
+		if (ret == 0) {
+			podns = s->podns;
+			pid_ns = podns_path(&podns, "pid");
+			ipc_ns = podns_path(&podns, "ipc");
+		}
+	}
 	if (ret == 0) {
 		struct bundle_spec bs = { .pod = pod,
 					  .unit = spec,
@@ -303,7 +324,11 @@ static void prepare_unit(struct supervisor *s, const char *id)
 					  .rootfs = rootfs,
 					  .volumes_dir = s->volumes_dir,
 					  .etc_dir = s->etc_dir,
-					  .cgroup_parent = s->cgroup_parent };
+					  .cgroup_parent = s->cgroup_parent,
+					  .pod_pid_ns = pid_ns,
+					  .pod_ipc_ns = ipc_ns,
+					  .host_netns = s->host_netns,
+					  .propagated_dir = propagated };
 
 		ret = bundle_write(&bs, bundle, &err);
 	} else {
@@ -315,6 +340,7 @@ static void prepare_unit(struct supervisor *s, const char *id)
 	if (u) {
 		if (ret == 0) {
 			u->prepared = true;
+			u->podns = podns;
 			unit_set_str(&u->image_rootfs, info->rootfs);
 			unit_set_str(&u->st.image_id, info->image_id);
 			unit_set_str(&u->st.image_ref,
@@ -487,6 +513,8 @@ int supervisor_apply(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, int6
 	ret = supervisor_save_pod(s, packed, len, err);
 	if (ret == 0)
 		ret = bundle_write_etc(copy, s->etc_dir, s->pod_ip, err);
+	if (ret == 0)
+		ret = bundle_apply_net_sysctls(copy, err);
 	if (ret == 0) {
 		pthread_mutex_lock(&s->mu);
 		ret = apply_pod(s, copy, err);

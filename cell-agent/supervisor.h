@@ -72,6 +72,12 @@ struct supervisor_config {
 	void *resolve_ctx;
 	/* Optional: the pod's IP for /etc/hosts; NULL or "" leaves the hostname out of it. */
 	const char *pod_ip;
+	/* Optional: the network namespace host-network units join (a path); NULL or "": the
+	 * agent's own is the host's. */
+	const char *host_netns;
+	/* The host's mount namespace (an fd, hostmount.h) propagating mounts are cloned from;
+	 * -1: the agent's own. Borrowed. */
+	int host_mnt_ns;
 };
 
 /* Creates the supervisor and adopts units left by a previous agent in state_dir. */

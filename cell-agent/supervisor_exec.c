@@ -4,14 +4,29 @@
  */
 #include "supervisor_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "clock.h"
+#include "fsutil.h"
 #include "xalloc.h"
 
 #define EXEC_OUTPUT_MAX (16 * 1024 * 1024)
 #define RUNTIME_CMD_TIMEOUT_MS 10000
+/* An exec without a timeout (or with one past this) ends after a day. */
+#define EXEC_TIMEOUT_MAX_S (24LL * 3600)
+/* How long a timed-out exec's processes are waited for after SIGKILL. */
+#define EXEC_KILL_WAIT_NS (2 * 1000000000LL)
 
 /* Runs "<runtime> kill <id> <sig>"; 0 when the runtime accepted it. */
 int unit_runtime_kill(struct supervisor *s, struct unit *u, const char *sig)
@@ -47,14 +62,102 @@ int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, c
 	return ret;
 }
 
+/*
+ * The process an exec runs: the unit's own (user, groups, capabilities, no_new_privs, env,
+ * cwd, rlimits, as its config.json has them) with cmd as its arguments and no terminal. The
+ * runtime applies the container's seccomp filter and namespaces to it. Written to path.
+ */
+static int exec_process_file(const char *unit_dir, char *const *cmd, const char *path,
+			     struct err *err)
+{
+	_cleanup_free_ char *cfg_path = xasprintf("%s/bundle/config.json", unit_dir);
+	json_error_t jerr;
+	json_t *cfg = json_load_file(cfg_path, 0, &jerr), *process, *args;
+	char *text;
+	int ret;
+
+	if (!cfg)
+		return err_set(err, EIO, "exec: the unit's config.json: %s", jerr.text);
+	process = json_object_get(cfg, "process");
+	if (!json_is_object(process)) {
+		json_decref(cfg);
+		return err_set(err, EIO, "exec: the unit's config.json has no process");
+	}
+	args = json_array();
+	for (size_t i = 0; cmd[i]; i++)
+		json_array_append_new(args, json_string(cmd[i]));
+	json_object_set_new(process, "args", args);
+	json_object_set_new(process, "terminal", json_false());
+	json_object_del(process, "consoleSize");
+	text = json_dumps(process, JSON_COMPACT);
+	json_decref(cfg);
+	if (!text)
+		return err_set(err, EINVAL, "exec: the command is not valid UTF-8");
+	ret = fs_write_file(path, text, strlen(text), 0600, err);
+	free(text);
+	return ret;
+}
+
+/* True while a process of process group pgid (or pgid itself) exists, zombies included. */
+static bool group_exists(long pgid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	bool found = false;
+
+	while (d && !found && (e = readdir(d))) {
+		char path[64], buf[512], *p;
+		long pid = strtol(e->d_name, &p, 10), pgrp = 0;
+		_cleanup_close_ int fd = -1;
+		ssize_t n;
+
+		if (pid <= 0 || *p)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		/* after the name: state, ppid, pgrp */
+		if (p && sscanf(p + 1, " %*c %*d %ld", &pgrp) == 1)
+			found = pid == pgid || pgrp == pgid;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Kills what an exec left behind when its runtime was killed at the deadline: the process the
+ * runtime recorded in pid_path and its process group, and waits (a bounded time) until they
+ * are gone and reaped, so the caller's next look finds nothing of them. */
+static void exec_kill_leftover(const char *pid_path)
+{
+	_cleanup_free_ char *text = NULL;
+	struct err err = ERR_INIT;
+	int64_t until = clock_mono_ns() + EXEC_KILL_WAIT_NS;
+	long pid;
+
+	if (fs_read_file(pid_path, 64, &text, NULL, &err) < 0)
+		return;
+	pid = strtol(text, NULL, 10);
+	if (pid <= 1 || pid > INT32_MAX)
+		return;
+	kill((pid_t)-pid, SIGKILL);
+	kill((pid_t)pid, SIGKILL);
+	while (group_exists(pid) && clock_mono_ns() < until)
+		usleep(5000);
+}
+
 /* Runs a command in a running unit; see the header. */
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
 			 size_t *err_len, int *exit_code, struct err *err)
 {
-	_cleanup_free_ char *dir = NULL;
-	char **argv;
-	size_t n = 0;
+	static atomic_uint seq;
+	_cleanup_free_ char *dir = NULL, *proc_path = NULL, *pid_path = NULL;
+	int64_t timeout_ms;
 	bool running = false;
 	int ret = unit_dir_of(s, unit_id, &dir, &running, err);
 
@@ -62,21 +165,35 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 		return ret;
 	if (!running)
 		return err_set(err, EINVAL, "unit %s is not running", unit_id);
-	while (cmd && cmd[n])
-		n++;
-	if (n == 0)
+	if (!cmd || !cmd[0])
 		return err_set(err, EINVAL, "exec in unit %s: empty command", unit_id);
-	argv = xcalloc(n + 6, sizeof(*argv));
-	argv[0] = s->runtime;
-	argv[1] = "--root";
-	argv[2] = s->runtime_root;
-	argv[3] = "exec";
-	argv[4] = (char *)unit_id;
-	for (size_t i = 0; i < n; i++)
-		argv[5 + i] = cmd[i];
-	ret = shim_run_capture(argv, (timeout_s > 0 ? timeout_s : 3600) * 1000, EXEC_OUTPUT_MAX,
-			       out, out_len, errout, err_len, exit_code, err);
-	free(argv);
+	timeout_s = timeout_s > 0 && timeout_s < EXEC_TIMEOUT_MAX_S ? timeout_s
+								    : EXEC_TIMEOUT_MAX_S;
+	timeout_ms = timeout_s * 1000;
+	{
+		unsigned n = atomic_fetch_add(&seq, 1);
+
+		proc_path = xasprintf("%s/exec-%d-%u.json", dir, (int)getpid(), n);
+		pid_path = xasprintf("%s/exec-%d-%u.pid", dir, (int)getpid(), n);
+	}
+	ret = exec_process_file(dir, cmd, proc_path, err);
+	if (ret == 0) {
+		char *argv[] = { s->runtime,	  "--root",  s->runtime_root, "exec",
+				 "--process",	  proc_path, "--pid-file",    pid_path,
+				 (char *)unit_id, NULL };
+
+		ret = shim_run_capture(argv, timeout_ms, EXEC_OUTPUT_MAX, out, out_len, errout,
+				       err_len, exit_code, err);
+		if (ret == -ETIMEDOUT) {
+			exec_kill_leftover(pid_path);
+			err_clear(err);
+			ret = err_set(err, ETIMEDOUT,
+				      "command timed out after %lld s and was killed",
+				      (long long)timeout_s);
+		}
+	}
+	unlink(proc_path);
+	unlink(pid_path);
 	if (ret < 0)
 		return err_wrap(err, "exec in unit %s", unit_id);
 	return 0;

@@ -14,10 +14,13 @@
 
 #include "cellagent.pb-c.h"
 #include "err.h"
+#include "podns.h"
 #include "supervisor.h"
 
 /* Largest status.json or exit.json read back. */
 #define STATUS_FILE_MAX (256 * 1024)
+/* Under a unit's directory: the host mounts it shares with propagation (hostmount.h). */
+#define UNIT_PROPAGATED_DIR "propagated"
 
 /* One unit and everything the supervisor knows of it. Guarded by supervisor.mu. */
 struct unit {
@@ -26,6 +29,7 @@ struct unit {
 	Kiyot__Cell__V1__Unit *spec; /* deep copy; NULL when adopted without a pod */
 	struct unit_status st;
 	char *image_rootfs; /* overlay lower directory */
+	struct podns podns; /* the pod namespaces its bundle joins (pid 0: none) */
 	char *prep_error;   /* why the bundle could not be made */
 	bool prepared, removing, exit_pending;
 	bool starting; /* shim spawned: RUNNING once the container has a pid */
@@ -43,6 +47,8 @@ struct supervisor {
 	char *state_dir, *runtime, *shim, *cgroup_parent, *pod_ip, *etc_dir, *volumes_dir;
 	/* the OCI runtime's state (--root): the cell's own, so it goes with the cell */
 	char *runtime_root;
+	char *host_netns; /* "" when the agent's network namespace is the host's */
+	int host_mnt_ns;  /* hostmount.h; -1: the agent's own */
 	pthread_mutex_t mu, apply_mu;
 	pthread_cond_t cond;
 	struct unit *units;
@@ -50,6 +56,7 @@ struct supervisor {
 	struct unit_status *ev; /* status events waiting for delivery */
 	size_t nev, cap_ev;
 	pthread_t thread;
+	struct podns podns; /* the pod's PID and IPC namespaces; under apply_mu */
 	int ino, wake[2];
 	bool quit;
 };

@@ -7,6 +7,7 @@
  */
 #include "supervisor_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "hostmount.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "log.h"
@@ -63,6 +65,23 @@ static void unit_stop_step(struct supervisor *s, struct unit *u, int64_t now)
 	}
 }
 
+/* Attaches the host mounts the unit shares with propagation, unless they still are (after an
+ * agent restart they are not: the mounts lived in the previous agent's namespace). */
+static int stage_host_mounts(struct supervisor *s, struct unit *u, struct err *err)
+{
+	for (size_t i = 0; u->spec && i < u->spec->n_mounts; i++) {
+		const Kiyot__Cell__V1__Mount *m = u->spec->mounts[i];
+		_cleanup_free_ char *target = NULL;
+
+		if (!bundle_propagates_from_host(m))
+			continue;
+		target = xasprintf("%s/" UNIT_PROPAGATED_DIR "/%zu", u->dir, i);
+		if (hostmount_stage(s->host_mnt_ns, m->host_path, target, err) < 0)
+			return err_wrap(err, "mount %s", m->container_path);
+	}
+	return 0;
+}
+
 /* Starts (or restarts) a unit under a new shim. Called with mu held. */
 static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 {
@@ -79,7 +98,17 @@ static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 	if (s->cgroup_parent[0])
 		cgroup = xasprintf("%s/%s", strcmp(s->cgroup_parent, "/") ? s->cgroup_parent : "",
 				   u->id);
-	ret = bundle_mount_rootfs(u->image_rootfs, u->dir, &err);
+	/* never into namespaces of a holder that is gone: its pid may be another process's */
+	if (u->podns.pid && !podns_alive(&u->podns))
+		ret = err_set(
+			&err, ESRCH,
+			"the pod's shared PID/IPC namespaces are gone (their holder, pid %ld, "
+			"exited); the container must be created again",
+			u->podns.pid);
+	else
+		ret = bundle_mount_rootfs(u->image_rootfs, u->dir, &err);
+	if (ret == 0)
+		ret = stage_host_mounts(s, u, &err);
 	if (ret == 0)
 		ret = shim_spawn(s->shim, u->dir, s->runtime, s->runtime_root, u->id, cgroup, &err);
 	if (restart)
@@ -288,7 +317,11 @@ static void unit_remove(struct supervisor *s, struct unit *u)
 	struct err err = ERR_INIT;
 	struct unit **pp;
 
-	if (bundle_umount_rootfs(u->dir, &err) < 0 || fs_remove_tree(u->dir, &err) < 0)
+	_cleanup_free_ char *propagated = xasprintf("%s/" UNIT_PROPAGATED_DIR, u->dir);
+
+	/* the host's own files are mounted under propagated/: never removed through it */
+	if (hostmount_release(propagated, &err) < 0 || bundle_umount_rootfs(u->dir, &err) < 0 ||
+	    fs_remove_tree(u->dir, &err) < 0)
 		log_warn("unit %s: %s", u->id, err.msg);
 	if (u->wd >= 0)
 		inotify_rm_watch(s->ino, u->wd);

@@ -47,6 +47,10 @@ void unit_persist(struct unit *u)
 		      "log_start", (json_int_t)u->log_start);
 	if (!j)
 		return;
+	if (u->podns.pid)
+		json_object_set_new(j, "podns",
+				    json_pack("[I,I]", (json_int_t)u->podns.pid,
+					      (json_int_t)u->podns.start));
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (fs_write_file(path, text, strlen(text), 0644, &err) < 0)
@@ -86,6 +90,9 @@ static void unit_load(struct supervisor *s, struct unit *u)
 	u->prepared = json_is_true(json_object_get(j, "prepared"));
 	u->backoff_n = (uint32_t)json_integer_value(json_object_get(j, "backoff_n"));
 	u->starting = json_is_true(json_object_get(j, "starting"));
+	u->podns.pid = (long)json_integer_value(json_array_get(json_object_get(j, "podns"), 0));
+	u->podns.start = (unsigned long long)json_integer_value(
+		json_array_get(json_object_get(j, "podns"), 1));
 	json_decref(j);
 	if (u->st.state > UNIT_STATE_UNKNOWN)
 		u->st.state = UNIT_STATE_UNKNOWN;

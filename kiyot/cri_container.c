@@ -11,6 +11,7 @@
 #include "catalog.h"
 #include "cells.h"
 #include "clock.h"
+#include "cri_security.h"
 #include "events.h"
 #include "log.h"
 #include "store.h"
@@ -46,19 +47,22 @@ CRI_HANDLER(create_container)
 	struct kiyot *k = svc;
 	struct container *c;
 	struct sandbox *sb;
-	char *id;
+	char *id, *profile = NULL;
 	int ret;
 
-	if (validate_config(r->config, err) < 0)
-		return -err->code;
+	if (validate_config(r->config, err) < 0 ||
+	    cri_security_check_container(r->config, &profile, err) < 0) {
+		free(profile);
+		return err_wrap(err, "create container %s",
+				r->config && r->config->metadata ? r->config->metadata->name : "");
+	}
 	pthread_mutex_lock(&k->lock);
 	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
-	if (!sb) {
+	if (!sb || sb->state != SANDBOX_READY) {
 		pthread_mutex_unlock(&k->lock);
-		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
-	}
-	if (sb->state != SANDBOX_READY) {
-		pthread_mutex_unlock(&k->lock);
+		free(profile);
+		if (!sb)
+			return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 		return err_set(err, EBUSY, "pod sandbox %s is not ready", sb->id);
 	}
 	for (c = k->containers; c; c = c->next)
@@ -66,6 +70,7 @@ CRI_HANDLER(create_container)
 		    strcmp(c->config->metadata->name, r->config->metadata->name) == 0 &&
 		    c->config->metadata->attempt == r->config->metadata->attempt) {
 			pthread_mutex_unlock(&k->lock);
+			free(profile);
 			return err_set(err, EEXIST,
 				       "container %s attempt %u already exists in sandbox %s as %s",
 				       r->config->metadata->name, r->config->metadata->attempt,
@@ -81,6 +86,7 @@ CRI_HANDLER(create_container)
 	c->message = xstrdup("");
 	c->image_ref = xstrdup("");
 	c->image_id = xstrdup("");
+	c->seccomp_profile = profile;
 	cri_set_desired(c, DESIRED_CREATED, 0);
 	c->next = k->containers;
 	k->containers = c;
@@ -330,6 +336,8 @@ CRI_HANDLER(container_status)
 		m->container_path = rpc_strdup(call, c->config->mounts[i]->container_path);
 		m->host_path = rpc_strdup(call, c->config->mounts[i]->host_path);
 		m->readonly = c->config->mounts[i]->readonly;
+		m->selinux_relabel = c->config->mounts[i]->selinux_relabel;
+		m->propagation = c->config->mounts[i]->propagation;
 		st->mounts[i] = m;
 	}
 	logf = kiyot_log_file(k, c);
@@ -412,8 +420,9 @@ CRI_HANDLER(reopen_container_log)
 		ret = err_set(err, ENOENT, "container %s not found", r->container_id);
 	else if (c->state != CTR_RUNNING)
 		ret = err_set(err, EBUSY, "container %s is not running", c->id);
-	/* log bytes are appended by path for every chunk, so the next chunk after a rename
-	 * already lands in a new file at log_path: nothing to reopen */
+	else /* chunks are appended by path: after a rename the next one lands in a new file,
+	      * which exists from now on, as the kubelet's log rotation expects */
+		kiyot_log_touch(k, c);
 	pthread_mutex_unlock(&k->lock);
 	return ret;
 }

@@ -164,12 +164,14 @@ static Runtime__V1__Image *image_msg(struct rpc_call *call, const struct image_r
 	m->repo_tags = lines_dup(call, i->repo_tags, &m->n_repo_tags);
 	m->repo_digests = lines_dup(call, i->repo_digests, &m->n_repo_digests);
 	m->size = i->size;
+	/* the image's USER is "user" or "user:group"; the CRI reports the user part, a uid
+	 * when it is numeric and a name otherwise */
 	uid = i->user[0] ? strtoll(i->user, &end, 10) : 0;
-	if (i->user[0] && end && (*end == '\0' || *end == ':')) {
+	if (i->user[0] >= '0' && i->user[0] <= '9' && end && (*end == '\0' || *end == ':')) {
 		m->uid = rpc_msg_new(call, &runtime__v1__int64_value__descriptor);
 		m->uid->value = uid;
-	} else if (i->user[0]) {
-		m->username = rpc_strdup(call, i->user);
+	} else if (i->user[0] && i->user[0] != ':') {
+		m->username = rpc_strndup(call, i->user, strcspn(i->user, ":"));
 	}
 	return m;
 }

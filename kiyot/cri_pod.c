@@ -13,6 +13,7 @@
 
 #include "arena.h"
 #include "cells.h"
+#include "cri_security.h"
 #include "log.h"
 #include "provision.h"
 #include "shipvol.h"
@@ -86,26 +87,6 @@ static char *first_line(struct arena *a, const char *s)
 	return d;
 }
 
-static char *user_of(struct arena *a, const Runtime__V1__ContainerConfig *cfg)
-{
-	const Runtime__V1__LinuxContainerSecurityContext *sc =
-		cfg->linux ? cfg->linux->security_context : NULL;
-	char buf[64];
-
-	if (!sc)
-		return arena_strdup(a, "");
-	if (sc->run_as_username && sc->run_as_username[0])
-		return arena_strdup(a, sc->run_as_username);
-	if (!sc->run_as_user)
-		return arena_strdup(a, "");
-	if (sc->run_as_group)
-		snprintf(buf, sizeof(buf), "%lld:%lld", (long long)sc->run_as_user->value,
-			 (long long)sc->run_as_group->value);
-	else
-		snprintf(buf, sizeof(buf), "%lld", (long long)sc->run_as_user->value);
-	return arena_strdup(a, buf);
-}
-
 static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 					 const struct container *c)
 {
@@ -136,7 +117,6 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 		u->env[i]->value = cfg->envs[i]->value;
 	}
 	u->working_dir = cfg->working_dir;
-	u->user = user_of(a, cfg);
 	u->n_mounts = cfg->n_mounts;
 	u->mounts = arena_alloc(a, (cfg->n_mounts + 1) * sizeof(*u->mounts));
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
@@ -168,17 +148,7 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 	u->stdin = cfg->stdin;
 	u->termination_message_path = (char *)cri_map_get(
 		(void **)cfg->annotations, cfg->n_annotations, ANN_TERMINATION_MESSAGE_PATH);
-	if (cfg->linux && cfg->linux->security_context) {
-		const Runtime__V1__LinuxContainerSecurityContext *sc = cfg->linux->security_context;
-
-		u->privileged = sc->privileged;
-		if (sc->capabilities) {
-			u->n_capabilities_add = sc->capabilities->n_add_capabilities;
-			u->capabilities_add = sc->capabilities->add_capabilities;
-			u->n_capabilities_drop = sc->capabilities->n_drop_capabilities;
-			u->capabilities_drop = sc->capabilities->drop_capabilities;
-		}
-	}
+	cri_security_unit(a, c, u);
 	return u;
 }
 
@@ -268,6 +238,7 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 	p->namespace_ = arena_strdup(a, md->namespace_);
 	p->hostname = arena_strdup(a, sb->config->hostname);
 	p->restart_policy = restart_policy(sb);
+	cri_security_pod(a, sb->config, p);
 	if (dns) {
 		p->n_dns_servers = dns->n_servers;
 		p->dns_servers = dns->servers;

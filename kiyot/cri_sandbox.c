@@ -3,6 +3,7 @@
  */
 #include "cri.h"
 
+#include "cri_security.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "cellsync.h"
 #include "events.h"
 #include "clock.h"
+#include "cri_security.h"
 #include "log.h"
 #include "podobject.h"
 #include "provision.h"
@@ -79,7 +81,7 @@ static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err 
 		return err_set(err, EINVAL, "config.metadata.namespace: required");
 	if (!cfg->metadata->uid[0])
 		return err_set(err, EINVAL, "config.metadata.uid: required");
-	return 0;
+	return cri_security_check_sandbox(cfg, err);
 }
 
 static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)

@@ -474,6 +474,43 @@ fail_file:
 	return -err->code;
 }
 
+/* See the header. */
+int nl_netns_name_self(const char *path, struct err *err)
+{
+	struct stat self, cur;
+	int fd;
+
+	if (stat("/proc/thread-self/ns/net", &self) < 0)
+		return err_errno(err, "stat /proc/thread-self/ns/net");
+	if (nl_netns_is_mounted(path) && stat(path, &cur) == 0 && cur.st_ino == self.st_ino &&
+	    cur.st_dev == self.st_dev)
+		return 0;
+	if (nl_netns_delete(path, err) < 0)
+		return -err->code;
+	{
+		_cleanup_free_ char *dir = xstrdup(path);
+		char *slash = strrchr(dir, '/');
+
+		if (!slash || slash == dir)
+			return err_set(err, EINVAL, "netns path %s: want /dir/name", path);
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return err_errno(err, "mkdir %s", dir);
+		if (make_shared_dir(dir, err) < 0)
+			return -err->code;
+	}
+	fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	if (fd < 0)
+		return err_errno(err, "create %s", path);
+	close(fd);
+	if (mount("/proc/thread-self/ns/net", path, "none", MS_BIND, NULL) < 0) {
+		err_errno(err, "bind mount this netns on %s", path);
+		unlink(path);
+		return -err->code;
+	}
+	return 0;
+}
+
 /* umount + unlink, each tolerating "not there". */
 int nl_netns_delete(const char *path, struct err *err)
 {

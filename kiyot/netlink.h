@@ -58,6 +58,9 @@ int nl_route_add_default(int nl, int index, uint32_t gw, struct err *err);
  * Returns an O_CLOEXEC fd of the new namespace (the caller closes it). -EEXIST if path exists. */
 int nl_netns_create(const char *path, struct err *err);
 
+/* Names the calling thread's netns at path (bind mounted like nl_netns_create's); a path
+ * that already names it is left alone. */
+int nl_netns_name_self(const char *path, struct err *err);
 /* Unmounts and removes a named netns; a missing one is not an error. */
 int nl_netns_delete(const char *path, struct err *err);
 

@@ -77,6 +77,9 @@ struct local_provider {
 	int bridge_index; /* the bridge as last set up, 0 until then */
 };
 
+/* The node's network namespace by name, for host-network units of local cells. */
+#define NODE_NETNS CELLNET_NETNS_DIR "/" CELLNET_NETNS_PREFIX "node"
+
 /* "<state_dir>/<id>[/<file>]", newly allocated. */
 static char *cell_path(const struct local_provider *p, const char *id, const char *file)
 {
@@ -500,6 +503,8 @@ static char *bootstrap_for_cell(const struct local_provider *p, const struct cel
 
 		json_object_set_new(doc, "state_dir", json_string(dir));
 	}
+	/* the cell's host is the node: host-network units join its namespace */
+	json_object_set_new(doc, "host_netns", json_string(NODE_NETNS));
 	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(doc);
 	if (!text)
@@ -866,6 +871,8 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 			       "local provider: cgroup_root \"%s\": want a relative path", root);
 	if (fs_mkdir_p(state, 0700, err) < 0)
 		return err_wrap(err, "local provider state directory");
+	if (nl_netns_name_self(NODE_NETNS, err) < 0)
+		return err_wrap(err, "local provider: naming the node's network namespace");
 	p = xcalloc(1, sizeof(*p));
 	p->state_dir = xstrdup(state);
 	p->bridge = xstrdup(bridge);

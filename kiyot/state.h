@@ -48,6 +48,9 @@ struct container {
 	char *image_id;
 	uint64_t log_offset; /* bytes of the unit's log already copied to log_path */
 	uint32_t restart_count;
+	/* A Localhost seccomp profile as the node's file held it at CreateContainer; "" for
+	 * none (shipped with the unit: a cell does not read the node's files). */
+	char *seccomp_profile;
 	/* What the cell is asked to do with the unit (enum desired in cri.h); derived from the
 	 * state when loaded, not persisted. */
 	int desired;

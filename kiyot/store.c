@@ -29,7 +29,8 @@ static const char schema[] =
 	" state INTEGER NOT NULL, created_ns INTEGER NOT NULL, started_ns INTEGER NOT NULL,"
 	" finished_ns INTEGER NOT NULL, exit_code INTEGER NOT NULL, reason TEXT NOT NULL,"
 	" message TEXT NOT NULL, image_ref TEXT NOT NULL, image_id TEXT NOT NULL,"
-	" log_offset INTEGER NOT NULL, restart_count INTEGER NOT NULL, seq INTEGER NOT NULL);"
+	" log_offset INTEGER NOT NULL, restart_count INTEGER NOT NULL, seq INTEGER NOT NULL,"
+	" seccomp TEXT NOT NULL DEFAULT '');"
 	"CREATE TABLE IF NOT EXISTS images ("
 	" id TEXT PRIMARY KEY, repo_tags TEXT NOT NULL, repo_digests TEXT NOT NULL,"
 	" size INTEGER NOT NULL, user TEXT NOT NULL);";
@@ -57,6 +58,17 @@ int store_open(const char *path, struct store **out, struct err *err)
 	if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
 		err_set(err, EIO, "state database %s: %s", path, msg ? msg : "schema failed");
 		sqlite3_free(msg);
+		sqlite3_close(st->db);
+		free(st);
+		return -EIO;
+	}
+	/* a database from before containers kept their seccomp profile */
+	if (sqlite3_exec(st->db,
+			 "ALTER TABLE containers ADD COLUMN seccomp TEXT NOT NULL DEFAULT ''", NULL,
+			 NULL, NULL) != SQLITE_OK &&
+	    !strstr(sqlite3_errmsg(st->db), "duplicate column")) {
+		err_set(err, EIO, "state database %s: add column containers.seccomp: %s", path,
+			sqlite3_errmsg(st->db));
 		sqlite3_close(st->db);
 		free(st);
 		return -EIO;
@@ -144,9 +156,13 @@ int store_delete_sandbox(struct store *st, const char *id, struct err *err)
 
 int store_put_container(struct store *st, const struct container *c, struct err *err)
 {
-	sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO containers VALUES (?,?,?,?,?,?,?,?,?,?,"
-				   "?,?,?,?, COALESCE((SELECT seq FROM containers WHERE id = ?1),"
-				   " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers)))");
+	sqlite3_stmt *s = prep(st,
+			       "INSERT OR REPLACE INTO containers (id, sandbox_id, config,"
+			       " state, created_ns, started_ns, finished_ns, exit_code, reason,"
+			       " message, image_ref, image_id, log_offset, restart_count, seccomp,"
+			       " seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+			       " COALESCE((SELECT seq FROM containers WHERE id = ?1),"
+			       " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers)))");
 
 	if (!s)
 		return db_err(st, err, "save container");
@@ -164,6 +180,7 @@ int store_put_container(struct store *st, const struct container *c, struct err 
 	bind_text(s, 12, c->image_id);
 	sqlite3_bind_int64(s, 13, (sqlite3_int64)c->log_offset);
 	sqlite3_bind_int(s, 14, (int)c->restart_count);
+	bind_text(s, 15, c->seccomp_profile ? c->seccomp_profile : "");
 	return step_done(st, s, "save container", err);
 }
 
@@ -251,9 +268,10 @@ static int load_sandboxes(struct store *st, struct sandbox **out, struct err *er
 
 static int load_containers(struct store *st, struct container **out, struct err *err)
 {
-	sqlite3_stmt *s = prep(st, "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
-				   " finished_ns, exit_code, reason, message, image_ref, image_id,"
-				   " log_offset, restart_count FROM containers ORDER BY seq");
+	sqlite3_stmt *s = prep(st,
+			       "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
+			       " finished_ns, exit_code, reason, message, image_ref, image_id,"
+			       " log_offset, restart_count, seccomp FROM containers ORDER BY seq");
 	struct container **tail = out;
 	int rc;
 
@@ -276,6 +294,7 @@ static int load_containers(struct store *st, struct container **out, struct err 
 		c->image_id = col_text(s, 11);
 		c->log_offset = (uint64_t)sqlite3_column_int64(s, 12);
 		c->restart_count = (uint32_t)sqlite3_column_int(s, 13);
+		c->seccomp_profile = col_text(s, 14);
 		if (!c->config) {
 			container_free(c);
 			continue;
@@ -378,6 +397,7 @@ void container_free(struct container *c)
 	free(c->message);
 	free(c->image_ref);
 	free(c->image_id);
+	free(c->seccomp_profile);
 	free(c);
 }
 

@@ -248,6 +248,19 @@ def build(out):
     for t in ["busybox:1", "busybox:latest", "busybox:down"]:
         b.tag(t, d, mt, config=cfgd)
 
+    # users: accounts for the security context tests; the default user "app" (1000) belongs
+    # to group "extra" (50000) in the image; users:named runs as "www-data:1004".
+    accounts = (Layer().dir("etc")
+                .file("etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+                      "www-data:x:33:33:www-data:/var/www:/bin/sh\n"
+                      "app:x:1000:1000:app:/home/app:/bin/sh\n")
+                .file("etc/group", "root:x:0:\nwww-data:x:33:\napp:x:1000:\n"
+                      "extra:x:50000:app\n").finish())
+    d, mt, _, cfgd = b.image([bb, accounts], dict(bb_cfg, User="app"))
+    b.tag("users:1", d, mt, config=cfgd)
+    d, mt, _, cfgd = b.image([bb, accounts], dict(bb_cfg, User="www-data:1004"))
+    b.tag("users:named", d, mt, config=cfgd)
+
     # multiarch: an OCI index with linux/amd64 and linux/arm64; /arch tells which was run.
     amd = b.image([bb, Layer().file("arch", "amd64\n").finish()], bb_cfg, arch="amd64")
     arm = b.image([Layer().dir("bin").file("bin/sh", "not a program\n", 0o755)

@@ -692,7 +692,9 @@ class KiyotTest(unittest.TestCase):
         self.pb = self.c.pb
 
     # -- pods --
-    def sandbox_config(self, name=None, labels=None, annotations=None, memory=256 << 20):
+    def sandbox_config(self, name=None, labels=None, annotations=None, memory=256 << 20,
+                       security=None, sysctls=None):
+        """security: a LinuxSandboxSecurityContext; sysctls: {name: value}."""
         pb = self.pb
         name = name or unique(self._testMethodName.replace("_", "-")[:30])
         uid = str(uuid.uuid4())
@@ -707,7 +709,8 @@ class KiyotTest(unittest.TestCase):
             labels=dict({"app": name, "suite": "itest"}, **(labels or {})),
             annotations=dict({"kubernetes.io/target-runtime": "kiyot"}, **(annotations or {})),
             linux=pb.LinuxPodSandboxConfig(cgroup_parent="/kubepods/besteffort/pod" + uid,
-                                           resources=res))
+                                           resources=res, security_context=security,
+                                           sysctls=sysctls or {}))
 
     def run_pod(self, cfg=None, **kw):
         cfg = cfg or self.sandbox_config(**kw)
@@ -747,8 +750,9 @@ class KiyotTest(unittest.TestCase):
 
     # -- containers --
     def create(self, pod_id, cfg, image, name=None, command=(), args=(), envs=None,
-               labels=None, pull=True, mounts=(), annotations=None):
-        """mounts: (container_path, host_path, readonly) as the kubelet passes volumes."""
+               labels=None, pull=True, mounts=(), annotations=None, security=None):
+        """mounts: (container_path, host_path, readonly[, propagation]) as the kubelet passes
+        volumes; security: a LinuxContainerSecurityContext."""
         pb = self.pb
         name = name or unique("c")
         if pull:
@@ -764,10 +768,12 @@ class KiyotTest(unittest.TestCase):
             annotations=dict({"io.kubernetes.container.restartCount": "0"},
                              **(annotations or {})),
             log_path=log_path,
-            mounts=[pb.Mount(container_path=c, host_path=h, readonly=ro)
-                    for c, h, ro in mounts],
+            mounts=[pb.Mount(container_path=m[0], host_path=m[1], readonly=m[2],
+                             propagation=m[3] if len(m) > 3 else 0)
+                    for m in mounts],
             linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
-                memory_limit_in_bytes=128 << 20, oom_score_adj=1000)))
+                memory_limit_in_bytes=128 << 20, oom_score_adj=1000),
+                security_context=security))
         r = self.c.runtime.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=pod_id, config=cc, sandbox_config=cfg), timeout=T_START)
         self.assertTrue(r.container_id, "CreateContainer returned an empty id")

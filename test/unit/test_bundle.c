@@ -342,7 +342,10 @@ static void test_bundle__config_json(void **state)
 		json_integer_value(json_object_get(
 			json_object_get(json_object_get(linux_, "resources"), "cpu"), "quota")),
 		25000);
-	assert_true(has_string(json_object_get(linux_, "maskedPaths"), "/proc/kcore"));
+	/* nothing masked or read-only unless the unit lists it */
+	assert_int_equal(json_array_size(json_object_get(linux_, "maskedPaths")), 0);
+	assert_int_equal(json_array_size(json_object_get(linux_, "readonlyPaths")), 0);
+	assert_null(json_object_get(linux_, "seccomp"));
 	json_decref(cfg);
 
 	/* No cgroup parent: no cgroupsPath; an unknown volume names itself. */
@@ -360,6 +363,133 @@ static void test_bundle__config_json(void **state)
 	assert_int_equal(bundle_config(&spec, &cfg, &err), -ENOENT);
 	assert_non_null(strstr(err.msg, "ghost"));
 	fs_remove_tree(dir, &err);
+}
+
+/* The namespace entry of a type in config.json's linux.namespaces, or NULL. */
+static json_t *find_ns(json_t *cfg, const char *type)
+{
+	json_t *ns;
+	size_t i;
+
+	json_array_foreach (json_object_get(json_object_get(cfg, "linux"), "namespaces"), i, ns)
+		if (strcmp(json_string_value(json_object_get(ns, "type")), type) == 0)
+			return ns;
+	return NULL;
+}
+
+/* The security context: groups, read-only root, no_new_privs, paths, namespaces, sysctls,
+ * propagation; privileged drops the paths but keeps no_new_privs. */
+static void test_bundle__security_context(void **state)
+{
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__KeyValue kv = KIYOT__CELL__V1__KEY_VALUE__INIT,
+				  kv2 = KIYOT__CELL__V1__KEY_VALUE__INIT;
+	Kiyot__Cell__V1__KeyValue *sysctls[] = { &kv, &kv2 };
+	Kiyot__Cell__V1__Mount m = KIYOT__CELL__V1__MOUNT__INIT;
+	Kiyot__Cell__V1__Mount *mounts[] = { &m };
+	uint32_t groups[] = { 1234, 4 };
+	char *masked[] = { "/proc/kcore", "/bin/ls", NULL }, *ro[] = { "/tmp", NULL };
+	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
+	struct image_info img = {
+		.rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty, .env = empty, .user = ""
+	};
+	struct bundle_spec spec = { .pod = &pod,
+				    .unit = &u,
+				    .image = &img,
+				    .rootfs = "/r",
+				    .pod_pid_ns = "/proc/77/ns/pid",
+				    .pod_ipc_ns = "/proc/77/ns/ipc",
+				    .host_netns = "/run/netns/kiyot-node" };
+	struct err err = ERR_INIT;
+	json_t *cfg = NULL, *proc, *gids, *linux_;
+
+	(void)state;
+	u.id = "sec";
+	u.user = "app:50";
+	u.supplemental_groups = groups;
+	u.n_supplemental_groups = 2;
+	u.readonly_rootfs = 1;
+	u.no_new_privs = 1;
+	u.masked_paths = masked;
+	u.n_masked_paths = 2;
+	u.readonly_paths = ro;
+	u.n_readonly_paths = 1;
+	u.pid_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__POD;
+	m.container_path = "/mnt";
+	m.host_path = "/srv/mnt";
+	m.propagation = KIYOT__CELL__V1__MOUNT__PROPAGATION__HOST_TO_CONTAINER;
+	u.mounts = mounts;
+	u.n_mounts = 1;
+	kv.key = "net.ipv4.ip_unprivileged_port_start";
+	kv.value = "0";
+	kv2.key = "kernel.shm_rmid_forced";
+	kv2.value = "1";
+	pod.sysctls = sysctls;
+	pod.n_sysctls = 2;
+	pod.ipc_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__NODE;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	proc = json_object_get(cfg, "process");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(proc, "user"), "uid")),
+			 1000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(proc, "user"), "gid")),
+			 50);
+	/* the image's groups of "app" (adm 4, staff 50) and the unit's, each once */
+	gids = json_object_get(json_object_get(proc, "user"), "additionalGids");
+	assert_int_equal(json_array_size(gids), 3);
+	assert_true(json_is_true(json_object_get(proc, "noNewPrivileges")));
+	assert_true(json_is_true(json_object_get(json_object_get(cfg, "root"), "readonly")));
+	linux_ = json_object_get(cfg, "linux");
+	assert_true(has_string(json_object_get(linux_, "maskedPaths"), "/bin/ls"));
+	assert_int_equal(json_array_size(json_object_get(linux_, "maskedPaths")), 2);
+	assert_true(has_string(json_object_get(linux_, "readonlyPaths"), "/tmp"));
+	assert_string_equal(json_string_value(json_object_get(find_ns(cfg, "pid"), "path")),
+			    "/proc/77/ns/pid");
+	assert_null(find_ns(cfg, "ipc"));     /* the host's */
+	assert_null(find_ns(cfg, "network")); /* the cell's */
+	/* IPC sysctls go to the runtime; the network's the agent sets in the cell itself */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(linux_, "sysctl"),
+							      "kernel.shm_rmid_forced")),
+			    "1");
+	assert_null(json_object_get(json_object_get(linux_, "sysctl"),
+				    "net.ipv4.ip_unprivileged_port_start"));
+	assert_true(has_string(json_object_get(find_mount(cfg, "/mnt"), "options"), "rslave"));
+	assert_string_equal(json_string_value(json_object_get(linux_, "rootfsPropagation")),
+			    "rslave");
+	json_decref(cfg);
+
+	/* own namespaces; the node's network; bidirectional; privileged: no paths, still nnp */
+	u.pid_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__CONTAINER;
+	pod.ipc_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__POD;
+	pod.network_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__NODE;
+	m.propagation = KIYOT__CELL__V1__MOUNT__PROPAGATION__BIDIRECTIONAL;
+	u.privileged = 1;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	assert_null(json_object_get(find_ns(cfg, "pid"), "path"));
+	assert_non_null(find_ns(cfg, "pid"));
+	assert_string_equal(json_string_value(json_object_get(find_ns(cfg, "ipc"), "path")),
+			    "/proc/77/ns/ipc");
+	assert_string_equal(json_string_value(json_object_get(find_ns(cfg, "network"), "path")),
+			    "/run/netns/kiyot-node");
+	assert_true(has_string(json_object_get(find_mount(cfg, "/mnt"), "options"), "rshared"));
+	linux_ = json_object_get(cfg, "linux");
+	assert_null(json_object_get(linux_, "maskedPaths"));
+	assert_null(json_object_get(linux_, "readonlyPaths"));
+	assert_true(
+		json_is_true(json_object_get(json_object_get(cfg, "process"), "noNewPrivileges")));
+	json_decref(cfg);
+
+	/* more groups than a process may carry here is an error, not a silent cut */
+	{
+		uint32_t many[80];
+
+		for (size_t i = 0; i < ARRAY_SIZE(many); i++)
+			many[i] = (uint32_t)(2000 + i);
+		u.supplemental_groups = many;
+		u.n_supplemental_groups = ARRAY_SIZE(many);
+		assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "supplemental groups"));
+	}
 }
 
 /* securityContext: capabilities added and dropped, privileged; shipped volumes must exist. */
@@ -489,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_bundle__user_resolution_table),
 		cmocka_unit_test(test_bundle__user_lookup_stays_in_root),
 		cmocka_unit_test(test_bundle__config_json),
+		cmocka_unit_test(test_bundle__security_context),
 		cmocka_unit_test(test_bundle__etc_files),
 		cmocka_unit_test(test_bundle__capabilities_and_shipped_volumes),
 	};

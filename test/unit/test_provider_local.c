@@ -565,10 +565,12 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	assert_int_equal(stat(boot, &st_boot), 0);
 	assert_int_equal(st_boot.st_mode & 0777, 0600);
 	assert_ok(fs_read_file(boot, 65536, &data, NULL, &err));
-	/* the document as given, plus where this cell's agent keeps its state */
+	/* the document as given, plus where this cell's agent keeps its state and the node's netns */
 	{
-		_cleanup_free_ char *want = xasprintf(
-			"{\"cell\":\"x\",\"state_dir\":\"%s/kvt-one/agent\"}", f->state_dir);
+		_cleanup_free_ char *want =
+			xasprintf("{\"cell\":\"x\",\"host_netns\":\"/run/netns/"
+				  "kiyot-node\",\"state_dir\":\"%s/kvt-one/agent\"}",
+				  f->state_dir);
 
 		assert_string_equal(data, want);
 	}

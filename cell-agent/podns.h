@@ -1,0 +1,31 @@
+/*
+ * podns.h: the pod's shared namespaces in a cell. A small holder process, pid 1 of a new PID
+ * namespace and alone in a new IPC namespace, keeps them; units that share the pod's PID or
+ * IPC namespace join them through /proc/<holder>/ns/. The holder reaps the orphans of its PID
+ * namespace and lives as long as the cell (it outlives an agent restart and is found again by
+ * the record in the agent's state directory, pid and start time, so a reused pid is never
+ * taken for it).
+ *
+ * Thread safety: podns_ensure is called under the supervisor's apply lock; the rest is
+ * reentrant.
+ */
+#ifndef AGENT_PODNS_H
+#define AGENT_PODNS_H
+
+#include <stdbool.h>
+
+#include "err.h"
+
+struct podns {
+	long pid;		  /* the holder, as this agent sees it; 0: none */
+	unsigned long long start; /* its start time (clock ticks since boot) */
+};
+
+/* Finds the holder recorded in <state_dir>/podns or starts a new one (and records it). */
+int podns_ensure(const char *state_dir, struct podns *ns, struct err *err);
+/* True while the holder recorded in ns runs. */
+bool podns_alive(const struct podns *ns);
+/* "/proc/<pid>/ns/<type>" for type "pid" or "ipc". The caller frees. */
+char *podns_path(const struct podns *ns, const char *type);
+
+#endif
