@@ -872,7 +872,7 @@ int bundle_write(const struct bundle_spec *spec, const char *bundle_dir, struct 
 	json_decref(cfg);
 	ret = fs_mkdir_p(bundle_dir, 0700, err);
 	if (ret == 0)
-		ret = fs_write_file(path, text, strlen(text), 0600, err);
+		ret = fs_replace_file(path, text, strlen(text), 0600, err);
 	free(text);
 	return ret;
 }
@@ -893,12 +893,15 @@ static void resolv_lines(struct buf *b, const char *prefix, char **items, size_t
 		buf_appendf(b, NULL, "%s %s\n", prefix, items[i]);
 }
 
-/* Writes one file into dir. */
+/* Writes one file into dir, unless it already holds text (every apply comes here). */
 static int write_etc(const char *dir, const char *name, const char *text, struct err *err)
 {
-	_cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+	_cleanup_free_ char *path = xasprintf("%s/%s", dir, name), *old = NULL;
+	struct err rerr = ERR_INIT;
 
-	return fs_write_file(path, text, strlen(text), 0644, err);
+	if (fs_read_file(path, ETC_FILE_MAX, &old, NULL, &rerr) == 0 && strcmp(old, text) == 0)
+		return 0;
+	return fs_replace_file(path, text, strlen(text), 0644, err);
 }
 
 /* Writes resolv.conf, hosts and hostname; see the header. */

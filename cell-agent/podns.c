@@ -118,5 +118,5 @@ int podns_ensure(const char *state_dir, struct podns *ns, struct err *err)
 	if (ret < 0)
 		return ret;
 	snprintf(buf, sizeof(buf), "%ld %llu\n", ns->pid, ns->start);
-	return fs_write_file(path, buf, strlen(buf), 0600, err);
+	return fs_replace_file(path, buf, strlen(buf), 0600, err);
 }

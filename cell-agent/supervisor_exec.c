@@ -93,7 +93,7 @@ static int exec_process_file(const char *unit_dir, char *const *cmd, const char 
 	json_decref(cfg);
 	if (!text)
 		return err_set(err, EINVAL, "exec: the command is not valid UTF-8");
-	ret = fs_write_file(path, text, strlen(text), 0600, err);
+	ret = fs_replace_file(path, text, strlen(text), 0600, err);
 	free(text);
 	return ret;
 }

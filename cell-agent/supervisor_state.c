@@ -53,7 +53,7 @@ void unit_persist(struct unit *u)
 					      (json_int_t)u->podns.start));
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	if (fs_write_file(path, text, strlen(text), 0644, &err) < 0)
+	if (fs_replace_file(path, text, strlen(text), 0644, &err) < 0)
 		log_warn("unit %s: %s", u->id, err.msg);
 	free(text);
 }

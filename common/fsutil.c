@@ -1,6 +1,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -64,7 +65,9 @@ int fs_read_file(const char *path, size_t max, char **out, size_t *len, struct e
 	return 0;
 }
 
-int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+/* Writes a temporary file, flushed to disk when sync, and renames it over path. */
+static int write_replace(const char *path, const void *data, size_t len, mode_t mode, bool sync,
+			 struct err *err)
 {
 	_cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -84,7 +87,7 @@ int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, s
 		p += w;
 		len -= (size_t)w;
 	}
-	if (fsync(fd) < 0) {
+	if (sync && fsync(fd) < 0) {
 		err_errno(err, "fsync %s", tmp);
 		goto fail;
 	}
@@ -99,6 +102,16 @@ fail:
 	close(fd);
 	unlink(tmp);
 	return -err->code;
+}
+
+int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+	return write_replace(path, data, len, mode, true, err);
+}
+
+int fs_replace_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+	return write_replace(path, data, len, mode, false, err);
 }
 
 static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

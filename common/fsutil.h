@@ -15,6 +15,10 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *err);
 int fs_read_file(const char *path, size_t max, char **out, size_t *len, struct err *err);
 /* Writes via a temporary file and rename, so readers never see half a file. */
 int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err);
+/* The same without flushing to disk: readers still see the old or the new file whole, but a
+ * machine crash may lose it. For files rebuilt after a reboot (what processes of a cell that
+ * no longer exist left behind), where an fsync per change costs more than it saves. */
+int fs_replace_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err);
 /* rm -rf; missing paths are not an error. Does not cross mount points. */
 int fs_remove_tree(const char *path, struct err *err);
 int fs_exists(const char *path);
