@@ -128,6 +128,32 @@ class Ec2Test(KiyotTest, VolumeChecks):
                                        mine[0]["instance_id"]), 60,
                  "the pod's instance to be terminated")
 
+    def test_security_context_holds_in_an_ec2_cell(self):
+        pb = self.pb
+        cfg = self.sandbox_config(sysctls={"net.ipv4.ip_unprivileged_port_start": "81",
+                                           "kernel.shm_rmid_forced": "1"})
+        pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        sc = pb.LinuxContainerSecurityContext(
+            run_as_user=pb.Int64Value(value=1000), run_as_group=pb.Int64Value(value=3000),
+            supplemental_groups=[4000], readonly_rootfs=True, no_new_privs=True,
+            readonly_paths=["/tmp"])
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"),
+                             command=["sh", "-c", "while :; do sleep 1; done"], security=sc)
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        r = self.c.runtime.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=[
+            "sh", "-c", "id -u; id -G; grep NoNewPrivs /proc/self/status; "
+            "cat /proc/sys/net/ipv4/ip_unprivileged_port_start "
+            "/proc/sys/kernel/shm_rmid_forced; touch /x /tmp/x"], timeout=20), timeout=40)
+        out = r.stdout.decode().split("\n")
+        self.assertEqual(out[0], "1000")
+        self.assertEqual(out[1].split(), ["3000", "4000"])
+        self.assertEqual(out[2].split(), ["NoNewPrivs:", "1"])
+        self.assertEqual(out[3:5], ["81", "1"])
+        self.assertNotEqual(r.exit_code, 0)
+        self.assertEqual(r.stderr.decode().count("Read-only file system"), 2)
+
     def test_volumes_are_shipped_into_the_cell_and_kept_in_sync(self):
         cfg = self.volume_sandbox(self.sandbox_config())
         vols = KubeletVolumes(os.path.join(self.env.work, "kubelet-ec2"), cfg.metadata.uid)
