@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "hostmount.h"
+#include "podns.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "image.h"
@@ -184,6 +185,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "shim") == 0)
 		return shim_main(argc - 1, argv + 1);
+	if (argc == 2 && strcmp(argv[1], PODNS_HOLDER_ARG) == 0)
+		podns_holder_main();
 	log_set_prefix("cell-agent");
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--bootstrap") == 0 && i + 1 < argc)

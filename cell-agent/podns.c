@@ -21,7 +21,7 @@
 /* The holder: pid 1 of the pod's PID namespace. It reaps whatever is reparented to it and
  * otherwise sleeps; as a namespace's init it gets only the signals it handles, and it
  * handles none but SIGCHLD (waited for, not delivered). Async-signal-safe calls only. */
-static void __attribute__((noreturn)) holder_main(void)
+void podns_holder_main(void)
 {
 	sigset_t set;
 	int sig;
@@ -40,8 +40,10 @@ static void __attribute__((noreturn)) holder_main(void)
 
 /* Forks the holder: a child makes the namespaces and forks the holder into them, reports
  * its pid and exits, so the holder belongs to no one's session and is reparented. */
-static int holder_start(struct podns *ns, struct err *err)
+static int holder_start(const char *self, struct podns *ns, struct err *err)
 {
+	char *argv[] = { (char *)self, (char *)PODNS_HOLDER_ARG, NULL };
+	char *envp[] = { NULL };
 	int p[2], st = 0;
 	long pid = 0;
 	pid_t child;
@@ -58,9 +60,9 @@ static int holder_start(struct podns *ns, struct err *err)
 			_exit(1);
 		h = fork();
 		if (h == 0) {
-			close(p[1]);
 			close_range(0, ~0U, 0);
-			holder_main();
+			execve(self, argv, envp);
+			_exit(127);
 		}
 		if (h > 0) {
 			long v = h;
@@ -101,7 +103,7 @@ char *podns_path(const struct podns *ns, const char *type)
 	return xasprintf("/proc/%ld/ns/%s", ns->pid, type);
 }
 
-int podns_ensure(const char *state_dir, struct podns *ns, struct err *err)
+int podns_ensure(const char *state_dir, const char *self, struct podns *ns, struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/podns", state_dir), *text = NULL;
 	char buf[64];
@@ -114,7 +116,7 @@ int podns_ensure(const char *state_dir, struct podns *ns, struct err *err)
 		return 0;
 	err_clear(err);
 	*ns = (struct podns){ 0 };
-	ret = holder_start(ns, err);
+	ret = holder_start(self, ns, err);
 	if (ret < 0)
 		return ret;
 	snprintf(buf, sizeof(buf), "%ld %llu\n", ns->pid, ns->start);

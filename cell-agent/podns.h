@@ -21,8 +21,14 @@ struct podns {
 	unsigned long long start; /* its start time (clock ticks since boot) */
 };
 
-/* Finds the holder recorded in <state_dir>/podns or starts a new one (and records it). */
-int podns_ensure(const char *state_dir, struct podns *ns, struct err *err);
+/* The holder runs as `<agent binary> podns-holder`. */
+#define PODNS_HOLDER_ARG "podns-holder"
+
+/* Finds the holder recorded in <state_dir>/podns or starts a new one (and records it) from
+ * the agent's binary at self. */
+int podns_ensure(const char *state_dir, const char *self, struct podns *ns, struct err *err);
+/* The holder's body: main() calls it for PODNS_HOLDER_ARG; it never returns. */
+void __attribute__((noreturn)) podns_holder_main(void);
 /* True while the holder recorded in ns runs. */
 bool podns_alive(const struct podns *ns);
 /* "/proc/<pid>/ns/<type>" for type "pid" or "ipc". The caller frees. */

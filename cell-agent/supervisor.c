@@ -310,7 +310,7 @@ static void prepare_unit(struct supervisor *s, const char *id)
 	propagated = xasprintf("%s/" UNIT_PROPAGATED_DIR, dir);
 	ret = resolve_image(s, spec, &info, &err);
 	if (ret == 0 && unit_needs_podns(pod, spec)) {
-		ret = podns_ensure(s->state_dir, &s->podns, &err);
+		ret = podns_ensure(s->state_dir, s->shim, &s->podns, &err);
 		if (ret == 0) {
 			podns = s->podns;
 			pid_ns = podns_path(&podns, "pid");

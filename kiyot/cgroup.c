@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "fsutil.h"
+#include "log.h"
 #include "xalloc.h"
 
 /* Deepest nesting walked below a cell's cgroup (the agent adds one level per unit). */
@@ -135,6 +136,27 @@ static int procs_visit(const char *dir, void *arg, struct err *err)
 	return 0;
 }
 
+/* Thaws one freezer cgroup; a missing state file (not a freezer hierarchy) is fine. */
+static int thaw_visit(const char *dir, void *arg, struct err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/freezer.state", dir);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	(void)arg;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : err_errno(err, "open %s", path);
+	if (write(fd, "THAWED", 6) != 6)
+		return err_errno(err, "thaw %s", dir);
+	return 0;
+}
+
+int cgroup_thaw_tree(const char *rel, struct err *err)
+{
+	_cleanup_free_ char *path = cgroup_path("freezer", rel, NULL);
+
+	return walk_post(path, 0, thaw_visit, NULL, err);
+}
+
 /* Kills in rounds: new processes forked during a round are caught by the next one. */
 int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct err *err)
 {
@@ -144,7 +166,13 @@ int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct e
 
 	for (;;) {
 		struct procs_walk w = { SIGKILL, 0 };
-		int ret = walk_post(path, 0, procs_visit, &w, err);
+		struct err thaw = ERR_INIT;
+		int ret;
+
+		/* every round: a runtime killed in the last one may have frozen its container */
+		if (cgroup_thaw_tree(rel, &thaw) < 0)
+			log_warn("%s", thaw.msg);
+		ret = walk_post(path, 0, procs_visit, &w, err);
 
 		if (ret < 0)
 			return err_wrap(err, "kill cgroup %s", path);

@@ -33,8 +33,12 @@ int cgroup_write(const char *ctrl, const char *rel, const char *file, const char
 int cgroup_read(const char *ctrl, const char *rel, const char *file, char **out, struct err *err);
 
 /* Sends SIGKILL to every process in the cgroup and its descendants, again and again until all
- * are empty or timeout_ms has passed (-EBUSY then). A missing cgroup is not an error. */
+ * are empty or timeout_ms has passed (-EBUSY then); each round thaws rel's freezer tree first
+ * (cgroup_thaw_tree). A missing cgroup is not an error. */
 int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct err *err);
+/* Thaws every cgroup of the freezer hierarchy at rel and below: a process frozen there (an OCI
+ * runtime killed while it froze a container to kill it) cannot die of SIGKILL until then. */
+int cgroup_thaw_tree(const char *rel, struct err *err);
 
 /* Removes the cgroup and its descendants, deepest first. A missing cgroup is not an error;
  * -EBUSY when one still holds processes. */

@@ -219,6 +219,58 @@ class SecurityTest(KiyotTest):
                  "the container's mount on the host")
         self.assertIn("ctr-tmpfs", open("/proc/self/mountinfo").read())
 
+    def test_pod_removal_kills_a_frozen_container_and_the_namespace_holder(self):
+        # an OCI runtime killed while it froze a container leaves it FROZEN, where SIGKILL
+        # waits; the cell's teardown thaws before killing, or processes (and the pod's PID
+        # namespace holder, waiting on them) would outlive the cell
+        pod, cid, _ = self.running()
+        fz = [os.path.join(root, "freezer.state")
+              for root, _, files in os.walk("/sys/fs/cgroup/freezer")
+              if os.path.basename(root) == cid and "freezer.state" in files]
+        self.assertEqual(len(fz), 1, "the container's freezer cgroup")
+        procs = open(os.path.join(os.path.dirname(fz[0]), "cgroup.procs")).read().split()
+        self.assertTrue(procs)
+        holders = [p for p in os.listdir("/proc") if p.isdigit() and
+                   _comm(p) == "kiyot-pod-ns" and _cell_of(p) == os.path.dirname(
+                       os.path.dirname(fz[0])).rsplit("/", 1)[1]]
+        self.assertEqual(len(holders), 1, "the pod's namespace holder in the cell's cgroup")
+        with open(fz[0], "w") as f:
+            f.write("FROZEN")
+        self.stop_pod(pod[0])
+        self.remove_pod(pod[0])
+        for p in procs + holders:
+            wait_for(lambda: _gone(p), 30, "process %s of the removed pod to be gone" % p)
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%s/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cell_of(pid):
+    """The cell a process belongs to, from its memory cgroup (/kiyot/<cell>/...)."""
+    try:
+        with open("/proc/%s/cgroup" % pid) as f:
+            for line in f:
+                parts = line.strip().split(":", 2)
+                if parts[1] == "memory" and parts[2].startswith("/kiyot/"):
+                    return parts[2].split("/")[2]
+    except OSError:
+        pass
+    return None
+
+
+def _gone(pid):
+    """True once pid has exited (a zombie left for init to reap counts as gone)."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
 
 if __name__ == "__main__":
     unittest.main()
