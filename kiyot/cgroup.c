@@ -15,6 +15,9 @@
 #include "log.h"
 #include "xalloc.h"
 
+/* How often removing a cgroup is tried again while it is busy, 10 ms apart. */
+#define REMOVE_BUSY_RETRIES 50
+
 /* Deepest nesting walked below a cell's cgroup (the agent adds one level per unit). */
 #define CGROUP_MAX_DEPTH 16
 /* Largest control file read: cgroup.procs of a cell that runs thousands of processes. */
@@ -202,6 +205,14 @@ static int rmdir_visit(const char *dir, void *arg, struct err *err)
 int cgroup_remove_tree(const char *ctrl, const char *rel, struct err *err)
 {
 	_cleanup_free_ char *path = cgroup_path(ctrl, rel, NULL);
+	int ret;
 
-	return walk_post(path, 0, rmdir_visit, NULL, err);
+	/* a killed process holds its cgroup until its parent reaps it: give that a moment */
+	for (int i = 0;; i++) {
+		ret = walk_post(path, 0, rmdir_visit, NULL, err);
+		if (ret != -EBUSY || i == REMOVE_BUSY_RETRIES)
+			return ret;
+		err_clear(err);
+		nanosleep(&(struct timespec){ 0, 10 * 1000000 }, NULL);
+	}
 }

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -450,6 +451,18 @@ static int file_gets(const char *path, const char *needle)
 	return 0;
 }
 
+static int unit_status;
+
+/* Waits for the pid *arg, keeping its status in unit_status. */
+static void *reap(void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
+
+	while (waitpid(pid, &unit_status, 0) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
 /* Starts `sleep 600` in a sub-cgroup of the cell (memory and pids), as the agent does for
  * its units, and returns its pid. */
 static pid_t unit_in_subcgroup(const char *id)
@@ -468,7 +481,16 @@ static pid_t unit_in_subcgroup(const char *id)
 		execl("/bin/sleep", "sleep", "600", (char *)NULL);
 		_exit(1);
 	}
-	return pid;
+	/* in both cgroups before the caller goes on, or a teardown could miss it */
+	for (int i = 0; pid > 0 && i < 200; i++) {
+		_cleanup_free_ char *procs = NULL, *want = xasprintf("%d", (int)pid);
+
+		if (cgroup_read("pids", rel, "cgroup.procs", &procs, &err) == 0 &&
+		    strstr(procs, want))
+			return pid;
+		usleep(10000);
+	}
+	return -1;
 }
 
 /* Asserts that everything of cell id is gone: netns, veth, cgroups, state directory. */
@@ -516,6 +538,7 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	_cleanup_free_ char *mnt = xasprintf("%s/kvt-one/agent/rootfs", f->state_dir);
 	struct stat st_ns, st_agent, st_boot;
 	pid_t unit;
+	pthread_t reaper;
 	ssize_t n;
 	long pid;
 	int status;
@@ -584,8 +607,11 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	assert_true(unit > 0);
 	assert_ok(fs_mkdir_p(mnt, 0755, &err));
 	assert_int_equal(mount("tmpfs", mnt, "tmpfs", 0, NULL), 0);
+	/* reaped as it dies, as its parent in a cell would: a zombie holds its cgroup */
+	assert_int_equal(pthread_create(&reaper, NULL, reap, &unit), 0);
 	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-one", &err));
-	assert_int_equal(waitpid(unit, &status, 0), unit);
+	assert_int_equal(pthread_join(reaper, NULL), 0);
+	status = unit_status;
 	assert_true(WIFSIGNALED(status));
 	assert_cell_gone(f, "kvt-one");
 	assert_true(process_gone(pid));
