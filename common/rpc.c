@@ -266,6 +266,28 @@ int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err)
 	return 0;
 }
 
+int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
+	     struct err *err)
+{
+	grpc_byte_buffer *bb = NULL;
+	grpc_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &bb;
+	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_RECV), NULL) != GRPC_CALL_OK ||
+	    !call_wait(c, TAG_RECV)) {
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+		return err_set(err, ECANCELED, "client went away");
+	}
+	if (!bb)
+		return 0;
+	*msg = rpc_unpack(desc, bb, c->srv->max_message, err);
+	grpc_byte_buffer_destroy(bb);
+	return *msg ? 1 : -err->code;
+}
+
 /* Sends the response (if any) and the status, in one batch. */
 static void call_finish(struct rpc_call *c, const ProtobufCMessage *resp, int status,
 			const char *msg)
@@ -380,7 +402,7 @@ static void call_run(struct rpc_call *c)
 		call_finish(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
 		return;
 	}
-	if (!(m->flags & RPC_SERVER_STREAM))
+	if (!(m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM)))
 		resp = rpc_msg_new(c, m->resp);
 	ret = m->handler(s->svc, c, req, resp, &err);
 	protobuf_c_message_free_unpacked(req, NULL);
@@ -437,7 +459,7 @@ static void dispatch(struct rpc_server *s, struct rpc_call *c)
 {
 	const struct rpc_method *m = method_find(s, c->details.method);
 
-	if (m && (m->flags & RPC_SERVER_STREAM)) {
+	if (m && (m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM))) {
 		pthread_t t;
 
 		pthread_mutex_lock(&s->lock);

@@ -35,6 +35,9 @@ struct rpc_call;
 
 enum rpc_method_flags {
 	RPC_SERVER_STREAM = 1 << 0, /* handler sends with rpc_send; resp is NULL */
+	/* Also reads the client's later messages with rpc_recv (req is the first one); may send
+	 * from one thread while it reads in another. */
+	RPC_BIDI_STREAM = 1 << 1,
 };
 
 /* A handler. svc is the server's context; req is never NULL (an absent message decodes as the
@@ -84,8 +87,13 @@ void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
 /* Streaming handlers: send one message, blocking until gRPC took it. Fails with -ECANCELED
  * once the client went away. */
 int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err);
-/* Non-zero once the client cancelled or disconnected (cheap; safe to poll). */
+/* Non-zero once the client cancelled or disconnected (cheap; safe to poll from one thread). */
 int rpc_cancelled(struct rpc_call *c);
+/* Bidirectional handlers: waits for the client's next message: 1 with *msg set (the caller
+ * frees it with protobuf_c_message_free_unpacked), 0 once the client closed its side, -ECANCELED
+ * when it went away, -EFBIG/-EINVAL for a message too large or malformed. */
+int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
+	     struct err *err);
 
 /* ---- clients ---- */
 struct rpc_channel;
@@ -108,6 +116,16 @@ int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage
 int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
 		    struct rpc_stream **out, struct err *err);
+/* A bidirectional call: like rpc_stream_open, but the client's side stays open for
+ * rpc_stream_send until rpc_stream_close_send. One thread may send while another reads. */
+int rpc_bidi_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *first,
+		  const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
+		  struct rpc_stream **out, struct err *err);
+/* Sends one more message (blocking until gRPC took it; flow control applies); -ECANCELED once
+ * the call ended. */
+int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg, struct err *err);
+/* Closes the client's side: the server's rpc_recv returns 0. */
+int rpc_stream_close_send(struct rpc_stream *s, struct err *err);
 /* Waits for the next message: 1 with *msg set (free as above), 0 at a clean end, <0 on error
  * (the server's status, or -ECANCELED after rpc_stream_cancel). */
 int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *err);
