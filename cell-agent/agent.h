@@ -6,7 +6,9 @@
 #define AGENT_AGENT_H
 
 #include <jansson.h>
+#include <protobuf-c/protobuf-c.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -55,10 +57,11 @@ struct agent {
 	struct watch_hub *hub;
 	uint64_t incarnation;
 	int64_t boot_ns;
-	char *self_path; /* this binary, run again as the shim */
-	char *ip;	 /* the cell's address */
-	char *cgroup;	 /* the cell's cgroup (v1 memory path); units go under it */
-	int host_mnt_ns; /* the mount namespace the agent started in (hostmount.h); -1: none */
+	char *self_path;    /* this binary, run again as the shim */
+	char *ip;	    /* the cell's address */
+	char *cgroup;	    /* the cell's cgroup (v1 memory path); units go under it */
+	int host_mnt_ns;    /* the mount namespace the agent started in (hostmount.h); -1: none */
+	atomic_int streams; /* Exec and PortForward calls open (api_stream.c) */
 };
 
 /* Sets up images, supervisor and watch hub from a parsed config. */
@@ -68,5 +71,12 @@ void agent_close(struct agent *a);
 /* The method table of kiyot.cell.v1.CellAgent. */
 struct rpc_method;
 const struct rpc_method *agent_method_table(size_t *n);
+
+/* api_stream.c: the streaming handlers (rpc_handler_fn). */
+struct rpc_call;
+int api_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *resp,
+	     struct err *err);
+int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err);
 
 #endif

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "fsutil.h"
 #include "xalloc.h"
 
@@ -39,45 +40,6 @@ static int open_tree_clone(const char *path)
 			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 }
 
-/* Sends fd over sock; async-signal-safe. */
-static int send_fd(int sock, int fd)
-{
-	char byte = 0, ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
-}
-
-/* Receives an fd, or the errno the child sent instead (as a negative number). */
-static int recv_fd(int sock)
-{
-	char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-	int code = 0, fd = -1;
-	struct iovec iov = { &code, sizeof(code) };
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)
-	};
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-
-	if (n <= 0)
-		return -EIO;
-	c = CMSG_FIRSTHDR(&msg);
-	if (c && c->cmsg_type == SCM_RIGHTS) {
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-		return fd;
-	}
-	return n == sizeof(code) && code > 0 ? -code : -EIO;
-}
-
 /* A clone of path's tree made in the mount namespace host_ns, by a child that joins it. */
 static int clone_in_ns(int host_ns, const char *path, struct err *err)
 {
@@ -90,21 +52,16 @@ static int clone_in_ns(int host_ns, const char *path, struct err *err)
 	if (pid == 0) {
 		int t;
 
-		if (setns(host_ns, CLONE_NEWNS) < 0 || (t = open_tree_clone(path)) < 0) {
-			int code = errno;
-
-			if (send(sv[1], &code, sizeof(code), MSG_NOSIGNAL) < 0)
-				_exit(2);
-			_exit(1);
-		}
-		_exit(send_fd(sv[1], t) == 0 ? 0 : 3);
+		if (setns(host_ns, CLONE_NEWNS) < 0 || (t = open_tree_clone(path)) < 0)
+			_exit(fdpass_send_errno(sv[1], errno) == 0 ? 1 : 2);
+		_exit(fdpass_send(sv[1], t) == 0 ? 0 : 3);
 	}
 	close(sv[1]);
 	if (pid < 0) {
 		close(sv[0]);
 		return err_errno(err, "fork");
 	}
-	fd = recv_fd(sv[0]);
+	fd = fdpass_recv(sv[0]);
 	close(sv[0]);
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;

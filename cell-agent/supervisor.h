@@ -16,7 +16,9 @@
 #ifndef AGENT_SUPERVISOR_H
 #define AGENT_SUPERVISOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "cellagent.pb-c.h"
@@ -107,6 +109,30 @@ int supervisor_log_read(struct supervisor *s, const char *unit_id, uint64_t *off
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
 			 size_t *err_len, int *exit_code, struct err *err);
+
+/* A command started in a running unit with supervisor_exec_start, its stdio open. */
+struct exec_session {
+	pid_t runtime_pid; /* the runtime's exec, whose exit status is the command's */
+	int stdin_fd;	   /* -1 when stdin is not read; with a terminal, its master */
+	int stdout_fd;	   /* with a terminal, its master (stdout and stderr both) */
+	int stderr_fd;	   /* -1 with a terminal */
+	bool tty;
+	char *proc_path, *pid_path, *console_path; /* the runtime's files in the unit directory */
+};
+
+/* Starts cmd in a running unit as its own process (exec_process_file), with pipes or, for tty,
+ * a terminal whose master the runtime hands back. The caller reads and writes the fds, then
+ * calls exec_session_wait and exec_session_close. */
+int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const *cmd, bool tty,
+			  bool with_stdin, struct exec_session *x, struct err *err);
+/* Sets the terminal's size (a session with a terminal); 0 or -errno. */
+int exec_session_resize(struct exec_session *x, unsigned width, unsigned height);
+/* Kills the command and what it started (SIGKILL), e.g. when the caller went away. */
+void exec_session_kill(struct exec_session *x);
+/* Waits for the runtime: the command's exit code (128 + n for signal n; -1 if unknown). */
+int exec_session_wait(struct exec_session *x);
+/* Closes what is still open and removes the runtime's files. */
+void exec_session_close(struct exec_session *x);
 
 void unit_status_release(struct unit_status *st);
 void unit_status_array_free(struct unit_status *a, size_t n);

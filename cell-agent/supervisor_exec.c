@@ -62,13 +62,9 @@ int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, c
 	return ret;
 }
 
-/*
- * The process an exec runs: the unit's own (user, groups, capabilities, no_new_privs, env,
- * cwd, rlimits, as its config.json has them) with cmd as its arguments and no terminal. The
- * runtime applies the container's seccomp filter and namespaces to it. Written to path.
- */
-static int exec_process_file(const char *unit_dir, char *const *cmd, const char *path,
-			     struct err *err)
+/* See supervisor_internal.h. */
+int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const char *path,
+		      struct err *err)
 {
 	_cleanup_free_ char *cfg_path = xasprintf("%s/bundle/config.json", unit_dir);
 	json_error_t jerr;
@@ -87,7 +83,7 @@ static int exec_process_file(const char *unit_dir, char *const *cmd, const char 
 	for (size_t i = 0; cmd[i]; i++)
 		json_array_append_new(args, json_string(cmd[i]));
 	json_object_set_new(process, "args", args);
-	json_object_set_new(process, "terminal", json_false());
+	json_object_set_new(process, "terminal", json_boolean(tty));
 	json_object_del(process, "consoleSize");
 	text = json_dumps(process, JSON_COMPACT);
 	json_decref(cfg);
@@ -132,7 +128,7 @@ static bool group_exists(long pgid)
 /* Kills what an exec left behind when its runtime was killed at the deadline: the process the
  * runtime recorded in pid_path and its process group, and waits (a bounded time) until they
  * are gone and reaped, so the caller's next look finds nothing of them. */
-static void exec_kill_leftover(const char *pid_path)
+void exec_kill_leftover(const char *pid_path)
 {
 	_cleanup_free_ char *text = NULL;
 	struct err err = ERR_INIT;
@@ -176,7 +172,7 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 		proc_path = xasprintf("%s/exec-%d-%u.json", dir, (int)getpid(), n);
 		pid_path = xasprintf("%s/exec-%d-%u.pid", dir, (int)getpid(), n);
 	}
-	ret = exec_process_file(dir, cmd, proc_path, err);
+	ret = exec_process_file(dir, cmd, false, proc_path, err);
 	if (ret == 0) {
 		char *argv[] = { s->runtime,	  "--root",  s->runtime_root, "exec",
 				 "--process",	  proc_path, "--pid-file",    pid_path,

@@ -61,6 +61,17 @@ struct supervisor {
 	bool quit;
 };
 
+/* supervisor_exec.c */
+
+/* Writes to path the process an exec runs: the unit's own (user, groups, capabilities,
+ * no_new_privs, env, cwd, rlimits, as its config.json has them) with cmd as its arguments and
+ * a terminal when tty. The runtime applies the container's seccomp filter and namespaces. */
+int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const char *path,
+		      struct err *err);
+/* Kills the process recorded in pid_path by the runtime and its process group, and waits a
+ * bounded time until they are gone. */
+void exec_kill_leftover(const char *pid_path);
+
 /* supervisor.c: unit records and helpers */
 
 /* Deep copy of a status into dst (released with unit_status_release). */

@@ -75,6 +75,8 @@ enum {
 	TAG_SEND
 };
 #define TAG(n) ((void *)(uintptr_t)(n))
+/* How long rpc_recv waits, at the end of the client's input, to tell a cancel from a close. */
+#define RECV_CANCEL_GRACE_MS 100
 
 void *rpc_alloc(struct rpc_call *c, size_t n)
 {
@@ -179,6 +181,12 @@ static int slot_arm(struct rpc_server *s, int i)
 	return 0;
 }
 
+/* A deadline ms from now. */
+static gpr_timespec deadline_ms(int64_t ms)
+{
+	return gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
 /* Waits for one op tag on the call's own queue; returns its success flag. */
 static int call_wait(struct rpc_call *c, int tag)
 {
@@ -266,6 +274,11 @@ int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err)
 	return 0;
 }
 
+void rpc_call_cancel(struct rpc_call *c)
+{
+	grpc_call_cancel_with_status(c->call, GRPC_STATUS_CANCELLED, "the stream was ended", NULL);
+}
+
 int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
 	     struct err *err)
 {
@@ -281,8 +294,18 @@ int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, Protobu
 			grpc_byte_buffer_destroy(bb);
 		return err_set(err, ECANCELED, "client went away");
 	}
-	if (!bb)
+	if (!bb) {
+		/* the client's end of input, or its cancel, whose close lands right after */
+		if (!c->close_done) {
+			grpc_event ev = grpc_completion_queue_pluck(
+				c->cq, TAG(TAG_CLOSE), deadline_ms(RECV_CANCEL_GRACE_MS), NULL);
+
+			c->close_done = ev.type == GRPC_OP_COMPLETE;
+		}
+		if (c->close_done && c->cancelled)
+			return err_set(err, ECANCELED, "client went away");
 		return 0;
+	}
 	*msg = rpc_unpack(desc, bb, c->srv->max_message, err);
 	grpc_byte_buffer_destroy(bb);
 	return *msg ? 1 : -err->code;

@@ -89,6 +89,9 @@ void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
 int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err);
 /* Non-zero once the client cancelled or disconnected (cheap; safe to poll from one thread). */
 int rpc_cancelled(struct rpc_call *c);
+/* Ends the call at once with CANCELLED: a blocked rpc_recv or rpc_send in another thread of
+ * the handler returns. For a caller that does not close its side when it should. */
+void rpc_call_cancel(struct rpc_call *c);
 /* Bidirectional handlers: waits for the client's next message: 1 with *msg set (the caller
  * frees it with protobuf_c_message_free_unpacked), 0 once the client closed its side, -ECANCELED
  * when it went away, -EFBIG/-EINVAL for a message too large or malformed. */

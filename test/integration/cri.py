@@ -19,27 +19,27 @@ import sys
 import grpc
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PROTO = os.path.join(REPO, "proto", "cri_api.proto")
 CACHE = os.environ.get("KIYOT_ITEST_CACHE", "/var/tmp/kiyot-itest")
 
 RUNTIME_METHODS = 29
 IMAGE_METHODS = 5
 
-_pb = None
+_pbs = {}
 
 
-def load_pb():
-    """Generates (once per proto content) and imports the runtime.v1 message classes."""
-    global _pb
-    if _pb is not None:
-        return _pb
-    with open(PROTO, "rb") as f:
+def load_proto(name):
+    """Generates (once per proto content) and imports the message classes of proto/<name>.proto,
+    e.g. "cri_api" (runtime.v1) or "cellagent" (kiyot.cell.v1)."""
+    if name in _pbs:
+        return _pbs[name]
+    proto = os.path.join(REPO, "proto", name + ".proto")
+    with open(proto, "rb") as f:
         h = hashlib.sha256(f.read()).hexdigest()[:16]
-    out = os.path.join(CACHE, "py-" + h)
-    if not os.path.exists(os.path.join(out, "cri_api_pb2.py")):
+    out = os.path.join(CACHE, "py-%s-%s" % (name, h))
+    if not os.path.exists(os.path.join(out, name + "_pb2.py")):
         tmp = out + ".tmp%d" % os.getpid()
         os.makedirs(tmp, exist_ok=True)
-        subprocess.run(["protoc", "--python_out=" + tmp, "-I" + os.path.dirname(PROTO), PROTO],
+        subprocess.run(["protoc", "--python_out=" + tmp, "-I" + os.path.dirname(proto), proto],
                        check=True)
         try:
             os.rename(tmp, out)
@@ -47,8 +47,13 @@ def load_pb():
             pass  # another run made it first
     if out not in sys.path:
         sys.path.insert(0, out)
-    _pb = importlib.import_module("cri_api_pb2")
-    return _pb
+    _pbs[name] = importlib.import_module(name + "_pb2")
+    return _pbs[name]
+
+
+def load_pb():
+    """The runtime.v1 message classes."""
+    return load_proto("cri_api")
 
 
 class _Service:
