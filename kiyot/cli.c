@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "cli_security.h"
 #include "clock.h"
 #include "cri_api.pb-c.h"
 #include "crilog.h"
@@ -104,8 +105,7 @@ static char *uuid_like(void)
 }
 
 static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const struct podspec *p,
-						     const char *uid, const char *state_dir,
-						     struct err *err)
+						     const char *uid, struct err *err)
 {
 	Runtime__V1__PodSandboxConfig *cfg = arena_alloc(a, sizeof(*cfg));
 	struct pod_demand d;
@@ -120,7 +120,6 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 	const char *ann[16];
 	size_t na = 0;
 
-	(void)state_dir;
 	if (sizing_demand_from_podspec(p, &d, err) < 0)
 		return NULL;
 	runtime__v1__pod_sandbox_config__init(cfg);
@@ -130,6 +129,9 @@ static Runtime__V1__PodSandboxConfig *sandbox_config(struct arena *a, const stru
 	cfg->metadata->namespace_ = arena_strdup(a, p->namespace);
 	cfg->metadata->uid = arena_strdup(a, uid);
 	cfg->hostname = arena_strdup(a, p->hostname ? p->hostname : p->name);
+	/* no DNS config: a cell then uses its host's resolv.conf, for a local cell the node's,
+	 * which is what the kubelet gives a pod without cluster DNS (and any hostNetwork pod) */
+	cfg->linux = cli_security_sandbox(a, p);
 	cfg->log_directory = arena_alloc(a, 512);
 	snprintf(cfg->log_directory, 512, "/var/log/pods/%s_%s_%s", p->namespace, p->name, uid);
 	/* the whole pod's demand, init containers included, for sizing the cell */
@@ -170,10 +172,18 @@ static char *volume_dir(const char *state_dir, const char *uid, const char *name
  * kubectl does (app containers only). */
 #define LABEL_INIT "kiyot.elotl.co/init-container"
 
+/* What start_one hands container_config beyond the pod: the sandbox's uid and the node's
+ * directories, and the image's user as the runtime reported it. */
+struct run_ctx {
+	const char *uid;
+	const char *state_dir;
+	const char *seccomp_root;
+	const Runtime__V1__Image *image; /* NULL: the runtime knows no such image */
+};
+
 static Runtime__V1__ContainerConfig *container_config(struct arena *a, const struct podspec *p,
 						      const struct podspec_container *ct,
-						      const char *uid, const char *state_dir,
-						      int init)
+						      const struct run_ctx *rc, int init)
 {
 	Runtime__V1__ContainerConfig *cfg = arena_alloc(a, sizeof(*cfg));
 	const char *labels[] = { "io.kubernetes.container.name",
@@ -183,7 +193,7 @@ static Runtime__V1__ContainerConfig *container_config(struct arena *a, const str
 				 "io.kubernetes.pod.namespace",
 				 p->namespace,
 				 "io.kubernetes.pod.uid",
-				 uid,
+				 rc->uid,
 				 init ? LABEL_INIT : NULL,
 				 "true",
 				 NULL };
@@ -214,7 +224,7 @@ static Runtime__V1__ContainerConfig *container_config(struct arena *a, const str
 	cfg->mounts = arena_alloc(a, (ct->n_mounts + 1) * sizeof(*cfg->mounts));
 	for (size_t i = 0; i < ct->n_mounts; i++) {
 		Runtime__V1__Mount *m = arena_alloc(a, sizeof(*m));
-		char *dir = volume_dir(state_dir, uid, ct->mounts[i].name);
+		char *dir = volume_dir(rc->state_dir, rc->uid, ct->mounts[i].name);
 
 		runtime__v1__mount__init(m);
 		m->container_path = ct->mounts[i].mount_path;
@@ -239,20 +249,8 @@ static Runtime__V1__ContainerConfig *container_config(struct arena *a, const str
 	}
 	if (ct->limits.has_memory)
 		r->memory_limit_in_bytes = ct->limits.memory_bytes;
-	if (ct->has_run_as_user) {
-		Runtime__V1__LinuxContainerSecurityContext *sc = arena_alloc(a, sizeof(*sc));
-
-		runtime__v1__linux_container_security_context__init(sc);
-		sc->run_as_user = arena_alloc(a, sizeof(*sc->run_as_user));
-		runtime__v1__int64_value__init(sc->run_as_user);
-		sc->run_as_user->value = ct->run_as_user;
-		if (ct->has_run_as_group) {
-			sc->run_as_group = arena_alloc(a, sizeof(*sc->run_as_group));
-			runtime__v1__int64_value__init(sc->run_as_group);
-			sc->run_as_group->value = ct->run_as_group;
-		}
-		cfg->linux->security_context = sc;
-	}
+	cfg->linux->security_context =
+		cli_security_container(a, p, ct, rc->image, rc->seccomp_root);
 	return cfg;
 }
 
@@ -270,6 +268,26 @@ static int pull(struct cli *c, const char *image, Runtime__V1__PodSandboxConfig 
 		 &resp, err) < 0)
 		return -err->code;
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return 0;
+}
+
+/* ImageStatus of an image, as the kubelet asks for the user an image runs as (the pod's
+ * annotations go along, so a router sends the question where the image was pulled). *out is
+ * NULL when the runtime knows no such image; otherwise the caller frees the response. */
+static int image_status(struct cli *c, struct arena *a, const struct podspec *p, const char *image,
+			Runtime__V1__ImageStatusResponse **out, struct err *err)
+{
+	Runtime__V1__ImageStatusRequest req = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+	Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+
+	spec.image = (char *)image;
+	spec.annotations =
+		(void *)kv_map(a, &runtime__v1__image_spec__annotations_entry__descriptor,
+			       p->annotations, p->n_annotations, NULL, &spec.n_annotations);
+	req.image = &spec;
+	if (call(c, IMG "ImageStatus", &req.base, &runtime__v1__image_status_response__descriptor,
+		 out, err) < 0)
+		return -err->code;
 	return 0;
 }
 
@@ -292,7 +310,7 @@ static int container_state(struct cli *c, const char *id, int *state, int *exit_
 /* Creates and starts one container; init containers are waited for until they exit. */
 static int start_one(struct cli *c, struct arena *a, const struct podspec *p,
 		     const struct podspec_container *ct, const char *sandbox_id,
-		     Runtime__V1__PodSandboxConfig *sb, const char *state_dir, int init,
+		     Runtime__V1__PodSandboxConfig *sb, struct run_ctx *rc, int init,
 		     struct err *err)
 {
 	Runtime__V1__CreateContainerRequest creq = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
@@ -300,16 +318,23 @@ static int start_one(struct cli *c, struct arena *a, const struct podspec *p,
 	Runtime__V1__StartContainerRequest sreq = RUNTIME__V1__START_CONTAINER_REQUEST__INIT;
 	Runtime__V1__StartContainerResponse *sresp = NULL;
 	const char *kind = init ? "initContainers" : "containers";
+	Runtime__V1__ImageStatusResponse *img = NULL;
 	char *id;
-	int state, code;
+	int state, code, ret;
 
-	if (pull(c, ct->image, sb, err) < 0)
+	if (pull(c, ct->image, sb, err) < 0 || image_status(c, a, p, ct->image, &img, err) < 0)
 		return err_wrap(err, "%s %s", kind, ct->name);
+	rc->image = img->image;
+	ret = cli_security_check_image(p, ct, img->image, err);
 	creq.pod_sandbox_id = (char *)sandbox_id;
-	creq.config = container_config(a, p, ct, sb->metadata->uid, state_dir, init);
+	creq.config = container_config(a, p, ct, rc, init);
 	creq.sandbox_config = sb;
-	if (call(c, RT "CreateContainer", &creq.base,
-		 &runtime__v1__create_container_response__descriptor, &cresp, err) < 0)
+	if (ret == 0)
+		ret = call(c, RT "CreateContainer", &creq.base,
+			   &runtime__v1__create_container_response__descriptor, &cresp, err);
+	rc->image = NULL;
+	protobuf_c_message_free_unpacked(&img->base, NULL);
+	if (ret < 0)
 		return err_wrap(err, "%s %s", kind, ct->name);
 	id = arena_strdup(a, cresp->container_id);
 	protobuf_c_message_free_unpacked(&cresp->base, NULL);
@@ -347,6 +372,8 @@ static int make_volumes(const struct podspec *p, const char *uid, const char *st
 	return 0;
 }
 
+#define RUN_USAGE "usage: kiyot run -f POD.yaml [--seccomp-profile-root DIR]"
+
 static int cmd_run(struct cli *c, int argc, char **argv)
 {
 	struct podspec *p = NULL;
@@ -354,23 +381,41 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 	struct arena a = ARENA_INIT;
 	Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
 	Runtime__V1__RunPodSandboxResponse *resp = NULL;
+	static const struct option opts[] = {
+		{ "filename", required_argument, NULL, 'f' },
+		{ "seccomp-profile-root", required_argument, NULL, 's' },
+		{ NULL, 0, NULL, 0 },
+	};
 	const char *file = NULL;
-	const char *state_dir = getenv("KIYOT_STATE_DIR") ? getenv("KIYOT_STATE_DIR")
-							  : "/var/lib/kiyot";
+	struct run_ctx rc = { .seccomp_root = CLI_SECCOMP_ROOT };
 	_cleanup_free_ char *uid = NULL;
 	char *sandbox_id;
 	int opt, ret = 1;
 
+	rc.state_dir = getenv("KIYOT_STATE_DIR") ? getenv("KIYOT_STATE_DIR") : "/var/lib/kiyot";
 	optind = 1;
-	while ((opt = getopt(argc, argv, "f:")) != -1) {
-		if (opt != 'f')
-			return fail("usage: kiyot run -f POD.yaml");
-		file = optarg;
+	while ((opt = getopt_long(argc, argv, "f:", opts, NULL)) != -1) {
+		if (opt == 'f')
+			file = optarg;
+		else if (opt == 's')
+			rc.seccomp_root = optarg;
+		else
+			return fail(RUN_USAGE);
 	}
-	if (!file)
-		return fail("usage: kiyot run -f POD.yaml");
+	if (!file || optind < argc)
+		return fail(RUN_USAGE);
+	if (rc.seccomp_root[0] != '/')
+		return fail(
+			"--seccomp-profile-root: \"%s\" must be an absolute path (the kubelet's "
+			"is %s)",
+			rc.seccomp_root, CLI_SECCOMP_ROOT);
 	if (podspec_from_yaml_file(file, &p, &err) < 0)
 		return fail("%s", err.msg);
+	if (cli_security_check_pod(p, &err) < 0) {
+		ret = fail("%s: pod %s: %s", file, p->name, err.msg);
+		podspec_free(p);
+		return ret;
+	}
 	for (size_t i = 0; i < p->n_init_containers; i++)
 		if (p->init_containers[i].sidecar) {
 			ret = fail(
@@ -382,9 +427,10 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 			return ret;
 		}
 	uid = p->uid ? xstrdup(p->uid) : uuid_like();
-	if (make_volumes(p, uid, state_dir, &err) < 0)
+	rc.uid = uid;
+	if (make_volumes(p, uid, rc.state_dir, &err) < 0)
 		goto out;
-	req.config = sandbox_config(&a, p, uid, state_dir, &err);
+	req.config = sandbox_config(&a, p, uid, &err);
 	if (!req.config) {
 		err_wrap(&err, "pod %s", p->name);
 		goto out;
@@ -408,14 +454,14 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 	sandbox_id = arena_strdup(&a, resp->pod_sandbox_id);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	for (size_t i = 0; i < p->n_init_containers; i++)
-		if (start_one(c, &a, p, &p->init_containers[i], sandbox_id, req.config, state_dir,
-			      1, &err) < 0) {
+		if (start_one(c, &a, p, &p->init_containers[i], sandbox_id, req.config, &rc, 1,
+			      &err) < 0) {
 			err_wrap(&err, "pod %s", p->name);
 			goto out;
 		}
 	for (size_t i = 0; i < p->n_containers; i++)
-		if (start_one(c, &a, p, &p->containers[i], sandbox_id, req.config, state_dir, 0,
-			      &err) < 0) {
+		if (start_one(c, &a, p, &p->containers[i], sandbox_id, req.config, &rc, 0, &err) <
+		    0) {
 			err_wrap(&err, "pod %s", p->name);
 			goto out;
 		}

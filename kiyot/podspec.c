@@ -1,7 +1,8 @@
 /*
  * podspec.c: a Pod manifest read into struct podspec: apiVersion and kind, metadata (name,
  * namespace, uid, labels, annotations), the pod-level spec fields and volumes; the containers
- * are read by podspec_container.c. Also freeing and lookups.
+ * are read by podspec_container.c and the security settings by podspec_security.c. Also
+ * freeing and lookups.
  */
 #include "podspec.h"
 
@@ -306,6 +307,10 @@ int podspec_from_json(const json_t *j, struct podspec **out, struct err *err)
 	if (ret >= 0)
 		ret = pspec_scalars(spec, ps, err);
 	if (ret >= 0)
+		ret = podspec_read_pod_security(spec, ps, err);
+	if (ret >= 0)
+		ret = podspec_check_security_annotations(ps, err);
+	if (ret >= 0)
 		ret = pvolumes(spec, ps, err);
 	if (ret >= 0)
 		ret = pvolume_sizes(spec, ps, err);
@@ -362,6 +367,7 @@ void podspec_free(struct podspec *p)
 	for (size_t i = 0; p->volumes && i < p->n_volumes; i++)
 		free(p->volumes[i].name);
 	free(p->volumes);
+	podspec_pod_security_release(&p->security);
 	podspec_containers_free(p->init_containers, p->n_init_containers);
 	podspec_containers_free(p->containers, p->n_containers);
 	free(p);

@@ -10,11 +10,15 @@
  *
  * Read: metadata (name, namespace, uid, labels, annotations), spec.restartPolicy,
  * spec.hostname, spec.terminationGracePeriodSeconds, spec.volumes (emptyDir only),
+ * spec.hostNetwork, hostPID, hostIPC, shareProcessNamespace, spec.securityContext,
  * spec.initContainers and spec.containers (name, image, command, args, env, workingDir, ports,
- * resources, volumeMounts, securityContext.runAsUser/runAsGroup, imagePullPolicy). Other fields
- * are ignored, as the API server drops fields it does not know. Fields kiyot cannot honour are
- * rejected rather than ignored: volume types other than emptyDir, env valueFrom, envFrom, and
- * resources other than cpu, memory, nvidia.com/gpu and ephemeral-storage.
+ * resources, volumeMounts, securityContext, imagePullPolicy). Other fields are ignored, as the
+ * API server drops fields it does not know. Fields kiyot cannot honour are rejected rather than
+ * ignored: volume types other than emptyDir, env valueFrom, envFrom, resources other than cpu,
+ * memory, nvidia.com/gpu and ephemeral-storage, and every security setting a cell cannot apply
+ * (SELinux, AppArmor, Windows options, user namespaces, fsGroupChangePolicy, the seccomp
+ * annotations). Inside a securityContext an unknown field is an error too (as kubectl's strict
+ * field validation makes it), so a misspelt protection is never dropped.
  *
  * Validation follows the API server for these fields, and defaults are applied as it does:
  * namespace "default", restartPolicy Always, terminationGracePeriodSeconds 30, protocol TCP,
@@ -86,6 +90,57 @@ struct podspec_volume {
 	int64_t size_limit_bytes; /* emptyDir.sizeLimit; 0 when not given */
 };
 
+/* A seccompProfile of a pod or container securityContext. */
+enum podspec_seccomp_type {
+	PODSPEC_SECCOMP_UNSET, /* not given */
+	PODSPEC_SECCOMP_RUNTIME_DEFAULT,
+	PODSPEC_SECCOMP_UNCONFINED,
+	PODSPEC_SECCOMP_LOCALHOST,
+};
+
+struct podspec_seccomp {
+	enum podspec_seccomp_type type;
+	/* Localhost: a relative path under the node's seccomp root (no ".."); else NULL */
+	char *localhost_profile;
+};
+
+/*
+ * A container's securityContext; has_* says what was given. Also the effective context of a
+ * container, pod fields merged in (podspec_effective_security).
+ */
+struct podspec_security {
+	bool has_run_as_user, has_run_as_group, has_run_as_non_root;
+	int64_t run_as_user;
+	int64_t run_as_group;
+	bool run_as_non_root;
+	bool has_read_only_root_filesystem, read_only_root_filesystem;
+	bool has_allow_privilege_escalation, allow_privilege_escalation;
+	bool has_privileged, privileged;
+	/* capabilities given (the lists may be empty); NULL-terminated lists of names as
+	 * written, e.g. "NET_ADMIN" or "ALL" */
+	bool has_capabilities;
+	char **cap_add;
+	size_t n_cap_add;
+	char **cap_drop;
+	size_t n_cap_drop;
+	bool has_proc_mount, proc_mount_unmasked; /* procMount: Default or Unmasked */
+	struct podspec_seccomp seccomp;
+};
+
+/* spec.securityContext; has_* says what was given. */
+struct podspec_pod_security {
+	bool has_run_as_user, has_run_as_group, has_run_as_non_root, has_fs_group;
+	int64_t run_as_user;
+	int64_t run_as_group;
+	int64_t fs_group;
+	bool run_as_non_root;
+	int64_t *supplemental_groups;
+	size_t n_supplemental_groups;
+	struct podspec_kv *sysctls; /* names as written (dots or slashes) */
+	size_t n_sysctls;
+	struct podspec_seccomp seccomp;
+};
+
 struct podspec_container {
 	char *name;
 	char *image;
@@ -102,9 +157,7 @@ struct podspec_container {
 	struct podspec_resources limits;
 	struct podspec_mount *mounts;
 	size_t n_mounts;
-	bool has_run_as_user, has_run_as_group;
-	int64_t run_as_user;
-	int64_t run_as_group;
+	struct podspec_security security;
 	enum podspec_pull pull_policy;
 	/* An init container with restartPolicy: Always: a sidecar, which keeps running next to
 	 * the app containers once started. */
@@ -126,6 +179,8 @@ struct podspec {
 	int64_t termination_grace_period_seconds;
 	struct podspec_volume *volumes;
 	size_t n_volumes;
+	bool host_network, host_pid, host_ipc, share_process_namespace;
+	struct podspec_pod_security security;
 	struct podspec_container *init_containers; /* in the order they run */
 	size_t n_init_containers;
 	struct podspec_container *containers;
@@ -144,6 +199,19 @@ void podspec_free(struct podspec *p);
 /* The value of a label or annotation, or NULL. Borrowed from p. */
 const char *podspec_label(const struct podspec *p, const char *key);
 const char *podspec_annotation(const struct podspec *p, const char *key);
+
+/*
+ * The security context container c of p runs with, merged as the kubelet merges them
+ * (DetermineEffectiveSecurityContext): the pod's runAsUser, runAsGroup and runAsNonRoot, each
+ * overridden by the container's when given; everything else is the container's. The seccomp
+ * profile is the container's, else the pod's (type UNSET when neither gives one). *out
+ * borrows strings from p and c; it needs no release.
+ */
+void podspec_effective_security(const struct podspec *p, const struct podspec_container *c,
+				struct podspec_security *out);
+
+/* True when any container, init or app, asks to be privileged. */
+bool podspec_has_privileged(const struct podspec *p);
 
 /* "Always", "OnFailure", "Never"; "IfNotPresent" etc. for pull policies. */
 const char *podspec_restart_name(enum podspec_restart r);

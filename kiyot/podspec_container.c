@@ -1,7 +1,8 @@
 /*
  * podspec_container.c: the containers of a Pod manifest (spec.initContainers and
  * spec.containers): image and pull policy, command and args, env, ports, resources, volume
- * mounts and securityContext, validated and defaulted as the API server does.
+ * mounts (the securityContext is read by podspec_security.c), validated and defaulted as the API
+ * server does.
  */
 #include "podspec_internal.h"
 
@@ -355,26 +356,6 @@ static int pmounts(const json_t *c, const char *path, const struct podspec *ps,
 	return 0;
 }
 
-/* Reads securityContext.runAsUser/runAsGroup. */
-static int psecurity(const json_t *c, const char *path, struct podspec_container *ct,
-		     struct err *err)
-{
-	const json_t *sc = podspec_member(c, "securityContext");
-	_cleanup_free_ char *p = podspec_join(path, "securityContext");
-	int ret;
-
-	if (!sc)
-		return 0;
-	ret = podspec_expect(sc, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = podspec_int(sc, "runAsUser", p, 0, INT32_MAX, &ct->run_as_user,
-				  &ct->has_run_as_user, err);
-	if (ret >= 0)
-		ret = podspec_int(sc, "runAsGroup", p, 0, INT32_MAX, &ct->run_as_group,
-				  &ct->has_run_as_group, err);
-	return ret;
-}
-
 /* The API server's default pull policy: Always for ":latest" or no tag, else IfNotPresent. */
 static enum podspec_pull pdefault_pull(const char *image)
 {
@@ -476,7 +457,7 @@ static int pcontainer(const json_t *c, const char *path, struct podspec *ps,
 	if (ret >= 0)
 		ret = pmounts(c, path, ps, ct, err);
 	if (ret >= 0)
-		ret = psecurity(c, path, ct, err);
+		ret = podspec_read_security(c, path, ct, err);
 	return ret;
 }
 
@@ -569,6 +550,7 @@ void podspec_containers_free(struct podspec_container *c, size_t n)
 			free(c[i].mounts[k].mount_path);
 		}
 		free(c[i].mounts);
+		podspec_security_release(&c[i].security);
 	}
 	free(c);
 }

@@ -118,6 +118,47 @@ int podspec_int(const json_t *obj, const char *key, const char *path, int64_t mi
 	return 0;
 }
 
+/* Reads an optional boolean member; *given says whether it was there. */
+int podspec_bool(const json_t *obj, const char *key, const char *path, bool *out, bool *given,
+		 struct err *err)
+{
+	const json_t *v = podspec_member(obj, key);
+	_cleanup_free_ char *p = podspec_join(path, key);
+	int ret;
+
+	*given = v != NULL;
+	if (!v)
+		return 0;
+	ret = podspec_expect(v, JSON_TRUE, p, err);
+	if (ret < 0)
+		return ret;
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* Refuses a member of obj not named in known (NULL-terminated), naming the known ones. */
+int podspec_check_keys(const json_t *obj, const char *path, const char *const *known,
+		       struct err *err)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach ((json_t *)obj, k, v) {
+		char list[512] = "";
+		size_t i;
+
+		for (i = 0; known[i] && strcmp(known[i], k) != 0; i++)
+			;
+		if (known[i] || json_is_null(v))
+			continue;
+		for (i = 0; known[i]; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", known[i]);
+		return err_set(err, EINVAL, "%s.%s: unknown field (known here: %s)", path, k, list);
+	}
+	return 0;
+}
+
 /* Reads a list of strings (command, args) into a NULL-terminated array. */
 int podspec_string_list(const json_t *obj, const char *key, const char *path, char ***out,
 			size_t *n, struct err *err)

@@ -40,6 +40,13 @@ int podspec_string(const json_t *obj, const char *key, const char *path, bool re
  * whether it was there. */
 int podspec_int(const json_t *obj, const char *key, const char *path, int64_t min, int64_t max,
 		int64_t *out, bool *given, struct err *err);
+/* Reads the boolean member key of obj into *out; *given says whether it was there. */
+int podspec_bool(const json_t *obj, const char *key, const char *path, bool *out, bool *given,
+		 struct err *err);
+/* Refuses (EINVAL) a non-null member of the mapping obj at path whose key is not in known
+ * (NULL-terminated); the error names the field and lists the known ones. */
+int podspec_check_keys(const json_t *obj, const char *path, const char *const *known,
+		       struct err *err);
 /* Reads the list of strings key of obj into a NULL-terminated *out of *n strings. */
 int podspec_string_list(const json_t *obj, const char *key, const char *path, char ***out,
 			size_t *n, struct err *err);
@@ -61,6 +68,20 @@ int podspec_read_containers(const json_t *spec, const char *key, struct podspec 
 			    struct err *err);
 /* Frees an array of n containers and everything they own; NULL is fine. */
 void podspec_containers_free(struct podspec_container *c, size_t n);
+
+/* podspec_security.c: security contexts */
+
+/* Reads the securityContext of the container c (at path) into ct->security. */
+int podspec_read_security(const json_t *c, const char *path, struct podspec_container *ct,
+			  struct err *err);
+/* Reads spec.securityContext, hostNetwork, hostPID, hostIPC, shareProcessNamespace and
+ * hostUsers of spec into ps. */
+int podspec_read_pod_security(const json_t *spec, struct podspec *ps, struct err *err);
+/* Refuses the seccomp and AppArmor annotations of ps that ask for a profile (ENOTSUP). */
+int podspec_check_security_annotations(const struct podspec *ps, struct err *err);
+/* Free what a security context owns; the structure itself is the caller's. */
+void podspec_security_release(struct podspec_security *s);
+void podspec_pod_security_release(struct podspec_pod_security *s);
 
 /* podspec.c */
 

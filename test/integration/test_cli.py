@@ -213,6 +213,55 @@ class CliTest(KiyotTest):
             self.pod_row(name)), T_START, "the container to exit")
         self.assertNotEqual(row["STATUS"], "Completed")
 
+    def test_run_applies_the_pods_security_context(self):
+        name = self.run_manifest("locked.yaml", "cli-locked")
+        self.wait_pod_status(name, "Completed", timeout=T_START)
+        out = self.kiyot_ok("logs", name).stdout
+        status = dict(line.split(":", 1) for line in out.splitlines()
+                      if re.match(r"^(Uid|NoNewPrivs|Seccomp|CapEff):", line))
+        # runAsUser from the pod; allowPrivilegeEscalation: false; seccompProfile
+        # RuntimeDefault from the pod (2: a filter); capabilities drop ALL
+        self.assertEqual(status.get("Uid", "").split(), ["1000"] * 4, out)
+        self.assertEqual(status.get("NoNewPrivs", "").strip(), "1", out)
+        self.assertEqual(status.get("Seccomp", "").strip(), "2", out)
+        self.assertEqual(status.get("CapEff", "").strip(), "0000000000000000", out)
+        # readOnlyRootFilesystem: the write fails because the root is read-only (as uid 1000
+        # it would otherwise fail with "Permission denied")
+        self.assertIn("write failed", out)
+        self.assertIn("Read-only file system", out)
+        # the kubelet's default masked paths: /proc/keys is /dev/null
+        self.assertIn("keys: character special file", out)
+
+    def test_run_as_non_root_is_refused_for_root_and_unverifiable_images(self):
+        for fixture, prefix, want in (
+                ("nonroot.yaml", "cli-nonroot",
+                 "container has runAsNonRoot and image will run as root"),
+                ("nonroot-named.yaml", "cli-nonroot-named",
+                 "container has runAsNonRoot and image has non-numeric user (app), cannot "
+                 "verify user is non-root")):
+            name = unique(prefix)
+            path = self.manifest(fixture, name)
+            self.addCleanup(self._forget_pod, name)
+            p = self.kiyot("run", "-f", path, timeout=T_START * 2)
+            self.assertNotEqual(p.returncode, 0, "%s ran: %s" % (fixture, p.stdout))
+            self.assertIn(want, p.stderr)
+            self.assertIn("containers app", p.stderr)
+            # the kubelet refuses before CreateContainer: no container was made
+            for sb in self.sandboxes(name):
+                cs = self.c.runtime.ListContainers(self.pb.ListContainersRequest(
+                    filter=self.pb.ContainerFilter(pod_sandbox_id=sb.id)),
+                    timeout=T_STOP).containers
+                self.assertEqual(list(cs), [], "%s: a refused container was created" % fixture)
+
+    def test_run_as_non_root_with_uid_0_is_refused_before_a_sandbox(self):
+        name = unique("cli-nonroot-uid0")
+        path = self.manifest("nonroot-uid0.yaml", name)
+        self.addCleanup(self._forget_pod, name)
+        p = self.kiyot("run", "-f", path)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("container app: runAsNonRoot is true and runAsUser is 0", p.stderr)
+        self.assertEqual(self.sandboxes(name), [], "a refused manifest still made a sandbox")
+
     def test_manifest_without_image_is_refused_naming_the_field(self):
         name = unique("cli-noimage")
         path = self.manifest("no-image.yaml", name)

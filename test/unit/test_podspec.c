@@ -80,9 +80,11 @@ static void test_podspec__full_manifest(void **state)
 	assert_true(app->mounts[0].read_only);
 	assert_false(app->mounts[1].read_only);
 	assert_string_equal(app->mounts[1].mount_path, "/dev/shm");
-	assert_true(app->has_run_as_user);
-	assert_int_equal(app->run_as_user, 1000);
-	assert_int_equal(app->run_as_group, 3000);
+	assert_true(app->security.has_run_as_user);
+	assert_int_equal(app->security.run_as_user, 1000);
+	assert_int_equal(app->security.run_as_group, 3000);
+	assert_false(app->security.has_run_as_non_root);
+	assert_false(p->host_network);
 	assert_int_equal(p->containers[1].pull_policy, PODSPEC_PULL_NEVER);
 	assert_string_equal(podspec_pull_name(p->containers[1].pull_policy), "Never");
 	podspec_free(p);
@@ -193,6 +195,102 @@ static void test_podspec__numeric_quantities_and_request_defaults(void **state)
 	json_decref(j);
 }
 
+/* Every security setting of the pod and its containers arrives as written. */
+static void test_podspec__security_settings(void **state)
+{
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	const struct podspec_pod_security *ps;
+	const struct podspec_security *setup, *app, *plain;
+	(void)state;
+
+	if (podspec_from_yaml_file(FIX "security.yaml", &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(p->host_network);
+	assert_false(p->host_pid);
+	assert_true(p->host_ipc);
+	assert_true(p->share_process_namespace);
+	ps = &p->security;
+	assert_true(ps->has_run_as_user && ps->has_run_as_group && ps->has_run_as_non_root);
+	assert_int_equal(ps->run_as_user, 1000);
+	assert_int_equal(ps->run_as_group, 3000);
+	assert_true(ps->run_as_non_root);
+	assert_true(ps->has_fs_group);
+	assert_int_equal(ps->fs_group, 2000);
+	assert_int_equal(ps->n_supplemental_groups, 2);
+	assert_int_equal(ps->supplemental_groups[1], 5000);
+	assert_int_equal(ps->n_sysctls, 2);
+	assert_string_equal(ps->sysctls[0].name, "kernel.shm_rmid_forced");
+	assert_string_equal(ps->sysctls[0].value, "1");
+	assert_string_equal(ps->sysctls[1].name, "net/ipv4/ip_unprivileged_port_start");
+	assert_int_equal(ps->seccomp.type, PODSPEC_SECCOMP_LOCALHOST);
+	assert_string_equal(ps->seccomp.localhost_profile, "profiles/pod.json");
+
+	setup = &p->init_containers[0].security;
+	assert_true(setup->has_privileged && setup->privileged);
+	assert_true(setup->has_proc_mount && setup->proc_mount_unmasked);
+	assert_false(setup->has_run_as_user);
+	assert_int_equal(setup->seccomp.type, PODSPEC_SECCOMP_UNSET);
+
+	app = &p->containers[0].security;
+	assert_int_equal(app->run_as_user, 1001);
+	assert_true(app->has_run_as_non_root);
+	assert_false(app->run_as_non_root);
+	assert_true(app->has_read_only_root_filesystem && app->read_only_root_filesystem);
+	assert_true(app->has_allow_privilege_escalation);
+	assert_false(app->allow_privilege_escalation);
+	assert_true(app->has_privileged);
+	assert_false(app->privileged);
+	assert_true(app->has_capabilities);
+	assert_int_equal(app->n_cap_add, 1);
+	assert_string_equal(app->cap_add[0], "NET_BIND_SERVICE");
+	assert_null(app->cap_add[1]);
+	assert_int_equal(app->n_cap_drop, 1);
+	assert_string_equal(app->cap_drop[0], "ALL");
+	assert_true(app->has_proc_mount);
+	assert_false(app->proc_mount_unmasked);
+	assert_int_equal(app->seccomp.type, PODSPEC_SECCOMP_RUNTIME_DEFAULT);
+	assert_null(app->seccomp.localhost_profile);
+
+	plain = &p->containers[1].security;
+	assert_false(plain->has_capabilities || plain->has_privileged || plain->has_proc_mount);
+	assert_true(podspec_has_privileged(p));
+	podspec_free(p);
+}
+
+/* The effective context: the pod's user, group and runAsNonRoot unless the container sets its
+ * own, the container's seccomp profile else the pod's, everything else the container's. */
+static void test_podspec__effective_security_merges_like_the_kubelet(void **state)
+{
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	struct podspec_security s;
+	(void)state;
+
+	if (podspec_from_yaml_file(FIX "security.yaml", &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	/* app overrides the user and runAsNonRoot, keeps the pod's group */
+	podspec_effective_security(p, &p->containers[0], &s);
+	assert_int_equal(s.run_as_user, 1001);
+	assert_true(s.has_run_as_group);
+	assert_int_equal(s.run_as_group, 3000);
+	assert_true(s.has_run_as_non_root);
+	assert_false(s.run_as_non_root);
+	assert_int_equal(s.seccomp.type, PODSPEC_SECCOMP_RUNTIME_DEFAULT);
+	assert_true(s.read_only_root_filesystem);
+	/* plain takes everything the pod gives and nothing else */
+	podspec_effective_security(p, &p->containers[1], &s);
+	assert_true(s.has_run_as_user);
+	assert_int_equal(s.run_as_user, 1000);
+	assert_int_equal(s.run_as_group, 3000);
+	assert_true(s.run_as_non_root);
+	assert_int_equal(s.seccomp.type, PODSPEC_SECCOMP_LOCALHOST);
+	assert_string_equal(s.seccomp.localhost_profile, "profiles/pod.json");
+	assert_false(s.has_read_only_root_filesystem || s.has_allow_privilege_escalation ||
+		     s.has_capabilities || s.privileged);
+	podspec_free(p);
+}
+
 #define POD(spec) "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: " spec "}"
 #define ONE(c) POD("{containers: [{name: c, image: x, " c "}]}")
 
@@ -201,6 +299,29 @@ struct pbad {
 	int code;
 	const char *msg;
 };
+
+/* Checks that each manifest is refused with its code and message. */
+static void check_refused(const struct pbad *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct err err = ERR_INIT;
+		struct podspec *p = NULL;
+		json_t *j = NULL;
+		int ret;
+
+		if (yaml_to_json(cases[i].yaml, strlen(cases[i].yaml), &j, &err) < 0)
+			fail_msg("fixture %s: %s", cases[i].yaml, err.msg);
+		ret = podspec_from_json(j, &p, &err);
+		json_decref(j);
+		if (ret >= 0)
+			fail_msg("accepted %s", cases[i].yaml);
+		assert_null(p);
+		if (strcmp(err.msg, cases[i].msg) != 0)
+			fail_msg("%s:\n got  %s\n want %s", cases[i].yaml, err.msg, cases[i].msg);
+		if (-ret != cases[i].code)
+			fail_msg("%s: code %d", cases[i].yaml, -ret);
+	}
+}
 
 /* Each invalid manifest is refused with the JSON path of the field at fault and the reason. */
 static void test_podspec__errors_name_the_field(void **state)
@@ -383,13 +504,6 @@ static void test_podspec__errors_name_the_field(void **state)
 		      "d, mountPath: /m, readOnly: 'yes'}]}]}"),
 		  EINVAL,
 		  "spec.containers[0].volumeMounts[0].readOnly: must be a boolean, not a string" },
-		{ ONE("securityContext: {runAsUser: -1}"), EINVAL,
-		  "spec.containers[0].securityContext.runAsUser: -1 is out of range; must be "
-		  "between "
-		  "0 and 2147483647" },
-		{ ONE("securityContext: {runAsGroup: root}"), EINVAL,
-		  "spec.containers[0].securityContext.runAsGroup: must be an integer, not a "
-		  "string" },
 		{ ONE("imagePullPolicy: Sometimes"), EINVAL,
 		  "spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of Always, "
 		  "IfNotPresent, Never" },
@@ -402,24 +516,152 @@ static void test_podspec__errors_name_the_field(void **state)
 	};
 	(void)state;
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct err err = ERR_INIT;
-		struct podspec *p = NULL;
-		json_t *j = NULL;
-		int ret;
+	check_refused(cases, sizeof(cases) / sizeof(cases[0]));
+}
 
-		if (yaml_to_json(cases[i].yaml, strlen(cases[i].yaml), &j, &err) < 0)
-			fail_msg("fixture %s: %s", cases[i].yaml, err.msg);
-		ret = podspec_from_json(j, &p, &err);
-		json_decref(j);
-		if (ret >= 0)
-			fail_msg("accepted %s", cases[i].yaml);
-		assert_null(p);
-		if (strcmp(err.msg, cases[i].msg) != 0)
-			fail_msg("%s:\n got  %s\n want %s", cases[i].yaml, err.msg, cases[i].msg);
-		if (-ret != cases[i].code)
-			fail_msg("%s: code %d", cases[i].yaml, -ret);
-	}
+#define SC(sc) ONE("securityContext: " sc)
+#define PSC(sc) POD("{securityContext: " sc ", containers: [{name: c, image: x}]}")
+#define SCP "spec.containers[0].securityContext"
+
+/* Security settings that are invalid, unknown, or that a cell cannot apply are refused with
+ * the field's path: none is dropped, so a pod never runs with less protection than asked. */
+static void test_podspec__security_errors_name_the_field(void **state)
+{
+	static const struct pbad cases[] = {
+		{ SC("{runAsUser: -1}"), EINVAL,
+		  SCP ".runAsUser: -1 is out of range; must be between 0 and 2147483647" },
+		{ SC("{runAsGroup: root}"), EINVAL,
+		  SCP ".runAsGroup: must be an integer, not a string" },
+		{ SC("{readOnlyRootFileSystem: true}"), EINVAL,
+		  SCP ".readOnlyRootFileSystem: unknown field (known here: runAsUser, runAsGroup, "
+		      "runAsNonRoot, readOnlyRootFilesystem, allowPrivilegeEscalation, privileged, "
+		      "capabilities, seccompProfile, procMount, seLinuxOptions, windowsOptions, "
+		      "appArmorProfile)" },
+		{ SC("{readOnlyRootFilesystem: 'true'}"), EINVAL,
+		  SCP ".readOnlyRootFilesystem: must be a boolean, not a string" },
+		{ SC("{runAsNonRoot: 1}"), EINVAL,
+		  SCP ".runAsNonRoot: must be a boolean, not a number" },
+		{ SC("{seLinuxOptions: {level: 's0:c123,c456'}}"), ENOTSUP,
+		  SCP ".seLinuxOptions: SELinux labels are not supported: kiyot cells do not run "
+		      "SELinux; remove it" },
+		{ SC("{windowsOptions: {runAsUserName: app}}"), ENOTSUP,
+		  SCP ".windowsOptions: Windows options are not supported: kiyot cells run Linux "
+		      "containers; remove it" },
+		{ SC("{appArmorProfile: {type: RuntimeDefault}}"), ENOTSUP,
+		  SCP ".appArmorProfile: AppArmor profiles are not supported: kiyot cells do not "
+		      "run AppArmor; remove it" },
+		{ SC("{capabilities: {add: NET_ADMIN}}"), EINVAL,
+		  SCP ".capabilities.add: must be a list, not a string" },
+		{ SC("{capabilities: {remove: [NET_RAW]}}"), EINVAL,
+		  SCP ".capabilities.remove: unknown field (known here: add, drop)" },
+		{ SC("{procMount: Masked}"), EINVAL,
+		  SCP ".procMount: \"Masked\" is not one of Default, Unmasked" },
+		{ SC("{seccompProfile: {}}"), EINVAL,
+		  SCP ".seccompProfile.type: required (RuntimeDefault, Unconfined or Localhost)" },
+		{ SC("{seccompProfile: {type: runtime/default}}"), EINVAL,
+		  SCP ".seccompProfile.type: \"runtime/default\" is not one of RuntimeDefault, "
+		      "Unconfined, Localhost" },
+		{ SC("{seccompProfile: {type: Localhost}}"), EINVAL,
+		  SCP ".seccompProfile.localhostProfile: required when type is Localhost (a path "
+		      "relative to the node's seccomp directory, e.g. profiles/audit.json)" },
+		{ SC("{seccompProfile: {type: Localhost, localhostProfile: ../etc/x.json}}"),
+		  EINVAL,
+		  SCP ".seccompProfile.localhostProfile: \"../etc/x.json\" must be a relative path "
+		      "without '..' (it is read below the node's seccomp directory)" },
+		{ SC("{seccompProfile: {type: Localhost, localhostProfile: /etc/x.json}}"), EINVAL,
+		  SCP ".seccompProfile.localhostProfile: \"/etc/x.json\" must be a relative path "
+		      "without '..' (it is read below the node's seccomp directory)" },
+		{ SC("{seccompProfile: {type: RuntimeDefault, localhostProfile: a.json}}"), EINVAL,
+		  SCP ".seccompProfile.localhostProfile: may only be set when type is Localhost" },
+		{ SC("{allowPrivilegeEscalation: false, privileged: true}"), EINVAL,
+		  SCP ": cannot set allowPrivilegeEscalation to false and privileged to true" },
+		{ SC("{allowPrivilegeEscalation: false, capabilities: {add: [CAP_SYS_ADMIN]}}"),
+		  EINVAL,
+		  SCP ": cannot set allowPrivilegeEscalation to false and capabilities.add "
+		      "CAP_SYS_ADMIN" },
+		{ POD("{initContainers: [{name: i, image: x, securityContext: {privileged: yes}}], "
+		      "containers: [{name: c, image: x}]}"),
+		  EINVAL,
+		  "spec.initContainers[0].securityContext.privileged: must be a boolean, not a "
+		  "string" },
+		{ PSC("{runAsUser: 2147483648}"), EINVAL,
+		  "spec.securityContext.runAsUser: 2147483648 is out of range; must be between 0 "
+		  "and 2147483647" },
+		{ PSC("{readOnlyRootFilesystem: true}"), EINVAL,
+		  "spec.securityContext.readOnlyRootFilesystem: unknown field (known here: "
+		  "runAsUser, runAsGroup, runAsNonRoot, supplementalGroups, fsGroup, sysctls, "
+		  "seccompProfile, seLinuxOptions, seLinuxChangePolicy, windowsOptions, "
+		  "appArmorProfile, fsGroupChangePolicy, supplementalGroupsPolicy)" },
+		{ PSC("{fsGroup: 2000, fsGroupChangePolicy: OnRootMismatch}"), ENOTSUP,
+		  "spec.securityContext.fsGroupChangePolicy: kiyot run does not change the "
+		  "ownership of volumes (fsGroup is added to the containers' groups; emptyDir "
+		  "volumes are writable by all); remove it" },
+		{ PSC("{seLinuxOptions: {type: spc_t}}"), ENOTSUP,
+		  "spec.securityContext.seLinuxOptions: SELinux labels are not supported: kiyot "
+		  "cells do not run SELinux; remove it" },
+		{ PSC("{supplementalGroupsPolicy: Strict}"), ENOTSUP,
+		  "spec.securityContext.supplementalGroupsPolicy: kiyot run always adds the groups "
+		  "the image's /etc/group gives the user (the Merge policy); remove it" },
+		{ PSC("{supplementalGroups: [1, -2]}"), EINVAL,
+		  "spec.securityContext.supplementalGroups[1]: -2 is out of range; must be between "
+		  "0 and 2147483647" },
+		{ PSC("{supplementalGroups: 1}"), EINVAL,
+		  "spec.securityContext.supplementalGroups: must be a list, not a number" },
+		{ PSC("{sysctls: [{name: kernel.shm_rmid_forced, value: 1}]}"), EINVAL,
+		  "spec.securityContext.sysctls[0].value: must be a string, not a number (quote "
+		  "numbers and booleans in YAML, e.g. \"8080\")" },
+		{ PSC("{sysctls: [{name: net.core.somaxconn}]}"), EINVAL,
+		  "spec.securityContext.sysctls[0].value: required" },
+		{ PSC("{sysctls: [{name: Net.Core, value: '1'}]}"), EINVAL,
+		  "spec.securityContext.sysctls[0].name: \"Net.Core\" is not a sysctl name: "
+		  "segments of a-z, 0-9, '-' and '_' separated by '.' or '/', e.g. "
+		  "net.ipv4.ip_local_port_range" },
+		{ PSC("{sysctls: [{name: net..core, value: '1'}]}"), EINVAL,
+		  "spec.securityContext.sysctls[0].name: \"net..core\" is not a sysctl name: "
+		  "segments of a-z, 0-9, '-' and '_' separated by '.' or '/', e.g. "
+		  "net.ipv4.ip_local_port_range" },
+		{ PSC("{sysctls: [{name: kernel.sem, value: '1'}, {name: kernel.sem, value: "
+		      "'2'}]}"),
+		  EINVAL, "spec.securityContext.sysctls[1].name: duplicate sysctl \"kernel.sem\"" },
+		{ PSC("{sysctls: [{name: kernel.sem, val: '1'}]}"), EINVAL,
+		  "spec.securityContext.sysctls[0].val: unknown field (known here: name, value)" },
+		{ PSC("{seccompProfile: {type: Localhost}}"), EINVAL,
+		  "spec.securityContext.seccompProfile.localhostProfile: required when type is "
+		  "Localhost (a path relative to the node's seccomp directory, e.g. "
+		  "profiles/audit.json)" },
+		{ POD("{hostNetwork: 'true', containers: [{name: c, image: x}]}"), EINVAL,
+		  "spec.hostNetwork: must be a boolean, not a string" },
+		{ POD("{hostPID: true, shareProcessNamespace: true, containers: [{name: c, image: "
+		      "x}]}"),
+		  EINVAL, "spec.shareProcessNamespace: cannot be true together with hostPID" },
+		{ POD("{hostUsers: false, containers: [{name: c, image: x}]}"), ENOTSUP,
+		  "spec.hostUsers: false (a user namespace for the pod) is not supported by kiyot "
+		  "cells; remove it" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: "
+		  "{seccomp.security.alpha.kubernetes.io/pod: runtime/default}}, spec: "
+		  "{containers: [{name: c, image: x}]}}",
+		  ENOTSUP,
+		  "metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: seccomp "
+		  "annotations are not read (kubelets ignore them since v1.25); use the "
+		  "seccompProfile field of spec.securityContext" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: "
+		  "{container.seccomp.security.alpha.kubernetes.io/c: localhost/a.json}}, spec: "
+		  "{containers: [{name: c, image: x}]}}",
+		  ENOTSUP,
+		  "metadata.annotations.container.seccomp.security.alpha.kubernetes.io/c: seccomp "
+		  "annotations are not read (kubelets ignore them since v1.25); use the "
+		  "seccompProfile field of the container's securityContext" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: "
+		  "{container.apparmor.security.beta.kubernetes.io/c: runtime/default}}, spec: "
+		  "{containers: [{name: c, image: x}]}}",
+		  ENOTSUP,
+		  "metadata.annotations.container.apparmor.security.beta.kubernetes.io/c: "
+		  "AppArmor profiles are not supported: kiyot cells do not run AppArmor; remove "
+		  "the annotation" },
+	};
+	(void)state;
+
+	check_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 int main(void)
@@ -431,6 +673,9 @@ int main(void)
 		cmocka_unit_test(test_podspec__pull_policy_defaults_from_tag),
 		cmocka_unit_test(test_podspec__numeric_quantities_and_request_defaults),
 		cmocka_unit_test(test_podspec__errors_name_the_field),
+		cmocka_unit_test(test_podspec__security_settings),
+		cmocka_unit_test(test_podspec__effective_security_merges_like_the_kubelet),
+		cmocka_unit_test(test_podspec__security_errors_name_the_field),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
