@@ -131,7 +131,10 @@ static int unit_caps(const Kiyot__Cell__V1__Unit *unit, json_t **out, struct err
 		have[cap_number(default_caps[i], last)] = true;
 	for (size_t i = 0; i <= last; i++)
 		have[i] = have[i] || unit->privileged;
-	for (int drop = 0; drop < 2; drop++) {
+	/* as other runtimes order them: ALL first (added, then dropped), then the named ones
+	 * (added, then dropped), so "drop ALL, add X" leaves X */
+	for (int pass = 0; pass < 4; pass++) {
+		bool drop = pass == 1 || pass == 3, all = pass < 2;
 		char **names = drop ? unit->capabilities_drop : unit->capabilities_add;
 		size_t n = drop ? unit->n_capabilities_drop : unit->n_capabilities_add;
 
@@ -139,7 +142,7 @@ static int unit_caps(const Kiyot__Cell__V1__Unit *unit, json_t **out, struct err
 			int c = cap_number(names[i], last);
 
 			if (strcasecmp(names[i], "ALL") == 0) {
-				for (size_t j = 0; j <= last; j++)
+				for (size_t j = 0; all && j <= last; j++)
 					have[j] = !drop;
 				continue;
 			}
@@ -148,7 +151,8 @@ static int unit_caps(const Kiyot__Cell__V1__Unit *unit, json_t **out, struct err
 					       "capability \"%.64s\" is not one this kernel knows "
 					       "(e.g. NET_ADMIN, SYS_TIME)",
 					       names[i]);
-			have[c] = !drop;
+			if (!all)
+				have[c] = !drop;
 		}
 	}
 	*out = json_array();
@@ -451,6 +455,16 @@ static void add_mount(json_t *mounts, const char *dest, const char *type, const 
 }
 
 /* A string array as JSON. */
+/* n strings as JSON (a protobuf repeated field: counted, not NULL-terminated). */
+static json_t *json_strn(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
 static json_t *json_strv(char *const *v)
 {
 	json_t *a = json_array();
@@ -781,8 +795,10 @@ static int build_linux(const struct bundle_spec *spec, json_t *caps, json_t **ou
 	if (json_object_size(json_object_get(l, "sysctl")) == 0)
 		json_object_del(l, "sysctl");
 	if (!unit->privileged) {
-		json_object_set_new(l, "maskedPaths", json_strv(unit->masked_paths));
-		json_object_set_new(l, "readonlyPaths", json_strv(unit->readonly_paths));
+		json_object_set_new(l, "maskedPaths",
+				    json_strn(unit->masked_paths, unit->n_masked_paths));
+		json_object_set_new(l, "readonlyPaths",
+				    json_strn(unit->readonly_paths, unit->n_readonly_paths));
 	}
 	if (seccomp)
 		json_object_set_new(l, "seccomp", seccomp);

@@ -389,7 +389,8 @@ static void test_bundle__security_context(void **state)
 	Kiyot__Cell__V1__Mount m = KIYOT__CELL__V1__MOUNT__INIT;
 	Kiyot__Cell__V1__Mount *mounts[] = { &m };
 	uint32_t groups[] = { 1234, 4 };
-	char *masked[] = { "/proc/kcore", "/bin/ls", NULL }, *ro[] = { "/tmp", NULL };
+	/* counted like protobuf's repeated fields, not NULL-terminated: what follows is junk */
+	char *masked[] = { "/proc/kcore", "/bin/ls", (char *)1 }, *ro[] = { "/tmp", (char *)1 };
 	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
 	struct image_info img = {
 		.rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty, .env = empty, .user = ""
@@ -478,6 +479,26 @@ static void test_bundle__security_context(void **state)
 	assert_true(
 		json_is_true(json_object_get(json_object_get(cfg, "process"), "noNewPrivileges")));
 	json_decref(cfg);
+
+	/* drop ALL, add one: that one, whatever the order given (as other runtimes do) */
+	{
+		char *all[] = { "ALL" }, *one[] = { "NET_BIND_SERVICE" };
+		json_t *bounding;
+
+		u.privileged = 0;
+		u.capabilities_drop = all;
+		u.n_capabilities_drop = 1;
+		u.capabilities_add = one;
+		u.n_capabilities_add = 1;
+		assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+		bounding = json_object_get(json_object_get(json_object_get(cfg, "process"),
+							   "capabilities"),
+					   "bounding");
+		assert_int_equal(json_array_size(bounding), 1);
+		assert_true(has_string(bounding, "CAP_NET_BIND_SERVICE"));
+		json_decref(cfg);
+		u.n_capabilities_drop = u.n_capabilities_add = 0;
+	}
 
 	/* more groups than a process may carry here is an error, not a silent cut */
 	{
