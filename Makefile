@@ -29,6 +29,7 @@ include common/module.mk
 include kiyot/module.mk
 include cell-agent/module.mk
 include test/module.mk
+include test/fuzz/module.mk
 include bench/module.mk
 
 $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Runs fuzz targets, each for a bounded time over its seed corpus, and prints one line of
+# figures per target.
+#   test/fuzz/run.sh FUZZ_DIR SECONDS NAME...
+# FUZZ_DIR holds the binaries (fuzz_<name>); inputs found are kept in FUZZ_DIR/corpus/<name>,
+# inputs that crash in FUZZ_DIR/artifacts/, each run's output in FUZZ_DIR/<name>.log.
+# FUZZ_FLAGS adds libFuzzer options. Exits non-zero when a target finds a crash.
+cd "$(dirname "$0")/../.." || exit 2
+dir=$1
+seconds=$2
+shift 2
+status=0
+for name in "$@"; do
+	bin=$dir/fuzz_$name
+	log=$dir/$name.log
+	mkdir -p "$dir/corpus/$name" "$dir/artifacts"
+	set -- -max_total_time="$seconds" -print_final_stats=1 \
+		-artifact_prefix="$dir/artifacts/$name-"
+	[ -f "test/fuzz/$name.dict" ] && set -- "$@" -dict="test/fuzz/$name.dict"
+	echo "  FUZZ $name for $seconds s (log: $log)"
+	# shellcheck disable=SC2086 # FUZZ_FLAGS is a list of options
+	if "$bin" "$@" $FUZZ_FLAGS "$dir/corpus/$name" "test/fuzz/corpus/$name" >"$log" 2>&1; then
+		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+		speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+		last=$(grep -E '^#[0-9]+' "$log" | tail -n 1)
+		cov=$(echo "$last" | sed -n 's/.*cov: \([0-9]*\).*/\1/p')
+		ft=$(echo "$last" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
+		corp=$(echo "$last" | sed -n 's/.* corp: \([0-9]*\).*/\1/p')
+		echo "  fuzz $name: $execs runs ($speed/s), coverage $cov edges, $ft features," \
+			"corpus $corp inputs, no crash"
+	else
+		status=1
+		echo "  fuzz $name: FAILED; the end of $log:"
+		tail -n 40 "$log"
+		ls "$dir/artifacts/$name-"* 2>/dev/null
+	fi
+done
+exit $status
