@@ -4,9 +4,10 @@
 #   make fuzz-build                   the binaries only, in $(BUILD)/fuzz/
 # A target is test/fuzz/fuzz_<name>.c (LLVMFuzzerTestOneInput) with its seed corpus in
 # test/fuzz/corpus/<name>/ and, if there is one, a dictionary test/fuzz/<name>.dict. The module
-# it exercises, <name>.c and <name>_*.c in cell-agent/, common/ or kiyot/, is compiled with
-# clang so that coverage guides the fuzzer there, as are common/err.c and common/xalloc.c;
-# whatever else it calls comes from the gcc-built libraries, uninstrumented.
+# it exercises, <name>.c and <name>_*.c anywhere under cell-agent/, common/ or kiyot/, is
+# compiled with clang so that coverage guides the fuzzer there, as are common/err.c,
+# common/xalloc.c and the sources test/fuzz/<name>.srcs lists (optional, one a line); whatever
+# else it calls comes from the gcc-built libraries, uninstrumented.
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
@@ -22,9 +23,9 @@ FUZZ_ALWAYS := common/err.c common/xalloc.c
 .PHONY: fuzz fuzz-build
 
 # the sources a target is built from, as objects under $(BUILD)/fuzz/obj
-fuzz_objs = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,test/fuzz/fuzz_$(1).c \
-	$(sort $(wildcard $(foreach d,cell-agent common kiyot,$(d)/$(1).c $(d)/$(1)_*.c)) \
-	$(FUZZ_ALWAYS)))
+fuzz_objs = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,test/fuzz/fuzz_$(1).c $(sort \
+	$(shell find cell-agent common kiyot -name '$(1).c' -o -name '$(1)_*.c') \
+	$(if $(wildcard test/fuzz/$(1).srcs),$(shell cat test/fuzz/$(1).srcs)) $(FUZZ_ALWAYS)))
 
 define FUZZ_TARGET
 $(BUILD)/fuzz/fuzz_$(1): $(call fuzz_objs,$(1)) $(FUZZ_LIBS)
