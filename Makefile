@@ -9,7 +9,7 @@
 
 BUILD ?= build
 CC ?= gcc
-PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1 libxml-2.0
+PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1 libxml-2.0 zlib
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
@@ -17,7 +17,7 @@ SAN ?=
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -iquote common -iquote kiyot -iquote cell-agent -iquote $(BUILD)/gen \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
-LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgpr -pthread $(SAN)
+LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -pthread $(SAN)
 
 .PHONY: all clean test unit integration demo bench asan asan-integration lint deps
 # keep generated sources and objects that make would otherwise treat as intermediate

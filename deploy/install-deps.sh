@@ -4,7 +4,7 @@
 set -e
 PKGS="build-essential pkg-config libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
 protobuf-compiler libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libsqlite3-dev
-libarchive-dev libyaml-dev libxml2-dev crun runc docker-registry python3 python3-grpcio
+libarchive-dev libyaml-dev libxml2-dev zlib1g-dev libwslay-dev crun runc docker-registry python3 python3-grpcio
 python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc
 containerd containernetworking-plugins
 python3-kubernetes"

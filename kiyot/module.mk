@@ -1,5 +1,5 @@
 # kiyot: the CRI shim. Everything but main.c goes into libkiyot.a so unit tests link it.
-KIYOT_SRCS := $(filter-out kiyot/main.c,$(wildcard kiyot/*.c))
+KIYOT_SRCS := $(filter-out kiyot/main.c,$(wildcard kiyot/*.c)) $(wildcard kiyot/stream/*.c)
 KIYOT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(KIYOT_SRCS))
 
 $(BUILD)/libkiyot.a: $(KIYOT_OBJS)
