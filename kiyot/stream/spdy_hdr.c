@@ -121,19 +121,6 @@ int spdy_zip_inflate(struct spdy_zip *z, const uint8_t *in, size_t len, size_t *
 	return 0;
 }
 
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
 /* A length-prefixed string of block[*off..end): NUL-terminated copy appended at *w. */
 static int take_string(struct spdy_zip *z, size_t *off, size_t end, char **w, const char **s,
 		       size_t *slen, struct err *err)
@@ -142,7 +129,7 @@ static int take_string(struct spdy_zip *z, size_t *off, size_t end, char **w, co
 
 	if (end - *off < 4)
 		return err_set(err, EBADMSG, "header block: truncated length");
-	len = get32(z->block + *off);
+	len = spdy_get32(z->block + *off);
 	*off += 4;
 	if (len > end - *off)
 		return err_set(err, EBADMSG, "header block: length %u past its end", len);
@@ -186,7 +173,7 @@ int spdy_zip_parse(struct spdy_zip *z, size_t n, struct err *err)
 	z->nhdrs = 0;
 	if (n < 4)
 		return err_set(err, EBADMSG, "header block: shorter than its count");
-	count = get32(z->block);
+	count = spdy_get32(z->block);
 	if (count > SPDY_MAX_HEADERS)
 		return err_set(err, EBADMSG, "header block: %u headers, more than %d", count,
 			       SPDY_MAX_HEADERS);
@@ -223,7 +210,7 @@ static int build_block(struct spdy_zip *z, const struct spdy_header *h, size_t n
 
 	if (n > SPDY_MAX_HEADERS)
 		return err_set(err, EINVAL, "%zu headers, more than %d", n, SPDY_MAX_HEADERS);
-	put32(z->raw, (uint32_t)n);
+	spdy_put32(z->raw, (uint32_t)n);
 	for (size_t i = 0; i < n; i++) {
 		size_t nl = strlen(h[i].name), vl = value_len(&h[i]);
 
@@ -235,10 +222,10 @@ static int build_block(struct spdy_zip *z, const struct spdy_header *h, size_t n
 		if (nl + vl + 8 > SPDY_MAX_HEADER_BLOCK - off)
 			return err_set(err, EINVAL, "headers larger than %d bytes",
 				       SPDY_MAX_HEADER_BLOCK);
-		put32(z->raw + off, (uint32_t)nl);
+		spdy_put32(z->raw + off, (uint32_t)nl);
 		memcpy(z->raw + off + 4, h[i].name, nl);
 		off += 4 + nl;
-		put32(z->raw + off, (uint32_t)vl);
+		spdy_put32(z->raw + off, (uint32_t)vl);
 		memcpy(z->raw + off + 4, h[i].value, vl);
 		off += 4 + vl;
 	}
