@@ -17,10 +17,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "image.h"
-#if __has_include("seccomp.h")
 #include "seccomp.h"
-#define HAVE_SECCOMP_MODULE 1
-#endif
 #include "xalloc.h"
 
 #define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -697,14 +694,12 @@ static int build_seccomp(const Kiyot__Cell__V1__Unit *unit, json_t *caps, json_t
 		names[n++] = json_string_value(c);
 	if (unit->privileged || !sc || sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__UNCONFINED)
 		ret = 0;
-#ifdef HAVE_SECCOMP_MODULE
 	else if (sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__RUNTIME_DEFAULT)
 		*out = seccomp_runtime_default(names, n);
 	else if (sc->kind == KIYOT__CELL__V1__SECCOMP__KIND__LOCALHOST)
 		ret = seccomp_profile_parse(sc->profile ? sc->profile : "",
 					    sc->profile ? strlen(sc->profile) : 0, names, n, out,
 					    err);
-#endif
 	else
 		ret = err_set(err, EINVAL, "seccomp: unknown profile kind %d", (int)sc->kind);
 	free(names);
