@@ -134,10 +134,17 @@ class Ec2Test(KiyotTest, VolumeChecks):
                                            "kernel.shm_rmid_forced": "1"})
         pod = self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
                                            timeout=180).pod_sandbox_id
+        # a Localhost seccomp profile on the node: read at CreateContainer, shipped with the
+        # unit (the cell cannot read the node's files)
+        profile = os.path.join(self.env.work, unique("seccomp") + ".json")
+        with open(profile, "w") as f:
+            f.write('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": '
+                    '["chmod", "fchmodat", "fchmodat2"], "action": "SCMP_ACT_ERRNO"}]}')
         sc = pb.LinuxContainerSecurityContext(
             run_as_user=pb.Int64Value(value=1000), run_as_group=pb.Int64Value(value=3000),
             supplemental_groups=[4000], readonly_rootfs=True, no_new_privs=True,
-            readonly_paths=["/tmp"])
+            readonly_paths=["/tmp"], seccomp=pb.SecurityProfile(
+                profile_type=pb.SecurityProfile.Localhost, localhost_ref=profile))
         cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"),
                              command=["sh", "-c", "while :; do sleep 1; done"], security=sc)
         self.start(cid)
@@ -153,6 +160,11 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertEqual(out[3:5], ["81", "1"])
         self.assertNotEqual(r.exit_code, 0)
         self.assertEqual(r.stderr.decode().count("Read-only file system"), 2)
+        r = self.c.runtime.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=[
+            "sh", "-c", "grep Seccomp: /proc/self/status; chmod 700 /proc"], timeout=20),
+            timeout=40)
+        self.assertEqual(r.stdout.decode().split(), ["Seccomp:", "2"])
+        self.assertIn("not permitted", r.stderr.decode())
 
     def test_volumes_are_shipped_into_the_cell_and_kept_in_sync(self):
         cfg = self.volume_sandbox(self.sandbox_config())

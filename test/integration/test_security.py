@@ -3,6 +3,7 @@ root, no_new_privs, masked and read-only paths, every exec running as the contai
 process, exec timeouts, sysctls, PID/IPC/network namespaces, mount propagation, and the log
 reopened after rotation."""
 
+import json
 import os
 import socket
 import subprocess
@@ -218,6 +219,55 @@ class SecurityTest(KiyotTest):
         wait_for(lambda: os.path.exists(os.path.join(d, "from-container", "flag")), 10,
                  "the container's mount on the host")
         self.assertIn("ctr-tmpfs", open("/proc/self/mountinfo").read())
+
+    def seccomp_profile(self, blocked):
+        path = os.path.join(self.env.work, unique("seccomp") + ".json")
+        with open(path, "w") as f:
+            f.write('{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": %s, '
+                    '"action": "SCMP_ACT_ERRNO"}]}' % json.dumps(blocked))
+        return path
+
+    def test_seccomp_runtime_default_localhost_and_unconfined(self):
+        pb = self.pb
+        admin = pb.Capability(add_capabilities=["SYS_ADMIN"])
+        # RuntimeDefault: filtered; sethostname needs CAP_SYS_ADMIN, unshare is refused
+        rd = pb.SecurityProfile(profile_type=pb.SecurityProfile.RuntimeDefault)
+        _, cid, _ = self.running(security=self.sc(seccomp=rd))
+        self.assertEqual(self.status_field(cid, "Seccomp"), ["2"])
+        code, _, err = self.exec(cid, "hostname foo")
+        self.assertNotEqual(code, 0)
+        self.assertIn("not permitted", err)
+        _, cid, _ = self.running(security=self.sc(seccomp=rd, capabilities=admin))
+        self.assertEqual(self.exec(cid, "hostname foo && hostname")[1].strip(), "foo")
+        # the legacy name, and an exec gets the container's filter too
+        _, cid, _ = self.running(security=self.sc(seccomp_profile_path="docker/default"))
+        self.assertEqual(self.status_field(cid, "Seccomp"), ["2"])
+        # Localhost: the node's file, read when the container is created
+        path = self.seccomp_profile(["chmod", "fchmodat", "fchmodat2"])
+        lh = pb.SecurityProfile(profile_type=pb.SecurityProfile.Localhost, localhost_ref=path)
+        _, cid, _ = self.running(security=self.sc(seccomp=lh))
+        os.unlink(path)
+        code, _, err = self.exec(cid, "chmod 700 /tmp")
+        self.assertNotEqual(code, 0)
+        self.assertIn("not permitted", err)
+        # Unconfined (and no profile at all): no filter
+        un = pb.SecurityProfile(profile_type=pb.SecurityProfile.Unconfined)
+        _, cid, _ = self.running(security=self.sc(seccomp=un))
+        self.assertEqual(self.status_field(cid, "Seccomp"), ["0"])
+        # a path without localhost/ and a profile that is not one are refused at once
+        pod, cfg = self.run_pod()
+        details = self.assertCode(grpc.StatusCode.INVALID_ARGUMENT, self.create, pod, cfg,
+                                  self.env.ref("busybox:1"), command=SLEEPER,
+                                  security=self.sc(seccomp_profile_path="/etc/x.json"))
+        self.assertIn("localhost/", details)
+        bad = os.path.join(self.env.work, unique("bad") + ".json")
+        with open(bad, "w") as f:
+            f.write('{"defaultAction": "SCMP_ACT_NOPE"}')
+        lh = pb.SecurityProfile(profile_type=pb.SecurityProfile.Localhost, localhost_ref=bad)
+        details = self.assertCode(grpc.StatusCode.UNKNOWN, self.create, pod, cfg,
+                                  self.env.ref("busybox:1"), command=SLEEPER,
+                                  security=self.sc(seccomp=lh))
+        self.assertIn("SCMP_ACT_NOPE", details)
 
     def test_pod_removal_kills_a_frozen_container_and_the_namespace_holder(self):
         # an OCI runtime killed while it froze a container leaves it FROZEN, where SIGKILL
