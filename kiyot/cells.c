@@ -418,6 +418,63 @@ static int agent_call(struct cellmgr *m, const char *cell_id, const char *method
 	return ret;
 }
 
+struct cell_stream {
+	struct cellmgr *m;
+	struct cell_entry *e;
+	struct rpc_stream *rs;
+};
+
+int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
+		      struct cell_stream **out, struct err *err)
+{
+	struct cell_entry *e = entry_get(m, cell_id, err);
+	_cleanup_free_ char *path = xasprintf("/kiyot.cell.v1.CellAgent/%s", method);
+	struct cell_stream *s;
+
+	if (!e)
+		return -err->code;
+	s = xcalloc(1, sizeof(*s));
+	s->m = m;
+	s->e = e;
+	if (rpc_bidi_open(e->ch, path, first, out_desc, 0, &s->rs, err) < 0) {
+		entry_put(m, e);
+		free(s);
+		return err_wrap(err, "cell %s", cell_id);
+	}
+	*out = s;
+	return 0;
+}
+
+int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err)
+{
+	return rpc_stream_send(s->rs, msg, err);
+}
+
+int cells_stream_close_send(struct cell_stream *s, struct err *err)
+{
+	return rpc_stream_close_send(s->rs, err);
+}
+
+int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err)
+{
+	return rpc_stream_next(s->rs, msg, err);
+}
+
+void cells_stream_cancel(struct cell_stream *s)
+{
+	rpc_stream_cancel(s->rs);
+}
+
+void cells_stream_free(struct cell_stream *s)
+{
+	if (!s)
+		return;
+	rpc_stream_free(s->rs);
+	entry_put(s->m, s->e);
+	free(s);
+}
+
 int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
 		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
 {

@@ -51,6 +51,23 @@ int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsRe
 int cells_write_volume(struct cellmgr *m, const char *cell_id,
 		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err);
 
+/*
+ * A bidirectional stream to a cell's agent (method "Exec" or "PortForward" of CellAgent): the
+ * first message starts it, then one thread may send (cells_stream_send, _close_send) while
+ * another reads (cells_stream_next, as rpc_stream_next). The cell's channel is held until
+ * cells_stream_free. No deadline: the stream lives as long as its user.
+ */
+struct cell_stream;
+int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
+		      struct cell_stream **out, struct err *err);
+int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err);
+int cells_stream_close_send(struct cell_stream *s, struct err *err);
+int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err);
+/* Ends the stream from any thread: a blocked cells_stream_next returns. */
+void cells_stream_cancel(struct cell_stream *s);
+void cells_stream_free(struct cell_stream *s);
+
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with. */
 char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec);
 

@@ -8,6 +8,8 @@
  *	defaultInstanceType: ""
  *	fallbackRuntimeEndpoint: ""  (e.g. unix:///run/containerd/containerd.sock: pods without
  *	                              kubernetes.io/target-runtime: kiyot go there)
+ *	streamingAddress: 127.0.0.1:0 (the streaming server Exec's URLs point at; the kubelet
+ *	                              proxies to it; port 0 picks a free one)
  *	reserve: { cpu: "0", memory: "64Mi" }
  *	cells:
  *	  provider: local
@@ -84,6 +86,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->default_instance_type = xstrdup("");
 	c->kubeconfig = xstrdup("");
 	c->fallback_runtime_endpoint = xstrdup("");
+	c->streaming_address = xstrdup("127.0.0.1:0");
 	c->provider = xstrdup("local");
 	c->cell_cidr = xstrdup("10.77.0.0/16");
 	c->bridge = xstrdup("kiyot0");
@@ -112,6 +115,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->default_instance_type);
 	free(c->kubeconfig);
 	free(c->fallback_runtime_endpoint);
+	free(c->streaming_address);
 	free(c->provider);
 	free(c->cell_cidr);
 	free(c->bridge);
@@ -343,11 +347,19 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
-	static const char *const known[] = {
-		"socket",     "stateDir", "logLevel",	"region", "defaultInstanceType",
-		"reserve",    "cells",	  "registries", "ec2",	  "fallbackRuntimeEndpoint",
-		"kubeconfig", NULL
-	};
+	static const char *const known[] = { "socket",
+					     "stateDir",
+					     "logLevel",
+					     "region",
+					     "defaultInstanceType",
+					     "reserve",
+					     "cells",
+					     "registries",
+					     "ec2",
+					     "fallbackRuntimeEndpoint",
+					     "kubeconfig",
+					     "streamingAddress",
+					     NULL };
 	json_t *doc = NULL, *v;
 	int ret = -1;
 
@@ -364,6 +376,7 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	    take_str(doc, "region", "", &c->region, err) < 0 ||
 	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0 ||
 	    take_str(doc, "fallbackRuntimeEndpoint", "", &c->fallback_runtime_endpoint, err) < 0 ||
+	    take_str(doc, "streamingAddress", "127.0.0.1:0", &c->streaming_address, err) < 0 ||
 	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)

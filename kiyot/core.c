@@ -26,6 +26,7 @@
 #include "podobject.h"
 #include "regconf.h"
 #include "store.h"
+#include "stream/server.h"
 #include "volsync.h"
 #include "xalloc.h"
 
@@ -440,6 +441,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	}
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
+	if (stream_server_start(k->cfg.streaming_address, k->cells, &k->stream, err) < 0)
+		return err_wrap(err, "streaming.address");
 	k->events = events_new();
 	k->gc = gc_start(k);
 	if (k->provider.ops->remote_files)
@@ -453,6 +456,8 @@ void kiyot_close(struct kiyot *k)
 	gc_stop(k->gc);
 	podobject_reader_free(k->pod_reader);
 	k->pod_reader = NULL;
+	stream_server_stop(k->stream);
+	k->stream = NULL;
 	cells_free(k->cells);
 	events_free(k->events);
 	catalog_refresh_stop(k->catalog); /* before the provider frees its EC2 client */

@@ -57,6 +57,7 @@ CRI_HANDLER(container_status);
 CRI_HANDLER(reopen_container_log);
 CRI_HANDLER(update_container_resources);
 CRI_HANDLER(exec_sync);
+CRI_HANDLER(exec);
 CRI_HANDLER(update_runtime_config);
 CRI_HANDLER(status);
 CRI_HANDLER(get_container_events);

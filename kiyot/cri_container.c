@@ -15,6 +15,7 @@
 #include "events.h"
 #include "log.h"
 #include "store.h"
+#include "stream/server.h"
 #include "xalloc.h"
 
 #define CREATE_TIMEOUT_MS (10 * 60 * 1000) /* may include an image pull */
@@ -471,6 +472,50 @@ CRI_HANDLER(exec_sync)
 	out->stderr.len = ares->stderr.len;
 	out->exit_code = ares->exit_code;
 	protobuf_c_message_free_unpacked(&ares->base, NULL);
+	return 0;
+}
+
+/* A URL on the streaming server for a command with its stdio streamed (kubectl exec). */
+CRI_HANDLER(exec)
+{
+	const Runtime__V1__ExecRequest *r = (const void *)req;
+	Runtime__V1__ExecResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_EXEC };
+	struct kiyot *k = svc;
+	struct container *c;
+	struct sandbox *sb;
+	_cleanup_free_ char *cell_id = NULL, *unit_id = NULL, *url = NULL;
+
+	if (r->n_cmd == 0)
+		return err_set(err, EINVAL, "cmd: required");
+	if (!r->stdin && !r->stdout && !r->stderr)
+		return err_set(err, EINVAL, "one of stdin, stdout and stderr must be set");
+	if (r->tty && r->stderr)
+		return err_set(err, EINVAL,
+			       "tty and stderr cannot both be set (a terminal "
+			       "carries both outputs)");
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (c && sb && c->state == CTR_RUNNING) {
+		cell_id = xstrdup(sb->cell_id);
+		unit_id = xstrdup(c->id);
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (!c || !sb)
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	if (!unit_id)
+		return err_set(err, EBUSY, "container %s is not running", r->container_id);
+	sr.cell_id = cell_id;
+	sr.unit_id = unit_id;
+	sr.cmd = r->cmd;
+	sr.n_cmd = r->n_cmd;
+	sr.tty = r->tty;
+	sr.in = r->stdin;
+	sr.out = r->stdout;
+	sr.err = r->stderr;
+	url = stream_server_url(k->stream, &sr);
+	out->url = rpc_strdup(call, url);
 	return 0;
 }
 

@@ -61,6 +61,7 @@ struct kiyot_config {
 	} kube_proxy;
 	/* "" or the CRI endpoint of the runtime for pods not annotated for kiyot (router.c) */
 	char *fallback_runtime_endpoint;
+	char *streaming_address; /* where Exec's URLs point: IPv4:PORT (0: any free port) */
 };
 
 struct kiyot {
@@ -80,8 +81,9 @@ struct kiyot {
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
 	struct gc *gc;
-	struct router *router;	   /* the fallback runtime, or NULL (router.c) */
-	struct cellsync *cellsync; /* Cell objects in the API server, or NULL (cellsync.c) */
+	struct router *router;	      /* the fallback runtime, or NULL (router.c) */
+	struct stream_server *stream; /* Exec's URLs (stream/server.h) */
+	struct cellsync *cellsync;    /* Cell objects in the API server, or NULL (cellsync.c) */
 	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
 	 * set once under lock */
 	struct podobject_reader *pod_reader;

@@ -300,8 +300,7 @@ ROUTE_BY_ID(update_container_resources, "UpdateContainerResources",
 	    cri_update_container_resources)
 ROUTE_BY_ID(reopen_container_log, "ReopenContainerLog", Runtime__V1__ReopenContainerLogRequest,
 	    container_id, kiyot_owns_container, cri_reopen_container_log)
-ROUTE_BY_ID(exec, "Exec", Runtime__V1__ExecRequest, container_id, kiyot_owns_container,
-	    cri_unimplemented)
+ROUTE_BY_ID(exec, "Exec", Runtime__V1__ExecRequest, container_id, kiyot_owns_container, cri_exec)
 ROUTE_BY_ID(attach, "Attach", Runtime__V1__AttachRequest, container_id, kiyot_owns_container,
 	    cri_unimplemented)
 ROUTE_BY_ID(container_stats, "ContainerStats", Runtime__V1__ContainerStatsRequest, container_id,

@@ -1,0 +1,53 @@
+/*
+ * server.h: the CRI streaming server. Exec, Attach and PortForward do not stream over the
+ * CRI itself: they answer a URL on this server, which the kubelet's proxy (or critest, or
+ * any client) then opens with an HTTP upgrade to SPDY/3.1 or WebSocket and the Kubernetes
+ * stream protocols. Each URL carries an unguessable single-use token (128 random bits) that
+ * expires after STREAM_TOKEN_TTL_S; the request it stands for was checked when the URL was
+ * made. The bytes go to the cell's agent (cells_stream_open) and back.
+ *
+ * Threads: one accepting thread, and per connection one thread for the socket and its
+ * protocol, one reading the agent and one writing to it, so that neither side's pace can
+ * stall the other; bounded queues between them give backpressure both ways.
+ */
+#ifndef KIYOT_STREAM_SERVER_H
+#define KIYOT_STREAM_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* How long a URL stays good. */
+#define STREAM_TOKEN_TTL_S 60
+/* Connections served at once. */
+#define STREAM_MAX_CONNECTIONS 128
+
+struct cellmgr;
+struct stream_server;
+
+enum stream_kind {
+	STREAM_EXEC,
+	STREAM_PORTFORWARD
+};
+
+/* What a URL stands for. Copied by stream_server_url. */
+struct stream_request {
+	enum stream_kind kind;
+	const char *cell_id;
+	const char *unit_id; /* exec: the container */
+	char *const *cmd;    /* exec */
+	size_t n_cmd;
+	bool tty, in, out, err; /* exec: which streams the client asked for */
+};
+
+/* Listens on address ("127.0.0.1:0" picks a free port) and serves connections. */
+int stream_server_start(const char *address, struct cellmgr *cells, struct stream_server **out,
+			struct err *err);
+/* Closes the listener, ends every connection and waits for them. */
+void stream_server_stop(struct stream_server *s);
+/* A new single-use URL for req ("http://127.0.0.1:PORT/exec/TOKEN"); the caller frees it. */
+char *stream_server_url(struct stream_server *s, const struct stream_request *req);
+
+#endif

@@ -1,0 +1,158 @@
+"""Clients of the CRI streaming protocols, written here: SPDY/3.1 (what kubectl and the kubelet
+speak, with Kubernetes' remotecommand channels as streams named by a streamType header) and
+WebSocket (python3-websocket, channels as the first byte of each message).
+
+    out = spdy_exec(url, stdin=b"hi\\n", tty=False)   -> {"stdout": b.., "stderr": b.., "error": b..}
+    out = ws_exec(url, stdin=b"hi\\n")                 -> the same
+"""
+
+import os
+import socket
+import struct
+import urllib.parse
+import zlib
+
+import websocket
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DICTIONARY = os.path.join(HERE, "..", "fixtures", "spdy", "dictionary.bin")
+SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY = 1, 2, 3, 4, 6, 7
+FLAG_FIN = 0x01
+
+
+class Spdy:
+    """A client SPDY/3.1 session over an upgraded HTTP connection."""
+
+    def __init__(self, url, protocol="v4.channel.k8s.io", timeout=30):
+        u = urllib.parse.urlparse(url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        path = u.path + ("?" + u.query if u.query else "")
+        self.sock.sendall(("POST %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\n"
+                           "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: %s\r\n\r\n"
+                           % (path, u.netloc, protocol)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("closed before the upgrade answer: %r" % head)
+            head += chunk
+        head, self.rest = head.split(b"\r\n\r\n", 1)
+        self.status = int(head.split(b" ")[1])
+        self.head = head.decode()
+        with open(DICTIONARY, "rb") as f:
+            d = f.read()
+        self.deflate = zlib.compressobj(zdict=d)
+        self.inflate = zlib.decompressobj(zdict=d)
+        self.next_id = 1
+        self.data = {}
+        self.fin = set()
+        self.reset = set()
+        self.goaway = False
+
+    def headers_block(self, headers):
+        raw = struct.pack(">I", len(headers))
+        for k, v in headers.items():
+            raw += struct.pack(">I", len(k)) + k.encode() + struct.pack(">I", len(v)) + v.encode()
+        return self.deflate.compress(raw) + self.deflate.flush(zlib.Z_SYNC_FLUSH)
+
+    def control(self, kind, flags, payload):
+        self.sock.sendall(struct.pack(">HHI", 0x8003, kind, (flags << 24) | len(payload)) +
+                          payload)
+
+    def open(self, headers):
+        sid = self.next_id
+        self.next_id += 2
+        self.control(SYN_STREAM, 0, struct.pack(">II", sid, 0) + b"\0\0" +
+                     self.headers_block(headers))
+        self.data[sid] = b""
+        return sid
+
+    def send(self, sid, data, fin=False):
+        self.sock.sendall(struct.pack(">II", sid, ((FLAG_FIN if fin else 0) << 24) |
+                                      len(data)) + data)
+
+    def read_frame(self):
+        """Reads one frame; False at the end of the connection."""
+        while len(self.rest) < 8:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return False
+            self.rest += chunk
+        first, second = struct.unpack(">II", self.rest[:8])
+        length = second & 0xffffff
+        while len(self.rest) < 8 + length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return False
+            self.rest += chunk
+        payload, self.rest = self.rest[8:8 + length], self.rest[8 + length:]
+        flags = second >> 24
+        if first & 0x80000000:
+            kind = first & 0xffff
+            if kind in (SYN_REPLY, SYN_STREAM):
+                sid = struct.unpack(">I", payload[:4])[0] & 0x7fffffff
+                block = payload[4:] if kind == SYN_REPLY else payload[10:]
+                self.inflate.decompress(block)
+                if flags & FLAG_FIN:
+                    self.fin.add(sid)
+            elif kind == RST_STREAM:
+                self.reset.add(struct.unpack(">I", payload[:4])[0] & 0x7fffffff)
+            elif kind == GOAWAY:
+                self.goaway = True
+        else:
+            sid = first & 0x7fffffff
+            self.data[sid] = self.data.get(sid, b"") + payload
+            if flags & FLAG_FIN:
+                self.fin.add(sid)
+        return True
+
+    def close(self):
+        self.sock.close()
+
+
+def spdy_exec(url, stdin=None, tty=False, resize=None, protocol="v4.channel.k8s.io"):
+    s = Spdy(url, protocol)
+    if s.status != 101:
+        body = s.rest.decode(errors="replace")
+        s.close()
+        raise ConnectionError("upgrade refused: %d %s" % (s.status, body))
+    ids = {"error": s.open({"streamtype": "error"})}
+    if stdin is not None:
+        ids["stdin"] = s.open({"streamtype": "stdin"})
+    ids["stdout"] = s.open({"streamtype": "stdout"})
+    if not tty:
+        ids["stderr"] = s.open({"streamtype": "stderr"})
+    else:
+        ids["resize"] = s.open({"streamtype": "resize"})
+        if resize:
+            s.send(ids["resize"], b'{"Width":%d,"Height":%d}' % resize)
+    if stdin is not None:
+        s.send(ids["stdin"], stdin, fin=True)
+    while not s.goaway and ids["error"] not in s.fin and s.read_frame():
+        pass
+    while s.read_frame():
+        pass
+    s.close()
+    return {k: s.data.get(v, b"") for k, v in ids.items()}
+
+
+def ws_exec(url, stdin=None, protocol="v4.channel.k8s.io", close_stdin=False):
+    ws = websocket.create_connection(url.replace("http://", "ws://"), subprotocols=[protocol],
+                                     timeout=30)
+    out = {"stdout": b"", "stderr": b"", "error": b""}
+    if stdin is not None:
+        ws.send_binary(b"\0" + stdin)
+        if close_stdin:
+            ws.send_binary(b"\xff\0")
+    names = {1: "stdout", 2: "stderr", 3: "error"}
+    while True:
+        try:
+            op, data = ws.recv_data()
+        except websocket.WebSocketConnectionClosedException:
+            break
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            break
+        if data and data[0] in names:
+            out[names[data[0]]] += data[1:]
+    ws.close()
+    return out

@@ -1,0 +1,99 @@
+"""kubectl exec into a cell: the CRI's Exec answers a single-use URL on kiyot's streaming
+server, which speaks SPDY/3.1 and WebSocket with Kubernetes' remotecommand channels; driven
+here by the suite's own clients (streamclient.py)."""
+
+import json
+import unittest
+import urllib.error
+import urllib.request
+
+import grpc
+
+import streamclient
+from harness import KiyotTest, T_CALL
+
+
+class StreamingTest(KiyotTest):
+    def running(self, security=None):
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), command=["sleep", "3600"],
+                             security=security)
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        return cid
+
+    def url(self, cid, cmd, tty=False, stdin=False, stderr=True):
+        r = self.c.runtime.Exec(self.pb.ExecRequest(container_id=cid, cmd=cmd, tty=tty,
+                                                    stdin=stdin, stdout=True,
+                                                    stderr=stderr and not tty),
+                                timeout=T_CALL)
+        self.assertTrue(r.url.startswith("http://127.0.0.1:"), r.url)
+        return r.url
+
+    def status(self, out):
+        return json.loads(out["error"].decode())
+
+    def test_spdy_exec_streams_stdio_and_reports_success(self):
+        pb = self.pb
+        cid = self.running(pb.LinuxContainerSecurityContext(
+            run_as_user=pb.Int64Value(value=1000)))
+        url = self.url(cid, ["sh", "-c", "read x; echo out:$x; id -u; echo err >&2"],
+                       stdin=True)
+        out = streamclient.spdy_exec(url, stdin=b"hi\n")
+        self.assertEqual(out["stdout"].decode().split(), ["out:hi", "1000"])
+        self.assertEqual(out["stderr"], b"err\n")
+        self.assertEqual(self.status(out)["status"], "Success")
+
+    def test_spdy_exec_exit_code_is_a_non_zero_exit_code_status(self):
+        cid = self.running()
+        out = streamclient.spdy_exec(self.url(cid, ["sh", "-c", "exit 3"]))
+        st = self.status(out)
+        self.assertEqual(st["status"], "Failure")
+        self.assertEqual(st["reason"], "NonZeroExitCode")
+        self.assertEqual(st["details"]["causes"], [{"reason": "ExitCode", "message": "3"}])
+
+    def test_spdy_exec_with_a_terminal_and_its_size(self):
+        cid = self.running()
+        out = streamclient.spdy_exec(self.url(cid, ["sh", "-c", "sleep 1; stty size; tty"],
+                                              tty=True, stdin=True),
+                                     stdin=b"", tty=True, resize=(100, 30))
+        text = out["stdout"].decode().replace("\r", "")
+        self.assertIn("30 100\n", text)
+        self.assertIn("/dev/pts/", text)
+
+    def test_a_url_is_good_once(self):
+        cid = self.running()
+        url = self.url(cid, ["true"])
+        streamclient.spdy_exec(url)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url, timeout=10)
+        self.assertEqual(e.exception.code, 404)
+        with self.assertRaises(ConnectionError):
+            streamclient.spdy_exec(url)
+
+    def test_websocket_exec_v4_and_v5(self):
+        cid = self.running()
+        out = streamclient.ws_exec(self.url(cid, ["sh", "-c", "echo out; echo err >&2; exit 2"]))
+        self.assertEqual(out["stdout"], b"out\n")
+        self.assertEqual(out["stderr"], b"err\n")
+        self.assertEqual(self.status(out)["details"]["causes"][0]["message"], "2")
+        # v5 closes stdin with a message on channel 255
+        out = streamclient.ws_exec(self.url(cid, ["sh", "-c", "cat; echo done"], stdin=True),
+                                   stdin=b"piped\n", protocol="v5.channel.k8s.io",
+                                   close_stdin=True)
+        self.assertEqual(out["stdout"], b"piped\ndone\n")
+
+    def test_exec_requests_are_checked(self):
+        cid = self.running()
+        pb = self.pb
+        details = self.assertCode(grpc.StatusCode.INVALID_ARGUMENT, self.c.runtime.Exec,
+                                  pb.ExecRequest(container_id=cid, cmd=["sh"], tty=True,
+                                                 stdout=True, stderr=True), timeout=T_CALL)
+        self.assertIn("tty and stderr", details)
+        self.assertCode(grpc.StatusCode.NOT_FOUND, self.c.runtime.Exec,
+                        pb.ExecRequest(container_id="nope", cmd=["sh"], stdout=True),
+                        timeout=T_CALL)
+
+
+if __name__ == "__main__":
+    unittest.main()
