@@ -546,6 +546,29 @@ static void test_spdy__send_stalls_until_window_update(void **state)
 	assert_int_equal(fr.flags, 0x01);
 }
 
+/* The peer's SETTINGS change the initial window of open streams by the difference. */
+static void test_spdy__peer_initial_window(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t settings[] = { 1, 7, 1000 }; /* INITIAL_WINDOW_SIZE */
+	const uint32_t overflow[] = { 1, 0x7fffffff };
+
+	skip_preface(f);
+	syn_stream(&f->c, 1, 0, stdout_hdrs, 1);
+	feed(f);
+	assert_int_equal(spdy_send(f->s, 1, "abc", 3, false, &f->err), 3);
+	words(&f->c, SETTINGS, 0, settings, 3);
+	feed(f);
+	assert_int_equal(spdy_send_window(f->s, 1), 997);
+	while (next_frame(f, &(struct frame){ 0 }))
+		;
+	/* a window pushed past 2^31 - 1 is a flow-control error on that stream */
+	words(&f->c, WINDOW_UPDATE, 0, overflow, 2);
+	feed(f);
+	assert_int_equal(f->seen[f->nseen - 1].ev.type, SPDY_EV_RESET);
+	expect_rst(f, 1, SPDY_FLOW_CONTROL_ERROR);
+}
+
 /* Strict windows: data past a stream's window resets it; consumed data reopens the window. */
 static void test_spdy__receive_window_enforced_and_reopened(void **state)
 {
@@ -1024,6 +1047,7 @@ int main(void)
 		T(data_out_and_close),
 		T_STRICT(send_stalls_until_window_update),
 		T_STRICT(receive_window_enforced_and_reopened),
+		T_STRICT(peer_initial_window),
 		T(lenient_windows),
 		T(peer_reset),
 		T(ping_echo),
