@@ -493,6 +493,12 @@ static void collect(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, struc
 	*n = k;
 }
 
+/* See the header. */
+char *supervisor_host_netns(struct supervisor *s)
+{
+	return s->host_netns[0] ? xstrdup(s->host_netns) : NULL;
+}
+
 /* Replaces the desired pod and waits; see the header. */
 int supervisor_apply(struct supervisor *s, const Kiyot__Cell__V1__Pod *pod, int64_t timeout_ms,
 		     struct unit_status **out, size_t *n, struct err *err)

@@ -110,6 +110,10 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
 			 size_t *err_len, int *exit_code, struct err *err);
 
+/* The host's network namespace (a path) when it is not the agent's own (a local cell's
+ * node); NULL otherwise. The caller frees it. */
+char *supervisor_host_netns(struct supervisor *s);
+
 /* A command started in a running unit with supervisor_exec_start, its stdio open. */
 struct exec_session {
 	pid_t runtime_pid; /* the runtime's exec, whose exit status is the command's */

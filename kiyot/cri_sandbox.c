@@ -18,6 +18,7 @@
 #include "podobject.h"
 #include "provision.h"
 #include "store.h"
+#include "stream/server.h"
 #include "xalloc.h"
 
 #define CELL_ID_LEN 20
@@ -579,5 +580,42 @@ CRI_HANDLER(list_pod_sandbox)
 		out->items[out->n_items++] = p;
 	}
 	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+/* A URL on the streaming server for connections to the pod's ports (kubectl port-forward). */
+CRI_HANDLER(port_forward)
+{
+	const Runtime__V1__PortForwardRequest *r = (const void *)req;
+	Runtime__V1__PortForwardResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_PORTFORWARD };
+	struct kiyot *k = svc;
+	struct sandbox *sb;
+	_cleanup_free_ char *cell_id = NULL, *url = NULL;
+	bool ready;
+
+	for (size_t i = 0; i < r->n_port; i++)
+		if (r->port[i] < 1 || r->port[i] > 65535)
+			return err_set(err, EINVAL, "port: %d is not a TCP port", r->port[i]);
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	ready = sb && sb->state == SANDBOX_READY;
+	if (ready) {
+		const Runtime__V1__LinuxPodSandboxConfig *lx = sb->config->linux;
+
+		cell_id = xstrdup(sb->cell_id);
+		sr.host_network = lx && lx->security_context &&
+				  lx->security_context->namespace_options &&
+				  lx->security_context->namespace_options->network ==
+					  RUNTIME__V1__NAMESPACE_MODE__NODE;
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (!sb)
+		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+	if (!ready)
+		return err_set(err, EBUSY, "pod sandbox %s is not ready", r->pod_sandbox_id);
+	sr.cell_id = cell_id;
+	url = stream_server_url(k->stream, &sr);
+	out->url = rpc_strdup(call, url);
 	return 0;
 }

@@ -288,7 +288,7 @@ ROUTE_BY_ID(create_container, "CreateContainer", Runtime__V1__CreateContainerReq
 ROUTE_BY_ID(pod_sandbox_stats, "PodSandboxStats", Runtime__V1__PodSandboxStatsRequest,
 	    pod_sandbox_id, kiyot_owns_sandbox, cri_pod_sandbox_stats)
 ROUTE_BY_ID(port_forward, "PortForward", Runtime__V1__PortForwardRequest, pod_sandbox_id,
-	    kiyot_owns_sandbox, cri_unimplemented)
+	    kiyot_owns_sandbox, cri_port_forward)
 ROUTE_BY_ID(start_container, "StartContainer", Runtime__V1__StartContainerRequest, container_id,
 	    kiyot_owns_container, cri_start_container)
 ROUTE_BY_ID(remove_container, "RemoveContainer", Runtime__V1__RemoveContainerRequest, container_id,

@@ -40,6 +40,7 @@ struct stream_request {
 	char *const *cmd;    /* exec */
 	size_t n_cmd;
 	bool tty, in, out, err; /* exec: which streams the client asked for */
+	bool host_network;	/* port-forward: the pod uses its host's network */
 };
 
 /* Listens on address ("127.0.0.1:0" picks a free port) and serves connections. */

@@ -608,7 +608,21 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 	enum ws_codec codec = WS_CODEC_BINARY;
 	int ret;
 
-	if (up == HTTP_UPGRADE_SPDY) {
+	if (up == HTTP_UPGRADE_SPDY && s->req->kind == STREAM_PORTFORWARD) {
+		static const char *const pf_protocols[] = { "portforward.k8s.io", NULL };
+
+		proto = http_negotiate(http, "X-Stream-Protocol-Version", pf_protocols);
+		s->spdy = true;
+		ret = proto ? http_answer_spdy(&out, proto, err)
+			    : err_set(err, EPROTO, "port-forward speaks portforward.k8s.io");
+		if (!proto)
+			http_answer_error(
+				&out, 403,
+				"X-Accepted-Stream-Protocol-Versions: portforward.k8s.io\r\n",
+				"port-forward speaks portforward.k8s.io", err);
+		if (ret == 0 && !(s->sp = spdy_session_new(NULL, err)))
+			ret = -err->code;
+	} else if (up == HTTP_UPGRADE_SPDY) {
 		proto = http_negotiate(http, "X-Stream-Protocol-Version", spdy_protocols);
 		if (!proto) {
 			http_answer_error(
@@ -652,14 +666,16 @@ int stream_session(struct cellmgr *cells, int fd, const struct http_req *http,
 	struct sess s = { .cells = cells, .fd = fd, .req = req, .wake = { -1, -1 } };
 	int ret;
 
-	if (req->kind != STREAM_EXEC)
-		return err_set(err, ENOSYS, "port-forward is not served yet");
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	ret = upgrade(&s, http, err);
 	if (ret == 0 && pipe2(s.wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		ret = err_errno(err, "pipe");
-	if (ret == 0)
+	if (ret == 0 && req->kind == STREAM_PORTFORWARD && s.spdy)
+		ret = stream_port_forward(cells, fd, req, s.sp, head_rest, rest_len, err);
+	else if (req->kind == STREAM_PORTFORWARD && ret == 0)
+		ret = err_set(err, ENOSYS, "port-forward over WebSocket is not served yet");
+	else if (ret == 0)
 		ret = run(&s, head_rest, rest_len, err);
 	cells_stream_free(s.cs);
 	queue_drop(&s.out);

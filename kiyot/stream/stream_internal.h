@@ -24,4 +24,10 @@ int stream_session(struct cellmgr *cells, int fd, const struct http_req *http,
 		   const struct stream_request *req, const uint8_t *head_rest, size_t rest_len,
 		   struct err *err);
 
+/* The port-forward half of stream_session, on an upgraded SPDY session. */
+struct spdy_session;
+int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_request *req,
+			struct spdy_session *sp, const uint8_t *rest, size_t rest_len,
+			struct err *err);
+
 #endif

@@ -156,3 +156,26 @@ def ws_exec(url, stdin=None, protocol="v4.channel.k8s.io", close_stdin=False):
             out[names[data[0]]] += data[1:]
     ws.close()
     return out
+
+
+def spdy_port_forward(url, requests):
+    """requests: [(port, payload)], all on one connection at once, as kubectl does for
+    several local connections. Returns [(data received, error text)] in the same order."""
+    s = Spdy(url, "portforward.k8s.io")
+    if s.status != 101:
+        s.close()
+        raise ConnectionError("upgrade refused: %d" % s.status)
+    pairs = []
+    for i, (port, _) in enumerate(requests):
+        h = {"port": str(port), "requestid": str(i)}
+        err = s.open(dict(h, streamtype="error"))
+        data = s.open(dict(h, streamtype="data"))
+        pairs.append((err, data))
+    for (err, data), (_, payload) in zip(pairs, requests):
+        for off in range(0, len(payload), 65536):
+            s.send(data, payload[off:off + 65536])
+        s.send(data, b"", fin=True)
+    while not all(d in s.fin or d in s.reset for _, d in pairs) and s.read_frame():
+        pass
+    s.close()
+    return [(s.data.get(d, b""), s.data.get(e, b"").decode()) for e, d in pairs]

@@ -2,7 +2,10 @@
 server, which speaks SPDY/3.1 and WebSocket with Kubernetes' remotecommand channels; driven
 here by the suite's own clients (streamclient.py)."""
 
+import hashlib
 import json
+import socket
+import threading
 import unittest
 import urllib.error
 import urllib.request
@@ -10,7 +13,7 @@ import urllib.request
 import grpc
 
 import streamclient
-from harness import KiyotTest, T_CALL
+from harness import KiyotTest, T_CALL, wait_for
 
 
 class StreamingTest(KiyotTest):
@@ -82,6 +85,40 @@ class StreamingTest(KiyotTest):
                                    stdin=b"piped\n", protocol="v5.channel.k8s.io",
                                    close_stdin=True)
         self.assertEqual(out["stdout"], b"piped\ndone\n")
+
+    def test_port_forward_several_connections_byte_for_byte(self):
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"),
+                             command=["nc", "-ll", "-p", "9000", "-e", "cat"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        big = hashlib.shake_256(b"pf").digest(1 << 20)
+        url = lambda: self.c.runtime.PortForward(self.pb.PortForwardRequest(
+            pod_sandbox_id=pod, port=[9000]), timeout=T_CALL).url
+        wait_for(lambda: streamclient.spdy_port_forward(url(), [(9000, b"x")])[0][0] == b"x",
+                 10, "the echo server")
+        got = streamclient.spdy_port_forward(url(), [(9000, big), (9000, b"second\n"),
+                                                     (9001, b"nobody")])
+        self.assertEqual(hashlib.sha256(got[0][0]).hexdigest(),
+                         hashlib.sha256(big).hexdigest())
+        self.assertEqual(got[1], (b"second\n", ""))
+        self.assertIn("9001", got[2][1], "a refused connection is told on its error stream")
+
+    def test_port_forward_in_a_host_network_pod_reaches_the_node(self):
+        pb = self.pb
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        self.addCleanup(srv.close)
+        port = srv.getsockname()[1]
+        threading.Thread(target=lambda: srv.accept()[0].sendall(b"from the node"),
+                         daemon=True).start()
+        host = pb.NamespaceOption(network=pb.NODE)
+        pod, _ = self.run_pod(security=pb.LinuxSandboxSecurityContext(namespace_options=host))
+        url = self.c.runtime.PortForward(pb.PortForwardRequest(pod_sandbox_id=pod, port=[port]),
+                                         timeout=T_CALL).url
+        self.assertEqual(streamclient.spdy_port_forward(url, [(port, b"")])[0],
+                         (b"from the node", ""))
 
     def test_exec_requests_are_checked(self):
         cid = self.running()
