@@ -439,7 +439,13 @@ int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_reque
 		if (!p[0].revents)
 			continue;
 		n = read(fd, buf, sizeof(buf));
-		if (n <= 0 || !pf_feed(&pf, buf, (size_t)n) || !pf_flush(&pf))
+		if (n <= 0)
+			break;
+		if (!pf_feed(&pf, buf, (size_t)n)) {
+			pf_flush(&pf); /* the GOAWAY saying why */
+			break;
+		}
+		if (!pf_flush(&pf))
 			break;
 	}
 	pthread_mutex_lock(&pf.mu);

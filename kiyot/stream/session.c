@@ -567,7 +567,10 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 		if (p[0].revents) {
 			ssize_t n = read(s->fd, buf, sizeof(buf));
 
-			if (n <= 0 || !feed(s, buf, (size_t)n) || !flush(s)) {
+			bool ok = n > 0 && feed(s, buf, (size_t)n);
+
+			/* a protocol error's GOAWAY or close frame goes out before the end */
+			if (!flush(s) || !ok) {
 				pthread_mutex_lock(&s->mu);
 				s->gone = true;
 				pthread_cond_broadcast(&s->cond);
