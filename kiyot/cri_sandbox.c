@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cellnat.h"
 #include "cells.h"
 #include "cellsync.h"
 #include "events.h"
@@ -67,6 +68,47 @@ int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_s
 			return 0;
 	}
 	return 1;
+}
+
+/* A local cell's hostPorts on the node (cellnat.h): the pod's port mappings with a host port.
+ * An EC2 cell's are its instance's own ports, and a host-network pod's the node's: nothing to
+ * do for either. */
+static int host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip, struct err *err)
+{
+	const Runtime__V1__PodSandboxConfig *cfg = sb->config;
+	const Runtime__V1__LinuxPodSandboxConfig *lx = cfg->linux;
+	struct cellnat_port *ports;
+	_cleanup_free_ char *owner = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (k->provider.ops->remote_files || !cfg->n_port_mappings ||
+	    (lx && lx->security_context && lx->security_context->namespace_options &&
+	     lx->security_context->namespace_options->network == RUNTIME__V1__NAMESPACE_MODE__NODE))
+		return 0;
+	ports = xcalloc(cfg->n_port_mappings, sizeof(*ports));
+	for (size_t i = 0; i < cfg->n_port_mappings; i++) {
+		const Runtime__V1__PortMapping *pm = cfg->port_mappings[i];
+
+		if (pm->host_port <= 0)
+			continue;
+		if (pm->host_port > 65535 || pm->container_port <= 0 ||
+		    pm->container_port > 65535) {
+			free(ports);
+			return err_set(err, EINVAL, "port_mappings[%zu]: ports must be 1-65535", i);
+		}
+		ports[n].protocol = pm->protocol == RUNTIME__V1__PROTOCOL__UDP	  ? "udp"
+				    : pm->protocol == RUNTIME__V1__PROTOCOL__SCTP ? "sctp"
+										  : "tcp";
+		ports[n].host_port = pm->host_port;
+		ports[n].container_port = pm->container_port;
+		ports[n].host_ip = pm->host_ip;
+		n++;
+	}
+	owner = xasprintf("%s/%s", cfg->metadata->namespace_, cfg->metadata->name);
+	ret = n ? cellnat_hostports_set(k->cfg.bridge, sb->cell_id, owner, ip, ports, n, err) : 0;
+	free(ports);
+	return ret;
 }
 
 /* Checks what a sandbox must carry; errors name the field. */
@@ -308,6 +350,11 @@ CRI_HANDLER(run_pod_sandbox)
 	if (ret < 0)
 		goto fail;
 
+	ret = host_ports(k, sb, ip, err);
+	if (ret < 0) {
+		free(ip);
+		goto fail;
+	}
 	pthread_mutex_lock(&k->lock);
 	set_field(&sb->ip, ip);
 	sb->state = SANDBOX_READY;

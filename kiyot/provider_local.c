@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cellnat.h"
 #include "cellnet.h"
 #include "cellrecord.h"
 #include "cellspawn.h"
@@ -315,6 +316,8 @@ static int cell_teardown(struct local_provider *p, const char *id, struct err *e
 			keep_first(&first, &e, id);
 	}
 	if (unmount_below(dir, &e) < 0)
+		keep_first(&first, &e, id);
+	if (cellnat_hostports_clear(id, &e) < 0)
 		keep_first(&first, &e, id);
 	remove_all_hierarchies(rel, id, &first);
 	/* Releasing the netns makes the kernel destroy the veth pair in the background, which
