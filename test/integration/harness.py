@@ -596,6 +596,17 @@ def cleanup(work, env=None):
                        check=False, quiet=True)
     step("masquerade", masquerade)
 
+    def hostports():
+        # kiyot's hostPort chains (test_hostport), and the jumps to them
+        listed = sh("iptables", "-w", "-t", "nat", "-S", check=False, quiet=True)
+        for rule in listed.splitlines():
+            if '"kiyot hostports' in rule and rule.startswith("-A "):
+                sh("sh", "-c", "iptables -w -t nat -D %s" % rule[3:], check=False, quiet=True)
+        for chain in ("KIYOT-HOSTPORTS", "KIYOT-HOSTPORTS-SNAT"):
+            sh("iptables", "-w", "-t", "nat", "-F", chain, check=False, quiet=True)
+            sh("iptables", "-w", "-t", "nat", "-X", chain, check=False, quiet=True)
+    step("hostports", hostports)
+
     def files():
         if os.environ.get("KIYOT_ITEST_KEEP"):
             log("keeping " + work)
