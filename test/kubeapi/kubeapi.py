@@ -125,6 +125,52 @@ def validate_pod(obj):
                                'Required value' % (obj["metadata"]["name"], i, f))
 
 
+# The fields of apiextensions.k8s.io/v1 JSONSchemaProps: a schema node may carry these and
+# nothing else (the real server's strict decoding refuses the rest).
+SCHEMA_FIELDS = {
+    "id", "$schema", "$ref", "description", "type", "format", "title", "default", "maximum",
+    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
+    "maxItems", "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties",
+    "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not", "properties",
+    "additionalProperties", "patternProperties", "dependencies", "additionalItems",
+    "definitions", "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type", "x-kubernetes-map-type", "x-kubernetes-validations",
+}
+
+
+def check_schema(node, path, name):
+    """A CRD's openAPIV3Schema as the real server checks it: known fields only (strict
+    decoding), and a structural schema: every node that is not int-or-string or
+    preserve-unknown-fields has a type."""
+    if not isinstance(node, dict):
+        raise ApiError(400, "BadRequest", "CustomResourceDefinition in version \"v1\" cannot "
+                       "be handled as a CustomResourceDefinition: %s: must be an object" % path)
+    for k in node:
+        if k not in SCHEMA_FIELDS:
+            raise ApiError(400, "BadRequest", "CustomResourceDefinition in version \"v1\" "
+                           "cannot be handled as a CustomResourceDefinition: strict decoding "
+                           "error: unknown field \"%s.%s\"" % (path, k))
+    if "type" not in node and not node.get("x-kubernetes-int-or-string") and \
+            not node.get("x-kubernetes-preserve-unknown-fields"):
+        raise ApiError(422, "Invalid", "CustomResourceDefinition.apiextensions.k8s.io \"%s\" "
+                       "is invalid: %s.type: Required value: must not be empty for specified "
+                       "object fields" % (name, path))
+    for k, sub in (node.get("properties") or {}).items():
+        check_schema(sub, "%s.properties.%s" % (path, k), name)
+    if isinstance(node.get("items"), dict):
+        check_schema(node["items"], path + ".items", name)
+
+
+def validate_crd(obj):
+    """The schema of every version of a CRD (see check_schema)."""
+    name = obj["metadata"].get("name", "")
+    for i, v in enumerate((obj.get("spec") or {}).get("versions") or []):
+        schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
+        if schema is not None:
+            check_schema(schema, "spec.versions[%d].schema.openAPIV3Schema" % i, name)
+
+
 def parse_selector(sel):
     """Equality, inequality and existence requirements, comma-separated, as kubectl sends."""
     reqs = []
@@ -445,6 +491,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 md["namespace"] = ns
             if kind == "Pod":
                 validate_pod(obj)
+            if kind == "CustomResourceDefinition":
+                validate_crd(obj)
                 obj.setdefault("status", {"phase": "Pending"})
             md.pop("resourceVersion", None)
             md.update({"uid": str(uuid.uuid4()), "resourceVersion": store.bump(),

@@ -2,6 +2,7 @@
 """The local API endpoint checked with real clients: kubectl (apply, create, get with printer
 columns, delete) and python3-kubernetes (CustomObjectsApi, CoreV1Api), so the suite's endpoint
 answers as the real API server does for what kiyot uses: Cell objects and Pod objects."""
+import glob
 import json
 import os
 import shutil
@@ -12,10 +13,14 @@ import tempfile
 import time
 import unittest
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CRD = os.path.join(ROOT, "deploy", "crd-cells.yaml")
 G, V, P = "kiyot.elotl.co", "v1", "cells"
+sys.path.insert(0, HERE)
+import kubeapi  # noqa: E402 - the endpoint's own checks, from its directory
 
 
 def free_port():
@@ -311,6 +316,39 @@ class KubeApiTest(unittest.TestCase):
             self.core.create_namespaced_pod("default", bad)
         self.assertEqual(cm.exception.status, 422)
         self.assertIn("spec.containers", json.loads(cm.exception.body)["message"])
+
+    def test_kubeapi__crd_with_an_unknown_schema_field_is_refused(self):
+        # an unquoted comma inside a YAML flow mapping made the rest of a description a field
+        # of the schema: real API servers refuse it, and so does this one
+        bad = os.path.join(ROOT, "test", "fixtures", "kubeapi", "crd-cells-unquoted-comma.yaml")
+        with open(bad) as f:
+            doc = yaml.safe_load(f)
+        self.assertIn("which is the pod IP.",
+                      doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                      ["spec"]["properties"]["ip"], "the fixture no longer shows the bug")
+        doc["metadata"]["name"] = "bads.kiyot.elotl.co"
+        doc["spec"]["names"].update(plural="bads", singular="bad", kind="Bad", shortNames=[])
+        path = os.path.join(self.ep.dir, "bad-crd.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = self.ep.kubectl("apply", "--validate=false", "-f", path, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.'
+                      'properties.ip.which is the pod IP."', r.stderr)
+
+    def test_kubeapi__every_shipped_manifest_is_valid(self):
+        # every YAML under deploy/ parses, names only known fields in its CRD schemas, and the
+        # CRD and RBAC objects apply
+        for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "**", "*.yaml"),
+                                     recursive=True)):
+            with open(path) as f:
+                docs = [d for d in yaml.safe_load_all(f) if d]
+            self.assertTrue(docs, path)
+            for d in docs:
+                if d.get("kind") == "CustomResourceDefinition":
+                    kubeapi.validate_crd(d)
+        self.ep.kubectl("apply", "--validate=false", "-f",
+                        os.path.join(ROOT, "deploy", "crd-cells.yaml"))
 
 
 if __name__ == "__main__":
