@@ -11,6 +11,9 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
   3. cell-agent and unit shim memory
   4. kiyot memory with 0 and 20 pods
   5. CRI Version call latency over the unix socket
+  7. the container lifecycle (Create/Start/Stop/Remove, and critest's pod flow) next to the
+     suite's private containerd, same client, same requests, in the same run
+     (6 is bench/volumes, a program of its own)
 
 bench/run.sh is the entry point (root, one run at a time). Exit status: 0 when every figure
 was measured, 1 when the setup failed or a section could not be measured (printed).
@@ -36,6 +39,7 @@ REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(REPO, "test", "integration"))
 sys.path.insert(0, HERE)
 
+import containerd  # noqa: E402
 import harness  # noqa: E402
 from report import ratio, table  # noqa: E402
 from harness import images  # noqa: E402
@@ -54,6 +58,20 @@ CRUN_REPS = 20
 NETNS_REPS = 20
 VERSION_CALLS = 2000
 IDLE_CPU_S = 2
+
+# 7. lifecycle next to containerd
+BUSYBOX = "busybox:1"
+LIFE_N = 20
+LIFE_STOP_S = 2
+# Exits at once on SIGTERM: sh waits in the `wait` builtin, which a trapped signal interrupts
+# (a foreground `sleep` would hold the trap up to its end). It says "ready" once the trap is
+# set, and StopContainer is sent only then: an sh that is PID 1 of its namespace ignores a
+# SIGTERM that comes before the trap, which would cost the whole stop timeout.
+LIFE_CMD = ["sh", "-c", "trap 'kill $p; exit 0' TERM; sleep 3600 & p=$!; echo ready; wait"]
+WARM_CALLS = ("CreateContainer", "StartContainer", "StopContainer", "RemoveContainer")
+FRESH_CALLS = ("RunPodSandbox", "CreateContainer", "StartContainer", "ContainerStatus",
+               "StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox")
+T_READY = 30
 
 # Bounded waits (seconds).
 T_RUNNING = 60
@@ -130,6 +148,111 @@ def mem_cols(m):
     return [mib(m["rss"]), mib(m["private"]), mib(m["dirty"]), mib(m["pss"])]
 
 
+# ---- CRI calls timed one by one ----
+
+class _TimedService:
+    """A cri._Service whose calls store the duration of the RPC alone in last[method]."""
+
+    def __init__(self, svc, last):
+        self._svc = svc
+        self._last = last
+
+    def __getattr__(self, name):
+        fn = getattr(self._svc, name)
+
+        def call(*args, **kw):
+            t0 = time.perf_counter()
+            r = fn(*args, **kw)
+            self._last[name] = time.perf_counter() - t0
+            return r
+        return call
+
+
+class TimedClient:
+    """A cri.Client seen through _TimedService: the harness's request builders
+    (KiyotTest.create, .start, ...) make the requests and only the RPC is timed."""
+
+    def __init__(self, client):
+        self.pb = client.pb
+        self.last = {}
+        self.runtime = _TimedService(client.runtime, self.last)
+        self.image = _TimedService(client.image, self.last)
+
+
+class LifecycleSide:
+    """One runtime of section 7: its timed client, the harness's request builders bound to
+    it, and how its pod configs differ (kiyot's carry the target-runtime annotation; the
+    routing tests' containerd pods do not, and live under containerd.CGROUP_PARENT)."""
+
+    def __init__(self, name, client, env, kiyot, pods, pods_lock):
+        self.name = name
+        self.cl = TimedClient(client)
+        self.t = harness.KiyotTest()
+        self.t.env = env
+        self.t.c = self.cl
+        self.t.pb = client.pb
+        self.kiyot = kiyot
+        self.pods = pods
+        self.pods_lock = pods_lock
+        self.ref = env.ref(BUSYBOX)
+
+    def config(self, name):
+        cfg = self.t.sandbox_config(name=name)
+        if not self.kiyot:
+            del cfg.annotations["kubernetes.io/target-runtime"]
+            cfg.linux.cgroup_parent = "/%s/pod%s" % (containerd.CGROUP_PARENT,
+                                                      cfg.metadata.uid)
+        return cfg
+
+    def run_pod(self, name):
+        """RunPodSandbox; returns (pod id, sandbox config, seconds of the call)."""
+        cfg = self.config(name)
+        r = self.cl.runtime.RunPodSandbox(self.t.pb.RunPodSandboxRequest(config=cfg),
+                                          timeout=harness.T_START)
+        with self.pods_lock:
+            self.pods.append(r.pod_sandbox_id)
+        return r.pod_sandbox_id, cfg, self.cl.last["RunPodSandbox"]
+
+    def drop_pod(self, pod, rec=None):
+        """StopPodSandbox + RemovePodSandbox, their times into rec when given."""
+        self.t.stop_pod(pod)
+        if rec is not None:
+            rec["StopPodSandbox"] = self.cl.last["StopPodSandbox"]
+        self.t.remove_pod(pod)
+        if rec is not None:
+            rec["RemovePodSandbox"] = self.cl.last["RemovePodSandbox"]
+        with self.pods_lock:
+            if pod in self.pods:
+                self.pods.remove(pod)
+
+    def pull(self, cfg):
+        self.t.pull(self.ref, cfg)
+        return self.cl.last["PullImage"]
+
+    def container(self, pod, cfg, name, rec, status=False):
+        """CreateContainer, StartContainer (ContainerStatus when status), then, once the
+        command says it is ready, StopContainer and RemoveContainer; each call's seconds
+        into rec."""
+        last = self.cl.last
+        cid, path = self.t.create(pod, cfg, self.ref, name=name, command=LIFE_CMD, pull=False)
+        rec["CreateContainer"] = last["CreateContainer"]
+        self.t.start(cid)
+        rec["StartContainer"] = last["StartContainer"]
+        if status:
+            rec["state"] = self.t.pb.ContainerState.Name(self.t.cstatus(cid).state)
+            rec["ContainerStatus"] = last["ContainerStatus"]
+        deadline = time.monotonic() + T_READY
+        while "ready" not in harness.log_texts(path):
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: container %s did not log \"ready\" in %d s (%s)" %
+                                   (self.name, cid, T_READY, path))
+            time.sleep(0.005)
+        self.t.stop(cid, timeout=LIFE_STOP_S)
+        rec["StopContainer"] = last["StopContainer"]
+        self.t.remove(cid)
+        rec["RemoveContainer"] = last["RemoveContainer"]
+
+
 # ---- the run ----
 
 class Bench:
@@ -143,6 +266,8 @@ class Bench:
         self.tag = uuid.uuid4().hex[:6]
         self.crun_ids = []
         self.netns = []
+        self.ctrd = None
+        self.ctrd_pods = []
 
     # -- setup --
     def setup(self):
@@ -585,6 +710,84 @@ class Bench:
             res[threads] = {"lat": lat, "wall": wall}
         self.results["version"] = res
 
+    # -- 7. lifecycle next to containerd --
+    def start_containerd(self):
+        if not shutil.which("containerd") or not shutil.which("runc"):
+            raise RuntimeError("containerd or runc is not installed (deploy/install-deps.sh)")
+        self.ctrd = containerd.Containerd(self.env.work)
+        self.ctrd.start()
+        v = self.ctrd.client.runtime.Version(self.ctrd.client.pb.VersionRequest(version="v1"),
+                                             timeout=10)
+        return "%s %s" % (v.runtime_name, v.runtime_version)
+
+    def stop_containerd(self):
+        """Removes containerd's pods through its CRI, then containerd and all it left."""
+        if self.ctrd is None:
+            return
+        try:
+            if self.ctrd.running() and self.ctrd.client:
+                self.ctrd.remove_all_pods()
+        except Exception as e:  # noqa: BLE001 - containerd.cleanup below still runs
+            log("removing containerd's pods: %s" % harness.cri.details_of(e))
+        self.ctrd.kill()
+        containerd.cleanup(self.env.work)
+        self.ctrd = None
+        self.ctrd_pods = []
+
+    def section_vs_containerd(self):
+        log("7. lifecycle next to containerd: starting containerd")
+        version = self.start_containerd()
+        try:
+            self.lifecycle(version)
+        finally:
+            self.stop_containerd()
+
+    def lifecycle(self, version):
+        sides = [LifecycleSide("kiyot", self.env.client, self.env, True, self.pods,
+                               self.pods_lock),
+                 LifecycleSide("containerd", self.ctrd.client, self.env, False, self.ctrd_pods,
+                               self.pods_lock)]
+        res = {"containerd_version": version, "n": LIFE_N, "stop_timeout": LIFE_STOP_S,
+               "command": LIFE_CMD, "image": BUSYBOX}
+        for s in sides:
+            res[s.name] = {"warm_setup": {}, "warm": [], "fresh_setup": {}, "fresh": []}
+        self.results["lifecycle"] = res
+
+        def interleaved(i):
+            # the runtimes take turns, first one then the other, so that load from elsewhere
+            # on the machine falls on both alike
+            return sides if i % 2 == 0 else sides[::-1]
+
+        log("7a. warm pod: %d containers, each runtime in turn" % LIFE_N)
+        warm = {}
+        for s in sides:
+            pod, cfg, run = s.run_pod("life-%s-%s" % (s.name[:5], self.tag))
+            res[s.name]["warm_setup"] = {"RunPodSandbox": run, "PullImage": s.pull(cfg)}
+            warm[s.name] = (pod, cfg)
+        for i in range(LIFE_N):
+            for s in interleaved(i):
+                rec = {"idx": i}
+                s.container(warm[s.name][0], warm[s.name][1], "c%02d" % i, rec)
+                res[s.name]["warm"].append(rec)
+        for s in sides:
+            s.drop_pod(warm[s.name][0])
+
+        log("7b. critest's flow: %d fresh pods, each runtime in turn" % LIFE_N)
+        for s in sides:
+            # the image pulled once, with the sandbox config of a pod made for it; the
+            # samples' pods do not pull (the kubelet's IfNotPresent finds the image known)
+            pod, cfg, run = s.run_pod("lifepull-%s-%s" % (s.name[:5], self.tag))
+            res[s.name]["fresh_setup"] = {"RunPodSandbox": run, "PullImage": s.pull(cfg)}
+            s.drop_pod(pod)
+        for i in range(LIFE_N):
+            for s in interleaved(i):
+                rec = {"idx": i}
+                pod, cfg, rec["RunPodSandbox"] = s.run_pod(
+                    "lifef-%s-%s-%02d" % (s.name[:5], self.tag, i))
+                s.container(pod, cfg, "c", rec, status=True)
+                s.drop_pod(pod, rec)
+                res[s.name]["fresh"].append(rec)
+
     # -- reporting --
     def report(self):
         r = self.results
@@ -722,11 +925,49 @@ class Bench:
                              ms(max(x["lat"])), "%.0f" % (len(x["lat"]) / x["wall"])])
             table("5. CRI Version over the unix socket (ms; Python grpcio client)",
                   ["threads", "calls", "p50", "p99", "max", "calls/s"], rows)
+        lc = r.get("lifecycle")
+        if lc:
+            self.report_lifecycle(lc)
         if self.failed:
             print()
             for f in self.failed:
                 print("NOT MEASURED: " + f)
         sys.stdout.flush()
+
+    def report_lifecycle(self, lc):
+        k, c = lc["kiyot"], lc["containerd"]
+        for flow, calls, title, notes in (
+                ("warm", WARM_CALLS,
+                 "7a. Containers in a warm pod, kiyot vs containerd (ms, %d containers each)",
+                 ["one pod per runtime, %s pulled into it first; then Create, Start, Stop "
+                  "(timeout %d s) and Remove of one container after another" %
+                  (lc["image"], lc["stop_timeout"])]),
+                ("fresh", FRESH_CALLS,
+                 "7b. critest's flow, a fresh pod per sample, kiyot vs containerd (ms, %d "
+                 "pods each)",
+                 ["%s pulled once before, not per pod: kiyot's CreateContainer includes "
+                  "the pull into the new cell (each cell has its own image store);"
+                  % lc["image"],
+                  "containerd's node image store already has it"])):
+            ks, cs = k[flow], c[flow]
+            if not ks and not cs:
+                continue
+            rows = []
+            for call in calls + ("all calls",):
+                kv, cv = call_times(ks, call, calls), call_times(cs, call, calls)
+                rows.append([call, ms(med(kv)), ms(pct(kv, 95)), ms(med(cv)), ms(pct(cv, 95)),
+                             ratio(med(kv), med(cv), 2), ratio(pct(kv, 95), pct(cv, 95), 2)])
+            table(title % lc["n"],
+                  ["", "kiyot p50", "p95", "containerd p50", "p95", "ratio p50", "ratio p95"],
+                  rows, notes + [
+                      "ratio = kiyot / containerd: below 1.00x kiyot is faster; same client, "
+                      "same requests, the runtimes in turn; %s (runc, overlayfs)" %
+                      lc["containerd_version"],
+                      "samples: kiyot %d, containerd %d; p95 is the nearest rank (the %dth "
+                      "of %d)" % (len(ks), len(cs), math.ceil(0.95 * len(ks)), len(ks))])
+            states = sorted(set(x.get("state") for x in ks + cs if x.get("state")))
+            if flow == "fresh" and states != ["CONTAINER_RUNNING"]:
+                print("  ContainerStatus answered: " + ", ".join(states))
 
     def dump_json(self):
         path = os.environ.get("KIYOT_BENCH_JSON")
@@ -737,6 +978,7 @@ class Bench:
 
     # -- teardown --
     def cleanup(self):
+        self.stop_containerd()
         for cid in list(self.crun_ids):
             try:
                 self.crun("delete", "-f", cid, check=False)
@@ -761,6 +1003,13 @@ class Bench:
             traceback.print_exc()
             self.failed.append("%s: %s" % (name, harness.cri.details_of(e)))
         log("%s took %.1f s" % (name, time.monotonic() - t0))
+
+
+def call_times(recs, call, calls):
+    """The seconds of one call over samples; for "all calls", each sample's sum of calls."""
+    if call == "all calls":
+        return [sum(x[n] for n in calls) for x in recs if all(n in x for n in calls)]
+    return [x[call] for x in recs if call in x]
 
 
 def _read(path):
@@ -808,6 +1057,7 @@ def main():
         b.section("image pull", b.section_pull)
         b.section("cell-agent memory", b.section_agent_mem)
         b.section("CRI Version", b.section_version)
+        b.section("containerd baseline", b.section_vs_containerd)
         b.report()
         b.dump_json()
     except KeyboardInterrupt:
