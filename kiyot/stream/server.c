@@ -43,12 +43,14 @@ struct stream_server {
 	pthread_cond_t idle;
 	struct token *tokens;
 	int conns;
+	int fds[STREAM_MAX_CONNECTIONS]; /* the connections' sockets (-1: free), shut at stop */
 	bool stopping;
 };
 
 struct conn_arg {
 	struct stream_server *s;
 	int fd;
+	int slot;
 };
 
 static void request_free(struct stream_request *r)
@@ -206,9 +208,10 @@ static void *conn_thread(void *arg)
 	struct stream_server *s = a->s;
 
 	serve(s, a->fd);
+	pthread_mutex_lock(&s->mu);
+	s->fds[a->slot] = -1;
 	close(a->fd);
 	free(a);
-	pthread_mutex_lock(&s->mu);
 	s->conns--;
 	pthread_cond_broadcast(&s->idle);
 	pthread_mutex_unlock(&s->mu);
@@ -237,16 +240,20 @@ static void *accept_thread(void *arg)
 			continue;
 		}
 		s->conns++;
-		pthread_mutex_unlock(&s->mu);
 		a = xcalloc(1, sizeof(*a));
 		a->s = s;
 		a->fd = fd;
+		for (a->slot = 0; s->fds[a->slot] >= 0; a->slot++)
+			;
+		s->fds[a->slot] = fd;
+		pthread_mutex_unlock(&s->mu);
 		if (pthread_create(&t, NULL, conn_thread, a) != 0) {
-			close(fd);
-			free(a);
 			pthread_mutex_lock(&s->mu);
+			s->fds[a->slot] = -1;
 			s->conns--;
 			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			free(a);
 			continue;
 		}
 		pthread_detach(t);
@@ -296,6 +303,8 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 	s->cells = cells;
 	s->lfd = fd;
 	s->port = ntohs(sa.sin_port);
+	for (int i = 0; i < STREAM_MAX_CONNECTIONS; i++)
+		s->fds[i] = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	if (pthread_create(&s->thread, NULL, accept_thread, s) != 0) {
@@ -319,6 +328,10 @@ void stream_server_stop(struct stream_server *s)
 	pthread_join(s->thread, NULL);
 	close(s->lfd);
 	pthread_mutex_lock(&s->mu);
+	/* every session sees its client leave: its command is killed, its threads end */
+	for (int i = 0; i < STREAM_MAX_CONNECTIONS; i++)
+		if (s->fds[i] >= 0)
+			shutdown(s->fds[i], SHUT_RDWR);
 	while (s->conns > 0)
 		pthread_cond_wait(&s->idle, &s->mu);
 	while (s->tokens) {

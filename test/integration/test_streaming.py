@@ -4,8 +4,10 @@ here by the suite's own clients (streamclient.py)."""
 
 import hashlib
 import json
+import signal
 import socket
 import threading
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -119,6 +121,30 @@ class StreamingTest(KiyotTest):
                                          timeout=T_CALL).url
         self.assertEqual(streamclient.spdy_port_forward(url, [(port, b"")])[0],
                          (b"from the node", ""))
+
+    def test_kiyot_stops_promptly_with_a_session_open(self):
+        cid = self.running()
+        url = self.url(cid, ["sleep", "1000"], stdin=True)
+        t = threading.Thread(target=lambda: self.swallow(streamclient.spdy_exec, url,
+                                                         stdin=None), daemon=True)
+        s = streamclient.Spdy(url)  # a session that stays open
+        self.addCleanup(s.close)
+        s.open({"streamtype": "error"})
+        s.open({"streamtype": "stdout"})
+        s.open({"streamtype": "stderr"})
+        s.open({"streamtype": "stdin"})
+        time.sleep(1)
+        t0 = time.monotonic()
+        self.env.kill_kiyot(signal.SIGTERM)
+        self.assertLess(time.monotonic() - t0, 20, "kiyot waited on an open exec session")
+        self.env.start_kiyot()
+        self.c = self.env.client
+
+    def swallow(self, fn, *a, **kw):
+        try:
+            fn(*a, **kw)
+        except Exception:  # noqa: BLE001 - only the server's side matters here
+            pass
 
     def test_exec_requests_are_checked(self):
         cid = self.running()
