@@ -383,6 +383,42 @@ char *kiyot_cell_token(const struct kiyot *k, const char *cell_id)
 	return hex;
 }
 
+/*
+ * hostPort rules are the kernel's and outlive kiyot. At start, the rules of cells no sandbox
+ * has any more go (a state directory wiped, a teardown a crash cut short), then the rules of
+ * ready pods are made again where one is missing; rules already there stay as they are, so
+ * connections through them go on.
+ */
+static void host_ports_restore(struct kiyot *k)
+{
+	_cleanup_free_ const char **keep = NULL;
+	struct err err = ERR_INIT;
+	size_t n = 0, nsb = 0;
+	int ret;
+
+	if (k->provider.ops->remote_files)
+		return;
+	pthread_mutex_lock(&k->lock);
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		nsb++;
+	keep = xcalloc(nsb + 1, sizeof(*keep));
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (s->cell_id[0])
+			keep[n++] = s->cell_id;
+	ret = cellnat_hostports_prune(k->cfg.cell_cidr, keep, n, &err);
+	if (ret < 0)
+		log_error("hostPorts: %s", err.msg);
+	else if (ret > 0)
+		log_info("hostPorts: removed %d rules of cells that are gone", ret);
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		err_clear(&err);
+		if (s->state == SANDBOX_READY && s->cell_id[0] &&
+		    cri_sandbox_host_ports(k, s, s->ip, &err) < 0)
+			log_error("sandbox %s: hostPorts: %s", s->id, err.msg);
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
 int kiyot_open(struct kiyot *k, struct err *err)
 {
 	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
@@ -445,6 +481,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "streaming.address");
 	k->events = events_new();
 	k->gc = gc_start(k);
+	host_ports_restore(k);
 	if (k->provider.ops->remote_files)
 		k->volsync = volsync_start(k);
 	return 0;

@@ -25,6 +25,13 @@ const char *cri_map_get(void **map, size_t n, const char *key);
  * container with id `id` is asked to reach (id may be NULL). */
 int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err);
 
+/* Makes the sandbox's hostPorts (port mappings with a host port) reach its cell at ip: DNAT
+ * rules on the node for a local cell (cellnat.h); nothing for an EC2 cell, whose hostPorts are
+ * its instance's own ports, or a host-network pod, whose are the node's. Idempotent. A port
+ * another pod holds is -EADDRINUSE naming that pod. */
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
+			   struct err *err);
+
 /* Desired unit state bookkeeping kept beside the records (not persisted: derived on load). */
 enum desired {
 	DESIRED_CREATED,

@@ -4,6 +4,7 @@
 #include "cri.h"
 
 #include "cri_security.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -70,17 +71,43 @@ int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_s
 	return 1;
 }
 
-/* A local cell's hostPorts on the node (cellnat.h): the pod's port mappings with a host port.
- * An EC2 cell's are its instance's own ports, and a host-network pod's the node's: nothing to
- * do for either. */
-static int host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip, struct err *err)
+/* The port mappings with a host port must name ports and an IPv4 host address, if any;
+ * errors name the field. */
+static int validate_port_mappings(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	struct in_addr addr;
+
+	for (size_t i = 0; i < cfg->n_port_mappings; i++) {
+		const Runtime__V1__PortMapping *pm = cfg->port_mappings[i];
+
+		if (pm->host_port == 0)
+			continue; /* a container port only: nothing for the runtime to do */
+		if (pm->host_port < 0 || pm->host_port > 65535)
+			return err_set(err, EINVAL,
+				       "port_mappings[%zu].host_port: %d is not a port (1-65535)",
+				       i, pm->host_port);
+		if (pm->container_port <= 0 || pm->container_port > 65535)
+			return err_set(
+				err, EINVAL,
+				"port_mappings[%zu].container_port: %d is not a port (1-65535)", i,
+				pm->container_port);
+		if (pm->host_ip[0] && inet_pton(AF_INET, pm->host_ip, &addr) != 1)
+			return err_set(err, EINVAL,
+				       "port_mappings[%zu].host_ip: \"%s\" is not an IPv4 address "
+				       "(cells have IPv4 addresses only)",
+				       i, pm->host_ip);
+	}
+	return 0;
+}
+
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
+			   struct err *err)
 {
 	const Runtime__V1__PodSandboxConfig *cfg = sb->config;
 	const Runtime__V1__LinuxPodSandboxConfig *lx = cfg->linux;
-	struct cellnat_port *ports;
+	_cleanup_free_ struct cellnat_port *ports = NULL;
 	_cleanup_free_ char *owner = NULL;
 	size_t n = 0;
-	int ret;
 
 	if (k->provider.ops->remote_files || !cfg->n_port_mappings ||
 	    (lx && lx->security_context && lx->security_context->namespace_options &&
@@ -92,11 +119,6 @@ static int host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
 
 		if (pm->host_port <= 0)
 			continue;
-		if (pm->host_port > 65535 || pm->container_port <= 0 ||
-		    pm->container_port > 65535) {
-			free(ports);
-			return err_set(err, EINVAL, "port_mappings[%zu]: ports must be 1-65535", i);
-		}
 		ports[n].protocol = pm->protocol == RUNTIME__V1__PROTOCOL__UDP	  ? "udp"
 				    : pm->protocol == RUNTIME__V1__PROTOCOL__SCTP ? "sctp"
 										  : "tcp";
@@ -105,10 +127,11 @@ static int host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
 		ports[n].host_ip = pm->host_ip;
 		n++;
 	}
+	if (n == 0)
+		return 0;
 	owner = xasprintf("%s/%s", cfg->metadata->namespace_, cfg->metadata->name);
-	ret = n ? cellnat_hostports_set(k->cfg.bridge, sb->cell_id, owner, ip, ports, n, err) : 0;
-	free(ports);
-	return ret;
+	return cellnat_hostports_set(k->cfg.bridge, k->cfg.cell_cidr, sb->cell_id, owner, ip, ports,
+				     n, err);
 }
 
 /* Checks what a sandbox must carry; errors name the field. */
@@ -124,6 +147,8 @@ static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err 
 		return err_set(err, EINVAL, "config.metadata.namespace: required");
 	if (!cfg->metadata->uid[0])
 		return err_set(err, EINVAL, "config.metadata.uid: required");
+	if (validate_port_mappings(cfg, err) < 0)
+		return -err->code;
 	return cri_security_check_sandbox(cfg, err);
 }
 
@@ -350,7 +375,7 @@ CRI_HANDLER(run_pod_sandbox)
 	if (ret < 0)
 		goto fail;
 
-	ret = host_ports(k, sb, ip, err);
+	ret = cri_sandbox_host_ports(k, sb, ip, err);
 	if (ret < 0) {
 		free(ip);
 		goto fail;

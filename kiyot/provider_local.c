@@ -420,6 +420,21 @@ static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_
 	return 0;
 }
 
+/* Hairpin mode on the cell's bridge port. With bridge netfilter (br_netfilter, on most
+ * Kubernetes nodes) a cell calling its own hostPort or Service through the node is DNATed
+ * while being bridged, and the bridge must send the frame back out the port it came in by. */
+static void hairpin_on(const char *veth)
+{
+	_cleanup_free_ char *path = xasprintf("/sys/class/net/%s/brport/hairpin_mode", veth);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, "1", 1) != 1)
+		log_warn("local provider: %s: %s; a cell cannot reach itself through the node",
+			 path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 /* The cell's network: a fresh netns (replacing a stale one), the veth on the bridge, the
  * cell side configured. Returns an fd of the netns for the agent to join. */
 static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
@@ -445,6 +460,7 @@ static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip
 		close(ns_fd);
 		return -err->code;
 	}
+	hairpin_on(veth);
 	return ns_fd;
 }
 

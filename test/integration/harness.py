@@ -597,13 +597,30 @@ def cleanup(work, env=None):
     step("masquerade", masquerade)
 
     def hostports():
-        # kiyot's hostPort chains (test_hostport), and the jumps to them
+        # what test_hostport's pods left, should a killed run have left it: the rules toward
+        # the suite's cells and those of its bridge. The chains and the jumps to them go only
+        # once empty: another kiyot on this machine may have pods with hostPorts.
+        net = ipaddress.ip_network(CIDR)
+
+        def ours(rule):
+            if '"kiyot-hostport ' in rule:
+                addrs = re.findall(r"(?:--to-destination|-d) (\d+\.\d+\.\d+\.\d+)", rule)
+                return any(ipaddress.ip_address(a) in net for a in addrs)
+            return '"kiyot hostports loopback' in rule and \
+                (" -o %s " % BRIDGE in rule or " -i %s " % BRIDGE in rule)
+        for table in ("nat", "filter"):
+            listed = sh("iptables", "-w", "-t", table, "-S", check=False, quiet=True)
+            for rule in listed.splitlines():
+                if rule.startswith("-A ") and ours(rule):
+                    sh("sh", "-c", "iptables -w -t %s -D %s" % (table, rule[3:]),
+                       check=False, quiet=True)
         listed = sh("iptables", "-w", "-t", "nat", "-S", check=False, quiet=True)
+        if any(r.startswith("-A KIYOT-HOSTPORTS") for r in listed.splitlines()):
+            return
         for rule in listed.splitlines():
-            if '"kiyot hostports' in rule and rule.startswith("-A "):
+            if rule.startswith("-A ") and '"kiyot hostports"' in rule:
                 sh("sh", "-c", "iptables -w -t nat -D %s" % rule[3:], check=False, quiet=True)
         for chain in ("KIYOT-HOSTPORTS", "KIYOT-HOSTPORTS-SNAT"):
-            sh("iptables", "-w", "-t", "nat", "-F", chain, check=False, quiet=True)
             sh("iptables", "-w", "-t", "nat", "-X", chain, check=False, quiet=True)
     step("hostports", hostports)
 
