@@ -4,7 +4,7 @@
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],
- *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyot-node"}
+ *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyotnode"}
  * Everything in it is checked as untrusted input: types, ranges, and the size of the pre-pull
  * list (at most AGENT_MAX_PREPULL references of at most AGENT_MAX_PREPULL_REF printable bytes).
  */

@@ -78,8 +78,9 @@ struct local_provider {
 	int bridge_index; /* the bridge as last set up, 0 until then */
 };
 
-/* The node's network namespace by name, for host-network units of local cells. */
-#define NODE_NETNS CELLNET_NETNS_DIR "/" CELLNET_NETNS_PREFIX "node"
+/* The node's network namespace by name, for host-network units of local cells. Not under the
+ * cells' prefix: tools that clean up cells by their netns must never take it for one. */
+#define NODE_NETNS CELLNET_NETNS_DIR "/kiyotnode"
 
 /* "<state_dir>/<id>[/<file>]", newly allocated. */
 static char *cell_path(const struct local_provider *p, const char *id, const char *file)

@@ -157,9 +157,22 @@ def in_cidr(ip):
         return False
 
 
+def is_host_netns(name):
+    """True for a named netns that is this process's own (the node's): never a cell's."""
+    try:
+        return os.stat("/run/netns/" + name).st_ino == os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return False
+
+
+def cell_netns_list():
+    """The named network namespaces that may be cells': kiyot's prefix, not the node's own."""
+    return [ns for ns in netns_list() if ns.startswith(NETNS_PREFIX) and not is_host_netns(ns)]
+
+
 def netns_for_ip(ip):
-    for ns in netns_list():
-        if ns.startswith(NETNS_PREFIX) and ip in netns_addrs(ns):
+    for ns in cell_netns_list():
+        if ip in netns_addrs(ns):
             return ns
     return None
 
@@ -522,9 +535,8 @@ def cleanup(work, env=None):
     ours = []
 
     def find_ns():
-        for ns in netns_list():
-            if ns.startswith(NETNS_PREFIX) and ns not in before and \
-                    any(in_cidr(a) for a in netns_addrs(ns)):
+        for ns in cell_netns_list():
+            if ns not in before and any(in_cidr(a) for a in netns_addrs(ns)):
                 ours.append(ns)
     step("find netns", find_ns)
 

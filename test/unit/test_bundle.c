@@ -401,7 +401,7 @@ static void test_bundle__security_context(void **state)
 				    .rootfs = "/r",
 				    .pod_pid_ns = "/proc/77/ns/pid",
 				    .pod_ipc_ns = "/proc/77/ns/ipc",
-				    .host_netns = "/run/netns/kiyot-node" };
+				    .host_netns = "/run/netns/kiyotnode" };
 	struct err err = ERR_INIT;
 	json_t *cfg = NULL, *proc, *gids, *linux_;
 
@@ -471,7 +471,7 @@ static void test_bundle__security_context(void **state)
 	assert_string_equal(json_string_value(json_object_get(find_ns(cfg, "ipc"), "path")),
 			    "/proc/77/ns/ipc");
 	assert_string_equal(json_string_value(json_object_get(find_ns(cfg, "network"), "path")),
-			    "/run/netns/kiyot-node");
+			    "/run/netns/kiyotnode");
 	assert_true(has_string(json_object_get(find_mount(cfg, "/mnt"), "options"), "rshared"));
 	linux_ = json_object_get(cfg, "linux");
 	assert_null(json_object_get(linux_, "maskedPaths"));

@@ -66,12 +66,13 @@ static void test_cellnat__parse_reads_a_hairpin_rule_and_every_address(void **st
 	struct cellnat_rule r;
 
 	(void)state;
-	assert_int_equal(cellnat_rule_parse(
-				 "-A KIYOT-HOSTPORTS-SNAT -s 10.77.0.0/16 -d 10.77.0.5/32 -p udp -m "
-				 "udp --dport 53 -m conntrack --ctstate DNAT -m comment --comment "
-				 "\"kiyot-hostport c1 kube-system/dns\" -j MASQUERADE",
-				 &r),
-			 0);
+	assert_int_equal(
+		cellnat_rule_parse(
+			"-A KIYOT-HOSTPORTS-SNAT -s 10.77.0.0/16 -d 10.77.0.5/32 -p udp -m "
+			"udp --dport 53 -m conntrack --ctstate DNAT -m comment --comment "
+			"\"kiyot-hostport c1 kube-system/dns\" -j MASQUERADE",
+			&r),
+		0);
 	assert_string_equal(r.chain, "KIYOT-HOSTPORTS-SNAT");
 	assert_string_equal(r.cell_id, "c1");
 	assert_string_equal(r.protocol, "udp");
@@ -198,8 +199,8 @@ static void test_cellnat__hostports_set_is_idempotent_and_guards_loopback(void *
 	assert_int_equal(rules_of("cella"), 2); /* the DNAT and the hairpin, once */
 	assert_int_equal(count_lines("filter", guard), 1);
 	assert_int_equal(count_lines("nat", jump), 1);
-	assert_ok(fs_read_file("/proc/sys/net/ipv4/conf/" T_BRIDGE "/route_localnet", 16,
-			       &localnet, NULL, &err));
+	assert_ok(fs_read_file("/proc/sys/net/ipv4/conf/" T_BRIDGE "/route_localnet", 16, &localnet,
+			       NULL, &err));
 	assert_int_equal(localnet[0], '1');
 }
 
@@ -226,8 +227,8 @@ static void test_cellnat__hostports_second_pod_on_a_held_port_is_refused_naming_
 	assert_non_null(strstr(err.msg, "host port 10.1.2.3:18080/tcp"));
 	assert_int_equal(rules_of("cellb"), 0);
 	/* another protocol is another port */
-	assert_ok(cellnat_hostports_set(T_BRIDGE, T_CIDR, "cellb", "team/other", "10.197.0.6",
-					&udp, 1, &err));
+	assert_ok(cellnat_hostports_set(T_BRIDGE, T_CIDR, "cellb", "team/other", "10.197.0.6", &udp,
+					1, &err));
 	assert_int_equal(rules_of("cellb"), 2);
 }
 
@@ -299,8 +300,8 @@ static void test_cellnat__hostports_prune_drops_gone_cells_of_its_network_only(v
 	assert_ok(cellnat_hostports_set(T_BRIDGE, T_CIDR, "gone", "a/gone", "10.197.0.6", &p2, 1,
 					&err));
 	/* a cell of another kiyot on the same node: its network, its business */
-	assert_ok(cellnat_hostports_set(T_BRIDGE, T_OTHER_CIDR, "theirs", "b/theirs",
-					"10.196.0.5", &p3, 1, &err));
+	assert_ok(cellnat_hostports_set(T_BRIDGE, T_OTHER_CIDR, "theirs", "b/theirs", "10.196.0.5",
+					&p3, 1, &err));
 	assert_int_equal(cellnat_hostports_prune(T_CIDR, keep, 1, &err), 2);
 	assert_int_equal(rules_of("gone"), 0);
 	assert_int_equal(rules_of("live"), 2);
@@ -353,8 +354,7 @@ int main(void)
 			test_cellnat__hostports_on_different_host_addresses_do_not_meet, flush),
 		cmocka_unit_test_setup(
 			test_cellnat__hostports_one_port_mapped_twice_in_a_pod_is_refused, flush),
-		cmocka_unit_test_setup(test_cellnat__hostports_clear_removes_only_that_cell,
-				       flush),
+		cmocka_unit_test_setup(test_cellnat__hostports_clear_removes_only_that_cell, flush),
 		cmocka_unit_test_setup(
 			test_cellnat__hostports_prune_drops_gone_cells_of_its_network_only, flush),
 	};

@@ -592,7 +592,7 @@ static void test_provider_local__launch_builds_cell_terminate_removes_it(void **
 	{
 		_cleanup_free_ char *want =
 			xasprintf("{\"cell\":\"x\",\"host_netns\":\"/run/netns/"
-				  "kiyot-node\",\"state_dir\":\"%s/kvt-one/agent\"}",
+				  "kiyotnode\",\"state_dir\":\"%s/kvt-one/agent\"}",
 				  f->state_dir);
 
 		assert_string_equal(data, want);
