@@ -8,17 +8,23 @@ python3-kubernetes use for the Cell CRD, with the real API's semantics and error
                                      serves HTTPS with DIR's certificate; bearer token DIR/token;
                                      objects persist in FILE so a restarted endpoint keeps them
 
-Served: /version, /api, /api/v1, /apis, /apis/<group>/<version> discovery; CRDs
-(apiextensions.k8s.io/v1: create, get, list, delete); the custom resources those CRDs define
-and core v1 pods (namespaced; namespaces exist implicitly, "default" always): create -> 409
-AlreadyExists, get -> 404 NotFound, update with metadata.resourceVersion -> 409 Conflict when
+Served: /version, /api, /api/v1, /apis, /apis/<group>/<version> discovery, /openapi/v2 and
+/openapi/v3 (only what tells kubectl that fieldValidation is taken, see openapi.py); CRDs
+(apiextensions.k8s.io/v1); the custom resources those CRDs define, cluster-scoped or namespaced;
+and the built-in kinds of BUILTIN, which the manifests under deploy/ use (namespaces exist
+implicitly: "default", "kube-system" and any that holds an object). For all of them: create ->
+409 AlreadyExists, get -> 404 NotFound, update with metadata.resourceVersion -> 409 Conflict when
 stale, merge-patch and json-patch, delete, list with labelSelector and fieldSelector
-metadata.name/metadata.namespace (pods also across namespaces, /api/v1/pods), and
-meta.k8s.io Table output (the CRD's printer columns; for pods kubectl's NAME READY STATUS
-RESTARTS AGE) when the client asks for it.
+metadata.name/metadata.namespace (namespaced kinds also across namespaces), and meta.k8s.io
+Table output (a CRD's printer columns; for pods kubectl's NAME READY STATUS RESTARTS AGE; else
+NAME AGE) when the client asks for it.
+
+Fields are checked as a 1.26 server checks them (schema.py): a field the kind does not have is
+dropped with a Warning header (fieldValidation=Warn, the default), dropped silently (Ignore) or
+refused (Strict: 400 "strict decoding error: unknown field ..." on create and update, 422 on a
+patch); a CRD's schema must be structural (422). Pods need containers with names and images.
 """
 import base64
-import copy
 import datetime
 import http.server
 import json
@@ -30,6 +36,10 @@ import sys
 import threading
 import urllib.parse
 import uuid
+
+import openapi
+import patches
+import schema
 
 MAX_BODY = 4 << 20
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -111,64 +121,61 @@ def field_matches(sel, obj):
     return True
 
 
+# The built-in kinds served besides pods' namespaces and CRDs: (group, version, plural, kind,
+# namespaced, short names). Their fields are python3-kubernetes's models' (see schema.py).
+BUILTIN = [
+    ("", "v1", "pods", "Pod", True, ["po"]),
+    ("", "v1", "services", "Service", True, ["svc"]),
+    ("", "v1", "serviceaccounts", "ServiceAccount", True, ["sa"]),
+    ("", "v1", "secrets", "Secret", True, []),
+    ("", "v1", "configmaps", "ConfigMap", True, ["cm"]),
+    ("apps", "v1", "deployments", "Deployment", True, ["deploy"]),
+    ("apps", "v1", "daemonsets", "DaemonSet", True, ["ds"]),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, []),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, []),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", True, []),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, []),
+]
+CRD_KIND = ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+            False, ["crd", "crds"])
+DIRECTIVES = ("", "Ignore", "Strict", "Warn")
+
+
+def invalid(group, kind, name, causes):
+    """A 422 as the server builds it (errors.NewInvalid): causes are (field, reason, message);
+    kubectl prints them from the details ("The Pod "x" is invalid: spec...: Required value")."""
+    errs = ["%s: %s" % (f, m) for f, _, m in causes]
+    what = "%s.%s" % (kind, group) if group else kind
+    return ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (
+        what, name, errs[0] if len(errs) == 1 else "[%s]" % ", ".join(errs)),
+        {"name": name, "group": group, "kind": kind,
+         "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes]})
+
+
 def validate_pod(obj):
     """What the API server insists on for a pod, which a test may get wrong: containers, each
     with a name and an image."""
+    name = obj["metadata"]["name"]
     cs = (obj.get("spec") or {}).get("containers")
     if not isinstance(cs, list) or not cs:
-        raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.containers: Required value'
-                       % obj["metadata"]["name"])
+        raise invalid("", "Pod", name, [("spec.containers", "FieldValueRequired",
+                                         "Required value")])
     for i, c in enumerate(cs + (obj["spec"].get("initContainers") or [])):
         for f in ("name", "image"):
             if not isinstance(c, dict) or not c.get(f):
-                raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.containers[%d].%s: '
-                               'Required value' % (obj["metadata"]["name"], i, f))
-
-
-# The fields of apiextensions.k8s.io/v1 JSONSchemaProps: a schema node may carry these and
-# nothing else (the real server's strict decoding refuses the rest).
-SCHEMA_FIELDS = {
-    "id", "$schema", "$ref", "description", "type", "format", "title", "default", "maximum",
-    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
-    "maxItems", "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties",
-    "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not", "properties",
-    "additionalProperties", "patternProperties", "dependencies", "additionalItems",
-    "definitions", "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields",
-    "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys",
-    "x-kubernetes-list-type", "x-kubernetes-map-type", "x-kubernetes-validations",
-}
-
-
-def check_schema(node, path, name):
-    """A CRD's openAPIV3Schema as the real server checks it: known fields only (strict
-    decoding), and a structural schema: every node that is not int-or-string or
-    preserve-unknown-fields has a type."""
-    if not isinstance(node, dict):
-        raise ApiError(400, "BadRequest", "CustomResourceDefinition in version \"v1\" cannot "
-                       "be handled as a CustomResourceDefinition: %s: must be an object" % path)
-    for k in node:
-        if k not in SCHEMA_FIELDS:
-            raise ApiError(400, "BadRequest", "CustomResourceDefinition in version \"v1\" "
-                           "cannot be handled as a CustomResourceDefinition: strict decoding "
-                           "error: unknown field \"%s.%s\"" % (path, k))
-    if "type" not in node and not node.get("x-kubernetes-int-or-string") and \
-            not node.get("x-kubernetes-preserve-unknown-fields"):
-        raise ApiError(422, "Invalid", "CustomResourceDefinition.apiextensions.k8s.io \"%s\" "
-                       "is invalid: %s.type: Required value: must not be empty for specified "
-                       "object fields" % (name, path))
-    for k, sub in (node.get("properties") or {}).items():
-        check_schema(sub, "%s.properties.%s" % (path, k), name)
-    if isinstance(node.get("items"), dict):
-        check_schema(node["items"], path + ".items", name)
+                raise invalid("", "Pod", name, [("spec.containers[%d].%s" % (i, f),
+                                                 "FieldValueRequired", "Required value")])
 
 
 def validate_crd(obj):
-    """The schema of every version of a CRD (see check_schema)."""
-    name = obj["metadata"].get("name", "")
-    for i, v in enumerate((obj.get("spec") or {}).get("versions") or []):
-        schema = ((v.get("schema") or {}).get("openAPIV3Schema"))
-        if schema is not None:
-            check_schema(schema, "spec.versions[%d].schema.openAPIV3Schema" % i, name)
+    """A CRD's schemas must be structural (schema.structural_errors)."""
+    errs = schema.structural_errors(obj)
+    if errs:
+        raise invalid("apiextensions.k8s.io", "CustomResourceDefinition",
+                      obj["metadata"].get("name", ""), errs)
+
+
+VALIDATE = {"Pod": validate_pod, "CustomResourceDefinition": validate_crd}
 
 
 def parse_selector(sel):
@@ -202,51 +209,6 @@ def selector_matches(reqs, labels):
         if op == "exists" and k not in labels:
             return False
     return True
-
-
-def merge_patch(target, patch):
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
-
-
-def json_patch(doc, ops):
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
-        parent = doc
-        for p in parts[:-1]:
-            parent = parent[int(p)] if isinstance(parent, list) else parent[p]
-        last = parts[-1]
-        if op["op"] in ("add", "replace"):
-            if isinstance(parent, list):
-                i = len(parent) if last == "-" else int(last)
-                if op["op"] == "add":
-                    parent.insert(i, op["value"])
-                else:
-                    parent[i] = op["value"]
-            else:
-                if op["op"] == "replace" and last not in parent:
-                    raise ApiError(422, "Invalid", "the path %s does not exist" % op["path"])
-                parent[last] = op["value"]
-        elif op["op"] == "remove":
-            if isinstance(parent, list):
-                del parent[int(last)]
-            else:
-                parent.pop(last)
-        elif op["op"] == "test":
-            cur = parent[int(last)] if isinstance(parent, list) else parent.get(last)
-            if cur != op["value"]:
-                raise ApiError(422, "Invalid", "test operation failed at %s" % op["path"])
-        else:
-            raise ApiError(415, "UnsupportedMediaType", "json-patch op %s" % op["op"])
-    return doc
 
 
 def human_age(ts):
@@ -286,18 +248,40 @@ class Handler(http.server.BaseHTTPRequestHandler):
             sys.stderr.write("kubeapi: " + fmt % args + "\n")
 
     def reply(self, code, body, ctype="application/json"):
-        data = json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
+        for w in self.warnings:
+            # RFC 7234 warn-text: a quoted string, as the API server sends it (code 299)
+            self.send_header("Warning", '299 - "%s"' % w.replace("\\", "\\\\")
+                             .replace('"', '\\"'))
         self.end_headers()
         self.wfile.write(data)
 
+    def raw_body(self):
+        """The request's body, sized by Content-Length or sent in chunks (kubectl create --raw
+        does), at most MAX_BODY bytes."""
+        too_large = ApiError(413, "RequestEntityTooLarge", "request body too large")
+        if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+            n = int(self.headers.get("Content-Length") or 0)
+            if n > MAX_BODY:
+                raise too_large
+            return self.rfile.read(n) if n else b""
+        raw = b""
+        while True:
+            size = int(self.rfile.readline(64).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailers, up to the empty line
+                    pass
+                return raw
+            if len(raw) + size > MAX_BODY:
+                raise too_large
+            raw += self.rfile.read(size)
+            self.rfile.readline(64)  # the CRLF that ends the chunk
+
     def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        if n > MAX_BODY:
-            raise ApiError(413, "RequestEntityTooLarge", "request body too large")
-        raw = self.rfile.read(n) if n else b""
+        raw = self.raw_body()
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype not in ("application/json", "application/merge-patch+json",
                          "application/json-patch+json", "application/strategic-merge-patch+json",
@@ -311,6 +295,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(400, "BadRequest", "the body is not JSON: %s" % e)
 
     def handle_any(self, method):
+        self.warnings = []
         try:
             store = self.server.store
             if self.headers.get("Authorization") != "Bearer " + self.server.token:
@@ -321,9 +306,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "DELETE":
                 # DeleteOptions (propagationPolicy...) are accepted and not needed; read them
                 # so the connection's next request starts where it should
-                n = int(self.headers.get("Content-Length") or 0)
-                if 0 < n <= MAX_BODY:
-                    self.rfile.read(n)
+                self.raw_body()
+            if parts[:1] == ["openapi"] and method == "GET":
+                with store.lock:
+                    kinds = self.kinds(store)
+                return self.reply(*self.openapi(parts[1:], kinds))
             with store.lock:
                 code, out = self.route(method, parts, q, store)
             if isinstance(out, dict) and out.get("kind") == "Table":
@@ -332,7 +319,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.reply(code, out)
         except ApiError as e:
             self.reply(e.code, e.body)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             self.reply(400, status(400, "BadRequest", "bad request: %r" % (e,)))
 
     def do_GET(self):
@@ -351,56 +338,90 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.handle_any("DELETE")
 
     # -- routing --
+    @staticmethod
+    def kinds(store):
+        """Every kind served: BUILTIN, CRDs, and the served versions of each CRD's kind."""
+        out = [k[:5] for k in BUILTIN] + [CRD_KIND[:5]]
+        for c in store.crds():
+            s = c["spec"]
+            out += [(s["group"], v["name"], s["names"]["plural"], s["names"]["kind"],
+                     s["scope"] == "Namespaced") for v in s["versions"] if v.get("served", True)]
+        return out
+
+    def openapi(self, rest, kinds):
+        """(code, body, content type) of /openapi/v2, /openapi/v3 and /openapi/v3/<gv>."""
+        if rest == ["v2"]:
+            if "protobuf" in (self.headers.get("Accept") or ""):
+                return 200, openapi.v2_protobuf(kinds), "application/octet-stream"
+            return 200, openapi.v2_json(kinds), "application/json"
+        if rest == ["v3"]:
+            return 200, openapi.v3_root(kinds), "application/json"
+        if rest[:1] == ["v3"] and len(rest) in (3, 4):
+            gv = ("", rest[2]) if rest[1] == "api" and len(rest) == 3 else \
+                (rest[2], rest[3]) if rest[1] == "apis" and len(rest) == 4 else None
+            if gv and any((k[0], k[1]) == gv for k in kinds):
+                return 200, openapi.v3_doc(kinds, *gv), "application/json"
+        return 404, status(404, "NotFound", "the server could not find the requested "
+                           "resource"), "application/json"
+
     def route(self, method, parts, q, store):
         if parts == ["version"]:
-            return 200, {"major": "1", "minor": "28", "gitVersion": "v1.28.0",
+            return 200, {"major": "1", "minor": "26", "gitVersion": "v1.26.1",
                          "platform": "linux/amd64"}
         if parts == ["api"]:
             return 200, {"kind": "APIVersions", "versions": ["v1"],
                          "serverAddressByClientCIDRs": [
                              {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
         if parts == ["api", "v1"]:
-            return 200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-                {"name": "namespaces", "singularName": "namespace", "namespaced": False,
-                 "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]},
-                {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-                 "verbs": ["create", "delete", "get", "list", "patch", "update"],
-                 "shortNames": ["po"], "categories": ["all"]}]}
+            return 200, self.resource_list(store, "", "v1")
         if parts[:2] == ["api", "v1"]:
-            return self.core(method, parts[2:], q, store)
+            return self.resources(method, "", "v1", parts[2:], q, store)
         if parts == ["apis"]:
             return 200, self.group_list(store)
         if len(parts) == 3 and parts[0] == "apis":
             return 200, self.resource_list(store, parts[1], parts[2])
-        if len(parts) in (4, 5) and parts[0] == "apis":
-            group, version, plural = parts[1], parts[2], parts[3]
-            name = parts[4] if len(parts) == 5 else None
-            if (group, version, plural) == ("apiextensions.k8s.io", "v1",
-                                            "customresourcedefinitions"):
-                return self.objects(method, store, (group, plural), name, q, None, "v1",
-                                    "CustomResourceDefinition")
-            crd = store.crd_for(group, version, plural)
-            if crd:
-                return self.objects(method, store, (group, plural), name, q, crd,
-                                    version, crd["spec"]["names"]["kind"])
+        if len(parts) > 3 and parts[0] == "apis":
+            return self.resources(method, parts[1], parts[2], parts[3:], q, store)
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
-    def core(self, method, rest, q, store):
-        """Core v1: pods in namespaces, and the namespaces, which exist when named."""
-        if rest == ["namespaces"] and method == "GET":
-            names = {"default"} | {k.split("/", 1)[0] for k in store.kind(("", "pods"))}
+    def resources(self, method, group, version, rest, q, store):
+        """Objects of a group-version: rest is [plural(, name)] or [namespaces, ns, plural(,
+        name)]; in core v1, [namespaces(, name)] are the namespaces."""
+        not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
+        if group == "" and rest[0] == "namespaces" and len(rest) <= 2:
+            if method != "GET":
+                raise ApiError(405, "MethodNotAllowed", "namespaces exist when named")
+            if len(rest) == 2:
+                return 200, self.namespace(rest[1])
+            names = {"default", "kube-system"} | {
+                o["metadata"]["namespace"] for objs in store.objs.values() for o in objs.values()
+                if o.get("metadata", {}).get("namespace")}
             return 200, {"kind": "NamespaceList", "apiVersion": "v1",
                          "metadata": {"resourceVersion": str(store.rv)},
                          "items": [self.namespace(n) for n in sorted(names)]}
-        if len(rest) == 2 and rest[0] == "namespaces" and method == "GET":
-            return 200, self.namespace(rest[1])
-        if rest == ["pods"] and method == "GET":
-            return self.objects(method, store, ("", "pods"), None, q, None, "v1", "Pod",
-                                ns="")
-        if len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] == "pods":
-            return self.objects(method, store, ("", "pods"), rest[3] if len(rest) == 4 else None,
-                                q, None, "v1", "Pod", ns=rest[1])
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        ns = None
+        if rest[0] == "namespaces" and len(rest) in (3, 4):
+            ns, rest = rest[1], rest[2:]
+        if len(rest) not in (1, 2):
+            raise not_found
+        plural, name = rest[0], rest[1] if len(rest) == 2 else None
+        crd = None
+        for g, v, p, k, namespaced, _ in BUILTIN + [CRD_KIND]:
+            if (g, v, p) == (group, version, plural):
+                kind = k
+                break
+        else:
+            crd = store.crd_for(group, version, plural)
+            if crd is None:
+                raise not_found
+            kind, namespaced = crd["spec"]["names"]["kind"], crd["spec"]["scope"] == "Namespaced"
+        if namespaced and ns is None:
+            if method != "GET" or name is not None:
+                raise not_found
+            ns = ""  # a list across namespaces
+        if not namespaced and ns is not None:
+            raise not_found
+        return self.objects(method, store, (group, plural), name, q, crd, version, kind, ns=ns)
 
     @staticmethod
     def namespace(name):
@@ -410,41 +431,79 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
 
     def group_list(self, store):
-        groups = [{"name": "apiextensions.k8s.io",
-                   "versions": [{"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}],
-                   "preferredVersion": {"groupVersion": "apiextensions.k8s.io/v1",
-                                        "version": "v1"}}]
-        for c in store.crds():
-            g = c["spec"]["group"]
-            vs = [v["name"] for v in c["spec"]["versions"] if v.get("served", True)]
+        groups = {}
+        for g, v, _, _, _ in self.kinds(store):
+            if g and v not in groups.setdefault(g, []):
+                groups[g].append(v)
+        out = []
+        for g, vs in groups.items():
             gv = [{"groupVersion": "%s/%s" % (g, v), "version": v} for v in vs]
-            groups.append({"name": g, "versions": gv, "preferredVersion": gv[0]})
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+            out.append({"name": g, "versions": gv, "preferredVersion": gv[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
 
     def resource_list(self, store, group, version):
-        gv = "%s/%s" % (group, version)
-        if gv == "apiextensions.k8s.io/v1":
-            res = [{"name": "customresourcedefinitions", "singularName":
-                    "customresourcedefinition", "namespaced": False,
-                    "kind": "CustomResourceDefinition", "shortNames": ["crd", "crds"],
-                    "verbs": ["create", "delete", "get", "list", "patch", "update"]}]
-        else:
-            res = []
-            for c in store.crds():
-                s = c["spec"]
-                if s["group"] == group and any(v["name"] == version for v in s["versions"]):
-                    res.append({"name": s["names"]["plural"],
-                                "singularName": s["names"].get("singular", ""),
-                                "namespaced": s["scope"] == "Namespaced",
-                                "kind": s["names"]["kind"],
-                                "shortNames": s["names"].get("shortNames", []),
-                                "verbs": ["create", "delete", "get", "list", "patch",
-                                          "update"]})
-            if not res:
-                raise ApiError(404, "NotFound",
-                               "the server could not find the requested resource")
+        gv = "%s/%s" % (group, version) if group else version
+        verbs = ["create", "delete", "get", "list", "patch", "update"]
+        res = []
+        if gv == "v1":
+            res.append({"name": "namespaces", "singularName": "namespace", "namespaced": False,
+                        "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]})
+        for g, v, p, k, namespaced, short in BUILTIN + [CRD_KIND]:
+            if (g, v) == (group, version):
+                res.append({"name": p, "singularName": k.lower(), "namespaced": namespaced,
+                            "kind": k, "verbs": verbs, "shortNames": short})
+                if k in ("Pod", "Service", "Deployment", "DaemonSet"):
+                    res[-1]["categories"] = ["all"]
+        for c in store.crds():
+            s = c["spec"]
+            if s["group"] == group and any(v["name"] == version for v in s["versions"]):
+                res.append({"name": s["names"]["plural"],
+                            "singularName": s["names"].get("singular", ""),
+                            "namespaced": s["scope"] == "Namespaced",
+                            "kind": s["names"]["kind"],
+                            "shortNames": s["names"].get("shortNames", []), "verbs": verbs})
+        if not res:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
                 "resources": res}
+
+    # -- fields --
+    def directive(self, q, options):
+        """The request's fieldValidation: Ignore, Warn (also when not given) or Strict."""
+        d = q.get("fieldValidation", "")
+        if d not in DIRECTIVES:
+            raise invalid("meta.k8s.io", options, "", [(
+                "fieldValidation", "FieldValueNotSupported",
+                'Unsupported value: "%s": supported values: %s' % (
+                    d, ", ".join('"%s"' % x for x in DIRECTIVES)))])
+        return d or "Warn"
+
+    def check_fields(self, obj, group, version, kind, crd, directive, patched=False,
+                     map_keys=True):
+        """Drops the fields obj's kind does not have; with Warn says so in Warning headers,
+        with Strict refuses the request as the server does: 400 for a body that is the object,
+        422 for the result of a patch."""
+        if crd:
+            v = [x for x in crd["spec"]["versions"] if x["name"] == version][0]
+            unknown = schema.cr_unknown_fields(obj, (v.get("schema") or {}).get(
+                "openAPIV3Schema") or {"x-kubernetes-preserve-unknown-fields": True})
+        else:
+            unknown = schema.unknown_fields(obj, schema.model_for(group, version, kind),
+                                            map_keys=map_keys)
+        if not unknown:
+            return
+        said = ['unknown field "%s"' % p for p in unknown]
+        if directive == "Warn":
+            self.warnings += said
+        if directive != "Strict":
+            return
+        if not patched:
+            raise ApiError(400, "BadRequest", '%s in version "%s" cannot be handled as a %s: '
+                           'strict decoding error: %s' % (kind, version, kind, ", ".join(said)))
+        raise invalid("", "", "", [("patch", "FieldValueInvalid", 'Invalid value: "%s": '
+                                    'strict decoding error: %s' % (
+                                        json.dumps(obj, separators=(",", ":")),
+                                        ", ".join(said)))])
 
     # -- objects --
     def objects(self, method, store, key, name, q, crd, version, kind, ns=None):
@@ -460,6 +519,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         def not_found():
             return ApiError(404, "NotFound", '%s "%s" not found' % (what, name), details)
 
+        def conflict():
+            return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": the '
+                            'object has been modified; please apply your changes to the latest '
+                            'version and try again' % (what, name), details)
+
         if method == "GET" and name is None:
             reqs = parse_selector(q.get("labelSelector"))
             items = [o for n, o in sorted(objs.items())
@@ -472,27 +536,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          "metadata": {"resourceVersion": str(store.rv)}, "items": items}
         if method == "POST" and name is None:
             obj, _ = self.body()
+            directive = self.directive(q, "CreateOptions")
+            if not isinstance(obj, dict) or obj.get("apiVersion") != api_version or \
+                    obj.get("kind") != kind:
+                raise ApiError(400, "BadRequest", "the object is %s %s, not %s %s" % (
+                    obj.get("apiVersion"), obj.get("kind"), api_version, kind))
+            self.check_fields(obj, group, version, kind, crd, directive)
             n = (obj.get("metadata") or {}).get("name")
             if not n:
                 raise ApiError(422, "Invalid", "%s is invalid: metadata.name: Required value"
                                % what)
-            skey = "%s/%s" % (ns, n) if ns else n
-            if skey in objs:
-                raise ApiError(409, "AlreadyExists", '%s "%s" already exists'
-                               % (what, n), {"name": n, "group": group, "kind": plural})
-            if obj.get("apiVersion") != api_version or obj.get("kind") != kind:
-                raise ApiError(400, "BadRequest", "the object is %s %s, not %s %s" % (
-                    obj.get("apiVersion"), obj.get("kind"), api_version, kind))
             md = obj["metadata"]
             if ns:
                 if md.get("namespace", ns) != ns:
                     raise ApiError(400, "BadRequest", "the namespace of the provided object "
                                    "does not match the namespace sent on the request")
                 md["namespace"] = ns
+            if kind in VALIDATE:
+                VALIDATE[kind](obj)
+            skey = "%s/%s" % (ns, n) if ns else n
+            if skey in objs:
+                raise ApiError(409, "AlreadyExists", '%s "%s" already exists'
+                               % (what, n), {"name": n, "group": group, "kind": plural})
             if kind == "Pod":
-                validate_pod(obj)
-            if kind == "CustomResourceDefinition":
-                validate_crd(obj)
                 obj.setdefault("status", {"phase": "Pending"})
             md.pop("resourceVersion", None)
             md.update({"uid": str(uuid.uuid4()), "resourceVersion": store.bump(),
@@ -526,6 +592,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return 200, cur
         if method == "PUT":
             obj, _ = self.body()
+            directive = self.directive(q, "UpdateOptions")
+            self.check_fields(obj, group, version, kind, crd, directive)
             if cur is None:
                 raise not_found()
             rv = (obj.get("metadata") or {}).get("resourceVersion")
@@ -534,27 +602,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                'Invalid value: 0x0: must be specified for an update'
                                % (what, name), details)
             if rv != cur["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
-                               'the object has been modified; please apply your changes to the '
-                               'latest version and try again' % (what, name), details)
+                raise conflict()
+            if kind in VALIDATE:
+                VALIDATE[kind](dict(obj, metadata=dict(obj["metadata"], name=name)))
             return 200, self.replace(store, objs, skey, cur, obj)
         if method == "PATCH":
-            patch, ctype = self.body()
+            body, ctype = self.body()
+            directive = self.directive(q, "PatchOptions")
             if cur is None:
                 raise not_found()
-            if ctype == "application/json-patch+json":
-                new = json_patch(cur, patch)
-            elif ctype in ("application/merge-patch+json",
-                           "application/strategic-merge-patch+json"):
-                new = merge_patch(cur, patch)
-            else:
+            apply = {"application/json-patch+json": patches.json_patch,
+                     "application/merge-patch+json": patches.merge_patch,
+                     "application/strategic-merge-patch+json": patches.strategic_merge}
+            if ctype not in apply:
                 raise ApiError(415, "UnsupportedMediaType", "patch type %s" % ctype)
-            rv = (patch.get("metadata") or {}).get("resourceVersion") \
-                if isinstance(patch, dict) else None
+            try:
+                new = apply[ctype](cur, body)
+            except patches.PatchError as e:
+                raise ApiError(e.code, e.reason, str(e))
+            # the server turns a strategic merge patch's result into the object without
+            # naming map keys in the paths of unknown fields
+            self.check_fields(new, group, version, kind, crd, directive, patched=True,
+                              map_keys=ctype != "application/strategic-merge-patch+json")
+            rv = (body.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(body, dict) else None
             if rv and rv != cur["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": '
-                               'the object has been modified; please apply your changes to the '
-                               'latest version and try again' % (what, name), details)
+                raise conflict()
+            if kind in VALIDATE:
+                VALIDATE[kind](new)
             return 200, self.replace(store, objs, skey, cur, new)
         raise ApiError(405, "MethodNotAllowed", "method %s" % method)
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""The local API endpoint checked with real clients: kubectl (apply, create, get with printer
-columns, delete) and python3-kubernetes (CustomObjectsApi, CoreV1Api), so the suite's endpoint
-answers as the real API server does for what kiyot uses: Cell objects and Pod objects."""
+"""The local API endpoint checked with real clients: kubectl (apply, create, replace, patch,
+get with printer columns, delete) and python3-kubernetes (CustomObjectsApi, CoreV1Api), so the
+suite's endpoint answers as the real API server does for what kiyot uses (Cell objects and Pod
+objects) and for what deploy/ ships: every manifest there applies with kubectl's strict
+validation, and fields a kind does not have are refused, warned about or dropped as a 1.26 API
+server does. The shipped YAML is also read as YAML 1.1 and 1.2 readers read it."""
 import glob
+import http.client
 import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -18,9 +23,11 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CRD = os.path.join(ROOT, "deploy", "crd-cells.yaml")
+# deploy/crd-cells.yaml as it was shipped once: an unquoted comma in a flow mapping made
+# "which is the pod IP." a field of the schema
+UNQUOTED_COMMA = os.path.join(ROOT, "test", "fixtures", "kubeapi",
+                              "crd-cells-unquoted-comma.yaml")
 G, V, P = "kiyot.elotl.co", "v1", "cells"
-sys.path.insert(0, HERE)
-import kubeapi  # noqa: E402 - the endpoint's own checks, from its directory
 
 
 def free_port():
@@ -69,9 +76,34 @@ class Endpoint:
             raise AssertionError("kubectl %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
         return r
 
+    @staticmethod
+    def validate_flag():
+        """kubectl's strictest validation: --validate=strict, which asks the server to refuse
+        unknown fields (kubectl 1.25 and later); older kubectl (Debian's is 1.20) only
+        validates on the client, against schemas this endpoint does not serve."""
+        if not hasattr(Endpoint, "_validate"):
+            r = subprocess.run(["kubectl", "apply", "--help"], capture_output=True, text=True,
+                               timeout=60)
+            Endpoint._validate = "--validate=strict" if "strict" in r.stdout \
+                else "--validate=false"
+        return Endpoint._validate
+
     def apply_crd(self):
-        # the endpoint serves no OpenAPI document, so kubectl's client-side schema check is off
-        return self.kubectl("apply", "--validate=false", "-f", CRD)
+        return self.kubectl("apply", self.validate_flag(), "-f", CRD)
+
+    def request(self, method, path, body=None, ctype="application/json"):
+        """One request as any client sends it: (status, Warning headers, decoded body)."""
+        ctx = ssl.create_default_context(cafile=os.path.join(self.dir, "ca.crt"))
+        with open(os.path.join(self.dir, "token")) as f:
+            token = f.read().strip()
+        c = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=30)
+        try:
+            c.request(method, path, None if body is None else json.dumps(body),
+                      {"Authorization": "Bearer " + token, "Content-Type": ctype})
+            r = c.getresponse()
+            return r.status, r.headers.get_all("Warning") or [], json.loads(r.read() or b"null")
+        finally:
+            c.close()
 
     def cleanup(self):
         self.stop()
@@ -317,39 +349,212 @@ class KubeApiTest(unittest.TestCase):
         self.assertEqual(cm.exception.status, 422)
         self.assertIn("spec.containers", json.loads(cm.exception.body)["message"])
 
-    def test_kubeapi__crd_with_an_unknown_schema_field_is_refused(self):
-        # an unquoted comma inside a YAML flow mapping made the rest of a description a field
-        # of the schema: real API servers refuse it, and so does this one
-        bad = os.path.join(ROOT, "test", "fixtures", "kubeapi", "crd-cells-unquoted-comma.yaml")
-        with open(bad) as f:
+    # -- strict field validation, as a 1.26 API server does it --
+    def test_kubeapi__crd_with_the_unquoted_comma_is_refused_as_the_server_refuses_it(self):
+        with open(UNQUOTED_COMMA) as f:
             doc = yaml.safe_load(f)
-        self.assertIn("which is the pod IP.",
-                      doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-                      ["spec"]["properties"]["ip"], "the fixture no longer shows the bug")
-        doc["metadata"]["name"] = "bads.kiyot.elotl.co"
-        doc["spec"]["names"].update(plural="bads", singular="bad", kind="Bad", shortNames=[])
-        path = os.path.join(self.ep.dir, "bad-crd.json")
+        ip = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+            "properties"]["ip"]
+        self.assertEqual(ip, {"type": "string", "description": "The cell's address",
+                              "which is the pod IP.": None}, "the fixture no longer shows the bug")
+        refused = ('CustomResourceDefinition in version "v1" cannot be handled as a '
+                   'CustomResourceDefinition: strict decoding error: unknown field "spec.'
+                   'versions[0].schema.openAPIV3Schema.properties.spec.properties.ip.which is '
+                   'the pod IP."')
+        # what kubectl create/replace/apply send with --validate=strict (kubectl 1.25 on)
+        path = os.path.join(self.ep.dir, "unquoted-comma.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        r = self.ep.kubectl("apply", "--validate=false", "-f", path, check=False)
+        r = self.ep.kubectl("create", "--raw", "/apis/apiextensions.k8s.io/v1/"
+                            "customresourcedefinitions?fieldValidation=Strict", "-f", path,
+                            check=False)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn('unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.'
-                      'properties.ip.which is the pod IP."', r.stderr)
+        self.assertIn("Error from server (BadRequest): " + refused, r.stderr)
+        try:
+            if self.ep.validate_flag() == "--validate=strict":
+                for verb in ("create", "replace"):
+                    r = self.ep.kubectl(verb, "--validate=strict", "-f", UNQUOTED_COMMA,
+                                        check=False)
+                    self.assertNotEqual(r.returncode, 0, verb)
+                    self.assertIn(refused, r.stderr, verb)
+            # without fieldValidation the server warns and drops the field; a strategic merge
+            # patch (kubectl apply's, when the server's schemas tell kubectl the CRD's patch
+            # strategy) names the unknown field without map keys, as the server does
+            r = self.ep.kubectl("patch", "crd", "cells.kiyot.elotl.co", "--type=strategic",
+                                "-p", json.dumps({"spec": {"versions": doc["spec"]["versions"]}}))
+            self.assertIn('Warning: unknown field "spec.versions[0].schema.openAPIV3Schema.'
+                          'properties.properties.which is the pod IP."', r.stderr)
+            got = json.loads(self.ep.kubectl("get", "crd", "cells.kiyot.elotl.co", "-o",
+                                             "json").stdout)
+            self.assertEqual(got["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+                "properties"]["spec"]["properties"]["ip"],
+                {"type": "string", "description": "The cell's address"})
+        finally:
+            self.ep.apply_crd()
+        got = json.loads(self.ep.kubectl("get", "crd", "cells.kiyot.elotl.co", "-o",
+                                         "json").stdout)
+        self.assertEqual(got["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                         ["spec"]["properties"]["ip"]["description"],
+                         "The cell's address, which is the pod IP.")
 
-    def test_kubeapi__every_shipped_manifest_is_valid(self):
-        # every YAML under deploy/ parses, names only known fields in its CRD schemas, and the
-        # CRD and RBAC objects apply
-        for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "**", "*.yaml"),
-                                     recursive=True)):
+    def test_kubeapi__crd_schema_must_be_structural(self):
+        with open(CRD) as f:
+            doc = yaml.safe_load(f)
+        doc["metadata"]["name"] = "untyped.kiyot.elotl.co"
+        doc["spec"]["names"] = {"plural": "untyped", "singular": "untyped", "kind": "Untyped"}
+        del doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+            "properties"]["ip"]["type"]
+        path = os.path.join(self.ep.dir, "untyped.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = self.ep.kubectl("create", self.ep.validate_flag(), "-f", path, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('The CustomResourceDefinition "untyped.kiyot.elotl.co" is invalid: '
+                      'spec.validation.openAPIV3Schema.properties[spec].properties[ip].type: '
+                      'Required value: must not be empty for specified object fields', r.stderr)
+        self.assertNotEqual(self.ep.kubectl("get", "crd", "untyped.kiyot.elotl.co",
+                                            check=False).returncode, 0)
+
+    def test_kubeapi__unknown_fields_are_refused_warned_about_or_dropped(self):
+        bad = pod("unknowns")
+        bad["metadata"]["foo"] = 1
+        bad["spec"]["bogus"] = True
+        bad["spec"]["containers"][0]["extra"] = 1
+        said = ['unknown field "metadata.foo"', 'unknown field "spec.containers[0].extra"',
+                'unknown field "spec.bogus"']  # in the order the body has them
+        pods = "/api/v1/namespaces/default/pods"
+        code, warned, st = self.ep.request("POST", pods + "?fieldValidation=Strict", bad)
+        self.assertEqual((code, st["reason"]), (400, "BadRequest"))
+        self.assertEqual(st["message"], 'Pod in version "v1" cannot be handled as a Pod: '
+                         'strict decoding error: ' + ", ".join(said))
+        code, _, st = self.ep.request("POST", pods + "?fieldValidation=strict", bad)
+        self.assertEqual(code, 422)
+        self.assertIn('fieldValidation: Unsupported value: "strict"', st["message"])
+        # Warn, the default: made without the fields, and told in Warning headers
+        code, warned, made = self.ep.request("POST", pods, bad)
+        try:
+            self.assertEqual(code, 201)
+            self.assertEqual(warned, ['299 - "%s"' % w.replace('"', '\\"') for w in said])
+            self.assertNotIn("foo", made["metadata"])
+            self.assertEqual(made["spec"]["containers"][0], {"name": "web", "image":
+                             "10.78.0.1:5000/hello:1", "resources": {"requests": {
+                                 "cpu": "500m", "memory": "256Mi"}}})
+            # fields 1.23 to 1.26 added are known; a patch's result is checked too (422)
+            code, warned, _ = self.ep.request("PATCH", pods + "/unknowns?fieldValidation=Strict",
+                                              {"spec": {"hostUsers": False, "os": {
+                                                  "name": "linux"}}},
+                                              "application/merge-patch+json")
+            self.assertEqual((code, warned), (200, []))
+            code, _, st = self.ep.request("PATCH", pods + "/unknowns?fieldValidation=Strict",
+                                          {"spec": {"nodeName": "n", "hostname2": "x"}},
+                                          "application/merge-patch+json")
+            self.assertEqual((code, st["reason"]), (422, "Invalid"))
+            self.assertEqual(st["details"]["causes"][0]["field"], "patch")
+            self.assertIn('strict decoding error: unknown field "spec.hostname2"',
+                          st["message"])
+            self.assertIsNone(self.core.read_namespaced_pod("unknowns", "default")
+                              .spec.node_name)
+        finally:
+            self.core.delete_namespaced_pod("unknowns", "default")
+        # a custom resource: its CRD's schema says what is known; metadata comes first, the
+        # rest sorted
+        c = cell("strictcell")
+        c["spec"]["extra"] = 1
+        c["bar"] = 2
+        code, _, st = self.ep.request("POST", "/apis/%s/%s/%s?fieldValidation=Strict"
+                                      % (G, V, P), c)
+        self.assertEqual(code, 400)
+        self.assertEqual(st["message"], 'Cell in version "v1" cannot be handled as a Cell: '
+                         'strict decoding error: unknown field "bar", unknown field '
+                         '"spec.extra"')
+        made = self.api.create_cluster_custom_object(G, V, P, c)
+        try:
+            self.assertNotIn("bar", made)
+            self.assertNotIn("extra", made["spec"])
+        finally:
+            self.api.delete_cluster_custom_object(G, V, P, "strictcell")
+
+    def test_kubeapi__kubectl_apply_strict_refuses_an_unknown_field(self):
+        if self.ep.validate_flag() != "--validate=strict":
+            self.skipTest("kubectl older than 1.25 cannot ask for strict validation")
+        path = os.path.join(self.ep.dir, "strict-pod.yaml")
+        with open(path, "w") as f:
+            f.write(POD_YAML % "strictpod")
+        self.ep.kubectl("apply", "--validate=strict", "-f", path)
+        try:
+            with open(path, "a") as f:
+                f.write("    extra: 1\n")
+            r = self.ep.kubectl("apply", "--validate=strict", "-f", path, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn('strict decoding error: unknown field "spec.containers[0].extra"',
+                          r.stderr)
+            self.assertNotIn("$setElementOrder", r.stderr)
+        finally:
+            self.ep.kubectl("delete", "pod", "strictpod")
+
+    def test_kubeapi__every_shipped_manifest_applies_with_strict_validation(self):
+        # every Kubernetes manifest under deploy/ (kiyot.yaml is kiyot's own config), applied
+        # as an operator would, twice: created, then unchanged through apply's patch
+        manifests = [p for p in shipped_yaml() if all(
+            d.get("apiVersion") and d.get("kind") for d in load_all_11(p))]
+        self.assertIn(CRD, manifests)
+        self.assertGreaterEqual(len(manifests), 8, manifests)
+        applied = []
+        try:
+            for path in manifests:
+                for round_ in ("first", "again"):
+                    r = self.ep.kubectl("apply", self.ep.validate_flag(), "-f", path,
+                                        check=False)
+                    self.assertEqual(r.returncode, 0, "%s (%s): %s" % (path, round_, r.stderr))
+                    # unknown fields would be warned about where kubectl cannot be strict
+                    self.assertNotIn("Warning", r.stderr, path)
+                    if round_ == "again":
+                        self.assertNotIn("created", r.stdout, path)
+                if path != CRD:
+                    applied.append(path)
+            out = self.ep.kubectl("get", "deployment", "web", "-o", "json").stdout
+            ctr = json.loads(out)["spec"]["template"]["spec"]["containers"][0]
+            self.assertEqual(ctr["resources"]["limits"], {"kiyot.elotl.co/cells": "1"})
+        finally:
+            for path in reversed(applied):
+                self.ep.kubectl("delete", "-f", path, check=False)
+
+    def test_kubeapi__shipped_yaml_reads_the_same_in_yaml_1_1_and_1_2(self):
+        # kubectl reads YAML as 1.1 does, a YAML 1.2 reader may not: the text must mean one
+        # thing to both, state every value (no nulls: an unquoted comma in a flow mapping
+        # makes its tail a key without one) and name no key twice
+        from ruamel.yaml import YAML  # python3-ruamel.yaml: the YAML 1.2 spec
+        y12 = YAML(typ="safe", pure=True)
+        files = shipped_yaml()
+        self.assertIn(os.path.join(ROOT, "deploy", "kiyot.yaml"), files)
+        for path in files:
             with open(path) as f:
-                docs = [d for d in yaml.safe_load_all(f) if d]
-            self.assertTrue(docs, path)
-            for d in docs:
-                if d.get("kind") == "CustomResourceDefinition":
-                    kubeapi.validate_crd(d)
-        self.ep.kubectl("apply", "--validate=false", "-f",
-                        os.path.join(ROOT, "deploy", "crd-cells.yaml"))
+                docs12 = [d for d in y12.load_all(f) if d is not None]
+            self.assertEqual(docs12, load_all_11(path), path)
+            self.assertEqual(nulls(docs12), [], path)
+        with open(UNQUOTED_COMMA) as f:
+            old = [d for d in y12.load_all(f) if d is not None]
+        self.assertEqual(nulls(old), ["[0].spec.versions[0].schema.openAPIV3Schema.properties."
+                                      "spec.properties.ip.which is the pod IP."])
 
+
+def shipped_yaml():
+    return sorted(glob.glob(os.path.join(ROOT, "deploy", "**", "*.yaml"), recursive=True))
+
+
+def load_all_11(path):
+    """The documents of a YAML file as a YAML 1.1 reader (PyYAML, like kubectl's) sees them."""
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def nulls(v, path=""):
+    """The paths of the null values in v."""
+    if isinstance(v, dict):
+        return [p for k, x in v.items() for p in nulls(x, "%s.%s" % (path, k) if path else k)]
+    if isinstance(v, list):
+        return [p for i, x in enumerate(v) for p in nulls(x, "%s[%d]" % (path, i))]
+    return [path] if v is None else []
 
 if __name__ == "__main__":
     unittest.main()

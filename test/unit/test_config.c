@@ -102,6 +102,35 @@ static void test_config__full_yaml_sets_every_field(void **state)
 	kiyot_config_release(&c);
 }
 
+/* deploy/kiyot.yaml, the config operators install, loads; what it says are the defaults are
+ * (its registries are an example, not a default). */
+static void test_config__shipped_config_loads_with_the_defaults_it_states(void **state)
+{
+	struct kiyot_config c, d;
+
+	(void)state;
+	load_ok(&c, "deploy/kiyot.yaml");
+	kiyot_config_defaults(&d);
+	assert_string_equal(c.socket, d.socket);
+	assert_string_equal(c.state_dir, d.state_dir);
+	assert_string_equal(c.log_level, d.log_level);
+	assert_string_equal(c.streaming_address, d.streaming_address);
+	assert_string_equal(c.region, d.region);
+	assert_string_equal(c.default_instance_type, d.default_instance_type);
+	assert_int_equal(c.reserve_cpu_milli, d.reserve_cpu_milli);
+	assert_int_equal(c.reserve_memory_bytes, d.reserve_memory_bytes);
+	assert_string_equal(c.provider, d.provider);
+	assert_string_equal(c.cell_cidr, d.cell_cidr);
+	assert_string_equal(c.bridge, d.bridge);
+	assert_int_equal(c.agent_port, d.agent_port);
+	assert_int_equal(c.restart_backoff_ms, d.restart_backoff_ms);
+	assert_int_equal(c.masquerade, d.masquerade);
+	assert_true(json_is_true(
+		json_object_get(json_object_get(c.registries, "10.77.0.1:5000"), "insecure")));
+	kiyot_config_release(&d);
+	kiyot_config_release(&c);
+}
+
 /* The same settings in JSON; a CPU reserve given as a number of cores. */
 static void test_config__full_json_sets_every_field(void **state)
 {
@@ -258,6 +287,7 @@ int main(void)
 		cmocka_unit_test(test_config__defaults),
 		cmocka_unit_test(test_config__full_yaml_sets_every_field),
 		cmocka_unit_test(test_config__full_json_sets_every_field),
+		cmocka_unit_test(test_config__shipped_config_loads_with_the_defaults_it_states),
 		cmocka_unit_test(test_config__omitted_settings_keep_defaults),
 		cmocka_unit_test(test_config__unknown_key_is_named),
 		cmocka_unit_test(test_config__unknown_nested_key_is_named),
