@@ -3,7 +3,11 @@ takes the fieldValidation query parameter, so that `kubectl apply --validate=str
 default since 1.25) asks the server to refuse unknown fields instead of validating on the
 client: kubectl up to 1.26 reads that from /openapi/v2 (protobuf), later ones from /openapi/v3.
 Neither carries schemas: kubectl then validates nothing itself and builds its patches from
-the types it was built with, as it does for kinds it finds no schema for.
+the types it was built with, as it does for kinds it finds no schema for. One difference
+follows: kubectl apply patches a CRD it finds no schema for with a JSON merge patch, which
+leaves out the nulls a strategic merge patch (what it sends a real server) keeps, so applying
+a CRD text whose schema has a null-valued unknown field over an existing CRD passes here where
+a real server refuses it; creating or replacing it is refused the same.
 
 A kind is (group, version, plural, kind, namespaced).
 """
