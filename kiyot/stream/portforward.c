@@ -1,12 +1,25 @@
 /*
- * portforward.c: a port-forward session of the streaming server (SPDY/3.1, protocol
- * portforward.k8s.io, as kubectl and the kubelet speak it). For every connection the client
- * opens a pair of streams with the same requestID header: "error" and "data", each naming the
- * port. Once both are there, the pair becomes one PortForward stream to the cell's agent (a
- * TCP connection to 127.0.0.1:port in the pod): the data stream's bytes go in, the pod's
- * bytes come back on it; a failure is written on the error stream. Any number of pairs at
- * once, up to the session's stream bound; each has a reader thread (agent to a shared queue)
- * and a writer thread (its own queue to the agent), so a slow connection stalls only itself.
+ * portforward.c: a port-forward session of the streaming server, in the two forms the
+ * kubelet's streaming server serves.
+ *
+ * SPDY/3.1, protocol portforward.k8s.io (kubectl): for every connection the client opens a
+ * pair of streams with the same requestID header, "error" and "data", each naming the port.
+ * Once both are there, the pair becomes one PortForward stream to the cell's agent (a TCP
+ * connection to 127.0.0.1:port in the pod): the data stream's bytes go in, the pod's bytes
+ * come back on it; a failure is written on the error stream. Any number of pairs at once, up
+ * to the session's stream bound.
+ *
+ * WebSocket (subprotocols v4.channel.k8s.io, v4.base64.channel.k8s.io, or none: binary): the
+ * ports are fixed by the request, from its query (?port=80&port=81,82) or else from the CRI
+ * request; port i gets channel 2i for data and 2i+1 for errors, and each channel starts with
+ * the port as 2 little-endian bytes. Every port is one connection, made at once. v4 cannot
+ * close a channel, so a connection that ends says nothing; once all have ended the WebSocket
+ * is closed.
+ *
+ * Each pair has a reader thread (agent to a shared queue) and a writer thread (its own queue
+ * to the agent), so a slow connection stalls only itself; when a pair's queue toward the
+ * agent is full, this side stops reading the client's socket until it drains (neither SPDY
+ * peer of Kubernetes keeps to flow-control windows, so TCP is the only back-pressure).
  */
 #include "stream_internal.h"
 
@@ -20,8 +33,10 @@
 
 #include "buf.h"
 #include "cells.h"
+#include "http.h"
 #include "log.h"
 #include "spdy.h"
+#include "ws.h"
 #include "xalloc.h"
 
 /* Bytes queued per direction and pair before the producer waits. */
@@ -42,7 +57,7 @@ struct pf_pair {
 	struct pf *pf;
 	char *request_id;
 	uint32_t port;
-	uint32_t data_sid, error_sid;
+	uint32_t data_sid, error_sid; /* SPDY streams; over WebSocket, channels */
 	struct cell_stream *cs;
 	bool started, dropped;
 	pthread_t reader, writer;
@@ -58,13 +73,16 @@ struct pf {
 	const char *cell_id;
 	bool host_network;
 	int fd;
-	struct spdy_session *sp;
+	struct spdy_session *sp; /* the client's protocol: one of the two */
+	struct ws_session *ws;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct pf_msg *out_head, *out_tail; /* agent bytes for the client, all pairs */
 	struct pf_pair *pairs[PF_MAX_PAIRS];
 	int wake[2];
 	bool gone;
+	int live;  /* WebSocket: pairs whose connection has not ended */
+	bool over; /* WebSocket: all ended, the close is sent */
 };
 
 static struct pf_msg *pf_msg_new(struct pf_pair *p, const void *data, size_t len)
@@ -139,6 +157,7 @@ static void *pair_writer(void *arg)
 	for (;;) {
 		Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
 		struct pf_msg *m;
+		bool unblocked = false;
 
 		pthread_mutex_lock(&pf->mu);
 		while (!p->in_head && !p->in_closed && !pf->gone)
@@ -148,10 +167,14 @@ static void *pair_writer(void *arg)
 			p->in_head = m->next;
 			if (!p->in_head)
 				p->in_tail = NULL;
+			unblocked = p->in_bytes > PF_QUEUE_MAX &&
+				    p->in_bytes - m->len <= PF_QUEUE_MAX;
 			p->in_bytes -= m->len;
 			pthread_cond_broadcast(&pf->cond);
 		}
 		pthread_mutex_unlock(&pf->mu);
+		if (unblocked)
+			pf_poke(pf); /* the socket thread may read the client again */
 		if (!m) {
 			if (!pf->gone)
 				cells_stream_close_send(p->cs, &err);
@@ -306,27 +329,60 @@ static void pair_finish(struct pf *pf, struct pf_pair *p, bool cancel)
 	free(p);
 }
 
+/* Writes out what the client's protocol has queued; false when the client is gone. */
 static bool pf_flush(struct pf *pf)
 {
 	const uint8_t *o;
 	size_t n;
 
-	while ((o = spdy_output(pf->sp, &n)) && n) {
+	for (;;) {
+		o = pf->sp ? spdy_output(pf->sp, &n) : ws_output(pf->ws, &n);
+		if (!o || !n)
+			return true;
 		if (!stream_write_all(pf->fd, o, n))
 			return false;
-		spdy_output_consume(pf->sp, n);
+		if (pf->sp)
+			spdy_output_consume(pf->sp, n);
+		else
+			ws_output_consume(pf->ws, n);
 	}
-	return true;
+}
+
+/* Sends bytes on a pair's data or error stream (channel, over WebSocket). */
+static void pf_send(struct pf *pf, uint32_t id, const void *data, size_t len)
+{
+	struct err err = ERR_INIT;
+
+	if (pf->sp)
+		spdy_send(pf->sp, id, data, len, false, &err);
+	else if (len)
+		ws_send(pf->ws, (uint8_t)id, data, len, &err);
+}
+
+/* A pair's connection ended: its error said, its streams closed (SPDY), the pair finished.
+ * Over WebSocket the last one to end closes the session. */
+static void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error)
+{
+	struct err err = ERR_INIT;
+
+	if (error)
+		pf_send(pf, p->error_sid, error, strlen(error));
+	if (pf->sp) {
+		spdy_send(pf->sp, p->error_sid, NULL, 0, true, &err);
+		spdy_send(pf->sp, p->data_sid, NULL, 0, true, &err);
+	}
+	pair_finish(pf, p, false);
+	if (pf->ws && --pf->live == 0) {
+		ws_close(pf->ws, WS_CLOSE_NORMAL, "", &err);
+		pf->over = true;
+	}
 }
 
 /* Sends what the pods' sides queued; a pair whose pod side ended is finished. */
 static bool pf_drain(struct pf *pf)
 {
-	struct err err = ERR_INIT;
-
 	for (;;) {
 		struct pf_msg *m;
-		struct pf_pair *p;
 
 		pthread_mutex_lock(&pf->mu);
 		m = pf->out_head;
@@ -340,17 +396,10 @@ static bool pf_drain(struct pf *pf)
 		pthread_mutex_unlock(&pf->mu);
 		if (!m)
 			return pf_flush(pf);
-		p = m->pair;
-		if (!m->end) {
-			spdy_send(pf->sp, p->data_sid, m->data, m->len, false, &err);
-		} else {
-			if (m->error)
-				spdy_send(pf->sp, p->error_sid, m->error, strlen(m->error), false,
-					  &err);
-			spdy_send(pf->sp, p->error_sid, NULL, 0, true, &err);
-			spdy_send(pf->sp, p->data_sid, NULL, 0, true, &err);
-			pair_finish(pf, p, false);
-		}
+		if (!m->end)
+			pf_send(pf, m->pair->data_sid, m->data, m->len);
+		else
+			pf_pair_ended(pf, m->pair, m->error);
 		free(m->error);
 		free(m);
 		if (!pf_flush(pf))
@@ -386,6 +435,23 @@ static bool pf_event(struct pf *pf, const struct spdy_event *ev)
 	}
 }
 
+/* One WebSocket message: bytes for a port's connection (channel 2i); what the client sends
+ * on an error channel or an unknown one is dropped, as the kubelet drops it. */
+static bool pf_ws_event(struct pf *pf, const struct ws_event *ev)
+{
+	struct pf_pair *p;
+
+	if (ev->type == WS_EV_CLOSE)
+		return false;
+	if (ev->type != WS_EV_DATA || ev->channel % 2 || ev->channel / 2 >= PF_MAX_PAIRS)
+		return true;
+	p = pf->pairs[ev->channel / 2];
+	if (p && p->cs && ev->len)
+		in_put(p, ev->data, ev->len, false);
+	return true;
+}
+
+/* Feeds bytes from the client; false when it ended the session or broke the protocol. */
 static bool pf_feed(struct pf *pf, const uint8_t *data, size_t len)
 {
 	struct err err = ERR_INIT;
@@ -393,36 +459,52 @@ static bool pf_feed(struct pf *pf, const uint8_t *data, size_t len)
 
 	for (;;) {
 		struct spdy_event ev;
-		ssize_t n = spdy_feed(pf->sp, data + off, len - off, &ev, &err);
+		struct ws_event wev;
+		ssize_t n;
+		bool more, none;
 
-		if (n < 0 || !pf_event(pf, &ev))
+		if (pf->sp) {
+			n = spdy_feed(pf->sp, data + off, len - off, &ev, &err);
+			more = n >= 0 && pf_event(pf, &ev);
+			none = ev.type == SPDY_EV_NONE;
+		} else {
+			n = ws_feed(pf->ws, data + off, len - off, &wev, &err);
+			more = n >= 0 && pf_ws_event(pf, &wev);
+			none = wev.type == WS_EV_NONE;
+		}
+		if (!more)
 			return false;
 		off += (size_t)n;
-		if (ev.type == SPDY_EV_NONE && off >= len)
+		if (none && off >= len)
 			return true;
 	}
 }
 
-int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_request *req,
-			struct spdy_session *sp, const uint8_t *rest, size_t rest_len,
-			struct err *err)
+/* Whether every pair's queue toward the agent has room for more of the client's bytes. */
+static bool pf_room(struct pf *pf)
 {
-	struct pf pf = { .cells = cells,
-			 .cell_id = req->cell_id,
-			 .host_network = req->host_network,
-			 .fd = fd,
-			 .sp = sp };
+	bool room = true;
+
+	pthread_mutex_lock(&pf->mu);
+	for (int i = 0; i < PF_MAX_PAIRS; i++)
+		if (pf->pairs[i] && pf->pairs[i]->in_bytes > PF_QUEUE_MAX)
+			room = false;
+	pthread_mutex_unlock(&pf->mu);
+	return room;
+}
+
+/* The socket loop: client bytes in, the pods' bytes out, until either side ends it; then
+ * every pair is finished. */
+static int pf_run(struct pf *pf, const uint8_t *rest, size_t rest_len, struct err *err)
+{
 	uint8_t buf[16384];
 	int ret = 0;
 
-	pthread_mutex_init(&pf.mu, NULL);
-	pthread_cond_init(&pf.cond, NULL);
-	if (pipe2(pf.wake, O_CLOEXEC | O_NONBLOCK) < 0)
-		return err_errno(err, "pipe");
-	if ((rest_len && !pf_feed(&pf, rest, rest_len)) || !pf_flush(&pf))
+	if ((rest_len && !pf_feed(pf, rest, rest_len)) || !pf_flush(pf))
 		ret = err_set(err, EPIPE, "the client went away");
-	while (ret == 0) {
-		struct pollfd p[2] = { { fd, POLLIN, 0 }, { pf.wake[0], POLLIN, 0 } };
+	while (ret == 0 && !pf->over) {
+		struct pollfd p[2] = { { pf->fd, pf_room(pf) ? POLLIN : 0, 0 },
+				       { pf->wake[0], POLLIN, 0 } };
 		ssize_t n;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -430,41 +512,268 @@ int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_reque
 		if (p[1].revents) {
 			char drain[64];
 
-			if (read(pf.wake[0], drain, sizeof(drain)) < 0) {
+			if (read(pf->wake[0], drain, sizeof(drain)) < 0) {
 				/* nothing */
 			}
-			if (!pf_drain(&pf))
+			if (!pf_drain(pf))
 				break;
 		}
-		if (!p[0].revents)
+		if (!p[0].revents || pf->over)
 			continue;
-		n = read(fd, buf, sizeof(buf));
+		n = read(pf->fd, buf, sizeof(buf));
 		if (n <= 0)
 			break;
-		if (!pf_feed(&pf, buf, (size_t)n)) {
-			pf_flush(&pf); /* the GOAWAY saying why */
+		if (!pf_feed(pf, buf, (size_t)n)) {
+			pf_flush(pf); /* the GOAWAY or close saying why */
 			break;
 		}
-		if (!pf_flush(&pf))
+		if (!pf_flush(pf))
 			break;
 	}
-	pthread_mutex_lock(&pf.mu);
-	pf.gone = true;
-	pthread_cond_broadcast(&pf.cond);
-	pthread_mutex_unlock(&pf.mu);
+	pthread_mutex_lock(&pf->mu);
+	pf->gone = true;
+	pthread_cond_broadcast(&pf->cond);
+	pthread_mutex_unlock(&pf->mu);
 	for (int i = 0; i < PF_MAX_PAIRS; i++)
-		if (pf.pairs[i])
-			pair_finish(&pf, pf.pairs[i], true);
-	while (pf.out_head) {
-		struct pf_msg *m = pf.out_head;
+		if (pf->pairs[i])
+			pair_finish(pf, pf->pairs[i], true);
+	while (pf->out_head) {
+		struct pf_msg *m = pf->out_head;
 
-		pf.out_head = m->next;
+		pf->out_head = m->next;
 		free(m->error);
 		free(m);
 	}
-	close(pf.wake[0]);
-	close(pf.wake[1]);
-	pthread_mutex_destroy(&pf.mu);
-	pthread_cond_destroy(&pf.cond);
+	return ret;
+}
+
+static int pf_init(struct pf *pf, struct cellmgr *cells, int fd, const struct stream_request *req,
+		   struct err *err)
+{
+	*pf = (struct pf){
+		.cells = cells, .cell_id = req->cell_id, .host_network = req->host_network, .fd = fd
+	};
+	if (pipe2(pf->wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		return err_errno(err, "pipe");
+	pthread_mutex_init(&pf->mu, NULL);
+	pthread_cond_init(&pf->cond, NULL);
+	return 0;
+}
+
+static void pf_release(struct pf *pf)
+{
+	close(pf->wake[0]);
+	close(pf->wake[1]);
+	pthread_mutex_destroy(&pf->mu);
+	pthread_cond_destroy(&pf->cond);
+}
+
+int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_request *req,
+			struct spdy_session *sp, const uint8_t *rest, size_t rest_len,
+			struct err *err)
+{
+	struct pf pf;
+	int ret = pf_init(&pf, cells, fd, req, err);
+
+	if (ret < 0)
+		return ret;
+	pf.sp = sp;
+	ret = pf_run(&pf, rest, rest_len, err);
+	pf_release(&pf);
+	return ret;
+}
+
+/* ---- over WebSocket ---- */
+
+/* The subprotocols the kubelet's port-forward accepts (and none at all, which is binary). */
+static const char *const pf_ws_protocols[] = { "v4.channel.k8s.io", "v4.base64.channel.k8s.io",
+					       NULL };
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+		return (c | 0x20) - 'a' + 10;
+	return -1;
+}
+
+/* Decodes the %XX escapes and '+' of a query's name or value s[0..n) into a new string, as
+ * Go's url.ParseQuery does; NULL when an escape is broken (Go then skips the parameter). */
+static char *query_unescape(const char *s, size_t n)
+{
+	char *out = xmalloc(n + 1), *o = out;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '+') {
+			*o++ = ' ';
+		} else if (s[i] != '%') {
+			*o++ = s[i];
+		} else if (n - i > 2 && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+			*o++ = (char)(hex_digit(s[i + 1]) << 4 | hex_digit(s[i + 2]));
+			i += 2;
+		} else {
+			free(out);
+			return NULL;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Appends the ports of one "port" value ("80" or "80,81") to ports[*n..max). */
+static int parse_port_list(const char *v, int32_t *ports, size_t max, size_t *n, struct err *err)
+{
+	const char *s = v;
+
+	if (!*v)
+		return err_set(err, EINVAL, "query parameter \"port\" cannot be empty");
+	for (;;) {
+		size_t len = strcspn(s, ",");
+		unsigned long port = 0;
+		size_t i;
+
+		for (i = 0; i < len && s[i] >= '0' && s[i] <= '9' && port <= 65535; i++)
+			port = port * 10 + (unsigned long)(s[i] - '0');
+		if (len == 0 || i < len || port > 65535)
+			return err_set(err, EINVAL, "unable to parse \"%s\" as a port", v);
+		if (port < 1)
+			return err_set(err, EINVAL, "port \"%s\" must be > 0", v);
+		if (*n == max)
+			return err_set(err, E2BIG, "more than %zu ports in one port-forward", max);
+		ports[(*n)++] = (int32_t)port;
+		if (!s[len])
+			return 0;
+		s += len + 1;
+	}
+}
+
+int stream_ports_of_query(const char *target, int32_t *ports, size_t max, size_t *n,
+			  struct err *err)
+{
+	const char *q = strchr(target, '?');
+
+	*n = 0;
+	while (q && *q) {
+		size_t len = strcspn(++q, "&");
+		const char *eq = memchr(q, '=', len);
+		size_t klen = eq ? (size_t)(eq - q) : len;
+		_cleanup_free_ char *key = query_unescape(q, klen);
+		_cleanup_free_ char *value = eq ? query_unescape(eq + 1, len - klen - 1) : NULL;
+		int ret = 0;
+
+		if (key && strcmp(key, "port") == 0 && (value || !eq))
+			ret = parse_port_list(value ? value : "", ports, max, n, err);
+		if (ret < 0)
+			return ret;
+		q += len;
+	}
+	return 0;
+}
+
+/* The ports of a WebSocket port-forward: the URL's, else the CRI request's. */
+static int ws_ports(const struct http_req *http, const struct stream_request *req, int32_t *ports,
+		    size_t *n, struct err *err)
+{
+	int ret = stream_ports_of_query(http->target, ports, PF_MAX_PAIRS, n, err);
+
+	if (ret < 0 || *n)
+		return ret;
+	if (req->n_ports > PF_MAX_PAIRS)
+		return err_set(err, E2BIG, "more than %d ports in one port-forward", PF_MAX_PAIRS);
+	for (size_t i = 0; i < req->n_ports; i++)
+		ports[(*n)++] = req->ports[i];
+	if (*n == 0)
+		return err_set(err, EINVAL, "query parameter \"port\" is required");
+	return 0;
+}
+
+/* Answers the upgrade with a subprotocol the kubelet's port-forward speaks (403 when the
+ * client offers none of them), or an HTTP error; the session is then in pf->ws. */
+static int ws_upgrade(struct pf *pf, const struct http_req *http, size_t nports, struct err *err)
+{
+	const char *offered = http_header_get(http, "Sec-WebSocket-Protocol");
+	const char *proto = http_negotiate(http, "Sec-WebSocket-Protocol", pf_ws_protocols);
+	struct buf out = BUF_INIT;
+	enum ws_codec codec = WS_CODEC_BINARY;
+	int ret;
+
+	if (offered && *offered && !proto) {
+		ret = err_set(err, EPROTO,
+			      "requested protocol(s) are not supported: %s; port-forward speaks "
+			      "v4.channel.k8s.io, v4.base64.channel.k8s.io",
+			      offered);
+		stream_answer_error(pf->fd, 403, err->msg);
+		return ret;
+	}
+	ws_codec_of(proto, &codec);
+	/* base64 names a channel with one digit */
+	if (codec == WS_CODEC_BASE64 && nports > 5) {
+		ret = err_set(err, EINVAL,
+			      "%zu ports: v4.base64.channel.k8s.io carries at most 5; use "
+			      "v4.channel.k8s.io",
+			      nports);
+		stream_answer_error(pf->fd, 400, err->msg);
+		return ret;
+	}
+	ret = http_answer_ws(&out, http, proto, err);
+	if (ret < 0) {
+		stream_answer_error(pf->fd, 400, err->msg);
+	} else if (!stream_write_all(pf->fd, (const uint8_t *)out.data, out.len)) {
+		ret = err_set(err, EPIPE, "the client went away");
+	} else {
+		pf->ws = ws_session_new(codec, err);
+		ret = pf->ws ? 0 : -err->code;
+	}
+	buf_release(&out);
+	return ret;
+}
+
+/* Port i's pair on channels 2i and 2i+1, each starting with the port, its connection made. */
+static void ws_start_pairs(struct pf *pf, const int32_t *ports, size_t nports)
+{
+	struct err err = ERR_INIT;
+
+	for (size_t i = 0; i < nports; i++) {
+		struct pf_pair *p = xcalloc(1, sizeof(*p));
+		const uint8_t le[2] = { (uint8_t)ports[i], (uint8_t)(ports[i] >> 8) };
+
+		p->pf = pf;
+		p->request_id = xstrdup("");
+		p->port = (uint32_t)ports[i];
+		p->data_sid = (uint32_t)(2 * i);
+		p->error_sid = (uint32_t)(2 * i + 1);
+		pf->pairs[i] = p;
+		ws_send(pf->ws, (uint8_t)p->data_sid, le, sizeof(le), &err);
+		ws_send(pf->ws, (uint8_t)p->error_sid, le, sizeof(le), &err);
+	}
+	pf->live = (int)nports;
+	for (size_t i = 0; i < nports; i++)
+		pair_start(pf->pairs[i]);
+}
+
+int stream_port_forward_ws(struct cellmgr *cells, int fd, const struct http_req *http,
+			   const struct stream_request *req, const uint8_t *rest, size_t rest_len,
+			   struct err *err)
+{
+	int32_t ports[PF_MAX_PAIRS];
+	size_t nports = 0;
+	struct pf pf;
+	int ret = pf_init(&pf, cells, fd, req, err);
+
+	if (ret < 0)
+		return ret;
+	ret = ws_ports(http, req, ports, &nports, err);
+	if (ret < 0)
+		stream_answer_error(fd, 400, err->msg);
+	else
+		ret = ws_upgrade(&pf, http, nports, err);
+	if (ret == 0) {
+		ws_start_pairs(&pf, ports, nports);
+		ret = pf_run(&pf, rest, rest_len, err);
+		pf_flush(&pf); /* the close, when every connection ended */
+	}
+	ws_session_free(pf.ws);
+	pf_release(&pf);
 	return ret;
 }

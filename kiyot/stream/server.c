@@ -60,6 +60,7 @@ static void request_free(struct stream_request *r)
 	for (size_t i = 0; i < r->n_cmd; i++)
 		free(r->cmd[i]);
 	free((char **)r->cmd);
+	free((int32_t *)r->ports);
 }
 
 static void token_free(struct token *t)
@@ -84,6 +85,13 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	for (size_t i = 0; i < req->n_cmd; i++)
 		cmd[i] = xstrdup(req->cmd[i]);
 	t->req.cmd = cmd;
+	t->req.ports = NULL;
+	if (req->n_ports) {
+		int32_t *ports = xcalloc(req->n_ports, sizeof(*ports));
+
+		memcpy(ports, req->ports, req->n_ports * sizeof(*ports));
+		t->req.ports = ports;
+	}
 	t->expires_ns = clock_mono_ns() + (int64_t)STREAM_TOKEN_TTL_S * 1000000000LL;
 	pthread_mutex_lock(&s->mu);
 	/* expired ones go as new ones come */
@@ -156,8 +164,7 @@ static int read_head(int fd, struct buf *b, struct http_req *req, size_t *used, 
 	}
 }
 
-/* Answers an HTTP error and gives up the connection. */
-static void answer_error(int fd, int status, const char *text)
+void stream_answer_error(int fd, int status, const char *text)
 {
 	struct buf b = BUF_INIT;
 	struct err err = ERR_INIT;
@@ -175,10 +182,11 @@ static void serve(struct stream_server *s, int fd)
 	struct token *t = NULL;
 	const char *target, *id;
 	size_t used = 0, idlen;
+	int ret;
 
 	if (read_head(fd, &b, &req, &used, &err) < 0) {
 		log_debug("stream: %s", err.msg);
-		answer_error(fd, 400, err.msg);
+		stream_answer_error(fd, 400, err.msg);
 		goto out;
 	}
 	target = req.target;
@@ -187,12 +195,17 @@ static void serve(struct stream_server *s, int fd)
 	if (id && (strncmp(target, "/exec/", 6) == 0 || strncmp(target, "/portforward/", 13) == 0))
 		t = token_take(s, id + 1, idlen);
 	if (!t) {
-		answer_error(fd, 404,
+		stream_answer_error(fd, 404,
 			     "unknown or expired stream URL: ask the runtime for a new one");
 		goto out;
 	}
-	if (stream_session(s->cells, fd, &req, &t->req, (const uint8_t *)b.data + used,
-			   b.len - used, &err) < 0)
+	if (t->req.kind == STREAM_PORTFORWARD && http_upgrade_of(&req) == HTTP_UPGRADE_WS)
+		ret = stream_port_forward_ws(s->cells, fd, &req, &t->req,
+					     (const uint8_t *)b.data + used, b.len - used, &err);
+	else
+		ret = stream_session(s->cells, fd, &req, &t->req, (const uint8_t *)b.data + used,
+				     b.len - used, &err);
+	if (ret < 0)
 		log_info("stream %s: %s", t->req.kind == STREAM_EXEC ? "exec" : "port-forward",
 			 err.msg);
 out:
@@ -235,7 +248,7 @@ static void *accept_thread(void *arg)
 		pthread_mutex_lock(&s->mu);
 		if (s->stopping || s->conns >= STREAM_MAX_CONNECTIONS) {
 			pthread_mutex_unlock(&s->mu);
-			answer_error(fd, 500, "too many streams at once; try again");
+			stream_answer_error(fd, 500, "too many streams at once; try again");
 			close(fd);
 			continue;
 		}

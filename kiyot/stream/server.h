@@ -41,6 +41,8 @@ struct stream_request {
 	size_t n_cmd;
 	bool tty, in, out, err; /* exec: which streams the client asked for */
 	bool host_network;	/* port-forward: the pod uses its host's network */
+	const int32_t *ports;	/* port-forward: the CRI request's ports (WebSocket's default) */
+	size_t n_ports;
 };
 
 /* Listens on address ("127.0.0.1:0" picks a free port) and serves connections. */

@@ -179,3 +179,75 @@ def spdy_port_forward(url, requests):
         pass
     s.close()
     return [(s.data.get(d, b""), s.data.get(e, b"").decode()) for e, d in pairs]
+
+
+def ws_port_forward(url, sends, protocol="v4.channel.k8s.io", until=None, timeout=30):
+    """A port-forward over WebSocket (the kubelet's v4 channels): port i of the URL (or of
+    the CRI request) has channel 2i for data and 2i+1 for errors, each starting with the port
+    as 2 little-endian bytes. sends[i] goes to port i in 64 KiB messages. Reads until the
+    server closes, or until until(result) holds. Returns one dict per port: "port" (what its
+    channels started with, data's and error's), "data" (bytes after the prefix), "error"
+    (text after the prefix). protocol None sends no subprotocol (binary)."""
+    import base64
+    ws = websocket.create_connection(url.replace("http://", "ws://"), timeout=timeout,
+                                     subprotocols=[protocol] if protocol else None)
+    b64 = protocol and "base64" in protocol
+    raw = {}
+
+    def result():
+        out = []
+        for i in range(len(sends)):
+            d, e = raw.get(2 * i, b""), raw.get(2 * i + 1, b"")
+            out.append({"port": (struct.unpack("<H", d[:2])[0] if len(d) >= 2 else None,
+                                 struct.unpack("<H", e[:2])[0] if len(e) >= 2 else None),
+                        "data": d[2:], "error": e[2:].decode(errors="replace")})
+        return out
+
+    try:
+        for i, payload in enumerate(sends):
+            for off in range(0, len(payload), 65536):
+                chunk = payload[off:off + 65536]
+                if b64:
+                    ws.send(chr(ord("0") + 2 * i) + base64.b64encode(chunk).decode())
+                else:
+                    ws.send_binary(bytes([2 * i]) + chunk)
+        while not (until and until(result())):
+            try:
+                op, data = ws.recv_data()
+            except websocket.WebSocketConnectionClosedException:
+                break
+            if op == websocket.ABNF.OPCODE_CLOSE:
+                break
+            if not data:
+                continue
+            if b64:
+                ch, data = data[0] - ord("0"), base64.b64decode(data[1:])
+            else:
+                ch, data = data[0], data[1:]
+            raw[ch] = raw.get(ch, b"") + data
+    finally:
+        ws.close()
+    return result()
+
+
+def ws_upgrade_answer(url, protocol=None, timeout=30):
+    """Asks for a WebSocket upgrade by hand and returns (status, body) of the answer: for
+    checking what a refusal says (python3-websocket keeps only the status)."""
+    u = urllib.parse.urlparse(url)
+    with socket.create_connection((u.hostname, u.port), timeout=timeout) as sock:
+        sock.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\n"
+                      "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n%s\r\n"
+                      % (u.path + ("?" + u.query if u.query else ""), u.netloc,
+                         "Sec-WebSocket-Protocol: %s\r\n" % protocol if protocol else ""))
+                     .encode())
+        answer = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+            if answer.startswith(b"HTTP/1.1 101"):
+                break
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body.decode(errors="replace")

@@ -106,6 +106,67 @@ class StreamingTest(KiyotTest):
         self.assertEqual(got[1], (b"second\n", ""))
         self.assertIn("9001", got[2][1], "a refused connection is told on its error stream")
 
+    def servers_pod(self):
+        """A pod with an echo server on 9000 and a greeter on 9002 that says hi and hangs up;
+        nothing listens on 9001. Returns the pod id once the echo server answers."""
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), command=[
+            "sh", "-c", "nc -ll -p 9000 -e cat & nc -ll -p 9002 -e echo hi & wait"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        wait_for(lambda: streamclient.ws_port_forward(
+            self.pf_url(pod, [9000]), [b"x"],
+            until=lambda r: r[0]["data"] == b"x")[0]["data"] == b"x", 10, "the echo server")
+        return pod
+
+    def pf_url(self, pod, ports):
+        return self.c.runtime.PortForward(self.pb.PortForwardRequest(
+            pod_sandbox_id=pod, port=ports), timeout=T_CALL).url
+
+    def test_websocket_port_forward_several_ports_byte_for_byte(self):
+        pod = self.servers_pod()
+        big = hashlib.shake_256(b"ws pf").digest(1 << 20)
+        # the URL's ports stand over the CRI request's, as the kubelet reads them
+        url = self.pf_url(pod, [80]) + "?port=9000&port=9002,9001"
+        got = streamclient.ws_port_forward(
+            url, [big, b"", b""],
+            until=lambda r: len(r[0]["data"]) >= len(big) and r[1]["data"] == b"hi\n" and
+            "9001" in r[2]["error"])
+        self.assertEqual([g["port"] for g in got], [(9000, 9000), (9002, 9002), (9001, 9001)],
+                         "each channel starts with its port, little-endian")
+        self.assertEqual(hashlib.sha256(got[0]["data"]).hexdigest(),
+                         hashlib.sha256(big).hexdigest())
+        self.assertEqual(got[0]["error"], "")
+        self.assertEqual((got[1]["data"], got[1]["error"]), (b"hi\n", ""))
+        self.assertEqual(got[2]["data"], b"", "a refused port carries no data")
+        self.assertIn("an error occurred forwarding 9001", got[2]["error"])
+
+    def test_websocket_port_forward_base64_ports_of_the_cri_request_and_the_end(self):
+        pod = self.servers_pod()
+        # no query: the CRI request's ports; once every connection ended the server closes
+        got = streamclient.ws_port_forward(self.pf_url(pod, [9002, 9001]), [b"", b""],
+                                           protocol="v4.base64.channel.k8s.io")
+        self.assertEqual([g["port"] for g in got], [(9002, 9002), (9001, 9001)])
+        self.assertEqual(got[0]["data"], b"hi\n")
+        self.assertIn("9001", got[1]["error"])
+        # no subprotocol at all is binary, as the kubelet takes it
+        got = streamclient.ws_port_forward(self.pf_url(pod, [9002]), [b""], protocol=None)
+        self.assertEqual(got[0]["data"], b"hi\n")
+
+    def test_websocket_port_forward_refusals(self):
+        pod = self.servers_pod()
+        for suffix, protocol, code, text in (
+                ("", "channel.k8s.io", 403, "requested protocol(s) are not supported"),
+                ("?port=0", "v4.channel.k8s.io", 400, 'port "0" must be > 0'),
+                ("?port=9000,x", None, 400, 'unable to parse "9000,x" as a port')):
+            status, body = streamclient.ws_upgrade_answer(self.pf_url(pod, [9000]) + suffix,
+                                                          protocol)
+            self.assertEqual((status, text in body), (code, True), body)
+        # without ports in the URL or the CRI request there is nothing to forward
+        status, body = streamclient.ws_upgrade_answer(self.pf_url(pod, []))
+        self.assertEqual(status, 400)
+        self.assertIn('query parameter "port" is required', body)
+
     def test_port_forward_in_a_host_network_pod_reaches_the_node(self):
         pb = self.pb
         srv = socket.socket()
