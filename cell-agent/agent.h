@@ -33,6 +33,9 @@ struct agent_config {
 	/* The network namespace of the cell's host where that is not the agent's own (a local
 	 * cell: the node's, "host_netns"); "" when the agent's namespace is the host's. */
 	char *host_netns;
+	/* The node's image store when the cell shares the node's disk (local cells): units whose
+	 * image kiyot names by id take it from there instead of pulling. "" when none. */
+	char *node_images;
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */

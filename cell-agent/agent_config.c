@@ -4,7 +4,8 @@
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],
- *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyotnode"}
+ *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyotnode",
+ *	 "node_images":"/var/lib/kiyot/images"}
  * Everything in it is checked as untrusted input: types, ranges, and the size of the pre-pull
  * list (at most AGENT_MAX_PREPULL references of at most AGENT_MAX_PREPULL_REF printable bytes).
  */
@@ -101,8 +102,14 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 	    get_str(doc, "log_level", 0, "info", &c->log_level, err) < 0 ||
 	    get_str(doc, "runtime", 0, "crun", &c->runtime, err) < 0 ||
 	    get_str(doc, "token", 0, "", &c->token, err) < 0 ||
-	    get_str(doc, "host_netns", 0, "", &c->host_netns, err) < 0)
+	    get_str(doc, "host_netns", 0, "", &c->host_netns, err) < 0 ||
+	    get_str(doc, "node_images", 0, "", &c->node_images, err) < 0)
 		goto out;
+	if (c->node_images[0] && c->node_images[0] != '/') {
+		err_set(err, EINVAL, "node_images: must be an absolute path, not \"%s\"",
+			c->node_images);
+		goto out;
+	}
 	v = json_object_get(doc, "agent_port");
 	c->port = v ? (int)json_integer_value(v) : 7443;
 	if (c->port < 1 || c->port > 65535) {
@@ -146,6 +153,7 @@ void agent_config_release(struct agent_config *c)
 		explicit_bzero(c->token, strlen(c->token));
 	free(c->token);
 	free(c->host_netns);
+	free(c->node_images);
 	json_decref(c->registries);
 	for (size_t i = 0; i < c->n_prepull; i++)
 		free(c->prepull[i]);

@@ -513,6 +513,7 @@ int agent_open(struct agent *a, struct err *err)
 	sc.cb.ctx = a;
 	sc.pod_ip = a->ip;
 	sc.host_netns = a->cfg.host_netns;
+	sc.node_images = a->cfg.node_images;
 	sc.host_mnt_ns = a->host_mnt_ns;
 	if (supervisor_new(&sc, &a->sup, err) < 0)
 		return -err->code;

@@ -30,6 +30,7 @@ struct img_rec {
 	char *id;	/* "sha256:<config hex>" */
 	char **refs;	/* normalised references pointing at it */
 	char **digests; /* repo digests "host/repo@sha256:..." */
+	char **layers;	/* blob digests of its layers; NULL in records older than the field */
 	uint64_t size;
 	char **entrypoint;
 	char **cmd;
@@ -70,6 +71,7 @@ static void rec_free(struct img_rec *r)
 	free(r->id);
 	image_strv_free(r->refs);
 	image_strv_free(r->digests);
+	image_strv_free(r->layers);
 	image_strv_free(r->entrypoint);
 	image_strv_free(r->cmd);
 	image_strv_free(r->env);
@@ -102,12 +104,16 @@ static struct img_rec *rec_from_info(const struct image_info *info)
 
 static json_t *rec_to_json(const struct img_rec *r)
 {
-	return json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:s, s:s}", "id", r->id, "refs",
-			 image_strv_to_json(r->refs), "repo_digests",
-			 image_strv_to_json(r->digests), "size", (json_int_t)r->size, "entrypoint",
-			 image_strv_to_json(r->entrypoint), "cmd", image_strv_to_json(r->cmd),
-			 "env", image_strv_to_json(r->env), "user", r->user, "working_dir",
-			 r->working_dir);
+	json_t *j = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:s, s:s}", "id", r->id, "refs",
+			      image_strv_to_json(r->refs), "repo_digests",
+			      image_strv_to_json(r->digests), "size", (json_int_t)r->size,
+			      "entrypoint", image_strv_to_json(r->entrypoint), "cmd",
+			      image_strv_to_json(r->cmd), "env", image_strv_to_json(r->env), "user",
+			      r->user, "working_dir", r->working_dir);
+
+	if (j && r->layers)
+		json_object_set_new(j, "layers", image_strv_to_json(r->layers));
+	return j;
 }
 
 /* Parses an image.json written by rec_save. */
@@ -139,6 +145,11 @@ static int rec_from_json(const json_t *j, struct img_rec **out, struct err *err)
 		ret = image_strv_from_json(json_object_get(j, "cmd"), "cmd", &r->cmd, err);
 	if (ret == 0)
 		ret = image_strv_from_json(json_object_get(j, "env"), "env", &r->env, err);
+	if (ret == 0 && json_object_get(j, "layers"))
+		ret = image_strv_from_json(json_object_get(j, "layers"), "layers", &r->layers, err);
+	for (size_t i = 0; ret == 0 && r->layers && r->layers[i]; i++)
+		if (!image_digest_valid(r->layers[i]))
+			ret = err_set(err, EINVAL, "malformed image record: layers[%zu]", i);
 	if (ret < 0) {
 		rec_free(r);
 		return ret;
@@ -168,9 +179,10 @@ static char *image_dir(const struct image_store *s, const char *id)
 	return xasprintf("%s/images/%s", s->root, image_hex(id));
 }
 
-/* Builds what callers get; ref and repo_digest may be NULL (then taken from the record). */
-static struct image_info *rec_info(const struct image_store *s, const struct img_rec *r,
-				   const char *ref, const char *repo_digest)
+/* Builds what callers get of an image of the store at root; ref and repo_digest may be NULL
+ * (then taken from the record). */
+static struct image_info *rec_info_at(const char *root, const struct img_rec *r, const char *ref,
+				      const char *repo_digest)
 {
 	struct image_info *info = xcalloc(1, sizeof(*info));
 
@@ -179,7 +191,7 @@ static struct image_info *rec_info(const struct image_store *s, const struct img
 				    : r->digests && r->digests[0] ? r->digests[0]
 								  : "");
 	info->image_id = xstrdup(r->id);
-	info->rootfs = xasprintf("%s/images/%s/rootfs", s->root, image_hex(r->id));
+	info->rootfs = xasprintf("%s/images/%s/rootfs", root, image_hex(r->id));
 	info->size = r->size;
 	info->entrypoint = image_strv_dup(r->entrypoint);
 	info->cmd = image_strv_dup(r->cmd);
@@ -187,6 +199,12 @@ static struct image_info *rec_info(const struct image_store *s, const struct img
 	info->user = xstrdup(r->user);
 	info->working_dir = xstrdup(r->working_dir);
 	return info;
+}
+
+static struct image_info *rec_info(const struct image_store *s, const struct img_rec *r,
+				   const char *ref, const char *repo_digest)
+{
+	return rec_info_at(s->root, r, ref, repo_digest);
 }
 
 void image_info_free(struct image_info *info)
@@ -435,6 +453,9 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 	if (ret < 0)
 		return ret;
 	r = rec_from_info(remote);
+	r->layers = xcalloc(m.n_layers + 1, sizeof(char *));
+	for (size_t i = 0; i < m.n_layers; i++)
+		r->layers[i] = xstrdup(m.layers[i].digest);
 	ret = image_materialize(s, c, &m, r, err);
 	if (ret == 1)
 		r = NULL; /* now owned by the store */
@@ -540,8 +561,67 @@ int image_lookup(struct image_store *s, const char *ref, struct image_info **out
 	return rec ? 0 : err_set(err, ENOENT, "image %s: not pulled", ref);
 }
 
+/* Reads root/images/<hex>/image.json, checking it names the image of its directory. */
+static int rec_load(const char *root, const char *hex, struct img_rec **out, struct err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/images/%s/image.json", root, hex);
+	_cleanup_free_ char *data = NULL;
+	struct img_rec *r = NULL;
+	size_t len = 0;
+	json_t *j;
+	int ret;
+
+	ret = fs_read_file(path, IMAGE_MAX_RECORD, &data, &len, err);
+	if (ret < 0)
+		return ret;
+	j = json_loadb(data, len, 0, NULL);
+	ret = rec_from_json(j, &r, err);
+	json_decref(j);
+	if (ret == 0 && strcmp(image_hex(r->id), hex) != 0) {
+		rec_free(r);
+		ret = err_set(err, EINVAL, "malformed image record: id is not %s", hex);
+	}
+	if (ret == 0)
+		*out = r;
+	return ret;
+}
+
+/* Whether digest is a layer of some image of the store; caller holds mu (or owns s alone). */
+static bool store_uses_blob(const struct image_store *s, const char *digest)
+{
+	for (size_t i = 0; i < s->n_recs; i++)
+		if (image_strv_has(s->recs[i]->layers, digest))
+			return true;
+	return false;
+}
+
+/* Removes the blobs no image of the store lists among its layers, once every record lists its
+ * layers (older records do not, and their blobs must stay). Caller owns s alone or holds mu
+ * with no pull under way. */
+static void store_sweep_blobs(struct image_store *s)
+{
+	_cleanup_free_ char *blobs = xasprintf("%s/blobs/sha256", s->root);
+	struct dirent *de;
+	DIR *d;
+
+	for (size_t i = 0; i < s->n_recs; i++)
+		if (!s->recs[i]->layers)
+			return;
+	d = opendir(blobs);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *digest = xasprintf("sha256:%s", de->d_name);
+
+		if (image_digest_valid(digest) && !store_uses_blob(s, digest) &&
+		    unlinkat(dirfd(d), de->d_name, 0) < 0)
+			log_warn("image store: remove blob %s: %s", de->d_name, strerror(errno));
+	}
+	closedir(d);
+}
+
 /* Loads images/<hex>/image.json of every complete image; removes leftovers of interrupted
- * pulls (*.tmp directories, partial blobs). */
+ * pulls (*.tmp directories, partial blobs) and blobs no image uses. */
 static int store_load(struct image_store *s, struct err *err)
 {
 	_cleanup_free_ char *images = xasprintf("%s/images", s->root);
@@ -561,11 +641,8 @@ static int store_load(struct image_store *s, struct err *err)
 		return err_errno(err, "open %s", images);
 	while ((de = readdir(d))) {
 		_cleanup_free_ char *path = NULL;
-		_cleanup_free_ char *data = NULL;
 		struct err e = ERR_INIT;
 		struct img_rec *r = NULL;
-		size_t len = 0;
-		json_t *j;
 
 		if (de->d_name[0] == '.')
 			continue;
@@ -575,25 +652,88 @@ static int store_load(struct image_store *s, struct err *err)
 				log_warn("image store: %s", e.msg);
 			continue;
 		}
-		free(path);
-		path = xasprintf("%s/%s/image.json", images, de->d_name);
-		if (fs_read_file(path, IMAGE_MAX_RECORD, &data, &len, &e) < 0) {
+		if (rec_load(s->root, de->d_name, &r, &e) < 0) {
 			log_warn("image store: skipping %s: %s", de->d_name, e.msg);
 			continue;
 		}
-		j = json_loadb(data, len, 0, NULL);
-		if (rec_from_json(j, &r, &e) < 0 || strcmp(image_hex(r->id), de->d_name)) {
-			log_warn("image store: skipping %s: malformed image.json", de->d_name);
-			rec_free(r);
-			json_decref(j);
-			continue;
-		}
-		json_decref(j);
 		xgrow((void **)&s->recs, &s->cap_recs, s->n_recs + 1, sizeof(*s->recs));
 		s->recs[s->n_recs++] = r;
 	}
 	closedir(d);
+	store_sweep_blobs(s);
 	return 0;
+}
+
+int image_read(const char *root, const char *id, struct image_info **out, struct err *err)
+{
+	struct img_rec *r = NULL;
+	int ret;
+
+	if (!image_digest_valid(id))
+		return err_set(err, EINVAL, "image id %s: expected sha256: and 64 hex digits", id);
+	ret = rec_load(root, image_hex(id), &r, err);
+	if (ret == -ENOENT)
+		return err_set(err, ENOENT, "image %s: not in the store at %s", id, root);
+	if (ret < 0)
+		return err_wrap(err, "image %s in the store at %s", id, root);
+	*out = rec_info_at(root, r, NULL, NULL);
+	rec_free(r);
+	return 0;
+}
+
+char **image_store_ids(struct image_store *s)
+{
+	char **ids;
+
+	pthread_mutex_lock(&s->mu);
+	ids = xcalloc(s->n_recs + 1, sizeof(char *));
+	for (size_t i = 0; i < s->n_recs; i++)
+		ids[i] = xstrdup(s->recs[i]->id);
+	pthread_mutex_unlock(&s->mu);
+	return ids;
+}
+
+int image_remove(struct image_store *s, const char *id, struct err *err)
+{
+	_cleanup_free_ char *dir = NULL, *doomed = NULL;
+	struct img_rec *r = NULL;
+	int ret;
+
+	if (!image_digest_valid(id))
+		return err_set(err, EINVAL, "image id %s: expected sha256: and 64 hex digits", id);
+	dir = image_dir(s, id);
+	/* renamed first, so an interrupted removal is a leftover the next load cleans up */
+	doomed = xasprintf("%s.tmp-removed", dir);
+	pthread_mutex_lock(&s->mu);
+	if (s->flights) {
+		pthread_mutex_unlock(&s->mu);
+		return err_set(err, EBUSY, "image %s: a pull is under way; remove it later", id);
+	}
+	for (size_t i = 0; i < s->n_recs; i++) {
+		if (strcmp(s->recs[i]->id, id) == 0) {
+			r = s->recs[i];
+			s->recs[i] = s->recs[--s->n_recs];
+			break;
+		}
+	}
+	ret = rename(dir, doomed) < 0 && errno != ENOENT ? err_errno(err, "rename %s", dir) : 0;
+	for (size_t i = 0; ret == 0 && r && r->layers && r->layers[i]; i++) {
+		_cleanup_free_ char *blob = NULL;
+
+		if (store_uses_blob(s, r->layers[i]))
+			continue;
+		blob = xasprintf("%s/blobs/sha256/%s", s->root, image_hex(r->layers[i]));
+		if (unlink(blob) < 0 && errno != ENOENT)
+			log_warn("image store: remove blob %s: %s", blob, strerror(errno));
+	}
+	if (ret < 0 && r)
+		s->recs[s->n_recs++] = r; /* still there: keep knowing it */
+	else
+		rec_free(r);
+	pthread_mutex_unlock(&s->mu);
+	if (ret == 0)
+		ret = fs_remove_tree(doomed, err);
+	return ret;
 }
 
 int image_store_new(const char *root, const struct regconf *rc, struct image_store **out,

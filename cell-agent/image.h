@@ -75,6 +75,20 @@ struct image_prepull *image_prepull_start(struct image_store *s, char *const *re
 /* Stops after the pull under way: waits up to wait_ms for it and frees p (0), else leaves it
  * running and returns -EBUSY (the store must then not be freed). NULL is fine. */
 int image_prepull_stop(struct image_prepull *p, int wait_ms);
+/* Whether the pre-pull tried every image (image_prepull_stop then returns at once). */
+bool image_prepull_done(struct image_prepull *p);
+
+/* Reads image id ("sha256:<hex>") of the store at root without opening it, for a cell whose
+ * node keeps the images (another process owns that store and writes records atomically).
+ * -ENOENT when it is not there. */
+int image_read(const char *root, const char *id, struct image_info **out, struct err *err);
+/* The ids of every image in the store: a NULL-terminated vector the caller frees, each string
+ * and the vector. */
+char **image_store_ids(struct image_store *s);
+/* Removes an image's root file system and record, and the layer blobs no other image uses.
+ * An absent image is not an error; -EBUSY while any pull of the store is under way (try
+ * later). The caller makes sure no container still runs on its root file system. */
+int image_remove(struct image_store *s, const char *id, struct err *err);
 
 /* A cached image by reference or image id; -ENOENT when not pulled. */
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err);

@@ -24,6 +24,7 @@ struct image_prepull {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	bool stop; /* guarded by lock */
+	bool done; /* guarded by lock: every image was tried */
 };
 
 static bool prepull_stopping(struct image_prepull *p)
@@ -67,6 +68,9 @@ static void *prepull_main(void *arg)
 
 	for (size_t i = 0; i < p->n_refs && !prepull_stopping(p); i++)
 		prepull_one(p, p->refs[i]);
+	pthread_mutex_lock(&p->lock);
+	p->done = true;
+	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
@@ -96,6 +100,16 @@ struct image_prepull *image_prepull_start(struct image_store *s, char *const *re
 		return NULL;
 	}
 	return p;
+}
+
+bool image_prepull_done(struct image_prepull *p)
+{
+	bool done;
+
+	pthread_mutex_lock(&p->lock);
+	done = p->done;
+	pthread_mutex_unlock(&p->lock);
+	return done;
 }
 
 int image_prepull_stop(struct image_prepull *p, int wait_ms)

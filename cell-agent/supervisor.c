@@ -173,6 +173,7 @@ int supervisor_new(const struct supervisor_config *cfg, struct supervisor **out,
 	s->cgroup_parent = xstrdup(cfg->cgroup_parent ? cfg->cgroup_parent : "");
 	s->pod_ip = xstrdup(cfg->pod_ip ? cfg->pod_ip : "");
 	s->host_netns = xstrdup(cfg->host_netns ? cfg->host_netns : "");
+	s->node_images = xstrdup(cfg->node_images ? cfg->node_images : "");
 	s->host_mnt_ns = cfg->host_mnt_ns;
 	s->etc_dir = xasprintf("%s/etc", cfg->state_dir);
 	s->runtime_root = xasprintf("%s/runtime", cfg->state_dir);
@@ -251,6 +252,7 @@ void supervisor_free(struct supervisor *s)
 	free(s->cgroup_parent);
 	free(s->pod_ip);
 	free(s->host_netns);
+	free(s->node_images);
 	free(s->etc_dir);
 	free(s->volumes_dir);
 	free(s);
@@ -264,6 +266,14 @@ static int resolve_image(struct supervisor *s, const Kiyot__Cell__V1__Unit *spec
 
 	if (s->cfg.resolve_image)
 		return s->cfg.resolve_image(s->cfg.resolve_ctx, spec->image, out, err);
+	if (s->node_images[0] && spec->image_id && spec->image_id[0]) {
+		struct err e = ERR_INIT;
+
+		if (image_read(s->node_images, spec->image_id, out, &e) == 0)
+			return 0;
+		if (e.code != ENOENT)
+			log_warn("unit %s: %s; pulling it", spec->id, e.msg);
+	}
 	if (spec->auth) {
 		auth.username = spec->auth->username;
 		auth.password = spec->auth->password;

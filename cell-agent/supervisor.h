@@ -77,6 +77,9 @@ struct supervisor_config {
 	/* Optional: the network namespace host-network units join (a path); NULL or "": the
 	 * agent's own is the host's. */
 	const char *host_netns;
+	/* Optional: the node's image store (image_read), for units whose spec names the image
+	 * id: their image is taken from there when present, else pulled. NULL or "": none. */
+	const char *node_images;
 	/* The host's mount namespace (an fd, hostmount.h) propagating mounts are cloned from;
 	 * -1: the agent's own. Borrowed. */
 	int host_mnt_ns;

@@ -47,8 +47,9 @@ struct supervisor {
 	char *state_dir, *runtime, *shim, *cgroup_parent, *pod_ip, *etc_dir, *volumes_dir;
 	/* the OCI runtime's state (--root): the cell's own, so it goes with the cell */
 	char *runtime_root;
-	char *host_netns; /* "" when the agent's network namespace is the host's */
-	int host_mnt_ns;  /* hostmount.h; -1: the agent's own */
+	char *host_netns;  /* "" when the agent's network namespace is the host's */
+	char *node_images; /* the node's image store, "" when the cell has none */
+	int host_mnt_ns;   /* hostmount.h; -1: the agent's own */
 	pthread_mutex_t mu, apply_mu;
 	pthread_cond_t cond;
 	struct unit *units;

@@ -22,6 +22,7 @@
 #include "cri.h"
 #include "events.h"
 #include "fsutil.h"
+#include "image.h"
 #include "log.h"
 #include "podobject.h"
 #include "regconf.h"
@@ -423,6 +424,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 {
 	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
 	_cleanup_free_ char *cells_dir = xasprintf("%s/cells", k->cfg.state_dir);
+	_cleanup_free_ char *node_images = xasprintf("%s/images", k->cfg.state_dir);
 	struct local_provider_config lc = { 0 };
 
 	pthread_mutex_init(&k->lock, NULL);
@@ -466,6 +468,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		lc.agent_path = k->cfg.agent_path;
 		lc.cgroup_root = "kiyot";
 		lc.cluster_id = k->cluster_id;
+		lc.node_images = node_images;
 		if (provider_local_new(&lc, &k->provider, err) < 0)
 			return err_wrap(err, "local cell provider");
 		if (k->cfg.masquerade && cellnat_setup(k->cfg.bridge, k->cfg.cell_cidr, err) < 0)
@@ -475,6 +478,10 @@ int kiyot_open(struct kiyot *k, struct err *err)
 			       "cells.provider: \"%s\" is not a provider; use local or ec2",
 			       k->cfg.provider);
 	}
+	/* cells that see the node's files take their images from one store of the node */
+	if (!k->provider.ops->remote_files &&
+	    image_store_new(node_images, k->regconf, &k->node_images, err) < 0)
+		return err_wrap(err, "node image store");
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
 	if (stream_server_start(k->cfg.streaming_address, k->cells, &k->stream, err) < 0)
@@ -520,6 +527,9 @@ void kiyot_close(struct kiyot *k)
 		image_rec_free(i);
 	}
 	kiyot_auths_free(k);
+	if (kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
+		image_store_free(k->node_images);
+	k->node_images = NULL;
 	regconf_free(k->regconf);
 	store_close(k->store);
 	free(k->cluster_id);

@@ -1,8 +1,11 @@
 /*
- * cri_image.c: CRI's ImageService. The node stores no layers: images are pulled inside the
- * cell of the pod that asks (PullImage carries the sandbox config), and kiyot remembers what
- * was pulled so ImageStatus and ListImages answer the kubelet, and so a later pod's cell can
- * pull the same image by digest.
+ * cri_image.c: CRI's ImageService. Where the layers live depends on the cells: cells that
+ * share the node's disk (local) take their images from one store of the node (state_dir/
+ * images), which PullImage fills as containerd's does; remote cells (ec2) pull inside the cell
+ * of the pod that asks (PullImage carries the sandbox config), and a pull without a pod only
+ * resolves the image at its registry. Either way kiyot remembers what was pulled so
+ * ImageStatus and ListImages answer the kubelet, and so a later pod's cell can pull the same
+ * image by digest.
  */
 #include "cri.h"
 
@@ -130,6 +133,11 @@ static struct image_rec *image_find(struct kiyot *k, const char *ref)
 			return i;
 	}
 	return NULL;
+}
+
+const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref)
+{
+	return image_find(k, ref);
 }
 
 static char **lines_dup(struct rpc_call *call, const char *list, size_t *n)
@@ -304,16 +312,18 @@ static const char *nz(const char *s)
 	return s && s[0] ? s : NULL;
 }
 
-/* A pull with no running pod to pull into (crictl pull, or a kubelet pre-pulling): the node
- * keeps no layers, so kiyot resolves the image at its registry (manifest and config, both
- * verified) and remembers it; the cell that runs it later pulls it by digest. */
-static int pull_without_cell(struct kiyot *k, struct rpc_call *call,
-			     const Runtime__V1__PullImageRequest *r,
-			     Runtime__V1__PullImageResponse *out, struct err *err)
+/* A pull on the node: into the node's store when it keeps one; else (remote cells, and no
+ * running pod to pull into: crictl pull, or a kubelet pre-pulling) kiyot only resolves the
+ * image at its registry (manifest and config, both verified) and remembers it, and the cell
+ * that runs it later pulls it by digest. */
+static int pull_on_node(struct kiyot *k, struct rpc_call *call,
+			const Runtime__V1__PullImageRequest *r, Runtime__V1__PullImageResponse *out,
+			struct err *err)
 {
 	Kiyot__Cell__V1__PullImageResponse p = KIYOT__CELL__V1__PULL_IMAGE_RESPONSE__INIT;
 	struct image_auth auth = { 0 };
 	struct image_info *info = NULL;
+	int ret;
 
 	if (r->auth) {
 		auth.username = nz(r->auth->username);
@@ -322,8 +332,12 @@ static int pull_without_cell(struct kiyot *k, struct rpc_call *call,
 		auth.identity_token = nz(r->auth->identity_token);
 		auth.registry_token = nz(r->auth->registry_token);
 	}
-	if (image_inspect(k->regconf, r->image->image, &auth, &info, err) < 0)
-		return -err->code;
+	if (k->node_images)
+		ret = image_pull(k->node_images, r->image->image, &auth, &info, err);
+	else
+		ret = image_inspect(k->regconf, r->image->image, &auth, &info, err);
+	if (ret < 0)
+		return ret;
 	p.repo_digest = info->repo_digest;
 	p.image_id = info->image_id;
 	p.size = info->size;
@@ -351,12 +365,14 @@ CRI_HANDLER(pull_image)
 
 	if (!r->image || !r->image->image[0])
 		return err_set(err, EINVAL, "image.image: required");
+	if (k->node_images)
+		return pull_on_node(k, call, r, out, err);
 	pthread_mutex_lock(&k->lock);
 	sb = sandbox_for(k, r->sandbox_config);
 	cell_id = sb && sb->cell_id[0] ? xstrdup(sb->cell_id) : NULL;
 	pthread_mutex_unlock(&k->lock);
 	if (!cell_id)
-		return pull_without_cell(k, call, r, out, err);
+		return pull_on_node(k, call, r, out, err);
 	areq.image = r->image->image;
 	if (r->auth) {
 		auth.username = r->auth->username;
@@ -380,10 +396,116 @@ CRI_HANDLER(pull_image)
 	return 0;
 }
 
+/* Whether a container kiyot keeps runs (or will run) image id. Needs k->lock. */
+static bool image_in_use(struct kiyot *k, const char *id)
+{
+	for (struct container *c = k->containers; c; c = c->next) {
+		const char *want = c->config->image ? c->config->image->image : "";
+		const struct image_rec *i;
+
+		if (strcmp(c->image_id, id) == 0 || strcmp(want, id) == 0 ||
+		    (strlen(want) == 64 && strcmp(want, id + 7) == 0))
+			return true;
+		i = image_find(k, want);
+		if (i && strcmp(i->id, id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Removes image id from the node's store unless kiyot lists it or a container uses it. */
+static void node_image_release(struct kiyot *k, const char *id)
+{
+	struct err err = ERR_INIT;
+	bool keep;
+
+	pthread_mutex_lock(&k->lock);
+	keep = image_in_use(k, id);
+	for (struct image_rec *i = k->images; i && !keep; i = i->next)
+		keep = strcmp(i->id, id) == 0;
+	pthread_mutex_unlock(&k->lock);
+	/* a pull that brings it back meanwhile makes this -EBUSY: the next sweep decides */
+	if (!keep && image_remove(k->node_images, id, &err) < 0 && err.code != EBUSY)
+		log_warn("node image store: %s", err.msg);
+}
+
+void kiyot_node_images_sweep(struct kiyot *k)
+{
+	char **ids;
+
+	if (!k->node_images)
+		return;
+	ids = image_store_ids(k->node_images);
+	for (size_t i = 0; ids[i]; i++) {
+		node_image_release(k, ids[i]);
+		free(ids[i]);
+	}
+	free(ids);
+}
+
+struct node_prepull {
+	struct image_prepull *p;
+	struct node_prepull *next;
+};
+
+/* Frees the pre-pulls that ended, or (all) stops them all, waiting up to wait_ms each; how
+ * many are left. Needs k->lock. */
+static int node_prepulls_reap(struct kiyot *k, bool all, int wait_ms)
+{
+	int left = 0;
+
+	for (struct node_prepull **pp = &k->node_prepulls; *pp;) {
+		struct node_prepull *np = *pp;
+
+		if ((all || image_prepull_done(np->p)) && image_prepull_stop(np->p, wait_ms) == 0) {
+			*pp = np->next;
+			free(np);
+		} else {
+			left++;
+			pp = &np->next;
+		}
+	}
+	return left;
+}
+
+void kiyot_node_prepull(struct kiyot *k, const json_t *refs)
+{
+	size_t n = json_array_size(refs);
+	char **v = xcalloc(n + 1, sizeof(char *));
+	struct node_prepull *np = xcalloc(1, sizeof(*np));
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (char *)json_string_value(json_array_get(refs, i));
+	np->p = image_prepull_start(k->node_images, v, n);
+	free(v);
+	pthread_mutex_lock(&k->lock);
+	node_prepulls_reap(k, false, 0);
+	if (np->p) {
+		np->next = k->node_prepulls;
+		k->node_prepulls = np;
+		np = NULL;
+	}
+	pthread_mutex_unlock(&k->lock);
+	free(np);
+}
+
+int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms)
+{
+	int left;
+
+	pthread_mutex_lock(&k->lock);
+	left = node_prepulls_reap(k, true, wait_ms);
+	pthread_mutex_unlock(&k->lock);
+	if (left)
+		log_warn("node image store: %d pre-pulls did not stop in %d ms", left, wait_ms);
+	return left ? -EBUSY : 0;
+}
+
 CRI_HANDLER(remove_image)
 {
 	const Runtime__V1__RemoveImageRequest *r = (const void *)req;
 	struct kiyot *k = svc;
+	_cleanup_free_ char *id = NULL;
 	struct image_rec *i;
 	int ret = 0;
 
@@ -400,9 +522,13 @@ CRI_HANDLER(remove_image)
 				break;
 			}
 		ret = store_delete_image(k->store, i->id, err);
+		id = xstrdup(i->id);
 		image_rec_free(i);
 	}
 	pthread_mutex_unlock(&k->lock);
+	/* its layers go now, or at the sweep after the last container using it is removed */
+	if (ret == 0 && id && k->node_images)
+		node_image_release(k, id);
 	return ret; /* removing an absent image is not an error */
 }
 
@@ -415,12 +541,19 @@ CRI_HANDLER(image_fs_info)
 
 	(void)req;
 	(void)err;
-	/* layers live in cells, so the node's image file system holds nothing of them */
 	u->timestamp = clock_now_ns();
 	u->fs_id = rpc_msg_new(call, &runtime__v1__filesystem_identifier__descriptor);
 	u->fs_id->mountpoint = rpc_strdup(call, k->cfg.state_dir);
 	u->used_bytes = rpc_msg_new(call, &runtime__v1__uint64_value__descriptor);
 	u->inodes_used = rpc_msg_new(call, &runtime__v1__uint64_value__descriptor);
+	/* the node's store holds the images of local cells (counted by their layers' size, as
+	 * the registry gave them); remote cells keep their layers themselves */
+	if (k->node_images) {
+		pthread_mutex_lock(&k->lock);
+		for (const struct image_rec *i = k->images; i; i = i->next)
+			u->used_bytes->value += i->size;
+		pthread_mutex_unlock(&k->lock);
+	}
 	out->image_filesystems = rpc_alloc(call, sizeof(*out->image_filesystems));
 	out->image_filesystems[0] = u;
 	out->n_image_filesystems = 1;

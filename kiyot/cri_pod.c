@@ -103,6 +103,10 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 		/* borrowed like the rest: packed before the lock is released */
 		u->auth = (Kiyot__Cell__V1__RegistryAuth *)kiyot_auth_for(
 			k, img ? img->id : cfg->image->image);
+		if (!img)
+			img = kiyot_find_image(k, cfg->image->image);
+		if (img)
+			u->image_id = img->id; /* a cell on the node's disk takes it from there */
 	}
 	u->n_command = cfg->n_command;
 	u->command = cfg->command; /* borrowed: the request is packed before records change */

@@ -240,8 +240,10 @@ static struct podspec *pod_object(struct kiyot *k, const Runtime__V1__PodSandbox
 }
 
 /* The images a cell pre-pulls as soon as it boots, from the Pod object (a JSON array of
- * strings), or NULL when there are none. */
-static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
+ * strings), or NULL when there are none. When the node keeps the images, the node pre-pulls
+ * them instead (in the background) and the cell pre-pulls nothing. */
+static json_t *pod_prepull(struct kiyot *k, const struct podspec *pod,
+			   const Runtime__V1__PodSandboxMetadata *md)
 {
 	size_t dropped = 0;
 	json_t *list = pod ? podobject_prepull(pod, &dropped) : NULL;
@@ -251,7 +253,9 @@ static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSand
 			 "or not a reference); the kubelet's pulls fetch them",
 			 md->namespace_, md->name, dropped, PODOBJECT_MAX_PREPULL,
 			 PODOBJECT_MAX_PREPULL_BYTES);
-	if (json_array_size(list) == 0) {
+	if (json_array_size(list) == 0 || k->node_images) {
+		if (json_array_size(list))
+			kiyot_node_prepull(k, list);
 		json_decref(list);
 		return NULL;
 	}
@@ -304,7 +308,7 @@ CRI_HANDLER(run_pod_sandbox)
 	pthread_mutex_unlock(&k->lock);
 
 	pod = pod_object(k, r->config->metadata);
-	prepull = pod_prepull(pod, r->config->metadata);
+	prepull = pod_prepull(k, pod, r->config->metadata);
 	ret = provision_size_pod(k, r->config, pod, &choice, err);
 	podspec_free(pod);
 	if (ret < 0) {
@@ -687,8 +691,6 @@ CRI_HANDLER(port_forward)
 	if (!ready)
 		return err_set(err, EBUSY, "pod sandbox %s is not ready", r->pod_sandbox_id);
 	sr.cell_id = cell_id;
-	sr.ports = r->port;
-	sr.n_ports = r->n_port;
 	url = stream_server_url(k->stream, &sr);
 	out->url = rpc_strdup(call, url);
 	return 0;

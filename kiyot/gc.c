@@ -213,6 +213,7 @@ static void pass(struct gc *g, int startup)
 	mark_lost(k, ready, n_ready, cells, n);
 	orphans_forget(g, cells, n);
 	cellsync_kick(k->cellsync);
+	kiyot_node_images_sweep(k);
 	free(v);
 	cell_info_array_free(cells, n);
 out:

@@ -80,6 +80,10 @@ struct kiyot {
 	struct events *events;	       /* GetContainerEvents subscribers */
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
+	/* The node's image store (state_dir/images) when cells share the node's disk (local):
+	 * PullImage fills it and cells take their images from it. NULL for remote cells. */
+	struct image_store *node_images;
+	struct node_prepull *node_prepulls; /* pre-pulls into node_images under way (k->lock) */
 	struct gc *gc;
 	struct router *router;	      /* the fallback runtime, or NULL (router.c) */
 	struct stream_server *stream; /* Exec's URLs (stream/server.h) */
@@ -126,6 +130,18 @@ void kiyot_log_touch(struct kiyot *k, const struct container *c);
 /* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
 const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
 void kiyot_auths_free(struct kiyot *k);
+/* The image kiyot knows by id (with or without "sha256:"), tag or repo digest, or NULL.
+ * Needs k->lock. */
+const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref);
+/* Removes from the node's image store every image kiyot no longer lists that no container
+ * uses (what RemoveImage left while a container ran on it). Takes k->lock. */
+void kiyot_node_images_sweep(struct kiyot *k);
+/* Pre-pulls refs (a JSON array of strings) into the node's store in the background,
+ * anonymously; the kubelet's own pulls of them join it. Takes k->lock. */
+void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
+/* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
+ * node's store may be freed. Takes k->lock. */
+int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
 
 /* Called by the cell manager's watch threads. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,

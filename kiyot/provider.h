@@ -96,6 +96,7 @@ struct local_provider_config {
 	const char *agent_path;	 /* the cell-agent binary */
 	const char *cgroup_root; /* cgroup v1 subtree under each controller, default "kiyot" */
 	const char *cluster_id;
+	const char *node_images; /* the node's image store the agents read images from, or NULL */
 };
 
 int provider_local_new(const struct local_provider_config *cfg, struct provider *out,

@@ -66,6 +66,7 @@ struct local_provider {
 	char *agent_path;
 	char *cgroup_root;
 	char *cluster_id;
+	char *node_images; /* "" when the agents pull every image themselves */
 	struct cellnet_cidr cidr;
 
 	pthread_mutex_t lock; /* guards everything below */
@@ -523,8 +524,11 @@ static char *bootstrap_for_cell(const struct local_provider *p, const struct cel
 
 		json_object_set_new(doc, "state_dir", json_string(dir));
 	}
-	/* the cell's host is the node: host-network units join its namespace */
+	/* the cell's host is the node: host-network units join its namespace and images come
+	 * from the node's store */
 	json_object_set_new(doc, "host_netns", json_string(NODE_NETNS));
+	if (p->node_images[0])
+		json_object_set_new(doc, "node_images", json_string(p->node_images));
 	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(doc);
 	if (!text)
@@ -800,6 +804,7 @@ static void local_destroy(void *self)
 	free(p->agent_path);
 	free(p->cgroup_root);
 	free(p->cluster_id);
+	free(p->node_images);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->idle);
 	free(p);
@@ -899,6 +904,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	p->agent_path = xstrdup(cfg->agent_path);
 	p->cgroup_root = xstrdup(root);
 	p->cluster_id = xstrdup(cfg->cluster_id ? cfg->cluster_id : "");
+	p->node_images = xstrdup(cfg->node_images ? cfg->node_images : "");
 	p->cidr = cidr;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);

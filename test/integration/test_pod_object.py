@@ -1,7 +1,8 @@
 """The Pod object: with an API server (test/kubeapi/kubeapi.py through a kubeconfig), kiyot reads
 a sandbox's Pod at RunPodSandbox, sizes its cell from the Pod's containers and init containers
-(which the sandbox config cannot say), and the cell pre-pulls the Pod's images as soon as it
-boots. A Pod of another uid is not used; an API server that is down or silent delays
+(which the sandbox config cannot say), and the Pod's images are pre-pulled as soon as the Pod is
+known (by kiyot into the node's store, which local cells take their images from; by an EC2 cell
+itself). A Pod of another uid is not used; an API server that is down or silent delays
 RunPodSandbox by at most a few seconds, and the sandbox config is used instead."""
 
 import collections
@@ -182,30 +183,40 @@ class PodObjectTest(ApiServerTest):
         # the bound is 3 s for the Pod object; kube.c's own default would be 20 s
         self.assertLess(slow, 15, "RunPodSandbox waited %.1f s for a silent API server" % slow)
 
-    def test_pod_object__cell_prepulls_the_pods_images_once(self):
+    def test_pod_object__node_prepulls_the_pods_images_once(self):
+        # local cells take their images from the node's store: kiyot pre-pulls the Pod's
+        # images into it as soon as it knows the Pod (an EC2 cell pre-pulls them itself)
         name = unique("prepull")
         hello, multi = self.env.ref("hello:1"), self.env.ref("multilayer:1")
+        for ref in (hello, multi):  # earlier tests and pre-pulls may have left them
+            self.c.image.PullImage(self.pb.PullImageRequest(
+                image=self.pb.ImageSpec(image=ref)), timeout=T_PREPULL)
+            self.c.image.RemoveImage(self.pb.RemoveImageRequest(
+                image=self.pb.ImageSpec(image=ref)), timeout=30)
+        mark = len(read(self.env.kiyot_log))
         before = {r: self.blob_gets(r) for r in ("hello", "multilayer")}
         uid = self.make_pod(name, [("web", hello, "250m", "256Mi"),
                                    ("data", multi, "250m", "256Mi")])
         cfg = self.bare_config(name, uid)
         pod_id, _ = self.run_pod(cfg)
-        agent_log = os.path.join(self.cell_dir(pod_id), "agent.log")
-        # a pull of an image the cell is pre-pulling (maybe still under way) joins it
+        # a pull of an image the node is pre-pulling (maybe still under way) joins it
         self.pull(multi, cfg)
         for ref in (hello, multi):
             wait_for(lambda: re.search(r"prepull: image %s (ready|is already present)"
-                                       % re.escape(ref), read(agent_log)),
-                     T_PREPULL, "the cell to pre-pull %s (%s)" % (ref, agent_log))
-        self.assertRegex(read(agent_log), r"prepull: image %s ready" % re.escape(hello))
-        log("the cell's pre-pull:\n  " + "\n  ".join(
-            ln for ln in read(agent_log).splitlines() if "prepull" in ln or "pulling" in ln))
-        # the kubelet's calls now find the image there
+                                       % re.escape(ref), self.kiyot_log_after(mark)),
+                     T_PREPULL, "the node to pre-pull %s" % ref)
+        self.assertRegex(self.kiyot_log_after(mark),
+                         r"prepull: image %s ready" % re.escape(hello))
+        log("the node's pre-pull:\n  " + "\n  ".join(
+            ln for ln in self.kiyot_log_after(mark).splitlines()
+            if "prepull" in ln or "pulling" in ln))
+        # the kubelet's calls now find the image there, and the cell pulls nothing
         cid, _ = self.create(pod_id, cfg, hello)
         self.start(cid)
         self.wait_state(cid, "CONTAINER_RUNNING")
         self.wait_http(self.pod_ip(pod_id))
-        text = read(agent_log)
+        self.assertNotIn(": pulling", read(os.path.join(self.cell_dir(pod_id), "agent.log")))
+        text = self.kiyot_log_after(mark)
         for ref in (hello, multi):
             self.assertEqual(text.count("image %s: pulling" % ref), 1,
                              "%s fetched more than once:\n%s" % (ref, text))

@@ -565,6 +565,72 @@ static void test_image__pull_oci_manifest_and_lookup_after_restart(void **state)
 	pub_release(&p);
 }
 
+/* A cell sharing the node's disk reads the node's store without opening it; removing an
+ * image takes its root file system, record and unshared blob, and the store forgets it. */
+static void test_image__read_by_id_then_remove(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL, *read = NULL;
+	struct pub p = { 0 };
+	_cleanup_free_ char *ref = ref_of(f, ":1");
+	_cleanup_free_ char *blob = NULL;
+	_cleanup_free_ char *rootfs = NULL;
+	_cleanup_free_ char *images = xasprintf("%s/images", f->root);
+	char **ids;
+
+	publish(&f->srv, "1", false, app_files, ARRAY_SIZE(app_files), false, &p);
+	if (image_pull(f->store, ref, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (image_read(f->root, p.config_digest, &read, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(read->rootfs, info->rootfs);
+	assert_string_equal(read->image_id, p.config_digest);
+	assert_string_equal(read->entrypoint[0], "/bin/app");
+	assert_string_equal(read->user, "1000:1000");
+	assert_string_equal(rootfs_file(read, "bin/app"), "app-binary");
+	image_info_free(read);
+	rootfs = xstrdup(info->rootfs);
+	image_info_free(info);
+
+	assert_int_equal(image_read(f->root, "sha256:nothex", &read, &err), -EINVAL);
+	assert_int_equal(image_read(f->root,
+				    "sha256:"
+				    "0000000000000000000000000000000000000000"
+				    "000000000000000000000000",
+				    &read, &err),
+			 -ENOENT);
+	assert_non_null(strstr(err.msg, "not in the store"));
+
+	ids = image_store_ids(f->store);
+	assert_string_equal(ids[0], p.config_digest);
+	assert_null(ids[1]);
+	free(ids[0]);
+	free(ids);
+
+	blob = xasprintf("%s/blobs/sha256/%s", f->root, p.layer_digest + 7);
+	assert_true(fs_exists(blob));
+	if (image_remove(f->store, p.config_digest, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_false(fs_exists(blob));
+	assert_false(fs_exists(rootfs));
+	assert_int_equal(image_lookup(f->store, ref, &info, &err), -ENOENT);
+	assert_int_equal(image_read(f->root, p.config_digest, &read, &err), -ENOENT);
+	assert_int_equal(dir_entries(images), 0);
+	/* absent: not an error */
+	assert_int_equal(image_remove(f->store, p.config_digest, &err), 0);
+
+	/* a pull after the removal fetches it again, and the record now lists its layers so a
+	 * restart keeps the blob it uses */
+	if (image_pull(f->store, ref, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	image_info_free(info);
+	image_store_free(f->store);
+	fix_open_store(f);
+	assert_true(fs_exists(blob));
+	pub_release(&p);
+}
+
 static void test_image__pull_docker_manifest_by_digest(void **state)
 {
 	struct fix *f = *state;
@@ -949,6 +1015,8 @@ int main(void)
 		cmocka_unit_test(test_image__ref_parse_table),
 		cmocka_unit_test_setup_teardown(
 			test_image__pull_oci_manifest_and_lookup_after_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image__read_by_id_then_remove, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_image__pull_docker_manifest_by_digest, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_image__index_picks_linux_amd64, setup,
