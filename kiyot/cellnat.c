@@ -23,6 +23,9 @@
  *	KIYOT-HOSTPORTS-SNAT -s 127.0.0.0/8 -o BRIDGE -j MASQUERADE       (127.0.0.1:HOST_PORT)
  *	net.ipv4.conf.BRIDGE.route_localnet = 1
  *	INPUT -i BRIDGE -d 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
+ *	net.ipv4.ip_forward = 1                          (a hairpin or another machine's call
+ *	FORWARD -o BRIDGE -m conntrack --ctstate DNAT -j ACCEPT   is routed through the node)
+ *	FORWARD -i BRIDGE -m conntrack --ctstate DNAT -j ACCEPT
  *
  * A cell's two rules per port carry the comment "kiyot-hostport CELL_ID NAMESPACE/NAME", which
  * is how they are found again: to refuse a port another pod holds, to remove them with the
@@ -124,6 +127,32 @@ static int ensure_rule(const char *table, const char *chain, const char *where, 
 	return 0;
 }
 
+/* Turns IPv4 forwarding on unless it is; what names the setting that needs it. */
+static int forwarding_on(const char *what, struct err *err)
+{
+	char cur[8] = "";
+	char *text = NULL;
+	size_t len = 0;
+	int fd, e;
+
+	if (fs_read_file("/proc/sys/net/ipv4/ip_forward", sizeof(cur), &text, &len, err) == 0) {
+		snprintf(cur, sizeof(cur), "%s", text);
+		free(text);
+	}
+	err_clear(err);
+	if (cur[0] == '1')
+		return 0;
+	/* written in place: /proc/sys takes no temporary file and rename */
+	fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+	e = fd < 0 ? errno : (write(fd, "1\n", 2) == 2 ? 0 : errno);
+	if (fd >= 0)
+		close(fd);
+	if (e)
+		return err_set(err, e, "%s: net.ipv4.ip_forward: %s", what, strerror(e));
+	log_info("cells: net.ipv4.ip_forward set to 1 (%s)", what);
+	return 0;
+}
+
 int cellnat_setup(const char *bridge, const char *cidr, struct err *err)
 {
 	_cleanup_free_ char *comment = xasprintf("kiyot cells %s", cidr);
@@ -132,26 +161,9 @@ int cellnat_setup(const char *bridge, const char *cidr, struct err *err)
 	char *back[] = { "-o",	      (char *)bridge, "-m",
 			 "conntrack", "--ctstate",    "RELATED,ESTABLISHED",
 			 "-j",	      "ACCEPT",	      NULL };
-	char cur[8] = "";
-	char *text = NULL;
-	size_t len = 0;
 
-	if (fs_read_file("/proc/sys/net/ipv4/ip_forward", sizeof(cur), &text, &len, err) == 0) {
-		snprintf(cur, sizeof(cur), "%s", text);
-		free(text);
-	}
-	if (cur[0] != '1') {
-		/* written in place: /proc/sys takes no temporary file and rename */
-		int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
-		int e = fd < 0 ? errno : (write(fd, "1\n", 2) == 2 ? 0 : errno);
-
-		if (fd >= 0)
-			close(fd);
-		if (e)
-			return err_set(err, e, "cells.masquerade: net.ipv4.ip_forward: %s",
-				       strerror(e));
-		log_info("cells: net.ipv4.ip_forward set to 1");
-	}
+	if (forwarding_on("cells.masquerade", err) < 0)
+		return -err->code;
 	if (ensure_rule("nat", "POSTROUTING", "-A", masq, comment, err) < 0 ||
 	    ensure_rule("filter", "FORWARD", "-I", out, comment, err) < 0 ||
 	    ensure_rule("filter", "FORWARD", "-I", back, comment, err) < 0) {
@@ -492,8 +504,16 @@ static int hostports_base(const char *bridge, struct err *err)
 			  "!",		 "--ctstate",	 "RELATED,ESTABLISHED,DNAT",
 			  "-j",		 "DROP",	 NULL };
 
+	char *to_cell[] = { "-o", (char *)bridge, "-m", "conntrack", "--ctstate", "DNAT", "-j",
+			    "ACCEPT", NULL };
+	char *from_cell[] = { "-i", (char *)bridge, "-m", "conntrack", "--ctstate", "DNAT", "-j",
+			      "ACCEPT", NULL };
+
 	if (ensure_rule("filter", "INPUT", "-I", guard, "kiyot hostports loopback guard", err) <
 		    0 ||
+	    forwarding_on("hostPort", err) < 0 ||
+	    ensure_rule("filter", "FORWARD", "-I", to_cell, "kiyot hostports", err) < 0 ||
+	    ensure_rule("filter", "FORWARD", "-I", from_cell, "kiyot hostports", err) < 0 ||
 	    ensure_chain(HOSTPORT_CHAIN, "PREROUTING", local, err) < 0 ||
 	    ensure_chain(HOSTPORT_CHAIN, "OUTPUT", local, err) < 0 ||
 	    ensure_chain(HOSTPORT_SNAT, "POSTROUTING", NULL, err) < 0 ||

@@ -187,7 +187,10 @@ static void test_cellnat__hostports_set_is_idempotent_and_guards_loopback(void *
 {
 	const char *guard[] = { "-A INPUT", "-i " T_BRIDGE, "127.0.0.0/8", "-j DROP", NULL };
 	const char *jump[] = { "-A OUTPUT", "--dst-type LOCAL", "-j KIYOT-HOSTPORTS", NULL };
-	_cleanup_free_ char *localnet = NULL;
+	const char *to_cell[] = { "-A FORWARD", "-o " T_BRIDGE, "--ctstate DNAT", "-j ACCEPT", NULL };
+	const char *from_cell[] = { "-A FORWARD", "-i " T_BRIDGE, "--ctstate DNAT", "-j ACCEPT",
+				    NULL };
+	_cleanup_free_ char *localnet = NULL, *forward = NULL;
 	struct err err = ERR_INIT;
 
 	(void)state;
@@ -202,6 +205,11 @@ static void test_cellnat__hostports_set_is_idempotent_and_guards_loopback(void *
 	assert_ok(fs_read_file("/proc/sys/net/ipv4/conf/" T_BRIDGE "/route_localnet", 16, &localnet,
 			       NULL, &err));
 	assert_int_equal(localnet[0], '1');
+	/* a hairpin and other machines' calls are routed through the node */
+	assert_int_equal(count_lines("filter", to_cell), 1);
+	assert_int_equal(count_lines("filter", from_cell), 1);
+	assert_ok(fs_read_file("/proc/sys/net/ipv4/ip_forward", 16, &forward, NULL, &err));
+	assert_int_equal(forward[0], '1');
 }
 
 static void test_cellnat__hostports_second_pod_on_a_held_port_is_refused_naming_it(void **state)
