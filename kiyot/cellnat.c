@@ -504,10 +504,10 @@ static int hostports_base(const char *bridge, struct err *err)
 			  "!",		 "--ctstate",	 "RELATED,ESTABLISHED,DNAT",
 			  "-j",		 "DROP",	 NULL };
 
-	char *to_cell[] = { "-o", (char *)bridge, "-m", "conntrack", "--ctstate", "DNAT", "-j",
-			    "ACCEPT", NULL };
-	char *from_cell[] = { "-i", (char *)bridge, "-m", "conntrack", "--ctstate", "DNAT", "-j",
-			      "ACCEPT", NULL };
+	char *to_cell[] = { "-o",   (char *)bridge, "-m",     "conntrack", "--ctstate",
+			    "DNAT", "-j",	    "ACCEPT", NULL };
+	char *from_cell[] = { "-i",   (char *)bridge, "-m",	"conntrack", "--ctstate",
+			      "DNAT", "-j",	      "ACCEPT", NULL };
 
 	if (ensure_rule("filter", "INPUT", "-I", guard, "kiyot hostports loopback guard", err) <
 		    0 ||

@@ -187,7 +187,8 @@ static void test_cellnat__hostports_set_is_idempotent_and_guards_loopback(void *
 {
 	const char *guard[] = { "-A INPUT", "-i " T_BRIDGE, "127.0.0.0/8", "-j DROP", NULL };
 	const char *jump[] = { "-A OUTPUT", "--dst-type LOCAL", "-j KIYOT-HOSTPORTS", NULL };
-	const char *to_cell[] = { "-A FORWARD", "-o " T_BRIDGE, "--ctstate DNAT", "-j ACCEPT", NULL };
+	const char *to_cell[] = { "-A FORWARD", "-o " T_BRIDGE, "--ctstate DNAT", "-j ACCEPT",
+				  NULL };
 	const char *from_cell[] = { "-A FORWARD", "-i " T_BRIDGE, "--ctstate DNAT", "-j ACCEPT",
 				    NULL };
 	_cleanup_free_ char *localnet = NULL, *forward = NULL;
