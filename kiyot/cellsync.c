@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "codec.h"
 #include "cri.h"
 #include "kiyot.h"
 #include "kube.h"
@@ -290,7 +291,7 @@ static int list_cells(struct cellsync *cs, json_t **out, struct err *err)
 	_cleanup_free_ char *sel_raw = xasprintf(CELLSYNC_LABEL_CLUSTER "=%s," CELLSYNC_LABEL_NODE
 									"=%s",
 						 cs->k->cluster_id, cs->node);
-	_cleanup_free_ char *sel = kube_query_escape(sel_raw);
+	_cleanup_free_ char *sel = pct_encode(sel_raw);
 	_cleanup_free_ char *path = xasprintf(CELLS_PATH "?labelSelector=%s", sel);
 	json_t *resp = NULL, *items, *item, *have;
 	long status = 0;

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "codec.h"
 #include "ec2_xml.h"
 #include "xalloc.h"
 
@@ -400,26 +401,11 @@ static enum ec2_errclass answer_error(const char *action, long status, const str
 /* Appends "key=value" to a form, percent-encoding both (RFC 3986 unreserved kept). */
 static void form_add(struct buf *f, const char *key, const char *value)
 {
-	static const char hex[] = "0123456789ABCDEF";
+	_cleanup_free_ char *k = pct_encode(key);
+	_cleanup_free_ char *v = pct_encode(value);
 	struct err e = ERR_INIT;
-	const char *parts[2] = { key, value };
 
-	if (f->len)
-		buf_append(f, "&", 1, &e);
-	for (int i = 0; i < 2; i++) {
-		if (i)
-			buf_append(f, "=", 1, &e);
-		for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) {
-			char enc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
-
-			if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-			    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' ||
-			    *p == '~')
-				buf_append(f, p, 1, &e);
-			else
-				buf_append(f, enc, 3, &e);
-		}
-	}
+	buf_appendf(f, &e, "%s%s=%s", f->len ? "&" : "", k, v);
 }
 
 /* form_add with a printf-built key. */
@@ -550,29 +536,6 @@ static int invalid(enum ec2_errclass *cls, struct err *err, const char *action, 
 	return fail(EC2_INVALID, cls, err);
 }
 
-/* Standard base64 of n bytes; the caller frees it. */
-static char *base64(const unsigned char *p, size_t n)
-{
-	static const char tab[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		*o++ = tab[(v >> 18) & 63];
-		*o++ = tab[(v >> 12) & 63];
-		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*o++ = i + 2 < n ? tab[v & 63] : '=';
-	}
-	*o = '\0';
-	return out;
-}
-
 /* Adds prefix.N.Key / prefix.N.Value for each tag. */
 static void form_tags(struct buf *f, const char *prefix, const struct ec2_tags *t)
 {
@@ -628,7 +591,7 @@ int ec2_run_instance(struct ec2_client *c, const struct ec2_run_spec *spec,
 				 : "IamInstanceProfile.Name",
 			 spec->iam_instance_profile);
 	if (spec->user_data && spec->user_data_len) {
-		_cleanup_free_ char *b64 = base64(spec->user_data, spec->user_data_len);
+		_cleanup_free_ char *b64 = b64_encode(spec->user_data, spec->user_data_len);
 
 		form_add(&f, "UserData", b64);
 	}

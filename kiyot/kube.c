@@ -7,10 +7,10 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "fsutil.h"
 #include "xalloc.h"
 #include "yaml.h"
@@ -37,34 +37,6 @@ void kube_auth_release(struct kube_auth *a)
 	free(a->key_data);
 	free(a->token);
 	memset(a, 0, sizeof(*a));
-}
-
-/* Decodes base64 text (whitespace ignored) into a new NUL-terminated buffer. */
-static int b64_decode(const char *in, char **out, size_t *len, struct err *err)
-{
-	size_t n = strlen(in), w = 0, pad = 0;
-	_cleanup_free_ char *clean = xmalloc(n + 1);
-	char *dec;
-	int got;
-
-	for (size_t i = 0; i < n; i++)
-		if (!isspace((unsigned char)in[i]))
-			clean[w++] = in[i];
-	clean[w] = '\0';
-	if (w == 0 || w % 4 != 0)
-		return err_set(err, EINVAL, "not base64 (length %zu is not a multiple of 4)", w);
-	while (pad < 2 && clean[w - 1 - pad] == '=')
-		pad++;
-	dec = xmalloc(w / 4 * 3 + 1);
-	got = EVP_DecodeBlock((unsigned char *)dec, (const unsigned char *)clean, (int)w);
-	if (got < 0 || (size_t)got < pad) {
-		free(dec);
-		return err_set(err, EINVAL, "not base64");
-	}
-	*len = (size_t)got - pad;
-	dec[*len] = '\0';
-	*out = dec;
-	return 0;
 }
 
 /* The entry named name in a kubeconfig list (clusters, contexts, users), its inner object. */
@@ -397,25 +369,4 @@ const char *kube_status_message(json_t *resp, const char *fallback)
 	json_t *m = json_object_get(resp, "message");
 
 	return json_is_string(m) ? json_string_value(m) : fallback;
-}
-
-char *kube_query_escape(const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(s), w = 0;
-	char *o = xmalloc(n * 3 + 1);
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			o[w++] = (char)ch;
-		} else {
-			o[w++] = '%';
-			o[w++] = hex[ch >> 4];
-			o[w++] = hex[ch & 15];
-		}
-	}
-	o[w] = '\0';
-	return o;
 }

@@ -76,7 +76,4 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 /* The message of an API Status object, or fallback when resp is none. */
 const char *kube_status_message(json_t *resp, const char *fallback);
 
-/* Percent-encodes s for a query parameter (caller frees). */
-char *kube_query_escape(const char *s);
-
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "codec.h"
 #include "image.h"
 #include "kube.h"
 #include "log.h"
@@ -251,8 +252,8 @@ int podobject_get(struct podobject_reader *r, const char *ns, const char *name, 
 	left_ms = (long)((deadline - clock_mono_ns()) / 1000000);
 	if (left_ms < 1)
 		left_ms = 1;
-	ens = kube_query_escape(ns);
-	ename = kube_query_escape(name);
+	ens = pct_encode(ns);
+	ename = pct_encode(name);
 	path = xasprintf("/api/v1/namespaces/%s/pods/%s", ens, ename);
 	kube_client_set_timeouts(r->clients[i], left_ms, left_ms);
 	ret = kube_request(r->clients[i], "GET", path, NULL, NULL, &status, &resp, err);

@@ -26,6 +26,7 @@
 
 #include "awscreds.h"
 #include "clock.h"
+#include "codec.h"
 #include "ec2.h"
 #include "log.h"
 #include "xalloc.h"
@@ -199,8 +200,7 @@ static void client_token(const struct ec2p *p, const struct cell_spec *spec, con
 
 	EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha256(), NULL);
 	free(key);
-	for (unsigned int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 32, hex);
 	/* "kiyot-" and the pod UID where it fits, then the hash: <= 64 characters */
 	snprintf(out, EC2_MAX_CLIENT_TOKEN + 1, "kiyot-%.36s-%.21s",
 		 spec->pod_uid ? spec->pod_uid : "", hex);

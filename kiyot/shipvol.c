@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "xalloc.h"
 
 /* The kubelet's volume plugins whose files kiyot ships. */
@@ -95,10 +96,11 @@ int shipvol_classify(const char *pod_uid, const char *host_path, enum shipvol_ki
 void shipvol_name(const char *host_path, char name[SHIPVOL_NAME_MAX])
 {
 	uint8_t d[32];
+	char hex[2 * 8 + 1];
 
 	sha256(host_path, strlen(host_path), d);
-	snprintf(name, SHIPVOL_NAME_MAX, "sv-%02x%02x%02x%02x%02x%02x%02x%02x", d[0], d[1], d[2],
-		 d[3], d[4], d[5], d[6], d[7]);
+	hex_encode(d, 8, hex);
+	snprintf(name, SHIPVOL_NAME_MAX, "sv-%s", hex);
 }
 
 /* The walk of one snapshot. */

@@ -269,14 +269,6 @@ static void test_kube__request_to_a_closed_port_fails_with_the_server(void **sta
 	kube_client_free(c);
 }
 
-static void test_kube__query_escape(void **state)
-{
-	_cleanup_free_ char *e = kube_query_escape("kiyot.elotl.co/cluster-id=ab12,x!=y z");
-
-	(void)state;
-	assert_string_equal(e, "kiyot.elotl.co%2Fcluster-id%3Dab12%2Cx%21%3Dy%20z");
-}
-
 /* A provider whose one cell has an EC2-like instance id. */
 static int fake_list(void *self, struct cell_info **out, size_t *n, struct err *err)
 {
@@ -475,7 +467,6 @@ int main(void)
 		cmocka_unit_test(test_kube__no_kubeconfig_and_not_in_cluster_is_enoent),
 		cmocka_unit_test(test_kube__request_sends_token_and_reads_status),
 		cmocka_unit_test(test_kube__request_to_a_closed_port_fails_with_the_server),
-		cmocka_unit_test(test_kube__query_escape),
 		cmocka_unit_test(test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict),
 		cmocka_unit_test(test_kube__cellsync_leaves_an_object_in_sync_alone),
 	};
