@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "fsutil.h"
+#include "httpc.h"
 #include "xalloc.h"
 
 #define IMDS_DEFAULT "http://169.254.169.254"
@@ -259,25 +260,6 @@ int aws_region_resolve(const char *configured, const char *config_path, const ch
 	return 0;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-/* libcurl's global state, set up once before the first handle. */
-static void curl_init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-/* Appends what curl receives to a bounded buffer; a full buffer aborts the transfer. */
-static size_t imds_write(char *p, size_t size, size_t n, void *ud)
-{
-	struct buf *b = ud;
-	struct err e = ERR_INIT;
-
-	if (buf_append(b, p, size * n, &e) < 0)
-		return 0;
-	return size * n;
-}
-
 /*
  * One request to the metadata service: method "PUT" or "GET", an optional extra header.
  * Fills body (bounded) and *status. Network failures are EAGAIN.
@@ -285,40 +267,35 @@ static size_t imds_write(char *p, size_t size, size_t n, void *ud)
 static int imds_request(const char *url, const char *method, const char *header, struct buf *body,
 			long *status, struct err *err)
 {
+	_cleanup_free_ char *what = xasprintf("instance metadata %s %s", method, url);
 	struct curl_slist *hdrs = NULL;
-	CURL *h;
-	CURLcode rc;
+	struct httpc_answer a = { 0 };
+	struct httpc_req req = { .method = method,
+				 .url = url,
+				 .body = strcmp(method, "PUT") == 0 ? "" : NULL,
+				 .max_answer = AWS_CREDS_MAX_IMDS,
+				 .connect_timeout_ms = 1000,
+				 .timeout_ms = 3000 };
+	CURL *h = curl_easy_init();
+	int ret;
 
-	pthread_once(&curl_once, curl_init_once);
-	h = curl_easy_init();
 	if (!h)
 		return err_set(err, ENOMEM, "curl_easy_init failed");
-	buf_init(body, AWS_CREDS_MAX_IMDS);
 	if (header)
 		hdrs = curl_slist_append(hdrs, header);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	if (strcmp(method, "PUT") == 0) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-	}
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, imds_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 3000L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	req.headers = hdrs;
+	httpc_prepare(h, &req, &a);
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	ret = httpc_perform(h, &a, what, err);
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
-	if (rc != CURLE_OK) {
-		buf_release(body);
-		return err_set(err, EAGAIN, "instance metadata %s %s: %s", method, url,
-			       curl_easy_strerror(rc));
+	if (ret < 0) {
+		httpc_answer_release(&a);
+		err->code = EAGAIN; /* the service may answer next time */
+		return -EAGAIN;
 	}
+	*status = a.status;
+	*body = a.body;
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "ec2_xml.h"
+#include "httpc.h"
 #include "xalloc.h"
 
 #define DEFAULT_ATTEMPTS 8
@@ -46,7 +47,7 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 /* libcurl's and libxml2's global state, set up once, before any thread uses them. */
 static void global_init(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	httpc_global_init();
 	xmlInitParser();
 }
 
@@ -295,37 +296,25 @@ static int64_t backoff_ns(struct ec2_client *c, int attempt)
 	return random_upto(c, ceiling);
 }
 
-/* An answer being received, and whether it outgrew its cap. */
-struct sink {
-	struct buf b;
-	bool overflow;
-};
-
-/* Appends received bytes; a full buffer aborts the transfer. */
-static size_t sink_write(char *p, size_t size, size_t n, void *ud)
-{
-	struct sink *s = ud;
-	struct err e = ERR_INIT;
-
-	if (buf_append(&s->b, p, size * n, &e) < 0) {
-		s->overflow = true;
-		return 0;
-	}
-	return size * n;
-}
-
 /*
  * One signed POST of body with the given credentials. 0 when an HTTP answer came (any status,
- * in *status and s); a negative errno with err set when the exchange failed: EAGAIN for the
- * network, EFBIG for an answer over the cap.
+ * in a); a negative errno with err set when the exchange failed: EAGAIN for the network, EFBIG
+ * for an answer over the cap.
  */
 static int http_post(struct ec2_client *c, const struct aws_creds *cr, const char *body,
-		     struct sink *s, long *status, struct err *err)
+		     struct httpc_answer *a, struct err *err)
 {
 	_cleanup_free_ char *tok = NULL;
 	struct curl_slist *hdrs = NULL;
-	CURLcode rc;
 	CURL *h = curl_easy_init();
+	struct httpc_req req = { .method = "POST",
+				 .url = c->endpoint,
+				 .body = body,
+				 .body_len = strlen(body),
+				 .max_answer = c->max_response,
+				 .connect_timeout_ms = c->connect_ms,
+				 .timeout_ms = c->timeout_ms };
+	int ret;
 
 	if (!h)
 		return err_set(err, ENOMEM, "curl_easy_init failed");
@@ -335,34 +324,21 @@ static int http_post(struct ec2_client *c, const struct aws_creds *cr, const cha
 		tok = xasprintf("X-Amz-Security-Token: %s", cr->session_token);
 		hdrs = curl_slist_append(hdrs, tok);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, c->endpoint);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_POST, 1L);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	req.headers = hdrs;
+	httpc_prepare(h, &req, a);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "kiyot-ec2/1");
 	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, c->sigv4);
 	curl_easy_setopt(h, CURLOPT_USERNAME, cr->access_key_id);
 	curl_easy_setopt(h, CURLOPT_PASSWORD, cr->secret_access_key);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_ms);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	if (c->share)
 		curl_easy_setopt(h, CURLOPT_SHARE, c->share);
 	__atomic_add_fetch(&c->requests, 1, __ATOMIC_RELAXED);
-	rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	ret = httpc_perform(h, a, c->endpoint, err);
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
-	if (s->overflow)
-		return err_set(err, EFBIG, "%s: answer larger than %zu bytes", c->endpoint,
-			       c->max_response);
-	if (rc != CURLE_OK)
-		return err_set(err, EAGAIN, "%s: %s", c->endpoint, curl_easy_strerror(rc));
-	return 0;
+	if (ret == -EIO)
+		err->code = EAGAIN; /* the network: worth another attempt */
+	return ret < 0 ? -err->code : 0;
 }
 
 /* Reports a failed call: the class in *cls and err, with code and errno. */
@@ -378,7 +354,7 @@ static int fail(enum ec2_errclass k, enum ec2_errclass *cls, struct err *err)
  * Turns a non-2xx answer into err ("ec2 <Action>: <Code>: <Message>") and its class; *ec2_code
  * (the caller frees it) is the EC2 error code or NULL.
  */
-static enum ec2_errclass answer_error(const char *action, long status, const struct sink *s,
+static enum ec2_errclass answer_error(const char *action, const struct httpc_answer *a,
 				      char **ec2_code, struct err *err)
 {
 	_cleanup_free_ char *code = NULL;
@@ -387,13 +363,13 @@ static enum ec2_errclass answer_error(const char *action, long status, const str
 	enum ec2_errclass k;
 
 	*ec2_code = NULL;
-	if (s->b.len && ec2_xml_error(buf_str(&s->b), s->b.len, &code, &msg, &perr) == 0) {
-		k = ec2_classify((int)status, code, msg);
+	if (a->body.len && ec2_xml_error(buf_str(&a->body), a->body.len, &code, &msg, &perr) == 0) {
+		k = ec2_classify((int)a->status, code, msg);
 		err_set(err, EIO, "ec2 %s: %s: %s", action, code, msg ? msg : "(no message)");
 		*ec2_code = steal_ptr(code);
 	} else {
-		k = ec2_classify((int)status, NULL, NULL);
-		err_set(err, EIO, "ec2 %s: HTTP %ld without an EC2 error body", action, status);
+		k = ec2_classify((int)a->status, NULL, NULL);
+		err_set(err, EIO, "ec2 %s: HTTP %ld without an EC2 error body", action, a->status);
 	}
 	return k == EC2_OK ? EC2_INVALID : k;
 }
@@ -440,8 +416,7 @@ int ec2_call(struct ec2_client *c, const char *action, const char *params, char 
 	for (attempt = 1; attempt <= c->max_attempts; attempt++) {
 		struct aws_creds cr = { 0 };
 		_cleanup_free_ char *code = NULL;
-		struct sink s = { .overflow = false };
-		long status = 0;
+		struct httpc_answer a = { 0 };
 		int ret;
 
 		if (attempt > 1)
@@ -454,21 +429,20 @@ int ec2_call(struct ec2_client *c, const char *action, const char *params, char 
 				continue;
 			break;
 		}
-		buf_init(&s.b, c->max_response);
-		ret = http_post(c, &cr, buf_str(&form), &s, &status, err);
+		ret = http_post(c, &cr, buf_str(&form), &a, err);
 		aws_creds_release(&cr);
-		if (ret == 0 && status >= 200 && status < 300) {
+		if (ret == 0 && a.status >= 200 && a.status < 300) {
 			buf_release(&form);
-			*body = buf_detach(&s.b, len);
+			*body = buf_detach(&a.body, len);
 			return 0;
 		}
 		if (ret < 0) {
 			k = ret == -EAGAIN ? EC2_RETRY : EC2_INVALID;
 			err_wrap(err, "ec2 %s", action);
 		} else {
-			k = answer_error(action, status, &s, &code, err);
+			k = answer_error(action, &a, &code, err);
 		}
-		buf_release(&s.b);
+		httpc_answer_release(&a);
 		/* temporary credentials that ran out: fetch new ones once */
 		if (k == EC2_AUTH && !refreshed && code && strcmp(code, "ExpiredToken") == 0) {
 			refreshed = true;

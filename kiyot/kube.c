@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "fsutil.h"
+#include "httpc.h"
 #include "xalloc.h"
 #include "yaml.h"
 
@@ -254,28 +255,6 @@ const char *kube_client_server(const struct kube_client *c)
 	return c->auth.server;
 }
 
-struct body {
-	char *data;
-	size_t len, cap;
-	int too_big;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
-{
-	struct body *b = arg;
-	size_t add = size * n;
-
-	if (b->len + add > KUBE_MAX_RESPONSE) {
-		b->too_big = 1;
-		return 0;
-	}
-	xgrow((void **)&b->data, &b->cap, b->len + add + 1, 1);
-	memcpy(b->data + b->len, p, add);
-	b->len += add;
-	b->data[b->len] = '\0';
-	return add;
-}
-
 /* Sets the TLS material of a on the handle. */
 static void set_tls(CURL *h, const struct kube_auth *a)
 {
@@ -312,17 +291,22 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 		 struct err *err)
 {
 	_cleanup_free_ char *url = xasprintf("%s%s", c->auth.server, path);
+	_cleanup_free_ char *what = xasprintf("%s %s", method, url);
 	_cleanup_free_ char *auth = NULL, *ctype = NULL, *sent = NULL;
 	struct curl_slist *hdrs = NULL;
-	struct body b = { 0 };
-	CURL *h;
-	CURLcode rc;
-	int ret = 0;
+	struct httpc_answer a = { 0 };
+	struct httpc_req req = {
+		.method = method,
+		.url = url,
+		.max_answer = KUBE_MAX_RESPONSE,
+		.connect_timeout_ms = c->connect_timeout_ms > 0 ? c->connect_timeout_ms
+								: KUBE_CONNECT_TIMEOUT_S * 1000L,
+		.timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : KUBE_TIMEOUT_S * 1000L,
+	};
+	int ret;
 
 	if (!c->h && !(c->h = curl_easy_init()))
 		return err_set(err, ENOMEM, "curl_easy_init failed");
-	h = c->h;
-	curl_easy_reset(h); /* options go, the connection stays */
 	hdrs = curl_slist_append(hdrs, "Accept: application/json");
 	if (c->auth.token) {
 		auth = xasprintf("Authorization: Bearer %s", c->auth.token);
@@ -333,33 +317,18 @@ int kube_request(struct kube_client *c, const char *method, const char *path,
 				  content_type ? content_type : "application/json");
 		hdrs = curl_slist_append(hdrs, ctype);
 		sent = json_dumps(body, JSON_COMPACT);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, sent);
+		req.body = sent;
+		req.body_len = strlen(sent);
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-			 c->connect_timeout_ms > 0 ? c->connect_timeout_ms
-						   : KUBE_CONNECT_TIMEOUT_S * 1000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-			 c->timeout_ms > 0 ? c->timeout_ms : KUBE_TIMEOUT_S * 1000L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	set_tls(h, &c->auth);
-	rc = curl_easy_perform(h);
-	if (b.too_big) {
-		ret = err_set(err, EFBIG, "%s %s: the answer exceeds %u bytes", method, path,
-			      KUBE_MAX_RESPONSE);
-	} else if (rc != CURLE_OK) {
-		ret = err_set(err, EIO, "%s %s%s: %s", method, c->auth.server, path,
-			      curl_easy_strerror(rc));
-	} else {
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-		*resp = b.len ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+	req.headers = hdrs;
+	httpc_prepare(c->h, &req, &a); /* options go, the connection stays */
+	set_tls(c->h, &c->auth);
+	ret = httpc_perform(c->h, &a, what, err);
+	if (ret == 0) {
+		*status = a.status;
+		*resp = a.body.len ? json_loadb(a.body.data, a.body.len, 0, NULL) : NULL;
 	}
-	free(b.data);
+	httpc_answer_release(&a);
 	curl_slist_free_all(hdrs);
 	return ret;
 }
