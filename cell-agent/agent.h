@@ -64,7 +64,7 @@ struct agent {
 	char *ip;	    /* the cell's address */
 	char *cgroup;	    /* the cell's cgroup (v1 memory path); units go under it */
 	int host_mnt_ns;    /* the mount namespace the agent started in (hostmount.h); -1: none */
-	atomic_int streams; /* Exec and PortForward calls open (api_stream.c) */
+	atomic_int streams; /* Exec, Attach and PortForward calls open (api_stream.c) */
 };
 
 /* Sets up images, supervisor and watch hub from a parsed config. */
@@ -81,5 +81,7 @@ int api_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req, Prot
 	     struct err *err);
 int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		     ProtobufCMessage *resp, struct err *err);
+int api_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+	       ProtobufCMessage *resp, struct err *err);
 
 #endif

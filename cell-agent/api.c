@@ -480,6 +480,8 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__exec_output__descriptor, api_exec, RPC_BIDI_STREAM },
 	{ "/kiyot.cell.v1.CellAgent/PortForward", &kiyot__cell__v1__port_forward_input__descriptor,
 	  &kiyot__cell__v1__port_forward_output__descriptor, api_port_forward, RPC_BIDI_STREAM },
+	{ "/kiyot.cell.v1.CellAgent/Attach", &kiyot__cell__v1__attach_input__descriptor,
+	  &kiyot__cell__v1__attach_output__descriptor, api_attach, RPC_BIDI_STREAM },
 	{ "/kiyot.cell.v1.CellAgent/WriteVolume",
 	  &kiyot__cell__v1__write_volume_request__descriptor,
 	  &kiyot__cell__v1__write_volume_response__descriptor, api_write_volume, 0 },

@@ -1,10 +1,11 @@
 /*
- * api_stream.c: the agent's streaming calls: Exec (a command's stdio both ways) and
- * PortForward (a TCP connection to the pod). Each call pumps in two threads: the handler's
- * reads the call's input (rpc_recv) into the process or socket, a second one sends what
- * comes out. gRPC's flow control is the backpressure both ways: a slow reader stalls the
- * sender, never a buffer. When the caller goes away the command is killed or the connection
- * closed, and nothing stays behind.
+ * api_stream.c: the agent's streaming calls: Exec (a command's stdio both ways), Attach (a
+ * unit's own stdio, through its shim) and PortForward (a TCP connection to the pod). Each call
+ * pumps in two threads: a second thread reads the call's input (rpc_recv) into the process or
+ * socket, the handler's sends what comes out. gRPC's flow control is the backpressure both
+ * ways: a slow reader stalls the sender, never a buffer. When the caller goes away the command
+ * is killed, the attach let go (the unit runs on) or the connection closed, and nothing stays
+ * behind.
  */
 #include "agent.h"
 
@@ -26,9 +27,10 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "shim_attach.h"
 #include "xalloc.h"
 
-/* Streams open at once in one cell (exec and port-forward together). */
+/* Streams open at once in one cell (exec, attach and port-forward together). */
 #define AGENT_MAX_STREAMS 64
 /* Output is sent in chunks of at most this. */
 #define STREAM_CHUNK (32 * 1024)
@@ -41,7 +43,8 @@ static int stream_enter(struct agent *a, struct err *err)
 	if (atomic_fetch_add(&a->streams, 1) >= AGENT_MAX_STREAMS) {
 		atomic_fetch_sub(&a->streams, 1);
 		return err_set(err, EFBIG,
-			       "this cell has %d exec and port-forward streams open; close some",
+			       "this cell has %d exec, attach and port-forward streams open; close "
+			       "some",
 			       AGENT_MAX_STREAMS);
 	}
 	return 0;
@@ -68,94 +71,113 @@ static bool write_all(int fd, const uint8_t *buf, size_t n)
 	return true;
 }
 
-/* The end of an input thread, waited for with a bound. */
-struct input_done {
+/*
+ * The input side of a streaming call, in a thread of its own: every message the caller sends
+ * goes to apply, until the caller closes its side (end with gone false) or goes away (end
+ * with gone true, set before end runs). The handler waits for it with input_join.
+ */
+struct input_pump {
+	struct rpc_call *call;
+	const ProtobufCMessageDescriptor *desc;
+	void (*apply)(void *ctx, const ProtobufCMessage *m);
+	void (*end)(void *ctx, bool gone);
+	void *ctx;
+	bool gone;
+	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	bool done;
 };
 
-static void input_finished(struct input_done *d)
+static void *input_thread(void *arg)
 {
-	pthread_mutex_lock(&d->mu);
-	d->done = true;
-	pthread_cond_signal(&d->cond);
-	pthread_mutex_unlock(&d->mu);
+	struct input_pump *p = arg;
+	struct err err = ERR_INIT;
+
+	for (;;) {
+		ProtobufCMessage *m = NULL;
+		int ret = rpc_recv(p->call, p->desc, &m, &err);
+
+		if (ret <= 0) {
+			p->gone = ret < 0;
+			p->end(p->ctx, p->gone);
+			pthread_mutex_lock(&p->mu);
+			p->done = true;
+			pthread_cond_signal(&p->cond);
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		p->apply(p->ctx, m);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
 }
 
-/* Waits until the input thread t finished, ending the call first when the caller has not
+/* Starts the input thread of a pump whose fields up to ctx are set. */
+static int input_start(struct input_pump *p, struct err *err)
+{
+	p->gone = p->done = false;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	if (pthread_create(&p->thread, NULL, input_thread, p) != 0)
+		return err_set(err, EAGAIN, "no thread for the call's input");
+	return 0;
+}
+
+/* Waits until the input thread finished, ending the call first when the caller has not
  * closed its side within CLOSE_WAIT_S (or at once with cut). */
-static void input_join(struct rpc_call *call, pthread_t t, struct input_done *d, bool cut)
+static void input_join(struct input_pump *p, bool cut)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += cut ? 0 : CLOSE_WAIT_S;
-	pthread_mutex_lock(&d->mu);
-	while (!d->done)
-		if (pthread_cond_timedwait(&d->cond, &d->mu, &ts) == ETIMEDOUT)
+	pthread_mutex_lock(&p->mu);
+	while (!p->done)
+		if (pthread_cond_timedwait(&p->cond, &p->mu, &ts) == ETIMEDOUT)
 			break;
-	if (!d->done)
-		rpc_call_cancel(call);
-	pthread_mutex_unlock(&d->mu);
-	pthread_join(t, NULL);
+	if (!p->done)
+		rpc_call_cancel(p->call);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cond);
 }
 
 /* ---- Exec ---- */
 
-struct exec_pump {
-	struct rpc_call *call;
-	struct exec_session *x;
-	bool gone; /* the caller went away (set by the input side) */
-	struct input_done end;
-};
-
-/* Applies one input message; false once stdin is closed for good or the caller left. */
-static void exec_input(struct exec_pump *p, const Kiyot__Cell__V1__ExecInput *in)
+/* Applies one input message: stdin, its end, a terminal size. */
+static void exec_input(void *ctx, const ProtobufCMessage *m)
 {
-	if (in->stdin_data.len && p->x->stdin_fd >= 0 &&
-	    !write_all(p->x->stdin_fd, in->stdin_data.data, in->stdin_data.len)) {
-		close(p->x->stdin_fd);
-		p->x->stdin_fd = -1;
+	struct exec_session *x = ctx;
+	const Kiyot__Cell__V1__ExecInput *in = (const void *)m;
+
+	if (in->stdin_data.len && x->stdin_fd >= 0 &&
+	    !write_all(x->stdin_fd, in->stdin_data.data, in->stdin_data.len)) {
+		close(x->stdin_fd);
+		x->stdin_fd = -1;
 	}
-	if (in->resize && p->x->tty)
-		exec_session_resize(p->x, in->resize->width, in->resize->height);
-	if (in->stdin_close && p->x->stdin_fd >= 0) {
+	if (in->resize && x->tty)
+		exec_session_resize(x, in->resize->width, in->resize->height);
+	if (in->stdin_close && x->stdin_fd >= 0) {
 		/* a terminal ends input with its EOF character; a pipe by closing */
-		if (p->x->tty)
-			write_all(p->x->stdin_fd, (const uint8_t *)"\x04", 1);
-		close(p->x->stdin_fd);
-		p->x->stdin_fd = -1;
+		if (x->tty)
+			write_all(x->stdin_fd, (const uint8_t *)"\x04", 1);
+		close(x->stdin_fd);
+		x->stdin_fd = -1;
 	}
 }
 
-/* The input side: stdin and resizes until the caller closes its side or goes away. */
-static void *exec_input_thread(void *arg)
+/* A caller that went away has its command killed. */
+static void exec_input_end(void *ctx, bool gone)
 {
-	struct exec_pump *p = arg;
-	struct err err = ERR_INIT;
-
-	for (;;) {
-		ProtobufCMessage *m = NULL;
-		int ret = rpc_recv(p->call, &kiyot__cell__v1__exec_input__descriptor, &m, &err);
-
-		if (ret <= 0) {
-			if (ret < 0) {
-				p->gone = true;
-				exec_session_kill(p->x);
-			}
-			input_finished(&p->end);
-			return NULL;
-		}
-		exec_input(p, (const Kiyot__Cell__V1__ExecInput *)m);
-		protobuf_c_message_free_unpacked(m, NULL);
-	}
+	if (gone)
+		exec_session_kill(ctx);
 }
 
 /* Sends the command's output until both streams end; -ECANCELED when the caller left. */
-static int exec_output(struct exec_pump *p, struct err *err)
+static int exec_output(struct rpc_call *call, struct exec_session *x, struct err *err)
 {
-	int fds[2] = { p->x->stdout_fd, p->x->stderr_fd };
+	int fds[2] = { x->stdout_fd, x->stderr_fd };
 	uint8_t *buf = xmalloc(STREAM_CHUNK);
 	int ret = 0;
 
@@ -181,7 +203,7 @@ static int exec_output(struct exec_pump *p, struct err *err)
 				out.stdout = (ProtobufCBinaryData){ (size_t)n, buf };
 			else
 				out.stderr = (ProtobufCBinaryData){ (size_t)n, buf };
-			ret = rpc_send(p->call, &out.base, err);
+			ret = rpc_send(call, &out.base, err);
 		}
 	}
 	free(buf);
@@ -194,10 +216,11 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 	Kiyot__Cell__V1__ExecOutput done = KIYOT__CELL__V1__EXEC_OUTPUT__INIT;
 	char **cmd = rpc_alloc(call, (in->n_cmd + 1) * sizeof(char *));
 	struct exec_session x;
-	struct exec_pump p = {
-		call, &x, false, { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false }
-	};
-	pthread_t t;
+	struct input_pump p = { .call = call,
+				.desc = &kiyot__cell__v1__exec_input__descriptor,
+				.apply = exec_input,
+				.end = exec_input_end,
+				.ctx = &x };
 	int ret, code;
 
 	for (size_t i = 0; i < in->n_cmd; i++)
@@ -205,14 +228,14 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 	ret = supervisor_exec_start(a->sup, in->unit_id, cmd, in->tty, in->stdin, &x, err);
 	if (ret < 0)
 		return ret;
-	exec_input(&p, in); /* the first message may carry input and a size too */
-	if (pthread_create(&t, NULL, exec_input_thread, &p) != 0) {
+	exec_input(&x, &in->base); /* the first message may carry input and a size too */
+	if (input_start(&p, err) < 0) {
 		exec_session_kill(&x);
 		exec_session_wait(&x);
 		exec_session_close(&x);
-		return err_set(err, EAGAIN, "no thread for the exec's input");
+		return -err->code;
 	}
-	ret = exec_output(&p, err);
+	ret = exec_output(call, &x, err);
 	if (ret < 0)
 		exec_session_kill(&x);
 	code = exec_session_wait(&x);
@@ -222,7 +245,7 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 		ret = rpc_send(call, &done.base, err);
 	}
 	/* the caller closes its side once it has the exit code; one that does not is cut off */
-	input_join(call, t, &p.end, ret < 0);
+	input_join(&p, ret < 0);
 	exec_session_close(&x);
 	if (p.gone && ret == 0)
 		ret = err_set(err, ECANCELED, "the caller went away");
@@ -249,60 +272,166 @@ int api_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req, Prot
 	return ret;
 }
 
-/* ---- PortForward ---- */
+/* ---- Attach ---- */
 
-struct pf_pump {
-	struct rpc_call *call;
-	int sock;
-	bool gone;
-	struct input_done end;
-};
-
-/* The caller's bytes into the connection, until it closes its side or goes away. */
-static void *pf_input_thread(void *arg)
+/* Applies one input message: input (when this caller's reaches the unit), its end, a size. */
+static void attach_input(void *ctx, const ProtobufCMessage *m)
 {
-	struct pf_pump *p = arg;
-	struct err err = ERR_INIT;
-	bool open = true;
+	struct attach_conn *c = ctx;
+	const Kiyot__Cell__V1__AttachInput *in = (const void *)m;
 
-	for (;;) {
-		ProtobufCMessage *m = NULL;
-		int ret = rpc_recv(p->call, &kiyot__cell__v1__port_forward_input__descriptor, &m,
-				   &err);
-		const Kiyot__Cell__V1__PortForwardInput *in = (const void *)m;
-
-		if (ret <= 0) {
-			p->gone = ret < 0;
-			shutdown(p->sock, ret < 0 ? SHUT_RDWR : SHUT_WR);
-			input_finished(&p->end);
-			return NULL;
-		}
-		if (open && in->data.len && !write_all(p->sock, in->data.data, in->data.len))
-			open = false;
-		if (open && in->close) {
-			shutdown(p->sock, SHUT_WR);
-			open = false;
-		}
-		protobuf_c_message_free_unpacked(m, NULL);
+	if (in->stdin_data.len && c->stdin_open)
+		attach_conn_stdin(c, in->stdin_data.data, in->stdin_data.len);
+	if (in->resize)
+		attach_conn_resize(c, in->resize->width, in->resize->height);
+	if (in->stdin_close && c->stdin_open) {
+		attach_conn_stdin_close(c);
+		c->stdin_open = false;
 	}
 }
 
+/* A caller that closed its side still gets the output; one that went away is let go. */
+static void attach_input_end(void *ctx, bool gone)
+{
+	if (gone)
+		attach_conn_shutdown(ctx);
+}
+
+/* Sends the unit's output until its run ends (exited), the shim lets this caller go
+ * (detached) or the caller leaves (-ECANCELED from rpc_send). */
+static int attach_output(struct input_pump *p, struct attach_conn *c, struct err *err)
+{
+	uint8_t *buf = xmalloc(SHIM_ATTACH_CHUNK);
+	int ret = 0;
+
+	for (;;) {
+		Kiyot__Cell__V1__AttachOutput out = KIYOT__CELL__V1__ATTACH_OUTPUT__INIT;
+		uint8_t type = 0;
+		ssize_t n = attach_conn_recv(c, &type, buf, SHIM_ATTACH_CHUNK);
+		int32_t code = 0;
+
+		if (n < 0 || type == 0 || type == ATTACH_PKT_EXIT) {
+			if (type == ATTACH_PKT_EXIT && (size_t)n >= sizeof(code))
+				memcpy(&code, buf, sizeof(code));
+			out.exited = type == ATTACH_PKT_EXIT;
+			out.exit_code = code;
+			out.detached = !out.exited;
+			if (!p->gone)
+				ret = rpc_send(p->call, &out.base, err);
+			break;
+		}
+		if (type == ATTACH_PKT_STDOUT)
+			out.stdout = (ProtobufCBinaryData){ (size_t)n, buf };
+		else if (type == ATTACH_PKT_STDERR)
+			out.stderr = (ProtobufCBinaryData){ (size_t)n, buf };
+		else
+			continue;
+		ret = rpc_send(p->call, &out.base, err);
+		if (ret < 0)
+			break;
+	}
+	free(buf);
+	return ret;
+}
+
+static int attach_run(struct agent *a, struct rpc_call *call,
+		      const Kiyot__Cell__V1__AttachInput *in, struct err *err)
+{
+	Kiyot__Cell__V1__AttachOutput hello = KIYOT__CELL__V1__ATTACH_OUTPUT__INIT;
+	struct attach_conn c;
+	struct input_pump p = { .call = call,
+				.desc = &kiyot__cell__v1__attach_input__descriptor,
+				.apply = attach_input,
+				.end = attach_input_end,
+				.ctx = &c };
+	int ret = supervisor_attach(a->sup, in->unit_id, in->stdin, &c, err);
+
+	if (ret < 0)
+		return ret;
+	hello.attached = 1;
+	hello.tty = c.tty;
+	hello.stdin = c.stdin_open;
+	ret = rpc_send(call, &hello.base, err);
+	if (ret == 0) {
+		attach_input(&c, &in->base); /* the first message may carry input and a size */
+		ret = input_start(&p, err);
+	}
+	if (ret < 0) {
+		attach_conn_close(&c);
+		return ret;
+	}
+	ret = attach_output(&p, &c, err);
+	/* the caller closes its side once it has the end; one that does not is cut off */
+	input_join(&p, ret < 0);
+	attach_conn_close(&c);
+	if (p.gone && ret == 0)
+		ret = err_set(err, ECANCELED, "the caller went away");
+	return ret;
+}
+
+int api_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+	       ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__AttachInput *in = (const void *)req;
+	int ret;
+
+	(void)resp;
+	if (!in->unit_id || !in->unit_id[0])
+		return err_set(err, EINVAL, "unit_id: required in the first message");
+	ret = stream_enter(a, err);
+	if (ret < 0)
+		return ret;
+	ret = attach_run(a, call, in, err);
+	stream_leave(a);
+	return ret;
+}
+
+/* ---- PortForward ---- */
+
+struct pf_conn {
+	int sock;
+	bool open; /* the caller may still write to the connection */
+};
+
+/* The caller's bytes into the connection, and the end of them. */
+static void pf_input(void *ctx, const ProtobufCMessage *m)
+{
+	struct pf_conn *c = ctx;
+	const Kiyot__Cell__V1__PortForwardInput *in = (const void *)m;
+
+	if (c->open && in->data.len && !write_all(c->sock, in->data.data, in->data.len))
+		c->open = false;
+	if (c->open && in->close) {
+		shutdown(c->sock, SHUT_WR);
+		c->open = false;
+	}
+}
+
+/* The caller closed its side (the connection's write side is shut) or went away (all of it). */
+static void pf_input_end(void *ctx, bool gone)
+{
+	struct pf_conn *c = ctx;
+
+	shutdown(c->sock, gone ? SHUT_RDWR : SHUT_WR);
+}
+
 /* The connection's bytes to the caller until the pod's side ends it. */
-static int pf_output(struct pf_pump *p, struct err *err)
+static int pf_output(struct rpc_call *call, int sock, struct err *err)
 {
 	uint8_t *buf = xmalloc(STREAM_CHUNK);
 	int ret = 0;
 
 	for (;;) {
 		Kiyot__Cell__V1__PortForwardOutput out = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
-		ssize_t n = read(p->sock, buf, STREAM_CHUNK);
+		ssize_t n = read(sock, buf, STREAM_CHUNK);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
 		out.data = (ProtobufCBinaryData){ (size_t)n, buf };
-		ret = rpc_send(p->call, &out.base, err);
+		ret = rpc_send(call, &out.base, err);
 		if (ret < 0)
 			break;
 	}
@@ -372,10 +501,12 @@ int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 {
 	struct agent *a = svc;
 	const Kiyot__Cell__V1__PortForwardInput *in = (const void *)req;
-	struct pf_pump p = {
-		call, -1, false, { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false }
-	};
-	pthread_t t;
+	struct pf_conn c = { -1, true };
+	struct input_pump p = { .call = call,
+				.desc = &kiyot__cell__v1__port_forward_input__descriptor,
+				.apply = pf_input,
+				.end = pf_input_end,
+				.ctx = &c };
 	int ret;
 
 	(void)resp;
@@ -384,21 +515,20 @@ int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	ret = stream_enter(a, err);
 	if (ret < 0)
 		return ret;
-	p.sock = pf_connect(a, in->port, in->host_network, err);
-	if (p.sock < 0) {
+	c.sock = pf_connect(a, in->port, in->host_network, err);
+	if (c.sock < 0) {
 		stream_leave(a);
-		return p.sock;
+		return c.sock;
 	}
-	if ((in->data.len && !write_all(p.sock, in->data.data, in->data.len)) || in->close)
-		shutdown(p.sock, SHUT_WR);
-	if (pthread_create(&t, NULL, pf_input_thread, &p) != 0) {
-		close(p.sock);
+	pf_input(&c, &in->base); /* data may come with the first message */
+	if (input_start(&p, err) < 0) {
+		close(c.sock);
 		stream_leave(a);
-		return err_set(err, EAGAIN, "no thread for the connection's input");
+		return -err->code;
 	}
-	ret = pf_output(&p, err);
-	input_join(call, t, &p.end, ret < 0);
-	close(p.sock);
+	ret = pf_output(call, c.sock, err);
+	input_join(&p, ret < 0);
+	close(c.sock);
 	stream_leave(a);
 	if (p.gone && ret == 0)
 		ret = err_set(err, ECANCELED, "the caller went away");

@@ -652,11 +652,12 @@ static int build_process(const struct bundle_spec *spec, json_t *caps, json_t **
 		json_object_set_new(juser, "additionalGids", gids);
 	else
 		json_decref(gids);
-	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:{s:O,s:O,s:O},s:b,s:[{s:s,s:I,s:I}]}", "terminal", 0,
-		      "user", juser, "args", json_strv(args), "env", json_strv(env), "cwd", cwd,
-		      "capabilities", "bounding", caps, "effective", caps, "permitted", caps,
-		      "noNewPrivileges", unit->no_new_privs, "rlimits", "type", "RLIMIT_NOFILE",
-		      "hard", nofile_limit(), "soft", nofile_limit());
+	/* a terminal's master goes to the unit's shim (shim.c) */
+	p = json_pack("{s:b,s:o,s:o,s:o,s:s,s:{s:O,s:O,s:O},s:b,s:[{s:s,s:I,s:I}]}", "terminal",
+		      unit->tty, "user", juser, "args", json_strv(args), "env", json_strv(env),
+		      "cwd", cwd, "capabilities", "bounding", caps, "effective", caps, "permitted",
+		      caps, "noNewPrivileges", unit->no_new_privs, "rlimits", "type",
+		      "RLIMIT_NOFILE", "hard", nofile_limit(), "soft", nofile_limit());
 	bundle_strv_free(args);
 	bundle_strv_free(env);
 	if (!p)

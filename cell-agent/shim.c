@@ -17,12 +17,16 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "proc.h"
+#include "shim_attach.h"
+#include "supervisor_internal.h"
 #include "buf.h"
 #include "clock.h"
 #include "crilog.h"
@@ -33,6 +37,12 @@
 #define MOUNTINFO_MAX (4 * 1024 * 1024)
 #define MESSAGE_MAX 4096
 #define DRAIN_AFTER_EXIT_NS (2 * 1000000000LL)
+/* How long attached callers get to take the last output when the run ended. */
+#define ATTACH_FLUSH_MS 2000
+/* Where the runtime finds the unit directory (for the console socket): whatever the
+ * directory's length, "/proc/self/fd/3/console.sock" fits a socket address. */
+#define SHIM_DIR_FD 3
+#define CONSOLE_SOCK "console.sock"
 
 /* True when the cgroup2 hybrid mount is visible in this mount namespace. */
 static bool unified_mounted(void)
@@ -59,34 +69,44 @@ int supervisor_private_cgroup_ns(struct err *err)
 	return 0;
 }
 
-/* Sends stdin to /dev/null and closes every descriptor above 2 except keep. In a forked child:
+/* Sets stdin (or /dev/null), stdout and stderr, puts dir_fd (when >= 0) at SHIM_DIR_FD without
+ * close-on-exec, and closes every other descriptor above 2. In a forked child:
  * async-signal-safe calls only. */
-static void child_stdio(int out_fd, int err_fd)
+static void child_stdio(int in_fd, int out_fd, int err_fd, int dir_fd)
 {
 	int null = open("/dev/null", O_RDWR);
 
-	if (null >= 0)
-		dup2(null, 0);
+	dup2(in_fd >= 0 ? in_fd : null, 0);
 	dup2(out_fd >= 0 ? out_fd : null, 1);
 	dup2(err_fd >= 0 ? err_fd : null, 2);
-	close_range(3, ~0U, 0);
+	if (dir_fd >= 0)
+		dup2(dir_fd, SHIM_DIR_FD);
+	close_range(dir_fd >= 0 ? SHIM_DIR_FD + 1 : 3, ~0U, 0);
 }
 
 /* Starts the shim detached; see the header. */
 int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *root,
-	       const char *id, const char *cgroup, struct err *err)
+	       const char *id, const char *cgroup, const struct shim_stdio *io, struct err *err)
 {
 	_cleanup_free_ char *shim_log = xasprintf("%s/shim.log", unit_dir);
-	char *argv[] = {
-		(char *)shim, "shim",	       (char *)"--unit-dir",	   (char *)unit_dir,
-		"--runtime",  (char *)runtime, "--runtime-root",	   (char *)root,
-		"--id",	      (char *)id,      cgroup ? "--cgroup" : NULL, (char *)cgroup,
-		NULL
-	};
+	char *argv[16] = { (char *)shim, "shim",	  "--unit-dir",	    (char *)unit_dir,
+			   "--runtime",	 (char *)runtime, "--runtime-root", (char *)root,
+			   "--id",	 (char *)id };
+	size_t a = 10;
 	int logfd = open(shim_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int status;
 	pid_t pid;
 
+	if (cgroup) {
+		argv[a++] = "--cgroup";
+		argv[a++] = (char *)cgroup;
+	}
+	if (io && io->tty)
+		argv[a++] = "--tty";
+	if (io && io->stdin)
+		argv[a++] = "--stdin";
+	if (io && io->stdin_once)
+		argv[a++] = "--stdin-once";
 	if (logfd < 0)
 		return err_errno(err, "open %s", shim_log);
 	pid = fork();
@@ -102,7 +122,7 @@ int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, cons
 		setsid();
 		if (fork() != 0)
 			_exit(0);
-		child_stdio(-1, logfd);
+		child_stdio(-1, -1, logfd, -1);
 		execv(shim, argv);
 		_exit(127);
 	}
@@ -159,7 +179,7 @@ int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **o
 	if (pid == 0) {
 		struct err cerr = ERR_INIT;
 
-		child_stdio(po[1], pe[1]);
+		child_stdio(-1, po[1], pe[1], -1);
 		if (supervisor_private_cgroup_ns(&cerr) < 0)
 			_exit(126);
 		execvp(argv[0], argv);
@@ -212,6 +232,7 @@ int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **o
 /* The shim's options. */
 struct shim_opts {
 	const char *dir, *runtime, *root, *id, *cgroup;
+	struct shim_attach_config io;
 };
 
 /* Parses the shim's command line; -EINVAL with usage on errors. */
@@ -223,6 +244,9 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 		{ "runtime-root", required_argument, NULL, 'R' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "cgroup", required_argument, NULL, 'c' },
+		{ "tty", no_argument, NULL, 't' },
+		{ "stdin", no_argument, NULL, 's' },
+		{ "stdin-once", no_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -246,16 +270,27 @@ static int shim_parse(int argc, char **argv, struct shim_opts *o, struct err *er
 		case 'c':
 			o->cgroup = optarg;
 			break;
+		case 't':
+			o->io.tty = true;
+			break;
+		case 's':
+			o->io.stdin = true;
+			break;
+		case 'o':
+			o->io.stdin_once = true;
+			break;
 		default:
-			return err_set(err, EINVAL,
-				       "usage: shim --unit-dir DIR --runtime RUNTIME "
-				       "--runtime-root DIR --id ID [--cgroup PATH]");
+			return err_set(
+				err, EINVAL,
+				"usage: shim --unit-dir DIR --runtime RUNTIME "
+				"--runtime-root DIR --id ID [--cgroup PATH] [--tty] [--stdin] "
+				"[--stdin-once]");
 		}
 	}
 	if (!o->dir || !o->runtime || !o->root || !o->id)
 		return err_set(err, EINVAL,
 			       "usage: shim --unit-dir DIR --runtime RUNTIME --runtime-root DIR "
-			       "--id ID [--cgroup PATH]");
+			       "--id ID [--cgroup PATH] [--tty] [--stdin] [--stdin-once]");
 	return 0;
 }
 
@@ -318,33 +353,68 @@ struct shim_run {
 	int oom_fd;
 };
 
-/* Starts the runtime with the output on pipes. */
-static int start_runtime(const struct shim_opts *o, int po[2], int pe[2], struct shim_run *r,
+/* The unit's stdio as the shim holds it: the runtime's output pipes, the terminal's master
+ * once the runtime handed it over, the unit's stdin (a pipe's write end) until the attach
+ * socket takes it, and the attach socket. */
+enum {
+	OUT_STDOUT,
+	OUT_STDERR,
+	OUT_TERM,
+	NOUT
+};
+
+struct shim_io {
+	int out[NOUT];		    /* -1 once closed (the master: until it came) */
+	int stdin_w;		    /* the unit's stdin pipe, while nothing else holds it */
+	int console;		    /* listening for the terminal's master; -1 */
+	int dirfd;		    /* the unit directory */
+	struct shim_attach *attach; /* NULL if it could not be made (the unit still runs) */
+};
+
+/* Starts the runtime: its output on pipes, stdin from a pipe the shim keeps (a unit with
+ * stdin) and, with a terminal, the master sent to a console socket in the unit directory. */
+static int start_runtime(const struct shim_opts *o, struct shim_io *io, struct shim_run *r,
 			 struct err *err)
 {
 	_cleanup_free_ char *rtlog = xasprintf("%s/runtime.log", o->dir);
 	_cleanup_free_ char *bundle = xasprintf("%s/bundle", o->dir);
 	_cleanup_free_ char *pidf = xasprintf("%s/container.pid", o->dir);
-	char *argv[] = {
-		(char *)o->runtime, "--root", (char *)o->root, "--log", rtlog,	       "run",
-		"--bundle",	    bundle,   "--pid-file",    pidf,	(char *)o->id, NULL
-	};
+	char console[64];
+	char *argv[16] = { (char *)o->runtime, "--root", (char *)o->root, "--log", rtlog, "run",
+			   "--bundle",	       bundle,	 "--pid-file",	  pidf };
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, pi[2] = { -1, -1 };
+	size_t a = 10;
 
+	snprintf(console, sizeof(console), "/proc/self/fd/%d/%s", SHIM_DIR_FD, CONSOLE_SOCK);
 	unlink(rtlog);
 	unlink(pidf);
-	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0)
+	if (o->io.tty) {
+		io->console = console_listen(io->dirfd, CONSOLE_SOCK, err);
+		if (io->console < 0)
+			return io->console;
+		argv[a++] = "--console-socket";
+		argv[a++] = console;
+	}
+	argv[a++] = (char *)o->id;
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+	    (o->io.stdin && !o->io.tty && pipe2(pi, O_CLOEXEC) < 0))
 		return err_errno(err, "pipe");
 	r->spawned_ns = clock_now_ns();
 	r->runtime_pid = fork();
 	if (r->runtime_pid < 0)
 		return err_errno(err, "fork %s", o->runtime);
 	if (r->runtime_pid == 0) {
-		child_stdio(po[1], pe[1]);
+		child_stdio(pi[0], po[1], pe[1], o->io.tty ? io->dirfd : -1);
 		execvp(argv[0], argv);
 		_exit(127);
 	}
 	close(po[1]);
 	close(pe[1]);
+	if (pi[0] >= 0)
+		close(pi[0]);
+	io->out[OUT_STDOUT] = po[0];
+	io->out[OUT_STDERR] = pe[0];
+	io->stdin_w = pi[1];
 	return 0;
 }
 
@@ -378,54 +448,94 @@ static void watch_container(const struct shim_opts *o, struct shim_run *r)
 		r->oom = true;
 }
 
-/* Copies the output of the runtime into the CRI log until it exits and the pipes close. */
-static int pump(const struct shim_opts *o, int po, int pe, struct crilog_writer *w,
+/* Takes the terminal's master from the runtime (the console socket). */
+static void take_terminal(struct shim_io *io)
+{
+	int c = accept4(io->console, NULL, NULL, SOCK_CLOEXEC);
+	int master = c < 0 ? -1 : fdpass_recv(c);
+
+	if (c >= 0)
+		close(c);
+	if (c < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	close(io->console);
+	io->console = -1;
+	unlinkat(io->dirfd, CONSOLE_SOCK, 0);
+	if (master < 0) {
+		fprintf(stderr, "shim: the runtime sent no terminal\n");
+		return;
+	}
+	io->out[OUT_TERM] = master;
+	if (io->attach)
+		shim_attach_set_terminal(io->attach, master);
+}
+
+/* Reads one output stream into the CRI log and to attached callers; false at its end. */
+static bool take_output(struct shim_io *io, int i, struct crilog_writer *w, struct err *err)
+{
+	enum crilog_stream cs = i == OUT_STDERR ? CRILOG_STDERR : CRILOG_STDOUT;
+	char tmp[16384];
+	ssize_t n = read(io->out[i], tmp, sizeof(tmp));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	if (n <= 0) { /* EOF, or EIO from a terminal whose every process left */
+		crilog_close_stream(w, cs, err);
+		return false;
+	}
+	crilog_write(w, cs, tmp, (size_t)n, err);
+	if (io->attach)
+		shim_attach_output(io->attach,
+				   i == OUT_STDERR ? ATTACH_PKT_STDERR : ATTACH_PKT_STDOUT, tmp,
+				   (size_t)n);
+	return true;
+}
+
+/* Copies the unit's output into the CRI log and to attached callers, and their input into
+ * the unit, until the runtime exits and the output ends. */
+static int pump(const struct shim_opts *o, struct shim_io *io, struct crilog_writer *w,
 		struct shim_run *r, int *wstatus, struct err *err)
 {
-	bool open_o = true, open_e = true, exited = false;
+	bool exited = false;
 	int64_t exited_at = 0;
-	char tmp[16384];
 
 	for (;;) {
-		struct pollfd p[3] = { { open_o ? po : -1, POLLIN, 0 },
-				       { open_e ? pe : -1, POLLIN, 0 },
-				       { r->oom_fd, POLLIN, 0 } };
-		int fds[2] = { po, pe };
+		struct pollfd p[NOUT + 2 + SHIM_ATTACH_NPOLL];
+		bool room = !io->attach || shim_attach_output_room(io->attach, clock_mono_ns());
+		size_t n = 0, na = 0;
 
-		if (poll(p, 3, 100) < 0 && errno != EINTR)
+		for (int i = 0; i < NOUT; i++)
+			p[n++] = (struct pollfd){ room ? io->out[i] : -1, POLLIN, 0 };
+		p[n++] = (struct pollfd){ r->oom_fd, POLLIN, 0 };
+		p[n++] = (struct pollfd){ io->console, POLLIN, 0 };
+		if (io->attach)
+			na = shim_attach_poll(io->attach, p + n);
+		if (poll(p, n + na, 100) < 0 && errno != EINTR)
 			return err_errno(err, "poll");
-		if (p[2].revents) {
+		if (p[NOUT].revents) {
 			uint64_t v;
 
 			if (read(r->oom_fd, &v, sizeof(v)) > 0 && oom_kills(o->cgroup) >= 0)
 				r->oom = true;
 		}
-		for (int i = 0; i < 2; i++) {
-			ssize_t n;
-
-			if (!p[i].revents)
-				continue;
-			n = read(fds[i], tmp, sizeof(tmp));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n > 0) {
-				crilog_write(w, i ? CRILOG_STDERR : CRILOG_STDOUT, tmp, (size_t)n,
-					     err);
-				continue;
+		if (p[NOUT + 1].revents)
+			take_terminal(io);
+		for (int i = 0; i < NOUT; i++) {
+			if (p[i].fd >= 0 && p[i].revents && !take_output(io, i, w, err)) {
+				close(io->out[i]);
+				io->out[i] = -1;
 			}
-			crilog_close_stream(w, i ? CRILOG_STDERR : CRILOG_STDOUT, err);
-			if (i)
-				open_e = false;
-			else
-				open_o = false;
 		}
+		if (io->attach)
+			shim_attach_handle(io->attach, p + n, na);
 		watch_container(o, r);
 		if (!exited && waitpid(r->runtime_pid, wstatus, WNOHANG) == r->runtime_pid) {
 			exited = true;
 			exited_at = clock_mono_ns();
 		}
-		if (exited &&
-		    ((!open_o && !open_e) || clock_mono_ns() - exited_at > DRAIN_AFTER_EXIT_NS))
+		if (exited && ((io->out[OUT_STDOUT] < 0 && io->out[OUT_STDERR] < 0 &&
+				io->out[OUT_TERM] < 0) ||
+			       clock_mono_ns() - exited_at > DRAIN_AFTER_EXIT_NS))
 			break;
 	}
 	crilog_close_stream(w, CRILOG_STDOUT, err);
@@ -483,16 +593,45 @@ static int write_exit(const struct shim_opts *o, const struct shim_run *r, int c
 	return ret;
 }
 
+/* Opens the attach socket; a unit whose socket cannot be made still runs, unattachable. */
+static void open_attach(const struct shim_opts *o, struct shim_io *io)
+{
+	struct err err = ERR_INIT;
+
+	if (shim_attach_new(io->dirfd, &o->io, io->stdin_w, &io->attach, &err) < 0) {
+		fprintf(stderr, "shim %s: attach: %s\n", o->id, err.msg);
+		return;
+	}
+	io->stdin_w = -1; /* the attach socket holds it */
+}
+
+static void shim_io_close(struct shim_io *io)
+{
+	shim_attach_free(io->attach);
+	for (int i = 0; i < NOUT; i++)
+		if (io->out[i] >= 0)
+			close(io->out[i]);
+	if (io->console >= 0) {
+		close(io->console);
+		unlinkat(io->dirfd, CONSOLE_SOCK, 0);
+	}
+	if (io->stdin_w >= 0)
+		close(io->stdin_w);
+	if (io->dirfd >= 0)
+		close(io->dirfd);
+}
+
 /* Runs one unit to its end; see the header. */
 int shim_main(int argc, char **argv)
 {
 	struct shim_opts o;
 	struct shim_run r = { .oom_fd = -1 };
+	struct shim_io io = { { -1, -1, -1 }, -1, -1, -1, NULL };
 	struct err err = ERR_INIT;
 	struct crilog_writer *w;
 	_cleanup_free_ char *logpath = NULL;
 	_cleanup_close_ int logfd = -1;
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, wst = 0, st;
+	int wst = 0, st, code;
 
 	signal(SIGPIPE, SIG_IGN);
 	if (shim_parse(argc, argv, &o, &err) < 0 || supervisor_private_cgroup_ns(&err) < 0) {
@@ -501,28 +640,35 @@ int shim_main(int argc, char **argv)
 	}
 	logpath = xasprintf("%s/log", o.dir);
 	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (logfd < 0) {
-		fprintf(stderr, "shim %s: open %s: %s\n", o.id, logpath, strerror(errno));
+	io.dirfd = open(o.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (logfd < 0 || io.dirfd < 0) {
+		fprintf(stderr, "shim %s: open %s: %s\n", o.id, logfd < 0 ? logpath : o.dir,
+			strerror(errno));
+		shim_io_close(&io);
 		return 1;
 	}
-	if (start_runtime(&o, po, pe, &r, &err) < 0) {
+	if (start_runtime(&o, &io, &r, &err) < 0) {
 		fprintf(stderr, "shim %s: %s\n", o.id, err.msg);
 		write_exit(&o, &r, 127, &err);
+		shim_io_close(&io);
 		return 1;
 	}
+	open_attach(&o, &io);
 	write_pid_file(&o, r.runtime_pid);
 	w = crilog_writer_new(logfd, 0, NULL);
-	if (pump(&o, po[0], pe[0], w, &r, &wst, &err) < 0)
+	if (pump(&o, &io, w, &r, &wst, &err) < 0)
 		fprintf(stderr, "shim %s: %s\n", o.id, err.msg);
 	crilog_writer_free(w);
-	close(po[0]);
-	close(pe[0]);
 	watch_container(&o, &r);
 	/* an OOM kill whose event was not read before the pipes closed */
 	if (o.cgroup && r.started && !r.oom && oom_kills(o.cgroup) > 0)
 		r.oom = true;
-	if (write_exit(&o, &r, wait_code(wst), &err) < 0)
+	code = wait_code(wst);
+	if (write_exit(&o, &r, code, &err) < 0)
 		fprintf(stderr, "shim %s: %s\n", o.id, err.msg);
+	if (io.attach)
+		shim_attach_finish(io.attach, code, ATTACH_FLUSH_MS);
+	shim_io_close(&io);
 	{
 		char *del[] = { (char *)o.runtime, "--root", (char *)o.root, "delete", "-f",
 				(char *)o.id,	   NULL };

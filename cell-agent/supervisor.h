@@ -141,26 +141,43 @@ int exec_session_wait(struct exec_session *x);
 /* Closes what is still open and removes the runtime's files. */
 void exec_session_close(struct exec_session *x);
 
+/* A caller attached to a running unit's own stdio (kubectl attach), through its shim. */
+struct attach_conn;
+/* Attaches to the unit: its output from now on, and when want_stdin its input (the unit must
+ * have been created with stdin: -EINVAL otherwise; a stdin_once unit whose stdin was closed
+ * attaches without input: c->stdin_open says). -ENOENT for unknown units, -EBUSY for units
+ * that are not running. Use and close c with attach_conn_* (shim_attach.h). */
+int supervisor_attach(struct supervisor *s, const char *unit_id, bool want_stdin,
+		      struct attach_conn *c, struct err *err);
+
 void unit_status_release(struct unit_status *st);
 void unit_status_array_free(struct unit_status *a, size_t n);
 
 /*
- * The shim: "<shim> shim --unit-dir DIR --runtime RUNTIME --id ID [--cgroup PATH]".
- * It runs "RUNTIME --log DIR/runtime.log run --bundle DIR/bundle --pid-file
- * DIR/container.pid ID" with stdin on /dev/null, writes the output to DIR/log in the CRI log
- * format, its pid, the runtime's pid and its own start time to DIR/pid, and on exit
- * DIR/exit.json (exit_code, started_ns, finished_ns, reason, message; atomically), then runs
- * "RUNTIME delete -f ID". PATH is the unit's cgroup (v1, relative to the memory hierarchy)
- * for OOM detection.
+ * The shim: "<shim> shim --unit-dir DIR --runtime RUNTIME --id ID [--cgroup PATH] [--tty]
+ * [--stdin] [--stdin-once]". It runs "RUNTIME --log DIR/runtime.log run --bundle DIR/bundle
+ * --pid-file DIR/container.pid ID" with stdin on /dev/null, or on a pipe it holds open for the
+ * whole run (--stdin), or with a terminal whose master the runtime hands it (--tty, through
+ * DIR/console.sock); writes the output to DIR/log in the CRI log format, serves attaches on
+ * DIR/attach.sock (shim_attach.h), writes its pid, the runtime's pid and its own start time
+ * to DIR/pid, and on exit DIR/exit.json (exit_code, started_ns, finished_ns, reason, message;
+ * atomically), then runs "RUNTIME delete -f ID". PATH is the unit's cgroup (v1, relative to
+ * the memory hierarchy) for OOM detection.
  */
+
+/* How a unit's shim sets up its stdio (the unit's tty, stdin and stdin_once). */
+struct shim_stdio {
+	bool tty, stdin, stdin_once;
+};
 
 /* Entry point of "cell-agent shim ...": argv[0] is the word "shim". Returns the exit code. */
 int shim_main(int argc, char **argv);
 
 /* Starts a shim for the unit in unit_dir, detached (setsid, double fork) so it outlives the
- * agent. shim is the agent binary; root the runtime's state directory; cgroup may be NULL. */
+ * agent. shim is the agent binary; root the runtime's state directory; cgroup and io may be
+ * NULL (no stdin, no terminal). */
 int shim_spawn(const char *shim, const char *unit_dir, const char *runtime, const char *root,
-	       const char *id, const char *cgroup, struct err *err);
+	       const char *id, const char *cgroup, const struct shim_stdio *io, struct err *err);
 
 /* 1 when the shim recorded in <unit_dir>/pid is still running (same pid, same start time),
  * 0 when it is gone, -1 when it has not written its pid file yet. */

@@ -109,8 +109,13 @@ static void unit_start(struct supervisor *s, struct unit *u, bool restart)
 		ret = bundle_mount_rootfs(u->image_rootfs, u->dir, &err);
 	if (ret == 0)
 		ret = stage_host_mounts(s, u, &err);
-	if (ret == 0)
-		ret = shim_spawn(s->shim, u->dir, s->runtime, s->runtime_root, u->id, cgroup, &err);
+	if (ret == 0) {
+		struct shim_stdio io = { u->spec && u->spec->tty, u->spec && u->spec->stdin,
+					 u->spec && u->spec->stdin_once };
+
+		ret = shim_spawn(s->shim, u->dir, s->runtime, s->runtime_root, u->id, cgroup, &io,
+				 &err);
+	}
 	if (restart)
 		u->st.restart_count++;
 	u->restart_at = 0;

@@ -1,7 +1,8 @@
 /*
- * supervisor_session.c: a command in a running unit with its stdio streamed (kubectl exec).
- * The runtime's exec runs the unit's own process (exec_process_file) with pipes, or with a
- * terminal whose master it hands back over a console socket.
+ * supervisor_session.c: a running unit's stdio streamed. A command in the unit (kubectl exec):
+ * the runtime's exec runs the unit's own process (exec_process_file) with pipes, or with a
+ * terminal whose master it hands back over a console socket. The unit's own stdio (kubectl
+ * attach): through its shim's attach socket (shim_attach.h).
  */
 #include "supervisor_internal.h"
 
@@ -21,10 +22,13 @@
 #include <unistd.h>
 
 #include "fdpass.h"
+#include "shim_attach.h"
 #include "xalloc.h"
 
 /* How long the runtime may take to hand over the terminal. */
 #define CONSOLE_WAIT_MS 10000
+/* How long a unit's shim may take to answer an attach. */
+#define ATTACH_WAIT_MS 10000
 
 static void close_fd(int *fd)
 {
@@ -37,8 +41,8 @@ static void close_fd(int *fd)
  * since a unit directory's own path may be longer than a socket address holds. */
 #define CONSOLE_DIR_FD 3
 
-/* A unix socket listening as <dir>/<name> (bound through dirfd, whatever dir's length). */
-static int console_listen(int dirfd, const char *name, struct err *err)
+/* See supervisor_internal.h. */
+int console_listen(int dirfd, const char *name, struct err *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
@@ -253,4 +257,26 @@ void exec_session_close(struct exec_session *x)
 		free(*files[i]);
 		*files[i] = NULL;
 	}
+}
+
+int supervisor_attach(struct supervisor *s, const char *unit_id, bool want_stdin,
+		      struct attach_conn *c, struct err *err)
+{
+	_cleanup_free_ char *dir = NULL;
+	bool running = false;
+	int ret = unit_dir_of(s, unit_id, &dir, &running, err);
+
+	*c = (struct attach_conn){ .fd = -1 };
+	if (ret < 0)
+		return ret;
+	if (!running)
+		return err_set(err, EBUSY, "unit %s is not running", unit_id);
+	ret = attach_conn_open(dir, want_stdin, ATTACH_WAIT_MS, c, err);
+	if (ret == -ECONNREFUSED) { /* it ended between the look and the connection */
+		err->code = EBUSY;
+		ret = -EBUSY;
+	}
+	if (ret < 0)
+		return err_wrap(err, "attach to unit %s", unit_id);
+	return 0;
 }

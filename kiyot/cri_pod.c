@@ -150,6 +150,7 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 	}
 	u->tty = cfg->tty;
 	u->stdin = cfg->stdin;
+	u->stdin_once = cfg->stdin_once;
 	u->termination_message_path = (char *)cri_map_get(
 		(void **)cfg->annotations, cfg->n_annotations, ANN_TERMINATION_MESSAGE_PATH);
 	cri_security_unit(a, c, u);
