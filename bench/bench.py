@@ -945,10 +945,9 @@ class Bench:
                 ("fresh", FRESH_CALLS,
                  "7b. critest's flow, a fresh pod per sample, kiyot vs containerd (ms, %d "
                  "pods each)",
-                 ["%s pulled once before, not per pod: kiyot's CreateContainer includes "
-                  "the pull into the new cell (each cell has its own image store);"
-                  % lc["image"],
-                  "containerd's node image store already has it"])):
+                 ["%s pulled once before, not per pod: local cells take it from kiyot's "
+                  "node image store, as containerd's" % lc["image"],
+                  "containers take it from its own"])):
             ks, cs = k[flow], c[flow]
             if not ks and not cs:
                 continue
