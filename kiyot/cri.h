@@ -65,6 +65,7 @@ CRI_HANDLER(reopen_container_log);
 CRI_HANDLER(update_container_resources);
 CRI_HANDLER(exec_sync);
 CRI_HANDLER(exec);
+CRI_HANDLER(attach);
 CRI_HANDLER(port_forward);
 CRI_HANDLER(update_runtime_config);
 CRI_HANDLER(status);

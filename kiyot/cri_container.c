@@ -475,6 +475,49 @@ CRI_HANDLER(exec_sync)
 	return 0;
 }
 
+/*
+ * A stream of a running container's (exec, attach): checks the streams the client asks for
+ * as the kubelet's streaming server does, and fills sr's cell, unit and streams (cell_id and
+ * unit_id are copies the caller frees). *has_stdin: the container was created with stdin.
+ */
+static int stream_target(struct kiyot *k, const char *container_id, bool in, bool out, bool errs,
+			 bool tty, struct stream_request *sr, bool *has_stdin, struct err *err)
+{
+	struct container *c;
+	struct sandbox *sb;
+
+	if (!in && !out && !errs)
+		return err_set(err, EINVAL, "one of stdin, stdout and stderr must be set");
+	if (tty && errs)
+		return err_set(err, EINVAL,
+			       "tty and stderr cannot both be set (a terminal "
+			       "carries both outputs)");
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (c && sb && c->state == CTR_RUNNING) {
+		sr->cell_id = xstrdup(sb->cell_id);
+		sr->unit_id = xstrdup(c->id);
+		*has_stdin = c->config->stdin;
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (!c || !sb)
+		return err_set(err, ENOENT, "container %s not found", container_id);
+	if (!sr->unit_id)
+		return err_set(err, EBUSY, "container %s is not running", container_id);
+	sr->tty = tty;
+	sr->in = in;
+	sr->out = out;
+	sr->err = errs;
+	return 0;
+}
+
+static void stream_request_release(struct stream_request *sr)
+{
+	free((char *)sr->cell_id);
+	free((char *)sr->unit_id);
+}
+
 /* A URL on the streaming server for a command with its stdio streamed (kubectl exec). */
 CRI_HANDLER(exec)
 {
@@ -482,41 +525,48 @@ CRI_HANDLER(exec)
 	Runtime__V1__ExecResponse *out = (void *)resp;
 	struct stream_request sr = { .kind = STREAM_EXEC };
 	struct kiyot *k = svc;
-	struct container *c;
-	struct sandbox *sb;
-	_cleanup_free_ char *cell_id = NULL, *unit_id = NULL, *url = NULL;
+	_cleanup_free_ char *url = NULL;
+	bool has_stdin = false;
+	int ret;
 
 	if (r->n_cmd == 0)
 		return err_set(err, EINVAL, "cmd: required");
-	if (!r->stdin && !r->stdout && !r->stderr)
-		return err_set(err, EINVAL, "one of stdin, stdout and stderr must be set");
-	if (r->tty && r->stderr)
-		return err_set(err, EINVAL,
-			       "tty and stderr cannot both be set (a terminal "
-			       "carries both outputs)");
-	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
-	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
-	if (c && sb && c->state == CTR_RUNNING) {
-		cell_id = xstrdup(sb->cell_id);
-		unit_id = xstrdup(c->id);
+	ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
+			    &has_stdin, err);
+	if (ret == 0) {
+		sr.cmd = r->cmd;
+		sr.n_cmd = r->n_cmd;
+		url = stream_server_url(k->stream, &sr);
+		out->url = rpc_strdup(call, url);
 	}
-	pthread_mutex_unlock(&k->lock);
-	if (!c || !sb)
-		return err_set(err, ENOENT, "container %s not found", r->container_id);
-	if (!unit_id)
-		return err_set(err, EBUSY, "container %s is not running", r->container_id);
-	sr.cell_id = cell_id;
-	sr.unit_id = unit_id;
-	sr.cmd = r->cmd;
-	sr.n_cmd = r->n_cmd;
-	sr.tty = r->tty;
-	sr.in = r->stdin;
-	sr.out = r->stdout;
-	sr.err = r->stderr;
-	url = stream_server_url(k->stream, &sr);
-	out->url = rpc_strdup(call, url);
-	return 0;
+	stream_request_release(&sr);
+	return ret;
+}
+
+/* A URL on the streaming server for a running container's own stdio (kubectl attach): its
+ * output from then on, and its stdin when it was created with one. */
+CRI_HANDLER(attach)
+{
+	const Runtime__V1__AttachRequest *r = (const void *)req;
+	Runtime__V1__AttachResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_ATTACH };
+	struct kiyot *k = svc;
+	_cleanup_free_ char *url = NULL;
+	bool has_stdin = false;
+	int ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
+				&has_stdin, err);
+
+	if (ret == 0 && r->stdin && !has_stdin)
+		ret = err_set(err, EINVAL,
+			      "container %s was not created with stdin: attach without stdin, or "
+			      "create the container with stdin: true",
+			      r->container_id);
+	if (ret == 0) {
+		url = stream_server_url(k->stream, &sr);
+		out->url = rpc_strdup(call, url);
+	}
+	stream_request_release(&sr);
+	return ret;
 }
 
 /* Whether limits of cpu_milli and memory fit the cell's instance type; 0 or an error. */

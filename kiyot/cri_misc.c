@@ -123,8 +123,8 @@ CRI_HANDLER(unimplemented)
 	(void)req;
 	(void)resp;
 	return err_set(err, ENOSYS,
-		       "kiyot does not serve this method yet (streaming exec/attach/port-forward "
-		       "and checkpoints come later); ExecSync works");
+		       "kiyot does not serve this method yet (checkpoints and metric "
+		       "descriptors come later)");
 }
 
 CRI_HANDLER(runtime_config)

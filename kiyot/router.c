@@ -302,7 +302,7 @@ ROUTE_BY_ID(reopen_container_log, "ReopenContainerLog", Runtime__V1__ReopenConta
 	    container_id, kiyot_owns_container, cri_reopen_container_log)
 ROUTE_BY_ID(exec, "Exec", Runtime__V1__ExecRequest, container_id, kiyot_owns_container, cri_exec)
 ROUTE_BY_ID(attach, "Attach", Runtime__V1__AttachRequest, container_id, kiyot_owns_container,
-	    cri_unimplemented)
+	    cri_attach)
 ROUTE_BY_ID(container_stats, "ContainerStats", Runtime__V1__ContainerStatsRequest, container_id,
 	    kiyot_owns_container, cri_container_stats)
 ROUTE_BY_ID(checkpoint_container, "CheckpointContainer", Runtime__V1__CheckpointContainerRequest,

@@ -63,6 +63,14 @@ static void request_free(struct stream_request *r)
 	free((int32_t *)r->ports);
 }
 
+/* The URL path's first element, and the name in messages, of each kind. */
+static const char *const kind_paths[] = {
+	[STREAM_EXEC] = "exec", [STREAM_PORTFORWARD] = "portforward", [STREAM_ATTACH] = "attach"
+};
+static const char *const kind_names[] = {
+	[STREAM_EXEC] = "exec", [STREAM_PORTFORWARD] = "port-forward", [STREAM_ATTACH] = "attach"
+};
+
 static void token_free(struct token *t)
 {
 	request_free(&t->req);
@@ -108,8 +116,7 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	t->next = s->tokens;
 	s->tokens = t;
 	pthread_mutex_unlock(&s->mu);
-	return xasprintf("http://127.0.0.1:%d/%s/%s", s->port,
-			 req->kind == STREAM_EXEC ? "exec" : "portforward", t->id);
+	return xasprintf("http://127.0.0.1:%d/%s/%s", s->port, kind_paths[req->kind], t->id);
 }
 
 /* Takes the token id out of the table: it is good once. NULL if unknown or expired. */
@@ -192,11 +199,12 @@ static void serve(struct stream_server *s, int fd)
 	target = req.target;
 	id = strrchr(target, '/');
 	idlen = id ? strcspn(id + 1, "?") : 0;
-	if (id && (strncmp(target, "/exec/", 6) == 0 || strncmp(target, "/portforward/", 13) == 0))
+	if (id && (strncmp(target, "/exec/", 6) == 0 || strncmp(target, "/attach/", 8) == 0 ||
+		   strncmp(target, "/portforward/", 13) == 0))
 		t = token_take(s, id + 1, idlen);
 	if (!t) {
 		stream_answer_error(fd, 404,
-			     "unknown or expired stream URL: ask the runtime for a new one");
+				    "unknown or expired stream URL: ask the runtime for a new one");
 		goto out;
 	}
 	if (t->req.kind == STREAM_PORTFORWARD && http_upgrade_of(&req) == HTTP_UPGRADE_WS)
@@ -206,8 +214,7 @@ static void serve(struct stream_server *s, int fd)
 		ret = stream_session(s->cells, fd, &req, &t->req, (const uint8_t *)b.data + used,
 				     b.len - used, &err);
 	if (ret < 0)
-		log_info("stream %s: %s", t->req.kind == STREAM_EXEC ? "exec" : "port-forward",
-			 err.msg);
+		log_info("stream %s: %s", kind_names[t->req.kind], err.msg);
 out:
 	if (t)
 		token_free(t);
@@ -325,7 +332,7 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 		free(s);
 		return err_set(err, EAGAIN, "no thread for the streaming server");
 	}
-	log_info("streaming server on 127.0.0.1:%d (exec, port-forward)", s->port);
+	log_info("streaming server on 127.0.0.1:%d (exec, attach, port-forward)", s->port);
 	*out = s;
 	return 0;
 }

@@ -29,17 +29,18 @@ struct stream_server;
 
 enum stream_kind {
 	STREAM_EXEC,
-	STREAM_PORTFORWARD
+	STREAM_PORTFORWARD,
+	STREAM_ATTACH
 };
 
 /* What a URL stands for. Copied by stream_server_url. */
 struct stream_request {
 	enum stream_kind kind;
 	const char *cell_id;
-	const char *unit_id; /* exec: the container */
+	const char *unit_id; /* exec, attach: the container */
 	char *const *cmd;    /* exec */
 	size_t n_cmd;
-	bool tty, in, out, err; /* exec: which streams the client asked for */
+	bool tty, in, out, err; /* exec, attach: which streams the client asked for */
 	bool host_network;	/* port-forward: the pod uses its host's network */
 	const int32_t *ports;	/* port-forward: the CRI request's ports (WebSocket's default) */
 	size_t n_ports;

@@ -1,16 +1,20 @@
 /*
- * session.c: an exec session of the streaming server. The client's channels (stdin, stdout,
- * stderr, error, resize) arrive as SPDY streams named by their streamType header, or as
- * WebSocket channels 0-4; they are joined to the cell agent's Exec stream. Three threads: this
- * one owns the socket and the protocol; a reader takes the agent's output into a bounded
- * queue; a writer sends the client's input to the agent from another bounded queue. A full
- * queue stops its producer (TCP or gRPC flow control then holds the far end), so neither
- * direction can stall the other.
+ * session.c: an exec or attach session of the streaming server. The client's channels (stdin,
+ * stdout, stderr, error, resize) arrive as SPDY streams named by their streamType header, or
+ * as WebSocket channels 0-4; they are joined to the cell agent's Exec stream (a new command)
+ * or Attach stream (the container's own stdio, held by its shim). Three threads: this one owns
+ * the socket and the protocol; a reader takes the agent's output into a bounded queue; a
+ * writer sends the client's input to the agent from another bounded queue. A full queue stops
+ * its producer (TCP or gRPC flow control then holds the far end), so neither direction can
+ * stall the other.
  *
- * The end: the command's exit code goes on the error channel as a Status (protocol v4 and
- * later: Success, or Failure with reason NonZeroExitCode and the code as an ExitCode cause;
- * earlier ones: text), every channel is closed and the connection with it. A client that goes
- * away cancels the agent's stream, which kills the command.
+ * The end of an exec: the command's exit code goes on the error channel as a Status (protocol
+ * v4 and later: Success, or Failure with reason NonZeroExitCode and the code as an ExitCode
+ * cause; earlier ones: text), every channel is closed and the connection with it. A client
+ * that goes away cancels the agent's stream, which kills the command. The end of an attach,
+ * when the container's run ended or its shim let the client go (its stdin ended), is a
+ * Success as the kubelet's own server sends it; a client that goes away is let go and the
+ * container runs on.
  */
 #include "stream_internal.h"
 
@@ -186,6 +190,27 @@ static void poke(struct sess *s)
 	}
 }
 
+/* What one message of the agent's stream says, whichever the call. */
+struct agent_out {
+	ProtobufCBinaryData out, err;
+	bool end;
+	int code;
+};
+
+static void agent_out_of(const struct sess *s, const ProtobufCMessage *m, struct agent_out *o)
+{
+	if (s->req->kind == STREAM_ATTACH) {
+		const Kiyot__Cell__V1__AttachOutput *a = (const void *)m;
+
+		/* an attach ends with Success whatever the container's exit code */
+		*o = (struct agent_out){ a->stdout, a->stderr, a->exited || a->detached, 0 };
+	} else {
+		const Kiyot__Cell__V1__ExecOutput *x = (const void *)m;
+
+		*o = (struct agent_out){ x->stdout, x->stderr, x->exited, x->exit_code };
+	}
+}
+
 /* The agent's output into the out queue, then its end (with the exit code or an error). */
 static void *reader_thread(void *arg)
 {
@@ -195,17 +220,18 @@ static void *reader_thread(void *arg)
 	int ret;
 
 	while ((ret = cells_stream_next(s->cs, &m, &err)) == 1) {
-		const Kiyot__Cell__V1__ExecOutput *o = (const void *)m;
+		struct agent_out o;
 
-		if (o->stdout.len)
-			queue_put(s, &s->out, msg_new(CH_STDOUT, o->stdout.data, o->stdout.len));
-		if (o->stderr.len)
-			queue_put(s, &s->out, msg_new(CH_STDERR, o->stderr.data, o->stderr.len));
-		if (o->exited) {
+		agent_out_of(s, m, &o);
+		if (o.out.len)
+			queue_put(s, &s->out, msg_new(CH_STDOUT, o.out.data, o.out.len));
+		if (o.err.len)
+			queue_put(s, &s->out, msg_new(CH_STDERR, o.err.data, o.err.len));
+		if (o.end) {
 			struct msg *e = msg_new(CH_ERROR, NULL, 0);
 
 			e->end = true;
-			e->code = o->exit_code;
+			e->code = o.code;
 			queue_put(s, &s->out, e);
 		}
 		protobuf_c_message_free_unpacked(m, NULL);
@@ -220,6 +246,39 @@ static void *reader_thread(void *arg)
 	return NULL;
 }
 
+/* Sends one input message (stdin bytes or their end, or a size) on the agent's stream. */
+static int agent_send(struct sess *s, const struct msg *m, struct err *err)
+{
+	Kiyot__Cell__V1__TerminalSize size = KIYOT__CELL__V1__TERMINAL_SIZE__INIT;
+	Kiyot__Cell__V1__TerminalSize *resize = NULL;
+	ProtobufCBinaryData data = { 0, NULL };
+	bool close = false;
+
+	if (m->ch == CH_RESIZE) {
+		size.width = m->w;
+		size.height = m->h;
+		resize = &size;
+	} else {
+		data = (ProtobufCBinaryData){ m->len, (uint8_t *)m->data };
+		close = m->end;
+	}
+	if (s->req->kind == STREAM_ATTACH) {
+		Kiyot__Cell__V1__AttachInput in = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
+
+		in.resize = resize;
+		in.stdin_data = data;
+		in.stdin_close = close;
+		return cells_stream_send(s->cs, &in.base, err);
+	} else {
+		Kiyot__Cell__V1__ExecInput in = KIYOT__CELL__V1__EXEC_INPUT__INIT;
+
+		in.resize = resize;
+		in.stdin_data = data;
+		in.stdin_close = close;
+		return cells_stream_send(s->cs, &in.base, err);
+	}
+}
+
 /* The client's input to the agent, in order, until stdin ends or the session does. */
 static void *writer_thread(void *arg)
 {
@@ -228,24 +287,38 @@ static void *writer_thread(void *arg)
 	struct msg *m;
 
 	while ((m = queue_take(s, &s->in, true))) {
-		Kiyot__Cell__V1__ExecInput in = KIYOT__CELL__V1__EXEC_INPUT__INIT;
-		Kiyot__Cell__V1__TerminalSize size = KIYOT__CELL__V1__TERMINAL_SIZE__INIT;
+		int ret = agent_send(s, m, &err);
 
-		if (m->ch == CH_RESIZE) {
-			size.width = m->w;
-			size.height = m->h;
-			in.resize = &size;
-		} else {
-			in.stdin_data = (ProtobufCBinaryData){ m->len, m->data };
-			in.stdin_close = m->end;
-		}
-		if (cells_stream_send(s->cs, &in.base, &err) < 0) {
-			free(m);
-			break;
-		}
 		free(m);
+		if (ret < 0)
+			break;
 	}
 	return NULL;
+}
+
+/* Opens the agent's stream: Exec with the command, or Attach to the container. */
+static int agent_open(struct sess *s, struct err *err)
+{
+	const struct stream_request *r = s->req;
+
+	if (r->kind == STREAM_ATTACH) {
+		Kiyot__Cell__V1__AttachInput first = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
+
+		first.unit_id = (char *)r->unit_id;
+		first.stdin = r->in;
+		return cells_stream_open(s->cells, r->cell_id, "Attach", &first.base,
+					 &kiyot__cell__v1__attach_output__descriptor, &s->cs, err);
+	} else {
+		Kiyot__Cell__V1__ExecInput first = KIYOT__CELL__V1__EXEC_INPUT__INIT;
+
+		first.unit_id = (char *)r->unit_id;
+		first.cmd = (char **)r->cmd;
+		first.n_cmd = r->n_cmd;
+		first.tty = r->tty;
+		first.stdin = r->in;
+		return cells_stream_open(s->cells, r->cell_id, "Exec", &first.base,
+					 &kiyot__cell__v1__exec_output__descriptor, &s->cs, err);
+	}
 }
 
 /* ---- the client's side ---- */
@@ -529,16 +602,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 		bool room;
 
 		if (!started && channels_ready(s)) {
-			Kiyot__Cell__V1__ExecInput first = KIYOT__CELL__V1__EXEC_INPUT__INIT;
-
-			first.unit_id = (char *)s->req->unit_id;
-			first.cmd = (char **)s->req->cmd;
-			first.n_cmd = s->req->n_cmd;
-			first.tty = s->req->tty;
-			first.stdin = s->req->in;
-			if (cells_stream_open(s->cells, s->req->cell_id, "Exec", &first.base,
-					      &kiyot__cell__v1__exec_output__descriptor, &s->cs,
-					      err) < 0) {
+			if (agent_open(s, err) < 0) {
 				send_status(s, 0, err->msg);
 				flush(s);
 				return -err->code;
@@ -581,7 +645,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 	}
 	if (started) {
 		if (!over)
-			cells_stream_cancel(s->cs); /* the client left: the command is killed */
+			cells_stream_cancel(s->cs); /* the client left: a command is killed */
 		queue_close(s, &s->in);
 		pthread_join(wt, NULL);
 		if (over)

@@ -790,9 +790,10 @@ class KiyotTest(unittest.TestCase):
 
     # -- containers --
     def create(self, pod_id, cfg, image, name=None, command=(), args=(), envs=None,
-               labels=None, pull=True, mounts=(), annotations=None, security=None):
+               labels=None, pull=True, mounts=(), annotations=None, security=None, stdio=None):
         """mounts: (container_path, host_path, readonly[, propagation]) as the kubelet passes
-        volumes; security: a LinuxContainerSecurityContext."""
+        volumes; security: a LinuxContainerSecurityContext; stdio: ContainerConfig's stdin,
+        stdin_once and tty, e.g. {"stdin": True, "tty": True}."""
         pb = self.pb
         name = name or unique("c")
         if pull:
@@ -813,7 +814,7 @@ class KiyotTest(unittest.TestCase):
                     for m in mounts],
             linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
                 memory_limit_in_bytes=128 << 20, oom_score_adj=1000),
-                security_context=security))
+                security_context=security), **(stdio or {}))
         r = self.c.runtime.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=pod_id, config=cc, sandbox_config=cfg), timeout=T_START)
         self.assertTrue(r.container_id, "CreateContainer returned an empty id")

@@ -4,11 +4,13 @@ WebSocket (python3-websocket, channels as the first byte of each message).
 
     out = spdy_exec(url, stdin=b"hi\\n", tty=False)   -> {"stdout": b.., "stderr": b.., "error": b..}
     out = ws_exec(url, stdin=b"hi\\n")                 -> the same
+    s = Session(url, "spdy", tty=True); s.write(b"ls\\n"); s.read_until(b"bin")   (interactive)
 """
 
 import os
 import socket
 import struct
+import time
 import urllib.parse
 import zlib
 
@@ -251,3 +253,110 @@ def ws_upgrade_answer(url, protocol=None, timeout=30):
                 break
     head, _, body = answer.partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body.decode(errors="replace")
+
+
+class Session:
+    """An interactive remotecommand session (kubectl attach or exec -i): its channels stay
+    open while the caller writes stdin, resizes and reads output, until it ends or is closed.
+    Over SPDY/3.1 (kind="spdy", channels opened as kubectl opens them) or WebSocket
+    (kind="ws", channels as the first byte of each message; "v5" closes stdin)."""
+
+    def __init__(self, url, kind="spdy", stdin=True, tty=False, stderr=True,
+                 protocol="v4.channel.k8s.io"):
+        self.kind, self.out, self.ended = kind, {"stdout": b"", "stderr": b"", "error": b""}, False
+        if kind == "spdy":
+            self.s = Spdy(url, protocol)
+            if self.s.status != 101:
+                self.s.close()
+                raise ConnectionError("upgrade refused: %d %s" % (self.s.status, self.s.rest))
+            self.ids = {"error": self.s.open({"streamtype": "error"})}
+            if stdin:
+                self.ids["stdin"] = self.s.open({"streamtype": "stdin"})
+            self.ids["stdout"] = self.s.open({"streamtype": "stdout"})
+            if tty:
+                self.ids["resize"] = self.s.open({"streamtype": "resize"})
+            elif stderr:
+                self.ids["stderr"] = self.s.open({"streamtype": "stderr"})
+        else:
+            self.ws = websocket.create_connection(url.replace("http://", "ws://"),
+                                                  subprotocols=[protocol], timeout=30)
+
+    def write(self, data):
+        if self.kind == "spdy":
+            self.s.send(self.ids["stdin"], data)
+        else:
+            self.ws.send_binary(b"\0" + data)
+
+    def close_stdin(self):
+        if self.kind == "spdy":
+            self.s.send(self.ids["stdin"], b"", fin=True)
+        else:
+            self.ws.send_binary(b"\xff\0")
+
+    def resize(self, width, height):
+        size = b'{"Width":%d,"Height":%d}' % (width, height)
+        if self.kind == "spdy":
+            self.s.send(self.ids["resize"], size)
+        else:
+            self.ws.send_binary(b"\x04" + size)
+
+    def _read(self, timeout):
+        """Reads what comes within timeout; False once the session ended."""
+        if self.kind == "spdy":
+            self.s.sock.settimeout(timeout)
+            try:
+                if not self.s.read_frame():
+                    return False
+            except socket.timeout:
+                return True
+            for name, sid in self.ids.items():
+                if name in self.out:
+                    self.out[name] = self.s.data.get(sid, b"")
+            return not (self.s.goaway or self.ids["error"] in self.s.fin)
+        self.ws.settimeout(timeout)
+        try:
+            op, data = self.ws.recv_data()
+        except websocket.WebSocketTimeoutException:
+            return True
+        except websocket.WebSocketConnectionClosedException:
+            return False
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            return False
+        names = {1: "stdout", 2: "stderr", 3: "error"}
+        if data and data[0] in names:
+            self.out[names[data[0]]] += data[1:]
+        return True
+
+    def read_until(self, what, timeout=30, stream="stdout"):
+        """Reads until `what` (bytes) is in the stream's output; returns that output."""
+        deadline = time.monotonic() + timeout
+        while what not in self.out[stream]:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.ended:
+                raise AssertionError("%r not in %s within %ds: %r" % (
+                    what, stream, timeout, self.out[stream][-500:]))
+            self.ended = not self._read(min(left, 1.0))
+        return self.out[stream]
+
+    def quiet_for(self, seconds):
+        """Reads for `seconds`; returns what arrived on stdout meanwhile."""
+        before = len(self.out["stdout"])
+        deadline = time.monotonic() + seconds
+        while not self.ended and time.monotonic() < deadline:
+            self.ended = not self._read(max(0.05, min(deadline - time.monotonic(), 0.5)))
+        return self.out["stdout"][before:]
+
+    def wait_end(self, timeout=30):
+        """Reads until the session ends; returns the error channel's text."""
+        deadline = time.monotonic() + timeout
+        while not self.ended:
+            if time.monotonic() > deadline:
+                raise AssertionError("the session did not end within %ds" % timeout)
+            self.ended = not self._read(1.0)
+        return self.out["error"].decode()
+
+    def close(self):
+        if self.kind == "spdy":
+            self.s.close()
+        else:
+            self.ws.close()

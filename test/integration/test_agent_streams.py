@@ -34,8 +34,7 @@ class AgentStreamsTest(KiyotTest):
     def stream(self, pod, method, first, later=(), timeout=30):
         """Opens a bidirectional call; returns (responses iterator, input queue, call)."""
         ch, md = self.agent(pod)
-        inp = {"Exec": self.ap.ExecInput, "PortForward": self.ap.PortForwardInput}[method]
-        out = {"Exec": self.ap.ExecOutput, "PortForward": self.ap.PortForwardOutput}[method]
+        inp, out = getattr(self.ap, method + "Input"), getattr(self.ap, method + "Output")
         fn = ch.stream_stream("/kiyot.cell.v1.CellAgent/" + method,
                               request_serializer=inp.SerializeToString,
                               response_deserializer=out.FromString)
