@@ -256,9 +256,36 @@ static void entry_put(struct cellmgr *m, struct cell_entry *e)
 		entry_free(e);
 }
 
-/* Waits until the agent answers Hello, or the boot timeout passes. */
-static int wait_agent(struct rpc_channel *ch, const char *id, int timeout_s, struct err *err)
+/* Asks the agent at target for Hello on a channel of its own: a channel whose connection was
+ * refused waits out gRPC's reconnect back-off before it tries again, so each attempt of the
+ * boot gets a fresh one. */
+static int hello(struct cellmgr *m, const char *id, const char *target, struct err *err)
 {
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct rpc_channel *ch = NULL;
+	char *token;
+	int ret;
+
+	if (rpc_channel_new(target, &ch, err) < 0)
+		return -err->code;
+	token = kiyot_cell_token(m->k, id);
+	rpc_channel_set_token(ch, token);
+	explicit_bzero(token, strlen(token));
+	free(token);
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, err);
+	if (ret == 0)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_channel_free(ch);
+	return ret;
+}
+
+/* Waits until the agent at ip answers Hello, or the boot timeout passes. */
+static int wait_agent(struct cellmgr *m, const char *id, const char *ip, int timeout_s,
+		      struct err *err)
+{
+	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	int64_t start = clock_mono_ns();
 	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
 	int delay_ms = 5;
@@ -266,15 +293,8 @@ static int wait_agent(struct rpc_channel *ch, const char *id, int timeout_s, str
 	/* 5 ms steps for the first second, then 100 ms until the deadline */
 
 	for (;;) {
-		Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
-		ProtobufCMessage *resp = NULL;
-
-		if (rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
-			      &kiyot__cell__v1__hello_response__descriptor, 2000, &resp,
-			      err) == 0) {
-			protobuf_c_message_free_unpacked(resp, NULL);
+		if (hello(m, id, target, err) == 0)
 			return 0;
-		}
 		if (clock_mono_ns() > deadline)
 			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
 					timeout_s);
@@ -324,7 +344,6 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	struct cell_spec spec = *req;
 	struct cell_info info = { 0 };
 	_cleanup_free_ char *boot = cells_bootstrap(k, req);
-	struct cell_entry *e;
 	int ret;
 
 	/* what every cell of this kiyot carries */
@@ -338,10 +357,13 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 		cell_info_release(&info);
 		return err_wrap(err, "launch cell %s: its agent cannot be restarted", req->cell_id);
 	}
-	e = entry_add(m, req->cell_id, info.ip);
-	ret = wait_agent(e->ch, req->cell_id,
+	/* the cell's channel and watch start once the agent serves, so their first connection
+	 * is not refused (and they never wait out a reconnect back-off) */
+	ret = wait_agent(m, req->cell_id, info.ip,
 			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
 			 err);
+	if (ret == 0)
+		cells_resume(m, req->cell_id, info.ip);
 	if (ret < 0) {
 		struct err terr = ERR_INIT;
 
