@@ -18,6 +18,7 @@
 
 #include "arena.h"
 #include "cli_security.h"
+#include "cli_stream.h"
 #include "clock.h"
 #include "cri_api.pb-c.h"
 #include "crilog.h"
@@ -33,14 +34,7 @@
 #define IMG "/runtime.v1.ImageService/"
 #define CALL_TIMEOUT_MS (10 * 60 * 1000)
 
-struct cli {
-	struct rpc_channel *ch;
-	const char *ns;
-	const char *socket;
-};
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int cli_fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -52,8 +46,8 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-static int call(struct cli *c, const char *method, const ProtobufCMessage *req,
-		const ProtobufCMessageDescriptor *d, void *resp, struct err *err)
+int cli_call(struct cli *c, const char *method, const ProtobufCMessage *req,
+	     const ProtobufCMessageDescriptor *d, void *resp, struct err *err)
 {
 	int ret = rpc_unary(c->ch, method, req, d, CALL_TIMEOUT_MS, (ProtobufCMessage **)resp, err);
 
@@ -264,8 +258,8 @@ static int pull(struct cli *c, const char *image, Runtime__V1__PodSandboxConfig 
 	spec.image = (char *)image;
 	req.image = &spec;
 	req.sandbox_config = sb;
-	if (call(c, IMG "PullImage", &req.base, &runtime__v1__pull_image_response__descriptor,
-		 &resp, err) < 0)
+	if (cli_call(c, IMG "PullImage", &req.base, &runtime__v1__pull_image_response__descriptor,
+		     &resp, err) < 0)
 		return -err->code;
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return 0;
@@ -285,8 +279,8 @@ static int image_status(struct cli *c, struct arena *a, const struct podspec *p,
 		(void *)kv_map(a, &runtime__v1__image_spec__annotations_entry__descriptor,
 			       p->annotations, p->n_annotations, NULL, &spec.n_annotations);
 	req.image = &spec;
-	if (call(c, IMG "ImageStatus", &req.base, &runtime__v1__image_status_response__descriptor,
-		 out, err) < 0)
+	if (cli_call(c, IMG "ImageStatus", &req.base,
+		     &runtime__v1__image_status_response__descriptor, out, err) < 0)
 		return -err->code;
 	return 0;
 }
@@ -298,8 +292,8 @@ static int container_state(struct cli *c, const char *id, int *state, int *exit_
 	Runtime__V1__ContainerStatusResponse *resp = NULL;
 
 	req.container_id = (char *)id;
-	if (call(c, RT "ContainerStatus", &req.base,
-		 &runtime__v1__container_status_response__descriptor, &resp, err) < 0)
+	if (cli_call(c, RT "ContainerStatus", &req.base,
+		     &runtime__v1__container_status_response__descriptor, &resp, err) < 0)
 		return -err->code;
 	*state = resp->status->state;
 	*exit_code = resp->status->exit_code;
@@ -330,8 +324,8 @@ static int start_one(struct cli *c, struct arena *a, const struct podspec *p,
 	creq.config = container_config(a, p, ct, rc, init);
 	creq.sandbox_config = sb;
 	if (ret == 0)
-		ret = call(c, RT "CreateContainer", &creq.base,
-			   &runtime__v1__create_container_response__descriptor, &cresp, err);
+		ret = cli_call(c, RT "CreateContainer", &creq.base,
+			       &runtime__v1__create_container_response__descriptor, &cresp, err);
 	rc->image = NULL;
 	protobuf_c_message_free_unpacked(&img->base, NULL);
 	if (ret < 0)
@@ -339,8 +333,8 @@ static int start_one(struct cli *c, struct arena *a, const struct podspec *p,
 	id = arena_strdup(a, cresp->container_id);
 	protobuf_c_message_free_unpacked(&cresp->base, NULL);
 	sreq.container_id = id;
-	if (call(c, RT "StartContainer", &sreq.base,
-		 &runtime__v1__start_container_response__descriptor, &sresp, err) < 0)
+	if (cli_call(c, RT "StartContainer", &sreq.base,
+		     &runtime__v1__start_container_response__descriptor, &sresp, err) < 0)
 		return err_wrap(err, "%s %s", kind, ct->name);
 	protobuf_c_message_free_unpacked(&sresp->base, NULL);
 	if (!init)
@@ -400,25 +394,25 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 		else if (opt == 's')
 			rc.seccomp_root = optarg;
 		else
-			return fail(RUN_USAGE);
+			return cli_fail(RUN_USAGE);
 	}
 	if (!file || optind < argc)
-		return fail(RUN_USAGE);
+		return cli_fail(RUN_USAGE);
 	if (rc.seccomp_root[0] != '/')
-		return fail(
+		return cli_fail(
 			"--seccomp-profile-root: \"%s\" must be an absolute path (the kubelet's "
 			"is %s)",
 			rc.seccomp_root, CLI_SECCOMP_ROOT);
 	if (podspec_from_yaml_file(file, &p, &err) < 0)
-		return fail("%s", err.msg);
+		return cli_fail("%s", err.msg);
 	if (cli_security_check_pod(p, &err) < 0) {
-		ret = fail("%s: pod %s: %s", file, p->name, err.msg);
+		ret = cli_fail("%s: pod %s: %s", file, p->name, err.msg);
 		podspec_free(p);
 		return ret;
 	}
 	for (size_t i = 0; i < p->n_init_containers; i++)
 		if (p->init_containers[i].sidecar) {
-			ret = fail(
+			ret = cli_fail(
 				"%s: spec.initContainers[%zu] (%s): sidecar containers "
 				"(restartPolicy: Always) are not supported by kiyot run; make it "
 				"an app container, or run the pod through a kubelet",
@@ -446,8 +440,8 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 		if (fs_mkdir_p(d, 0755, &err) < 0)
 			goto out;
 	}
-	if (call(c, RT "RunPodSandbox", &req.base,
-		 &runtime__v1__run_pod_sandbox_response__descriptor, &resp, &err) < 0) {
+	if (cli_call(c, RT "RunPodSandbox", &req.base,
+		     &runtime__v1__run_pod_sandbox_response__descriptor, &resp, &err) < 0) {
 		err_wrap(&err, "pod %s", p->name);
 		goto out;
 	}
@@ -469,7 +463,7 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 	ret = 0;
 out:
 	if (ret)
-		fail("%s", err.msg);
+		cli_fail("%s", err.msg);
 	arena_release(&a);
 	podspec_free(p);
 	return ret;
@@ -482,8 +476,8 @@ static Runtime__V1__ListPodSandboxResponse *list_sandboxes(struct cli *c, struct
 	Runtime__V1__ListPodSandboxRequest req = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
 	Runtime__V1__ListPodSandboxResponse *resp = NULL;
 
-	if (call(c, RT "ListPodSandbox", &req.base,
-		 &runtime__v1__list_pod_sandbox_response__descriptor, &resp, err) < 0)
+	if (cli_call(c, RT "ListPodSandbox", &req.base,
+		     &runtime__v1__list_pod_sandbox_response__descriptor, &resp, err) < 0)
 		return NULL;
 	return resp;
 }
@@ -499,8 +493,8 @@ static Runtime__V1__ListContainersResponse *list_containers(struct cli *c, const
 		f.pod_sandbox_id = (char *)sandbox;
 		req.filter = &f;
 	}
-	if (call(c, RT "ListContainers", &req.base,
-		 &runtime__v1__list_containers_response__descriptor, &resp, err) < 0)
+	if (cli_call(c, RT "ListContainers", &req.base,
+		     &runtime__v1__list_containers_response__descriptor, &resp, err) < 0)
 		return NULL;
 	return resp;
 }
@@ -516,8 +510,8 @@ static json_t *cell_info(struct cli *c, const char *id, char **ip)
 	req.pod_sandbox_id = (char *)id;
 	req.verbose = 1;
 	*ip = xstrdup("");
-	if (call(c, RT "PodSandboxStatus", &req.base,
-		 &runtime__v1__pod_sandbox_status_response__descriptor, &resp, &err) < 0)
+	if (cli_call(c, RT "PodSandboxStatus", &req.base,
+		     &runtime__v1__pod_sandbox_status_response__descriptor, &resp, &err) < 0)
 		return NULL;
 	for (size_t i = 0; i < resp->n_info; i++)
 		if (strcmp(resp->info[i]->key, "info") == 0)
@@ -600,11 +594,11 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 
 	if (argc < 2 || (strcmp(argv[1], "pods") && strcmp(argv[1], "pod") &&
 			 strcmp(argv[1], "cells") && strcmp(argv[1], "cell")))
-		return fail("usage: kiyot get pods | kiyot get cells [-o wide]");
+		return cli_fail("usage: kiyot get pods | kiyot get cells [-o wide]");
 	cells = argv[1][1] == 'e';
 	wide = argc >= 4 && strcmp(argv[2], "-o") == 0 && strcmp(argv[3], "wide") == 0;
 	if (!(sbs = list_sandboxes(c, &err)) || !(cs = list_containers(c, NULL, &err)))
-		return fail("%s", err.msg);
+		return cli_fail("%s", err.msg);
 	if (cells)
 		printf("%-22s %-16s %-24s %-14s %-15s %s%s\n", "CELL", "NAMESPACE", "POD",
 		       "INSTANCE-TYPE", "IP", "AGE", wide ? "   WHY" : "");
@@ -645,8 +639,7 @@ static int cmd_get(struct cli *c, int argc, char **argv)
 	return 0;
 }
 
-/* The newest sandbox of a pod by name in the namespace; *id is the caller's. */
-static int find_pod(struct cli *c, const char *name, char **id, struct err *err)
+int cli_find_pod(struct cli *c, const char *name, char **id, struct err *err)
 {
 	Runtime__V1__ListPodSandboxResponse *sbs = list_sandboxes(c, err);
 	const Runtime__V1__PodSandbox *best = NULL;
@@ -719,14 +712,14 @@ static int cmd_logs(struct cli *c, int argc, char **argv)
 		else if (opt == 'f')
 			follow = 1;
 		else
-			return fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
+			return cli_fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
 	}
 	if (optind >= argc && argc >= 2 && argv[1][0] != '-')
 		optind = 1;
 	if (argc < 2 || argv[1][0] == '-')
-		return fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
-	if (find_pod(c, argv[1], &sid, &err) < 0 || !(cs = list_containers(c, sid, &err)))
-		return fail("%s", err.msg);
+		return cli_fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
+	if (cli_find_pod(c, argv[1], &sid, &err) < 0 || !(cs = list_containers(c, sid, &err)))
+		return cli_fail("%s", err.msg);
 	for (size_t i = 0; i < cs->n_containers; i++) {
 		const Runtime__V1__Container *ct = cs->containers[i];
 
@@ -734,29 +727,29 @@ static int cmd_logs(struct cli *c, int argc, char **argv)
 			continue;
 		if (!cname && pick && strcmp(pick->metadata->name, ct->metadata->name) != 0) {
 			protobuf_c_message_free_unpacked(&cs->base, NULL);
-			return fail("pod %s has several containers; name one with -c", argv[1]);
+			return cli_fail("pod %s has several containers; name one with -c", argv[1]);
 		}
 		if (!pick || ct->created_at > pick->created_at)
 			pick = ct;
 	}
 	if (!pick) {
 		protobuf_c_message_free_unpacked(&cs->base, NULL);
-		return fail("pod %s has no container%s%s", argv[1], cname ? " named " : "",
-			    cname ? cname : "");
+		return cli_fail("pod %s has no container%s%s", argv[1], cname ? " named " : "",
+				cname ? cname : "");
 	}
 	cid = xstrdup(pick->id);
 	protobuf_c_message_free_unpacked(&cs->base, NULL);
 	sreq.container_id = cid;
-	if (call(c, RT "ContainerStatus", &sreq.base,
-		 &runtime__v1__container_status_response__descriptor, &sresp, &err) < 0)
-		return fail("%s", err.msg);
+	if (cli_call(c, RT "ContainerStatus", &sreq.base,
+		     &runtime__v1__container_status_response__descriptor, &sresp, &err) < 0)
+		return cli_fail("%s", err.msg);
 	path = xstrdup(sresp->status->log_path);
 	protobuf_c_message_free_unpacked(&sresp->base, NULL);
 	if (!path[0])
-		return fail("container %s has no log file", cid);
+		return cli_fail("container %s has no log file", cid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail("open %s: %s", path, strerror(errno));
+		return cli_fail("open %s: %s", path, strerror(errno));
 	for (;;) {
 		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
 		size_t used;
@@ -800,17 +793,17 @@ static int cmd_delete(struct cli *c, int argc, char **argv)
 	_cleanup_free_ char *sid = NULL;
 
 	if (argc < 3 || (strcmp(argv[1], "pod") && strcmp(argv[1], "pods")))
-		return fail("usage: kiyot delete pod NAME");
-	if (find_pod(c, argv[2], &sid, &err) < 0 || !(cs = list_containers(c, sid, &err)))
-		return fail("%s", err.msg);
+		return cli_fail("usage: kiyot delete pod NAME");
+	if (cli_find_pod(c, argv[2], &sid, &err) < 0 || !(cs = list_containers(c, sid, &err)))
+		return cli_fail("%s", err.msg);
 	/* containers get their grace period, as the kubelet gives them */
 	for (size_t i = 0; i < cs->n_containers; i++) {
 		Runtime__V1__StopContainerRequest req = RUNTIME__V1__STOP_CONTAINER_REQUEST__INIT;
 
 		req.container_id = cs->containers[i]->id;
 		req.timeout = 10;
-		if (call(c, RT "StopContainer", &req.base,
-			 &runtime__v1__stop_container_response__descriptor, &resp, &err) < 0)
+		if (cli_call(c, RT "StopContainer", &req.base,
+			     &runtime__v1__stop_container_response__descriptor, &resp, &err) < 0)
 			fprintf(stderr, "kiyot: %s\n", err.msg);
 		else
 			protobuf_c_message_free_unpacked(resp, NULL);
@@ -818,13 +811,13 @@ static int cmd_delete(struct cli *c, int argc, char **argv)
 	protobuf_c_message_free_unpacked(&cs->base, NULL);
 	sreq.pod_sandbox_id = sid;
 	rreq.pod_sandbox_id = sid;
-	if (call(c, RT "StopPodSandbox", &sreq.base,
-		 &runtime__v1__stop_pod_sandbox_response__descriptor, &resp, &err) < 0)
-		return fail("%s", err.msg);
+	if (cli_call(c, RT "StopPodSandbox", &sreq.base,
+		     &runtime__v1__stop_pod_sandbox_response__descriptor, &resp, &err) < 0)
+		return cli_fail("%s", err.msg);
 	protobuf_c_message_free_unpacked(resp, NULL);
-	if (call(c, RT "RemovePodSandbox", &rreq.base,
-		 &runtime__v1__remove_pod_sandbox_response__descriptor, &resp, &err) < 0)
-		return fail("%s", err.msg);
+	if (cli_call(c, RT "RemovePodSandbox", &rreq.base,
+		     &runtime__v1__remove_pod_sandbox_response__descriptor, &resp, &err) < 0)
+		return cli_fail("%s", err.msg);
 	protobuf_c_message_free_unpacked(resp, NULL);
 	printf("pod/%s deleted\n", argv[2]);
 	return 0;
@@ -840,9 +833,13 @@ int cli_main(int argc, char **argv)
 
 	c.socket = getenv("KIYOT_SOCKET") ? getenv("KIYOT_SOCKET") : "/run/kiyot/kiyot.sock";
 	c.ns = "default";
-	/* global flags may stand anywhere: --socket PATH, -n NAMESPACE */
+	/* global flags may stand anywhere before "--" (after it, a command's own arguments):
+	 * --socket PATH, -n NAMESPACE */
 	for (i = 1, j = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+		if (strcmp(argv[i], "--") == 0)
+			while (i < argc)
+				argv[j++] = argv[i++];
+		else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
 			c.socket = argv[++i];
 		else if ((strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--namespace") == 0) &&
 			 i + 1 < argc)
@@ -853,14 +850,14 @@ int cli_main(int argc, char **argv)
 	argc = j;
 	argv[argc] = NULL;
 	if (argc < 2)
-		return fail("usage: kiyot <command> [options]; see kiyot --help");
+		return cli_fail("usage: kiyot <command> [options]; see kiyot --help");
 	addr = xasprintf("unix://%s", c.socket);
 	if (access(c.socket, F_OK) < 0)
-		return fail(
+		return cli_fail(
 			"cannot reach kiyot at %s; start it with `kiyot serve` or pass --socket",
 			c.socket);
 	if (rpc_channel_new(addr, &c.ch, &err) < 0)
-		return fail("%s", err.msg);
+		return cli_fail("%s", err.msg);
 	if (strcmp(argv[1], "run") == 0)
 		ret = cmd_run(&c, argc - 1, argv + 1);
 	else if (strcmp(argv[1], "get") == 0)
@@ -869,8 +866,14 @@ int cli_main(int argc, char **argv)
 		ret = cmd_logs(&c, argc - 1, argv + 1);
 	else if (strcmp(argv[1], "delete") == 0)
 		ret = cmd_delete(&c, argc - 1, argv + 1);
+	else if (strcmp(argv[1], "exec") == 0)
+		ret = cli_exec(&c, argc - 1, argv + 1);
+	else if (strcmp(argv[1], "attach") == 0)
+		ret = cli_attach(&c, argc - 1, argv + 1);
+	else if (strcmp(argv[1], "port-forward") == 0)
+		ret = cli_port_forward(&c, argc - 1, argv + 1);
 	else
-		ret = fail("unknown command \"%s\"; see kiyot --help", argv[1]);
+		ret = cli_fail("unknown command \"%s\"; see kiyot --help", argv[1]);
 	rpc_channel_free(c.ch);
 	return ret;
 }

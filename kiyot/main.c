@@ -6,6 +6,7 @@
  *	kiyot get pods|cells           list what runs
  *	kiyot logs POD [-c C] [-f]     a container's output
  *	kiyot delete pod NAME          stop and remove a pod and its cell
+ *	kiyot exec|attach|port-forward  stream into a pod (cli_stream.c)
  *	kiyot version
  */
 #include <errno.h>
@@ -47,6 +48,12 @@ static void usage(FILE *f)
 	      "  logs POD [-c CONTAINER] [-f]\n"
 	      "                           print a container's log (-f: follow)\n"
 	      "  delete pod NAME          stop and remove a pod; its cell is terminated\n"
+	      "  exec [-i] [-t] POD [-c CONTAINER] -- COMMAND [ARG...]\n"
+	      "                           run a command in a container (-i stdin, -t terminal)\n"
+	      "  attach [-i] [-t] POD [-c CONTAINER]\n"
+	      "                           join a running container's stdio\n"
+	      "  port-forward POD [LOCAL:]REMOTE...\n"
+	      "                           forward 127.0.0.1:LOCAL to the pod's port REMOTE\n"
 	      "  local-cell launch|terminate ...\n"
 	      "                           boot a local cell from a bootstrap document\n"
 	      "  version                  print the version\n"
