@@ -4,6 +4,7 @@ signatures checked with botocore), whose instances boot as local cells from thei
 A second kiyot, configured with `cells.provider: ec2`, serves these tests on its own socket;
 the suite's local-provider kiyot is stopped meanwhile so the two never share addresses."""
 
+import hashlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import unittest
 import grpc
 
 import cri
+import streamclient
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
 from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
 from volumes import KubeletVolumes, VolumeChecks, atomic_write
@@ -165,6 +167,43 @@ class Ec2Test(KiyotTest, VolumeChecks):
             timeout=40)
         self.assertEqual(r.stdout.decode().split(), ["Seccomp:", "2"])
         self.assertIn("not permitted", r.stderr.decode())
+
+    def test_exec_attach_and_port_forward_reach_an_ec2_cell(self):
+        # the streaming server joins the client to the agent in the instance, as for local
+        # cells: exec with its exit code, attach to a terminal, port-forward byte for byte
+        pb = self.pb
+        cfg = self.sandbox_config()
+        pod = self.c.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg),
+                                           timeout=180).pod_sandbox_id
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"),
+                             command=["sh", "-c", "nc -ll -p 9000 -e cat & exec sh"],
+                             stdio={"stdin": True, "tty": True})
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        url = self.c.runtime.Exec(pb.ExecRequest(
+            container_id=cid, cmd=["sh", "-c", "read x; echo got:$x; exit 5"], stdin=True,
+            stdout=True, stderr=True), timeout=30).url
+        out = streamclient.spdy_exec(url, stdin=b"ec2\n")
+        self.assertEqual(out["stdout"], b"got:ec2\n")
+        st = json.loads(out["error"].decode())
+        self.assertEqual(st["details"]["causes"], [{"reason": "ExitCode", "message": "5"}])
+        s = streamclient.Session(self.c.runtime.Attach(pb.AttachRequest(
+            container_id=cid, stdin=True, tty=True, stdout=True), timeout=30).url,
+            "ws", stdin=True, tty=True)
+        try:
+            s.write(b"echo in-$((6*7))\n")
+            s.read_until(b"in-42")
+        finally:
+            s.close()
+        big = hashlib.shake_256(b"ec2-pf").digest(1 << 20)
+        pf = lambda: self.c.runtime.PortForward(pb.PortForwardRequest(
+            pod_sandbox_id=pod, port=[9000]), timeout=30).url
+        wait_for(lambda: streamclient.spdy_port_forward(pf(), [(9000, b"x")])[0][0] == b"x",
+                 20, "the echo server in the instance")
+        got = streamclient.spdy_port_forward(pf(), [(9000, big)])
+        self.assertEqual(hashlib.sha256(got[0][0]).hexdigest(),
+                         hashlib.sha256(big).hexdigest())
+        self.assertEqual(self.cstatus(cid).state, pb.CONTAINER_RUNNING)
 
     def test_volumes_are_shipped_into_the_cell_and_kept_in_sync(self):
         cfg = self.volume_sandbox(self.sandbox_config())
