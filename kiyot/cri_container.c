@@ -12,6 +12,7 @@
 #include "cells.h"
 #include "clock.h"
 #include "cri_security.h"
+#include "cri_validate.h"
 #include "events.h"
 #include "log.h"
 #include "store.h"
@@ -51,6 +52,8 @@ CRI_HANDLER(create_container)
 	char *id, *profile = NULL;
 	int ret;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	if (validate_config(r->config, err) < 0 ||
 	    cri_security_check_container(r->config, &profile, err) < 0) {
 		free(profile);
@@ -440,6 +443,8 @@ CRI_HANDLER(exec_sync)
 	char *cell_id;
 	int ret;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	if (r->n_cmd == 0)
 		return err_set(err, EINVAL, "cmd: required");
 	pthread_mutex_lock(&k->lock);
@@ -529,6 +534,8 @@ CRI_HANDLER(exec)
 	bool has_stdin = false;
 	int ret;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	if (r->n_cmd == 0)
 		return err_set(err, EINVAL, "cmd: required");
 	ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
@@ -553,9 +560,12 @@ CRI_HANDLER(attach)
 	struct kiyot *k = svc;
 	_cleanup_free_ char *url = NULL;
 	bool has_stdin = false;
-	int ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
-				&has_stdin, err);
+	int ret;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
+			    &has_stdin, err);
 	if (ret == 0 && r->stdin && !has_stdin)
 		ret = err_set(err, EINVAL,
 			      "container %s was not created with stdin: attach without stdin, or "
@@ -603,6 +613,8 @@ CRI_HANDLER(update_container_resources)
 
 	(void)call;
 	(void)resp;
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	if (!res)
 		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
 	if (res->cpu_quota > 0 && res->cpu_period > 0)

@@ -16,6 +16,7 @@
 #include "events.h"
 #include "clock.h"
 #include "cri_security.h"
+#include "cri_validate.h"
 #include "log.h"
 #include "podobject.h"
 #include "provision.h"
@@ -277,6 +278,8 @@ CRI_HANDLER(run_pod_sandbox)
 	char *ip = NULL;
 	int ret;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	if (validate_config(r->config, err) < 0)
 		return -err->code;
 	if (r->runtime_handler[0] && strcmp(r->runtime_handler, "kiyot") != 0)
@@ -670,6 +673,8 @@ CRI_HANDLER(port_forward)
 	_cleanup_free_ char *cell_id = NULL, *url = NULL;
 	bool ready;
 
+	if (cri_validate(req, err) < 0)
+		return -err->code;
 	for (size_t i = 0; i < r->n_port; i++)
 		if (r->port[i] < 1 || r->port[i] > 65535)
 			return err_set(err, EINVAL, "port: %d is not a TCP port", r->port[i]);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cri_validate.h"
 #include "events.h"
 #include "log.h"
 #include "xalloc.h"
@@ -497,7 +498,8 @@ ROUTER_HANDLER(pull_image)
 						     r->sandbox_config->n_annotations)) ||
 	    (r->image &&
 	     router_wants_kiyot((void **)r->image->annotations, r->image->n_annotations)))
-		return cri_pull_image(svc, call, req, resp, err);
+		return cri_validate(req, err) < 0 ? -err->code
+						  : cri_pull_image(svc, call, req, resp, err);
 	return forward(k, call, IMG_PATH("PullImage"), req, resp, PULL_TIMEOUT_MS, err);
 }
 
