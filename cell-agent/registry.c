@@ -29,6 +29,7 @@
 #define REG_LOW_SPEED_BYTES 1024L /* abort below this many bytes per second ... */
 #define REG_LOW_SPEED_TIME 60L	  /* ... sustained for this many seconds */
 #define REG_USER_AGENT "kiyot-cell-agent/1"
+#define REG_MAX_REDIRECTS 5 /* more is a loop */
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {
@@ -338,7 +339,7 @@ static void reg_curl_setup(CURL *curl, const char *url, char *errbuf)
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, (long)REG_MAX_REDIRECTS);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, REG_CONNECT_TIMEOUT);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, REG_LOW_SPEED_BYTES);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, REG_LOW_SPEED_TIME);
@@ -348,10 +349,13 @@ static void reg_curl_setup(CURL *curl, const char *url, char *errbuf)
 	errbuf[0] = '\0';
 }
 
-/* The errno that stands for a transport failure. */
+/* The errno that stands for a failed transfer: a transport failure, or a redirect loop (ELOOP,
+ * which is the registry's doing, not the network's). */
 static int reg_curl_errno(CURLcode rc)
 {
 	switch (rc) {
+	case CURLE_TOO_MANY_REDIRECTS:
+		return ELOOP;
 	case CURLE_COULDNT_CONNECT:
 		return ECONNREFUSED;
 	case CURLE_OPERATION_TIMEDOUT:
@@ -364,10 +368,12 @@ static int reg_curl_errno(CURLcode rc)
 	}
 }
 
+/* Whether a failed transfer is worth trying the next endpoint for: a mirror that cannot be
+ * reached or redirects in a loop is passed over. */
 static bool reg_is_network_errno(int code)
 {
 	return code == ECONNREFUSED || code == ETIMEDOUT || code == EHOSTUNREACH ||
-	       code == ENETUNREACH;
+	       code == ENETUNREACH || code == ELOOP;
 }
 
 /* Token answers go to a bounded buffer; past the bound the transfer is aborted. */
@@ -555,6 +561,12 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 				errno = x->io_errno;
 				return err_errno(err, "write download");
 			}
+			if (rc == CURLE_TOO_MANY_REDIRECTS)
+				return err_set(
+					err, ELOOP,
+					"redirect loop: more than %d redirects; the registry "
+					"must answer within fewer",
+					REG_MAX_REDIRECTS);
 			return err_set(err, reg_curl_errno(rc), "unreachable: %s",
 				       errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		}

@@ -22,6 +22,10 @@
 #include "xalloc.h"
 
 #define EXEC_OUTPUT_MAX (16 * 1024 * 1024)
+/* stdout and stderr together in one answer: the kubelet takes 16 MiB a message, framing
+ * included */
+#define EXEC_ANSWER_MAX (EXEC_OUTPUT_MAX - 4096)
+#define EXEC_NOTE_MAX 256
 #define RUNTIME_CMD_TIMEOUT_MS 10000
 /* An exec without a timeout (or with one past this) ends after a day. */
 #define EXEC_TIMEOUT_MAX_S (24LL * 3600)
@@ -146,6 +150,31 @@ void exec_kill_leftover(const char *pid_path)
 		usleep(5000);
 }
 
+/* Cuts a command's output to fit one answer (EXEC_ANSWER_MAX): each stream keeps its first
+ * bytes, stderr at least half the room when both are long, and stderr ends with a note of
+ * what was kept. A stream the capture cut (EXEC_OUTPUT_MAX) is always over the room. */
+static void exec_output_fit(char *out, size_t *out_len, char **errout, size_t *err_len)
+{
+	size_t room = EXEC_ANSWER_MAX - EXEC_NOTE_MAX, keep_o, keep_e;
+	char note[EXEC_NOTE_MAX];
+	int n;
+
+	if (*out_len + *err_len <= EXEC_ANSWER_MAX)
+		return;
+	keep_o = *err_len < room / 2 ? room - *err_len : room / 2;
+	keep_o = keep_o < *out_len ? keep_o : *out_len;
+	keep_e = *err_len < room - keep_o ? *err_len : room - keep_o;
+	n = snprintf(note, sizeof(note),
+		     "\n[output truncated: the first %zu bytes of stdout and %zu of stderr are "
+		     "kept; an answer holds %d MiB]\n",
+		     keep_o, keep_e, EXEC_OUTPUT_MAX >> 20);
+	out[keep_o] = '\0';
+	*out_len = keep_o;
+	*errout = xrealloc(*errout, keep_e + (size_t)n + 1);
+	memcpy(*errout + keep_e, note, (size_t)n + 1);
+	*err_len = keep_e + (size_t)n;
+}
+
 /* Runs a command in a running unit; see the header. */
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
@@ -180,6 +209,8 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 
 		ret = shim_run_capture(argv, timeout_ms, EXEC_OUTPUT_MAX, out, out_len, errout,
 				       err_len, exit_code, err);
+		if (ret == 0)
+			exec_output_fit(*out, out_len, errout, err_len);
 		if (ret == -ETIMEDOUT) {
 			exec_kill_leftover(pid_path);
 			err_clear(err);

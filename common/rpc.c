@@ -673,7 +673,11 @@ int rpc_status_from_errno(int code)
 	case ENOSPC:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	case EBUSY:
+	case EXDEV: /* content that would escape where it must stay (a layer's entry) */
+	case ELOOP: /* a loop in what was asked for (redirects, symbolic links) */
 		return GRPC_STATUS_FAILED_PRECONDITION;
+	case EBADMSG: /* content that is not what it says (a digest mismatch) */
+		return GRPC_STATUS_DATA_LOSS;
 	case ECANCELED:
 		return GRPC_STATUS_CANCELLED;
 	default:
@@ -706,6 +710,8 @@ int rpc_errno_from_status(int status)
 		return EFBIG;
 	case GRPC_STATUS_FAILED_PRECONDITION:
 		return EBUSY;
+	case GRPC_STATUS_DATA_LOSS:
+		return EBADMSG;
 	case GRPC_STATUS_CANCELLED:
 		return ECANCELED;
 	default:

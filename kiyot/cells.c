@@ -20,6 +20,8 @@
 #define AGENT_CALL_TIMEOUT_MS 10000
 #define PULL_TIMEOUT_MS (15 * 60 * 1000)
 #define WRITE_VOLUME_TIMEOUT_MS 60000
+/* The agent ends an ExecSync without a timeout, or with a longer one, after a day. */
+#define EXEC_TIMEOUT_MAX_S (24LL * 3600)
 
 struct cell_entry {
 	char *id;
@@ -522,11 +524,13 @@ int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 		    const Kiyot__Cell__V1__ExecSyncRequest *req,
 		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err)
 {
-	int64_t t = req->timeout_s > 0 ? req->timeout_s * 1000 + AGENT_CALL_TIMEOUT_MS : 0;
+	int64_t s = req->timeout_s > 0 && req->timeout_s < EXEC_TIMEOUT_MAX_S ? req->timeout_s
+									      : EXEC_TIMEOUT_MAX_S;
 
+	/* the call outlasts the command's own timeout, which the agent enforces */
 	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/ExecSync", &req->base,
-			  &kiyot__cell__v1__exec_sync_response__descriptor, t,
-			  (ProtobufCMessage **)resp, err);
+			  &kiyot__cell__v1__exec_sync_response__descriptor,
+			  s * 1000 + AGENT_CALL_TIMEOUT_MS, (ProtobufCMessage **)resp, err);
 }
 
 int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,

@@ -322,12 +322,14 @@ ROUTER_HANDLER(stop_container)
 		       err);
 }
 
-/* ExecSync runs as long as its own timeout (none: a day at most). */
+/* ExecSync runs as long as its own timeout (none, or one past it: a day at most). */
 ROUTER_HANDLER(exec_sync)
 {
 	const Runtime__V1__ExecSyncRequest *r = (const void *)req;
 	struct kiyot *k = svc;
-	int64_t t = r->timeout > 0 ? r->timeout * 1000 + CALL_TIMEOUT_MS : EXEC_NO_TIMEOUT_MS;
+	int64_t t = r->timeout > 0 && r->timeout < EXEC_NO_TIMEOUT_MS / 1000
+			    ? r->timeout * 1000 + CALL_TIMEOUT_MS
+			    : EXEC_NO_TIMEOUT_MS;
 
 	if (!k->router || kiyot_owns_container(k, r->container_id))
 		return cri_exec_sync(svc, call, req, resp, err);

@@ -173,6 +173,19 @@ static void test_rpc__handler_error_reaches_client_as_status(void **state)
 	assert_string_equal(err.msg, "unit u9 not found");
 }
 
+/* Content errors keep a precise status across the agent's hop and kiyot's: a digest mismatch
+ * is DATA_LOSS (15) both ways; a layer entry that escapes its root (EXDEV) or a redirect loop
+ * (ELOOP) is FAILED_PRECONDITION (9), which comes back as itself. */
+static void test_rpc__content_errors_have_precise_statuses(void **state)
+{
+	(void)state;
+	assert_int_equal(rpc_status_from_errno(EBADMSG), 15);
+	assert_int_equal(rpc_errno_from_status(15), EBADMSG);
+	assert_int_equal(rpc_status_from_errno(EXDEV), 9);
+	assert_int_equal(rpc_status_from_errno(ELOOP), 9);
+	assert_int_equal(rpc_status_from_errno(rpc_errno_from_status(9)), 9);
+}
+
 static void test_rpc__unknown_method_is_unimplemented_not_a_hang(void **state)
 {
 	struct fixture *f = *state;
@@ -343,6 +356,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rpc__unary_call_returns_the_handlers_response),
 		cmocka_unit_test(test_rpc__handler_error_reaches_client_as_status),
+		cmocka_unit_test(test_rpc__content_errors_have_precise_statuses),
 		cmocka_unit_test(test_rpc__unknown_method_is_unimplemented_not_a_hang),
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
 		cmocka_unit_test(test_rpc__bidi_stream_sends_and_receives_at_once),
