@@ -426,10 +426,16 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	_cleanup_free_ char *cells_dir = xasprintf("%s/cells", k->cfg.state_dir);
 	_cleanup_free_ char *node_images = xasprintf("%s/images", k->cfg.state_dir);
 	struct local_provider_config lc = { 0 };
+	unsigned loosened = 0;
 
 	pthread_mutex_init(&k->lock, NULL);
-	if (fs_mkdir_p(k->cfg.state_dir, 0700, err) < 0 || fs_mkdir_p(cells_dir, 0700, err) < 0)
+	if (store_dir_prepare(k->cfg.state_dir, &loosened, err) < 0 ||
+	    fs_mkdir_p(cells_dir, 0700, err) < 0)
 		return -err->code;
+	if (loosened)
+		log_warn("state directory %s was %04o, open to other users (it holds the key of "
+			 "every cell's token): now 0700",
+			 k->cfg.state_dir, loosened);
 	if (store_open(db, &k->store, err) < 0)
 		return -err->code;
 	if (store_load(k->store, &k->sandboxes, &k->containers, &k->images, err) < 0)

@@ -8,7 +8,9 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fsutil.h"
 #include "xalloc.h"
 
 struct store {
@@ -40,14 +42,50 @@ static int db_err(struct store *st, struct err *err, const char *what)
 	return err_set(err, EIO, "state database: %s: %s", what, sqlite3_errmsg(st->db));
 }
 
+int store_dir_prepare(const char *dir, unsigned *loosened, struct err *err)
+{
+	struct stat st;
+
+	*loosened = 0;
+	if (fs_mkdir_p(dir, 0700, err) < 0)
+		return -err->code;
+	if (stat(dir, &st) < 0)
+		return err_errno(err, "state directory %s", dir);
+	if (!(st.st_mode & 077))
+		return 0;
+	if (chmod(dir, 0700) < 0)
+		return err_errno(err, "state directory %s is %04o, open to other users; chmod 0700",
+				 dir, (unsigned)(st.st_mode & 07777));
+	*loosened = st.st_mode & 07777;
+	return 0;
+}
+
+/* The database and SQLite's WAL and shared-memory files beside it, owner only. SQLite makes
+ * the last two with the database's mode; ones an older kiyot left may be looser. */
+static int db_files_private(const char *path, struct err *err)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", path, suffix[i]);
+
+		if (chmod(p, 0600) < 0 && (errno != ENOENT || !i))
+			return err_errno(err, "state database %s: chmod 0600", p);
+	}
+	return 0;
+}
+
 int store_open(const char *path, struct store **out, struct err *err)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
 	char *msg = NULL;
+	mode_t mask = umask(0077); /* a new database is the owner's alone from the start */
+	int rc = sqlite3_open_v2(path, &st->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+				 NULL);
 
-	if (sqlite3_open_v2(path, &st->db,
-			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-			    NULL) != SQLITE_OK) {
+	umask(mask);
+	if (rc != SQLITE_OK) {
 		err_set(err, EIO, "open state database %s: %s", path,
 			st->db ? sqlite3_errmsg(st->db) : "out of memory");
 		sqlite3_close(st->db);
@@ -55,6 +93,11 @@ int store_open(const char *path, struct store **out, struct err *err)
 		return -EIO;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
+	if (db_files_private(path, err) < 0) {
+		sqlite3_close(st->db);
+		free(st);
+		return -err->code;
+	}
 	if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
 		err_set(err, EIO, "state database %s: %s", path, msg ? msg : "schema failed");
 		sqlite3_free(msg);

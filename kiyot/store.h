@@ -11,6 +11,11 @@
 
 struct store;
 
+/* Makes the state directory (mkdir -p) the owner's alone (0700): one that exists looser is
+ * tightened and *loosened is its old mode, for the caller to warn about (else 0). */
+int store_dir_prepare(const char *dir, unsigned *loosened, struct err *err);
+/* Opens (or creates) the database at path, it and its -wal and -shm files 0600: it holds the
+ * key every cell's token derives from. */
 int store_open(const char *path, struct store **out, struct err *err);
 void store_close(struct store *st);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -586,6 +587,65 @@ static void test_store__open_error_names_the_path(void **state)
 	assert_non_null(strstr(err.msg, "/nonexistent-dir-kiyot/sub/kiyot.db"));
 }
 
+/* The mode bits of path, or -1 when it does not exist. */
+static int mode_of(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) < 0 ? -1 : (int)(st.st_mode & 07777);
+}
+
+/* kiyot.db holds the key every cell's token derives from: it and SQLite's -wal and -shm files
+ * are the owner's alone whatever the umask, and a database an older kiyot left 0644 is
+ * tightened when opened. */
+static void test_store__database_files_are_owner_only(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	const char *suffix[] = { "", "-wal", "-shm" };
+	mode_t mask = umask(0022);
+
+	store_close(f->st);
+	f->st = NULL;
+	fs_remove_tree(f->dir, &err);
+	assert_int_equal(mkdir(f->dir, 0755), 0);
+	assert_int_equal(store_open(f->path, &f->st, &err), 0);
+	assert_int_equal(store_put_meta(f->st, "k", "v", &err), 0);
+	for (size_t i = 0; i < 3; i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", f->path, suffix[i]);
+
+		assert_int_equal(mode_of(p), 0600);
+		assert_int_equal(chmod(p, 0644), 0);
+	}
+	reopen(f);
+	for (size_t i = 0; i < 3; i++) {
+		_cleanup_free_ char *p = xasprintf("%s%s", f->path, suffix[i]);
+
+		assert_int_equal(mode_of(p), 0600);
+	}
+	umask(mask);
+}
+
+/* The state directory is made 0700, and one that exists looser is tightened, saying how it
+ * was. */
+static void test_store__state_dir_is_owner_only(void **state)
+{
+	struct fixture *f = *state;
+	_cleanup_free_ char *made = xasprintf("%s/a/state", f->dir);
+	struct err err = ERR_INIT;
+	unsigned loosened = 1;
+
+	assert_int_equal(chmod(f->dir, 0755), 0);
+	assert_int_equal(store_dir_prepare(f->dir, &loosened, &err), 0);
+	assert_int_equal(loosened, 0755);
+	assert_int_equal(mode_of(f->dir), 0700);
+	assert_int_equal(store_dir_prepare(f->dir, &loosened, &err), 0);
+	assert_int_equal(loosened, 0);
+	assert_int_equal(store_dir_prepare(made, &loosened, &err), 0);
+	assert_int_equal(loosened, 0);
+	assert_int_equal(mode_of(made), 0700);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -602,6 +662,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__corrupt_row_is_skipped, setup,
 						teardown),
 		cmocka_unit_test(test_store__open_error_names_the_path),
+		cmocka_unit_test_setup_teardown(test_store__database_files_are_owner_only, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_store__state_dir_is_owner_only, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
