@@ -99,6 +99,11 @@ struct local_provider_config {
 	const char *node_images; /* the node's image store the agents read images from, or NULL */
 };
 
+/* The fs.inotify limits (instances, watches per user) that every cell the CIDR can hold needs,
+ * as root, beside the node's own; provider_local_new raises the kernel's when lower. */
+struct cellnet_cidr;
+void provider_local_inotify_need(const struct cellnet_cidr *cidr, long *instances, long *watches);
+
 int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
 		       struct err *err);
 

@@ -43,6 +43,13 @@
 #define KILL_TIMEOUT_MS 5000
 /* Retries while a veth name of a just-deleted cell is still held by the kernel. */
 #define VETH_RETRIES 50
+/* inotify for the cells' agents (provider_local_inotify_need): cells counted at most, the
+ * watches of one cell (one per unit), and what the node's other root processes keep (the
+ * kernel's default instances, its smallest default watches) */
+#define INOTIFY_CELLS_MAX 65536L
+#define INOTIFY_WATCHES_PER_CELL 32L
+#define INOTIFY_NODE_INSTANCES 128L
+#define INOTIFY_NODE_WATCHES 8192L
 #define AGENT_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 /* The OCI runtime makes each unit a cgroup in every v1 hierarchy (devices, freezer, cpuset,
@@ -849,26 +856,59 @@ static void leases_rebuild(struct local_provider *p)
 	closedir(d);
 }
 
-/* Checks the settings, fills defaults, and loads the leases of existing cells. */
-/* Every cell's agent holds an inotify instance, and all run as root on this host: the
- * kernel's default of 128 instances per user would stop the 129th cell's agent. */
-static void inotify_room(void)
+void provider_local_inotify_need(const struct cellnet_cidr *cidr, long *instances, long *watches)
 {
-	static const char path[] = "/proc/sys/fs/inotify/max_user_instances";
-	char *text = NULL;
-	struct err err = ERR_INIT;
+	long hosts = (1L << (32 - cidr->prefix)) - 3; /* less network, gateway, broadcast */
+	long cells = hosts < INOTIFY_CELLS_MAX ? hosts : INOTIFY_CELLS_MAX;
 
-	if (fs_read_file(path, 64, &text, NULL, &err) == 0 && strtol(text, NULL, 10) < 8192) {
-		if (fs_write_file(path, "8192\n", 5, 0644, &err) < 0)
-			log_warn("local provider: cannot raise %s (%s); more than %ld cells will "
-				 "fail",
-				 path, err.msg, strtol(text, NULL, 10));
-		else
-			log_info("local provider: raised %s to 8192 for the cells' agents", path);
-	}
-	free(text);
+	*instances = cells + INOTIFY_NODE_INSTANCES;
+	*watches = cells * INOTIFY_WATCHES_PER_CELL + INOTIFY_NODE_WATCHES;
 }
 
+/* Raises fs.inotify.<name> to want when it is lower, writing the /proc/sys file in place (it
+ * takes no temporary file and rename), and says what it changed. */
+static void inotify_raise(const char *name, long want, const char *why)
+{
+	_cleanup_free_ char *path = xasprintf("/proc/sys/fs/inotify/%s", name);
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int fd = -1;
+	struct err err = ERR_INIT;
+	char v[32];
+	long cur;
+	int n;
+
+	if (fs_read_file(path, 64, &text, NULL, &err) < 0) {
+		log_warn("local provider: %s; cells may fail past its limit", err.msg);
+		return;
+	}
+	cur = strtol(text, NULL, 10);
+	if (cur >= want)
+		return;
+	n = snprintf(v, sizeof(v), "%ld\n", want);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, v, (size_t)n) != n)
+		log_warn("local provider: fs.inotify.%s is %ld, below the %ld %s, and cannot be "
+			 "raised (%s): cells past the limit will fail",
+			 name, cur, want, why, strerror(errno));
+	else
+		log_info("local provider: fs.inotify.%s raised from %ld to %ld (%s)", name, cur,
+			 want, why);
+}
+
+/* Every cell's agent holds an inotify instance and a watch per unit, all as root on this host:
+ * the kernel's default of 128 instances per user would stop the 129th cell's agent. */
+static void inotify_room(const struct cellnet_cidr *cidr, const char *cidr_text)
+{
+	_cleanup_free_ char *why = NULL;
+	long instances, watches;
+
+	provider_local_inotify_need(cidr, &instances, &watches);
+	why = xasprintf("that the cells of %s need", cidr_text);
+	inotify_raise("max_user_instances", instances, why);
+	inotify_raise("max_user_watches", watches, why);
+}
+
+/* Checks the settings, fills defaults, and loads the leases of existing cells. */
 int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
 		       struct err *err)
 {
@@ -879,11 +919,11 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 								   : DEFAULT_CGROUP_ROOT;
 	const char *state = cfg->state_dir && cfg->state_dir[0] ? cfg->state_dir
 								: DEFAULT_STATE_DIR;
+	const char *cidr_text = cfg->cidr && cfg->cidr[0] ? cfg->cidr : DEFAULT_CIDR;
 
-	inotify_room();
-	if (cellnet_parse_cidr(cfg->cidr && cfg->cidr[0] ? cfg->cidr : DEFAULT_CIDR, &cidr, err) <
-	    0)
+	if (cellnet_parse_cidr(cidr_text, &cidr, err) < 0)
 		return err_wrap(err, "local provider");
+	inotify_room(&cidr, cidr_text);
 	if (strlen(bridge) >= CELLNET_IFNAME_SIZE || strchr(bridge, '/'))
 		return err_set(err, EINVAL,
 			       "local provider: bridge name \"%s\": want 1-15 characters, no '/'",

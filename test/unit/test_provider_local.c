@@ -85,6 +85,35 @@ static void test_provider_local__cidr_rejects_what_cannot_hold_cells(void **stat
 	assert_non_null(strstr(err.msg, "10.77.0.0/16"));
 }
 
+/* Every cell's agent holds an inotify instance and a watch per unit, all as root: the limits
+ * kiyot raises to fit every cell of the CIDR beside the node's own (a /16: 65533 cells, where
+ * the kernel's default of 128 instances stops the 129th). */
+static void test_provider_local__inotify_limits_fit_every_cell(void **state)
+{
+	static const struct {
+		const char *cidr;
+		long instances, watches;
+	} cases[] = {
+		{ "10.77.0.0/16", 65533 + 128, 65533 * 32 + 8192 },
+		{ "10.77.0.0/24", 253 + 128, 253 * 32 + 8192 },
+		{ "10.77.0.0/30", 1 + 128, 32 + 8192 },
+		/* a /8 holds more cells than a machine runs: counted as 65536 */
+		{ "10.0.0.0/8", 65536 + 128, 65536L * 32 + 8192 },
+	};
+	struct err err = ERR_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct cellnet_cidr c;
+		long instances = 0, watches = 0;
+
+		assert_ok(cellnet_parse_cidr(cases[i].cidr, &c, &err));
+		provider_local_inotify_need(&c, &instances, &watches);
+		assert_int_equal(instances, cases[i].instances);
+		assert_int_equal(watches, cases[i].watches);
+	}
+}
+
 static void test_provider_local__ip_pick_skips_network_gateway_broadcast(void **state)
 {
 	struct cellnet_cidr c;
@@ -791,6 +820,7 @@ int main(void)
 	const struct CMUnitTest pure[] = {
 		cmocka_unit_test(test_provider_local__cidr_parses_network_and_prefix),
 		cmocka_unit_test(test_provider_local__cidr_rejects_what_cannot_hold_cells),
+		cmocka_unit_test(test_provider_local__inotify_limits_fit_every_cell),
 		cmocka_unit_test(test_provider_local__ip_pick_skips_network_gateway_broadcast),
 		cmocka_unit_test(test_provider_local__ip_pick_full_network_is_enospc),
 		cmocka_unit_test(test_provider_local__ip_pick_starts_at_hint_and_wraps),
