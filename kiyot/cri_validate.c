@@ -380,6 +380,8 @@ static int check_resource_values(const char *path, const Runtime__V1__LinuxConta
 static int check_resources(const char *path, const Runtime__V1__LinuxContainerResources *r,
 			   int64_t min_memory, struct err *err)
 {
+	char b[SHOW * 4 + 8];
+
 	if (!r)
 		return 0;
 	if (check_len(r->cpuset_cpus, MAX_SHORT, err, "%s.cpuset_cpus", path) < 0 ||
@@ -399,8 +401,8 @@ static int check_resources(const char *path, const Runtime__V1__LinuxContainerRe
 		    !strcmp(k, ".."))
 			return err_set(err, EINVAL, "%s.unified: key %zu is not a cgroup file name",
 				       path, i);
-		if (check_len(r->unified[i]->value, MAX_CGROUP_VALUE, err, "%s.unified[\"%s\"]",
-			      path, k) < 0)
+		if (check_len(r->unified[i]->value, MAX_CGROUP_VALUE, err, "%s.unified[%s]", path,
+			      show(b, k)) < 0)
 			return -err->code;
 	}
 	return check_resource_values(path, r, min_memory, err);
@@ -503,8 +505,8 @@ static int check_linux_sandbox(const char *path, const Runtime__V1__LinuxPodSand
 				"%s.linux.sysctls: key %s: %zu bytes; a sysctl name has at most "
 				"%d",
 				path, show(b, k), strlen(k), MAX_SUBDOMAIN);
-		if (check_len(lx->sysctls[i]->value, MAX_SYSCTL_VALUE, err,
-			      "%s.linux.sysctls[\"%s\"]", path, k) < 0)
+		if (check_len(lx->sysctls[i]->value, MAX_SYSCTL_VALUE, err, "%s.linux.sysctls[%s]",
+			      path, show(b, k)) < 0)
 			return -err->code;
 	}
 	snprintf(f, sizeof(f), "%s.linux.resources", path);

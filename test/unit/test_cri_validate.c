@@ -432,6 +432,16 @@ static void sysctl_value_big(struct pod *p, char **keep)
 		&runtime__v1__linux_pod_sandbox_config__sysctls_entry__descriptor, kv, 1);
 	p->lx.n_sysctls = 1;
 }
+static void sysctl_key_newline(struct pod *p, char **keep)
+{
+	const char *kv[] = { "kernel.panic\nkernel.x", NULL };
+
+	*keep = rep('1', 5000);
+	kv[1] = *keep;
+	p->lx.sysctls = (void *)map_of(
+		&runtime__v1__linux_pod_sandbox_config__sysctls_entry__descriptor, kv, 1);
+	p->lx.n_sysctls = 1;
+}
 static void shares_1(struct pod *p, char **keep)
 {
 	(void)keep;
@@ -477,6 +487,7 @@ static const struct sandbox_case sandbox_cases[] = {
 	{ "config.port_mappings[1].protocol", "7 is not TCP", port_protocol_7 },
 	{ "config.port_mappings[1].host_ip", "not an IP address", port_host_ip },
 	{ "config.linux.sysctls[\"net.core.somaxconn\"]", "5000 bytes", sysctl_value_big },
+	{ "config.linux.sysctls[\"kernel.panic\\x0akernel.x\"]", "5000 bytes", sysctl_key_newline },
 	{ "config.linux.resources.cpu_shares", "2-262144", shares_1 },
 	{ "config", "bytes packed; at most 4194304", whole_config_5m },
 };
