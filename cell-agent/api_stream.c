@@ -36,6 +36,8 @@
 #define STREAM_CHUNK (32 * 1024)
 /* How long a caller has to close its side after the end was sent. */
 #define CLOSE_WAIT_S 10
+/* How often a quiet attach looks whether its caller is still there. */
+#define CANCEL_CHECK_MS 1000
 
 /* Takes a stream slot; -EFBIG (RESOURCE_EXHAUSTED) when the cell has too many open. */
 static int stream_enter(struct agent *a, struct err *err)
@@ -306,10 +308,20 @@ static int attach_output(struct input_pump *p, struct attach_conn *c, struct err
 
 	for (;;) {
 		Kiyot__Cell__V1__AttachOutput out = KIYOT__CELL__V1__ATTACH_OUTPUT__INIT;
+		struct pollfd pf = { c->fd, POLLIN, 0 };
 		uint8_t type = 0;
-		ssize_t n = attach_conn_recv(c, &type, buf, SHIM_ATTACH_CHUNK);
 		int32_t code = 0;
+		ssize_t n;
 
+		/* a quiet unit: notice a caller that left (its input side may be blocked on a
+		 * unit that reads no stdin, and would not see it) */
+		if (poll(&pf, 1, CANCEL_CHECK_MS) == 0) {
+			if (!rpc_cancelled(p->call))
+				continue;
+			ret = err_set(err, ECANCELED, "the caller went away");
+			break;
+		}
+		n = attach_conn_recv(c, &type, buf, SHIM_ATTACH_CHUNK);
 		if (n < 0 || type == 0 || type == ATTACH_PKT_EXIT) {
 			if (type == ATTACH_PKT_EXIT && (size_t)n >= sizeof(code))
 				memcpy(&code, buf, sizeof(code));
@@ -361,6 +373,8 @@ static int attach_run(struct agent *a, struct rpc_call *call,
 		return ret;
 	}
 	ret = attach_output(&p, &c, err);
+	if (ret < 0) /* the caller left: an input side blocked on the unit's full stdin returns */
+		attach_conn_shutdown(&c);
 	/* the caller closes its side once it has the end; one that does not is cut off */
 	input_join(&p, ret < 0);
 	attach_conn_close(&c);

@@ -30,6 +30,7 @@ struct caller {
 	bool opened;  /* its OPEN came and its HELLO is queued */
 	bool stdin;   /* its input reaches the unit */
 	bool closing; /* let go: flush its queue, then close */
+	bool in_wait; /* its next packet is input the queue has no room for yet */
 	struct pkt *head, *tail;
 	size_t queued;	    /* bytes in its queue */
 	int64_t full_since; /* when its queue filled up; 0 while it has room */
@@ -137,6 +138,23 @@ static void enqueue(struct caller *c, int type, const void *data, size_t len)
 
 static void caller_drop(struct shim_attach *a, struct caller *c);
 
+/* Queues input for the unit; what does not fit is dropped (input that finds the queue without
+ * room for a whole packet waits in its caller's socket, so nothing is lost in practice). */
+static void stdin_queue(struct shim_attach *a, const uint8_t *data, size_t len)
+{
+	if (a->in_off && a->in_off == a->in_len)
+		a->in_off = a->in_len = 0;
+	if (a->in_off && a->in_len + len > SHIM_ATTACH_STDIN_MAX) {
+		memmove(a->in, a->in + a->in_off, a->in_len - a->in_off);
+		a->in_len -= a->in_off;
+		a->in_off = 0;
+	}
+	if (len > SHIM_ATTACH_STDIN_MAX - a->in_len)
+		len = SHIM_ATTACH_STDIN_MAX - a->in_len;
+	memcpy(a->in + a->in_len, data, len);
+	a->in_len += len;
+}
+
 /* The end of the unit's input (stdin_once): nobody's input is taken any more; a terminal gets
  * its EOF character, a pipe is closed once what is queued is written. */
 static void stdin_end(struct shim_attach *a)
@@ -146,8 +164,8 @@ static void stdin_end(struct shim_attach *a)
 	a->stdin_open = false;
 	for (size_t i = 0; i < SHIM_ATTACH_MAX_CALLERS; i++)
 		a->callers[i].stdin = false;
-	if (a->cfg.tty && a->stdin_fd >= 0 && a->in_len < SHIM_ATTACH_STDIN_MAX)
-		a->in[a->in_len++] = 0x04;
+	if (a->cfg.tty && a->stdin_fd >= 0)
+		stdin_queue(a, (const uint8_t *)"\x04", 1);
 	a->stdin_eof = true;
 }
 
@@ -194,23 +212,6 @@ static bool caller_flush(struct caller *c)
 		free(p);
 	}
 	return true;
-}
-
-/* Queues input for the unit; what does not fit is dropped (callers are not read while the
- * queue lacks room for a whole packet, so only a misbehaving one loses bytes). */
-static void stdin_queue(struct shim_attach *a, const uint8_t *data, size_t len)
-{
-	if (a->in_off && a->in_off == a->in_len)
-		a->in_off = a->in_len = 0;
-	if (a->in_off && a->in_len + len > SHIM_ATTACH_STDIN_MAX) {
-		memmove(a->in, a->in + a->in_off, a->in_len - a->in_off);
-		a->in_len -= a->in_off;
-		a->in_off = 0;
-	}
-	if (len > SHIM_ATTACH_STDIN_MAX - a->in_len)
-		len = SHIM_ATTACH_STDIN_MAX - a->in_len;
-	memcpy(a->in + a->in_len, data, len);
-	a->in_len += len;
 }
 
 /* The unit's stdin is gone (closed for good, or the unit closed its end): no input is taken
@@ -298,13 +299,21 @@ static void caller_packet(struct shim_attach *a, struct caller *c, const uint8_t
 	}
 }
 
-/* Reads what caller c sent; false when it is gone. */
+/* True while the input queue has room for a whole packet more. */
+static bool stdin_room(const struct shim_attach *a)
+{
+	return SHIM_ATTACH_STDIN_MAX - (a->in_len - a->in_off) >= SHIM_ATTACH_CHUNK + 16;
+}
+
+/* Reads what caller c sent; false when it is gone. Input that finds the queue full stays in
+ * the caller's socket (its sender then waits) and the caller is not read until there is
+ * room; its other packets wait behind it, other callers are read on. */
 static bool caller_read(struct shim_attach *a, struct caller *c)
 {
 	uint8_t buf[SHIM_ATTACH_CHUNK + 16];
 
 	for (int i = 0; i < 16; i++) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		ssize_t n = recv(c->fd, buf, 1, MSG_PEEK | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -312,10 +321,13 @@ static bool caller_read(struct shim_attach *a, struct caller *c)
 			return true;
 		if (n <= 0)
 			return false;
-		caller_packet(a, c, buf, (size_t)n);
-		/* stop while the input queue lacks room for another packet */
-		if (SHIM_ATTACH_STDIN_MAX - a->in_len < sizeof(buf))
+		c->in_wait = buf[0] == ATTACH_PKT_STDIN && c->stdin && !stdin_room(a);
+		if (c->in_wait)
 			return true;
+		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0)
+			return n < 0 && (errno == EAGAIN || errno == EINTR);
+		caller_packet(a, c, buf, (size_t)n);
 	}
 	return true;
 }
@@ -340,7 +352,7 @@ static void accept_callers(struct shim_attach *a)
 
 size_t shim_attach_poll(struct shim_attach *a, struct pollfd *p)
 {
-	bool room = a->in_len <= SHIM_ATTACH_STDIN_MAX - (SHIM_ATTACH_CHUNK + 16);
+	bool room = stdin_room(a);
 	size_t n = 0;
 
 	p[n++] = (struct pollfd){ a->lfd, POLLIN, 0 };
@@ -354,7 +366,7 @@ size_t shim_attach_poll(struct shim_attach *a, struct pollfd *p)
 
 		if (c->fd < 0)
 			continue;
-		if (room && !c->closing)
+		if (!c->closing && (room || !c->in_wait))
 			ev |= POLLIN;
 		if (c->head)
 			ev |= POLLOUT;
@@ -382,6 +394,9 @@ void shim_attach_handle(struct shim_attach *a, const struct pollfd *p, size_t n)
 			continue;
 		if (p[k].revents & (POLLIN | POLLHUP | POLLERR))
 			ok = caller_read(a, c);
+		/* a caller that left with input waiting: what it sent goes with it */
+		if (ok && c->in_wait && (p[k].revents & (POLLHUP | POLLERR)))
+			ok = false;
 		if (ok)
 			ok = caller_flush(c);
 		if (!ok || (c->closing && !c->head))

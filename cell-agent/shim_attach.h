@@ -10,7 +10,9 @@
  *
  * The unit's stdin: a pipe the shim holds open for the unit's whole run (a unit created with
  * stdin), or the terminal's master (a unit with tty). Input from callers is queued (bounded:
- * callers are read no further while it is full) and written as the unit reads it. When a
+ * a caller whose input finds it full is read no further until there is room, while other
+ * callers, their resizes and new callers are served on) and written as the unit reads it.
+ * When a
  * caller's input ends (STDIN_CLOSE, or it goes away), with stdin_once the unit's stdin is
  * closed for good (a pipe's EOF; a terminal gets its EOF character) and later callers attach
  * without input; without stdin_once, a caller whose input ended is let go (its socket

@@ -165,6 +165,16 @@ class AgentAttachTest(KiyotTest):
         self.addCleanup(q.put, None)
         return call, q
 
+    @staticmethod
+    def stdout_until(call, text):
+        """The call's stdout until it holds text (the call's deadline bounds the wait)."""
+        out = b""
+        for m in call:
+            out += m.stdout
+            if text in out:
+                break
+        return out
+
     def container(self, command, **stdio):
         pod, cfg = self.run_pod()
         cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), command=command, stdio=stdio)
@@ -180,12 +190,7 @@ class AgentAttachTest(KiyotTest):
         hello = next(call)
         self.assertTrue(hello.attached and hello.stdin and not hello.tty)
         q.put(ap.AttachInput(stdin_data=b"x\n", stdin_close=True))
-        out = b""
-        for m in call:
-            out += m.stdout
-            if b"eof\n" in out:
-                break
-        self.assertEqual(out, b"x\neof\n")
+        self.assertEqual(self.stdout_until(call, b"eof\n"), b"x\neof\n")
         call2, _ = self.attach(pod, ap.AttachInput(unit_id=cid, stdin=True))
         hello = next(call2)
         self.assertTrue(hello.attached)
@@ -227,6 +232,26 @@ class AgentAttachTest(KiyotTest):
         self.assertEqual(self.cstatus(cid).state, self.pb.CONTAINER_RUNNING)
         call, q = self.attach(pod, ap.AttachInput(unit_id=cid, stdin=True))
         self.assertTrue(next(call).stdin, "stdin without stdin_once stays open for the next")
+
+    def test_a_caller_leaving_while_its_input_waits_is_let_go(self):
+        ap = self.ap
+        pod, cid = self.container(["sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.2; done; "
+                                   "cat >/dev/null; echo eof; sleep 3600"],
+                                  stdin=True, stdin_once=True)
+        call, q = self.attach(pod, ap.AttachInput(unit_id=cid, stdin=True))
+        self.assertTrue(next(call).stdin)
+        for _ in range(64):  # 2 MiB nobody reads yet: the agent's side waits on the unit
+            q.put(ap.AttachInput(stdin_data=b"x" * 32768))
+        time.sleep(2)
+        call.cancel()
+        watch, _ = self.attach(pod, ap.AttachInput(unit_id=cid))
+        self.assertTrue(next(watch).attached)
+        self.c.runtime.ExecSync(self.pb.ExecSyncRequest(container_id=cid,
+                                                        cmd=["touch", "/tmp/go"], timeout=10),
+                                timeout=T_CALL)
+        # the caller that left was let go, so stdin_once closed the container's stdin
+        self.assertEqual(self.stdout_until(watch, b"eof\n"), b"eof\n")
+        watch.cancel()
 
 
 if __name__ == "__main__":

@@ -290,6 +290,59 @@ static void test_shim_attach__input_end_without_stdin_once_detaches(void **state
 	stop(f, 0);
 }
 
+struct flood {
+	struct attach_conn *c;
+	size_t len;
+	int ret;
+};
+
+static void *flood_thread(void *arg)
+{
+	struct flood *fl = arg;
+	uint8_t *data = xmalloc(fl->len);
+
+	memset(data, 'y', fl->len);
+	fl->ret = attach_conn_stdin(fl->c, data, fl->len);
+	free(data);
+	return NULL;
+}
+
+/* Input the unit does not read waits in its caller's socket, bounded; a new caller still
+ * attaches meanwhile, and all of the input arrives once the unit reads. */
+static void test_shim_attach__a_unit_not_reading_stdin_holds_only_its_sender(void **state)
+{
+	struct fixture *f = start(true, false);
+	struct flood fl = { NULL, 2 << 20, -1 };
+	struct attach_conn a, b;
+	pthread_t t;
+	size_t got = 0;
+	char buf[65536];
+
+	(void)state;
+	attach(f, true, &a);
+	fl.c = &a;
+	assert_int_equal(pthread_create(&t, NULL, flood_thread, &fl), 0);
+	usleep(300000); /* the pipe, the shim's queue and the socket fill up */
+	attach(f, true, &b);
+	assert_true(b.stdin_open);
+	attach_conn_close(&b);
+	while (got < fl.len) {
+		struct pollfd p = { f->in[0], POLLIN, 0 };
+		ssize_t n;
+
+		if (poll(&p, 1, WAIT_MS) != 1)
+			fail_msg("the unit's stdin got %zu of %zu bytes", got, fl.len);
+		n = read(f->in[0], buf, sizeof(buf));
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(fl.ret, 0);
+	assert_int_equal(got, fl.len);
+	attach_conn_close(&a);
+	stop(f, 0);
+}
+
 /* A caller that reads nothing holds the unit's output once its queue is full, and is let go
  * after SHIM_ATTACH_STALL_MS; one that reads frees the output again. */
 static void test_shim_attach__a_full_caller_holds_output_then_is_let_go(void **state)
@@ -351,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_shim_attach__stdin_once_closes_the_units_stdin),
 		cmocka_unit_test(test_shim_attach__stdin_once_caller_leaving_closes_stdin),
 		cmocka_unit_test(test_shim_attach__input_end_without_stdin_once_detaches),
+		cmocka_unit_test(test_shim_attach__a_unit_not_reading_stdin_holds_only_its_sender),
 		cmocka_unit_test(test_shim_attach__a_full_caller_holds_output_then_is_let_go),
 	};
 
