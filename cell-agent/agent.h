@@ -71,9 +71,11 @@ struct agent {
 int agent_open(struct agent *a, struct err *err);
 void agent_close(struct agent *a);
 
-/* The method table of kiyot.cell.v1.CellAgent. */
+/* The method table of kiyot.cell.v1.CellAgent, and the worker pools its entries name. */
 struct rpc_method;
+struct rpc_pool;
 const struct rpc_method *agent_method_table(size_t *n);
+const struct rpc_pool *agent_pool_table(size_t *n);
 
 /* api_stream.c: the streaming handlers (rpc_handler_fn). */
 struct rpc_call;

@@ -463,34 +463,64 @@ static int api_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	return ret < 0 ? ret : err_set(err, ECANCELED, "watch ended");
 }
 
+/*
+ * The worker pools, by what their calls wait for, so that a cell's stalled pulls never delay
+ * its exec probes, its stats, or starting a container whose image is there:
+ *	fast   the agent's own state (Hello, Stats)
+ *	exec   a command in a unit, up to its timeout (ExecSync)
+ *	apply  the pod converging, volumes written (Apply, WriteVolume)
+ *	pull   registries (PullImage)
+ */
+enum {
+	POOL_FAST,
+	POOL_EXEC,
+	POOL_APPLY,
+	POOL_PULL
+};
+
+static const struct rpc_pool pools[] = {
+	[POOL_FAST] = { "fast", 4, 0 },
+	[POOL_EXEC] = { "exec", 8, 0 },
+	[POOL_APPLY] = { "apply", 4, 0 },
+	[POOL_PULL] = { "pull", 16, 0 },
+};
+
+_Static_assert(sizeof(pools) / sizeof(pools[0]) <= RPC_MAX_POOLS, "too many worker pools");
+
+#define METHOD(name, type, fn, flags, pool)                                                        \
+	{                                                                                          \
+		"/kiyot.cell.v1.CellAgent/" name, &kiyot__cell__v1__##type##_request__descriptor,  \
+			&kiyot__cell__v1__##type##_response__descriptor, fn, flags, pool           \
+	}
+
 static const struct rpc_method methods[] = {
-	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
-	  &kiyot__cell__v1__hello_response__descriptor, api_hello, 0 },
-	{ "/kiyot.cell.v1.CellAgent/PullImage", &kiyot__cell__v1__pull_image_request__descriptor,
-	  &kiyot__cell__v1__pull_image_response__descriptor, api_pull_image, 0 },
-	{ "/kiyot.cell.v1.CellAgent/Apply", &kiyot__cell__v1__apply_request__descriptor,
-	  &kiyot__cell__v1__apply_response__descriptor, api_apply, 0 },
+	METHOD("Hello", hello, api_hello, 0, POOL_FAST),
+	METHOD("PullImage", pull_image, api_pull_image, 0, POOL_PULL),
+	METHOD("Apply", apply, api_apply, 0, POOL_APPLY),
 	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
-	  &kiyot__cell__v1__watch_event__descriptor, api_watch, RPC_SERVER_STREAM },
-	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
-	  &kiyot__cell__v1__exec_sync_response__descriptor, api_exec_sync, 0 },
-	{ "/kiyot.cell.v1.CellAgent/Stats", &kiyot__cell__v1__stats_request__descriptor,
-	  &kiyot__cell__v1__stats_response__descriptor, api_stats, 0 },
+	  &kiyot__cell__v1__watch_event__descriptor, api_watch, RPC_SERVER_STREAM, POOL_FAST },
+	METHOD("ExecSync", exec_sync, api_exec_sync, 0, POOL_EXEC),
+	METHOD("Stats", stats, api_stats, 0, POOL_FAST),
 	{ "/kiyot.cell.v1.CellAgent/Exec", &kiyot__cell__v1__exec_input__descriptor,
-	  &kiyot__cell__v1__exec_output__descriptor, api_exec, RPC_BIDI_STREAM },
+	  &kiyot__cell__v1__exec_output__descriptor, api_exec, RPC_BIDI_STREAM, POOL_FAST },
 	{ "/kiyot.cell.v1.CellAgent/PortForward", &kiyot__cell__v1__port_forward_input__descriptor,
-	  &kiyot__cell__v1__port_forward_output__descriptor, api_port_forward, RPC_BIDI_STREAM },
+	  &kiyot__cell__v1__port_forward_output__descriptor, api_port_forward, RPC_BIDI_STREAM,
+	  POOL_FAST },
 	{ "/kiyot.cell.v1.CellAgent/Attach", &kiyot__cell__v1__attach_input__descriptor,
-	  &kiyot__cell__v1__attach_output__descriptor, api_attach, RPC_BIDI_STREAM },
-	{ "/kiyot.cell.v1.CellAgent/WriteVolume",
-	  &kiyot__cell__v1__write_volume_request__descriptor,
-	  &kiyot__cell__v1__write_volume_response__descriptor, api_write_volume, 0 },
+	  &kiyot__cell__v1__attach_output__descriptor, api_attach, RPC_BIDI_STREAM, POOL_FAST },
+	METHOD("WriteVolume", write_volume, api_write_volume, 0, POOL_APPLY),
 };
 
 const struct rpc_method *agent_method_table(size_t *n)
 {
 	*n = sizeof(methods) / sizeof(methods[0]);
 	return methods;
+}
+
+const struct rpc_pool *agent_pool_table(size_t *n)
+{
+	*n = sizeof(pools) / sizeof(pools[0]);
+	return pools;
 }
 
 int agent_open(struct agent *a, struct err *err)

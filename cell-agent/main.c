@@ -117,6 +117,7 @@ static int run_agent(struct agent *a)
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
+	const struct rpc_pool *pools;
 	struct image_prepull *prepull;
 	_cleanup_free_ char *addr = NULL;
 	sigset_t sigs;
@@ -141,7 +142,9 @@ static int run_agent(struct agent *a)
 	rc.address = addr;
 	rc.methods = agent_method_table(&rc.n_methods);
 	rc.svc = a;
-	rc.workers = 4;
+	/* a pool per kind of call: stalled pulls never hold up exec probes or stats (api.c) */
+	pools = agent_pool_table(&rc.n_pools);
+	memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
 	rc.max_message = 64u << 20;
 	/* only the kiyot that made the cell may drive it: other cells share its network */
 	rc.token = a->cfg.token;

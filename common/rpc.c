@@ -3,8 +3,10 @@
  *
  * A few outstanding generic request_call "slots" each own a pluck completion queue that the
  * call will be bound to; the acceptor thread waits on the notification queue, hands the
- * arrived call to a worker and re-arms the slot with a fresh queue. The worker then drives the
- * whole call by plucking its own queue, so no other thread ever touches it.
+ * arrived call to its method's pool (or a thread of its own when it streams) and re-arms the
+ * slot with a fresh queue. A worker then drives the whole call by plucking its own queue, so no
+ * other thread ever touches it. Pools share the server's lock but nothing else: a pool whose
+ * threads all wait on a stalled registry delays nobody outside it.
  */
 #include "rpc.h"
 
@@ -20,11 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "log.h"
 #include "rpc_internal.h"
 #include "xalloc.h"
 
 #define RPC_SLOTS 8
+#define RPC_DEFAULT_THREADS 8
+#define RPC_DEFAULT_MAX_QUEUE 4096
 
 struct arena_block {
 	struct arena_block *next;
@@ -43,7 +48,20 @@ struct rpc_call {
 	int close_done; /* RECV_CLOSE_ON_SERVER completed */
 	int cancelled;	/* what it reported */
 	int sent_initial;
+	const struct rpc_method *method; /* NULL: unknown */
 	struct rpc_call *next_job;
+};
+
+/* One pool of unary workers and its queue (guarded by the server's lock). */
+struct pool {
+	struct rpc_server *srv;
+	char name[32];
+	pthread_t *threads;
+	int n_threads;
+	int max_queue;
+	int queued;
+	struct rpc_call *head, *tail;
+	pthread_cond_t cond;
 };
 
 struct rpc_server {
@@ -56,14 +74,16 @@ struct rpc_server {
 	char *auth; /* "Bearer <token>" every call must carry, or NULL */
 	struct rpc_call *slots[RPC_SLOTS];
 	pthread_t acceptor;
-	pthread_t *workers;
-	int n_workers;
+	struct pool pools[RPC_MAX_POOLS];
+	size_t n_pools;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rpc_call *jobs_head, *jobs_tail;
+	pthread_cond_t cond; /* streams ending */
 	int stopping;
 	int streams; /* streaming calls in flight */
 };
+
+/* The call whose handler this thread runs (rpc_current). */
+static _Thread_local struct rpc_call *current_call;
 
 /* Tags on the notification queue: a slot pointer, or this sentinel for shutdown. */
 static char shutdown_tag;
@@ -194,6 +214,16 @@ static int call_wait(struct rpc_call *c, int tag)
 						    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 
 	return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+struct rpc_call *rpc_current(void)
+{
+	return current_call;
+}
+
+grpc_call *rpc_call_core(struct rpc_call *c)
+{
+	return c->call;
 }
 
 int rpc_cancelled(struct rpc_call *c)
@@ -377,21 +407,51 @@ static int authorized(const struct rpc_server *s, const grpc_metadata_array *md)
 	return 0;
 }
 
+/* Starts waiting for the call's end on the server side (what rpc_cancelled reads). */
+static int call_watch_close(struct rpc_call *c)
+{
+	grpc_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	return grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) == GRPC_CALL_OK ? 0
+											    : -1;
+}
+
+/* The cancel scope's check for the call this thread serves. */
+static bool call_scope_cancelled(void *ctx)
+{
+	return rpc_cancelled(ctx) != 0;
+}
+
+/* Runs the handler with the call as this thread's current call, inside its cancel scope. */
+static int call_handle(struct rpc_call *c, const ProtobufCMessage *req, ProtobufCMessage *resp,
+		       struct err *err)
+{
+	struct cancel_scope scope;
+	int ret;
+
+	current_call = c;
+	cancel_scope_enter(&scope, call_scope_cancelled, c);
+	ret = c->method->handler(c->srv->svc, c, req, resp, err);
+	cancel_scope_leave(&scope);
+	current_call = NULL;
+	return ret;
+}
+
 /* Runs one call from its request to its status. */
 static void call_run(struct rpc_call *c)
 {
 	struct rpc_server *s = c->srv;
-	const struct rpc_method *m = method_find(s, c->details.method);
+	const struct rpc_method *m = c->method;
 	grpc_byte_buffer *bb = NULL;
 	ProtobufCMessage *req = NULL, *resp = NULL;
 	struct err err = ERR_INIT;
 	grpc_op op;
 	int ret;
 
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-	op.data.recv_close_on_server.cancelled = &c->cancelled;
-	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) != GRPC_CALL_OK)
+	if (call_watch_close(c) < 0)
 		return;
 	if (s->auth && !authorized(s, &c->md)) {
 		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
@@ -425,9 +485,15 @@ static void call_run(struct rpc_call *c)
 		call_finish(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
 		return;
 	}
+	if (rpc_cancelled(c)) {
+		/* its client left while it waited for a worker: nobody wants the work */
+		protobuf_c_message_free_unpacked(req, NULL);
+		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "the client went away");
+		return;
+	}
 	if (!(m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM)))
 		resp = rpc_msg_new(c, m->resp);
-	ret = m->handler(s->svc, c, req, resp, &err);
+	ret = call_handle(c, req, resp, &err);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (ret < 0) {
 		int code = err.code ? err.code : -ret;
@@ -453,35 +519,52 @@ static void *stream_thread(void *arg)
 	return NULL;
 }
 
+/* A worker of one pool: runs the pool's calls, oldest first, until the server stops and the
+ * queue is empty. */
 static void *worker_thread(void *arg)
 {
-	struct rpc_server *s = arg;
+	struct pool *p = arg;
+	struct rpc_server *s = p->srv;
 
 	for (;;) {
 		struct rpc_call *c;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->jobs_head && !s->stopping)
-			pthread_cond_wait(&s->cond, &s->lock);
-		c = s->jobs_head;
+		while (!p->head && !s->stopping)
+			pthread_cond_wait(&p->cond, &s->lock);
+		c = p->head;
 		if (!c) {
 			pthread_mutex_unlock(&s->lock);
 			return NULL;
 		}
-		s->jobs_head = c->next_job;
-		if (!s->jobs_head)
-			s->jobs_tail = NULL;
+		p->head = c->next_job;
+		if (!p->head)
+			p->tail = NULL;
+		p->queued--;
 		pthread_mutex_unlock(&s->lock);
 		call_run(c);
 		call_free(c);
 	}
 }
 
-/* Hands an arrived call to a worker, or to a thread of its own if it streams. */
+/* Answers a call that will not run (no thread, a full queue) with status and msg, and frees
+ * it. */
+static void call_refuse(struct rpc_call *c, int status, const char *msg)
+{
+	if (call_watch_close(c) == 0)
+		call_finish(c, NULL, status, msg);
+	call_free(c);
+}
+
+/* Hands an arrived call to its method's pool, or to a thread of its own if it streams. Unknown
+ * methods go to the first pool, which answers them UNIMPLEMENTED. */
 static void dispatch(struct rpc_server *s, struct rpc_call *c)
 {
 	const struct rpc_method *m = method_find(s, c->details.method);
+	struct pool *p;
+	char msg[128];
 
+	c->method = m;
 	if (m && (m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM))) {
 		pthread_t t;
 
@@ -495,18 +578,29 @@ static void dispatch(struct rpc_server *s, struct rpc_call *c)
 		pthread_mutex_lock(&s->lock);
 		s->streams--;
 		pthread_mutex_unlock(&s->lock);
-		call_finish(c, NULL, GRPC_STATUS_RESOURCE_EXHAUSTED, "no thread for the stream");
-		call_free(c);
+		call_refuse(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "no thread for the stream");
 		return;
 	}
+	p = &s->pools[m ? m->pool : 0];
 	pthread_mutex_lock(&s->lock);
+	if (s->stopping || p->queued >= p->max_queue) {
+		int stopping = s->stopping;
+
+		pthread_mutex_unlock(&s->lock);
+		snprintf(msg, sizeof(msg), "%d calls already wait for the %s workers; try later",
+			 p->max_queue, p->name);
+		call_refuse(c, stopping ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_RESOURCE_EXHAUSTED,
+			    stopping ? "the server is stopping" : msg);
+		return;
+	}
 	c->next_job = NULL;
-	if (s->jobs_tail)
-		s->jobs_tail->next_job = c;
+	if (p->tail)
+		p->tail->next_job = c;
 	else
-		s->jobs_head = c;
-	s->jobs_tail = c;
-	pthread_cond_signal(&s->cond);
+		p->head = c;
+	p->tail = c;
+	p->queued++;
+	pthread_cond_signal(&p->cond);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -560,21 +654,80 @@ void rpc_global_init(void)
 	pthread_once(&init_once, do_init);
 }
 
+/* Checks that every unary method names a pool the config has. */
+static int pools_check(const struct rpc_server_config *cfg, struct err *err)
+{
+	size_t n = cfg->n_pools ? cfg->n_pools : 1;
+
+	if (cfg->n_pools > RPC_MAX_POOLS)
+		return err_set(err, EINVAL, "%zu worker pools; at most %d", cfg->n_pools,
+			       RPC_MAX_POOLS);
+	for (size_t i = 0; i < cfg->n_methods; i++)
+		if (cfg->methods[i].pool >= n)
+			return err_set(err, EINVAL, "method %s: pool %u, but the server has %zu",
+				       cfg->methods[i].path, cfg->methods[i].pool, n);
+	return 0;
+}
+
+/* Sets up the pools' queues (their threads start with the server). */
+static void pools_init(struct rpc_server *s, const struct rpc_server_config *cfg)
+{
+	s->n_pools = cfg->n_pools ? cfg->n_pools : 1;
+	for (size_t i = 0; i < s->n_pools; i++) {
+		const struct rpc_pool *c = cfg->n_pools ? &cfg->pools[i] : NULL;
+		struct pool *p = &s->pools[i];
+		int threads = c ? c->threads : cfg->workers;
+
+		p->srv = s;
+		snprintf(p->name, sizeof(p->name), "%s", c && c->name ? c->name : "default");
+		p->n_threads = threads > 0 ? threads : RPC_DEFAULT_THREADS;
+		p->max_queue = c && c->max_queue > 0 ? c->max_queue : RPC_DEFAULT_MAX_QUEUE;
+		p->threads = xcalloc((size_t)p->n_threads, sizeof(pthread_t));
+		pthread_cond_init(&p->cond, NULL);
+	}
+}
+
+static void pools_start(struct rpc_server *s)
+{
+	for (size_t i = 0; i < s->n_pools; i++)
+		for (int j = 0; j < s->pools[i].n_threads; j++)
+			if (pthread_create(&s->pools[i].threads[j], NULL, worker_thread,
+					   &s->pools[i]) != 0)
+				abort();
+}
+
+/* Wakes every worker of a stopping server and waits for them (they finish the queues). */
+static void pools_stop(struct rpc_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_pools; i++)
+		pthread_cond_broadcast(&s->pools[i].cond);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < s->n_pools; i++) {
+		for (int j = 0; j < s->pools[i].n_threads; j++)
+			pthread_join(s->pools[i].threads[j], NULL);
+		pthread_cond_destroy(&s->pools[i].cond);
+		free(s->pools[i].threads);
+	}
+}
+
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err)
 {
-	struct rpc_server *s = xcalloc(1, sizeof(*s));
+	struct rpc_server *s;
 	grpc_arg args[2];
 	grpc_channel_args cargs = { 2, args };
 	grpc_server_credentials *creds;
 	int port;
 
+	if (pools_check(cfg, err) < 0)
+		return -err->code;
 	rpc_global_init();
+	s = xcalloc(1, sizeof(*s));
 	s->methods = cfg->methods;
 	s->n_methods = cfg->n_methods;
 	s->svc = cfg->svc;
 	s->max_message = cfg->max_message ? cfg->max_message : 16u << 20;
 	s->auth = cfg->token && cfg->token[0] ? xasprintf("Bearer %s", cfg->token) : NULL;
-	s->n_workers = cfg->workers > 0 ? cfg->workers : 8;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	args[0].type = GRPC_ARG_INTEGER;
@@ -602,15 +755,17 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 			       .type != GRPC_QUEUE_SHUTDOWN)
 			;
 		grpc_completion_queue_destroy(s->notify_cq);
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->cond);
+		free(s->auth);
 		free(s);
 		return err_set(err, EADDRINUSE, "cannot listen on %s", cfg->address);
 	}
 	grpc_server_start(s->server);
 	for (int i = 0; i < RPC_SLOTS; i++)
 		slot_arm(s, i);
-	s->workers = xcalloc((size_t)s->n_workers, sizeof(pthread_t));
-	for (int i = 0; i < s->n_workers; i++)
-		pthread_create(&s->workers[i], NULL, worker_thread, s);
+	pools_init(s, cfg);
+	pools_start(s);
 	pthread_create(&s->acceptor, NULL, acceptor_thread, s);
 	*out = s;
 	return 0;
@@ -622,12 +777,10 @@ void rpc_server_stop(struct rpc_server *s)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->stopping = 1;
-	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	grpc_server_shutdown_and_notify(s->server, s->notify_cq, &shutdown_tag);
 	grpc_server_cancel_all_calls(s->server);
-	for (int i = 0; i < s->n_workers; i++)
-		pthread_join(s->workers[i], NULL);
+	pools_stop(s);
 	pthread_mutex_lock(&s->lock);
 	while (s->streams > 0)
 		pthread_cond_wait(&s->cond, &s->lock);
@@ -641,7 +794,6 @@ void rpc_server_stop(struct rpc_server *s)
 	grpc_completion_queue_destroy(s->notify_cq);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
-	free(s->workers);
 	free(s->auth);
 	free(s);
 }

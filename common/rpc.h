@@ -6,9 +6,18 @@
  *
  * Server model: one thread waits for new calls on a notification queue; every call then
  * belongs to one worker thread, which reads the request, runs the handler and sends the answer
- * on the call's own queue. Unary methods run on a fixed pool of workers; server-streaming
- * methods get a thread of their own for their lifetime, since they live as long as the client
- * listens. Unknown methods answer UNIMPLEMENTED at once.
+ * on the call's own queue. Unary methods run on worker pools: each method names its pool in the
+ * table, and each pool has threads and a bounded queue of its own, so calls that may wait for
+ * long (an image pull, a cell's launch) never hold the threads that answer fast ones (Version,
+ * Status) however many of them are stuck. Streaming methods get a thread of their own for their
+ * lifetime, since they live as long as the client listens. Unknown methods answer UNIMPLEMENTED
+ * at once.
+ *
+ * Cancellation: while a handler runs, its thread is in a cancel scope (cancel.h) that reports
+ * the client's going away (its cancel, its deadline, its disconnection), and rpc_current()
+ * names the call, so work deep below (a registry transfer, a call to another server with
+ * rpc_unary_for) stops with the call. A call whose client left while it waited in its pool's
+ * queue is not run at all.
  *
  * Memory: the response and everything a handler hangs on it are allocated from the call's
  * arena (rpc_alloc, rpc_strdup, rpc_msg_new) and freed after the response is sent, so nothing
@@ -52,14 +61,30 @@ struct rpc_method {
 	const ProtobufCMessageDescriptor *resp;
 	rpc_handler_fn handler;
 	unsigned flags;
+	unsigned pool; /* unary methods: index into rpc_server_config.pools (0: the first) */
 };
+
+/* A pool of worker threads for unary calls. Calls wait in its queue, oldest first, while its
+ * threads are busy; past max_queue waiting calls a new one is answered RESOURCE_EXHAUSTED at
+ * once, naming the pool. */
+struct rpc_pool {
+	const char *name; /* for messages: "pull", "fast"; copied */
+	int threads;	  /* 0 picks 8 */
+	int max_queue;	  /* 0 picks 4096 */
+};
+
+#define RPC_MAX_POOLS 4
 
 struct rpc_server_config {
 	const char *address;		  /* "unix:///run/kiyot/kiyot.sock" or "10.77.0.2:7443" */
 	const struct rpc_method *methods; /* the table; must outlive the server */
 	size_t n_methods;
-	void *svc;	    /* passed to every handler */
-	int workers;	    /* unary worker threads; 0 picks 8 */
+	void *svc; /* passed to every handler */
+	/* The worker pools; every unary method's pool must be below n_pools. With n_pools 0 there
+	 * is one pool of `workers` threads (0 picks 8). */
+	struct rpc_pool pools[RPC_MAX_POOLS];
+	size_t n_pools;
+	int workers;
 	size_t max_message; /* receive limit; 0 picks 16 MiB, like the kubelet */
 	/* When set, every call must carry "authorization: Bearer <token>" (rpc_channel_set_token)
 	 * or is answered UNAUTHENTICATED. Copied. */
@@ -69,7 +94,8 @@ struct rpc_server_config {
 /* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */
 void rpc_global_init(void);
 
-/* Binds and starts serving. For a unix address the socket's parent directory must exist. */
+/* Binds and starts serving. For a unix address the socket's parent directory must exist.
+ * -EINVAL when a method names a pool the config lacks. */
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err);
 /* Stops accepting, cancels calls in flight, waits for workers and frees the server. */
 void rpc_server_stop(struct rpc_server *s);
@@ -87,8 +113,12 @@ void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
 /* Streaming handlers: send one message, blocking until gRPC took it. Fails with -ECANCELED
  * once the client went away. */
 int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err);
-/* Non-zero once the client cancelled or disconnected (cheap; safe to poll from one thread). */
+/* Non-zero once the client cancelled, disconnected or passed its deadline (cheap; safe to poll
+ * from one thread). */
 int rpc_cancelled(struct rpc_call *c);
+/* The call whose handler runs on this thread; NULL on any other thread (a handler's helper
+ * threads, a server's own background threads). */
+struct rpc_call *rpc_current(void);
 /* Ends the call at once with CANCELLED: a blocked rpc_recv or rpc_send in another thread of
  * the handler returns. For a caller that does not close its side when it should. */
 void rpc_call_cancel(struct rpc_call *c);
@@ -114,6 +144,13 @@ void rpc_channel_free(struct rpc_channel *ch);
 int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
 	      const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
 	      ProtobufCMessage **resp, struct err *err);
+
+/* rpc_unary made on behalf of parent, a call this process serves (usually rpc_current()): it
+ * ends with -ECANCELED as soon as parent's client goes away, and its deadline is never later
+ * than parent's. With parent NULL it is rpc_unary. Call it from parent's handler thread. */
+int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+		  const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		  int64_t timeout_ms, ProtobufCMessage **resp, struct err *err);
 
 /* A server-streaming call. timeout_ms <= 0: no deadline. */
 int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,

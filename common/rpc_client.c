@@ -1,6 +1,8 @@
 /*
  * rpc_client.c: blocking unary and server-streaming calls over gRPC core. Each call owns a
- * pluck completion queue, so any number of threads may call at once on one channel.
+ * pluck completion queue, so any number of threads may call at once on one channel. A call made
+ * on behalf of a served one (rpc_unary_for) is core's child of it: core cancels it when the
+ * parent's client goes away and caps its deadline at the parent's, with no thread polling.
  */
 #include "rpc.h"
 
@@ -152,6 +154,13 @@ int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage
 	      const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
 	      ProtobufCMessage **resp, struct err *err)
 {
+	return rpc_unary_for(NULL, ch, method, req, resp_desc, timeout_ms, resp, err);
+}
+
+int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+		  const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		  int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+{
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	grpc_slice mslice = grpc_slice_from_copied_string(method);
 	grpc_metadata_array imd, tmd;
@@ -167,7 +176,8 @@ int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage
 		timeout_ms = 120000;
 	grpc_metadata_array_init(&imd);
 	grpc_metadata_array_init(&tmd);
-	call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
+	call = grpc_channel_create_call(ch->ch, parent ? rpc_call_core(parent) : NULL,
+					GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
 					deadline_in(timeout_ms), NULL);
 	memset(ops, 0, sizeof(ops));
 	initial_metadata(ch, &ops[0]);

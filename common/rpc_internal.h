@@ -7,6 +7,11 @@
 
 #include "err.h"
 
+struct rpc_call;
+
+/* The core call a served call wraps (for rpc_unary_for's parent). */
+grpc_call *rpc_call_core(struct rpc_call *c);
+
 ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb,
 			     size_t max, struct err *err);
 

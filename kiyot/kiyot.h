@@ -158,8 +158,11 @@ void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n);
 struct gc *gc_start(struct kiyot *k);
 void gc_stop(struct gc *g);
 
-/* The CRI method table (cri_table.c): every RuntimeService and ImageService method. */
+/* The CRI method table (cri_table.c): every RuntimeService and ImageService method, and the
+ * worker pools its entries name. */
 struct rpc_method;
+struct rpc_pool;
 const struct rpc_method *cri_method_table(size_t *n);
+const struct rpc_pool *cri_pool_table(size_t *n);
 
 #endif

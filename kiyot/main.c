@@ -131,6 +131,7 @@ static int serve(int argc, char **argv)
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
+	const struct rpc_pool *pools;
 	const char *config = NULL;
 	_cleanup_free_ char *addr = NULL;
 	_cleanup_free_ char *dir = NULL;
@@ -217,9 +218,10 @@ static int serve(int argc, char **argv)
 	rc.address = addr;
 	rc.methods = cri_method_table(&rc.n_methods);
 	rc.svc = &k;
-	/* handlers mostly wait (on cells, agents, clouds): enough workers that a burst of pod
-	 * starts does not hold up the kubelet's status calls */
-	rc.workers = 64;
+	/* a pool per kind of call, so that stalled pulls or slow launches never hold up the
+	 * kubelet's status calls (cri_table.c) */
+	pools = cri_pool_table(&rc.n_pools);
+	memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
 	umask(0077);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);

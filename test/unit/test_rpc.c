@@ -98,13 +98,13 @@ static int echo(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 
 static const struct rpc_method methods[] = {
 	{ "/kiyot.test.Echo/Bidi", &kiyot__cell__v1__key_value__descriptor,
-	  &kiyot__cell__v1__key_value__descriptor, echo, RPC_BIDI_STREAM },
+	  &kiyot__cell__v1__key_value__descriptor, echo, RPC_BIDI_STREAM, 0 },
 	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
-	  &kiyot__cell__v1__hello_response__descriptor, hello, 0 },
+	  &kiyot__cell__v1__hello_response__descriptor, hello, 0, 0 },
 	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
-	  &kiyot__cell__v1__exec_sync_response__descriptor, exec_fails, 0 },
+	  &kiyot__cell__v1__exec_sync_response__descriptor, exec_fails, 0, 0 },
 	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
-	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM },
+	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM, 0 },
 };
 
 struct fixture {
