@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "registry.h"
 
 struct image_store;
 struct supervisor;
@@ -39,6 +40,9 @@ struct agent_config {
 	int port;
 	int64_t restart_backoff_ms;
 	json_t *registries; /* owned */
+	/* How pulls are bounded ("pulls": the fields of struct reg_policy; defaults for those
+	 * absent) */
+	struct reg_policy pulls;
 	/* Images to pull as soon as the agent serves ("prepull"); NULL-terminated, may be NULL */
 	char **prepull;
 	size_t n_prepull;

@@ -5,6 +5,8 @@
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],
  *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyotnode",
+ *	 "pulls":{"min_bytes":10240, "window_s":30, "deadline_base_s":60,
+ *	          "deadline_rate":32768, "max_transfers":8, "max_per_registry":4},
  *	 "node_images":"/var/lib/kiyot/images"}
  * Everything in it is checked as untrusted input: types, ranges, and the size of the pre-pull
  * list (at most AGENT_MAX_PREPULL references of at most AGENT_MAX_PREPULL_REF printable bytes).
@@ -12,6 +14,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,56 @@ static int get_str(json_t *o, const char *key, int required, const char *def, ch
 	if (!json_is_string(v))
 		return err_set(err, EINVAL, "%s: must be a string", key);
 	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* An integer member of o within lo..hi into *out, left alone when absent. */
+static int get_int(json_t *o, const char *obj, const char *key, int64_t lo, int64_t hi,
+		   int64_t *out, struct err *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return err_set(err, EINVAL, "%s.%s: must be an integer from %lld to %lld", obj, key,
+			       (long long)lo, (long long)hi);
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* The optional "pulls" object: the registry client's policy (registry.h), checked whole. */
+static int get_pulls(json_t *doc, struct reg_policy *p, struct err *err)
+{
+	json_t *o = json_object_get(doc, "pulls");
+	int64_t min = 0, win = 0, base = 0, rate = 0, max = 0, per = 0;
+
+	reg_policy_default(p);
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return err_set(err, EINVAL, "pulls: must be an object");
+	min = (int64_t)p->min_bytes;
+	win = p->window_s;
+	base = p->deadline_base_s;
+	rate = (int64_t)p->deadline_rate;
+	max = p->max_transfers;
+	per = p->max_per_registry;
+	if (get_int(o, "pulls", "min_bytes", 0, INT64_MAX, &min, err) < 0 ||
+	    get_int(o, "pulls", "window_s", 0, INT32_MAX, &win, err) < 0 ||
+	    get_int(o, "pulls", "deadline_base_s", 0, INT32_MAX, &base, err) < 0 ||
+	    get_int(o, "pulls", "deadline_rate", 0, INT64_MAX, &rate, err) < 0 ||
+	    get_int(o, "pulls", "max_transfers", 0, INT32_MAX, &max, err) < 0 ||
+	    get_int(o, "pulls", "max_per_registry", 0, INT32_MAX, &per, err) < 0)
+		return -err->code;
+	p->min_bytes = (uint64_t)min;
+	p->window_s = (int)win;
+	p->deadline_base_s = (int)base;
+	p->deadline_rate = (uint64_t)rate;
+	p->max_transfers = (int)max;
+	p->max_per_registry = (int)per;
+	if (reg_policy_check(p, err) < 0)
+		return err_wrap(err, "pulls");
 	return 0;
 }
 
@@ -128,7 +181,7 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 		goto out;
 	}
 	c->registries = v ? json_incref(v) : NULL;
-	if (get_prepull(doc, c, err) < 0)
+	if (get_prepull(doc, c, err) < 0 || get_pulls(doc, &c->pulls, err) < 0)
 		goto out;
 	ret = 0;
 out:

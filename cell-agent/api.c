@@ -15,6 +15,7 @@
 #include "image.h"
 #include "log.h"
 #include "regconf.h"
+#include "registry.h"
 #include "stats.h"
 #include "rpc.h"
 #include "supervisor.h"
@@ -469,7 +470,8 @@ static int api_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *r
  *	fast   the agent's own state (Hello, Stats)
  *	exec   a command in a unit, up to its timeout (ExecSync)
  *	apply  the pod converging, volumes written (Apply, WriteVolume)
- *	pull   registries (PullImage)
+ *	pull   registries (PullImage); transfers are bounded further per cell and per registry
+ *	       (registry.h), and a pull waiting for its turn holds one of these threads
  */
 enum {
 	POOL_FAST,
@@ -529,6 +531,7 @@ int agent_open(struct agent *a, struct err *err)
 	_cleanup_free_ char *images = xasprintf("%s/images", a->cfg.state_dir);
 
 	a->hub = hub_new();
+	reg_set_policy(&a->cfg.pulls);
 	if (regconf_from_json(a->cfg.registries, &a->regconf, err) < 0)
 		return err_wrap(err, "registries");
 	if (image_store_new(images, a->regconf, &a->images, err) < 0)

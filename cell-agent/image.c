@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "fsutil.h"
 #include "image_internal.h"
 #include "log.h"
@@ -256,7 +258,9 @@ static const char *rec_digest_for(const struct img_rec *r, const char *host, con
 /* ---- one piece of work per key ---- */
 
 /* Returns 1 when the caller now owns the work for key (and must call flight_end), 0 when
- * another caller did it successfully meanwhile, or that caller's error. */
+ * another caller did it successfully meanwhile (or stopped because its own caller went away:
+ * look again), or that caller's error; -ECANCELED when this thread's caller goes away while
+ * it waits (cancel.h). */
 static int flight_begin(struct image_store *s, const char *key, struct flight **out,
 			struct err *err)
 {
@@ -277,13 +281,25 @@ static int flight_begin(struct image_store *s, const char *key, struct flight **
 		*out = f;
 		return 1;
 	}
+	/* a waiter whose own caller goes away stops waiting; one whose owner's caller went away
+	 * does the work itself (0: look again), so only the callers who left see -ECANCELED */
 	f->waiters++;
-	while (!f->done)
-		pthread_cond_wait(&f->cv, &s->mu);
-	ret = f->ret;
-	if (ret < 0)
+	while (!f->done && !cancel_requested()) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ts.tv_nsec >= 800000000L;
+		ts.tv_nsec = (ts.tv_nsec + 200000000L) % 1000000000L;
+		pthread_cond_timedwait(&f->cv, &s->mu, &ts);
+	}
+	if (!f->done)
+		ret = err_set(err, ECANCELED, "cancelled while waiting for another pull of %s",
+			      key);
+	else if (f->ret == -ECANCELED)
+		ret = 0;
+	else if ((ret = f->ret) < 0)
 		*err = f->err;
-	if (--f->waiters == 0) {
+	if (--f->waiters == 0 && f->done) {
 		pthread_cond_destroy(&f->cv);
 		free(f->key);
 		free(f);

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "cancel.h"
+#include "clock.h"
 #include "log.h"
 #include "regconf.h"
 #include "xalloc.h"
@@ -26,10 +29,31 @@
 #define REG_MAX_ERRBODY (64u << 10)
 #define REG_MAX_TOKEN_BODY (1u << 20)
 #define REG_CONNECT_TIMEOUT 10L
-#define REG_LOW_SPEED_BYTES 1024L /* abort below this many bytes per second ... */
-#define REG_LOW_SPEED_TIME 60L	  /* ... sustained for this many seconds */
 #define REG_USER_AGENT "kiyot-cell-agent/1"
 #define REG_MAX_REDIRECTS 5 /* more is a loop */
+/* The progress window is checked at this many steps of it. */
+#define REG_PROGRESS_STEPS 10
+/* How often a transfer asks whether its caller went away. */
+#define REG_CANCEL_POLL_NS (100 * 1000000LL)
+/* How often a pull waiting for a download slot looks again (it is also woken at once). */
+#define REG_SLOT_POLL_MS 200
+/* Bounds of the policy's fields. */
+#define REG_MAX_TRANSFERS 256
+#define REG_MAX_WINDOW_S 3600
+
+/* Watches one transfer from curl's progress callback: too little progress over the window, a
+ * deadline passed, or a caller that went away stop it, and say why. */
+struct reg_watch {
+	int64_t deadline_ns; /* 0: none */
+	int64_t next_cancel_ns;
+	int64_t step_ns; /* window / REG_PROGRESS_STEPS; 0: no progress check */
+	int64_t next_mark_ns;
+	uint64_t marks[REG_PROGRESS_STEPS]; /* bytes received at the last marks, a ring */
+	size_t n_marks;
+	int64_t limit_s; /* the deadline, for the message */
+	int code;	 /* why the transfer was stopped; 0: it was not */
+	char msg[200];
+};
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {
@@ -63,9 +87,208 @@ struct reg_xfer {
 	char *content_type;
 	char *docker_digest;
 	char *www_auth;
+	int64_t deadline_ns; /* of the whole fetch, every endpoint and retry; 0: none */
+	int64_t limit_s;     /* what the deadline allows, for messages */
+	struct reg_watch watch;
 };
 
 static pthread_once_t reg_curl_once = PTHREAD_ONCE_INIT;
+
+/* The process's policy, and the hosts of the layer downloads under way (one entry each). */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_slot_cv = PTHREAD_COND_INITIALIZER;
+static struct reg_policy reg_pol = { 10240, 30, 60, 32768, 8, 4 };
+static char *reg_active[REG_MAX_TRANSFERS];
+
+void reg_policy_default(struct reg_policy *p)
+{
+	*p = (struct reg_policy){ 10240, 30, 60, 32768, 8, 4 };
+}
+
+int reg_policy_check(const struct reg_policy *p, struct err *err)
+{
+	if (p->window_s < 0 || p->window_s > REG_MAX_WINDOW_S)
+		return err_set(err, EINVAL, "window_s: %d is not within 0 to %d seconds",
+			       p->window_s, REG_MAX_WINDOW_S);
+	if (p->deadline_base_s < 1 || p->deadline_base_s > 86400)
+		return err_set(err, EINVAL, "deadline_base_s: %d is not within 1 to 86400 seconds",
+			       p->deadline_base_s);
+	if (p->deadline_rate < 1)
+		return err_set(err, EINVAL, "deadline_rate: must be at least 1 byte per second");
+	if (p->max_transfers < 1 || p->max_transfers > REG_MAX_TRANSFERS)
+		return err_set(err, EINVAL, "max_transfers: %d is not within 1 to %d",
+			       p->max_transfers, REG_MAX_TRANSFERS);
+	if (p->max_per_registry < 1 || p->max_per_registry > p->max_transfers)
+		return err_set(err, EINVAL,
+			       "max_per_registry: %d is not within 1 to max_transfers (%d)",
+			       p->max_per_registry, p->max_transfers);
+	return 0;
+}
+
+void reg_set_policy(const struct reg_policy *p)
+{
+	pthread_mutex_lock(&reg_mu);
+	reg_pol = *p;
+	pthread_cond_broadcast(&reg_slot_cv);
+	pthread_mutex_unlock(&reg_mu);
+}
+
+static struct reg_policy reg_policy_now(void)
+{
+	struct reg_policy p;
+
+	pthread_mutex_lock(&reg_mu);
+	p = reg_pol;
+	pthread_mutex_unlock(&reg_mu);
+	return p;
+}
+
+/* The deadline of a fetch of up to size bytes, from now; *limit_s gets its length. */
+static int64_t reg_deadline(uint64_t size, int64_t *limit_s)
+{
+	struct reg_policy p = reg_policy_now();
+
+	*limit_s = p.deadline_base_s + (int64_t)(size / p.deadline_rate);
+	return clock_mono_ns() + *limit_s * 1000000000LL;
+}
+
+/* Takes a download slot for a blob of host, waiting while the process has max_transfers
+ * downloads under way or host has max_per_registry; returns its index. -ECANCELED when the
+ * caller goes away meanwhile. */
+static int reg_slot_take(const char *host, struct err *err)
+{
+	pthread_mutex_lock(&reg_mu);
+	for (;;) {
+		int total = 0, same = 0, free_i = -1;
+		struct timespec ts;
+
+		for (int i = 0; i < REG_MAX_TRANSFERS; i++) {
+			if (!reg_active[i]) {
+				if (free_i < 0)
+					free_i = i;
+				continue;
+			}
+			total++;
+			same += strcmp(reg_active[i], host) == 0;
+		}
+		if (free_i >= 0 && total < reg_pol.max_transfers &&
+		    same < reg_pol.max_per_registry) {
+			reg_active[free_i] = xstrdup(host);
+			pthread_mutex_unlock(&reg_mu);
+			return free_i;
+		}
+		if (cancel_requested()) {
+			struct reg_policy p = reg_pol;
+
+			pthread_mutex_unlock(&reg_mu);
+			return err_set(
+				err, ECANCELED,
+				"cancelled while waiting for a download slot (%d at once, %d "
+				"per registry; %d from %s under way)",
+				p.max_transfers, p.max_per_registry, same, host);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += REG_SLOT_POLL_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&reg_slot_cv, &reg_mu, &ts);
+	}
+}
+
+static void reg_slot_give(int i)
+{
+	pthread_mutex_lock(&reg_mu);
+	free(reg_active[i]);
+	reg_active[i] = NULL;
+	pthread_cond_broadcast(&reg_slot_cv);
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* Arms a watch for one curl transfer that must end by deadline_ns (0: no deadline). */
+static void reg_watch_start(struct reg_watch *w, int64_t deadline_ns, int64_t limit_s)
+{
+	struct reg_policy p = reg_policy_now();
+	int64_t now = clock_mono_ns();
+
+	memset(w, 0, sizeof(*w));
+	w->deadline_ns = deadline_ns;
+	w->limit_s = limit_s;
+	w->next_cancel_ns = now;
+	if (p.window_s > 0) {
+		w->step_ns = (int64_t)p.window_s * 1000000000LL / REG_PROGRESS_STEPS;
+		w->next_mark_ns = now + w->step_ns;
+		w->n_marks = 1; /* nothing received at the start */
+	}
+}
+
+/* Stops the transfer with code and a message; returns curl's "abort". */
+static int reg_watch_stop(struct reg_watch *w, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int reg_watch_stop(struct reg_watch *w, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	w->code = code;
+	va_start(ap, fmt);
+	vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+/* curl's progress callback (at least once a second, even when nothing arrives). */
+static int reg_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			   curl_off_t ulnow)
+{
+	struct reg_watch *w = ud;
+	int64_t now = clock_mono_ns();
+	uint64_t got = dlnow > 0 ? (uint64_t)dlnow : 0;
+
+	(void)dltotal;
+	(void)ultotal;
+	(void)ulnow;
+	if (now >= w->next_cancel_ns) {
+		w->next_cancel_ns = now + REG_CANCEL_POLL_NS;
+		if (cancel_requested())
+			return reg_watch_stop(w, ECANCELED, "cancelled: the caller went away");
+	}
+	if (w->deadline_ns && now > w->deadline_ns)
+		return reg_watch_stop(
+			w, ETIMEDOUT,
+			"did not arrive within %lld s (pulls.deadlineBaseSeconds plus "
+			"its size at pulls.deadlineBytesPerSecond); %llu bytes came",
+			(long long)w->limit_s, (unsigned long long)got);
+	if (w->step_ns && now >= w->next_mark_ns) {
+		struct reg_policy p = reg_policy_now();
+		uint64_t *oldest = &w->marks[w->n_marks % REG_PROGRESS_STEPS];
+
+		/* the mark REG_PROGRESS_STEPS steps back was taken one window ago */
+		if (w->n_marks >= REG_PROGRESS_STEPS && got - *oldest < p.min_bytes)
+			return reg_watch_stop(
+				w, ETIMEDOUT,
+				"stalled: %llu bytes in the last %d s, under the %llu required "
+				"(pulls.minBytes over pulls.windowSeconds); the registry is too "
+				"slow "
+				"or not answering",
+				(unsigned long long)(got - *oldest), p.window_s,
+				(unsigned long long)p.min_bytes);
+		*oldest = got;
+		w->n_marks++;
+		w->next_mark_ns += w->step_ns;
+		if (w->next_mark_ns <= now)
+			w->next_mark_ns = now + w->step_ns;
+	}
+	return 0;
+}
+
+/* Lets w watch the transfer curl is set up for (after reg_curl_setup, which resets it). */
+static void reg_watch_attach(CURL *curl, struct reg_watch *w)
+{
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, reg_on_progress);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, w);
+}
 
 static void reg_curl_init(void)
 {
@@ -245,12 +468,15 @@ static int reg_xfer_reset(struct reg_xfer *x, struct err *err)
 	return 0;
 }
 
+/* A transfer of at most max bytes, which must end within the policy's deadline for max bytes
+ * from now, whatever endpoints and retries it takes. */
 static void reg_xfer_init(struct reg_xfer *x, CURL *curl, int fd, uint64_t max)
 {
 	memset(x, 0, sizeof(*x));
 	x->curl = curl;
 	x->fd = fd;
 	x->max = max;
+	x->deadline_ns = reg_deadline(max, &x->limit_s);
 	x->md = EVP_MD_CTX_new();
 	if (!x->md)
 		abort();
@@ -341,8 +567,6 @@ static void reg_curl_setup(CURL *curl, const char *url, char *errbuf)
 	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, (long)REG_MAX_REDIRECTS);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, REG_CONNECT_TIMEOUT);
-	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, REG_LOW_SPEED_BYTES);
-	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, REG_LOW_SPEED_TIME);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, REG_USER_AGENT);
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
@@ -398,6 +622,8 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 	struct curl_slist *hdrs = NULL;
 	bool secret = !ep->is_mirror;
 	CURL *curl = curl_easy_init();
+	struct reg_watch watch;
+	int64_t deadline, limit_s;
 	char *esc_service, *esc_scope;
 	json_t *j = NULL, *tok;
 	long code = 0;
@@ -429,6 +655,9 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 	curl_free(esc_service);
 	curl_free(esc_scope);
 	reg_curl_setup(curl, url, errbuf);
+	deadline = reg_deadline(REG_MAX_TOKEN_BODY, &limit_s);
+	reg_watch_start(&watch, deadline, limit_s);
+	reg_watch_attach(curl, &watch);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, reg_on_token_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
 	if (form) {
@@ -443,8 +672,10 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 	rc = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
 	if (rc != CURLE_OK) {
-		ret = err_set(err, reg_curl_errno(rc), "token service %.200s: %s", realm,
-			      errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		ret = watch.code ? err_set(err, watch.code, "token service %.200s: %s", realm,
+					   watch.msg)
+				 : err_set(err, reg_curl_errno(rc), "token service %.200s: %s",
+					   realm, errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		goto out;
 	}
 	if (code == 401 || code == 403) {
@@ -531,6 +762,8 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 		if (ret < 0)
 			return ret;
 		reg_curl_setup(c->curl, url, errbuf);
+		reg_watch_start(&x->watch, x->deadline_ns, x->limit_s);
+		reg_watch_attach(c->curl, &x->watch);
 		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, reg_on_body);
 		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, x);
 		curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, reg_on_header);
@@ -554,6 +787,8 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 		if (authz)
 			explicit_bzero(authz, strlen(authz));
 		if (rc != CURLE_OK) {
+			if (x->watch.code)
+				return err_set(err, x->watch.code, "%s", x->watch.msg);
 			if (x->too_big)
 				return err_set(err, EFBIG, "larger than %llu bytes; refusing",
 					       (unsigned long long)x->max);
@@ -734,14 +969,19 @@ int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, 
 	_cleanup_free_ char *tmp =
 		xasprintf("%s.part-%d-%u", dest, (int)getpid(), atomic_fetch_add(&seq, 1));
 	struct reg_xfer x;
-	int fd, ret;
+	int fd, ret, slot;
 
 	if (size >= 0 && (uint64_t)size > max)
 		return err_set(err, EFBIG, "blob %s: %lld bytes is over the limit of %llu", digest,
 			       (long long)size, (unsigned long long)max);
+	slot = reg_slot_take(c->host, err);
+	if (slot < 0)
+		return err_wrap(err, "blob %s", digest);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (fd < 0) {
+		reg_slot_give(slot);
 		return err_errno(err, "blob %s: create %s", digest, tmp);
+	}
 	reg_xfer_init(&x, c->curl, fd, size >= 0 ? (uint64_t)size : max);
 	ret = reg_get(c, what, suffix, false, &x, err);
 	if (ret == 0)
@@ -754,5 +994,6 @@ int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, 
 	if (ret < 0)
 		unlink(tmp);
 	reg_xfer_release(&x);
+	reg_slot_give(slot);
 	return ret;
 }

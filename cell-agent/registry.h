@@ -8,7 +8,15 @@
  * token) or Basic. Credentials are only ever sent to the registry host itself and its token
  * realm, never to mirrors, and are never logged.
  *
- * Not thread safe: one client per pull.
+ * Every transfer is watched: one that moves too little over a window fails, a blob has an
+ * overall deadline scaled to its size, and a transfer made for a caller that went away (see
+ * cancel.h: an RPC handler's client left) stops at once with -ECANCELED. Layer downloads also
+ * take a slot first, so that a process (a cell's agent, or kiyot) downloads a bounded number of
+ * blobs at once, and a bounded number from any one registry host: a stalled registry cannot
+ * take every slot. All of it follows the process's policy (reg_set_policy).
+ *
+ * Not thread safe: one client per pull. The policy and the slots are the process's, shared by
+ * every client and thread.
  */
 #ifndef AGENT_REGISTRY_H
 #define AGENT_REGISTRY_H
@@ -23,6 +31,28 @@
 
 struct regconf;
 struct reg_client;
+
+/* How the process bounds its registry transfers. */
+struct reg_policy {
+	/* a transfer that moves fewer than min_bytes over any window_s seconds fails, naming the
+	 * registry and what it fetched (window_s 0: no check) */
+	uint64_t min_bytes;
+	int window_s;
+	/* a blob must arrive within deadline_base_s plus its size at deadline_rate bytes per
+	 * second (the manifest's size, else the most that is accepted) */
+	int deadline_base_s;
+	uint64_t deadline_rate;
+	/* layer downloads at once in the process, and from one registry host */
+	int max_transfers;
+	int max_per_registry;
+};
+
+/* The defaults: 10 KiB over 30 s; 60 s plus the size at 32 KiB/s; 8 at once, 4 per registry. */
+void reg_policy_default(struct reg_policy *p);
+/* Replaces the process's policy; call before the first pull (later transfers follow it). */
+void reg_set_policy(const struct reg_policy *p);
+/* Checks a policy's ranges; the error names the field ("max_transfers: ..."). */
+int reg_policy_check(const struct reg_policy *p, struct err *err);
 
 /* A fetched manifest or index, its bytes verified against digest. */
 struct reg_manifest {
@@ -49,7 +79,8 @@ int reg_fetch_blob_mem(struct reg_client *c, const char *digest, size_t max, cha
 		       size_t *len, struct err *err);
 
 /* A blob streamed into dest (via dest.part-*, renamed only once the sha256 matches digest).
- * size is the size the manifest gives (-1: unknown); max bounds it further. */
+ * size is the size the manifest gives (-1: unknown); max bounds it further. Waits for a
+ * download slot first (-ECANCELED if the caller goes away meanwhile). */
 int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, uint64_t max,
 			const char *dest, struct err *err);
 

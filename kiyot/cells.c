@@ -318,6 +318,14 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 
 	if (k->cfg.registries)
 		json_object_set(doc, "registries", k->cfg.registries);
+	json_object_set_new(doc, "pulls",
+			    json_pack("{s:I, s:i, s:i, s:I, s:i, s:i}", "min_bytes",
+				      (json_int_t)k->cfg.pulls.min_bytes, "window_s",
+				      k->cfg.pulls.window_s, "deadline_base_s",
+				      k->cfg.pulls.deadline_base_s, "deadline_rate",
+				      (json_int_t)k->cfg.pulls.deadline_rate, "max_transfers",
+				      k->cfg.pulls.max_transfers, "max_per_registry",
+				      k->cfg.pulls.max_per_registry));
 	{
 		/* the agent takes calls carrying it only */
 		char *token = kiyot_cell_token(k, spec->cell_id);
@@ -426,6 +434,9 @@ void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e)
 	entry_put(m, e);
 }
 
+/* One unary call to a cell's agent, within timeout_ms. Made from a CRI handler, it is made on
+ * behalf of that call (rpc_unary_for): the kubelet giving up on a PullImage or an ExecSync
+ * cancels the agent's work at once instead of leaving it to run out its deadline. */
 static int agent_call(struct cellmgr *m, const char *cell_id, const char *method,
 		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
 		      int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
@@ -435,7 +446,7 @@ static int agent_call(struct cellmgr *m, const char *cell_id, const char *method
 
 	if (!e)
 		return -err->code;
-	ret = rpc_unary(e->ch, method, req, desc, timeout_ms, resp, err);
+	ret = rpc_unary_for(rpc_current(), e->ch, method, req, desc, timeout_ms, resp, err);
 	entry_put(m, e);
 	if (ret < 0 && err->code == ECONNREFUSED)
 		return err_wrap(err, "cell %s: agent unreachable", cell_id);

@@ -28,6 +28,14 @@
  *	    args: [...]               (appended to the default command)
  *	    command: [...]            (replaces the whole command)
  *	registries: { "<host>": { mirrors: [...], insecure: bool } }
+ *	pulls:                        (image pulls, kiyot's and every cell's)
+ *	  minBytes: 10240             (a transfer moving fewer bytes than this ...)
+ *	  windowSeconds: 30           (... over this long fails, naming the registry and blob;
+ *	                              0: no check)
+ *	  deadlineBaseSeconds: 60     (a blob must arrive within this ...)
+ *	  deadlineBytesPerSecond: 32768 (... plus its size at this rate)
+ *	  maxTransfers: 8             (layer downloads at once in a cell, or in kiyot)
+ *	  maxPerRegistry: 4           (of those, from one registry host)
  *	kubeconfig: ""                (API server for Cell objects; "": in-cluster if there)
  *	ec2:                          (when cells.provider is ec2)
  *	  region: us-east-1           (default: the top-level region)
@@ -97,6 +105,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->reserve_memory_bytes = SIZING_RESERVE_DEFAULT_MEMORY_BYTES;
 	c->gc_interval_s = 30;
 	c->gc_grace_s = 120;
+	reg_policy_default(&c->pulls);
 }
 
 static void strv_free(char **v, size_t n)
@@ -305,6 +314,44 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	return 0;
 }
 
+/* The pulls section: how image pulls are bounded, kiyot's own and every cell's. */
+static int load_pulls(struct kiyot_config *c, json_t *p, struct err *err)
+{
+	static const char *const known[] = { "minBytes",
+					     "windowSeconds",
+					     "deadlineBaseSeconds",
+					     "deadlineBytesPerSecond",
+					     "maxTransfers",
+					     "maxPerRegistry",
+					     NULL };
+	struct reg_policy *pol = &c->pulls;
+	int64_t min = (int64_t)pol->min_bytes, win = pol->window_s, base = pol->deadline_base_s;
+	int64_t rate = (int64_t)pol->deadline_rate, max = pol->max_transfers;
+	int64_t per = pol->max_per_registry;
+
+	if (!json_is_object(p))
+		return err_set(err, EINVAL, "pulls: must be a mapping");
+	if (check_keys(p, "pulls.", known, err) < 0 ||
+	    take_int(p, "minBytes", "pulls.", 0, INT64_MAX, &min, err) < 0 ||
+	    take_int(p, "windowSeconds", "pulls.", 0, 3600, &win, err) < 0 ||
+	    take_int(p, "deadlineBaseSeconds", "pulls.", 1, 86400, &base, err) < 0 ||
+	    take_int(p, "deadlineBytesPerSecond", "pulls.", 1, INT64_MAX, &rate, err) < 0 ||
+	    take_int(p, "maxTransfers", "pulls.", 1, 256, &max, err) < 0 ||
+	    take_int(p, "maxPerRegistry", "pulls.", 1, 256, &per, err) < 0)
+		return -err->code;
+	if (per > max)
+		return err_set(err, EINVAL,
+			       "pulls.maxPerRegistry: %lld is more than pulls.maxTransfers (%lld)",
+			       (long long)per, (long long)max);
+	pol->min_bytes = (uint64_t)min;
+	pol->window_s = (int)win;
+	pol->deadline_base_s = (int)base;
+	pol->deadline_rate = (uint64_t)rate;
+	pol->max_transfers = (int)max;
+	pol->max_per_registry = (int)per;
+	return 0;
+}
+
 /* The ec2 section: where cells are launched when cells.provider is ec2. */
 static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 {
@@ -359,6 +406,7 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 					     "fallbackRuntimeEndpoint",
 					     "kubeconfig",
 					     "streamingAddress",
+					     "pulls",
 					     NULL };
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -384,6 +432,8 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "ec2")) && load_ec2(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "pulls")) && load_pulls(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "registries"))) {
 		if (!json_is_object(v)) {

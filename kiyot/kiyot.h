@@ -14,6 +14,7 @@
 #include "cellagent.pb-c.h"
 #include "err.h"
 #include "provider.h"
+#include "registry.h"
 #include "state.h"
 
 struct store;
@@ -45,6 +46,7 @@ struct kiyot_config {
 	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
 	int gc_grace_s;		    /* how long an unowned cell may live before it goes */
 	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
+	struct reg_policy pulls;    /* how kiyot's pulls and every cell's are bounded */
 	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */
 	struct {		    /* cells.provider: ec2 */
 		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;

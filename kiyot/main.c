@@ -208,6 +208,7 @@ static int serve(int argc, char **argv)
 		die("%s", err.msg);
 	if (lock_socket(k.cfg.socket, &err) < 0)
 		die("%s", err.msg);
+	reg_set_policy(&k.cfg.pulls); /* kiyot's own pulls; cells get it in their bootstrap */
 	if (kiyot_open(&k, &err) < 0)
 		die("%s", err.msg);
 	if (k.cfg.fallback_runtime_endpoint[0] &&

@@ -2,6 +2,7 @@
  * Unit tests for cell-agent/agent_config.c: the bootstrap document's optional "prepull" list of
  * images is read as untrusted input: an array of at most AGENT_MAX_PREPULL non-empty printable
  * strings of at most AGENT_MAX_PREPULL_REF bytes; anything else is refused naming the entry.
+ * Its optional "pulls" object sets how the cell's pulls are bounded, within registry.h's ranges.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -118,6 +119,49 @@ static void test_agent_config__wrong_prepull_types_are_refused(void **state)
 	free(long_ref);
 }
 
+/* "pulls" sets the registry policy field by field; what it omits keeps the default. */
+static void test_agent_config__pulls_policy_is_read(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+	struct reg_policy def;
+
+	(void)state;
+	reg_policy_default(&def);
+	assert_int_equal(parse("", &c, &err), 0);
+	assert_memory_equal(&c.pulls, &def, sizeof(def));
+	agent_config_release(&c);
+	assert_int_equal(parse(",\"pulls\":{\"min_bytes\":4096,\"window_s\":5,"
+			       "\"max_transfers\":2,\"max_per_registry\":1}",
+			       &c, &err),
+			 0);
+	assert_int_equal(c.pulls.min_bytes, 4096);
+	assert_int_equal(c.pulls.window_s, 5);
+	assert_int_equal(c.pulls.max_transfers, 2);
+	assert_int_equal(c.pulls.max_per_registry, 1);
+	assert_int_equal(c.pulls.deadline_base_s, def.deadline_base_s);
+	assert_int_equal(c.pulls.deadline_rate, def.deadline_rate);
+	agent_config_release(&c);
+}
+
+/* A "pulls" that is no object, or a field out of range, is refused naming it. */
+static void test_agent_config__bad_pulls_policy_is_refused(void **state)
+{
+	struct agent_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_int_equal(parse(",\"pulls\":7", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "pulls: must be an object"));
+	assert_int_equal(parse(",\"pulls\":{\"window_s\":\"30\"}", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "pulls.window_s: must be an integer"));
+	assert_int_equal(parse(",\"pulls\":{\"max_transfers\":0}", &c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "pulls: max_transfers"));
+	assert_int_equal(parse(",\"pulls\":{\"max_transfers\":2,\"max_per_registry\":3}", &c, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "max_per_registry"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -125,6 +169,8 @@ int main(void)
 		cmocka_unit_test(test_agent_config__no_prepull_is_an_empty_list),
 		cmocka_unit_test(test_agent_config__too_many_prepull_images_are_refused),
 		cmocka_unit_test(test_agent_config__wrong_prepull_types_are_refused),
+		cmocka_unit_test(test_agent_config__pulls_policy_is_read),
+		cmocka_unit_test(test_agent_config__bad_pulls_policy_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -281,6 +281,38 @@ static void test_config__missing_file_is_named(void **state)
 	kiyot_config_release(&c);
 }
 
+/* pulls: bounds kiyot's pulls and every cell's; what it omits keeps the default. */
+static void test_config__pulls_section_sets_the_policy(void **state)
+{
+	struct kiyot_config c;
+	struct reg_policy def;
+
+	(void)state;
+	reg_policy_default(&def);
+	kiyot_config_defaults(&c);
+	assert_memory_equal(&c.pulls, &def, sizeof(def));
+	kiyot_config_release(&c);
+	load_ok(&c, FIX "pulls.yaml");
+	assert_int_equal(c.pulls.min_bytes, 4096);
+	assert_int_equal(c.pulls.window_s, 5);
+	assert_int_equal(c.pulls.deadline_base_s, 120);
+	assert_int_equal(c.pulls.deadline_rate, 65536);
+	assert_int_equal(c.pulls.max_transfers, 6);
+	assert_int_equal(c.pulls.max_per_registry, 2);
+	kiyot_config_release(&c);
+}
+
+/* More downloads from one registry than from all of them is refused, naming both settings. */
+static void test_config__pulls_per_registry_over_the_total_is_refused(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	load_bad(FIX "pulls-per-registry.yaml", &err);
+	assert_non_null(strstr(err.msg, "pulls.maxPerRegistry"));
+	assert_non_null(strstr(err.msg, "pulls.maxTransfers"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +327,8 @@ int main(void)
 		cmocka_unit_test(test_config__bad_reserve_quantity_is_named),
 		cmocka_unit_test(test_config__bad_log_level),
 		cmocka_unit_test(test_config__missing_file_is_named),
+		cmocka_unit_test(test_config__pulls_section_sets_the_policy),
+		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
