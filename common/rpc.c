@@ -825,6 +825,7 @@ int rpc_status_from_errno(int code)
 	case ENOSPC:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	case EBUSY:
+	case EADDRINUSE: /* a port another holds (a pod's hostPort) */
 	case EXDEV: /* content that would escape where it must stay (a layer's entry) */
 	case ELOOP: /* a loop in what was asked for (redirects, symbolic links) */
 		return GRPC_STATUS_FAILED_PRECONDITION;

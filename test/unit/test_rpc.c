@@ -183,6 +183,7 @@ static void test_rpc__content_errors_have_precise_statuses(void **state)
 	assert_int_equal(rpc_errno_from_status(15), EBADMSG);
 	assert_int_equal(rpc_status_from_errno(EXDEV), 9);
 	assert_int_equal(rpc_status_from_errno(ELOOP), 9);
+	assert_int_equal(rpc_status_from_errno(EADDRINUSE), 9); /* a hostPort another pod holds */
 	assert_int_equal(rpc_status_from_errno(rpc_errno_from_status(9)), 9);
 }
 
