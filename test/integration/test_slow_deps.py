@@ -1,8 +1,9 @@
 """Slow dependencies must not freeze the node's CRI or starve a pod.
 
-A registry stand-in on the bridge serves manifests and configs at once, then drips every layer
-(2 KB/s, or 64 B/s for the repository "drip/stall"), and notes when each layer connection opens
-and closes. Against it:
+A registry stand-in serves manifests and configs at once, then drips every layer (2 KB/s, or
+64 B/s for the repository "drip/stall"), and notes when each layer connection opens and closes.
+It listens in a network namespace of its own on the cells' bridge, as a registry elsewhere on
+the network would (cells may not reach the node's own ports). Against it:
 - many concurrent PullImage calls (more than the 64 workers kiyot once answered every method
   with) leave Version, Status and ListPodSandbox answering promptly;
 - a PullImage whose client gives up (its deadline) stops its transfer: the stand-in sees the
@@ -14,12 +15,14 @@ Liveness bounds are generous (2 s): they tell answering from hanging, they are n
 The figures measured are logged ([itest] lines).
 """
 
+import ctypes
 import hashlib
 import http.server
 import json
 import os
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 import unittest
@@ -27,9 +30,12 @@ import unittest
 import grpc
 
 import cri
-from harness import HOST_IP, KiyotTest, T_CALL, log, unique, wait_for
+from harness import BRIDGE, KiyotTest, T_CALL, log, sh, unique, wait_for
 
 AGENT_PORT = 7443
+DRIP_NS = "kiyott-drip"
+DRIP_IF, DRIP_NS_IF = "kiyott-d0", "kiyott-d1"
+DRIP_IP = "10.78.255.250"  # on the cells' network, far from the addresses kiyot hands out
 LIVELY = 2.0  # seconds a fast call may take while pulls stall
 LAYER_SIZE = 8 << 20  # what a dripped layer claims to be; it never completes
 WINDOW_S = 4  # pulls.windowSeconds of this test's kiyot
@@ -41,6 +47,55 @@ def sha256(b):
     return "sha256:" + hashlib.sha256(b).hexdigest()
 
 
+def drip_netns_down():
+    subprocess.run(["ip", "netns", "del", DRIP_NS], stderr=subprocess.DEVNULL)
+    subprocess.run(["ip", "link", "del", DRIP_IF], stderr=subprocess.DEVNULL)
+
+
+def drip_netns_up():
+    """A namespace on the bridge holding DRIP_IP, like another machine of the network."""
+    drip_netns_down()
+    sh("ip", "netns", "add", DRIP_NS)
+    sh("ip", "link", "add", DRIP_IF, "type", "veth", "peer", "name", DRIP_NS_IF)
+    sh("ip", "link", "set", DRIP_NS_IF, "netns", DRIP_NS)
+    sh("ip", "link", "set", DRIP_IF, "master", BRIDGE, "up")
+    sh("ip", "-n", DRIP_NS, "addr", "add", DRIP_IP + "/16", "dev", DRIP_NS_IF)
+    sh("ip", "-n", DRIP_NS, "link", "set", DRIP_NS_IF, "up")
+    sh("ip", "-n", DRIP_NS, "link", "set", "lo", "up")
+
+
+def listen_in_netns(ns, addr):
+    """A listening TCP socket made in network namespace ns (a thread enters it just for that;
+    the socket stays there whichever thread serves it)."""
+    out = {}
+
+    def make():
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open("/run/netns/" + ns, os.O_RDONLY)
+        try:
+            if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                raise OSError(ctypes.get_errno(), "setns " + ns)
+        finally:
+            os.close(fd)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(addr)
+        s.listen(128)
+        out["sock"] = s
+
+    def run():
+        try:
+            make()
+        except Exception as e:  # noqa: BLE001 - raised in the caller's thread
+            out["error"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["sock"]
+
+
 class DripRegistry(socketserver.ThreadingMixIn, http.server.HTTPServer):
     """A Registry API v2 stand-in: /v2/drip/<slow|stall>/manifests/<tag> names one config and
     one layer of its own per tag; configs come at once, layers drip and never end."""
@@ -49,8 +104,10 @@ class DripRegistry(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
     RATES = {"slow": 2048, "stall": 64}  # bytes per second of a layer
 
-    def __init__(self, host):
-        super().__init__((host, 0), DripHandler)
+    def __init__(self, sock):
+        super().__init__(sock.getsockname(), DripHandler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = sock
         self.lock = threading.Lock()
         self.layers = []  # {"digest", "opened", "closed", "sent"} per layer request
         self.generation = 0  # bumped by hang_up(): older drips stop
@@ -106,6 +163,7 @@ class DripRegistry(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.hang_up()
         self.shutdown()
         self.server_close()
+        drip_netns_down()
 
 
 class DripHandler(http.server.BaseHTTPRequestHandler):
@@ -179,7 +237,12 @@ class SlowDepsTest(KiyotTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.drip = DripRegistry(HOST_IP)
+        drip_netns_up()
+        try:
+            cls.drip = DripRegistry(listen_in_netns(DRIP_NS, (DRIP_IP, 0)))
+        except Exception:
+            drip_netns_down()
+            raise
         cls.drip.tags = {"slow": [], "stall": []}
         cls.ap = cri.load_proto("cellagent")
         # the stand-in speaks plain HTTP: the line lands in the registries: mapping, which
@@ -187,7 +250,12 @@ class SlowDepsTest(KiyotTest):
         cls.env.extra_config = ('  "%s": { insecure: true }\n'
                                 "pulls:\n  windowSeconds: %d\n  minBytes: %d\n"
                                 % (cls.drip.addr, WINDOW_S, MIN_BYTES))
-        cls.env.restart_kiyot()
+        try:
+            cls.env.restart_kiyot()
+        except Exception:
+            cls.env.extra_config = ""
+            cls.drip.stop()
+            raise
 
     @classmethod
     def tearDownClass(cls):
