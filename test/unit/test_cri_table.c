@@ -177,6 +177,58 @@ static void test_cri_table__every_agent_method_has_one_entry(void **state)
 	assert_true(m->flags & RPC_SERVER_STREAM);
 }
 
+/* The pool of the method at path of table t. */
+static unsigned pool_of(const struct rpc_method *t, size_t n, const char *path)
+{
+	const struct rpc_method *m = NULL;
+
+	assert_int_equal(count_path(t, n, path, &m), 1);
+	return m->pool;
+}
+
+/* The kubelet's status calls, exec probes and stats never wait for threads that pulls or cell
+ * launches hold, and every method names a pool its server has. */
+static void test_cri_table__fast_calls_never_share_a_pool_with_pulls_or_launches(void **state)
+{
+	static const char *const fast[] = {
+		"/runtime.v1.RuntimeService/Version",
+		"/runtime.v1.RuntimeService/Status",
+		"/runtime.v1.RuntimeService/ListPodSandbox",
+		"/runtime.v1.RuntimeService/ListContainers",
+		"/runtime.v1.RuntimeService/PodSandboxStatus",
+		"/runtime.v1.RuntimeService/ContainerStatus",
+		"/runtime.v1.RuntimeService/ExecSync",
+		"/runtime.v1.RuntimeService/ContainerStats",
+		"/runtime.v1.ImageService/ImageStatus",
+		"/runtime.v1.RuntimeService/Exec",
+	};
+	static const char *const agent_fast[] = { "/kiyot.cell.v1.CellAgent/Hello",
+						  "/kiyot.cell.v1.CellAgent/Stats",
+						  "/kiyot.cell.v1.CellAgent/ExecSync",
+						  "/kiyot.cell.v1.CellAgent/Apply" };
+	size_t n = 0, np = 0;
+	const struct rpc_method *t = cri_method_table(&n);
+	unsigned pull = pool_of(t, n, "/runtime.v1.ImageService/PullImage");
+	unsigned launch = pool_of(t, n, "/runtime.v1.RuntimeService/RunPodSandbox");
+
+	(void)state;
+	cri_pool_table(&np);
+	for (size_t i = 0; i < n; i++)
+		assert_true(t[i].pool < np);
+	assert_int_not_equal(pull, launch);
+	for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
+		assert_int_not_equal(pool_of(t, n, fast[i]), pull);
+		assert_int_not_equal(pool_of(t, n, fast[i]), launch);
+	}
+	t = agent_method_table(&n);
+	agent_pool_table(&np);
+	pull = pool_of(t, n, "/kiyot.cell.v1.CellAgent/PullImage");
+	for (size_t i = 0; i < n; i++)
+		assert_true(t[i].pool < np);
+	for (size_t i = 0; i < sizeof(agent_fast) / sizeof(agent_fast[0]); i++)
+		assert_int_not_equal(pool_of(t, n, agent_fast[i]), pull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +236,8 @@ int main(void)
 		cmocka_unit_test(test_cri_table__services_are_runtime_v1),
 		cmocka_unit_test(test_cri_table__get_container_events_streams),
 		cmocka_unit_test(test_cri_table__every_agent_method_has_one_entry),
+		cmocka_unit_test(
+			test_cri_table__fast_calls_never_share_a_pool_with_pulls_or_launches),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
