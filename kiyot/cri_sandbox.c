@@ -696,6 +696,8 @@ CRI_HANDLER(port_forward)
 	if (!ready)
 		return err_set(err, EBUSY, "pod sandbox %s is not ready", r->pod_sandbox_id);
 	sr.cell_id = cell_id;
+	sr.ports = r->port;
+	sr.n_ports = r->n_port;
 	url = stream_server_url(k->stream, &sr);
 	out->url = rpc_strdup(call, url);
 	return 0;
