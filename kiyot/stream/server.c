@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
@@ -243,7 +244,7 @@ static void *accept_thread(void *arg)
 	struct stream_server *s = arg;
 
 	for (;;) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
 		struct conn_arg *a;
 		pthread_t t;
 
@@ -252,6 +253,9 @@ static void *accept_thread(void *arg)
 				continue;
 			return NULL; /* the listener was shut down */
 		}
+		/* small frames (a reply, an exit status) go out at once: with Nagle's algorithm
+		 * they waited for the client's delayed ACK, 40 ms */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		pthread_mutex_lock(&s->mu);
 		if (s->stopping || s->conns >= STREAM_MAX_CONNECTIONS) {
 			pthread_mutex_unlock(&s->mu);
