@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (n < 0 && n != -EBADMSG)
 		abort();
 	if (n > 0) {
-		if ((size_t)n > size - 1 || n > CLI_STREAM_MAX_HEAD || status < 100 || status > 599 ||
-		    strnlen(proto, room) == room)
+		if ((size_t)n > size - 1 || n > CLI_STREAM_MAX_HEAD || status < 100 ||
+		    status > 599 || strnlen(proto, room) == room)
 			abort();
 		/* a head complete in fewer bytes is complete the same way in more of them */
 		for (size_t cut = 0; cut < (size_t)n && m == 0; cut++)

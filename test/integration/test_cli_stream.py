@@ -72,25 +72,8 @@ class CliStreamTest(KiyotTest):
 
     def test_exec_with_a_terminal_runs_raw_and_follows_its_size(self):
         name = self.sleeper()
-        # the terminal has its size before kiyot starts on it
-        master, slave = os.openpty()
-        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setsid()
-                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-                for fd in (0, 1, 2):
-                    os.dup2(slave, fd)
-                os.environ["KIYOT_SOCKET"] = self.env.socket
-                os.execv(self.env.kiyot_bin, [
-                    self.env.kiyot_bin, "exec", "-it", name, "--", "sh", "-c",
-                    "stty size; tty; read x; echo got:$x; stty size; exit 3"])
-            finally:
-                os._exit(127)
-        os.close(slave)
-        self.addCleanup(os.close, master)
-        self.addCleanup(self.reap, pid)
+        pid, master = self.in_pty(["exec", "-it", name, "--", "sh", "-c",
+                                   "stty size; tty; read x; echo got:$x; stty size; exit 3"])
         out = self.read_until(master, b"/dev/pts/")
         self.assertIn(b"30 100", out)
         # the new size reaches the command (SIGWINCH), then a line typed raw
@@ -103,6 +86,27 @@ class CliStreamTest(KiyotTest):
         self.assertEqual(out.count(b"hello"), 2, out)
         _, status = os.waitpid(pid, 0)
         self.assertEqual(os.waitstatus_to_exitcode(status), 3)
+
+    def in_pty(self, args, rows=30, cols=100):
+        """Runs kiyot with args on a new terminal of that size (its controlling terminal);
+        returns (pid, the terminal's master side)."""
+        master, slave = os.openpty()
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+                for fd in (0, 1, 2):
+                    os.dup2(slave, fd)
+                os.environ["KIYOT_SOCKET"] = self.env.socket
+                os.execv(self.env.kiyot_bin, [self.env.kiyot_bin] + args)
+            finally:
+                os._exit(127)
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        self.addCleanup(self.reap, pid)
+        return pid, master
 
     def reap(self, pid):
         try:
@@ -126,6 +130,42 @@ class CliStreamTest(KiyotTest):
                     break
                 out += chunk
         return out
+
+    # -- attach --
+    def container(self, command, **stdio):
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), name="main", command=command,
+                             stdio=stdio)
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        return cfg.metadata.name, cid
+
+    def test_attach_joins_the_containers_stdin_and_detaching_leaves_it_running(self):
+        name, cid = self.container(["cat"], stdin=True)
+        env = dict(os.environ, KIYOT_SOCKET=self.env.socket)
+        for word in (b"ping\n", b"pong\n"):  # the second attach reaches the same cat
+            proc = subprocess.Popen([self.env.kiyot_bin, "attach", "-i", name],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env)
+            self.addCleanup(lambda p=proc: p.poll() is None and (p.kill(), p.wait()))
+            proc.stdin.write(word)
+            proc.stdin.flush()
+            self.assertEqual(self.read_until(proc.stdout.fileno(), word), word)
+            proc.stdin.close()  # the end of this client's stdin lets it go
+            self.assertEqual(proc.wait(T_CLI), 0, proc.stderr.read())
+        self.assertEqual(self.cstatus(cid).state, self.pb.CONTAINER_RUNNING,
+                         "detaching stopped the container")
+
+    def test_attach_to_a_terminal_until_its_shell_exits(self):
+        name, cid = self.container(["sh"], stdin=True, tty=True)
+        pid, master = self.in_pty(["attach", "-it", name], rows=40, cols=120)
+        os.write(master, b"echo hello-$((40+2)); stty size\r")
+        out = self.read_until(master, b"40 120")
+        self.assertIn(b"hello-42", out)
+        os.write(master, b"exit 3\r")
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the attach ended well")
+        self.assertEqual(self.wait_state(cid, "CONTAINER_EXITED").exit_code, 3)
 
     def test_errors_name_what_is_wrong(self):
         p = self.kiyot("exec", "no-such-pod", "--", "true")
