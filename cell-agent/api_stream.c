@@ -57,14 +57,25 @@ static void stream_leave(struct agent *a)
 	atomic_fetch_sub(&a->streams, 1);
 }
 
-/* Writes all of buf; false when the other end is gone. */
-static bool write_all(int fd, const uint8_t *buf, size_t n)
+/* Writes all of buf to a command's non-blocking stdin or a connection (sock), waiting while
+ * it takes nothing; false when its reader is gone or the caller went away meanwhile: a reader
+ * that reads nothing must not hold the input thread, which is what sees the caller leave. */
+static bool write_all(int fd, bool sock, const uint8_t *buf, size_t n, struct rpc_call *call)
 {
 	while (n) {
-		ssize_t w = write(fd, buf, n);
+		ssize_t w = sock ? send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+				 : write(fd, buf, n);
 
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = { fd, POLLOUT, 0 };
+
+			if (rpc_cancelled(call))
+				return false;
+			poll(&p, 1, CANCEL_CHECK_MS);
+			continue;
+		}
 		if (w <= 0)
 			return false;
 		buf += w;
@@ -147,14 +158,21 @@ static void input_join(struct input_pump *p, bool cut)
 
 /* ---- Exec ---- */
 
+/* A command being run for a call. */
+struct exec_call {
+	struct exec_session x;
+	struct rpc_call *call;
+};
+
 /* Applies one input message: stdin, its end, a terminal size. */
 static void exec_input(void *ctx, const ProtobufCMessage *m)
 {
-	struct exec_session *x = ctx;
+	struct exec_call *c = ctx;
+	struct exec_session *x = &c->x;
 	const Kiyot__Cell__V1__ExecInput *in = (const void *)m;
 
 	if (in->stdin_data.len && x->stdin_fd >= 0 &&
-	    !write_all(x->stdin_fd, in->stdin_data.data, in->stdin_data.len)) {
+	    !write_all(x->stdin_fd, false, in->stdin_data.data, in->stdin_data.len, c->call)) {
 		close(x->stdin_fd);
 		x->stdin_fd = -1;
 	}
@@ -163,7 +181,7 @@ static void exec_input(void *ctx, const ProtobufCMessage *m)
 	if (in->stdin_close && x->stdin_fd >= 0) {
 		/* a terminal ends input with its EOF character; a pipe by closing */
 		if (x->tty)
-			write_all(x->stdin_fd, (const uint8_t *)"\x04", 1);
+			write_all(x->stdin_fd, false, (const uint8_t *)"\x04", 1, c->call);
 		close(x->stdin_fd);
 		x->stdin_fd = -1;
 	}
@@ -172,8 +190,10 @@ static void exec_input(void *ctx, const ProtobufCMessage *m)
 /* A caller that went away has its command killed. */
 static void exec_input_end(void *ctx, bool gone)
 {
+	struct exec_call *c = ctx;
+
 	if (gone)
-		exec_session_kill(ctx);
+		exec_session_kill(&c->x);
 }
 
 /* Sends the command's output until both streams end; -ECANCELED when the caller left. */
@@ -195,9 +215,9 @@ static int exec_output(struct rpc_call *call, struct exec_session *x, struct err
 			if (fds[i] < 0 || !pf[i].revents)
 				continue;
 			n = read(fds[i], buf, STREAM_CHUNK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) { /* EOF, or EIO from a terminal whose processes all left */
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue; /* EAGAIN: a terminal's master, non-blocking for stdin */
+			if (n <= 0) {	  /* EOF, or EIO from a terminal whose processes all left */
 				fds[i] = -1;
 				continue;
 			}
@@ -217,30 +237,33 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 {
 	Kiyot__Cell__V1__ExecOutput done = KIYOT__CELL__V1__EXEC_OUTPUT__INIT;
 	char **cmd = rpc_alloc(call, (in->n_cmd + 1) * sizeof(char *));
-	struct exec_session x;
+	struct exec_call c = { .call = call };
+	struct exec_session *x = &c.x;
 	struct input_pump p = { .call = call,
 				.desc = &kiyot__cell__v1__exec_input__descriptor,
 				.apply = exec_input,
 				.end = exec_input_end,
-				.ctx = &x };
+				.ctx = &c };
 	int ret, code;
 
 	for (size_t i = 0; i < in->n_cmd; i++)
 		cmd[i] = in->cmd[i];
-	ret = supervisor_exec_start(a->sup, in->unit_id, cmd, in->tty, in->stdin, &x, err);
+	ret = supervisor_exec_start(a->sup, in->unit_id, cmd, in->tty, in->stdin, x, err);
 	if (ret < 0)
 		return ret;
-	exec_input(&x, &in->base); /* the first message may carry input and a size too */
+	if (x->stdin_fd >= 0)
+		fcntl(x->stdin_fd, F_SETFL, fcntl(x->stdin_fd, F_GETFL) | O_NONBLOCK);
+	exec_input(&c, &in->base); /* the first message may carry input and a size too */
 	if (input_start(&p, err) < 0) {
-		exec_session_kill(&x);
-		exec_session_wait(&x);
-		exec_session_close(&x);
+		exec_session_kill(x);
+		exec_session_wait(x);
+		exec_session_close(x);
 		return -err->code;
 	}
-	ret = exec_output(call, &x, err);
+	ret = exec_output(call, x, err);
 	if (ret < 0)
-		exec_session_kill(&x);
-	code = exec_session_wait(&x);
+		exec_session_kill(x);
+	code = exec_session_wait(x);
 	if (ret == 0) {
 		done.exited = 1;
 		done.exit_code = code;
@@ -248,7 +271,7 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 	}
 	/* the caller closes its side once it has the exit code; one that does not is cut off */
 	input_join(&p, ret < 0);
-	exec_session_close(&x);
+	exec_session_close(x);
 	if (p.gone && ret == 0)
 		ret = err_set(err, ECANCELED, "the caller went away");
 	return ret;
@@ -406,6 +429,7 @@ int api_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 struct pf_conn {
 	int sock;
 	bool open; /* the caller may still write to the connection */
+	struct rpc_call *call;
 };
 
 /* The caller's bytes into the connection, and the end of them. */
@@ -414,7 +438,8 @@ static void pf_input(void *ctx, const ProtobufCMessage *m)
 	struct pf_conn *c = ctx;
 	const Kiyot__Cell__V1__PortForwardInput *in = (const void *)m;
 
-	if (c->open && in->data.len && !write_all(c->sock, in->data.data, in->data.len))
+	if (c->open && in->data.len &&
+	    !write_all(c->sock, true, in->data.data, in->data.len, c->call))
 		c->open = false;
 	if (c->open && in->close) {
 		shutdown(c->sock, SHUT_WR);
@@ -515,7 +540,7 @@ int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 {
 	struct agent *a = svc;
 	const Kiyot__Cell__V1__PortForwardInput *in = (const void *)req;
-	struct pf_conn c = { -1, true };
+	struct pf_conn c = { -1, true, call };
 	struct input_pump p = { .call = call,
 				.desc = &kiyot__cell__v1__port_forward_input__descriptor,
 				.apply = pf_input,

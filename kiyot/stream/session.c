@@ -120,11 +120,13 @@ static struct msg *msg_new(enum chan ch, const void *data, size_t len)
 	return m;
 }
 
-/* Appends m, waiting while the queue is full (unless stop says to give up: m is freed). */
-static void queue_put(struct sess *s, struct queue *q, struct msg *m)
+/* Appends m, with wait while the queue is full (unless the session is gone: m is freed). The
+ * socket loop never waits (it must keep seeing the client leave): it bounds the input queue by
+ * reading the client only while there is room, one read past QUEUE_MAX at most. */
+static void queue_put(struct sess *s, struct queue *q, struct msg *m, bool wait)
 {
 	pthread_mutex_lock(&s->mu);
-	while (q->bytes > QUEUE_MAX && !s->gone)
+	while (wait && q->bytes > QUEUE_MAX && !s->gone)
 		pthread_cond_wait(&s->cond, &s->mu);
 	if (s->gone) {
 		pthread_mutex_unlock(&s->mu);
@@ -224,15 +226,15 @@ static void *reader_thread(void *arg)
 
 		agent_out_of(s, m, &o);
 		if (o.out.len)
-			queue_put(s, &s->out, msg_new(CH_STDOUT, o.out.data, o.out.len));
+			queue_put(s, &s->out, msg_new(CH_STDOUT, o.out.data, o.out.len), true);
 		if (o.err.len)
-			queue_put(s, &s->out, msg_new(CH_STDERR, o.err.data, o.err.len));
+			queue_put(s, &s->out, msg_new(CH_STDERR, o.err.data, o.err.len), true);
 		if (o.end) {
 			struct msg *e = msg_new(CH_ERROR, NULL, 0);
 
 			e->end = true;
 			e->code = o.code;
-			queue_put(s, &s->out, e);
+			queue_put(s, &s->out, e, true);
 		}
 		protobuf_c_message_free_unpacked(m, NULL);
 		poke(s);
@@ -287,8 +289,17 @@ static void *writer_thread(void *arg)
 	struct msg *m;
 
 	while ((m = queue_take(s, &s->in, true))) {
-		int ret = agent_send(s, m, &err);
+		bool was_full;
+		int ret;
 
+		/* the socket loop stops reading the client while the queue is full: wake it once
+		 * there is room, whether or not the command says anything */
+		pthread_mutex_lock(&s->mu);
+		was_full = s->in.bytes + m->len > QUEUE_MAX;
+		pthread_mutex_unlock(&s->mu);
+		if (was_full)
+			poke(s);
+		ret = agent_send(s, m, &err);
 		free(m);
 		if (ret < 0)
 			break;
@@ -381,7 +392,7 @@ static void resize_input(struct sess *s, const uint8_t *data, size_t len)
 		m->w = (unsigned)json_integer_value(json_object_get(j, "Width"));
 		m->h = (unsigned)json_integer_value(json_object_get(j, "Height"));
 		json_decref(j);
-		queue_put(s, &s->in, m);
+		queue_put(s, &s->in, m, false);
 	}
 	if (used) {
 		char *rest = xstrndup(s->resize.data + used, s->resize.len - used);
@@ -399,7 +410,7 @@ static void client_input(struct sess *s, enum chan ch, const uint8_t *data, size
 		struct msg *m = msg_new(CH_STDIN, data, len);
 
 		m->end = end;
-		queue_put(s, &s->in, m);
+		queue_put(s, &s->in, m, false);
 	} else if (ch == CH_RESIZE && len) {
 		resize_input(s, data, len);
 	}
@@ -616,7 +627,9 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 		pthread_mutex_lock(&s->mu);
 		room = s->in.bytes <= QUEUE_MAX;
 		pthread_mutex_unlock(&s->mu);
-		p[0].events = room ? POLLIN : 0;
+		/* with no room, still see the client hang up (it would go unseen while the command
+		 * is quiet, holding the session and the command) */
+		p[0].events = room ? POLLIN : POLLRDHUP;
 		if (poll(p, 2, started ? -1 : 1000) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents) {
@@ -629,7 +642,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 				break;
 		}
 		if (p[0].revents) {
-			ssize_t n = read(s->fd, buf, sizeof(buf));
+			ssize_t n = room ? read(s->fd, buf, sizeof(buf)) : 0;
 
 			bool ok = n > 0 && feed(s, buf, (size_t)n);
 

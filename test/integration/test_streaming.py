@@ -88,6 +88,42 @@ class StreamingTest(KiyotTest):
                                    close_stdin=True)
         self.assertEqual(out["stdout"], b"piped\ndone\n")
 
+    def test_large_stdin_to_a_quiet_command_over_both_protocols(self):
+        # what kubectl cp and `kubectl exec -i ... < file` do: more input than the session
+        # queues, to a command that says nothing until its input ends
+        cid = self.running()
+        big = hashlib.shake_256(b"quiet").digest(8 << 20)
+        want = hashlib.sha256(big).hexdigest()
+        for kind, proto in (("spdy", "v4.channel.k8s.io"), ("ws", "v5.channel.k8s.io")):
+            s = streamclient.Session(self.url(cid, ["sha256sum"], stdin=True), kind,
+                                     protocol=proto)
+            try:
+                for off in range(0, len(big), 65536):
+                    s.write(big[off:off + 65536])
+                s.close_stdin()
+                s.wait_end(timeout=30)
+            finally:
+                s.close()
+            self.assertEqual(s.out["stdout"].decode().split()[:1], [want], kind)
+
+    def test_a_client_leaving_with_input_queued_ends_its_command(self):
+        cid = self.running()
+        s = streamclient.Session(self.url(cid, ["sh", "-c", "exec sleep 599"], stdin=True),
+                                 "spdy")
+        s.s.sock.settimeout(3)
+        try:
+            for _ in range(256):  # 16 MiB: the session stops reading once its queue is full
+                s.write(bytes(65536))
+        except (socket.timeout, OSError):
+            pass
+        s.close()
+
+        def gone():
+            r = self.c.runtime.ExecSync(self.pb.ExecSyncRequest(
+                container_id=cid, cmd=["ps", "-o", "args"], timeout=10), timeout=T_CALL)
+            return "sleep 599" not in r.stdout.decode()
+        wait_for(gone, 10, "the command of a client that left to be killed")
+
     def test_port_forward_several_connections_byte_for_byte(self):
         pod, cfg = self.run_pod()
         cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"),
