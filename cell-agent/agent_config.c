@@ -164,11 +164,11 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 		goto out;
 	}
 	v = json_object_get(doc, "agent_port");
-	c->port = v ? (int)json_integer_value(v) : 7443;
-	if (c->port < 1 || c->port > 65535) {
+	if (v && (json_integer_value(v) < 1 || json_integer_value(v) > 65535)) {
 		err_set(err, EINVAL, "agent_port: must be 1-65535");
 		goto out;
 	}
+	c->port = v ? (int)json_integer_value(v) : 7443;
 	v = json_object_get(doc, "restart_backoff_ms");
 	c->restart_backoff_ms = v ? json_integer_value(v) : 10000;
 	if (c->restart_backoff_ms < 1) {

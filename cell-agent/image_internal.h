@@ -15,6 +15,7 @@
 #include "image.h"
 
 struct reg_client;
+struct reg_manifest;
 
 /* One layer of a manifest: its blob digest and compressed size. */
 struct img_layer {
@@ -32,6 +33,23 @@ struct img_manifest {
 };
 
 void image_manifest_release(struct img_manifest *m);
+
+/* Reads one manifest or index document as the registry sent it (body and Content-Type of
+ * doc; doc->digest names it in errors, reference too). An index, taken when index_ok and pick
+ * is non-NULL, gives *pick: a copy of its linux/amd64 entry's digest, which the caller frees,
+ * with m untouched; an image manifest fills m (*pick NULL), which the caller releases whatever
+ * the outcome. Anything else is refused. Nothing is fetched. Errors: EPROTO for a document
+ * that is malformed (not JSON, a descriptor without a sha256 digest or size, more than 256
+ * layers or 1024 index entries) or of an unsupported media type (layers included), ENOENT
+ * for an index without linux/amd64. */
+int image_manifest_read(const struct reg_manifest *doc, const char *reference, bool index_ok,
+			struct img_manifest *m, char **pick, struct err *err);
+
+/* Reads an image config blob (JSON; digest names it in errors) into info's entrypoint, cmd,
+ * env, user and working_dir, which the caller frees with info whatever the outcome. EPROTO
+ * when it is not a JSON object or a field has the wrong type. */
+int image_config_read(const char *body, size_t len, const char *digest, struct image_info *info,
+		      struct err *err);
 
 /* Resolves a parsed reference at its registry without fetching any layer: the manifest
  * (through an index to its linux/amd64 entry) and the verified image config. norm is the

@@ -158,25 +158,42 @@ static int index_pick(const json_t *j, const char **digest, struct err *err)
 		       off ? have : "nothing");
 }
 
-/* Fetches one manifest or index and parses its JSON. */
-static int image_fetch_doc(struct reg_client *c, const char *reference, struct reg_manifest *doc,
-			   json_t **out, struct err *err)
+/* One manifest or index document as fetched (contract in image_internal.h). */
+int image_manifest_read(const struct reg_manifest *doc, const char *reference, bool index_ok,
+			struct img_manifest *m, char **pick, struct err *err)
 {
 	json_error_t jerr;
+	const char *kind;
 	json_t *j;
 	int ret;
 
-	ret = reg_fetch_manifest(c, reference, doc, err);
-	if (ret < 0)
-		return ret;
+	if (pick)
+		*pick = NULL;
 	j = json_loadb(doc->body, doc->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		return err_set(err, EPROTO, "malformed manifest %s: invalid JSON: %s", reference,
 			       j ? "not an object" : jerr.text);
 	}
-	*out = j;
-	return 0;
+	kind = manifest_kind(j, doc->media_type);
+	if (index_ok && pick && manifest_is_index(kind)) {
+		const char *d = NULL;
+
+		ret = index_pick(j, &d, err);
+		if (ret == 0)
+			*pick = xstrdup(d);
+	} else if (strcmp(kind, MT_OCI_MANIFEST) && strcmp(kind, MT_DOCKER_MANIFEST)) {
+		ret = err_set(err, EPROTO, "manifest %s: unsupported media type %.100s%s",
+			      doc->digest, kind,
+			      strstr(kind, "manifest.v1") ? " (Docker schema 1 is not supported; "
+							    "push the image again with a current "
+							    "client)"
+							  : "");
+	} else {
+		ret = manifest_parse(j, m, err);
+	}
+	json_decref(j);
+	return ret;
 }
 
 /* Fetches the manifest for reference, following an index to its linux/amd64 entry.
@@ -186,42 +203,21 @@ static int image_resolve(struct reg_client *c, const char *reference, struct img
 {
 	struct reg_manifest doc = { 0 };
 	_cleanup_free_ char *pick = NULL;
-	json_t *j = NULL;
-	const char *kind;
 	int ret;
 
-	ret = image_fetch_doc(c, reference, &doc, &j, err);
+	ret = reg_fetch_manifest(c, reference, &doc, err);
 	if (ret < 0)
-		goto out;
+		return ret;
 	*top_digest = xstrdup(doc.digest);
-	kind = manifest_kind(j, doc.media_type);
-	if (manifest_is_index(kind)) {
-		const char *d = NULL;
-
-		ret = index_pick(j, &d, err);
-		if (ret < 0)
-			goto out;
-		pick = xstrdup(d);
-		json_decref(j);
-		j = NULL;
-		reg_manifest_release(&doc);
-		ret = image_fetch_doc(c, pick, &doc, &j, err);
-		if (ret < 0)
-			goto out;
-		kind = manifest_kind(j, doc.media_type);
-	}
-	if (strcmp(kind, MT_OCI_MANIFEST) && strcmp(kind, MT_DOCKER_MANIFEST)) {
-		ret = err_set(err, EPROTO, "manifest %s: unsupported media type %.100s%s",
-			      doc.digest, kind,
-			      strstr(kind, "manifest.v1") ? " (Docker schema 1 is not supported; "
-							    "push the image again with a current "
-							    "client)"
-							  : "");
-		goto out;
-	}
-	ret = manifest_parse(j, m, err);
-out:
-	json_decref(j);
+	ret = image_manifest_read(&doc, reference, true, m, &pick, err);
+	reg_manifest_release(&doc);
+	if (ret < 0 || !pick)
+		return ret;
+	ret = reg_fetch_manifest(c, pick, &doc, err);
+	if (ret < 0)
+		return ret;
+	/* what an index points at must be an image manifest, not another index */
+	ret = image_manifest_read(&doc, pick, false, m, NULL, err);
 	reg_manifest_release(&doc);
 	return ret;
 }
@@ -253,15 +249,34 @@ static int config_read(struct image_info *info, const json_t *cfg, struct err *e
 	info->working_dir = xstrdup(json_is_string(wd) ? json_string_value(wd) : "");
 	return 0;
 }
+
+/* An image config blob's run settings (contract in image_internal.h). */
+int image_config_read(const char *body, size_t len, const char *digest, struct image_info *info,
+		      struct err *err)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	int ret;
+
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return err_set(err, EPROTO, "image config %s: invalid JSON: %s", digest,
+			       j ? "not an object" : jerr.text);
+	}
+	ret = config_read(info, j, err);
+	json_decref(j);
+	if (ret < 0)
+		return err_wrap(err, "image config %s", digest);
+	return 0;
+}
+
 /* Fetches the image config blob (verified against the manifest's digest and size) and fills
  * info's image id, size and run settings from it. */
 static int image_config(struct reg_client *c, const struct img_manifest *m, struct image_info *info,
 			struct err *err)
 {
 	_cleanup_free_ char *body = NULL;
-	json_error_t jerr;
 	size_t len = 0;
-	json_t *j;
 	int ret;
 
 	if (m->config_size > (int64_t)REG_MAX_MANIFEST)
@@ -273,21 +288,11 @@ static int image_config(struct reg_client *c, const struct img_manifest *m, stru
 	if ((int64_t)len != m->config_size)
 		return err_set(err, EBADMSG, "image config %s: %zu bytes, the manifest says %lld",
 			       m->config_digest, len, (long long)m->config_size);
-	j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return err_set(err, EPROTO, "image config %s: invalid JSON: %s", m->config_digest,
-			       j ? "not an object" : jerr.text);
-	}
 	info->image_id = xstrdup(m->config_digest);
 	info->size = 0;
 	for (size_t i = 0; i < m->n_layers; i++)
 		info->size += (uint64_t)m->layers[i].size;
-	ret = config_read(info, j, err);
-	json_decref(j);
-	if (ret < 0)
-		return err_wrap(err, "image config %s", m->config_digest);
-	return 0;
+	return image_config_read(body, len, m->config_digest, info, err);
 }
 
 /* Manifest and verified config of a reference, no layer: the one path image_pull and

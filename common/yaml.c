@@ -309,8 +309,10 @@ static int yscalar(struct yctx *c, const yaml_event_t *ev, json_t **out)
 		}
 		return ystring(c, ev, out);
 	}
-	if (strncmp(tag, YTAG_PREFIX, strlen(YTAG_PREFIX)) != 0)
+	if (strncmp(tag, YTAG_PREFIX, strlen(YTAG_PREFIX)) != 0) {
+		json_decref(v);
 		return yerr_at(c, EINVAL, ev->start_mark, "unsupported tag %s", tag);
+	}
 	want = tag + strlen(YTAG_PREFIX);
 	if (v && strcmp(want, "float") == 0 && json_is_integer(v)) {
 		json_t *r = json_real((double)json_integer_value(v));

@@ -53,6 +53,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "log.h"
 #include "quantity.h"
 #include "sizing.h"
@@ -394,6 +395,17 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+
+	if (fs_read_file(path, CONFIG_MAX, &text, &len, err) < 0)
+		return err_wrap(err, "config");
+	return kiyot_config_load_text(c, text, len, path, err);
+}
+
+int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
+			   struct err *err)
+{
 	static const char *const known[] = { "socket",
 					     "stateDir",
 					     "logLevel",
@@ -411,10 +423,12 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	json_t *doc = NULL, *v;
 	int ret = -1;
 
-	if (yaml_file_to_json(path, CONFIG_MAX, &doc, err) < 0)
-		return err_wrap(err, "config");
+	if (len > CONFIG_MAX)
+		return err_set(err, EFBIG, "config: %s: larger than %u bytes", path, CONFIG_MAX);
+	if (yaml_to_json(text, len, &doc, err) < 0)
+		return err_wrap(err, "config: %s", path);
 	if (!json_is_object(doc)) {
-		err_set(err, EINVAL, "config %s: must be a mapping of settings", path);
+		ret = err_set(err, EINVAL, "config %s: must be a mapping of settings", path);
 		goto out;
 	}
 	if (check_keys(doc, "", known, err) < 0 ||

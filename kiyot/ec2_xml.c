@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -147,6 +148,7 @@ int64_t ec2_xml_time(const char *s)
 	struct tm tm = { 0 };
 	const char *rest;
 	int64_t frac = 0, scale = 100000000;
+	time_t secs;
 
 	if (!s)
 		return -1;
@@ -161,7 +163,11 @@ int64_t ec2_xml_time(const char *s)
 	}
 	if (*rest != 'Z' && strcmp(rest, "+00:00") != 0)
 		return -1;
-	return (int64_t)timegm(&tm) * 1000000000 + frac;
+	/* before 1970, or past what 64 bits of nanoseconds hold (the year 2262) */
+	secs = timegm(&tm);
+	if (secs < 0 || secs >= INT64_MAX / 1000000000)
+		return -1;
+	return (int64_t)secs * 1000000000 + frac;
 }
 
 int ec2_xml_error(const char *body, size_t len, char **code, char **message, struct err *err)
@@ -342,7 +348,8 @@ int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **
 	return ret;
 }
 
-/* One <spotPriceHistorySet><item> into *out; false when it lacks a type or a valid price. */
+/* One <spotPriceHistorySet><item> into *out; false when it lacks a type or a valid price (a
+ * finite number, not negative: strtod also reads "nan" and "inf"). */
 static bool parse_spot(const xmlNode *it, struct ec2_spot_price *out)
 {
 	_cleanup_free_ char *price = child_text(it, "spotPrice");
@@ -354,7 +361,7 @@ static bool parse_spot(const xmlNode *it, struct ec2_spot_price *out)
 		return false;
 	errno = 0;
 	p = strtod(price, &end);
-	if (errno || end == price || *end || p < 0)
+	if (errno || end == price || *end || !isfinite(p) || p < 0)
 		return false;
 	memset(out, 0, sizeof(*out));
 	out->instance_type = child_text(it, "instanceType");

@@ -99,6 +99,11 @@ struct kiyot {
 /* Config: defaults, then the file (YAML or JSON), then flags. */
 void kiyot_config_defaults(struct kiyot_config *c);
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err);
+/* The same for the file's text, len bytes (no NUL needed, at most 1 MiB); path names it in
+ * errors. Settings the text gives replace those in c, the others are kept. EINVAL (or the
+ * codes of yaml.h) with a message naming the setting. */
+int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
+			   struct err *err);
 void kiyot_config_release(struct kiyot_config *c);
 
 /* Opens the store, loads the records, sets up provider, catalog and cells; reconciles cells

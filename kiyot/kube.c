@@ -89,9 +89,10 @@ static int take_pem(json_t *obj, const char *key, const char *dir, char **file, 
 	return 0;
 }
 
-/* Fills a from the cluster and user entries of a kubeconfig. */
+/* Fills a from the cluster and user entries of a kubeconfig; a tokenFile's path goes to
+ * *token_file, unread. */
 static int auth_from_entries(json_t *cluster, json_t *user, const char *dir, struct kube_auth *a,
-			     struct err *err)
+			     char **token_file, struct err *err)
 {
 	const char *v;
 	size_t n;
@@ -102,6 +103,8 @@ static int auth_from_entries(json_t *cluster, json_t *user, const char *dir, str
 	n = strlen(a->server);
 	while (n > 0 && a->server[n - 1] == '/')
 		a->server[--n] = '\0';
+	if (!n)
+		return err_set(err, EINVAL, "its cluster's server \"%s\" names no host", v);
 	a->insecure = json_is_true(json_object_get(cluster, "insecure-skip-tls-verify"));
 	if (take_pem(cluster, "certificate-authority", dir, &a->ca_file, &a->ca_data, &a->ca_len,
 		     err) < 0)
@@ -112,26 +115,19 @@ static int auth_from_entries(json_t *cluster, json_t *user, const char *dir, str
 		     err) < 0 ||
 	    take_pem(user, "client-key", dir, &a->key_file, &a->key_data, &a->key_len, err) < 0)
 		return -err->code;
-	if ((v = str_of(user, "token"))) {
+	if ((v = str_of(user, "token")))
 		a->token = xstrdup(v);
-	} else if ((v = str_of(user, "tokenFile"))) {
-		_cleanup_free_ char *p = rel_path(dir, v);
-		char *t;
-		size_t len;
-
-		if (fs_read_file(p, KUBE_MAX_CONFIG, &t, &len, err) < 0)
-			return err_wrap(err, "tokenFile");
-		while (len > 0 && isspace((unsigned char)t[len - 1]))
-			t[--len] = '\0';
-		a->token = t;
-	}
+	else if ((v = str_of(user, "tokenFile")))
+		*token_file = rel_path(dir, v);
 	return 0;
 }
 
-int kube_auth_from_kubeconfig(const char *path, struct kube_auth *out, struct err *err)
+int kube_kubeconfig_parse(const char *text, size_t len, const char *path, struct kube_auth *out,
+			  char **token_file, struct err *err)
 {
 	struct kube_auth a = { 0 };
 	_cleanup_free_ char *dir = xstrdup(path);
+	_cleanup_free_ char *tf = NULL;
 	json_t *root, *ctx, *cluster, *user = NULL;
 	const char *cur, *v;
 	int ret = 0;
@@ -142,8 +138,11 @@ int kube_auth_from_kubeconfig(const char *path, struct kube_auth *out, struct er
 		free(dir);
 		dir = xstrdup(".");
 	}
-	if (yaml_file_to_json(path, KUBE_MAX_CONFIG, &root, err) < 0)
-		return err_wrap(err, "kubeconfig");
+	if (len > KUBE_MAX_CONFIG)
+		return err_set(err, EFBIG, "kubeconfig: %s: larger than %u bytes", path,
+			       KUBE_MAX_CONFIG);
+	if (yaml_to_json(text, len, &root, err) < 0)
+		return err_wrap(err, "kubeconfig: %s", path);
 	if (!(cur = str_of(root, "current-context"))) {
 		ret = err_set(err, EINVAL,
 			      "kubeconfig %s: no current-context; set one with kubectl "
@@ -165,16 +164,42 @@ int kube_auth_from_kubeconfig(const char *path, struct kube_auth *out, struct er
 		ret = err_set(err, EINVAL, "kubeconfig %s: user \"%s\" is not defined", path, v);
 		goto out;
 	}
-	if (auth_from_entries(cluster, user, dir, &a, err) < 0) {
+	if (auth_from_entries(cluster, user, dir, &a, &tf, err) < 0) {
 		ret = err_wrap(err, "kubeconfig %s: context \"%s\"", path, cur);
 		goto out;
 	}
 	*out = a;
 	memset(&a, 0, sizeof(a));
+	*token_file = steal_ptr(tf);
 out:
 	kube_auth_release(&a);
 	json_decref(root);
 	return ret;
+}
+
+int kube_auth_from_kubeconfig(const char *path, struct kube_auth *out, struct err *err)
+{
+	struct kube_auth a = { 0 };
+	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ char *tf = NULL;
+	size_t len = 0;
+	char *t;
+
+	if (fs_read_file(path, KUBE_MAX_CONFIG, &text, &len, err) < 0)
+		return err_wrap(err, "kubeconfig");
+	if (kube_kubeconfig_parse(text, len, path, &a, &tf, err) < 0)
+		return -err->code;
+	if (tf) {
+		if (fs_read_file(tf, KUBE_MAX_CONFIG, &t, &len, err) < 0) {
+			kube_auth_release(&a);
+			return err_wrap(err, "kubeconfig %s: tokenFile", path);
+		}
+		while (len > 0 && isspace((unsigned char)t[len - 1]))
+			t[--len] = '\0';
+		a.token = t;
+	}
+	*out = a;
+	return 0;
 }
 
 int kube_auth_from_service_account(const char *dir, const char *host, const char *port,

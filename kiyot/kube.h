@@ -43,6 +43,15 @@ void kube_auth_release(struct kube_auth *a);
  * missing. */
 int kube_auth_from_kubeconfig(const char *path, struct kube_auth *out, struct err *err);
 
+/* Its parsing half, on the text (len bytes, no NUL needed, at most KUBE_MAX_CONFIG) of the
+ * kubeconfig at path, which names it in errors and whose directory relative file names are
+ * taken from. Reads no file: a user's tokenFile is left to the caller, *token_file getting its
+ * path (NULL when there is none; the caller frees it) and out->token staying NULL. On failure
+ * out and *token_file are untouched. Errors: EINVAL naming what is missing, the codes of yaml.h
+ * for text that is not YAML, and of b64_decode for *-data fields that are not base64. */
+int kube_kubeconfig_parse(const char *text, size_t len, const char *path, struct kube_auth *out,
+			  char **token_file, struct err *err);
+
 /* The in-cluster service account: token and CA from dir (normally KUBE_SA_DIR), the server
  * from host and port (normally $KUBERNETES_SERVICE_HOST and $KUBERNETES_SERVICE_PORT). */
 int kube_auth_from_service_account(const char *dir, const char *host, const char *port,

@@ -112,7 +112,7 @@ static int pvolume(const json_t *v, const char *path, struct podspec *ps, size_t
 {
 	struct podspec_volume *vol = &ps->volumes[idx];
 	_cleanup_free_ char *ed_path = podspec_join(path, "emptyDir");
-	_cleanup_free_ char *medium = NULL, *size = NULL;
+	_cleanup_free_ char *medium = NULL;
 	_cleanup_free_ char *np = podspec_join(path, "name");
 	const json_t *ed;
 	const char *k;
@@ -200,8 +200,10 @@ static int pvolume_sizes(const json_t *spec, struct podspec *ps, struct err *err
 		if (ret < 0)
 			return ret;
 		ret = quantity_parse_bytes(text, &ps->volumes[i].size_limit_bytes, err);
-		if (ret < 0)
+		if (ret < 0) {
+			err->code = EINVAL; /* not quantity.h's ERANGE: the manifest is bad */
 			return err_wrap(err, "%s", p);
+		}
 	}
 	return 0;
 }

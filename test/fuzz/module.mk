@@ -1,26 +1,34 @@
 # Fuzz targets, built with Debian's clang and libFuzzer (ASan + UBSan):
 #   make fuzz                         every target, FUZZ_SECONDS (60) each over its corpus
 #   make fuzz FUZZ_TARGETS=seccomp FUZZ_SECONDS=600
+#   make fuzz-check                   what `make test` runs: every target over its corpus plus
+#                                     FUZZ_CHECK_SECONDS (20) of new inputs; a crash, a leak or
+#                                     an input slower than 60 s fails it, naming the reproducer
 #   make fuzz-build                   the binaries only, in $(BUILD)/fuzz/
 # A target is test/fuzz/fuzz_<name>.c (LLVMFuzzerTestOneInput) with its seed corpus in
 # test/fuzz/corpus/<name>/ and, if there is one, a dictionary test/fuzz/<name>.dict. The module
 # it exercises, <name>.c and <name>_*.c anywhere under cell-agent/, common/ or kiyot/, is
 # compiled with clang so that coverage guides the fuzzer there, as are common/err.c,
 # common/xalloc.c and the sources test/fuzz/<name>.srcs lists (optional, one a line); whatever
-# else it calls comes from the gcc-built libraries, uninstrumented.
+# else it calls comes from the gcc-built libraries, uninstrumented. test/fuzz/seeds.py and
+# stream_seeds.py write the seed corpora; targets whose module writes files give it a sandbox
+# with a decoy beside it (test/fuzz/sandbox.c, in their .srcs).
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 20
 FUZZ_NAMES := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_TARGETS ?= $(FUZZ_NAMES)
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer
-# gcc's warnings are the build's; clang also flags va_list wrappers without a format attribute
-FUZZ_CFLAGS := $(BASE_CFLAGS) -O1 $(WARN) -Wno-format-nonliteral $(FUZZ_SAN)
+# gcc's warnings are the build's; clang also flags va_list wrappers without a format attribute,
+# and common/yaml.h's #include_next of libyaml's <yaml.h>, which finds it all the same
+FUZZ_CFLAGS := $(BASE_CFLAGS) -O1 $(WARN) -Wno-format-nonliteral -Wno-include-next-absolute-path \
+	$(FUZZ_SAN)
 FUZZ_LIBS := $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 FUZZ_ALWAYS := common/err.c common/xalloc.c
 
-.PHONY: fuzz fuzz-build
+.PHONY: fuzz fuzz-build fuzz-check
 
 # the sources a target is built from, as objects under $(BUILD)/fuzz/obj
 fuzz_objs = $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,test/fuzz/fuzz_$(1).c $(sort \
@@ -45,5 +53,9 @@ fuzz-build: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 fuzz: fuzz-build
 	@test/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-check: fuzz-build
+	@FUZZ_FLAGS="-timeout=60 $(FUZZ_FLAGS)" test/fuzz/run.sh $(BUILD)/fuzz \
+		$(FUZZ_CHECK_SECONDS) $(FUZZ_TARGETS)
 
 -include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

@@ -4,12 +4,15 @@
 #   test/fuzz/run.sh FUZZ_DIR SECONDS NAME...
 # FUZZ_DIR holds the binaries (fuzz_<name>); inputs found are kept in FUZZ_DIR/corpus/<name>,
 # inputs that crash in FUZZ_DIR/artifacts/, each run's output in FUZZ_DIR/<name>.log.
-# FUZZ_FLAGS adds libFuzzer options. Exits non-zero when a target finds a crash.
+# FUZZ_FLAGS adds libFuzzer options. Exits non-zero when a target finds a crash, and then
+# prints the input that did it and the command that runs it again.
 cd "$(dirname "$0")/../.." || exit 2
 dir=$1
 seconds=$2
 shift 2
 status=0
+passed=0
+failed=0
 for name in "$@"; do
 	bin=$dir/fuzz_$name
 	log=$dir/$name.log
@@ -28,11 +31,19 @@ for name in "$@"; do
 		corp=$(echo "$last" | sed -n 's/.* corp: \([0-9]*\).*/\1/p')
 		echo "  fuzz $name: $execs runs ($speed/s), coverage $cov edges, $ft features," \
 			"corpus $corp inputs, no crash"
+		passed=$((passed + 1))
 	else
 		status=1
+		failed=$((failed + 1))
 		echo "  fuzz $name: FAILED; the end of $log:"
 		tail -n 40 "$log"
-		ls "$dir/artifacts/$name-"* 2>/dev/null
+		unit=$(sed -n 's/^Test unit written to //p' "$log" | tail -n 1)
+		if [ -n "$unit" ]; then
+			echo "  fuzz $name: the input is $unit; run it again with: $bin $unit"
+		else
+			echo "  fuzz $name: no input was written (see $log)"
+		fi
 	fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status
