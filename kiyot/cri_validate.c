@@ -97,6 +97,19 @@ static bool is_dns_label(const char *s, size_t len, size_t max, bool any_case)
 	return true;
 }
 
+/* A container's name as runtimes take it: the kubelet sends DNS-1123 labels, the CRI
+ * validation suite also dots and underscores (names built from file names), which containerd
+ * takes; never a '/' or anything that is not printable ASCII. */
+static bool is_container_name(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max || !is_alnum(s[0], true))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!is_alnum(s[i], true) && s[i] != '-' && s[i] != '.' && s[i] != '_')
+			return false;
+	return true;
+}
+
 /* A DNS-1123 subdomain: labels joined by '.', at most 253 characters. As in Kubernetes' own
  * check, a label in it is not held to 63 characters (the CRI validation suite's pod names
  * have parts of up to ~70). */
@@ -693,11 +706,11 @@ static int check_container_config(const Runtime__V1__ContainerConfig *c, struct 
 	if (!c)
 		return 0;
 	n = c->metadata ? strlen(c->metadata->name) : 0;
-	if (n && !is_dns_label(c->metadata->name, n, CRI_MAX_CONTAINER_NAME, true))
+	if (n && !is_container_name(c->metadata->name, n, CRI_MAX_CONTAINER_NAME))
 		return err_set(err, EINVAL,
 			       "config.metadata.name: %s (%zu bytes) is not a container name: at "
-			       "most %d letters, digits and '-', starting and ending with a "
-			       "letter or digit (a DNS-1123 label)",
+			       "most %d letters, digits, '-', '.' and '_', starting with a letter "
+			       "or digit",
 			       show(b, c->metadata->name), n, CRI_MAX_CONTAINER_NAME);
 	if (check_image("config.image", c->image, err) < 0 || check_process(c, err) < 0 ||
 	    check_mounts(c, err) < 0 ||

@@ -599,7 +599,16 @@ static void test_cri_validate__container_refusals_name_the_field(void **state)
 	(void)state;
 	ctr_init(&c);
 	assert_passes(&c.req.base);
+	/* what the CRI validation suite names containers (built from a profile's path) */
+	c.md.name = "seccomp-container-localhost--tmp-seccomp-tests2581507042-block-chmod.json";
+	assert_passes(&c.req.base);
 	c.md.name = "web_1";
+	assert_passes(&c.req.base);
+	c.md.name = "a/b";
+	assert_refused(&c.req.base, "config.metadata.name", "not a container name");
+	c.md.name = ".hidden";
+	assert_refused(&c.req.base, "config.metadata.name", "not a container name");
+	c.md.name = "tab\there";
 	assert_refused(&c.req.base, "config.metadata.name", "not a container name");
 	c.md.name = long_name;
 	assert_refused(&c.req.base, "config.metadata.name", "254 bytes");
