@@ -6,8 +6,10 @@
 
 #include <errno.h>
 #include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -376,4 +378,53 @@ int pki_verify(const char *ca_cert_pem, const char *cert_pem, const char *name,
 	X509_free(x);
 	X509_free(ca);
 	return ret;
+}
+
+int pki_enroll_proof(const char *secret, const char *cell_id, const char *csr_pem, char out[65],
+		     struct err *err)
+{
+	static const char label[] = "kiyot-enroll"; /* with its NUL */
+	char key_id[65];
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	size_t slen = secret ? strnlen(secret, 257) : 0;
+	unsigned char msg[sizeof(label) + PKI_MAX_NAME + 1 + 64];
+	int ok;
+
+	if (slen == 0 || slen > 256)
+		return err_set(err, EINVAL, "enrollment secret: %s",
+			       slen ? "over 256 bytes" : "empty");
+	if (!pki_name_valid(cell_id))
+		return err_set(err, EINVAL, "enrollment: cell id \"%.64s\" is not valid", cell_id);
+	if (pki_csr_key_id(csr_pem, key_id, err) < 0)
+		return -err->code;
+	/* label NUL cell_id NUL key_id: the id is at most PKI_MAX_NAME */
+	n = (unsigned int)(sizeof(label) + strlen(cell_id) + 1);
+	memcpy(msg, label, sizeof(label));
+	memcpy(msg + sizeof(label), cell_id, strlen(cell_id) + 1);
+	memcpy(msg + n, key_id, 64);
+	ok = HMAC(EVP_sha256(), secret, (int)slen, msg, n + 64, mac, &n) != NULL;
+	if (!ok || n != 32)
+		return ssl_fail(err, ENOMEM, "enrollment proof");
+	hex_encode(mac, 32, out);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return 0;
+}
+
+int pki_enroll_check(const char *secret, const char *cell_id, const char *csr_pem,
+		     const char *proof, struct err *err)
+{
+	char want[65];
+	int ok;
+
+	if (pki_enroll_proof(secret, cell_id, csr_pem, want, err) < 0)
+		return -err->code;
+	ok = proof && strnlen(proof, 65) == 64 && CRYPTO_memcmp(want, proof, 64) == 0;
+	OPENSSL_cleanse(want, sizeof(want));
+	if (!ok)
+		return err_set(err, EKEYREJECTED,
+			       "cell %s: the enrollment proof does not match its bootstrap secret "
+			       "and key",
+			       cell_id);
+	return 0;
 }

@@ -43,6 +43,14 @@ int pki_sign(const char *ca_cert_pem, const char *ca_key_pem, const char *csr_pe
  * usage and, when key_pem is non-NULL, it certifies that key. 0 when all hold. */
 int pki_verify(const char *ca_cert_pem, const char *cert_pem, const char *name,
 	       enum pki_usage usage, const char *key_pem, struct err *err);
+/* Enrollment: a new cell proves it holds its one-time bootstrap secret (at most 256 bytes of
+ * text) with HMAC-SHA256(secret, "kiyot-enroll\0" cell_id "\0" pki_csr_key_id(csr)), lowercase
+ * hex, which binds the proof to the key the request carries. */
+int pki_enroll_proof(const char *secret, const char *cell_id, const char *csr_pem, char out[65],
+		     struct err *err);
+/* Checks a proof (in constant time): 0, or -EKEYREJECTED naming the cell. */
+int pki_enroll_check(const char *secret, const char *cell_id, const char *csr_pem,
+		     const char *proof, struct err *err);
 /* Whether name may be put in a certificate (1-64 of [a-z0-9.-], not starting with '.'/'-'). */
 int pki_name_valid(const char *name);
 

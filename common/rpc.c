@@ -71,7 +71,8 @@ struct rpc_server {
 	size_t n_methods;
 	void *svc;
 	size_t max_message;
-	char *auth; /* "Bearer <token>" every call must carry, or NULL */
+	char *auth;	 /* "Bearer <token>" every call must carry, or NULL */
+	char *peer_name; /* TLS: the identity every caller's certificate must carry, or NULL */
 	struct rpc_call *slots[RPC_SLOTS];
 	pthread_t acceptor;
 	struct pool pools[RPC_MAX_POOLS];
@@ -407,6 +408,26 @@ static int authorized(const struct rpc_server *s, const grpc_metadata_array *md)
 	return 0;
 }
 
+/* Whether the call's TLS peer showed a verified certificate whose identity is name. */
+static int peer_is(grpc_call *call, const char *name)
+{
+	grpc_auth_context *ctx = grpc_call_auth_context(call);
+	grpc_auth_property_iterator it;
+	const grpc_auth_property *p;
+	int ok = 0;
+
+	if (!ctx)
+		return 0;
+	if (grpc_auth_context_peer_is_authenticated(ctx)) {
+		it = grpc_auth_context_peer_identity(ctx);
+		while (!ok && (p = grpc_auth_property_iterator_next(&it)))
+			ok = p->value_length == strlen(name) &&
+			     memcmp(p->value, name, p->value_length) == 0;
+	}
+	grpc_auth_context_release(ctx);
+	return ok;
+}
+
 /* Starts waiting for the call's end on the server side (what rpc_cancelled reads). */
 static int call_watch_close(struct rpc_call *c)
 {
@@ -453,6 +474,12 @@ static void call_run(struct rpc_call *c)
 
 	if (call_watch_close(c) < 0)
 		return;
+	if (s->peer_name && !peer_is(c->call, s->peer_name)) {
+		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
+			    "this server takes calls from its own peer only (a client certificate "
+			    "naming it)");
+		return;
+	}
 	if (s->auth && !authorized(s, &c->md)) {
 		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
 			    "this cell's agent takes calls from its kiyot only (authorization: "
@@ -739,9 +766,19 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 	s->server = grpc_server_create(&cargs, NULL);
 	s->notify_cq = grpc_completion_queue_create_for_next(NULL);
 	grpc_server_register_completion_queue(s->server, s->notify_cq, NULL);
-	creds = grpc_insecure_server_credentials_create();
-	port = grpc_server_add_http2_port(s->server, cfg->address, creds);
-	grpc_server_credentials_release(creds);
+	if (cfg->tls.ca_pem) {
+		grpc_ssl_pem_key_cert_pair pair = { cfg->tls.key_pem, cfg->tls.cert_pem };
+
+		s->peer_name = xstrdup(cfg->tls.peer_name ? cfg->tls.peer_name : "");
+		creds = grpc_ssl_server_credentials_create_ex(
+			cfg->tls.ca_pem, &pair, 1,
+			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
+	} else {
+		creds = grpc_insecure_server_credentials_create();
+	}
+	port = creds ? grpc_server_add_http2_port(s->server, cfg->address, creds) : 0;
+	if (creds)
+		grpc_server_credentials_release(creds);
 	if (port == 0) {
 		/* core aborts when destroying a server that was never started and shut down */
 		grpc_server_start(s->server);
@@ -758,7 +795,11 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cond);
 		free(s->auth);
+		free(s->peer_name);
 		free(s);
+		if (!creds)
+			return err_set(err, EINVAL, "cannot make TLS credentials for %s",
+				       cfg->address);
 		return err_set(err, EADDRINUSE, "cannot listen on %s", cfg->address);
 	}
 	grpc_server_start(s->server);
@@ -795,6 +836,7 @@ void rpc_server_stop(struct rpc_server *s)
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->auth);
+	free(s->peer_name);
 	free(s);
 }
 

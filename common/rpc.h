@@ -75,6 +75,18 @@ struct rpc_pool {
 
 #define RPC_MAX_POOLS 4
 
+/* TLS both ways (PEM text, not copied: it must outlive the call it is passed to). A server
+ * presents cert/key and takes only clients whose certificate the CA issued and whose identity
+ * (its certificate's DNS name, or its common name without one) is peer_name; a client trusts
+ * only servers the CA certified for peer_name (whatever the target's address), and presents
+ * cert/key. */
+struct rpc_tls {
+	const char *ca_pem;
+	const char *cert_pem;
+	const char *key_pem;
+	const char *peer_name;
+};
+
 struct rpc_server_config {
 	const char *address;		  /* "unix:///run/kiyot/kiyot.sock" or "10.77.0.2:7443" */
 	const struct rpc_method *methods; /* the table; must outlive the server */
@@ -89,6 +101,9 @@ struct rpc_server_config {
 	/* When set, every call must carry "authorization: Bearer <token>" (rpc_channel_set_token)
 	 * or is answered UNAUTHENTICATED. Copied. */
 	const char *token;
+	/* When tls.ca_pem is set, the server speaks TLS only and answers a call from any other
+	 * peer than tls.peer_name UNAUTHENTICATED; plaintext otherwise. */
+	struct rpc_tls tls;
 };
 
 /* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */
@@ -134,6 +149,10 @@ struct rpc_stream;
 
 /* target: "unix:///path" or "host:port"; plaintext. */
 int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err);
+/* The same over TLS (struct rpc_tls): a server that cannot show a certificate of tls->ca_pem
+ * naming tls->peer_name is never sent a call; calls fail UNAVAILABLE. */
+int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rpc_channel **out,
+			struct err *err);
 /* Every later call on the channel carries "authorization: Bearer <token>". Call before the
  * channel is shared between threads. */
 void rpc_channel_set_token(struct rpc_channel *ch, const char *token);

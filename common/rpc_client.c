@@ -35,14 +35,17 @@ struct rpc_stream {
 	char send_tag; /* its address tags sends, s itself tags reads */
 };
 
-int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err)
+/* A channel with creds (released here); override, when set, is the name the server's
+ * certificate must carry. */
+static int channel_new(const char *target, grpc_channel_credentials *creds, const char *override,
+		       struct rpc_channel **out, struct err *err)
 {
 	struct rpc_channel *c;
-	grpc_channel_credentials *creds;
-	grpc_arg args[4];
+	grpc_arg args[5];
 	grpc_channel_args cargs = { 4, args };
 
-	rpc_global_init();
+	if (!creds)
+		return err_set(err, EINVAL, "cannot make credentials for a channel to %s", target);
 	args[0].type = GRPC_ARG_INTEGER;
 	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
 	args[0].value.integer = (int)CLIENT_MAX_MESSAGE;
@@ -58,7 +61,12 @@ int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *er
 	args[3].type = GRPC_ARG_INTEGER;
 	args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
 	args[3].value.integer = 2000;
-	creds = grpc_insecure_credentials_create();
+	if (override) {
+		args[4].type = GRPC_ARG_STRING;
+		args[4].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+		args[4].value.string = (char *) override;
+		cargs.num_args = 5;
+	}
 	c = xcalloc(1, sizeof(*c));
 	c->ch = grpc_channel_create(target, creds, &cargs);
 	grpc_channel_credentials_release(creds);
@@ -69,6 +77,27 @@ int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *er
 	c->target = xstrdup(target);
 	*out = c;
 	return 0;
+}
+
+int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err)
+{
+	rpc_global_init();
+	return channel_new(target, grpc_insecure_credentials_create(), NULL, out, err);
+}
+
+int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rpc_channel **out,
+			struct err *err)
+{
+	grpc_ssl_pem_key_cert_pair pair = { tls->key_pem, tls->cert_pem };
+
+	if (!tls->ca_pem || !tls->cert_pem || !tls->key_pem || !tls->peer_name)
+		return err_set(err, EINVAL,
+			       "a TLS channel to %s needs a CA, a certificate, its key "
+			       "and the name the server's certificate carries",
+			       target);
+	rpc_global_init();
+	return channel_new(target, grpc_ssl_credentials_create_ex(tls->ca_pem, &pair, NULL, NULL),
+			   tls->peer_name, out, err);
 }
 
 void rpc_channel_free(struct rpc_channel *c)

@@ -1,0 +1,238 @@
+/* test_rpc_tls: the kiyot-agent channel's TLS both ways (rpc_tls), and the enrollment proof a
+ * new cell answers with (pki_enroll_proof). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cellagent.pb-c.h"
+#include "pki.h"
+#include "rpc.h"
+
+static int hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		 ProtobufCMessage *resp, struct err *err)
+{
+	(void)svc;
+	(void)req;
+	(void)err;
+	((Kiyot__Cell__V1__HelloResponse *)resp)->cell_id = rpc_strdup(call, "cell-a");
+	return 0;
+}
+
+static const struct rpc_method methods[] = {
+	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
+	  &kiyot__cell__v1__hello_response__descriptor, hello, 0, 0 },
+};
+
+/* A key and the certificate ca gives it for name. */
+struct ident {
+	char *key, *cert;
+};
+
+struct fix {
+	char *ca, *ca_key, *other_ca, *other_ca_key;
+	struct ident agent, kiyot, stranger, foreign;
+	char path[128], addr[160];
+	struct rpc_server *srv;
+};
+
+static void ident_make(const char *ca, const char *ca_key, const char *name, enum pki_usage u,
+		       struct ident *id)
+{
+	struct err err = ERR_INIT;
+	char *csr = NULL;
+
+	if (pki_key_new(&id->key, &err) < 0 || pki_csr_new(id->key, name, &csr, &err) < 0 ||
+	    pki_sign(ca, ca_key, csr, name, u, 1, &id->cert, &err) < 0)
+		fail_msg("%s: %s", name, err.msg);
+	free(csr);
+}
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct rpc_server_config cfg = { 0 };
+	struct err err = ERR_INIT;
+
+	if (pki_ca_new("kiyot-ca", 1, &f->ca, &f->ca_key, &err) < 0 ||
+	    pki_ca_new("kiyot-ca", 1, &f->other_ca, &f->other_ca_key, &err) < 0)
+		fail_msg("%s", err.msg);
+	ident_make(f->ca, f->ca_key, "cell-a", PKI_SERVER, &f->agent);
+	ident_make(f->ca, f->ca_key, "kiyot", PKI_CLIENT, &f->kiyot);
+	ident_make(f->ca, f->ca_key, "cell-b", PKI_CLIENT, &f->stranger);
+	ident_make(f->other_ca, f->other_ca_key, "kiyot", PKI_CLIENT, &f->foreign);
+	snprintf(f->path, sizeof(f->path), "/tmp/kiyot-test-rpc-tls-%d.sock", (int)getpid());
+	snprintf(f->addr, sizeof(f->addr), "unix://%s", f->path);
+	cfg.address = f->addr;
+	cfg.methods = methods;
+	cfg.n_methods = 1;
+	cfg.tls = (struct rpc_tls){ f->ca, f->agent.cert, f->agent.key, "kiyot" };
+	if (rpc_server_start(&cfg, &f->srv, &err) < 0)
+		fail_msg("%s", err.msg);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	struct ident *ids[] = { &f->agent, &f->kiyot, &f->stranger, &f->foreign };
+
+	rpc_server_stop(f->srv);
+	unlink(f->path);
+	for (size_t i = 0; i < 4; i++) {
+		free(ids[i]->key);
+		free(ids[i]->cert);
+	}
+	free(f->ca);
+	free(f->ca_key);
+	free(f->other_ca);
+	free(f->other_ca_key);
+	free(f);
+	return 0;
+}
+
+/* Hello over a channel: 0, or the negative errno of the call's status (err says). */
+static int call_hello(const char *addr, const struct rpc_tls *tls, struct err *err)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	ProtobufCMessage *resp = NULL;
+	int ret;
+
+	ret = tls ? rpc_channel_new_tls(addr, tls, &ch, err) : rpc_channel_new(addr, &ch, err);
+	if (ret < 0)
+		return ret;
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, err);
+	if (ret == 0) {
+		assert_string_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->cell_id, "cell-a");
+		protobuf_c_message_free_unpacked(resp, NULL);
+	}
+	rpc_channel_free(ch);
+	return ret;
+}
+
+static void test_rpc_tls__kiyot_reaches_the_cell_its_ca_certified(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, f->kiyot.cert, f->kiyot.key, "cell-a" };
+	struct err err = ERR_INIT;
+
+	assert_int_equal(call_hello(f->addr, &tls, &err), 0);
+}
+
+static void test_rpc_tls__a_server_naming_another_cell_is_refused_by_the_client(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, f->kiyot.cert, f->kiyot.key, "cell-b" };
+	struct err err = ERR_INIT;
+
+	/* kiyot pointed at cell-a's address while it means cell-b: the handshake fails */
+	assert_int_equal(call_hello(f->addr, &tls, &err), -ECONNREFUSED);
+}
+
+static void test_rpc_tls__a_server_of_another_ca_is_refused_by_the_client(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->other_ca, f->kiyot.cert, f->kiyot.key, "cell-a" };
+	struct err err = ERR_INIT;
+
+	assert_int_equal(call_hello(f->addr, &tls, &err), -ECONNREFUSED);
+}
+
+static void test_rpc_tls__plaintext_client_is_refused(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(call_hello(f->addr, NULL, &err), -ECONNREFUSED);
+}
+
+static void test_rpc_tls__client_certificate_of_another_ca_is_refused(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, f->foreign.cert, f->foreign.key, "cell-a" };
+	struct err err = ERR_INIT;
+
+	assert_int_equal(call_hello(f->addr, &tls, &err), -ECONNREFUSED);
+}
+
+static void test_rpc_tls__client_named_other_than_the_peer_is_unauthenticated(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, f->stranger.cert, f->stranger.key, "cell-a" };
+	struct err err = ERR_INIT;
+
+	/* a certificate of the right CA for another cell: the handshake passes, the call not */
+	assert_int_equal(call_hello(f->addr, &tls, &err), -EACCES);
+	assert_non_null(strstr(err.msg, "its own peer only"));
+}
+
+static void test_rpc_tls__incomplete_client_identity_is_invalid(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, NULL, f->kiyot.key, "cell-a" };
+	struct rpc_channel *ch = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(rpc_channel_new_tls(f->addr, &tls, &ch, &err), -EINVAL);
+	assert_null(ch);
+}
+
+static void test_rpc_tls__enroll_proof_binds_secret_cell_and_key(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	char *key2 = NULL, *csr = NULL, *csr2 = NULL;
+	char proof[65], p2[65];
+
+	if (pki_csr_new(f->agent.key, "cell-a", &csr, &err) < 0 || pki_key_new(&key2, &err) < 0 ||
+	    pki_csr_new(key2, "cell-a", &csr2, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(pki_enroll_proof("s3cret", "cell-a", csr, proof, &err), 0);
+	assert_int_equal(strlen(proof), 64);
+	assert_int_equal(pki_enroll_check("s3cret", "cell-a", csr, proof, &err), 0);
+	/* the same request and secret give the same proof */
+	assert_int_equal(pki_enroll_proof("s3cret", "cell-a", csr, p2, &err), 0);
+	assert_string_equal(proof, p2);
+	/* another secret, another cell, another key: refused */
+	assert_int_equal(pki_enroll_check("s3cret!", "cell-a", csr, proof, &err), -EKEYREJECTED);
+	assert_non_null(strstr(err.msg, "cell cell-a"));
+	assert_int_equal(pki_enroll_check("s3cret", "cell-b", csr, proof, &err), -EKEYREJECTED);
+	assert_int_equal(pki_enroll_check("s3cret", "cell-a", csr2, proof, &err), -EKEYREJECTED);
+	/* a truncated or missing proof, an empty secret */
+	proof[63] = '\0';
+	assert_int_equal(pki_enroll_check("s3cret", "cell-a", csr, proof, &err), -EKEYREJECTED);
+	assert_int_equal(pki_enroll_check("s3cret", "cell-a", csr, NULL, &err), -EKEYREJECTED);
+	assert_int_equal(pki_enroll_proof("", "cell-a", csr, p2, &err), -EINVAL);
+	assert_int_equal(pki_enroll_proof("s3cret", "Cell A", csr, p2, &err), -EINVAL);
+	assert_int_equal(pki_enroll_proof("s3cret", "cell-a", "junk", p2, &err), -EINVAL);
+	free(csr);
+	free(csr2);
+	free(key2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rpc_tls__kiyot_reaches_the_cell_its_ca_certified),
+		cmocka_unit_test(
+			test_rpc_tls__a_server_naming_another_cell_is_refused_by_the_client),
+		cmocka_unit_test(test_rpc_tls__a_server_of_another_ca_is_refused_by_the_client),
+		cmocka_unit_test(test_rpc_tls__plaintext_client_is_refused),
+		cmocka_unit_test(test_rpc_tls__client_certificate_of_another_ca_is_refused),
+		cmocka_unit_test(test_rpc_tls__client_named_other_than_the_peer_is_unauthenticated),
+		cmocka_unit_test(test_rpc_tls__incomplete_client_identity_is_invalid),
+		cmocka_unit_test(test_rpc_tls__enroll_proof_binds_secret_cell_and_key),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
