@@ -269,10 +269,15 @@ static int set_meta(int fd, const entry_t *e)
 	return fchmod(fd, e->mode) < 0 ? -errno : 0;
 }
 
+static bool owner_same(const struct stat *st, const entry_t *e)
+{
+	return (e->uid < 0 || st->st_uid == (uid_t)e->uid) &&
+	       (e->gid < 0 || st->st_gid == (gid_t)e->gid);
+}
+
 static bool meta_same(const struct stat *st, const entry_t *e)
 {
-	return (st->st_mode & 07777) == e->mode && (e->uid < 0 || st->st_uid == (uid_t)e->uid) &&
-	       (e->gid < 0 || st->st_gid == (gid_t)e->gid);
+	return (st->st_mode & 07777) == e->mode && owner_same(st, e);
 }
 
 /* Whether fd (a regular file) holds exactly data. */
@@ -388,9 +393,12 @@ static int put_symlink(int parent, const char *base, const entry_t *e, unsigned 
 {
 	char cur[MAX_TARGET + 1];
 	ssize_t n = readlinkat(parent, base, cur, sizeof(cur));
+	struct stat st;
 	int ret = 0;
 
-	if (n >= 0 && (size_t)n == strlen(e->target) && memcmp(cur, e->target, (size_t)n) == 0)
+	/* the same target and owner: nothing to do; another owner replaces the link too */
+	if (n >= 0 && (size_t)n == strlen(e->target) && memcmp(cur, e->target, (size_t)n) == 0 &&
+	    fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && owner_same(&st, e))
 		return 0;
 	unlinkat(parent, TMP_NAME, 0);
 	if (symlinkat(e->target, parent, TMP_NAME) < 0)

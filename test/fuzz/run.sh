@@ -37,7 +37,7 @@ for name in "$@"; do
 		failed=$((failed + 1))
 		echo "  fuzz $name: FAILED; the end of $log:"
 		tail -n 40 "$log"
-		unit=$(sed -n 's/^Test unit written to //p' "$log" | tail -n 1)
+		unit=$(sed -n 's/.*Test unit written to //p' "$log" | tail -n 1)
 		if [ -n "$unit" ]; then
 			echo "  fuzz $name: the input is $unit; run it again with: $bin $unit"
 		else

@@ -152,6 +152,9 @@ def volumes():
     write("volume", "update_tree_to_file", update(
         request("vol", [entry(""), entry("a", 1, data=b"a")]),
         request("vol", [entry("", 1, 0o600, data=b"one file")])))
+    write("volume", "update_link_owner", update(
+        request("own", [entry(""), entry("l", 2, uid=0, gid=0, target="x")]),
+        request("own", [entry(""), entry("l", 2, uid=1000, gid=1000, target="x")])))
     write("volume", "update_refused_keeps", update(
         request("vol", [entry(""), entry("a", 1, data=b"a")]),
         request("vol", [entry(""), entry("a/../../outside/file", 1, data=b"x")])))
@@ -324,6 +327,8 @@ def kubeconfigs():
         "ctx", "insecure-skip-tls-verify: true", "tokenFile: ../token"))
     text("kubeconfig", "no_context", KUBECONFIG % ('""', "", "token: x"))
     text("kubeconfig", "undefined_context", KUBECONFIG % ("other", "", "token: x"))
+    text("kubeconfig", "bad_server_slashes", (KUBECONFIG % ("ctx", "", "token: x")).replace(
+        "https://10.0.0.1:6443/", "///"))
     text("kubeconfig", "bad_base64", KUBECONFIG % (
         "ctx", "certificate-authority-data: '!!!'", "client-key-data: YQ"))
 
@@ -345,6 +350,9 @@ def pods():
     text("podobject", "bad_request_over_limit", """{"apiVersion":"v1","kind":"Pod",
  "metadata":{"name":"x","uid":"u"},"spec":{"containers":[{"name":"c","image":"i",
  "resources":{"limits":{"memory":"1Mi"},"requests":{"memory":"2Mi"}}}]}}""")
+    text("podobject", "bad_quantity_past_64_bits", """{"apiVersion":"v1","kind":"Pod",
+ "metadata":{"name":"x","uid":"u"},"spec":{"containers":[{"name":"c","image":"i",
+ "resources":{"requests":{"cpu":"50000000000000000000000000e1"}}}]}}""")
     text("podobject", "bad_types", '{"metadata":{"name":7},"spec":{"containers":{}}}')
 
 
