@@ -721,9 +721,12 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 	/* renamed first, so an interrupted removal is a leftover the next load cleans up */
 	doomed = xasprintf("%s.tmp-removed", dir);
 	pthread_mutex_lock(&s->mu);
-	if (s->flights) {
-		pthread_mutex_unlock(&s->mu);
-		return err_set(err, EBUSY, "image %s: a pull is under way; remove it later", id);
+	for (struct flight *f = s->flights; f; f = f->next) {
+		if (strncmp(f->key, "img:", 4) == 0 && strcmp(f->key + 4, id) == 0) {
+			pthread_mutex_unlock(&s->mu);
+			return err_set(err, EBUSY, "image %s: it is being unpacked; remove it later",
+				       id);
+		}
 	}
 	for (size_t i = 0; i < s->n_recs; i++) {
 		if (strcmp(s->recs[i]->id, id) == 0) {
@@ -733,7 +736,9 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 		}
 	}
 	ret = rename(dir, doomed) < 0 && errno != ENOENT ? err_errno(err, "rename %s", dir) : 0;
-	for (size_t i = 0; ret == 0 && r && r->layers && r->layers[i]; i++) {
+	/* a pull under way may be about to unpack a blob it found present: blobs then stay, for
+	 * the sweep of the next start */
+	for (size_t i = 0; ret == 0 && !s->flights && r && r->layers && r->layers[i]; i++) {
 		_cleanup_free_ char *blob = NULL;
 
 		if (store_uses_blob(s, r->layers[i]))

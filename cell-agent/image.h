@@ -85,9 +85,10 @@ int image_read(const char *root, const char *id, struct image_info **out, struct
 /* The ids of every image in the store: a NULL-terminated vector the caller frees, each string
  * and the vector. */
 char **image_store_ids(struct image_store *s);
-/* Removes an image's root file system and record, and the layer blobs no other image uses.
- * An absent image is not an error; -EBUSY while any pull of the store is under way (try
- * later). The caller makes sure no container still runs on its root file system. */
+/* Removes an image's root file system and record, and the layer blobs no other image uses
+ * (unless a pull is under way: they stay until the store is opened again). An absent image is
+ * not an error; -EBUSY while the image itself is being unpacked (try later). The caller makes
+ * sure no container still runs on its root file system. */
 int image_remove(struct image_store *s, const char *id, struct err *err);
 
 /* A cached image by reference or image id; -ENOENT when not pulled. */

@@ -240,11 +240,11 @@ static struct podspec *pod_object(struct kiyot *k, const Runtime__V1__PodSandbox
 	return pod;
 }
 
-/* The images a cell pre-pulls as soon as it boots, from the Pod object (a JSON array of
- * strings), or NULL when there are none. When the node keeps the images, the node pre-pulls
- * them instead (in the background) and the cell pre-pulls nothing. */
-static json_t *pod_prepull(struct kiyot *k, const struct podspec *pod,
-			   const Runtime__V1__PodSandboxMetadata *md)
+/* The images to pre-pull as soon as the cell serves, from the Pod object (a JSON array of
+ * strings), or NULL when there are none: the cell pre-pulls them, or the node into its store
+ * when it keeps the images (once the cell is up: a local registry mirror may be on the cells'
+ * bridge, which the first cell makes). */
+static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
 {
 	size_t dropped = 0;
 	json_t *list = pod ? podobject_prepull(pod, &dropped) : NULL;
@@ -254,9 +254,7 @@ static json_t *pod_prepull(struct kiyot *k, const struct podspec *pod,
 			 "or not a reference); the kubelet's pulls fetch them",
 			 md->namespace_, md->name, dropped, PODOBJECT_MAX_PREPULL,
 			 PODOBJECT_MAX_PREPULL_BYTES);
-	if (json_array_size(list) == 0 || k->node_images) {
-		if (json_array_size(list))
-			kiyot_node_prepull(k, list);
+	if (json_array_size(list) == 0) {
 		json_decref(list);
 		return NULL;
 	}
@@ -311,7 +309,7 @@ CRI_HANDLER(run_pod_sandbox)
 	pthread_mutex_unlock(&k->lock);
 
 	pod = pod_object(k, r->config->metadata);
-	prepull = pod_prepull(k, pod, r->config->metadata);
+	prepull = pod_prepull(pod, r->config->metadata);
 	ret = provision_size_pod(k, r->config, pod, &choice, err);
 	podspec_free(pod);
 	if (ret < 0) {
@@ -359,7 +357,7 @@ CRI_HANDLER(run_pod_sandbox)
 	creq.spot = choice.spot;
 	creq.fallback_types = (const char *const *)choice.alternatives;
 	creq.n_fallback_types = choice.n_alternatives;
-	creq.n_prepull = json_array_size(prepull);
+	creq.n_prepull = k->node_images ? 0 : json_array_size(prepull);
 	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
 	for (size_t i = 0; i < creq.n_prepull; i++)
 		prepull_refs[i] = json_string_value(json_array_get(prepull, i));
@@ -400,6 +398,8 @@ CRI_HANDLER(run_pod_sandbox)
 	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
 		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
 		 choice.instance_type, sb->ip);
+	if (k->node_images && prepull)
+		kiyot_node_prepull(k, prepull);
 	out->pod_sandbox_id = rpc_strdup(call, sb->id);
 	size_choice_release(&choice);
 	json_decref(prepull);

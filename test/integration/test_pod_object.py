@@ -188,11 +188,17 @@ class PodObjectTest(ApiServerTest):
         # images into it as soon as it knows the Pod (an EC2 cell pre-pulls them itself)
         name = unique("prepull")
         hello, multi = self.env.ref("hello:1"), self.env.ref("multilayer:1")
-        for ref in (hello, multi):  # earlier tests and pre-pulls may have left them
-            self.c.image.PullImage(self.pb.PullImageRequest(
-                image=self.pb.ImageSpec(image=ref)), timeout=T_PREPULL)
+        def removed(ref):
+            # earlier tests' pods may still be pre-pulling it: remove it until it stays gone
+            image_id = self.c.image.PullImage(self.pb.PullImageRequest(
+                image=self.pb.ImageSpec(image=ref)), timeout=T_PREPULL).image_ref
             self.c.image.RemoveImage(self.pb.RemoveImageRequest(
                 image=self.pb.ImageSpec(image=ref)), timeout=30)
+            time.sleep(0.5)
+            return not os.path.exists(os.path.join(self.env.state_dir, "images", "images",
+                                                   image_id.split(":", 1)[1]))
+        for ref in (hello, multi):
+            wait_for(lambda: removed(ref), 30, "%s to leave the node's store" % ref)
         mark = len(read(self.env.kiyot_log))
         before = {r: self.blob_gets(r) for r in ("hello", "multilayer")}
         uid = self.make_pod(name, [("web", hello, "250m", "256Mi"),
