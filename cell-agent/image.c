@@ -724,8 +724,8 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 	for (struct flight *f = s->flights; f; f = f->next) {
 		if (strncmp(f->key, "img:", 4) == 0 && strcmp(f->key + 4, id) == 0) {
 			pthread_mutex_unlock(&s->mu);
-			return err_set(err, EBUSY, "image %s: it is being unpacked; remove it later",
-				       id);
+			return err_set(err, EBUSY,
+				       "image %s: it is being unpacked; remove it later", id);
 		}
 	}
 	for (size_t i = 0; i < s->n_recs; i++) {
