@@ -41,6 +41,8 @@
 
 /* Bytes queued per direction and pair before the producer waits. */
 #define PF_QUEUE_MAX (1024 * 1024)
+/* The most of the client's bytes joined into one message to the agent. */
+#define PF_SEND_MAX (256 * 1024)
 /* Pairs at once (two streams each, within the SPDY session's bound). */
 #define PF_MAX_PAIRS 32
 
@@ -91,7 +93,7 @@ static struct pf_msg *pf_msg_new(struct pf_pair *p, const void *data, size_t len
 
 	m->pair = p;
 	m->len = len;
-	if (len)
+	if (len && data) /* without data, the caller fills it */
 		memcpy(m->data, data, len);
 	return m;
 }
@@ -148,6 +150,43 @@ static void *pair_reader(void *arg)
 	return NULL;
 }
 
+/*
+ * Takes what the client queued for a pair's agent stream, as one message: those that wait
+ * are joined up to PF_SEND_MAX bytes (and the end, when it follows), since each message sent
+ * costs a round through gRPC. NULL when nothing waits. Called with pf->mu held; *unblocked
+ * says the queue dropped below its bound.
+ */
+static struct pf_msg *in_take(struct pf_pair *p, bool *unblocked)
+{
+	struct pf_msg *first = p->in_head, *last = first, *m;
+	size_t total, off = 0;
+
+	if (!first)
+		return NULL;
+	total = first->len;
+	while (!last->end && last->next && total + last->next->len <= PF_SEND_MAX) {
+		last = last->next;
+		total += last->len;
+	}
+	p->in_head = last->next;
+	if (!p->in_head)
+		p->in_tail = NULL;
+	*unblocked = p->in_bytes > PF_QUEUE_MAX && p->in_bytes - total <= PF_QUEUE_MAX;
+	p->in_bytes -= total;
+	last->next = NULL;
+	if (first == last)
+		return first;
+	m = pf_msg_new(p, NULL, total);
+	for (struct pf_msg *q = first, *next; q; q = next) {
+		next = q->next;
+		memcpy(m->data + off, q->data, q->len);
+		off += q->len;
+		m->end = q->end;
+		free(q);
+	}
+	return m;
+}
+
 static void *pair_writer(void *arg)
 {
 	struct pf_pair *p = arg;
@@ -162,16 +201,9 @@ static void *pair_writer(void *arg)
 		pthread_mutex_lock(&pf->mu);
 		while (!p->in_head && !p->in_closed && !pf->gone)
 			pthread_cond_wait(&pf->cond, &pf->mu);
-		m = p->in_head;
-		if (m) {
-			p->in_head = m->next;
-			if (!p->in_head)
-				p->in_tail = NULL;
-			unblocked = p->in_bytes > PF_QUEUE_MAX &&
-				    p->in_bytes - m->len <= PF_QUEUE_MAX;
-			p->in_bytes -= m->len;
+		m = in_take(p, &unblocked);
+		if (m)
 			pthread_cond_broadcast(&pf->cond);
-		}
 		pthread_mutex_unlock(&pf->mu);
 		if (unblocked)
 			pf_poke(pf); /* the socket thread may read the client again */
@@ -348,6 +380,18 @@ static bool pf_flush(struct pf *pf)
 	}
 }
 
+/* The bytes the client's protocol has queued. */
+static size_t pf_pending(const struct pf *pf)
+{
+	size_t n = 0;
+
+	if (pf->sp)
+		spdy_output(pf->sp, &n);
+	else
+		ws_output(pf->ws, &n);
+	return n;
+}
+
 /* Sends bytes on a pair's data or error stream (channel, over WebSocket). */
 static void pf_send(struct pf *pf, uint32_t id, const void *data, size_t len)
 {
@@ -402,7 +446,8 @@ static bool pf_drain(struct pf *pf)
 			pf_pair_ended(pf, m->pair, m->error);
 		free(m->error);
 		free(m);
-		if (!pf_flush(pf))
+		/* what queued up goes out together, in writes of some size */
+		if (pf_pending(pf) >= PF_SEND_MAX && !pf_flush(pf))
 			return false;
 	}
 }
@@ -497,7 +542,7 @@ static bool pf_room(struct pf *pf)
  * every pair is finished. */
 static int pf_run(struct pf *pf, const uint8_t *rest, size_t rest_len, struct err *err)
 {
-	uint8_t buf[16384];
+	uint8_t buf[65536];
 	int ret = 0;
 
 	if ((rest_len && !pf_feed(pf, rest, rest_len)) || !pf_flush(pf))
