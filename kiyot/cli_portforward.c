@@ -66,6 +66,7 @@ static void conn_drop(struct pfc *f, size_t i)
 {
 	struct pf_conn *k = f->conns[i];
 	struct err err = ERR_INIT;
+	char buf[4096];
 
 	if (k->nerror)
 		fprintf(stderr, "kiyot: forwarding 127.0.0.1:%u -> %u: %.*s\n", k->local, k->remote,
@@ -74,6 +75,11 @@ static void conn_drop(struct pfc *f, size_t i)
 		spdy_reset(f->sc.sp, k->data_sid, SPDY_CANCEL, &err);
 	if (spdy_stream_exists(f->sc.sp, k->error_sid))
 		spdy_reset(f->sc.sp, k->error_sid, SPDY_CANCEL, &err);
+	/* the local side's end first, and what it sent but nobody will read taken away: a
+	 * socket closed with unread bytes is reset instead of ended */
+	shutdown(k->fd, SHUT_WR);
+	while (read(k->fd, buf, sizeof(buf)) > 0)
+		;
 	close(k->fd);
 	outq_release(&k->out);
 	free(k);
