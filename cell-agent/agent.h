@@ -14,6 +14,7 @@
 #include "err.h"
 #include "registry.h"
 
+struct enroll;
 struct image_store;
 struct supervisor;
 struct regconf;
@@ -29,8 +30,11 @@ struct agent_config {
 	char *state_dir;
 	char *log_level;
 	char *runtime; /* OCI runtime, "crun" */
-	/* Calls must carry "authorization: Bearer <token>" ("token"; "" takes any caller) */
-	char *token;
+	/* kiyot's CA ("ca", PEM): the agent's certificate is of it, and kiyot's */
+	char *ca;
+	/* The one-time secret a new cell proves it booted from this document with
+	 * ("enroll_secret"; "" once kiyot forgot it) */
+	char *enroll_secret;
 	/* The network namespace of the cell's host where that is not the agent's own (a local
 	 * cell: the node's, "host_netns"); "" when the agent's namespace is the host's. */
 	char *host_netns;
@@ -69,6 +73,9 @@ struct agent {
 	char *cgroup;	    /* the cell's cgroup (v1 memory path); units go under it */
 	int host_mnt_ns;    /* the mount namespace the agent started in (hostmount.h); -1: none */
 	atomic_int streams; /* Exec, Attach and PortForward calls open (api_stream.c) */
+	struct enroll *enroll; /* the cell's identity on kiyot's channel (enroll.h) */
+	/* Called once Enroll took the cell's certificate (main.c moves to TLS); may be NULL */
+	void (*on_enrolled)(struct agent *a);
 };
 
 /* Sets up images, supervisor and watch hub from a parsed config. */
@@ -80,6 +87,8 @@ struct rpc_method;
 struct rpc_pool;
 const struct rpc_method *agent_method_table(size_t *n);
 const struct rpc_pool *agent_pool_table(size_t *n);
+/* What a cell not yet enrolled serves, over plaintext: Enroll alone, on one pool of its own. */
+const struct rpc_method *agent_enroll_table(size_t *n);
 
 /* api_stream.c: the streaming handlers (rpc_handler_fn). */
 struct rpc_call;

@@ -4,7 +4,8 @@
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],
- *	 "token":"<the secret kiyot's calls carry>", "host_netns":"/run/netns/kiyotnode",
+ *	 "ca":"<kiyot's CA certificate, PEM>", "enroll_secret":"<one-time, hex>",
+ *	 "host_netns":"/run/netns/kiyotnode",
  *	 "pulls":{"min_bytes":10240, "window_s":30, "deadline_base_s":60,
  *	          "deadline_rate":32768, "max_transfers":8, "max_per_registry":4},
  *	 "node_images":"/var/lib/kiyot/images"}
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pki.h"
 #include "xalloc.h"
 
 static int get_str(json_t *o, const char *key, int required, const char *def, char **out,
@@ -154,10 +156,16 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 	    get_str(doc, "state_dir", 0, "/var/lib/cell-agent", &c->state_dir, err) < 0 ||
 	    get_str(doc, "log_level", 0, "info", &c->log_level, err) < 0 ||
 	    get_str(doc, "runtime", 0, "crun", &c->runtime, err) < 0 ||
-	    get_str(doc, "token", 0, "", &c->token, err) < 0 ||
+	    get_str(doc, "ca", 0, "", &c->ca, err) < 0 ||
+	    get_str(doc, "enroll_secret", 0, "", &c->enroll_secret, err) < 0 ||
 	    get_str(doc, "host_netns", 0, "", &c->host_netns, err) < 0 ||
 	    get_str(doc, "node_images", 0, "", &c->node_images, err) < 0)
 		goto out;
+	if (strlen(c->ca) > PKI_MAX_PEM || strlen(c->enroll_secret) > 256) {
+		err_set(err, EINVAL, "%s: too long",
+			strlen(c->ca) > PKI_MAX_PEM ? "ca" : "enroll_secret");
+		goto out;
+	}
 	if (c->node_images[0] && c->node_images[0] != '/') {
 		err_set(err, EINVAL, "node_images: must be an absolute path, not \"%s\"",
 			c->node_images);
@@ -202,9 +210,10 @@ void agent_config_release(struct agent_config *c)
 	free(c->state_dir);
 	free(c->log_level);
 	free(c->runtime);
-	if (c->token)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->token);
+	free(c->ca);
+	if (c->enroll_secret)
+		explicit_bzero(c->enroll_secret, strlen(c->enroll_secret));
+	free(c->enroll_secret);
 	free(c->host_netns);
 	free(c->node_images);
 	json_decref(c->registries);

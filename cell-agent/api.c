@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cellagent.pb-c.h"
+#include "enroll.h"
 #include "image.h"
 #include "log.h"
 #include "regconf.h"
@@ -124,6 +125,34 @@ static void status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitSt
 	w->image_id = st->image_id ? st->image_id : (char *)"";
 	w->pid = st->pid;
 	w->termination_message = st->termination_message ? st->termination_message : (char *)"";
+}
+
+/* Enroll (enroll.h): the request and its proof, or the certificate taken; refused once the
+ * cell is enrolled, so the bootstrap's secret is of no use after its one enrollment. */
+static int api_enroll(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, struct err *err)
+{
+	struct agent *a = svc;
+	const Kiyot__Cell__V1__EnrollRequest *q = (const void *)req;
+	Kiyot__Cell__V1__EnrollResponse *r = (void *)resp;
+	const char *csr = NULL;
+	char proof[65];
+
+	r->cell_id = a->cfg.cell_id;
+	if (!q->certificate[0]) {
+		if (enroll_request(a->enroll, &csr, proof, err) < 0)
+			return -err->code;
+		r->csr = (char *)csr;
+		r->proof = rpc_strdup(call, proof);
+		return 0;
+	}
+	if (enroll_accept(a->enroll, q->certificate, err) < 0)
+		return -err->code;
+	log_info("cell %s enrolled: serving over TLS to kiyot's certificate only", a->cfg.cell_id);
+	r->enrolled = 1;
+	if (a->on_enrolled)
+		a->on_enrolled(a);
+	return 0;
 }
 
 static int api_hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
@@ -511,7 +540,18 @@ static const struct rpc_method methods[] = {
 	{ "/kiyot.cell.v1.CellAgent/Attach", &kiyot__cell__v1__attach_input__descriptor,
 	  &kiyot__cell__v1__attach_output__descriptor, api_attach, RPC_BIDI_STREAM, POOL_FAST },
 	METHOD("WriteVolume", write_volume, api_write_volume, 0, POOL_APPLY),
+	METHOD("Enroll", enroll, api_enroll, 0, POOL_FAST),
 };
+
+static const struct rpc_method enroll_methods[] = {
+	METHOD("Enroll", enroll, api_enroll, 0, 0),
+};
+
+const struct rpc_method *agent_enroll_table(size_t *n)
+{
+	*n = 1;
+	return enroll_methods;
+}
 
 const struct rpc_method *agent_method_table(size_t *n)
 {

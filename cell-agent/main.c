@@ -26,6 +26,7 @@
 #include "hostmount.h"
 #include "podns.h"
 #include "clock.h"
+#include "enroll.h"
 #include "fsutil.h"
 #include "image.h"
 #include "log.h"
@@ -112,6 +113,42 @@ static uint64_t next_incarnation(const char *state_dir)
 	return n;
 }
 
+static void enrolled(struct agent *a)
+{
+	(void)a;
+	/* the main thread stops the plaintext server (a handler cannot: it waits for them) */
+	kill(getpid(), SIGUSR1);
+}
+
+/* A new cell: serves Enroll alone over plaintext until kiyot gave it its certificate (0), or
+ * until asked to stop (1). */
+static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
+{
+	struct err err = ERR_INIT;
+	struct rpc_server_config rc = { 0 };
+	struct rpc_server *srv = NULL;
+	int sig;
+
+	rc.address = addr;
+	rc.methods = agent_enroll_table(&rc.n_methods);
+	rc.svc = a;
+	rc.workers = 2;
+	rc.max_message = 64u << 10;
+	a->on_enrolled = enrolled;
+	if (rpc_server_start(&rc, &srv, &err) < 0)
+		die("%s", err.msg);
+	log_info("cell %s (pod %s/%s) waiting on %s for kiyot to enroll it", a->cfg.cell_id,
+		 a->cfg.pod_namespace, a->cfg.pod_name, addr);
+	do {
+		if (sigwait(sigs, &sig) != 0)
+			sig = SIGTERM;
+	} while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && enroll_done(a->enroll)));
+	if (sig == SIGUSR1)
+		usleep(100 * 1000); /* lets Enroll's answer go out first */
+	rpc_server_stop(srv);
+	return sig == SIGUSR1 ? 0 : 1;
+}
+
 static int run_agent(struct agent *a)
 {
 	struct err err = ERR_INIT;
@@ -120,17 +157,26 @@ static int run_agent(struct agent *a)
 	const struct rpc_pool *pools;
 	struct image_prepull *prepull;
 	_cleanup_free_ char *addr = NULL;
+	_cleanup_free_ char *tls_dir = xasprintf("%s/tls", a->cfg.state_dir);
 	sigset_t sigs;
-	int sig;
+	int sig, stop = 0;
 
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	a->boot_ns = clock_now_ns();
 	a->incarnation = next_incarnation(a->cfg.state_dir);
+	if (!a->cfg.ca[0])
+		die("the bootstrap document names no CA (\"ca\"): kiyot's calls cannot be told "
+		    "from "
+		    "anyone's");
+	if (enroll_open(tls_dir, a->cfg.cell_id, a->cfg.ca, a->cfg.enroll_secret, &a->enroll,
+			&err) < 0)
+		die("%s", err.msg);
 	for (int tries = 0; !(a->ip = cell_address()); tries++) {
 		if (tries > 100)
 			die("the cell has no IPv4 address to listen on");
@@ -139,30 +185,32 @@ static int run_agent(struct agent *a)
 	if (agent_open(a, &err) < 0)
 		die("%s", err.msg);
 	addr = xasprintf("%s:%d", a->ip, a->cfg.port);
-	rc.address = addr;
-	rc.methods = agent_method_table(&rc.n_methods);
-	rc.svc = a;
-	/* a pool per kind of call: stalled pulls never hold up exec probes or stats (api.c) */
-	pools = agent_pool_table(&rc.n_pools);
-	memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
-	rc.max_message = 64u << 20;
-	/* only the kiyot that made the cell may drive it: other cells share its network */
-	rc.token = a->cfg.token;
-	if (!rc.token[0])
-		log_warn("no token in the bootstrap document: any caller that reaches %s may drive "
-			 "this cell",
-			 addr);
-	if (rpc_server_start(&rc, &srv, &err) < 0)
-		die("%s", err.msg);
-	log_info("cell %s (pod %s/%s) serving on %s, incarnation %llu", a->cfg.cell_id,
-		 a->cfg.pod_namespace, a->cfg.pod_name, addr, (unsigned long long)a->incarnation);
 	/* the pod's images, while the kubelet is still on its way to asking for them; a
 	 * restarted agent finds them in its store and fetches nothing again */
 	prepull = image_prepull_start(a->images, a->cfg.prepull, a->cfg.n_prepull);
-	do {
-		if (sigwait(&sigs, &sig) != 0)
-			sig = SIGTERM;
-	} while (sig != SIGTERM && sig != SIGINT);
+	if (!enroll_done(a->enroll))
+		stop = serve_enrollment(a, addr, &sigs);
+	if (!stop) {
+		rc.address = addr;
+		rc.methods = agent_method_table(&rc.n_methods);
+		rc.svc = a;
+		/* a pool per kind of call: stalled pulls never hold up exec probes or stats */
+		pools = agent_pool_table(&rc.n_pools);
+		memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
+		rc.max_message = 64u << 20;
+		/* only the kiyot that made the cell may drive it: other cells share its network */
+		rc.tls = (struct rpc_tls){ a->cfg.ca, enroll_cert(a->enroll), enroll_key(a->enroll),
+					   "kiyot" };
+		if (rpc_server_start(&rc, &srv, &err) < 0)
+			die("%s", err.msg);
+		log_info("cell %s (pod %s/%s) serving on %s over TLS, incarnation %llu",
+			 a->cfg.cell_id, a->cfg.pod_namespace, a->cfg.pod_name, addr,
+			 (unsigned long long)a->incarnation);
+		do {
+			if (sigwait(&sigs, &sig) != 0)
+				sig = SIGTERM;
+		} while (sig != SIGTERM && sig != SIGINT);
+	}
 	log_info("stopping; units keep running under their shims");
 	rpc_server_stop(srv);
 	if (image_prepull_stop(prepull, 2000) < 0) {
@@ -172,6 +220,7 @@ static int run_agent(struct agent *a)
 		return 0;
 	}
 	agent_close(a);
+	enroll_free(a->enroll);
 	return 0;
 }
 

@@ -8,13 +8,16 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "kiyot.h"
 #include "log.h"
+#include "pki.h"
 #include "rpc.h"
+#include "store.h"
 #include "xalloc.h"
 
 #define AGENT_CALL_TIMEOUT_MS 10000
@@ -38,23 +41,85 @@ struct cell_entry {
 	struct cell_entry *next;
 };
 
+/* Certificates: the CA's for ten years, the cells' and kiyot's own as long. kiyot's is made
+ * anew at each start and never stored. */
+#define CERT_DAYS 3650
+/* Bytes of a cell's one-time enrollment secret (hex in its bootstrap document). */
+#define ENROLL_SECRET_BYTES 32
+
 struct cellmgr {
 	struct kiyot *k;
 	pthread_mutex_t lock;
 	struct cell_entry *cells;
+	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
+	char *ca, *ca_key;
+	char *cert, *key;
 };
 
 static void entry_put(struct cellmgr *m, struct cell_entry *e);
+
+static void wipe_free(char *s)
+{
+	if (s)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+/* The CA cells' and kiyot's certificates are of, made once and kept in kiyot.db (0600, like
+ * the whole state directory). */
+static int load_ca(struct cellmgr *m, struct err *err)
+{
+	struct store *st = m->k->store;
+
+	if (store_get_meta(st, "cell_ca_cert", &m->ca, err) < 0 ||
+	    store_get_meta(st, "cell_ca_key", &m->ca_key, err) < 0)
+		return -err->code;
+	if (m->ca && m->ca_key)
+		return 0;
+	free(m->ca);
+	wipe_free(m->ca_key);
+	m->ca = m->ca_key = NULL;
+	if (pki_ca_new("kiyot-cells", CERT_DAYS, &m->ca, &m->ca_key, err) < 0)
+		return err_wrap(err, "the cells' CA");
+	/* the key first: a CA certificate stored without its key would never be replaced */
+	if (store_put_meta(st, "cell_ca_key", m->ca_key, err) < 0 ||
+	    store_put_meta(st, "cell_ca_cert", m->ca, err) < 0)
+		return err_wrap(err, "the cells' CA");
+	return 0;
+}
+
+/* kiyot's client certificate, named "kiyot": what every agent takes calls from. */
+static int make_client_cert(struct cellmgr *m, struct err *err)
+{
+	_cleanup_free_ char *csr = NULL;
+
+	if (pki_key_new(&m->key, err) < 0 || pki_csr_new(m->key, "kiyot", &csr, err) < 0 ||
+	    pki_sign(m->ca, m->ca_key, csr, "kiyot", PKI_CLIENT, CERT_DAYS, &m->cert, err) < 0)
+		return err_wrap(err, "kiyot's client certificate");
+	return 0;
+}
 
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 {
 	struct cellmgr *m = xcalloc(1, sizeof(*m));
 
-	(void)err;
 	m->k = k;
 	pthread_mutex_init(&m->lock, NULL);
+	if (load_ca(m, err) < 0 || make_client_cert(m, err) < 0) {
+		cells_free(m);
+		return -err->code;
+	}
 	*out = m;
 	return 0;
+}
+
+/* A TLS channel to the agent of cell id at target: its certificate must name the cell. */
+static int cell_channel(struct cellmgr *m, const char *id, const char *target,
+			struct rpc_channel **ch, struct err *err)
+{
+	struct rpc_tls tls = { m->ca, m->cert, m->key, id };
+
+	return rpc_channel_new_tls(target, &tls, ch, err);
 }
 
 static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
@@ -90,6 +155,10 @@ void cells_free(struct cellmgr *m)
 		entry_put(m, e);
 	}
 	pthread_mutex_destroy(&m->lock);
+	free(m->ca);
+	wipe_free(m->ca_key);
+	free(m->cert);
+	wipe_free(m->key);
 	free(m);
 }
 
@@ -209,15 +278,8 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
-	if (rpc_channel_new(e->target, &e->ch, &err) < 0) {
+	if (cell_channel(m, id, e->target, &e->ch, &err) < 0)
 		log_error("cell %s: %s", id, err.msg);
-	} else {
-		char *token = kiyot_cell_token(m->k, id);
-
-		rpc_channel_set_token(e->ch, token);
-		explicit_bzero(token, strlen(token));
-		free(token);
-	}
 	pthread_mutex_lock(&m->lock);
 	e->next = m->cells;
 	m->cells = e;
@@ -258,23 +320,18 @@ static void entry_put(struct cellmgr *m, struct cell_entry *e)
 		entry_free(e);
 }
 
-/* Asks the agent at target for Hello on a channel of its own: a channel whose connection was
- * refused waits out gRPC's reconnect back-off before it tries again, so each attempt of the
- * boot gets a fresh one. */
+/* Asks the agent at target for Hello over TLS on a channel of its own: a channel whose
+ * connection was refused waits out gRPC's reconnect back-off before it tries again, so each
+ * attempt of the boot gets a fresh one. */
 static int hello(struct cellmgr *m, const char *id, const char *target, struct err *err)
 {
 	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
 	ProtobufCMessage *resp = NULL;
 	struct rpc_channel *ch = NULL;
-	char *token;
 	int ret;
 
-	if (rpc_channel_new(target, &ch, err) < 0)
+	if (cell_channel(m, id, target, &ch, err) < 0)
 		return -err->code;
-	token = kiyot_cell_token(m->k, id);
-	rpc_channel_set_token(ch, token);
-	explicit_bzero(token, strlen(token));
-	free(token);
 	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
 			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, err);
 	if (ret == 0)
@@ -283,9 +340,104 @@ static int hello(struct cellmgr *m, const char *id, const char *target, struct e
 	return ret;
 }
 
-/* Waits until the agent at ip answers Hello, or the boot timeout passes. */
-static int wait_agent(struct cellmgr *m, const char *id, const char *ip, int timeout_s,
-		      struct err *err)
+/* One Enroll call over plaintext: the request's answer, or the certificate's. */
+static int enroll_call(const char *target, const char *cert, Kiyot__Cell__V1__EnrollResponse **resp,
+		       struct err *err)
+{
+	Kiyot__Cell__V1__EnrollRequest req = KIYOT__CELL__V1__ENROLL_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	int ret;
+
+	if (rpc_channel_new(target, &ch, err) < 0)
+		return -err->code;
+	req.certificate = (char *)(cert ? cert : "");
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Enroll", &req.base,
+			&kiyot__cell__v1__enroll_response__descriptor, 2000,
+			(ProtobufCMessage **)resp, err);
+	rpc_channel_free(ch);
+	return ret;
+}
+
+/* Enrolls a new cell (see cell-agent/enroll.h): takes its request and proof, checks the proof
+ * with the cell's one-time secret, and sends the certificate the CA issues for the request's
+ * key in the cell's name. The secret is forgotten once the cell took its certificate. 0 when
+ * the cell took it; the caller confirms with Hello over TLS. */
+int cells_enroll_at(struct cellmgr *m, const char *id, const char *target, const char *secret,
+		    struct err *err)
+{
+	Kiyot__Cell__V1__EnrollResponse *r = NULL;
+	_cleanup_free_ char *cert = NULL;
+	int ret;
+
+	if (enroll_call(target, NULL, &r, err) < 0)
+		return -err->code;
+	if (strcmp(r->cell_id, id) != 0)
+		ret = err_set(err, EKEYREJECTED, "%s answers as cell \"%.64s\", not %s", target,
+			      r->cell_id, id);
+	else if ((ret = pki_enroll_check(secret, id, r->csr, r->proof, err)) == 0)
+		ret = pki_sign(m->ca, m->ca_key, r->csr, id, PKI_SERVER, CERT_DAYS, &cert, err);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	r = NULL;
+	if (ret < 0)
+		return err_wrap(err, "enroll cell %s at %s", id, target);
+	ret = enroll_call(target, cert, &r, err);
+	if (ret == 0 && !r->enrolled)
+		ret = err_set(err, EPROTO, "cell %s did not take its certificate", id);
+	if (r)
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	return ret;
+}
+
+/* The meta key of a cell's enrollment secret in kiyot.db. */
+static char *secret_key(const char *cell_id)
+{
+	return xasprintf("enroll_secret/%s", cell_id);
+}
+
+/* The cell's one-time enrollment secret: the one stored for it while it has not enrolled (a
+ * launch retried after kiyot restarted finds the cell booted with it), else a new one, stored
+ * before it goes out. */
+static int enroll_secret(struct cellmgr *m, const char *cell_id, char **out, struct err *err)
+{
+	_cleanup_free_ char *key = secret_key(cell_id);
+	unsigned char raw[ENROLL_SECRET_BYTES];
+	char *hex = NULL;
+
+	if (store_get_meta(m->k->store, key, &hex, err) < 0)
+		return -err->code;
+	if (hex && hex[0]) {
+		*out = hex;
+		return 0;
+	}
+	free(hex);
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return err_set(err, errno, "enrollment secret: getrandom: %s", strerror(errno));
+	hex = xmalloc(2 * sizeof(raw) + 1);
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	explicit_bzero(raw, sizeof(raw));
+	if (store_put_meta(m->k->store, key, hex, err) < 0) {
+		wipe_free(hex);
+		return -err->code;
+	}
+	*out = hex;
+	return 0;
+}
+
+/* Forgets a cell's secret: the bootstrap document then holds nothing that still works. */
+static void enroll_forget(struct cellmgr *m, const char *cell_id)
+{
+	_cleanup_free_ char *key = secret_key(cell_id);
+	struct err err = ERR_INIT;
+
+	if (store_put_meta(m->k->store, key, "", &err) < 0)
+		log_warn("cell %s: forgetting its enrollment secret: %s", cell_id, err.msg);
+}
+
+/* Waits until the agent at ip answers Hello over TLS, enrolling it first when it is new, or
+ * the boot timeout passes. */
+static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
+		      int timeout_s, struct err *err)
 {
 	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	int64_t start = clock_mono_ns();
@@ -295,18 +447,33 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, int tim
 	/* 5 ms steps for the first second, then 100 ms until the deadline */
 
 	for (;;) {
-		if (hello(m, id, target, err) == 0)
+		struct err eerr = ERR_INIT;
+
+		if (hello(m, id, target, err) == 0) {
+			enroll_forget(m, id);
 			return 0;
-		if (clock_mono_ns() > deadline)
+		}
+		/* not serving TLS: a new cell, or one still starting */
+		if (cells_enroll_at(m, id, target, secret, &eerr) == 0) {
+			log_info("cell %s enrolled", id);
+			enroll_forget(m, id);
+			continue;
+		}
+		if (eerr.code == EKEYREJECTED)
+			log_warn("%s", eerr.msg);
+		if (clock_mono_ns() > deadline) {
+			if (eerr.code != ECONNREFUSED && eerr.code)
+				log_warn("cell %s: %s", id, eerr.msg);
 			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
 					timeout_s);
+		}
 		/* a local cell's agent is up within tens of ms; poll often, briefly */
 		usleep((useconds_t)delay_ms * 1000);
 		delay_ms = clock_mono_ns() < start + 1000000000LL ? 5 : 100;
 	}
 }
 
-char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
+char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char *secret)
 {
 	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}", "version",
 				1, "cell_id", spec->cell_id, "cluster_id", k->cluster_id, "pod",
@@ -326,14 +493,10 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec)
 				      (json_int_t)k->cfg.pulls.deadline_rate, "max_transfers",
 				      k->cfg.pulls.max_transfers, "max_per_registry",
 				      k->cfg.pulls.max_per_registry));
-	{
-		/* the agent takes calls carrying it only */
-		char *token = kiyot_cell_token(k, spec->cell_id);
-
-		json_object_set_new(doc, "token", json_string(token));
-		explicit_bzero(token, strlen(token));
-		free(token);
-	}
+	/* the CA the agent's certificate and kiyot's are of (public), and the one-time secret
+	 * the cell proves it booted from this document with */
+	json_object_set_new(doc, "ca", json_string(k->cells->ca));
+	json_object_set_new(doc, "enroll_secret", json_string(secret));
 	if (spec->n_prepull) {
 		json_t *prepull = json_array();
 
@@ -353,25 +516,34 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	struct kiyot *k = m->k;
 	struct cell_spec spec = *req;
 	struct cell_info info = { 0 };
-	_cleanup_free_ char *boot = cells_bootstrap(k, req);
+	char *secret = NULL;
+	_cleanup_free_ char *boot = NULL;
 	int ret;
+
+	if (enroll_secret(m, req->cell_id, &secret, err) < 0)
+		return err_wrap(err, "launch cell %s", req->cell_id);
+	boot = cells_bootstrap(k, req, secret);
 
 	/* what every cell of this kiyot carries */
 	spec.cluster_id = k->cluster_id;
 	spec.bootstrap = boot;
 	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
-	if (ret < 0)
+	if (ret < 0) {
+		wipe_free(secret);
 		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
+	}
 	if (info.phase == CELL_FAILED && k->provider.ops->heal &&
 	    k->provider.ops->heal(k->provider.self, req->cell_id, err) < 0) {
 		cell_info_release(&info);
+		wipe_free(secret);
 		return err_wrap(err, "launch cell %s: its agent cannot be restarted", req->cell_id);
 	}
 	/* the cell's channel and watch start once the agent serves, so their first connection
 	 * is not refused (and they never wait out a reconnect back-off) */
-	ret = wait_agent(m, req->cell_id, info.ip,
+	ret = wait_agent(m, req->cell_id, info.ip, secret,
 			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
 			 err);
+	wipe_free(secret);
 	if (ret == 0)
 		cells_resume(m, req->cell_id, info.ip);
 	if (ret < 0) {
