@@ -13,11 +13,14 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
   5. CRI Version call latency over the unix socket
   7. the container lifecycle (Create/Start/Stop/Remove, and critest's pod flow) next to the
      suite's private containerd, same client, same requests, in the same run
+  8. streaming next to that containerd: exec round trips through the Exec URL (SPDY), and
+     port-forward throughput through one connection (kiyot port-forward as the client of both)
      (6 is bench/volumes, a program of its own)
 
 bench/run.sh is the entry point (root, one run at a time). Exit status: 0 when every figure
 was measured, 1 when the setup failed or a section could not be measured (printed).
-Set KIYOT_BENCH_JSON=FILE to also get the raw figures as JSON.
+Set KIYOT_BENCH_JSON=FILE to also get the raw figures as JSON, KIYOT_BENCH_ONLY=8 (or 1,7)
+to run only those sections (1 includes 4; section 1's baselines come with it).
 """
 
 import hashlib
@@ -26,6 +29,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +45,7 @@ sys.path.insert(0, HERE)
 
 import containerd  # noqa: E402
 import harness  # noqa: E402
+import streamclient  # noqa: E402
 from report import ratio, table  # noqa: E402
 from harness import images  # noqa: E402
 
@@ -72,6 +77,20 @@ WARM_CALLS = ("CreateContainer", "StartContainer", "StopContainer", "RemoveConta
 FRESH_CALLS = ("RunPodSandbox", "CreateContainer", "StartContainer", "ContainerStatus",
                "StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox")
 T_READY = 30
+
+# 8. streaming next to containerd
+EXEC_N = 200
+EXEC_WARMUP = 5
+PF_BYTES = 256 << 20
+PF_REPS = 3
+PF_DOWN, PF_UP, PF_READY = 9000, 9001, 9002
+# The pod sends PF_BYTES on PF_DOWN, counts PF_BYTES it takes on PF_UP and answers the count
+# (so the client need not end its side: containerd ends the whole connection on that), and
+# says "ready" on PF_READY.
+STREAM_CMD = ["sh", "-c", "nc -ll -p %d -e head -c %d /dev/zero & "
+              "nc -ll -p %d -e sh -c 'head -c %d | wc -c' & nc -ll -p %d -e echo ready & "
+              "exec sleep 3600" % (PF_DOWN, PF_BYTES, PF_UP, PF_BYTES, PF_READY)]
+T_PF = 300
 
 # Bounded waits (seconds).
 T_RUNNING = 60
@@ -105,6 +124,14 @@ def ms(v):
 
 def mib(v):
     return "-" if v is None else ("%.1f" % (v / 1048576.0))
+
+
+def mbs(v):
+    return "-" if v is None else "%.0f" % v
+
+
+def mbs_range(values):
+    return "%.0f-%.0f" % (min(values), max(values)) if values else "-"
 
 
 # ---- memory ----
@@ -734,29 +761,28 @@ class Bench:
         self.ctrd = None
         self.ctrd_pods = []
 
-    def section_vs_containerd(self):
-        log("7. lifecycle next to containerd: starting containerd")
+    def vs_containerd(self, fn):
+        """Starts the private containerd, runs fn(sides, version) with a side for each
+        runtime, kiyot first, then removes containerd with all it ran."""
         version = self.start_containerd()
         try:
-            self.lifecycle(version)
+            fn([LifecycleSide("kiyot", self.env.client, self.env, True, self.pods,
+                              self.pods_lock),
+                LifecycleSide("containerd", self.ctrd.client, self.env, False, self.ctrd_pods,
+                              self.pods_lock)], version)
         finally:
             self.stop_containerd()
 
-    def lifecycle(self, version):
-        sides = [LifecycleSide("kiyot", self.env.client, self.env, True, self.pods,
-                               self.pods_lock),
-                 LifecycleSide("containerd", self.ctrd.client, self.env, False, self.ctrd_pods,
-                               self.pods_lock)]
+    def section_vs_containerd(self):
+        log("7. lifecycle next to containerd: starting containerd")
+        self.vs_containerd(self.lifecycle)
+
+    def lifecycle(self, sides, version):
         res = {"containerd_version": version, "n": LIFE_N, "stop_timeout": LIFE_STOP_S,
                "command": LIFE_CMD, "image": BUSYBOX}
         for s in sides:
             res[s.name] = {"warm_setup": {}, "warm": [], "fresh_setup": {}, "fresh": []}
         self.results["lifecycle"] = res
-
-        def interleaved(i):
-            # the runtimes take turns, first one then the other, so that load from elsewhere
-            # on the machine falls on both alike
-            return sides if i % 2 == 0 else sides[::-1]
 
         log("7a. warm pod: %d containers, each runtime in turn" % LIFE_N)
         warm = {}
@@ -765,7 +791,7 @@ class Bench:
             res[s.name]["warm_setup"] = {"RunPodSandbox": run, "PullImage": s.pull(cfg)}
             warm[s.name] = (pod, cfg)
         for i in range(LIFE_N):
-            for s in interleaved(i):
+            for s in turns(sides, i):
                 rec = {"idx": i}
                 s.container(warm[s.name][0], warm[s.name][1], "c%02d" % i, rec)
                 res[s.name]["warm"].append(rec)
@@ -780,13 +806,86 @@ class Bench:
             res[s.name]["fresh_setup"] = {"RunPodSandbox": run, "PullImage": s.pull(cfg)}
             s.drop_pod(pod)
         for i in range(LIFE_N):
-            for s in interleaved(i):
+            for s in turns(sides, i):
                 rec = {"idx": i}
                 pod, cfg, rec["RunPodSandbox"] = s.run_pod(
                     "lifef-%s-%s-%02d" % (s.name[:5], self.tag, i))
                 s.container(pod, cfg, "c", rec, status=True)
                 s.drop_pod(pod, rec)
                 res[s.name]["fresh"].append(rec)
+
+    # -- 8. streaming next to containerd --
+    def section_streaming(self):
+        log("8. streaming next to containerd: starting containerd")
+        self.vs_containerd(self.streaming)
+
+    def streaming(self, sides, version):
+        socks = {"kiyot": self.env.socket, "containerd": self.ctrd.socket}
+        res = {"containerd_version": version, "execs": EXEC_N, "bytes": PF_BYTES,
+               "reps": PF_REPS, "command": STREAM_CMD}
+        self.results["streaming"] = res
+        pods, procs = {}, {}
+        for s in sides:
+            name = "stream-%s-%s" % (s.name[:5], self.tag)
+            pod, cfg, _ = s.run_pod(name)
+            s.pull(cfg)
+            cid, _ = s.t.create(pod, cfg, s.ref, name="srv", command=STREAM_CMD, pull=False)
+            s.t.start(cid)
+            s.t.wait_state(cid, "CONTAINER_RUNNING", timeout=T_RUNNING)
+            pods[s.name] = (pod, name, cid)
+            res[s.name] = {"exec": [], "down": [], "down_end": [], "up": [], "up_end": []}
+        try:
+            log("8a. %d execs of true each, the runtimes in turn" % EXEC_N)
+            for s in sides:
+                for _ in range(EXEC_WARMUP):
+                    timed_exec(s, pods[s.name][2])
+            for i in range(EXEC_N):
+                for s in turns(sides, i):
+                    res[s.name]["exec"].append(timed_exec(s, pods[s.name][2]))
+            log("8b. port-forward of %d MiB, %d times each way and runtime" %
+                (PF_BYTES >> 20, PF_REPS))
+            for s in sides:
+                procs[s.name] = self.port_forward(socks[s.name], pods[s.name][1])
+                harness.wait_for(lambda p=procs[s.name][1][2]: pf_read(p) == b"ready\n",
+                                 T_READY, "%s: the pod's servers behind kiyot port-forward" %
+                                 s.name)
+            for i in range(PF_REPS):
+                for s in turns(sides, i):
+                    data, end = pf_down(procs[s.name][1][0], PF_BYTES)
+                    res[s.name]["down"].append(data)
+                    res[s.name]["down_end"].append(end)
+                for s in turns(sides, i):
+                    got, data, end = pf_up(procs[s.name][1][1], PF_BYTES)
+                    if got != PF_BYTES:
+                        raise RuntimeError("%s: the pod counted %d bytes of %d" %
+                                           (s.name, got, PF_BYTES))
+                    res[s.name]["up"].append(data)
+                    res[s.name]["up_end"].append(end)
+        finally:
+            for proc, _ in procs.values():
+                proc.kill()
+                proc.wait()
+            for s in sides:
+                s.drop_pod(pods[s.name][0])
+
+    def port_forward(self, sock, name):
+        """`kiyot port-forward` against a runtime's CRI socket, from free local ports to
+        PF_DOWN, PF_UP and PF_READY; returns (process, [local ports])."""
+        errf = open(os.path.join(self.env.work, "port-forward-%s.err" % name), "w")
+        proc = subprocess.Popen([self.env.kiyot_bin, "--socket", sock, "port-forward", name,
+                                 ":%d" % PF_DOWN, ":%d" % PF_UP, ":%d" % PF_READY],
+                                stdout=subprocess.PIPE, stderr=errf, stdin=subprocess.DEVNULL)
+        errf.close()
+        ports = []
+        for _ in range(3):
+            line = proc.stdout.readline().decode()
+            if not line.startswith("Forwarding from 127.0.0.1:"):
+                proc.kill()
+                proc.wait()
+                raise RuntimeError("kiyot port-forward to %s said %r; see %s" %
+                                   (name, line, errf.name))
+            ports.append(int(line.split(":")[1].split()[0]))
+        return proc, ports
 
     # -- reporting --
     def report(self):
@@ -928,6 +1027,9 @@ class Bench:
         lc = r.get("lifecycle")
         if lc:
             self.report_lifecycle(lc)
+        st = r.get("streaming")
+        if st and st["kiyot"]["exec"]:
+            self.report_streaming(st)
         if self.failed:
             print()
             for f in self.failed:
@@ -967,6 +1069,49 @@ class Bench:
             states = sorted(set(x.get("state") for x in ks + cs if x.get("state")))
             if flow == "fresh" and states != ["CONTAINER_RUNNING"]:
                 print("  ContainerStatus answered: " + ", ".join(states))
+
+    def report_streaming(self, st):
+        k, c = st["kiyot"], st["containerd"]
+        rows = []
+        for key, label in (("Exec", "Exec call (answers the URL)"),
+                           ("upgrade", "connect + upgrade to SPDY"),
+                           ("status", "streams until the exit status"),
+                           ("total", "Exec call -> exit status"),
+                           ("closed", "Exec call -> the server closes")):
+            kv, cv = [x[key] for x in k["exec"]], [x[key] for x in c["exec"]]
+            rows.append([label, ms(med(kv)), ms(pct(kv, 95)), ms(med(cv)), ms(pct(cv, 95)),
+                         ratio(med(kv), med(cv), 2), ratio(pct(kv, 95), pct(cv, 95), 2)])
+        table("8a. exec of `true` through the Exec URL (SPDY/3.1), kiyot vs containerd (ms, %d "
+              "each)" % st["execs"],
+              ["", "kiyot p50", "p95", "containerd p50", "p95", "ratio p50", "ratio p95"], rows,
+              ["client: the suite's SPDY client (Python), the runtimes in turn after %d "
+               "unmeasured execs each; %s" % (EXEC_WARMUP, st["containerd_version"])])
+        rows = []
+        figures = {}
+        for key, label in (("down", "pod -> client"), ("up", "client -> pod")):
+            kv = [st["bytes"] / t / 1e6 for t in k[key]]
+            cv = [st["bytes"] / t / 1e6 for t in c[key]]
+            figures[key] = ratio(med(kv), med(cv), 2)
+            rows.append([label, mbs(med(kv)), mbs_range(kv), mbs(med(cv)), mbs_range(cv),
+                         figures[key]])
+        for key, label in (("down_end", "pod -> client: last byte -> end (ms)"),
+                           ("up_end", "client -> pod: answer -> end (ms)")):
+            kv, cv = k[key], c[key]
+            rows.append([label, ms(med(kv)), "%s-%s" % (ms(min(kv)), ms(max(kv))),
+                         ms(med(cv)), "%s-%s" % (ms(min(cv)), ms(max(cv))),
+                         ratio(med(kv), med(cv), 1)])
+        table("8b. port-forward throughput, kiyot vs containerd (MB/s, medians)",
+              ["", "kiyot", "min-max", "containerd", "min-max", "ratio"], rows,
+              ["MB = 10^6 bytes; one TCP connection through `kiyot port-forward` (SPDY/3.1, "
+               "portforward.k8s.io) as the client of both runtimes, byte counts checked; "
+               "%d MiB each time, %d times each way" % (st["bytes"] >> 20, st["reps"]),
+               "throughput: connect to the last byte (pod -> client) or to the pod's count "
+               "(client -> pod); the end rows: until the connection's end reaches the client "
+               "after the pod closed"])
+        lat = ratio(med([x["total"] for x in k["exec"]]),
+                    med([x["total"] for x in c["exec"]]), 2)
+        print("  goals: exec p50 ratio <= 1.50x (%s); throughput ratio >= 0.80x (pod -> client "
+              "%s, client -> pod %s)" % (lat, figures["down"], figures["up"]))
 
     def dump_json(self):
         path = os.environ.get("KIYOT_BENCH_JSON")
@@ -1011,6 +1156,105 @@ def call_times(recs, call, calls):
     return [x[call] for x in recs if call in x]
 
 
+def turns(sides, i):
+    """The runtimes in turn, first one then the other, so that load from elsewhere on the
+    machine falls on both alike."""
+    return sides if i % 2 == 0 else sides[::-1]
+
+
+def timed_exec(side, cid):
+    """One exec of `true` as the kubelet's client makes it: Exec, then its URL upgraded to
+    SPDY/3.1 (remotecommand v4: error, stdout and stderr streams) until the exit status comes
+    on the error stream, then until the server ends the connection (kubectl returns once the
+    output streams end). Seconds of the Exec call, of connect + upgrade, of the streams until
+    the status, Exec to the status in all, and Exec to the end of the connection."""
+    pb = side.t.pb
+    t0 = time.perf_counter()
+    url = side.cl.runtime.Exec(pb.ExecRequest(container_id=cid, cmd=["true"], stdout=True,
+                                              stderr=True), timeout=harness.T_CALL).url
+    t1 = time.perf_counter()
+    s = streamclient.Spdy(url)
+    try:
+        t2 = time.perf_counter()
+        if s.status != 101:
+            raise RuntimeError("%s: exec upgrade answered %d" % (side.name, s.status))
+        err = s.open({"streamtype": "error"})
+        s.open({"streamtype": "stdout"})
+        s.open({"streamtype": "stderr"})
+        while not s.data[err] and err not in s.fin and not s.goaway and s.read_frame():
+            pass
+        t3 = time.perf_counter()
+        status = s.data[err]
+        while s.read_frame():
+            pass
+        t4 = time.perf_counter()
+    finally:
+        s.close()
+    if json.loads(status or b"{}").get("status") != "Success":
+        raise RuntimeError("%s: exec of true ended with %r" % (side.name, status))
+    return {"Exec": t1 - t0, "upgrade": t2 - t1, "status": t3 - t2, "total": t3 - t0,
+            "closed": t4 - t0}
+
+
+def pf_read(port):
+    """All that 127.0.0.1:port sends until it ends the connection."""
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=T_PF) as s:
+        while True:
+            k = s.recv(4096)
+            if not k:
+                return out
+            out += k
+
+
+def pf_down(port, want):
+    """Reads the `want` bytes the pod sends on a new connection to 127.0.0.1:port, then its
+    end. Returns (seconds from connecting to the last byte, seconds from the last byte to the
+    end of the connection); the byte count is checked."""
+    buf = bytearray(1 << 20)
+    n = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=T_PF) as s:
+        t0 = time.perf_counter()
+        while n < want:
+            k = s.recv_into(buf)
+            if not k:
+                break
+            n += k
+        t1 = time.perf_counter()
+        extra = s.recv(1)
+        t2 = time.perf_counter()
+    if n != want or extra:
+        raise RuntimeError("port-forward delivered %d bytes, not %d" % (n + len(extra), want))
+    return t1 - t0, t2 - t1
+
+
+def pf_up(port, size):
+    """Sends size zero bytes on a new connection to 127.0.0.1:port; the pod answers the count
+    once it has them all, then ends the connection. Returns (the count, seconds from connecting
+    to the answer, seconds from the answer to the end)."""
+    chunk = memoryview(bytes(1 << 20))
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=T_PF) as s:
+        t0 = time.perf_counter()
+        left = size
+        while left:
+            s.sendall(chunk[:min(left, len(chunk))])
+            left -= min(left, len(chunk))
+        while not answer.endswith(b"\n"):
+            k = s.recv(4096)
+            if not k:
+                break
+            answer += k
+        t1 = time.perf_counter()
+        while s.recv(4096):
+            pass
+        t2 = time.perf_counter()
+    try:
+        return int(answer.strip()), t1 - t0, t2 - t1
+    except ValueError:
+        raise RuntimeError("the pod answered %r, not a count" % answer[:80]) from None
+
+
 def _read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -1050,13 +1294,18 @@ def main():
             traceback.print_exc()
             log("setup failed; kiyot log: %s" % b.env.kiyot_log)
             return 1
-        b.section("pod start", b.section_pod_start)
-        b.section("crun baseline", b.section_crun_baseline)
-        b.section("netns baseline", b.section_netns_baseline)
-        b.section("image pull", b.section_pull)
-        b.section("cell-agent memory", b.section_agent_mem)
-        b.section("CRI Version", b.section_version)
-        b.section("containerd baseline", b.section_vs_containerd)
+        only = set(x.strip() for x in os.environ.get("KIYOT_BENCH_ONLY", "").split(",")
+                   if x.strip())
+        for nums, name, fn in ((("1", "4"), "pod start", b.section_pod_start),
+                               (("1",), "crun baseline", b.section_crun_baseline),
+                               (("1",), "netns baseline", b.section_netns_baseline),
+                               (("2",), "image pull", b.section_pull),
+                               (("3",), "cell-agent memory", b.section_agent_mem),
+                               (("5",), "CRI Version", b.section_version),
+                               (("7",), "containerd baseline", b.section_vs_containerd),
+                               (("8",), "streaming", b.section_streaming)):
+            if not only or only & set(nums):
+                b.section(name, fn)
         b.report()
         b.dump_json()
     except KeyboardInterrupt:
