@@ -7,7 +7,7 @@ set -e
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 PROBE=$BUILD/test/ec2sign-probe
-LIBS="libcurl libxml-2.0 jansson"
+LIBS="libcurl libxml-2.0 jansson libcrypto"
 
 if ! /usr/bin/python3 -c 'import botocore.auth' 2>/dev/null; then
 	echo "ec2sign: python3-botocore is missing (apt-get install python3-botocore)" >&2
