@@ -267,6 +267,9 @@ char **bundle_process_env(const Kiyot__Cell__V1__Unit *unit, const struct image_
 	}
 	for (size_t i = 0; image && i < strv_len(image->env); i++)
 		env_set(&v, &n, image->env[i]);
+	/* as containerd: a terminal says what it is, unless the container's own env does */
+	if (unit->tty)
+		env_set(&v, &n, "TERM=xterm");
 	for (size_t i = 0; i < unit->n_env; i++) {
 		_cleanup_free_ char *kv = xasprintf("%s=%s", unit->env[i]->key,
 						    unit->env[i]->value ? unit->env[i]->value : "");

@@ -88,6 +88,18 @@ int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const ch
 		json_array_append_new(args, json_string(cmd[i]));
 	json_object_set_new(process, "args", args);
 	json_object_set_new(process, "terminal", json_boolean(tty));
+	if (tty && json_is_array(json_object_get(process, "env"))) {
+		json_t *env = json_object_get(process, "env"), *v;
+		size_t i;
+
+		/* as containerd: an exec with a terminal gets TERM=xterm, whatever the unit's */
+		json_array_foreach(env, i, v)
+			if (json_is_string(v) && strncmp(json_string_value(v), "TERM=", 5) == 0) {
+				json_array_remove(env, i);
+				break;
+			}
+		json_array_append_new(env, json_string("TERM=xterm"));
+	}
 	json_object_del(process, "consoleSize");
 	text = json_dumps(process, JSON_COMPACT);
 	json_decref(cfg);

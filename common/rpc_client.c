@@ -32,7 +32,8 @@ struct rpc_stream {
 	grpc_metadata_array initial_md;
 	int finished;
 	int got_initial;
-	char send_tag; /* its address tags sends, s itself tags reads */
+	char send_tag;	       /* its address tags sends, s itself tags reads */
+	char *target, *method; /* for errors */
 };
 
 /* A channel with creds (released here); override, when set, is the name the server's
@@ -262,6 +263,8 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 
 	s->cq = grpc_completion_queue_create_for_pluck(NULL);
 	s->desc = msg_desc;
+	s->target = xstrdup(ch->target);
+	s->method = xstrdup(method);
 	grpc_metadata_array_init(&s->initial_md);
 	s->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice,
 					   NULL, deadline_in(timeout_ms), NULL);
@@ -293,6 +296,8 @@ int rpc_bidi_open(struct rpc_channel *ch, const char *method, const ProtobufCMes
 
 	s->cq = grpc_completion_queue_create_for_pluck(NULL);
 	s->desc = msg_desc;
+	s->target = xstrdup(ch->target);
+	s->method = xstrdup(method);
 	grpc_metadata_array_init(&s->initial_md);
 	s->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice,
 					   NULL, deadline_in(timeout_ms), NULL);
@@ -392,7 +397,7 @@ int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *er
 						    NULL);
 		s->finished = 1;
 		if (st != GRPC_STATUS_OK)
-			ret = status_err(err, st, details, "stream", "");
+			ret = status_err(err, st, details, s->target, s->method);
 		grpc_slice_unref(details);
 		grpc_metadata_array_destroy(&tmd);
 		return ret;
@@ -413,5 +418,7 @@ void rpc_stream_free(struct rpc_stream *s)
 	grpc_call_unref(s->call);
 	grpc_metadata_array_destroy(&s->initial_md);
 	cq_drain_destroy(s->cq);
+	free(s->target);
+	free(s->method);
 	free(s);
 }

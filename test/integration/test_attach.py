@@ -49,6 +49,8 @@ class AttachTest(KiyotTest):
         s = self.session(cid, tty=True)
         s.write(b"echo hello-$((40+2))\n")
         s.read_until(b"hello-42")
+        s.write(b"echo term=$TERM\n")
+        s.read_until(b"term=xterm")
         s.resize(100, 30)
         s.write(b"stty size\n")
         s.read_until(b"30 100")
@@ -151,7 +153,7 @@ class AttachTest(KiyotTest):
 
 
 class AgentAttachTest(KiyotTest):
-    """The agent's Attach call, driven as kiyot drives it (with the cell's token)."""
+    """The agent's Attach call, driven as kiyot drives it (over TLS, as kiyot)."""
 
     agent = test_agent_streams.AgentStreamsTest.agent
     stream = test_agent_streams.AgentStreamsTest.stream

@@ -59,12 +59,14 @@ class StreamingTest(KiyotTest):
 
     def test_spdy_exec_with_a_terminal_and_its_size(self):
         cid = self.running()
-        out = streamclient.spdy_exec(self.url(cid, ["sh", "-c", "sleep 1; stty size; tty"],
+        out = streamclient.spdy_exec(self.url(cid, ["sh", "-c",
+                                                    "sleep 1; stty size; tty; echo term=$TERM"],
                                               tty=True, stdin=True),
                                      stdin=b"", tty=True, resize=(100, 30))
         text = out["stdout"].decode().replace("\r", "")
         self.assertIn("30 100\n", text)
         self.assertIn("/dev/pts/", text)
+        self.assertIn("term=xterm\n", text, "a terminal's TERM, as containerd sets it")
 
     def test_a_url_is_good_once(self):
         cid = self.running()
@@ -141,6 +143,7 @@ class StreamingTest(KiyotTest):
                          hashlib.sha256(big).hexdigest())
         self.assertEqual(got[1], (b"second\n", ""))
         self.assertIn("9001", got[2][1], "a refused connection is told on its error stream")
+        self.assertNotIn("stream :", got[2][1], "an error without its call's name")
 
     def servers_pod(self):
         """A pod with an echo server on 9000 and a greeter on 9002 that says hi and hangs up;

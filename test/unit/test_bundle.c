@@ -137,6 +137,23 @@ static void test_bundle__env_overlay(void **state)
 	assert_string_equal(
 		s, "X=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	bundle_strv_free(env);
+
+	/* a terminal gets TERM=xterm over the image's, and the unit's own TERM over that */
+	img.env = (char *[]){ "PATH=/bin", "TERM=dumb", NULL };
+	u.tty = true;
+	env = bundle_process_env(&u, &img, NULL);
+	free(s);
+	s = join(env);
+	assert_string_equal(s, "PATH=/bin TERM=xterm");
+	bundle_strv_free(env);
+	kv1.key = "TERM";
+	kv1.value = "vt100";
+	u.n_env = 1;
+	env = bundle_process_env(&u, &img, NULL);
+	free(s);
+	s = join(env);
+	assert_string_equal(s, "PATH=/bin TERM=vt100");
+	bundle_strv_free(env);
 }
 
 struct user_case {
