@@ -36,96 +36,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cellnet.h"
 #include "fsutil.h"
 #include "log.h"
 #include "xalloc.h"
+#include "xtables.h"
 
-#define MAX_ARGS 40
-#define ERR_MAX 512
-
-extern char **environ;
-
-/* Runs iptables with args; its exit status, or -errno when it could not run. The first
- * line of what it printed on stderr goes to msg. */
-static int iptables(char *const *args, char *msg, size_t size)
-{
-	char *argv[MAX_ARGS + 2] = { "iptables", "-w" };
-	posix_spawn_file_actions_t fa;
-	int pipefd[2], status = 0, ret;
-	size_t n = 2, got = 0;
-	pid_t pid;
-
-	for (size_t i = 0; args[i] && n < MAX_ARGS + 1; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	msg[0] = '\0';
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	ret = posix_spawnp(&pid, "iptables", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
-	if (ret != 0) {
-		close(pipefd[0]);
-		return -ret;
-	}
-	for (ssize_t r; got + 1 < size && (r = read(pipefd[0], msg + got, size - 1 - got)) > 0;)
-		got += (size_t)r;
-	msg[got] = '\0';
-	msg[strcspn(msg, "\n")] = '\0';
-	close(pipefd[0]);
-	if (waitpid(pid, &status, 0) < 0)
-		return -errno;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-/* Adds a rule (table, chain, where: "-A" or "-I") unless `iptables -C` finds it. */
-static int ensure_rule(const char *table, const char *chain, const char *where, char *const *rule,
-		       const char *comment, struct err *err)
-{
-	char *args[MAX_ARGS];
-	char msg[ERR_MAX];
-	size_t n = 0;
-	int ret;
-
-	args[n++] = "-t";
-	args[n++] = (char *)table;
-	args[n++] = "-C";
-	args[n++] = (char *)chain;
-	for (size_t i = 0; rule[i]; i++)
-		args[n++] = rule[i];
-	args[n++] = "-m";
-	args[n++] = "comment";
-	args[n++] = "--comment";
-	args[n++] = (char *)comment;
-	args[n] = NULL;
-	ret = iptables(args, msg, sizeof(msg));
-	if (ret == -ENOENT)
-		return err_set(err, ENOENT,
-			       "the iptables command is missing (apt install iptables)");
-	if (ret < 0)
-		return err_set(err, -ret, "iptables: %s", strerror(-ret));
-	if (ret == 0)
-		return 0; /* there already */
-	args[2] = (char *)where;
-	ret = iptables(args, msg, sizeof(msg));
-	if (ret != 0)
-		return err_set(err, EIO, "iptables -t %s %s %s: %s", table, where, chain,
-			       msg[0] ? msg : "failed");
-	log_info("cells: added the %s %s rule \"%s\"", table, chain, comment);
-	return 0;
-}
+#define MAX_ARGS XT_MAX_ARGS
+#define ERR_MAX XT_MSG_SIZE
 
 /* Turns IPv4 forwarding on unless it is; what names the setting that needs it. */
 static int forwarding_on(const char *what, struct err *err)
@@ -164,9 +88,9 @@ int cellnat_setup(const char *bridge, const char *cidr, struct err *err)
 
 	if (forwarding_on("cells.masquerade", err) < 0)
 		return -err->code;
-	if (ensure_rule("nat", "POSTROUTING", "-A", masq, comment, err) < 0 ||
-	    ensure_rule("filter", "FORWARD", "-I", out, comment, err) < 0 ||
-	    ensure_rule("filter", "FORWARD", "-I", back, comment, err) < 0) {
+	if (xt_ensure_rule("nat", "POSTROUTING", "-A", masq, comment, err) < 0 ||
+	    xt_ensure_rule("filter", "FORWARD", "-I", out, comment, err) < 0 ||
+	    xt_ensure_rule("filter", "FORWARD", "-I", back, comment, err) < 0) {
 		if (err->code == ENOENT)
 			return err_set(err, ENOENT,
 				       "cells.masquerade needs the iptables command (apt install "
@@ -182,7 +106,6 @@ int cellnat_setup(const char *bridge, const char *cidr, struct err *err)
 #define HOSTPORT_CHAIN "KIYOT-HOSTPORTS"
 #define HOSTPORT_SNAT "KIYOT-HOSTPORTS-SNAT"
 #define HOSTPORT_TAG "kiyot-hostport "
-#define SAVE_MAX (8 * 1024 * 1024)
 #define MAX_WORDS 64
 /* iptables keeps at most this many bytes of a comment */
 #define COMMENT_MAX 255
@@ -194,29 +117,7 @@ static pthread_mutex_t hostports_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Runs iptables-save -t nat into *out (the caller frees). */
 static int nat_rules(char **out, struct err *err)
 {
-	char path[] = "/tmp/kiyot-nat-XXXXXX";
-	int fd = mkstemp(path), status = 0, ret;
-	posix_spawn_file_actions_t fa;
-	char *argv[] = { "iptables-save", "-t", "nat", NULL };
-	pid_t pid;
-
-	if (fd < 0)
-		return err_errno(err, "mkstemp");
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fd, STDOUT_FILENO);
-	ret = posix_spawnp(&pid, "iptables-save", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fd);
-	if (ret == 0 && waitpid(pid, &status, 0) < 0)
-		ret = errno;
-	if (ret == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
-		ret = EIO;
-	if (ret == 0)
-		ret = -fs_read_file(path, SAVE_MAX, out, NULL, err);
-	else
-		err_set(err, ret, "iptables-save -t nat failed");
-	unlink(path);
-	return ret ? -ret : 0;
+	return xt_save("iptables", "nat", out, err);
 }
 
 /* Splits a rule line of iptables-save into words in place; a double-quoted word (a comment)
@@ -262,7 +163,7 @@ static int rule_op(const char *line, const char *op, struct err *err)
 	if (n < 4)
 		return err_set(err, EINVAL, "not a rule: %s", line);
 	args[2] = (char *)op;
-	ret = iptables(args, msg, sizeof(msg));
+	ret = xt_iptables(args, msg, sizeof(msg));
 	if (ret != 0)
 		return err_set(err, EIO, "iptables %s: %s", op, msg[0] ? msg : "failed");
 	return 0;
@@ -423,7 +324,7 @@ static int remove_rules(struct removal *rm)
 	char *list[] = { "-t", "nat", "-S", HOSTPORT_CHAIN, NULL };
 
 	/* no chain: no rules (and no need for iptables on nodes without hostPorts) */
-	if (iptables(list, msg, sizeof(msg)) != 0)
+	if (xt_iptables(list, msg, sizeof(msg)) != 0)
 		return 0;
 	if (nat_rules(&text, rm->err) < 0)
 		return -rm->err->code;
@@ -466,13 +367,13 @@ static int ensure_chain(const char *chain, const char *from, char *const *match,
 	char msg[ERR_MAX];
 	size_t n = 0;
 
-	iptables(create, msg, sizeof(msg)); /* exists already: fine */
+	xt_iptables(create, msg, sizeof(msg)); /* exists already: fine */
 	for (size_t i = 0; match && match[i]; i++)
 		jump[n++] = match[i];
 	jump[n++] = "-j";
 	jump[n++] = (char *)chain;
 	jump[n] = NULL;
-	return ensure_rule("nat", from, "-I", jump, "kiyot hostports", err);
+	return xt_ensure_rule("nat", from, "-I", jump, "kiyot hostports", err);
 }
 
 /* route_localnet on the bridge: 127.0.0.1 DNATed to a cell may leave through it. */
@@ -509,15 +410,16 @@ static int hostports_base(const char *bridge, struct err *err)
 	char *from_cell[] = { "-i",   (char *)bridge, "-m",	"conntrack", "--ctstate",
 			      "DNAT", "-j",	      "ACCEPT", NULL };
 
-	if (ensure_rule("filter", "INPUT", "-I", guard, "kiyot hostports loopback guard", err) <
+	if (xt_ensure_rule("filter", "INPUT", "-I", guard, "kiyot hostports loopback guard", err) <
 		    0 ||
 	    forwarding_on("hostPort", err) < 0 ||
-	    ensure_rule("filter", "FORWARD", "-I", to_cell, "kiyot hostports", err) < 0 ||
-	    ensure_rule("filter", "FORWARD", "-I", from_cell, "kiyot hostports", err) < 0 ||
+	    xt_ensure_rule("filter", "FORWARD", "-I", to_cell, "kiyot hostports", err) < 0 ||
+	    xt_ensure_rule("filter", "FORWARD", "-I", from_cell, "kiyot hostports", err) < 0 ||
 	    ensure_chain(HOSTPORT_CHAIN, "PREROUTING", local, err) < 0 ||
 	    ensure_chain(HOSTPORT_CHAIN, "OUTPUT", local, err) < 0 ||
 	    ensure_chain(HOSTPORT_SNAT, "POSTROUTING", NULL, err) < 0 ||
-	    ensure_rule("nat", HOSTPORT_SNAT, "-A", loopback, "kiyot hostports loopback", err) < 0)
+	    xt_ensure_rule("nat", HOSTPORT_SNAT, "-A", loopback, "kiyot hostports loopback", err) <
+		    0)
 		return -err->code;
 	route_localnet(bridge);
 	return 0;
@@ -589,8 +491,8 @@ static int port_rules(const char *cidr, const char *cell_ip, const char *comment
 	dnat[k++] = "--to-destination";
 	dnat[k++] = to;
 	dnat[k] = NULL;
-	if (ensure_rule("nat", HOSTPORT_CHAIN, "-A", dnat, comment, err) < 0 ||
-	    ensure_rule("nat", HOSTPORT_SNAT, "-A", hairpin, comment, err) < 0)
+	if (xt_ensure_rule("nat", HOSTPORT_CHAIN, "-A", dnat, comment, err) < 0 ||
+	    xt_ensure_rule("nat", HOSTPORT_SNAT, "-A", hairpin, comment, err) < 0)
 		return -err->code;
 	return 0;
 }
