@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "xalloc.h"
 
@@ -161,5 +162,57 @@ void cellnet_veth_name(const char *cell_id, char *out, size_t size)
 		h ^= *p;
 		h *= 0x100000001b3ULL;
 	}
-	snprintf(out, size, "kv%012llx", (unsigned long long)(h & 0xffffffffffffULL));
+	snprintf(out, size, CELLNET_VETH_PREFIX "%012llx",
+		 (unsigned long long)(h & 0xffffffffffffULL));
+}
+
+/* 02:6b, then the address in network order. */
+void cellnet_mac(uint32_t ip, uint8_t mac[6])
+{
+	mac[0] = 0x02;
+	mac[1] = 0x6b;
+	mac[2] = (uint8_t)(ip >> 24);
+	mac[3] = (uint8_t)(ip >> 16);
+	mac[4] = (uint8_t)(ip >> 8);
+	mac[5] = (uint8_t)ip;
+}
+
+void cellnet_mac_str(uint32_t ip, char *out, size_t size)
+{
+	uint8_t m[6];
+
+	cellnet_mac(ip, m);
+	snprintf(out, size, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+/* A decimal port, then nothing or "/tcp" or "/udp". */
+int cellnet_parse_port(const char *s, struct cellnet_port *out, struct err *err)
+{
+	struct cellnet_port p = { 0, "tcp" };
+	unsigned long n;
+	char *end;
+
+	if (!s || s[0] < '0' || s[0] > '9')
+		goto bad;
+	errno = 0;
+	n = strtoul(s, &end, 10);
+	if (errno || n < 1 || n > 65535)
+		goto bad;
+	if (*end == '/') {
+		if (strcasecmp(end + 1, "tcp") != 0 && strcasecmp(end + 1, "udp") != 0)
+			goto bad;
+		p.protocol[0] = (char)(end[1] | 0x20);
+		p.protocol[1] = (char)(end[2] | 0x20);
+		p.protocol[2] = (char)(end[3] | 0x20);
+	} else if (*end) {
+		goto bad;
+	}
+	p.port = (int)n;
+	*out = p;
+	return 0;
+bad:
+	return err_set(err, EINVAL,
+		       "\"%.64s\" is not a port: want PORT, PORT/tcp or PORT/udp (e.g. 5000/tcp, "
+		       "53/udp), PORT 1-65535",
+		       s ? s : "");
 }

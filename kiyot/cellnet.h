@@ -1,6 +1,7 @@
 /*
  * cellnet.h: the pure parts of a local cell's network: the cell network's CIDR, picking a free
- * address in it, and the names derived from a cell id (host veth, netns).
+ * address in it, the names derived from a cell id (host veth, netns), the Ethernet address
+ * derived from a cell's IP, and the ports of the node cells may reach (cells.nodePorts).
  *
  * Addresses are IPv4 in host byte order. Nothing here touches the kernel, so it is unit-tested
  * on its own.
@@ -53,9 +54,32 @@ int cellnet_pick_ip(const struct cellnet_cidr *c, const uint32_t *used, size_t n
  * and interface names, so anything else is refused. */
 int cellnet_id_valid(const char *id);
 
+/* What the host end of every cell's veth is named with. */
+#define CELLNET_VETH_PREFIX "kv"
+
 /* The host end of a cell's veth: "kv" + 12 hex digits of a hash of the cell id (14 chars), so
  * the name is stable across restarts and fits IFNAMSIZ. out needs CELLNET_IFNAME_SIZE bytes. */
 void cellnet_veth_name(const char *cell_id, char *out, size_t size);
+
+/* Room for "aa:bb:cc:dd:ee:ff" and its NUL. */
+#define CELLNET_MAC_SIZE 18
+
+/* A cell's Ethernet address: 02:6b (locally administered, unicast) and its four IP bytes, so
+ * that the cell's anti-spoofing rules follow from its address alone and no two cells of a
+ * bridge share one. */
+void cellnet_mac(uint32_t ip, uint8_t mac[6]);
+/* The same as "02:6b:0a:4d:00:05" (lower case, as ebtables-save prints it). */
+void cellnet_mac_str(uint32_t ip, char *out, size_t size);
+
+/* A port of the node that cells may reach (cells.nodePorts). */
+struct cellnet_port {
+	int port;	  /* 1..65535 */
+	char protocol[4]; /* "tcp" or "udp" */
+};
+
+/* Parses "5000", "5000/tcp" or "53/udp" (the protocol in any case; tcp by default). -EINVAL
+ * with a message showing the accepted forms. */
+int cellnet_parse_port(const char *s, struct cellnet_port *out, struct err *err);
 
 /* Netns names are "kiyot-<cell_id>", in /run/netns like `ip netns add` makes them. */
 #define CELLNET_NETNS_DIR "/run/netns"

@@ -21,6 +21,8 @@
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
  *	  masquerade: false           (local cells: kiyot turns on forwarding and NAT on the node)
+ *	  nodePorts: []               (local cells: the node's ports they may reach, e.g. [5000,
+ *	                              "53/udp"]; nothing else on the node answers them)
  *	  kubeProxy:                  (a kube-proxy unit in every cell; see deploy/README.md)
  *	    image: registry.k8s.io/kube-proxy:v1.30.2
  *	    kubeconfig: /var/lib/kiyot/kube-proxy.kubeconfig  (node file, mounted read-only at
@@ -53,6 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cellnet.h"
 #include "fsutil.h"
 #include "log.h"
 #include "quantity.h"
@@ -61,6 +64,9 @@
 #include "yaml.h"
 
 #define CONFIG_MAX (1u << 20)
+/* cells.nodePorts holds at most this many ports (each is a rule every cell's packet to the
+ * node passes) */
+#define NODE_PORTS_MAX 256
 
 /* The cell-agent next to the kiyot binary, else the installed one. */
 static char *default_agent(void)
@@ -129,6 +135,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->provider);
 	free(c->cell_cidr);
 	free(c->bridge);
+	free(c->node_ports);
 	free(c->agent_path);
 	json_decref(c->registries);
 	free(c->ec2.region);
@@ -272,6 +279,43 @@ static int load_kube_proxy(struct kiyot_config *c, json_t *kp, struct err *err)
 	return 0;
 }
 
+/* cells.nodePorts: ports of the node cells may reach, each a number (TCP) or "PORT/tcp",
+ * "PORT/udp". The list replaces the one before. */
+static int load_node_ports(struct kiyot_config *c, json_t *v, struct err *err)
+{
+	size_t i;
+	json_t *p;
+
+	if (!json_is_array(v))
+		return err_set(
+			err, EINVAL,
+			"cells.nodePorts: must be a list of ports (e.g. [5000, \"53/udp\"])");
+	if (json_array_size(v) > NODE_PORTS_MAX)
+		return err_set(err, EINVAL, "cells.nodePorts: %zu ports, at most %d",
+			       json_array_size(v), NODE_PORTS_MAX);
+	free(c->node_ports);
+	c->node_ports = xcalloc(json_array_size(v) + 1, sizeof(*c->node_ports));
+	c->n_node_ports = 0;
+	json_array_foreach (v, i, p) {
+		char num[32];
+		const char *s = num;
+
+		if (json_is_integer(p))
+			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(p));
+		else if (json_is_string(p))
+			s = json_string_value(p);
+		else
+			return err_set(err, EINVAL,
+				       "cells.nodePorts[%zu]: want a port (5000) or a string "
+				       "(\"53/udp\")",
+				       i);
+		if (cellnet_parse_port(s, &c->node_ports[c->n_node_ports], err) < 0)
+			return err_wrap(err, "cells.nodePorts[%zu]", i);
+		c->n_node_ports++;
+	}
+	return 0;
+}
+
 static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 {
 	static const char *const known[] = { "provider",
@@ -284,6 +328,7 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 					     "gcGraceSeconds",
 					     "kubeProxy",
 					     "masquerade",
+					     "nodePorts",
 					     NULL };
 	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
 	json_t *v;
@@ -306,6 +351,8 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 			return err_set(err, EINVAL, "cells.masquerade: must be true or false");
 		c->masquerade = json_is_true(v);
 	}
+	if ((v = json_object_get(cells, "nodePorts")) && load_node_ports(c, v, err) < 0)
+		return -err->code;
 	if (json_object_get(cells, "kubeProxy") &&
 	    load_kube_proxy(c, json_object_get(cells, "kubeProxy"), err) < 0)
 		return -err->code;

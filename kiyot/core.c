@@ -16,6 +16,7 @@
 
 #include "catalog.h"
 #include "catalog_refresh.h"
+#include "cellguard.h"
 #include "cellnat.h"
 #include "cells.h"
 #include "clock.h"
@@ -475,8 +476,12 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		lc.cgroup_root = "kiyot";
 		lc.cluster_id = k->cluster_id;
 		lc.node_images = node_images;
+		lc.restore_network = 1;
 		if (provider_local_new(&lc, &k->provider, err) < 0)
 			return err_wrap(err, "local cell provider");
+		if (cellguard_node_setup(k->cfg.bridge, k->cfg.node_ports, k->cfg.n_node_ports,
+					 err) < 0)
+			return -err->code;
 		if (k->cfg.masquerade && cellnat_setup(k->cfg.bridge, k->cfg.cell_cidr, err) < 0)
 			return -err->code;
 	} else {

@@ -27,6 +27,7 @@ struct regconf;
 struct gc;
 struct router;
 struct podobject_reader;
+struct cellnet_port;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -38,6 +39,8 @@ struct kiyot_config {
 	char *cell_cidr;
 	char *bridge;
 	int masquerade; /* cells.masquerade: forwarding and NAT on the node for local cells */
+	struct cellnet_port *node_ports; /* cells.nodePorts: the node's ports local cells reach */
+	size_t n_node_ports;
 	char *agent_path;
 	int agent_port;
 	int64_t reserve_cpu_milli; /* the cell's OS + agent, added to the pod's demand */

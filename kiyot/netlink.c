@@ -350,6 +350,60 @@ int nl_link_up(int nl, int index, struct err *err)
 	return nl_talk(nl, &m, NULL, NULL, "set link up", err);
 }
 
+/* IFLA_ADDRESS on an existing link. */
+int nl_link_set_mac(int nl, int index, const uint8_t mac[6], struct err *err)
+{
+	struct nl_msg m;
+
+	msg_link_change(&m, index, 0, 0);
+	attr_put(&m, IFLA_ADDRESS, mac, 6);
+	return nl_talk(nl, &m, NULL, NULL, "set link address", err);
+}
+
+/* Where on_link_mac puts what it found. */
+struct link_mac {
+	uint8_t mac[6];
+	int found;
+};
+
+/* Picks a 6-byte IFLA_ADDRESS out of an RTM_NEWLINK reply. */
+static void on_link_mac(const struct nlmsghdr *h, void *arg)
+{
+	const struct ifinfomsg *ifi = NLMSG_DATA(h);
+	struct link_mac *out = arg;
+	const struct rtattr *a;
+	unsigned int len;
+
+	if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)))
+		return;
+	len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*ifi));
+	for (a = IFLA_RTA(ifi); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+		if (a->rta_type == IFLA_ADDRESS && RTA_PAYLOAD(a) == 6) {
+			memcpy(out->mac, RTA_DATA(a), 6);
+			out->found = 1;
+		}
+	}
+}
+
+/* RTM_GETLINK by index. */
+int nl_link_mac(int nl, int index, uint8_t mac[6], struct err *err)
+{
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = index };
+	struct link_mac got = { .found = 0 };
+	struct nl_msg m;
+	int ret;
+
+	msg_init(&m, RTM_GETLINK, 0);
+	msg_put(&m, &ifi, sizeof(ifi));
+	ret = nl_talk(nl, &m, on_link_mac, &got, "get link address", err);
+	if (ret < 0)
+		return ret;
+	if (!got.found)
+		return err_set(err, ENODATA, "link %d has no Ethernet address", index);
+	memcpy(mac, got.mac, 6);
+	return 0;
+}
+
 /* IFLA_NET_NS_FD (and IFLA_IFNAME to rename on the way) on an existing link. */
 int nl_link_set_netns(int nl, int index, int ns_fd, const char *new_name, struct err *err)
 {

@@ -39,6 +39,12 @@ int nl_veth_create(int nl, const char *name, int master_index, const char *peer,
 /* Sets a link up. */
 int nl_link_up(int nl, int index, struct err *err);
 
+/* Sets a link's Ethernet address (6 bytes). */
+int nl_link_set_mac(int nl, int index, const uint8_t mac[6], struct err *err);
+
+/* Reads a link's Ethernet address into mac (6 bytes); -ENODATA if it has none of that size. */
+int nl_link_mac(int nl, int index, uint8_t mac[6], struct err *err);
+
 /* Moves a link into the netns ns_fd refers to, renaming it to new_name (NULL: keep). */
 int nl_link_set_netns(int nl, int index, int ns_fd, const char *new_name, struct err *err);
 

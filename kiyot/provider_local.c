@@ -2,7 +2,10 @@
  * provider_local.c: the local provider. A cell is a named network namespace with a veth to a
  * host bridge, cgroup v1 limits sized like its instance type, and a cell-agent started inside
  * them. What a cell owns is derived from its id (netns kiyot-<id>, veth kv<hash>, cgroups
- * <root>/<id>, <state_dir>/<id>), so teardown finds leftovers even without a record.
+ * <root>/<id>, <state_dir>/<id>), so teardown finds leftovers even without a record. A cell's
+ * Ethernet address follows from its IP, and the bridge lets it send only as itself
+ * (cellguard.h): the rules of every cell holding an address are written at start, when a cell
+ * is built and when one goes.
  */
 #include "provider.h"
 
@@ -20,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cellguard.h"
 #include "cellnat.h"
 #include "cellnet.h"
 #include "cellrecord.h"
@@ -76,8 +80,9 @@ struct local_provider {
 	char *node_images; /* "" when the agents pull every image themselves */
 	struct cellnet_cidr cidr;
 
-	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t idle;  /* signalled when an id leaves busy */
+	pthread_mutex_t guard_lock; /* one writer of the anti-spoofing rules at a time */
+	pthread_mutex_t lock;	    /* guards everything below */
+	pthread_cond_t idle;	    /* signalled when an id leaves busy */
 	struct local_lease *leases;
 	size_t nleases, leases_cap;
 	char **busy; /* ids being launched or terminated */
@@ -200,6 +205,29 @@ static int lease_take(struct local_provider *p, const char *id, uint32_t *ip, st
 		p->hint = *ip + 1;
 	}
 	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+/* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
+ * time, each taking the leases as they are when its turn comes, so the last rules written
+ * hold the newest leases. */
+static int spoof_sync(struct local_provider *p, struct err *err)
+{
+	_cleanup_free_ struct cellguard_cell *cells = NULL;
+	size_t n;
+	int ret;
+
+	pthread_mutex_lock(&p->guard_lock);
+	pthread_mutex_lock(&p->lock);
+	n = p->nleases;
+	cells = xcalloc(n + 1, sizeof(*cells));
+	for (size_t i = 0; i < n; i++) {
+		cellnet_veth_name(p->leases[i].id, cells[i].veth, sizeof(cells[i].veth));
+		cells[i].ip = p->leases[i].ip;
+	}
+	pthread_mutex_unlock(&p->lock);
+	ret = cellguard_spoof_sync(&p->cidr, cells, n, err);
+	pthread_mutex_unlock(&p->guard_lock);
 	return ret;
 }
 
@@ -348,6 +376,8 @@ static int cell_teardown(struct local_provider *p, const char *id, struct err *e
 	if (fs_remove_tree(dir, &e) < 0)
 		keep_first(&first, &e, id);
 	lease_drop(p, id);
+	if (spoof_sync(p, &e) < 0)
+		keep_first(&first, &e, id);
 	if (first.code) {
 		*err = first;
 		return err_wrap(err, "cell %s: teardown incomplete, retry terminate", id);
@@ -408,11 +438,13 @@ static int veth_create(int nl, const char *veth, int bridge, int ns_fd, struct e
 	}
 }
 
-/* Inside the cell: lo up, eth0 with the cell's address, default route via the bridge. */
+/* Inside the cell: lo up, eth0 with the cell's Ethernet and IP addresses, default route via
+ * the bridge. */
 static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_t ip,
 			      struct err *err)
 {
 	_cleanup_close_ int nl = nl_open(ns_fd, err);
+	uint8_t mac[6];
 	int lo, eth0;
 
 	if (nl < 0)
@@ -423,7 +455,9 @@ static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_
 	eth0 = nl_link_index(nl, "eth0", err);
 	if (eth0 < 0)
 		return eth0;
-	if (nl_addr_add(nl, eth0, ip, p->cidr.prefix, err) < 0 || nl_link_up(nl, eth0, err) < 0 ||
+	cellnet_mac(ip, mac);
+	if (nl_link_set_mac(nl, eth0, mac, err) < 0 ||
+	    nl_addr_add(nl, eth0, ip, p->cidr.prefix, err) < 0 || nl_link_up(nl, eth0, err) < 0 ||
 	    nl_route_add_default(nl, eth0, cellnet_gateway(&p->cidr), err) < 0)
 		return -err->code;
 	return 0;
@@ -445,7 +479,8 @@ static void hairpin_on(const char *veth)
 }
 
 /* The cell's network: a fresh netns (replacing a stale one), the veth on the bridge, the
- * cell side configured. Returns an fd of the netns for the agent to join. */
+ * cell side configured, the bridge's rules letting it send only as itself (before anything
+ * runs in it). Returns an fd of the netns for the agent to join. */
 static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
 {
 	_cleanup_free_ char *ns = netns_path(id);
@@ -465,7 +500,7 @@ static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip
 		return ns_fd;
 	cellnet_veth_name(id, veth, sizeof(veth));
 	if (veth_create(nl, veth, bridge, ns_fd, err) < 0 ||
-	    cell_net_configure(p, ns_fd, ip, err) < 0) {
+	    cell_net_configure(p, ns_fd, ip, err) < 0 || spoof_sync(p, err) < 0) {
 		close(ns_fd);
 		return -err->code;
 	}
@@ -812,6 +847,7 @@ static void local_destroy(void *self)
 	free(p->cgroup_root);
 	free(p->cluster_id);
 	free(p->node_images);
+	pthread_mutex_destroy(&p->guard_lock);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->idle);
 	free(p);
@@ -854,6 +890,41 @@ static void leases_rebuild(struct local_provider *p)
 		cell_record_release(&r);
 	}
 	closedir(d);
+}
+
+/* A cell made before cells took the Ethernet address their IP gives them gets it now: its
+ * anti-spoofing rules allow no other. */
+static void mac_repair(const struct local_lease *l)
+{
+	_cleanup_free_ char *ns = netns_path(l->id);
+	_cleanup_close_ int ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int nl = -1;
+	char want_str[CELLNET_MAC_SIZE];
+	uint8_t want[6], have[6];
+	struct err e = ERR_INIT;
+	int eth0 = -1;
+
+	if (ns_fd < 0)
+		return; /* no network left: nothing of it sends */
+	nl = nl_open(ns_fd, &e);
+	if (nl >= 0)
+		eth0 = nl_link_index(nl, "eth0", &e);
+	if (eth0 < 0 || nl_link_mac(nl, eth0, have, &e) < 0) {
+		log_warn("local provider: cell %s: %s", l->id, e.msg);
+		return;
+	}
+	cellnet_mac(l->ip, want);
+	if (memcmp(want, have, sizeof(want)) == 0)
+		return;
+	cellnet_mac_str(l->ip, want_str, sizeof(want_str));
+	if (nl_link_set_mac(nl, eth0, want, &e) < 0)
+		log_warn("local provider: cell %s: eth0 cannot take %s, the address its "
+			 "anti-spoofing rules allow: %s",
+			 l->id, want_str, e.msg);
+	else
+		log_info("local provider: cell %s: eth0 now has %s, the address its "
+			 "anti-spoofing rules allow",
+			 l->id, want_str);
 }
 
 void provider_local_inotify_need(const struct cellnet_cidr *cidr, long *instances, long *watches)
@@ -946,9 +1017,16 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	p->cluster_id = xstrdup(cfg->cluster_id ? cfg->cluster_id : "");
 	p->node_images = xstrdup(cfg->node_images ? cfg->node_images : "");
 	p->cidr = cidr;
+	pthread_mutex_init(&p->guard_lock, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	leases_rebuild(p);
+	for (size_t i = 0; cfg->restore_network && i < p->nleases; i++)
+		mac_repair(&p->leases[i]);
+	if (cfg->restore_network && spoof_sync(p, err) < 0) {
+		local_destroy(p);
+		return err_wrap(err, "local provider");
+	}
 	out->ops = &local_ops;
 	out->self = p;
 	return 0;

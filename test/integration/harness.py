@@ -321,6 +321,9 @@ class Env:
         self.kiyot_restarts = 0
         self.extra_config = ""  # appended to kiyot.yaml (top-level settings a test needs)
         self.cells_extra = ""  # appended to its cells: section (indented two spaces)
+        # cells.nodePorts: the suite's registry listens on the bridge's address, and cells
+        # reach it there (EC2 cells pull themselves); nothing else of the node answers them
+        self.node_ports = [REGISTRY.rsplit(":", 1)[1] + "/tcp"]
         self.kiyot_args = []  # extra `kiyot serve` flags a test class sets (and resets)
 
     # -- persistence for cleanup --
@@ -390,8 +393,8 @@ class Env:
 
     def write_config(self):
         with open(self.config, "w") as f:
-            f.write("cells:\n  cidr: %s\n  bridge: %s\n  agent: %s\n"
-                    % (CIDR, BRIDGE, self.agent_bin))
+            f.write("cells:\n  cidr: %s\n  bridge: %s\n  agent: %s\n  nodePorts: %s\n"
+                    % (CIDR, BRIDGE, self.agent_bin, json.dumps(self.node_ports)))
             f.write(self.cells_extra)
             f.write("registries:\n  \"%s\": { insecure: true }\n"
                     "  \"registry.k8s.io\": { mirrors: [\"http://%s\"] }\n"
@@ -635,6 +638,34 @@ def cleanup(work, env=None):
         for chain in ("KIYOT-HOSTPORTS", "KIYOT-HOSTPORTS-SNAT"):
             sh("iptables", "-w", "-t", "nat", "-X", chain, check=False, quiet=True)
     step("hostports", hostports)
+
+    def cell_guards():
+        # kiyot's guard of the node on the suite's bridge, and the anti-spoofing chains of the
+        # suite's networks (cells torn down without kiyot leave theirs)
+        chain = "KIYOT-NODE-" + BRIDGE
+        for rule in sh("iptables", "-w", "-S", "INPUT", check=False, quiet=True).splitlines():
+            if rule.startswith("-A ") and rule.endswith("-j " + chain):
+                sh("sh", "-c", "iptables -w -D %s" % rule[3:], check=False, quiet=True)
+        sh("iptables", "-w", "-F", chain, check=False, quiet=True)
+        sh("iptables", "-w", "-X", chain, check=False, quiet=True)
+        saved = sh("ebtables-save", "-t", "nat", check=False, quiet=True)
+        nets = {m.group(1) for m in re.finditer(r"^:(KIYOT-CELLS-([\d.]+)-(\d+)) ", saved, re.M)
+                if ipaddress.ip_network("%s/%s" % m.group(2, 3)).subnet_of(
+                    ipaddress.ip_network(CIDR))}
+        unhook, cells = [], set()
+        for rule in saved.splitlines():
+            m = re.match(r"-A (\S+) .*-j (\S+)$", rule)
+            if m and m.group(1) in nets and m.group(2).startswith("KIYOT-CELL-"):
+                cells.add(m.group(2))
+            if m and m.group(1) == "PREROUTING" and m.group(2) in nets:
+                unhook.append("-D" + rule[2:])
+        chains = sorted(nets | cells)
+        if chains:
+            text = "\n".join(["*nat"] + unhook + ["-F " + c for c in chains] +
+                             ["-X " + c for c in chains] + ["COMMIT", ""])
+            subprocess.run(["ebtables-restore", "--noflush"], input=text, text=True,
+                           capture_output=True)
+    step("cell guards", cell_guards)
 
     def files():
         if os.environ.get("KIYOT_ITEST_KEEP"):

@@ -34,7 +34,10 @@ time.sleep(0.3)
 mac = json.loads(subprocess.run(["ip", "-j", "neigh", "show", gw], capture_output=True,
                                 text=True).stdout)[0]["lladdr"]
 gwmac = bytes.fromhex(mac.replace(":", ""))
-mymac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+# the cell's own (nsenter keeps the node's /sys: its eth0 is the node's)
+mymac = bytes.fromhex(json.loads(subprocess.run(["ip", "-j", "link", "show", "eth0"],
+                                                capture_output=True, text=True).stdout)[0][
+    "address"].replace(":", ""))
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
 s.bind(("eth0", 0))
 sip, dip = socket.inet_aton(src), socket.inet_aton("127.0.0.1")
@@ -206,11 +209,14 @@ class HostPortTest(KiyotTest):
                                    str(port), HOST_IP, ip], capture_output=True, text=True,
                                   timeout=30).stdout.strip()
         self.assertEqual(probe(), "silent", "a cell reached a service on the node's 127.0.0.1")
-        # the probe itself works: without kiyot's guard the node answers it
-        guard = [r for r in sh("iptables", "-w", "-S", "INPUT").splitlines()
-                 if "kiyot hostports loopback guard" in r and BRIDGE in r]
-        self.assertEqual(len(guard), 1, guard)
-        sh("sh", "-c", "iptables -w -D %s" % guard[0][3:])
+        # the probe itself works: without kiyot's guards (this one, and the one that keeps
+        # cells off every address of the node) the node answers it
+        guards = [r for r in sh("iptables", "-w", "-S", "INPUT").splitlines()
+                  if ("kiyot hostports loopback guard" in r or "kiyot cells node guard" in r)
+                  and BRIDGE in r]
+        self.assertEqual(len(guards), 2, guards)
+        for guard in guards:
+            sh("sh", "-c", "iptables -w -D %s" % guard[3:])
         try:
             self.assertEqual(probe(), "answered")
         finally:

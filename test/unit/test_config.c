@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "cellnet.h"
 #include "kiyot.h"
 
 #define FIX "test/fixtures/config/"
@@ -302,6 +303,34 @@ static void test_config__pulls_section_sets_the_policy(void **state)
 	kiyot_config_release(&c);
 }
 
+/* cells.nodePorts: none by default; numbers are TCP ports, strings name the protocol; a port
+ * that is none is refused naming the entry and the forms taken. */
+static void test_config__node_ports_are_what_cells_may_reach_on_the_node(void **state)
+{
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_int_equal(c.n_node_ports, 0);
+	kiyot_config_release(&c);
+	load_ok(&c, FIX "node-ports.yaml");
+	assert_int_equal(c.n_node_ports, 3);
+	assert_int_equal(c.node_ports[0].port, 5000);
+	assert_string_equal(c.node_ports[0].protocol, "tcp");
+	assert_int_equal(c.node_ports[1].port, 53);
+	assert_string_equal(c.node_ports[1].protocol, "udp");
+	assert_string_equal(c.node_ports[2].protocol, "tcp");
+	kiyot_config_release(&c);
+	load_bad(FIX "bad-node-port.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.nodePorts[1]"));
+	assert_non_null(strstr(err.msg, "53/sctp"));
+	assert_non_null(strstr(err.msg, "PORT/udp"));
+	err_clear(&err);
+	load_bad(FIX "node-ports-not-a-list.yaml", &err);
+	assert_non_null(strstr(err.msg, "cells.nodePorts: must be a list"));
+}
+
 /* More downloads from one registry than from all of them is refused, naming both settings. */
 static void test_config__pulls_per_registry_over_the_total_is_refused(void **state)
 {
@@ -329,6 +358,7 @@ int main(void)
 		cmocka_unit_test(test_config__missing_file_is_named),
 		cmocka_unit_test(test_config__pulls_section_sets_the_policy),
 		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
+		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
