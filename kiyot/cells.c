@@ -396,7 +396,7 @@ static char *secret_key(const char *cell_id)
 
 /* The cell's one-time enrollment secret: the one stored for it while it has not enrolled (a
  * launch retried after kiyot restarted finds the cell booted with it), else a new one, stored
- * before it goes out. */
+ * before it goes out. Removed once the cell enrolled or is terminated. */
 static int enroll_secret(struct cellmgr *m, const char *cell_id, char **out, struct err *err)
 {
 	_cleanup_free_ char *key = secret_key(cell_id);
@@ -430,7 +430,7 @@ static void enroll_forget(struct cellmgr *m, const char *cell_id)
 	_cleanup_free_ char *key = secret_key(cell_id);
 	struct err err = ERR_INIT;
 
-	if (store_put_meta(m->k->store, key, "", &err) < 0)
+	if (store_del_meta(m->k->store, key, &err) < 0)
 		log_warn("cell %s: forgetting its enrollment secret: %s", cell_id, err.msg);
 }
 
@@ -585,6 +585,7 @@ int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
 		entry_stop_watch(m, e);
 		entry_put(m, e); /* calls in flight hold their own references */
 	}
+	enroll_forget(m, cell_id); /* a cell that never enrolled */
 	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
 }
 

@@ -5,8 +5,6 @@
 #include "kiyot.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,46 +343,6 @@ static int load_cluster_id(struct kiyot *k, struct err *err)
 	return 0;
 }
 
-/* The secret cell tokens are derived from, made once and kept in the store. */
-static int load_cell_key(struct kiyot *k, struct err *err)
-{
-	unsigned char raw[32];
-	char *key = NULL;
-
-	if (store_get_meta(k->store, "cell_token_key", &key, err) < 0)
-		return -err->code;
-	if (!key) {
-		if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-			return err_set(err, errno, "cell token key: getrandom: %s",
-				       strerror(errno));
-		key = xmalloc(2 * sizeof(raw) + 1);
-		for (size_t i = 0; i < sizeof(raw); i++)
-			snprintf(key + 2 * i, 3, "%02x", raw[i]);
-		explicit_bzero(raw, sizeof(raw));
-		if (store_put_meta(k->store, "cell_token_key", key, err) < 0) {
-			free(key);
-			return -err->code;
-		}
-	}
-	k->cell_key = key;
-	return 0;
-}
-
-char *kiyot_cell_token(const struct kiyot *k, const char *cell_id)
-{
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	char *hex;
-
-	HMAC(EVP_sha256(), k->cell_key, (int)strlen(k->cell_key), (const unsigned char *)cell_id,
-	     strlen(cell_id), mac, &n);
-	hex = xmalloc(2 * n + 1);
-	for (unsigned int i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
-	explicit_bzero(mac, sizeof(mac));
-	return hex;
-}
-
 /*
  * hostPort rules are the kernel's and outlive kiyot. At start, the rules of cells no sandbox
  * has any more go (a state directory wiped, a teardown a crash cut short), then the rules of
@@ -441,7 +399,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return -err->code;
 	if (store_load(k->store, &k->sandboxes, &k->containers, &k->images, err) < 0)
 		return -err->code;
-	if (load_cluster_id(k, err) < 0 || load_cell_key(k, err) < 0)
+	if (load_cluster_id(k, err) < 0)
 		return -err->code;
 	if (regconf_from_json(k->cfg.registries, &k->regconf, err) < 0)
 		return err_wrap(err, "config: registries");
@@ -544,10 +502,6 @@ void kiyot_close(struct kiyot *k)
 	regconf_free(k->regconf);
 	store_close(k->store);
 	free(k->cluster_id);
-	if (k->cell_key)
-		explicit_bzero(k->cell_key, strlen(k->cell_key));
-	free(k->cell_key);
-	k->cell_key = NULL;
 	free(k->runtime_config_cidr);
 	pthread_mutex_destroy(&k->lock);
 }

@@ -77,7 +77,6 @@ struct kiyot {
 	struct container *containers;
 	struct image_rec *images;
 	char *cluster_id;
-	char *cell_key; /* secret the cells' tokens are derived from (kiyot_cell_token) */
 	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
 	struct provider provider;
 	struct catalog *catalog;
@@ -119,10 +118,6 @@ struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
 struct container *kiyot_find_container(struct kiyot *k, const char *id);
 /* The sandbox whose cell cell_id is, or NULL. Needs k->lock. */
 struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id);
-
-/* The token a cell's agent requires of every call: HMAC-SHA256 of the cell id under the
- * installation's secret, so it survives restarts without being stored (caller frees). */
-char *kiyot_cell_token(const struct kiyot *k, const char *cell_id);
 
 /* A new random 64-hex-digit id (caller frees). */
 char *kiyot_new_id(void);

@@ -413,6 +413,16 @@ int store_put_meta(struct store *st, const char *key, const char *value, struct 
 	return step_done(st, s, "write meta", err);
 }
 
+int store_del_meta(struct store *st, const char *key, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "DELETE FROM meta WHERE key = ?");
+
+	if (!s)
+		return db_err(st, err, "delete meta");
+	bind_text(s, 1, key);
+	return step_done(st, s, "delete meta", err);
+}
+
 void sandbox_free(struct sandbox *s)
 {
 	if (!s)

@@ -35,5 +35,7 @@ int store_load(struct store *st, struct sandbox **sandboxes, struct container **
 /* Small key/value table (cluster id, runtime config). *out is NULL when absent. */
 int store_get_meta(struct store *st, const char *key, char **out, struct err *err);
 int store_put_meta(struct store *st, const char *key, const char *value, struct err *err);
+/* Removes key; removing an absent one is no error. */
+int store_del_meta(struct store *st, const char *key, struct err *err);
 
 #endif

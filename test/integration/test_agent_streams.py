@@ -1,11 +1,9 @@
-"""The agent's streaming calls, driven as kiyot drives them (with the cell's token): Exec runs a
+"""The agent's streaming calls, driven as kiyot drives them (over TLS, as kiyot): Exec runs a
 command as the container's own process with stdin, a terminal and resizes, and ends with its
 exit code; PortForward carries a TCP connection to the pod byte for byte; a caller that goes
 away leaves no process behind."""
 
 import hashlib
-import json
-import os
 import queue
 import threading
 import time
@@ -13,10 +11,10 @@ import unittest
 
 import grpc
 
+import cellcert
 import cri
 from harness import KiyotTest, T_CALL, wait_for
 
-AGENT_PORT = 7443
 
 
 class AgentStreamsTest(KiyotTest):
@@ -25,11 +23,10 @@ class AgentStreamsTest(KiyotTest):
         self.ap = cri.load_proto("cellagent")
 
     def agent(self, pod):
-        with open(os.path.join(self.env.state_dir, "cells", pod[:20], "bootstrap.json")) as f:
-            token = json.load(f)["token"]
-        ch = grpc.insecure_channel("%s:%d" % (self.pod_ip(pod), AGENT_PORT))
+        ch = cellcert.kiyot_channel(self.env.state_dir, self.pod_ip(pod),
+                                    cellcert.cell_id_of(self.env.state_dir, pod))
         self.addCleanup(ch.close)
-        return ch, [("authorization", "Bearer " + token)]
+        return ch, []
 
     def stream(self, pod, method, first, later=(), timeout=30):
         """Opens a bidirectional call; returns (responses iterator, input queue, call)."""

@@ -29,10 +29,10 @@ import unittest
 
 import grpc
 
+import cellcert
 import cri
 from harness import BRIDGE, KiyotTest, T_CALL, log, sh, unique, wait_for
 
-AGENT_PORT = 7443
 DRIP_NS = "kiyott-drip"
 DRIP_IF, DRIP_NS_IF = "kiyott-d0", "kiyott-d1"
 DRIP_IP = "10.78.255.250"  # on the cells' network, far from the addresses kiyot hands out
@@ -295,11 +295,10 @@ class SlowDepsTest(KiyotTest):
 
     def agent(self, pod):
         """A channel to the pod's cell agent and the metadata kiyot's calls carry."""
-        with open(os.path.join(self.env.state_dir, "cells", pod[:20], "bootstrap.json")) as f:
-            token = json.load(f)["token"]
-        ch = grpc.insecure_channel("%s:%d" % (self.pod_ip(pod), AGENT_PORT))
+        ch = cellcert.kiyot_channel(self.env.state_dir, self.pod_ip(pod),
+                                    cellcert.cell_id_of(self.env.state_dir, pod))
         self.addCleanup(ch.close)
-        return ch, [("authorization", "Bearer " + token)]
+        return ch, []
 
     def agent_pull_async(self, ch, md, image, timeout):
         ap = self.ap

@@ -376,6 +376,14 @@ static void test_store__meta(void **state)
 	assert_int_equal(store_get_meta(f->st, "pod-cidr", &v, &err), 0);
 	assert_string_equal(v, "10.0.0.0/24");
 	free(v);
+	/* a key removed is absent, and removing it again is no error; others stay */
+	assert_int_equal(store_del_meta(f->st, "cluster-id", &err), 0);
+	assert_int_equal(store_del_meta(f->st, "cluster-id", &err), 0);
+	assert_int_equal(store_get_meta(f->st, "cluster-id", &v, &err), 0);
+	assert_null(v);
+	assert_int_equal(store_get_meta(f->st, "pod-cidr", &v, &err), 0);
+	assert_string_equal(v, "10.0.0.0/24");
+	free(v);
 }
 
 /*
