@@ -72,8 +72,11 @@ class CliStreamTest(KiyotTest):
 
     def test_exec_with_a_terminal_runs_raw_and_follows_its_size(self):
         name = self.sleeper()
+        # the first size reaches the terminal just after the command starts (kiyot's server
+        # sends it after the command's first message): wait for it as test_streaming does
         pid, master = self.in_pty(["exec", "-it", name, "--", "sh", "-c",
-                                   "stty size; tty; read x; echo got:$x; stty size; exit 3"])
+                                   "sleep 1; stty size; tty; read x; echo got:$x; stty size; "
+                                   "exit 3"])
         out = self.read_until(master, b"/dev/pts/")
         self.assertIn(b"30 100", out)
         # the new size reaches the command (SIGWINCH), then a line typed raw
