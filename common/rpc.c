@@ -71,7 +71,6 @@ struct rpc_server {
 	size_t n_methods;
 	void *svc;
 	size_t max_message;
-	char *auth;	 /* "Bearer <token>" every call must carry, or NULL */
 	char *peer_name; /* TLS: the identity every caller's certificate must carry, or NULL */
 	struct rpc_call *slots[RPC_SLOTS];
 	pthread_t acceptor;
@@ -387,27 +386,6 @@ static const struct rpc_method *method_find(struct rpc_server *s, grpc_slice pat
 	return NULL;
 }
 
-/* Whether the call's metadata carries the server's authorization, compared in constant time. */
-static int authorized(const struct rpc_server *s, const grpc_metadata_array *md)
-{
-	size_t want = strlen(s->auth);
-
-	for (size_t i = 0; i < md->count; i++) {
-		const grpc_slice *k = &md->metadata[i].key, *v = &md->metadata[i].value;
-		unsigned char diff = 0;
-
-		if (GRPC_SLICE_LENGTH(*k) != 13 ||
-		    memcmp(GRPC_SLICE_START_PTR(*k), "authorization", 13) != 0)
-			continue;
-		if (GRPC_SLICE_LENGTH(*v) != want)
-			return 0;
-		for (size_t j = 0; j < want; j++)
-			diff |= GRPC_SLICE_START_PTR(*v)[j] ^ (unsigned char)s->auth[j];
-		return diff == 0;
-	}
-	return 0;
-}
-
 /* Whether the call's TLS peer showed a verified certificate whose identity is name. */
 static int peer_is(grpc_call *call, const char *name)
 {
@@ -478,12 +456,6 @@ static void call_run(struct rpc_call *c)
 		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
 			    "this server takes calls from its own peer only (a client certificate "
 			    "naming it)");
-		return;
-	}
-	if (s->auth && !authorized(s, &c->md)) {
-		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
-			    "this cell's agent takes calls from its kiyot only (authorization: "
-			    "Bearer <the cell's token>)");
 		return;
 	}
 	if (!m) {
@@ -754,7 +726,6 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 	s->n_methods = cfg->n_methods;
 	s->svc = cfg->svc;
 	s->max_message = cfg->max_message ? cfg->max_message : 16u << 20;
-	s->auth = cfg->token && cfg->token[0] ? xasprintf("Bearer %s", cfg->token) : NULL;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	args[0].type = GRPC_ARG_INTEGER;
@@ -794,7 +765,6 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 		grpc_completion_queue_destroy(s->notify_cq);
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cond);
-		free(s->auth);
 		free(s->peer_name);
 		free(s);
 		if (!creds)
@@ -835,7 +805,6 @@ void rpc_server_stop(struct rpc_server *s)
 	grpc_completion_queue_destroy(s->notify_cq);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
-	free(s->auth);
 	free(s->peer_name);
 	free(s);
 }

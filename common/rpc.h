@@ -98,9 +98,6 @@ struct rpc_server_config {
 	size_t n_pools;
 	int workers;
 	size_t max_message; /* receive limit; 0 picks 16 MiB, like the kubelet */
-	/* When set, every call must carry "authorization: Bearer <token>" (rpc_channel_set_token)
-	 * or is answered UNAUTHENTICATED. Copied. */
-	const char *token;
 	/* When tls.ca_pem is set, the server speaks TLS only and answers a call from any other
 	 * peer than tls.peer_name UNAUTHENTICATED; plaintext otherwise. */
 	struct rpc_tls tls;
@@ -153,9 +150,6 @@ int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *er
  * naming tls->peer_name is never sent a call; calls fail UNAVAILABLE. */
 int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rpc_channel **out,
 			struct err *err);
-/* Every later call on the channel carries "authorization: Bearer <token>". Call before the
- * channel is shared between threads. */
-void rpc_channel_set_token(struct rpc_channel *ch, const char *token);
 void rpc_channel_free(struct rpc_channel *ch);
 
 /* One unary call. On success *resp is a message of resp_desc the caller frees with

@@ -21,8 +21,6 @@
 struct rpc_channel {
 	grpc_channel *ch;
 	char *target;
-	grpc_metadata auth; /* "authorization" sent with every call when has_auth */
-	int has_auth;
 };
 
 struct rpc_stream {
@@ -106,10 +104,6 @@ void rpc_channel_free(struct rpc_channel *c)
 	if (!c)
 		return;
 	grpc_channel_destroy(c->ch);
-	if (c->has_auth) {
-		grpc_slice_unref(c->auth.key);
-		grpc_slice_unref(c->auth.value);
-	}
 	free(c->target);
 	free(c);
 }
@@ -155,29 +149,11 @@ static int status_err(struct err *err, grpc_status_code st, grpc_slice details, 
 	return ret;
 }
 
-void rpc_channel_set_token(struct rpc_channel *ch, const char *token)
-{
-	char *v = xasprintf("Bearer %s", token);
-
-	if (ch->has_auth) {
-		grpc_slice_unref(ch->auth.key);
-		grpc_slice_unref(ch->auth.value);
-	}
-	memset(&ch->auth, 0, sizeof(ch->auth));
-	ch->auth.key = grpc_slice_from_static_string("authorization");
-	ch->auth.value = grpc_slice_from_copied_string(v);
-	ch->has_auth = 1;
-	free(v);
-}
-
-/* The send-initial-metadata op of a call on ch. */
-static void initial_metadata(struct rpc_channel *ch, grpc_op *op)
+/* The send-initial-metadata op of a call (no metadata of its own: a channel's identity is its
+ * TLS certificate). */
+static void initial_metadata(grpc_op *op)
 {
 	op->op = GRPC_OP_SEND_INITIAL_METADATA;
-	if (ch->has_auth) {
-		op->data.send_initial_metadata.count = 1;
-		op->data.send_initial_metadata.metadata = &ch->auth;
-	}
 }
 
 int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
@@ -210,7 +186,7 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 					GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
 					deadline_in(timeout_ms), NULL);
 	memset(ops, 0, sizeof(ops));
-	initial_metadata(ch, &ops[0]);
+	initial_metadata(&ops[0]);
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = sendbb;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -270,7 +246,7 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 					   NULL, deadline_in(timeout_ms), NULL);
 	grpc_slice_unref(mslice);
 	memset(ops, 0, sizeof(ops));
-	initial_metadata(ch, &ops[0]);
+	initial_metadata(&ops[0]);
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = bb;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -303,7 +279,7 @@ int rpc_bidi_open(struct rpc_channel *ch, const char *method, const ProtobufCMes
 					   NULL, deadline_in(timeout_ms), NULL);
 	grpc_slice_unref(mslice);
 	memset(&op, 0, sizeof(op));
-	initial_metadata(ch, &op);
+	initial_metadata(&op);
 	if (grpc_call_start_batch(s->call, &op, 1, &s->send_tag, NULL) != GRPC_CALL_OK) {
 		rpc_stream_free(s);
 		return err_set(err, EIO, "%s %s: cannot start the stream", ch->target, method);

@@ -298,60 +298,6 @@ static void test_rpc__unreachable_server_is_unavailable(void **state)
 	rpc_channel_free(ch);
 }
 
-/* A server with a token answers only calls that carry it, streams included. */
-static void test_rpc__token_is_required_when_set(void **state)
-{
-	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
-	Kiyot__Cell__V1__WatchRequest wreq = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
-	struct rpc_server_config cfg = { 0 };
-	struct rpc_server *srv = NULL;
-	struct rpc_channel *none = NULL, *wrong = NULL, *right = NULL;
-	struct rpc_stream *st = NULL;
-	ProtobufCMessage *resp = NULL, *msg = NULL;
-	struct err err = ERR_INIT;
-	char path[128], addr[160];
-
-	(void)state;
-	snprintf(path, sizeof(path), "/tmp/kiyot-test-rpc-token-%d.sock", (int)getpid());
-	snprintf(addr, sizeof(addr), "unix://%s", path);
-	cfg.address = addr;
-	cfg.methods = methods;
-	cfg.n_methods = sizeof(methods) / sizeof(methods[0]);
-	cfg.token = "s3cret-token";
-	assert_int_equal(rpc_server_start(&cfg, &srv, &err), 0);
-	assert_int_equal(rpc_channel_new(addr, &none, &err), 0);
-	assert_int_equal(rpc_channel_new(addr, &wrong, &err), 0);
-	assert_int_equal(rpc_channel_new(addr, &right, &err), 0);
-	rpc_channel_set_token(wrong, "s3cret-tokem");
-	rpc_channel_set_token(right, "s3cret-token");
-
-	assert_int_equal(rpc_unary(none, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
-				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
-			 -EACCES);
-	assert_non_null(strstr(err.msg, "token"));
-	assert_int_equal(rpc_unary(wrong, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
-				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
-			 -EACCES);
-	assert_int_equal(rpc_unary(right, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
-				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
-			 0);
-	protobuf_c_message_free_unpacked(resp, NULL);
-	/* a stream without the token ends at once with the status */
-	assert_int_equal(rpc_stream_open(none, "/kiyot.cell.v1.CellAgent/Watch", &wreq.base,
-					 &kiyot__cell__v1__watch_event__descriptor, 5000, &st,
-					 &err),
-			 0);
-	assert_true(rpc_stream_next(st, &msg, &err) < 0);
-	assert_int_equal(err.code, EACCES);
-	rpc_stream_free(st);
-
-	rpc_channel_free(none);
-	rpc_channel_free(wrong);
-	rpc_channel_free(right);
-	rpc_server_stop(srv);
-	unlink(path);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -362,7 +308,6 @@ int main(void)
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
 		cmocka_unit_test(test_rpc__bidi_stream_sends_and_receives_at_once),
 		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
-		cmocka_unit_test(test_rpc__token_is_required_when_set),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -26,9 +26,23 @@ static int hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	return 0;
 }
 
+/* One event, for a stream's caller to get when let in. */
+static int watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		 ProtobufCMessage *resp, struct err *err)
+{
+	Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+
+	(void)svc;
+	(void)req;
+	(void)resp;
+	return rpc_send(call, &ev.base, err);
+}
+
 static const struct rpc_method methods[] = {
 	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
 	  &kiyot__cell__v1__hello_response__descriptor, hello, 0, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
+	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM, 0 },
 };
 
 /* A key and the certificate ca gives it for name. */
@@ -72,7 +86,7 @@ static int setup(void **state)
 	snprintf(f->addr, sizeof(f->addr), "unix://%s", f->path);
 	cfg.address = f->addr;
 	cfg.methods = methods;
-	cfg.n_methods = 1;
+	cfg.n_methods = sizeof(methods) / sizeof(methods[0]);
 	cfg.tls = (struct rpc_tls){ f->ca, f->agent.cert, f->agent.key, "kiyot" };
 	if (rpc_server_start(&cfg, &f->srv, &err) < 0)
 		fail_msg("%s", err.msg);
@@ -176,6 +190,38 @@ static void test_rpc_tls__client_named_other_than_the_peer_is_unauthenticated(vo
 	assert_non_null(strstr(err.msg, "its own peer only"));
 }
 
+/* Watch over a channel with tls: what rpc_stream_next answers first (1: an event). */
+static int first_event(const char *addr, const struct rpc_tls *tls, struct err *err)
+{
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	struct rpc_stream *st = NULL;
+	ProtobufCMessage *msg = NULL;
+	int ret;
+
+	assert_int_equal(rpc_channel_new_tls(addr, tls, &ch, err), 0);
+	ret = rpc_stream_open(ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+			      &kiyot__cell__v1__watch_event__descriptor, 5000, &st, err);
+	if (ret == 0)
+		ret = rpc_stream_next(st, &msg, err);
+	if (msg)
+		protobuf_c_message_free_unpacked(msg, NULL);
+	rpc_stream_free(st);
+	rpc_channel_free(ch);
+	return ret;
+}
+
+static void test_rpc_tls__streams_check_the_peer_too(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls kiyot = { f->ca, f->kiyot.cert, f->kiyot.key, "cell-a" };
+	struct rpc_tls stranger = { f->ca, f->stranger.cert, f->stranger.key, "cell-a" };
+	struct err err = ERR_INIT;
+
+	assert_int_equal(first_event(f->addr, &kiyot, &err), 1);
+	assert_int_equal(first_event(f->addr, &stranger, &err), -EACCES);
+}
+
 static void test_rpc_tls__incomplete_client_identity_is_invalid(void **state)
 {
 	struct fix *f = *state;
@@ -230,6 +276,7 @@ int main(void)
 		cmocka_unit_test(test_rpc_tls__plaintext_client_is_refused),
 		cmocka_unit_test(test_rpc_tls__client_certificate_of_another_ca_is_refused),
 		cmocka_unit_test(test_rpc_tls__client_named_other_than_the_peer_is_unauthenticated),
+		cmocka_unit_test(test_rpc_tls__streams_check_the_peer_too),
 		cmocka_unit_test(test_rpc_tls__incomplete_client_identity_is_invalid),
 		cmocka_unit_test(test_rpc_tls__enroll_proof_binds_secret_cell_and_key),
 	};
