@@ -124,7 +124,8 @@ struct exec_session {
 	int stdout_fd;	   /* with a terminal, its master (stdout and stderr both) */
 	int stderr_fd;	   /* -1 with a terminal */
 	bool tty;
-	char *proc_path, *pid_path, *console_path; /* the runtime's files in the unit directory */
+	/* the runtime's files in the unit directory */
+	char *proc_path, *pid_path, *console_path, *log_path;
 };
 
 /* Starts cmd in a running unit as its own process (exec_process_file), with pipes or, for tty,

@@ -93,7 +93,7 @@ int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const ch
 		size_t i;
 
 		/* as containerd: an exec with a terminal gets TERM=xterm, whatever the unit's */
-		json_array_foreach(env, i, v)
+		json_array_foreach (env, i, v)
 			if (json_is_string(v) && strncmp(json_string_value(v), "TERM=", 5) == 0) {
 				json_array_remove(env, i);
 				break;
@@ -187,13 +187,28 @@ static void exec_output_fit(char *out, size_t *out_len, char **errout, size_t *e
 	*err_len = keep_e + (size_t)n;
 }
 
+int exec_status_of(const char *log_path, int status)
+{
+	_cleanup_free_ char *log = NULL;
+	struct err ignore = ERR_INIT;
+
+	/* 255 is also what a command may exit with: only the runtime's own message tells */
+	if (status != 255 || fs_read_file(log_path, 64 * 1024, &log, NULL, &ignore) < 0)
+		return status;
+	if (strstr(log, "executable file `") && strstr(log, "not found"))
+		return 127;
+	if (strstr(log, "open executable") || strstr(log, "Permission denied"))
+		return 126;
+	return status;
+}
+
 /* Runs a command in a running unit; see the header. */
 int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const *cmd,
 			 int64_t timeout_s, char **out, size_t *out_len, char **errout,
 			 size_t *err_len, int *exit_code, struct err *err)
 {
 	static atomic_uint seq;
-	_cleanup_free_ char *dir = NULL, *proc_path = NULL, *pid_path = NULL;
+	_cleanup_free_ char *dir = NULL, *proc_path = NULL, *pid_path = NULL, *log_path = NULL;
 	int64_t timeout_ms;
 	bool running = false;
 	int ret = unit_dir_of(s, unit_id, &dir, &running, err);
@@ -212,17 +227,20 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 
 		proc_path = xasprintf("%s/exec-%d-%u.json", dir, (int)getpid(), n);
 		pid_path = xasprintf("%s/exec-%d-%u.pid", dir, (int)getpid(), n);
+		log_path = xasprintf("%s/exec-%d-%u.log", dir, (int)getpid(), n);
 	}
 	ret = exec_process_file(dir, cmd, false, proc_path, err);
 	if (ret == 0) {
-		char *argv[] = { s->runtime,	  "--root",  s->runtime_root, "exec",
-				 "--process",	  proc_path, "--pid-file",    pid_path,
-				 (char *)unit_id, NULL };
+		char *argv[] = { s->runtime,	  "--log",  log_path,	     "--root",
+				 s->runtime_root, "exec",   "--process",     proc_path,
+				 "--pid-file",	  pid_path, (char *)unit_id, NULL };
 
 		ret = shim_run_capture(argv, timeout_ms, EXEC_OUTPUT_MAX, out, out_len, errout,
 				       err_len, exit_code, err);
-		if (ret == 0)
+		if (ret == 0) {
 			exec_output_fit(*out, out_len, errout, err_len);
+			*exit_code = exec_status_of(log_path, *exit_code);
+		}
 		if (ret == -ETIMEDOUT) {
 			exec_kill_leftover(pid_path);
 			err_clear(err);
@@ -233,6 +251,7 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 	}
 	unlink(proc_path);
 	unlink(pid_path);
+	unlink(log_path);
 	if (ret < 0)
 		return err_wrap(err, "exec in unit %s", unit_id);
 	return 0;

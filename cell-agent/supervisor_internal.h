@@ -64,6 +64,10 @@ struct supervisor {
 
 /* supervisor_exec.c */
 
+/* The exit status of an exec whose runtime logged to log_path: 127 when the runtime could not
+ * find the command, 126 when it could not run it (as other runtimes report), else status. */
+int exec_status_of(const char *log_path, int status);
+
 /* Writes to path the process an exec runs: the unit's own (user, groups, capabilities,
  * no_new_privs, env, cwd, rlimits, as its config.json has them) with cmd as its arguments and
  * a terminal when tty. The runtime applies the container's seccomp filter and namespaces. */

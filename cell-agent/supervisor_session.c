@@ -152,6 +152,7 @@ int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const
 	x->proc_path = xasprintf("%s/exec-s%u.json", dir, n);
 	x->pid_path = xasprintf("%s/exec-s%u.pid", dir, n);
 	x->console_path = xasprintf("%s/exec-s%u.sock", dir, n);
+	x->log_path = xasprintf("%s/exec-s%u.log", dir, n);
 	snprintf(console, sizeof(console), "exec-s%u.sock", n);
 	snprintf(console_via, sizeof(console_via), "/proc/self/fd/%d/%s", CONSOLE_DIR_FD, console);
 	ret = exec_process_file(dir, cmd, tty, x->proc_path, err);
@@ -166,9 +167,10 @@ int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const
 	if (ret < 0)
 		goto fail;
 	{
-		char *argv[16] = { s->runtime,	"--root",     s->runtime_root, "exec",
-				   "--process", x->proc_path, "--pid-file",    x->pid_path };
-		size_t a = 8;
+		char *argv[18] = { s->runtime,	    "--log",	x->log_path, "--root",
+				   s->runtime_root, "exec",	"--process", x->proc_path,
+				   "--pid-file",    x->pid_path };
+		size_t a = 10;
 
 		if (tty) {
 			argv[a++] = "--tty";
@@ -240,13 +242,13 @@ int exec_session_wait(struct exec_session *x)
 			return -1;
 	x->runtime_pid = -1;
 	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
+		return exec_status_of(x->log_path, WEXITSTATUS(st));
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
 }
 
 void exec_session_close(struct exec_session *x)
 {
-	char **files[] = { &x->proc_path, &x->pid_path, &x->console_path };
+	char **files[] = { &x->proc_path, &x->pid_path, &x->console_path, &x->log_path };
 
 	close_fd(&x->stdin_fd);
 	close_fd(&x->stdout_fd);

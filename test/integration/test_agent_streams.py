@@ -99,8 +99,12 @@ class AgentStreamsTest(KiyotTest):
     def test_exec_of_a_missing_command_fails_with_its_code(self):
         pod, cid = self.running()
         _, err, code = self.exec(pod, cid, ["/no/such/command"])
-        self.assertNotEqual(code, 0)
+        self.assertEqual(code, 127, "not found, as other runtimes report it")
         self.assertTrue(err, "no message for a missing command")
+        _, err, code = self.exec(pod, cid, ["/etc/passwd"])
+        self.assertEqual(code, 126, "not executable")
+        _, _, code = self.exec(pod, cid, ["sh", "-c", "exit 255"])
+        self.assertEqual(code, 255, "a command's own 255 stays")
 
     def test_a_caller_that_goes_away_leaves_no_process(self):
         pod, cid = self.running()

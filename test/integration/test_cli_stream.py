@@ -50,9 +50,8 @@ class CliStreamTest(KiyotTest):
         p = self.kiyot("exec", name, "--", "echo", "-n", "no newline")
         self.assertEqual((p.returncode, p.stdout), (0, b"no newline"), p.stderr)
 
-    # Known bug: the command's exit code is kiyot's (cell-agent's exec) and it answers 255
-    # ("executable file ... not found in $PATH"), where the issue asks for 126/127 as other
-    # runtimes report; the CLI passes on whatever code the Status carries.
+    # the runtime's "not found" is 127, as other runtimes report it; the CLI passes on the
+    # Status's code
     def test_exec_reports_a_missing_command_as_the_runtimes_do(self):
         name = self.sleeper()
         p = self.kiyot("exec", name, "--", "/no/such/command")

@@ -90,6 +90,13 @@ class StreamingTest(KiyotTest):
                                    close_stdin=True)
         self.assertEqual(out["stdout"], b"piped\ndone\n")
 
+    def test_exec_sync_of_a_missing_or_unrunnable_command_is_127_or_126(self):
+        cid = self.running()
+        codes = [self.c.runtime.ExecSync(self.pb.ExecSyncRequest(
+            container_id=cid, cmd=cmd, timeout=10), timeout=T_CALL).exit_code
+            for cmd in (["/no/such"], ["nosuchcmd"], ["/etc/passwd"], ["sh", "-c", "exit 255"])]
+        self.assertEqual(codes, [127, 127, 126, 255])
+
     def test_large_stdin_to_a_quiet_command_over_both_protocols(self):
         # what kubectl cp and `kubectl exec -i ... < file` do: more input than the session
         # queues, to a command that says nothing until its input ends
