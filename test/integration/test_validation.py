@@ -91,7 +91,7 @@ class ValidationTest(KiyotTest):
             self.c.runtime.CreateContainer(pb.CreateContainerRequest(
                 pod_sandbox_id=pod, config=cc, sandbox_config=cfg), timeout=T_START)
 
-        self.assertInvalidAtOnce("config.metadata.name", create, name="web_1")
+        self.assertInvalidAtOnce("config.metadata.name", create, name="web/1")
         self.assertInvalidAtOnce("config.envs[0].key", create,
                                  envs=[pb.KeyValue(key="A=B", value="c")])
         self.assertInvalidAtOnce("config.log_path", create, log_path="../../../etc/x.log")
@@ -236,7 +236,7 @@ class StatusCodesTest(KiyotTest):
 
 
 class NodeStateTest(KiyotTest):
-    """kiyot.db holds the key every cell's token derives from; the inotify limits must fit
+    """kiyot.db holds the key of the cells' CA; the inotify limits must fit
     every cell's agent. Both are settled when kiyot starts."""
 
     def mode(self, path):
