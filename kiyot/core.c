@@ -393,7 +393,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return -err->code;
 	if (loosened)
 		log_warn("state directory %s was %04o, open to other users (it holds the key of "
-			 "every cell's token): now 0700",
+			 "the cells' CA): now 0700",
 			 k->cfg.state_dir, loosened);
 	if (store_open(db, &k->store, err) < 0)
 		return -err->code;

@@ -15,7 +15,7 @@ struct store;
  * tightened and *loosened is its old mode, for the caller to warn about (else 0). */
 int store_dir_prepare(const char *dir, unsigned *loosened, struct err *err);
 /* Opens (or creates) the database at path, it and its -wal and -shm files 0600: it holds the
- * key every cell's token derives from. */
+ * key of the CA every cell's certificate and kiyot's are of. */
 int store_open(const char *path, struct store **out, struct err *err);
 void store_close(struct store *st);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "pki.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -66,9 +67,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (!c.cell_id || !c.cluster_id || !c.pod_uid || !c.pod_name || !c.pod_namespace ||
-	    !c.instance_type || !c.state_dir || !c.log_level || !c.runtime || !c.token ||
-	    !c.host_netns || !c.node_images)
+	    !c.instance_type || !c.state_dir || !c.log_level || !c.runtime || !c.ca ||
+	    !c.enroll_secret || !c.host_netns || !c.node_images)
 		fail("a string missing", text, size);
+	if (strlen(c.ca) > PKI_MAX_PEM || strlen(c.enroll_secret) > 256)
+		fail("a CA or enrollment secret over its bound", text, size);
 	if (c.node_images[0] && c.node_images[0] != '/')
 		fail("a relative node_images", text, size);
 	if (c.port < 1 || c.port > 65535 || c.port != given(text, size, "agent_port", 7443))

@@ -362,7 +362,9 @@ BOOTSTRAP = {
     "instance_type": "t3.nano", "agent_port": 7443, "state_dir": "/var/lib/cell-agent",
     "log_level": "info", "restart_backoff_ms": 10000,
     "registries": {"10.77.0.1:5000": {"insecure": True}},
-    "prepull": ["busybox:1", "10.77.0.1:5000/hello:1"], "token": "t0k3n",
+    "prepull": ["busybox:1", "10.77.0.1:5000/hello:1"],
+    "ca": "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n",
+    "enroll_secret": "5e" * 32,
     "host_netns": "/run/netns/kiyotnode", "node_images": "/var/lib/kiyot/images"}
 
 
@@ -380,12 +382,14 @@ def bootstraps():
 
     doc("full")
     doc("minimal", cluster_id=None, instance_type=None, agent_port=None, state_dir=None,
-        log_level=None, restart_backoff_ms=None, registries=None, prepull=None, token=None,
+        log_level=None, restart_backoff_ms=None, registries=None, prepull=None, ca=None,
+        enroll_secret=None,
         host_netns=None, node_images=None)
     doc("bad_port_wraps", agent_port=4294967297)
     doc("bad_prepull", prepull=["busy box"] + ["x"] * 70)
     doc("bad_version", version=2)
     doc("bad_relative_images", node_images="images")
+    doc("bad_secret_too_long", enroll_secret="5e" * 129)
     text("agent_config", "bad_duplicate", '{"version":1,"version":1}')
 
 
