@@ -458,13 +458,15 @@ static void pf_input_end(void *ctx, bool gone)
 /* The connection's bytes to the caller until the pod's side ends it. */
 static int pf_output(struct rpc_call *call, int sock, struct err *err)
 {
+	Kiyot__Cell__V1__PortForwardOutput end = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
 	uint8_t *buf = xmalloc(STREAM_CHUNK);
+	ssize_t n;
 	int ret = 0;
 
 	for (;;) {
 		Kiyot__Cell__V1__PortForwardOutput out = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
-		ssize_t n = read(sock, buf, STREAM_CHUNK);
 
+		n = read(sock, buf, STREAM_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -475,6 +477,10 @@ static int pf_output(struct rpc_call *call, int sock, struct err *err)
 			break;
 	}
 	free(buf);
+	/* the pod closed its side: the caller learns it now, not when the call ends */
+	end.closed = 1;
+	if (ret == 0 && n == 0)
+		ret = rpc_send(call, &end.base, err);
 	return ret;
 }
 

@@ -137,10 +137,15 @@ static void *pair_reader(void *arg)
 
 	while ((ret = cells_stream_next(p->cs, &m, &err)) == 1) {
 		const Kiyot__Cell__V1__PortForwardOutput *o = (const void *)m;
+		bool closed = o->closed;
 
 		if (o->data.len)
 			out_put(p->pf, pf_msg_new(p, o->data.data, o->data.len));
 		protobuf_c_message_free_unpacked(m, NULL);
+		if (closed) { /* the pod's side ended: so does the pair, now */
+			ret = 0;
+			break;
+		}
 	}
 	end = pf_msg_new(p, NULL, 0);
 	end->end = true;

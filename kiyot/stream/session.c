@@ -656,6 +656,17 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 			}
 		}
 	}
+	if (over) {
+		/* the client learns the end at once (kubectl returns on it); the agent's call is
+		 * wound up after */
+		for (int c = CH_STDOUT; c <= CH_ERROR; c++)
+			send_chan(s, (enum chan)c, NULL, 0, true);
+		if (s->spdy)
+			spdy_goaway(s->sp, SPDY_GOAWAY_OK);
+		else
+			ws_close(s->ws, WS_CLOSE_NORMAL, "", err);
+		flush(s);
+	}
 	if (started) {
 		if (!over)
 			cells_stream_cancel(s->cs); /* the client left: a command is killed */
@@ -665,17 +676,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 			cells_stream_close_send(s->cs, err);
 		pthread_join(rt, NULL);
 	}
-	if (over) {
-		for (int c = CH_STDOUT; c <= CH_ERROR; c++)
-			send_chan(s, (enum chan)c, NULL, 0, true);
-		if (s->spdy)
-			spdy_goaway(s->sp, SPDY_GOAWAY_OK);
-		else
-			ws_close(s->ws, WS_CLOSE_NORMAL, "", err);
-		flush(s);
-		return 0;
-	}
-	return err_set(err, EPIPE, "the client went away");
+	return over ? 0 : err_set(err, EPIPE, "the client went away");
 }
 
 /* Answers the upgrade: SPDY/3.1 with a remotecommand protocol, or WebSocket with a channel
