@@ -3,8 +3,9 @@
  * in the instance can read and a hostile launcher could write), read as the agent reads it
  * (agent_config_parse). Besides what the sanitizers catch, it checks the reader's promises: a
  * refusal is EINVAL with a message naming the key, and leaves nothing to release; an accepted
- * document holds every string, node_images empty or absolute, the very port and back-off the
- * document gives (1-65535, positive), registries an object, and a pre-pull list of at most
+ * document holds every string, a CA and an enrollment secret within their bounds, node_images
+ * empty or absolute, the very port and back-off the document gives (1-65535, positive),
+ * registries an object, pull bounds registry.h accepts, and a pre-pull list of at most
  * AGENT_MAX_PREPULL printable references of at most AGENT_MAX_PREPULL_REF bytes.
  */
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #include "agent.h"
 #include "pki.h"
+#include "registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -74,6 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fail("a CA or enrollment secret over its bound", text, size);
 	if (c.node_images[0] && c.node_images[0] != '/')
 		fail("a relative node_images", text, size);
+	if (reg_policy_check(&c.pulls, &err) < 0)
+		fail("pull bounds that registry.h refuses", text, size);
 	if (c.port < 1 || c.port > 65535 || c.port != given(text, size, "agent_port", 7443))
 		fail("a port that is not the document's, or out of range", text, size);
 	if (c.restart_backoff_ms < 1 ||

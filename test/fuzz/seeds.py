@@ -365,6 +365,8 @@ BOOTSTRAP = {
     "prepull": ["busybox:1", "10.77.0.1:5000/hello:1"],
     "ca": "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n",
     "enroll_secret": "5e" * 32,
+    "pulls": {"min_bytes": 10240, "window_s": 30, "deadline_base_s": 60,
+              "deadline_rate": 32768, "max_transfers": 8, "max_per_registry": 4},
     "host_netns": "/run/netns/kiyotnode", "node_images": "/var/lib/kiyot/images"}
 
 
@@ -383,8 +385,8 @@ def bootstraps():
     doc("full")
     doc("minimal", cluster_id=None, instance_type=None, agent_port=None, state_dir=None,
         log_level=None, restart_backoff_ms=None, registries=None, prepull=None, ca=None,
-        enroll_secret=None,
-        host_netns=None, node_images=None)
+        enroll_secret=None, pulls=None, host_netns=None, node_images=None)
+    doc("bad_pulls", pulls={"max_transfers": -1, "window_s": 1 << 40})
     doc("bad_port_wraps", agent_port=4294967297)
     doc("bad_prepull", prepull=["busy box"] + ["x"] * 70)
     doc("bad_version", version=2)
