@@ -1,6 +1,7 @@
 # Kiyot: one non-recursive build. Each part adds itself in <part>/module.mk.
 #   make            build/kiyot and build/cell-agent
-#   make test       install what the tests need, then unit and integration tests
+#   make test       install what the tests need, then unit tests, the fuzz targets (each over
+#                   its corpus and 20 s of new inputs: make fuzz-check) and integration tests
 #   make demo       install, build and run the main job (a pod in a local cell)
 #   make bench      benchmarks (figures only)
 #   make asan       unit tests under AddressSanitizer + UBSan

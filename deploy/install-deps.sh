@@ -7,7 +7,8 @@ protobuf-compiler libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev l
 libarchive-dev libyaml-dev libxml2-dev zlib1g-dev libwslay-dev crun runc docker-registry python3 python3-grpcio
 python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc
 containerd containernetworking-plugins
-python3-kubernetes python3-websocket python3-ruamel.yaml python3-cryptography"
+python3-kubernetes python3-websocket python3-ruamel.yaml python3-cryptography
+clang libclang-rt-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -22,6 +22,7 @@ integration: all
 
 test: deps
 	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory fuzz-check
 	@$(MAKE) --no-print-directory integration
 
 ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g"
