@@ -32,8 +32,10 @@
 
 /* Streams open at once in one cell (exec, attach and port-forward together). */
 #define AGENT_MAX_STREAMS 64
-/* Output is sent in chunks of at most this. */
+/* Output is sent in chunks of at most this; a connection's bytes (port-forward) in larger
+ * ones, each message costing a round through gRPC. */
 #define STREAM_CHUNK (32 * 1024)
+#define PF_CHUNK (128 * 1024)
 /* How long a caller has to close its side after the end was sent. */
 #define CLOSE_WAIT_S 10
 /* How often a quiet attach looks whether its caller is still there. */
@@ -459,14 +461,14 @@ static void pf_input_end(void *ctx, bool gone)
 static int pf_output(struct rpc_call *call, int sock, struct err *err)
 {
 	Kiyot__Cell__V1__PortForwardOutput end = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
-	uint8_t *buf = xmalloc(STREAM_CHUNK);
+	uint8_t *buf = xmalloc(PF_CHUNK);
 	ssize_t n;
 	int ret = 0;
 
 	for (;;) {
 		Kiyot__Cell__V1__PortForwardOutput out = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
 
-		n = read(sock, buf, STREAM_CHUNK);
+		n = read(sock, buf, PF_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)

@@ -666,6 +666,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 		else
 			ws_close(s->ws, WS_CLOSE_NORMAL, "", err);
 		flush(s);
+		shutdown(s->fd, SHUT_RDWR); /* and the connection ends with them */
 	}
 	if (started) {
 		if (!over)

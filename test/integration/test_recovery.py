@@ -117,6 +117,33 @@ class RecoveryTest(KiyotTest):
         if now.netns:
             self.assertNoLeftovers(now)
 
+    def test_a_unit_whose_shim_and_process_are_killed_is_reported_exited(self):
+        # the shim records a unit's exit; with it killed first, the agent must still see the
+        # unit end, and say why, not report it running forever
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), command=["sleep", "3600"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        info = json.loads(self.c.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(
+            pod_sandbox_id=pod, verbose=True), timeout=30).info["info"])
+        unit = os.path.join(self.env.state_dir, "cells", info["cellId"], "agent", "units", cid)
+        with open(os.path.join(unit, "container.pid")) as f:
+            process = int(f.read().strip())
+        def cmdline(pid):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    return f.read()
+            except OSError:
+                return b""
+        shims = [int(p) for p in os.listdir("/proc")
+                 if p.isdigit() and b"shim\0--unit-dir\0" + unit.encode() in cmdline(p)]
+        self.assertTrue(shims, "no shim process for " + unit)
+        for pid in shims + [process]:
+            kill_pid(pid, signal.SIGKILL)
+        st = self.wait_state(cid, "CONTAINER_EXITED", timeout=20)
+        self.assertNotEqual(st.exit_code, 0)
+        self.assertIn("shim", st.message)
+
     def test_cells_no_sandbox_owns_are_removed_at_start(self):
         # A cell of this installation (our cluster id) that no sandbox owns, as a crash between
         # launching a cell and recording it could leave: the next start removes it.
