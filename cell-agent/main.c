@@ -144,7 +144,7 @@ static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
 			sig = SIGTERM;
 	} while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && enroll_done(a->enroll)));
 	if (sig == SIGUSR1)
-		usleep(100 * 1000); /* lets Enroll's answer go out first */
+		usleep(20 * 1000); /* lets Enroll's answer go out first (kiyot goes on without it) */
 	rpc_server_stop(srv);
 	return sig == SIGUSR1 ? 0 : 1;
 }
