@@ -15,9 +15,17 @@ PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1 l
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
 SAN ?=
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP -iquote common -iquote kiyot -iquote cell-agent -iquote $(BUILD)/gen \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-CFLAGS_ALL := $(BASE_CFLAGS) $(WARN) $(CFLAGS)
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# Include paths per part: common/ (with common/oci, what both daemons share: image references,
+# registries, the image store) sees only itself, each daemon common/ and itself, tests and
+# tools everything. test/lint.sh refuses an include across parts that these would not allow.
+INC_COMMON := -iquote common -iquote common/oci -iquote $(BUILD)/gen
+INC = $(INC_COMMON) -iquote kiyot -iquote cell-agent
+$(BUILD)/obj/common/%.o: INC = $(INC_COMMON)
+$(BUILD)/obj/kiyot/%.o: INC = $(INC_COMMON) -iquote kiyot
+$(BUILD)/obj/cell-agent/%.o: INC = $(INC_COMMON) -iquote cell-agent
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP $(INC) $(PKG_CFLAGS)
+CFLAGS_ALL = $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -pthread $(SAN)
 
 .PHONY: all clean test unit integration demo bench asan asan-integration lint deps

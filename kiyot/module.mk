@@ -5,7 +5,7 @@ KIYOT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(KIYOT_SRCS))
 $(BUILD)/libkiyot.a: $(KIYOT_OBJS)
 	ar rcs $@ $^
 
-$(BUILD)/kiyot: $(BUILD)/obj/kiyot/main.o $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
+$(BUILD)/kiyot: $(BUILD)/obj/kiyot/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"
 	@$(CC) -o $@ $^ $(LDLIBS_ALL)
 

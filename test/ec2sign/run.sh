@@ -17,7 +17,7 @@ make --no-print-directory -s BUILD="$BUILD" "$BUILD/libkiyot.a" "$BUILD/libcommo
 mkdir -p "$BUILD/test"
 # shellcheck disable=SC2046
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Werror -Wshadow -Wformat=2 \
-	-Wstrict-prototypes -Wmissing-prototypes -iquote common -iquote kiyot \
+	-Wstrict-prototypes -Wmissing-prototypes -iquote common -iquote common/oci -iquote kiyot \
 	$(pkg-config --cflags $LIBS) -o "$PROBE" test/ec2sign/probe.c \
 	"$BUILD/libkiyot.a" "$BUILD/libcommon.a" $(pkg-config --libs $LIBS) -pthread
 exec /usr/bin/python3 test/ec2sign/check.py "$PROBE"

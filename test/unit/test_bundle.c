@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "../../cell-agent/bundle.h"
-#include "../../cell-agent/image.h"
+#include "image.h"
 #include "fsutil.h"
 #include "xalloc.h"
 

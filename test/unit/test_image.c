@@ -26,8 +26,8 @@
 
 #include <cmocka.h>
 
-#include "../../cell-agent/image.h"
-#include "../../cell-agent/regconf.h"
+#include "image.h"
+#include "regconf.h"
 #include "fsutil.h"
 #include "xalloc.h"
 

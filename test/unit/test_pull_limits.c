@@ -25,9 +25,9 @@
 
 #include <cmocka.h>
 
-#include "../../cell-agent/image.h"
-#include "../../cell-agent/regconf.h"
-#include "../../cell-agent/registry.h"
+#include "image.h"
+#include "regconf.h"
+#include "registry.h"
 #include "cancel.h"
 #include "clock.h"
 #include "codec.h"

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../../cell-agent/regconf.h"
+#include "regconf.h"
 
 /* Parses text as JSON and then as a regconf; returns regconf_from_json's result. */
 static int parse(const char *text, struct regconf **rc, struct err *err)

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "../../cell-agent/image.h"
+#include "image.h"
 #include "../../cell-agent/supervisor.h"
 #include "../../cell-agent/supervisor_internal.h"
 #include "clock.h"

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "../../cell-agent/unpack.h"
+#include "unpack.h"
 #include "fsutil.h"
 #include "xalloc.h"
 

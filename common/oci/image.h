@@ -1,9 +1,10 @@
 /*
- * image.h: images in a cell. Pulls from registries speaking the Registry HTTP API v2
- * (anonymous, basic and bearer-token auth; OCI and Docker schema-2 manifests and indexes,
- * linux/amd64 picked from an index), verifies every blob against its sha256 while it streams,
- * unpacks layers safely (whiteouts honoured; nothing written outside the root) and keeps a
- * cache: verified layers by digest and one read-only flattened root file system per image.
+ * image.h: an image store, a cell's or the node's (common/oci: both daemons use it). Pulls
+ * from registries speaking the Registry HTTP API v2 (anonymous, basic and bearer-token auth;
+ * OCI and Docker schema-2 manifests and indexes, linux/amd64 picked from an index), verifies
+ * every blob against its sha256 while it streams, unpacks layers safely (whiteouts honoured;
+ * nothing written outside the root) and keeps a cache: verified layers by digest and one
+ * read-only flattened root file system per image.
  *
  * Thread safety: an image_store may be used from several threads; two pulls of the same image
  * at once do the work once (the later one waits for the earlier and takes its result; when
