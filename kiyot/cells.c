@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "codec.h"
 #include "kiyot.h"
 #include "log.h"
 #include "pki.h"
@@ -362,8 +363,8 @@ static int enroll_call(const char *target, const char *cert, Kiyot__Cell__V1__En
  * with the cell's one-time secret, and sends the certificate the CA issues for the request's
  * key in the cell's name. The secret is forgotten once the cell took its certificate. 0 when
  * the cell took it; the caller confirms with Hello over TLS. */
-int cells_enroll_at(struct cellmgr *m, const char *id, const char *target, const char *secret,
-		    struct err *err)
+static int enroll_at(struct cellmgr *m, const char *id, const char *target, const char *secret,
+		     struct err *err)
 {
 	Kiyot__Cell__V1__EnrollResponse *r = NULL;
 	_cleanup_free_ char *cert = NULL;
@@ -413,8 +414,7 @@ static int enroll_secret(struct cellmgr *m, const char *cell_id, char **out, str
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return err_set(err, errno, "enrollment secret: getrandom: %s", strerror(errno));
 	hex = xmalloc(2 * sizeof(raw) + 1);
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+	hex_encode(raw, sizeof(raw), hex);
 	explicit_bzero(raw, sizeof(raw));
 	if (store_put_meta(m->k->store, key, hex, err) < 0) {
 		wipe_free(hex);
@@ -454,7 +454,7 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 			return 0;
 		}
 		/* not serving TLS: a new cell, or one still starting */
-		if (cells_enroll_at(m, id, target, secret, &eerr) == 0) {
+		if (enroll_at(m, id, target, secret, &eerr) == 0) {
 			log_info("cell %s enrolled", id);
 			enroll_forget(m, id);
 			continue;

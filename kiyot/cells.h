@@ -71,9 +71,5 @@ void cells_stream_free(struct cell_stream *s);
 /* Builds the bootstrap document (JSON text, caller frees) a cell boots with: secret is the
  * cell's one-time enrollment secret. */
 char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char *secret);
-/* Enrolls the new cell id whose agent serves Enroll at target ("ip:port") with its one-time
- * secret: checks its proof and sends it the certificate kiyot's CA issues for its key. */
-int cells_enroll_at(struct cellmgr *m, const char *id, const char *target, const char *secret,
-		    struct err *err);
 
 #endif
