@@ -18,6 +18,7 @@
 #include "cellnat.h"
 #include "cells.h"
 #include "clock.h"
+#include "codec.h"
 #include "cri.h"
 #include "events.h"
 #include "fsutil.h"
@@ -87,8 +88,7 @@ char *kiyot_new_id(void)
 		for (size_t i = 0; i < sizeof(raw); i++)
 			raw[i] = (unsigned char)(rand() & 0xff);
 	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	hex_encode(raw, sizeof(raw), id);
 	return id;
 }
 

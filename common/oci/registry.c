@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "cancel.h"
 #include "clock.h"
+#include "codec.h"
 #include "log.h"
 #include "regconf.h"
 #include "xalloc.h"
@@ -500,9 +501,7 @@ static char *reg_xfer_digest(struct reg_xfer *x)
 	char hex[2 * EVP_MAX_MD_SIZE + 1];
 
 	EVP_DigestFinal_ex(x->md, md, &n);
-	for (unsigned int i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[2 * n] = '\0';
+	hex_encode(md, n, hex);
 	return xasprintf("sha256:%s", hex);
 }
 

@@ -20,6 +20,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "codec.h"
 #include "http.h"
 #include "log.h"
 #include "stream_internal.h"
@@ -86,8 +87,7 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
 		abort(); /* no randomness: no unguessable URL */
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(t->id + 2 * i, 3, "%02x", rnd[i]);
+	hex_encode(rnd, sizeof(rnd), t->id);
 	t->req = *req;
 	t->req.cell_id = xstrdup(req->cell_id ? req->cell_id : "");
 	t->req.unit_id = xstrdup(req->unit_id ? req->unit_id : "");
