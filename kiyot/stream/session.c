@@ -38,6 +38,8 @@
 
 /* Bytes queued each way before the producer waits. */
 #define QUEUE_MAX (1024 * 1024)
+/* How long a finished session waits for its client to close. */
+#define LINGER_MS 2000
 /* How long the client has to open the channels it asked for. */
 #define CHANNELS_TIMEOUT_MS 30000
 /* A resize message is a small JSON object. */
@@ -598,6 +600,22 @@ static bool drain_output(struct sess *s, bool *over)
 	return flush(s);
 }
 
+/* Reads what the client still sends until it closes (at most LINGER_MS): a socket closed with
+ * unread input is reset, and a reset makes the client's kernel drop output it has not read. */
+static void linger_drain(int fd)
+{
+	int64_t deadline = clock_mono_ns() + (int64_t)LINGER_MS * 1000000;
+	uint8_t buf[4096];
+
+	for (;;) {
+		int64_t left = (deadline - clock_mono_ns()) / 1000000;
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0 || read(fd, buf, sizeof(buf)) <= 0)
+			return;
+	}
+}
+
 /* The socket loop: client bytes in, agent output out, until the command ends. */
 static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err *err)
 {
@@ -666,7 +684,7 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 		else
 			ws_close(s->ws, WS_CLOSE_NORMAL, "", err);
 		flush(s);
-		shutdown(s->fd, SHUT_RDWR); /* and the connection ends with them */
+		shutdown(s->fd, SHUT_WR); /* the connection's end follows them */
 	}
 	if (started) {
 		if (!over)
@@ -677,6 +695,8 @@ static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err 
 			cells_stream_close_send(s->cs, err);
 		pthread_join(rt, NULL);
 	}
+	if (over)
+		linger_drain(s->fd);
 	return over ? 0 : err_set(err, EPIPE, "the client went away");
 }
 
