@@ -49,16 +49,6 @@ void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s
 	c->stop_timeout_s = stop_timeout_s;
 }
 
-/* The image record an image id (with or without "sha256:") names, or NULL. */
-static const struct image_rec *image_by_id(struct kiyot *k, const char *image)
-{
-	for (struct image_rec *i = k->images; i; i = i->next)
-		if (strcmp(i->id, image) == 0 ||
-		    (strlen(image) == 64 && strcmp(i->id + 7, image) == 0))
-			return i;
-	return NULL;
-}
-
 /* An image the cell can pull: an image id the node knows maps back to a repo digest. */
 static const char *pullable_ref(struct kiyot *k, const char *image)
 {
@@ -98,13 +88,11 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 	u->name = arena_strdup(a, cfg->metadata ? cfg->metadata->name : "");
 	u->image = first_line(a, pullable_ref(k, cfg->image ? cfg->image->image : ""));
 	if (cfg->image) {
-		const struct image_rec *img = image_by_id(k, cfg->image->image);
+		const struct image_rec *img = kiyot_find_image(k, cfg->image->image);
 
 		/* borrowed like the rest: packed before the lock is released */
 		u->auth = (Kiyot__Cell__V1__RegistryAuth *)kiyot_auth_for(
 			k, img ? img->id : cfg->image->image);
-		if (!img)
-			img = kiyot_find_image(k, cfg->image->image);
 		if (img)
 			u->image_id = img->id; /* a cell on the node's disk takes it from there */
 	}
