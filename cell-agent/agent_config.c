@@ -1,6 +1,6 @@
 /*
  * agent_config.c: the bootstrap document a cell boots with (JSON; see cells_bootstrap in
- * kiyot/cells.c for the writer):
+ * kiyot/cells/cells.c for the writer):
  *	{"version":1, "cell_id":..., "cluster_id":..., "pod":{"uid","name","namespace"},
  *	 "instance_type":..., "agent_port":7443, "state_dir":..., "log_level":"info",
  *	 "restart_backoff_ms":10000, "registries":{...}, "prepull":["image", ...],

@@ -1,13 +1,14 @@
-# kiyot: the CRI shim. Everything but main.c goes into libkiyot.a so unit tests link it.
-KIYOT_SRCS := $(filter-out kiyot/main.c,$(wildcard kiyot/*.c)) $(wildcard kiyot/stream/*.c)
+# kiyot: the CRI shim, one directory per concern (kiyot/README.md). Everything but
+# cli/main.c goes into libkiyot.a so unit tests link it.
+KIYOT_SRCS := $(filter-out kiyot/cli/main.c,$(shell find kiyot -name '*.c'))
 KIYOT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(KIYOT_SRCS))
 
 $(BUILD)/libkiyot.a: $(KIYOT_OBJS)
 	ar rcs $@ $^
 
-$(BUILD)/kiyot: $(BUILD)/obj/kiyot/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
+$(BUILD)/kiyot: $(BUILD)/obj/kiyot/cli/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"
 	@$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 # .incbin is invisible to -MMD: rebuild the catalog object when the data changes
-$(BUILD)/obj/kiyot/catalog_data.o: kiyot/data/aws-instance-catalog.json
+$(BUILD)/obj/kiyot/sizing/catalog_data.o: kiyot/sizing/data/aws-instance-catalog.json

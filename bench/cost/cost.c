@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
+#include "sizing/catalog.h"
 #include "err.h"
 #include "fsutil.h"
-#include "podspec.h"
-#include "sizing.h"
+#include "kube/podspec.h"
+#include "sizing/sizing.h"
 #include "xalloc.h"
 
 #define COST_MAX_MIX (16u << 20)

@@ -22,7 +22,7 @@
 #include "../../cell-agent/volume.h"
 #include "clock.h"
 #include "fsutil.h"
-#include "shipvol.h"
+#include "cells/shipvol.h"
 #include "xalloc.h"
 
 #define ROUNDS 20

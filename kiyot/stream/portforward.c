@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "cells.h"
+#include "cells/cells.h"
 #include "http.h"
 #include "log.h"
 #include "spdy.h"

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "cells.h"
+#include "cells/cells.h"
 #include "clock.h"
 #include "log.h"
 #include "spdy.h"

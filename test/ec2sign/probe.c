@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "awscreds.h"
-#include "ec2.h"
+#include "providers/ec2/awscreds.h"
+#include "providers/ec2/ec2.h"
 
 /* The calls: filters, user data and tags with characters that need percent-encoding. */
 static int probe_calls(struct ec2_client *c, struct err *err)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_stream.h"
+#include "cli/cli_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

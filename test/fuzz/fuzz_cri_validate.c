@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cri_api.pb-c.h"
-#include "cri_validate.h"
+#include "cri/cri_validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ec2_xml.h"
+#include "providers/ec2/ec2_xml.h"
 #include "xalloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -203,7 +203,7 @@ class CliTest(KiyotTest):
         self.assertEqual((p.returncode, p.stdout), (0, ""), "stderr: %s" % p.stderr)
 
     # Known bug: `kiyot get pods` calls every pod whose containers all exited "Completed",
-    # whatever their exit codes (pod_phase in kiyot/cli.c never sets `failed`); kubectl shows
+    # whatever their exit codes (pod_phase in kiyot/cli/cli.c never sets `failed`); kubectl shows
     # "Error" for this pod.
     def test_failed_pod_is_not_shown_completed(self):
         name = self.run_manifest("failing.yaml", "cli-failing")
@@ -300,7 +300,7 @@ class CliTest(KiyotTest):
             self.assertTrue(p.stderr.strip(), "kiyot %s printed no error" % " ".join(args))
             self.assertGreater(p.returncode, 0, "kiyot %s died of a signal" % " ".join(args))
 
-    # Known bug: kiyot/cli.c cli_main strips the global flags and then reads argv[1], which is
+    # Known bug: kiyot/cli/cli.c cli_main strips the global flags and then reads argv[1], which is
     # NULL when nothing else was given: `kiyot -n default` dies of SIGSEGV.
     def test_global_flags_without_a_command_print_usage(self):
         p = self.kiyot("-n", "default")

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/awscreds.h"
+#include "providers/ec2/awscreds.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "clock.h"
 #include "fsutil.h"

@@ -11,14 +11,14 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/catalog.h"
+#include "sizing/catalog.h"
 
 /* The embedded catalog is in the binary, NUL-terminated, and is the shipped JSON file. */
 static void test_catalog__embedded_text_is_the_data_file(void **state)
 {
 	size_t len = 0;
 	const char *text = catalog_embedded(&len);
-	FILE *f = fopen("kiyot/data/aws-instance-catalog.json", "rb");
+	FILE *f = fopen("kiyot/sizing/data/aws-instance-catalog.json", "rb");
 	char *file = malloc(len + 1);
 	(void)state;
 

@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/catalog.h"
-#include "../../kiyot/catalog_refresh.h"
-#include "../../kiyot/sizing.h"
+#include "sizing/catalog.h"
+#include "sizing/catalog_refresh.h"
+#include "sizing/sizing.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "buf.h"
 #include "fsutil.h"

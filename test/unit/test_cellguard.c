@@ -17,10 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kiyot/cellguard.h"
-#include "../../kiyot/cellnet.h"
+#include "providers/local/cellguard.h"
+#include "providers/local/cellnet.h"
 #include "xalloc.h"
-#include "../../kiyot/xtables.h"
+#include "providers/local/xtables.h"
 
 #define T_BRIDGE "kvtestgd0"
 #define T_CIDR "10.198.0.0/16"

@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kiyot/cellnat.h"
-#include "../../kiyot/netlink.h"
+#include "providers/local/cellnat.h"
+#include "providers/local/netlink.h"
 #include "fsutil.h"
 #include "xalloc.h"
 

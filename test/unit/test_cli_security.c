@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/cli_security.h"
+#include "cli/cli_security.h"
 #include "yaml.h"
 
 #define FIX "test/fixtures/podspec/"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for kiyot/config.c: defaults, then a config file in YAML or JSON. An operator's
+ * Unit tests for kiyot/state/config.c: defaults, then a config file in YAML or JSON. An operator's
  * mistake in the file must be refused with the key at fault, never silently ignored.
  * Fixtures: test/fixtures/config/.
  */
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "cellnet.h"
-#include "kiyot.h"
+#include "providers/local/cellnet.h"
+#include "state/kiyot.h"
 
 #define FIX "test/fixtures/config/"
 #define MIB (1024LL * 1024)

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/cri_security.h"
+#include "cri/cri_security.h"
 #include "arena.h"
 #include "fsutil.h"
 #include "xalloc.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the RPC method tables: kiyot's CRI table (kiyot/cri_table.c) and the
+ * Unit tests for the RPC method tables: kiyot's CRI table (kiyot/cri/cri_table.c) and the
  * cell-agent's table (cell-agent/api.c) against the protobuf-c service descriptors generated
  * from proto/. A method missing from a table answers UNIMPLEMENTED to the kubelet; a wrong
  * message descriptor decodes garbage; a wrong streaming flag hangs or truncates the call.
@@ -16,7 +16,7 @@
 #include "agent.h"
 #include "cellagent.pb-c.h"
 #include "cri_api.pb-c.h"
-#include "kiyot.h"
+#include "state/kiyot.h"
 #include "rpc.h"
 
 /*

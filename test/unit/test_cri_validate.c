@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "cri_api.pb-c.h"
-#include "cri_validate.h"
+#include "cri/cri_validate.h"
 #include "xalloc.h"
 
 /* A string of n copies of c (heap). */

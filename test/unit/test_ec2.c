@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/ec2.h"
-#include "../../kiyot/ec2_xml.h"
+#include "providers/ec2/ec2.h"
+#include "providers/ec2/ec2_xml.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "buf.h"
 #include "fsutil.h"

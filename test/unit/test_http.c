@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/stream/http.h"
+#include "stream/http.h"
 
 /* what kubectl exec sends, through the kubelet, to a runtime's streaming server */
 static const char spdy_head[] =

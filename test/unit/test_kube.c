@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/cellsync.h"
-#include "../../kiyot/kiyot.h"
-#include "../../kiyot/kube.h"
+#include "cells/cellsync.h"
+#include "state/kiyot.h"
+#include "kube/kube.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "fsutil.h"
 #include "xalloc.h"

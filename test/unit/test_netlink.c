@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kiyot/netlink.h"
+#include "providers/local/netlink.h"
 
 #define T_BRIDGE "kvtestnl0"
 #define T_VETH "kvtestnl1"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for kiyot/podobject.c and the Pod-object half of kiyot/provision.c: a Pod object
+ * Unit tests for kiyot/kube/podobject.c and the Pod-object half of kiyot/cells/provision.c: a Pod object
  * as the API server returns it (test/fixtures/podobject/pod.json: a ReplicaSet's pod with the
  * service-account volume, env valueFrom, envFrom and extended resources, none of which `kiyot
  * run` accepts) gives the sandbox's demand exactly, init containers included, and the images
@@ -22,11 +22,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "catalog.h"
-#include "kiyot.h"
-#include "podobject.h"
-#include "provision.h"
-#include "sizing.h"
+#include "sizing/catalog.h"
+#include "state/kiyot.h"
+#include "kube/podobject.h"
+#include "cells/provision.h"
+#include "sizing/sizing.h"
 #include "xalloc.h"
 
 #define FIXTURE "test/fixtures/podobject/pod.json"

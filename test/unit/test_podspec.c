@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/podspec.h"
+#include "kube/podspec.h"
 #include "yaml.h"
 
 #define FIX "test/fixtures/podspec/"

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/stream/stream_internal.h"
+#include "stream/stream_internal.h"
 
 struct parsed {
 	int ret;

@@ -28,10 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kiyot/cellnet.h"
-#include "../../kiyot/cgroup.h"
-#include "../../kiyot/netlink.h"
-#include "../../kiyot/provider.h"
+#include "providers/local/cellnet.h"
+#include "providers/local/cgroup.h"
+#include "providers/local/netlink.h"
+#include "providers/provider.h"
 #include "fsutil.h"
 #include "xalloc.h"
 

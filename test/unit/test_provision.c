@@ -1,5 +1,5 @@
 /*
- * Unit tests for kiyot/provision.c: from a RunPodSandbox config to the instance type of the
+ * Unit tests for kiyot/cells/provision.c: from a RunPodSandbox config to the instance type of the
  * pod's cell. The demand comes from the pod.elotl.co annotations (what `kiyot run` writes),
  * else from LinuxPodSandboxConfig.resources (what the kubelet sends); errors name the pod and
  * the annotation or demand at fault. Uses the embedded us-east-1 catalog.
@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "catalog.h"
-#include "kiyot.h"
-#include "provision.h"
-#include "sizing.h"
+#include "sizing/catalog.h"
+#include "state/kiyot.h"
+#include "cells/provision.h"
+#include "sizing/sizing.h"
 #include "xalloc.h"
 
 #define MIB (1024LL * 1024)

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/quantity.h"
+#include "kube/quantity.h"
 
 struct qcase {
 	const char *text;

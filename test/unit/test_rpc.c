@@ -5,10 +5,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cellagent.pb-c.h"
@@ -298,6 +301,52 @@ static void test_rpc__unreachable_server_is_unavailable(void **state)
 	rpc_channel_free(ch);
 }
 
+/* A TCP port of 127.0.0.1 that nothing listens on right now. */
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* Two servers on one address and port would split the connections between them (two agents
+ * of one cell each answering calls meant for the other): the second one must not bind. */
+static void test_rpc__a_second_server_on_the_same_tcp_port_fails_to_bind(void **state)
+{
+	struct rpc_server_config cfg = { 0 };
+	struct rpc_server *first = NULL, *second = NULL;
+	struct rpc_channel *ch = NULL;
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+	char addr[64];
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", free_port());
+	cfg.address = addr;
+	cfg.methods = methods;
+	cfg.n_methods = sizeof(methods) / sizeof(methods[0]);
+	assert_int_equal(rpc_server_start(&cfg, &first, &err), 0);
+	assert_int_equal(rpc_server_start(&cfg, &second, &err), -EADDRINUSE);
+	assert_null(second);
+	assert_non_null(strstr(err.msg, addr));
+	/* the first one still serves */
+	assert_int_equal(rpc_channel_new(addr, &ch, &err), 0);
+	assert_int_equal(rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+				   &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err),
+			 0);
+	protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_channel_free(ch);
+	rpc_server_stop(first);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
 		cmocka_unit_test(test_rpc__bidi_stream_sends_and_receives_at_once),
 		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
+		cmocka_unit_test(test_rpc__a_second_server_on_the_same_tcp_port_fails_to_bind),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

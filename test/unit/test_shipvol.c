@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "fsutil.h"
-#include "shipvol.h"
+#include "cells/shipvol.h"
 #include "xalloc.h"
 
 #define UID "0b7c2a1e-5d2f-4e8a-9c1b-2f0e6d4a8b31"

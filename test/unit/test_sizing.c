@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/sizing.h"
+#include "sizing/sizing.h"
 #include "yaml.h"
 
 #define GIB 1073741824LL

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "../../kiyot/stream/spdy.h"
+#include "stream/spdy.h"
 
 #define BIG (1024 * 1024)
 #define DICT_ADLER32 0xe3c6a7c2u /* the dictionary id every SPDY/3 header stream carries */

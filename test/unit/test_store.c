@@ -14,10 +14,10 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "cri.h"
+#include "cri/cri.h"
 #include "fsutil.h"
-#include "state.h"
-#include "store.h"
+#include "state/state.h"
+#include "state/store.h"
 #include "xalloc.h"
 
 /* A test's database in a fresh temp directory. */

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../../kiyot/stream/ws.h"
+#include "stream/ws.h"
 
 #define OP_CONT 0x0
 #define OP_TEXT 0x1

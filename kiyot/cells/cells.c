@@ -1,0 +1,741 @@
+/*
+ * cells.c: cell lifecycle and the agent client (see cells.h).
+ */
+#include "cells.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "state/kiyot.h"
+#include "log.h"
+#include "pki.h"
+#include "rpc.h"
+#include "state/store.h"
+#include "xalloc.h"
+
+#define AGENT_CALL_TIMEOUT_MS 10000
+#define PULL_TIMEOUT_MS (15 * 60 * 1000)
+#define WRITE_VOLUME_TIMEOUT_MS 60000
+/* The agent ends an ExecSync without a timeout, or with a longer one, after a day. */
+#define EXEC_TIMEOUT_MAX_S (24LL * 3600)
+
+struct cell_entry {
+	char *id;
+	char *target; /* "ip:port" of the agent */
+	struct rpc_channel *ch;
+	pthread_mutex_t apply_lock;
+	pthread_t watcher;
+	int watching;
+	int stop;		   /* guarded by the manager's lock */
+	struct rpc_stream *stream; /* the live Watch, guarded by the manager's lock */
+	/* References, guarded by the manager's lock: one for the list while the cell is in it,
+	 * one for each call in flight. The last one frees the entry. */
+	int refs;
+	struct cell_entry *next;
+};
+
+/* Certificates: the CA's for ten years, the cells' and kiyot's own as long. kiyot's is made
+ * anew at each start and never stored. */
+#define CERT_DAYS 3650
+/* Bytes of a cell's one-time enrollment secret (hex in its bootstrap document). */
+#define ENROLL_SECRET_BYTES 32
+
+struct cellmgr {
+	struct kiyot *k;
+	pthread_mutex_t lock;
+	struct cell_entry *cells;
+	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
+	char *ca, *ca_key;
+	char *cert, *key;
+};
+
+static void entry_put(struct cellmgr *m, struct cell_entry *e);
+
+static void wipe_free(char *s)
+{
+	if (s)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+/* The CA cells' and kiyot's certificates are of, made once and kept in kiyot.db (0600, like
+ * the whole state directory). */
+static int load_ca(struct cellmgr *m, struct err *err)
+{
+	struct store *st = m->k->store;
+
+	if (store_get_meta(st, "cell_ca_cert", &m->ca, err) < 0 ||
+	    store_get_meta(st, "cell_ca_key", &m->ca_key, err) < 0)
+		return -err->code;
+	if (m->ca && m->ca_key)
+		return 0;
+	free(m->ca);
+	wipe_free(m->ca_key);
+	m->ca = m->ca_key = NULL;
+	if (pki_ca_new("kiyot-cells", CERT_DAYS, &m->ca, &m->ca_key, err) < 0)
+		return err_wrap(err, "the cells' CA");
+	/* the key first: a CA certificate stored without its key would never be replaced */
+	if (store_put_meta(st, "cell_ca_key", m->ca_key, err) < 0 ||
+	    store_put_meta(st, "cell_ca_cert", m->ca, err) < 0)
+		return err_wrap(err, "the cells' CA");
+	return 0;
+}
+
+/* kiyot's client certificate, named "kiyot": what every agent takes calls from. */
+static int make_client_cert(struct cellmgr *m, struct err *err)
+{
+	_cleanup_free_ char *csr = NULL;
+
+	if (pki_key_new(&m->key, err) < 0 || pki_csr_new(m->key, "kiyot", &csr, err) < 0 ||
+	    pki_sign(m->ca, m->ca_key, csr, "kiyot", PKI_CLIENT, CERT_DAYS, &m->cert, err) < 0)
+		return err_wrap(err, "kiyot's client certificate");
+	return 0;
+}
+
+int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
+{
+	struct cellmgr *m = xcalloc(1, sizeof(*m));
+
+	m->k = k;
+	pthread_mutex_init(&m->lock, NULL);
+	if (load_ca(m, err) < 0 || make_client_cert(m, err) < 0) {
+		cells_free(m);
+		return -err->code;
+	}
+	*out = m;
+	return 0;
+}
+
+/* A TLS channel to the agent of cell id at target: its certificate must name the cell. */
+static int cell_channel(struct cellmgr *m, const char *id, const char *target,
+			struct rpc_channel **ch, struct err *err)
+{
+	struct rpc_tls tls = { m->ca, m->cert, m->key, id };
+
+	return rpc_channel_new_tls(target, &tls, ch, err);
+}
+
+static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
+{
+	pthread_mutex_lock(&m->lock);
+	e->stop = 1;
+	if (e->stream)
+		rpc_stream_cancel(e->stream);
+	pthread_mutex_unlock(&m->lock);
+	if (e->watching)
+		pthread_join(e->watcher, NULL);
+	e->watching = 0;
+}
+
+static void entry_free(struct cell_entry *e)
+{
+	rpc_channel_free(e->ch);
+	pthread_mutex_destroy(&e->apply_lock);
+	free(e->id);
+	free(e->target);
+	free(e);
+}
+
+void cells_free(struct cellmgr *m)
+{
+	if (!m)
+		return;
+	while (m->cells) {
+		struct cell_entry *e = m->cells;
+
+		m->cells = e->next;
+		entry_stop_watch(m, e);
+		entry_put(m, e);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m->ca);
+	wipe_free(m->ca_key);
+	free(m->cert);
+	wipe_free(m->key);
+	free(m);
+}
+
+static struct cell_entry *entry_find(struct cellmgr *m, const char *id)
+{
+	for (struct cell_entry *e = m->cells; e; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return e;
+	return NULL;
+}
+
+/* Sleeps ms milliseconds unless the entry is being stopped; returns non-zero if stopped. */
+static int nap(struct cellmgr *m, struct cell_entry *e, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 50) {
+		int stop;
+
+		pthread_mutex_lock(&m->lock);
+		stop = e->stop;
+		pthread_mutex_unlock(&m->lock);
+		if (stop)
+			return 1;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+static void handle_event(struct cellmgr *m, struct cell_entry *e,
+			 const Kiyot__Cell__V1__WatchEvent *ev)
+{
+	switch (ev->kind) {
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS:
+		if (ev->status)
+			kiyot_on_unit_status(m->k, e->id, ev->status);
+		break;
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
+		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
+		break;
+	default:
+		break;
+	}
+}
+
+struct watch_arg {
+	struct cellmgr *m;
+	struct cell_entry *e;
+};
+
+/* One Watch stream after another until the cell is stopped: the agent may restart, and the
+ * stream resumes from the log offsets kiyot has stored, so no log line is lost. */
+static void *watch_main(void *arg)
+{
+	struct watch_arg wa = *(struct watch_arg *)arg;
+	struct cellmgr *m = wa.m;
+	struct cell_entry *e = wa.e;
+	int backoff = 100, refused = 0;
+
+	free(arg);
+	for (;;) {
+		Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+		struct rpc_stream *s = NULL;
+		struct err err = ERR_INIT;
+		ProtobufCMessage *msg;
+		int ret, stop;
+
+		kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
+		ret = rpc_stream_open(e->ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+				      &kiyot__cell__v1__watch_event__descriptor, 0, &s, &err);
+		kiyot_log_offsets_free(req.offsets, req.n_offsets);
+		pthread_mutex_lock(&m->lock);
+		stop = e->stop;
+		if (!stop && ret == 0)
+			e->stream = s;
+		pthread_mutex_unlock(&m->lock);
+		if (stop) {
+			rpc_stream_free(s);
+			return NULL;
+		}
+		while (ret == 0 && (ret = rpc_stream_next(s, &msg, &err)) == 1) {
+			handle_event(m, e, (Kiyot__Cell__V1__WatchEvent *)msg);
+			protobuf_c_message_free_unpacked(msg, NULL);
+			backoff = 100;
+			refused = 0;
+			ret = 0;
+		}
+		pthread_mutex_lock(&m->lock);
+		e->stream = NULL;
+		stop = e->stop;
+		pthread_mutex_unlock(&m->lock);
+		rpc_stream_free(s);
+		if (stop)
+			return NULL;
+		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
+			  ret < 0 ? err.msg : "closed");
+		if (ret < 0 && err.code == ECONNREFUSED && ++refused >= 3) {
+			struct err herr = ERR_INIT;
+
+			/* the agent is not listening: its process may be gone */
+			refused = 0;
+			if (m->k->provider.ops->heal &&
+			    m->k->provider.ops->heal(m->k->provider.self, e->id, &herr) < 0)
+				log_warn("cell %s: %s", e->id, herr.msg);
+		}
+		if (nap(m, e, backoff))
+			return NULL;
+		backoff = backoff < 2000 ? backoff * 2 : 2000;
+	}
+}
+
+static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip)
+{
+	struct cell_entry *e = xcalloc(1, sizeof(*e));
+	struct watch_arg *wa = xmalloc(sizeof(*wa));
+	struct err err = ERR_INIT;
+
+	e->id = xstrdup(id);
+	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
+	pthread_mutex_init(&e->apply_lock, NULL);
+	e->refs = 1; /* the list's */
+	if (cell_channel(m, id, e->target, &e->ch, &err) < 0)
+		log_error("cell %s: %s", id, err.msg);
+	pthread_mutex_lock(&m->lock);
+	e->next = m->cells;
+	m->cells = e;
+	pthread_mutex_unlock(&m->lock);
+	wa->m = m;
+	wa->e = e;
+	if (pthread_create(&e->watcher, NULL, watch_main, wa) == 0)
+		e->watching = 1;
+	else
+		free(wa);
+	return e;
+}
+
+/* The entry of a cell with a reference the caller drops with entry_put; NULL (ENOENT) when
+ * the cell is not running. */
+static struct cell_entry *entry_get(struct cellmgr *m, const char *id, struct err *err)
+{
+	struct cell_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, id);
+	if (e)
+		e->refs++;
+	pthread_mutex_unlock(&m->lock);
+	if (!e)
+		err_set(err, ENOENT, "cell %s is not running", id);
+	return e;
+}
+
+static void entry_put(struct cellmgr *m, struct cell_entry *e)
+{
+	int last;
+
+	pthread_mutex_lock(&m->lock);
+	last = --e->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (last)
+		entry_free(e);
+}
+
+/* Asks the agent at target for Hello over TLS on a channel of its own: a channel whose
+ * connection was refused waits out gRPC's reconnect back-off before it tries again, so each
+ * attempt of the boot gets a fresh one. */
+static int hello(struct cellmgr *m, const char *id, const char *target, struct err *err)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct rpc_channel *ch = NULL;
+	int ret;
+
+	if (cell_channel(m, id, target, &ch, err) < 0)
+		return -err->code;
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, err);
+	if (ret == 0)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_channel_free(ch);
+	return ret;
+}
+
+/* One Enroll call over plaintext: the request's answer, or the certificate's. */
+static int enroll_call(const char *target, const char *cert, Kiyot__Cell__V1__EnrollResponse **resp,
+		       struct err *err)
+{
+	Kiyot__Cell__V1__EnrollRequest req = KIYOT__CELL__V1__ENROLL_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	int ret;
+
+	if (rpc_channel_new(target, &ch, err) < 0)
+		return -err->code;
+	req.certificate = (char *)(cert ? cert : "");
+	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Enroll", &req.base,
+			&kiyot__cell__v1__enroll_response__descriptor, 2000,
+			(ProtobufCMessage **)resp, err);
+	rpc_channel_free(ch);
+	return ret;
+}
+
+/* Enrolls a new cell (see cell-agent/enroll.h): takes its request and proof, checks the proof
+ * with the cell's one-time secret, and sends the certificate the CA issues for the request's
+ * key in the cell's name. The secret is forgotten once the cell took its certificate. 0 when
+ * the cell took it; the caller confirms with Hello over TLS. */
+static int enroll_at(struct cellmgr *m, const char *id, const char *target, const char *secret,
+		     struct err *err)
+{
+	Kiyot__Cell__V1__EnrollResponse *r = NULL;
+	_cleanup_free_ char *cert = NULL;
+	int ret;
+
+	if (enroll_call(target, NULL, &r, err) < 0)
+		return -err->code;
+	if (strcmp(r->cell_id, id) != 0)
+		ret = err_set(err, EKEYREJECTED, "%s answers as cell \"%.64s\", not %s", target,
+			      r->cell_id, id);
+	else if ((ret = pki_enroll_check(secret, id, r->csr, r->proof, err)) == 0)
+		ret = pki_sign(m->ca, m->ca_key, r->csr, id, PKI_SERVER, CERT_DAYS, &cert, err);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	r = NULL;
+	if (ret < 0)
+		return err_wrap(err, "enroll cell %s at %s", id, target);
+	ret = enroll_call(target, cert, &r, err);
+	if (ret == 0 && !r->enrolled)
+		ret = err_set(err, EPROTO, "cell %s did not take its certificate", id);
+	if (r)
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	return ret;
+}
+
+/* The meta key of a cell's enrollment secret in kiyot.db. */
+static char *secret_key(const char *cell_id)
+{
+	return xasprintf("enroll_secret/%s", cell_id);
+}
+
+/* The cell's one-time enrollment secret: the one stored for it while it has not enrolled (a
+ * launch retried after kiyot restarted finds the cell booted with it), else a new one, stored
+ * before it goes out. Removed once the cell enrolled or is terminated. */
+static int enroll_secret(struct cellmgr *m, const char *cell_id, char **out, struct err *err)
+{
+	_cleanup_free_ char *key = secret_key(cell_id);
+	unsigned char raw[ENROLL_SECRET_BYTES];
+	char *hex = NULL;
+
+	if (store_get_meta(m->k->store, key, &hex, err) < 0)
+		return -err->code;
+	if (hex && hex[0]) {
+		*out = hex;
+		return 0;
+	}
+	free(hex);
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return err_set(err, errno, "enrollment secret: getrandom: %s", strerror(errno));
+	hex = xmalloc(2 * sizeof(raw) + 1);
+	hex_encode(raw, sizeof(raw), hex);
+	explicit_bzero(raw, sizeof(raw));
+	if (store_put_meta(m->k->store, key, hex, err) < 0) {
+		wipe_free(hex);
+		return -err->code;
+	}
+	*out = hex;
+	return 0;
+}
+
+/* Forgets a cell's secret: the bootstrap document then holds nothing that still works. */
+static void enroll_forget(struct cellmgr *m, const char *cell_id)
+{
+	_cleanup_free_ char *key = secret_key(cell_id);
+	struct err err = ERR_INIT;
+
+	if (store_del_meta(m->k->store, key, &err) < 0)
+		log_warn("cell %s: forgetting its enrollment secret: %s", cell_id, err.msg);
+}
+
+/* Waits until the agent at ip answers Hello over TLS, enrolling it first when it is new, or
+ * the boot timeout passes. */
+static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
+		      int timeout_s, struct err *err)
+{
+	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
+	int64_t start = clock_mono_ns();
+	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
+	int delay_ms = 5;
+
+	/* 5 ms steps for the first second, then 100 ms until the deadline */
+
+	for (;;) {
+		struct err eerr = ERR_INIT;
+
+		if (hello(m, id, target, err) == 0) {
+			enroll_forget(m, id);
+			return 0;
+		}
+		/* not serving TLS: a new cell, or one still starting */
+		if (enroll_at(m, id, target, secret, &eerr) == 0) {
+			log_info("cell %s enrolled", id);
+			enroll_forget(m, id);
+			continue;
+		}
+		if (eerr.code == EKEYREJECTED)
+			log_warn("%s", eerr.msg);
+		if (clock_mono_ns() > deadline) {
+			if (eerr.code != ECONNREFUSED && eerr.code)
+				log_warn("cell %s: %s", id, eerr.msg);
+			return err_wrap(err, "cell %s: agent did not come up within %d s", id,
+					timeout_s);
+		}
+		/* a local cell's agent is up within tens of ms; poll often, briefly */
+		usleep((useconds_t)delay_ms * 1000);
+		delay_ms = clock_mono_ns() < start + 1000000000LL ? 5 : 100;
+	}
+}
+
+char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char *secret)
+{
+	json_t *doc = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:i, s:s, s:I}", "version",
+				1, "cell_id", spec->cell_id, "cluster_id", k->cluster_id, "pod",
+				"uid", spec->pod_uid, "name", spec->pod_name, "namespace",
+				spec->pod_namespace, "instance_type", spec->instance_type,
+				"agent_port", k->cfg.agent_port, "log_level", k->cfg.log_level,
+				"restart_backoff_ms", (json_int_t)k->cfg.restart_backoff_ms);
+	char *text;
+
+	if (k->cfg.registries)
+		json_object_set(doc, "registries", k->cfg.registries);
+	json_object_set_new(doc, "pulls",
+			    json_pack("{s:I, s:i, s:i, s:I, s:i, s:i}", "min_bytes",
+				      (json_int_t)k->cfg.pulls.min_bytes, "window_s",
+				      k->cfg.pulls.window_s, "deadline_base_s",
+				      k->cfg.pulls.deadline_base_s, "deadline_rate",
+				      (json_int_t)k->cfg.pulls.deadline_rate, "max_transfers",
+				      k->cfg.pulls.max_transfers, "max_per_registry",
+				      k->cfg.pulls.max_per_registry));
+	/* the CA the agent's certificate and kiyot's are of (public), and the one-time secret
+	 * the cell proves it booted from this document with */
+	json_object_set_new(doc, "ca", json_string(k->cells->ca));
+	json_object_set_new(doc, "enroll_secret", json_string(secret));
+	if (spec->n_prepull) {
+		json_t *prepull = json_array();
+
+		for (size_t i = 0; i < spec->n_prepull; i++)
+			json_array_append_new(prepull, json_string(spec->prepull[i]));
+		json_object_set_new(doc, "prepull", prepull);
+	}
+	text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(doc);
+	if (!text)
+		abort();
+	return text;
+}
+
+int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
+{
+	struct kiyot *k = m->k;
+	struct cell_spec spec = *req;
+	struct cell_info info = { 0 };
+	char *secret = NULL;
+	_cleanup_free_ char *boot = NULL;
+	int ret;
+
+	if (enroll_secret(m, req->cell_id, &secret, err) < 0)
+		return err_wrap(err, "launch cell %s", req->cell_id);
+	boot = cells_bootstrap(k, req, secret);
+
+	/* what every cell of this kiyot carries */
+	spec.cluster_id = k->cluster_id;
+	spec.bootstrap = boot;
+	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
+	if (ret < 0) {
+		wipe_free(secret);
+		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
+	}
+	if (info.phase == CELL_FAILED && k->provider.ops->heal &&
+	    k->provider.ops->heal(k->provider.self, req->cell_id, err) < 0) {
+		cell_info_release(&info);
+		wipe_free(secret);
+		return err_wrap(err, "launch cell %s: its agent cannot be restarted", req->cell_id);
+	}
+	/* the cell's channel and watch start once the agent serves, so their first connection
+	 * is not refused (and they never wait out a reconnect back-off) */
+	ret = wait_agent(m, req->cell_id, info.ip, secret,
+			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
+			 err);
+	wipe_free(secret);
+	if (ret == 0)
+		cells_resume(m, req->cell_id, info.ip);
+	if (ret < 0) {
+		struct err terr = ERR_INIT;
+
+		if (cells_terminate(m, req->cell_id, &terr) < 0)
+			log_error("cell %s: %s", req->cell_id, terr.msg);
+		cell_info_release(&info);
+		return ret;
+	}
+	*ip = xstrdup(info.ip);
+	cell_info_release(&info);
+	return 0;
+}
+
+void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)
+{
+	pthread_mutex_lock(&m->lock);
+	if (entry_find(m, cell_id)) {
+		pthread_mutex_unlock(&m->lock);
+		return;
+	}
+	pthread_mutex_unlock(&m->lock);
+	entry_add(m, cell_id, ip);
+}
+
+int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
+{
+	struct cell_entry *e, **pp;
+
+	pthread_mutex_lock(&m->lock);
+	for (pp = &m->cells; (e = *pp); pp = &e->next)
+		if (strcmp(e->id, cell_id) == 0) {
+			*pp = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	if (e) {
+		entry_stop_watch(m, e);
+		entry_put(m, e); /* calls in flight hold their own references */
+	}
+	enroll_forget(m, cell_id); /* a cell that never enrolled */
+	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
+}
+
+struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id)
+{
+	struct err err = ERR_INIT;
+	struct cell_entry *e = entry_get(m, cell_id, &err);
+
+	if (e)
+		pthread_mutex_lock(&e->apply_lock);
+	return e;
+}
+
+void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_unlock(&e->apply_lock);
+	entry_put(m, e);
+}
+
+/* One unary call to a cell's agent, within timeout_ms. Made from a CRI handler, it is made on
+ * behalf of that call (rpc_unary_for): the kubelet giving up on a PullImage or an ExecSync
+ * cancels the agent's work at once instead of leaving it to run out its deadline. */
+static int agent_call(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
+		      int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+{
+	struct cell_entry *e = entry_get(m, cell_id, err);
+	int ret;
+
+	if (!e)
+		return -err->code;
+	ret = rpc_unary_for(rpc_current(), e->ch, method, req, desc, timeout_ms, resp, err);
+	entry_put(m, e);
+	if (ret < 0 && err->code == ECONNREFUSED)
+		return err_wrap(err, "cell %s: agent unreachable", cell_id);
+	return ret;
+}
+
+struct cell_stream {
+	struct cellmgr *m;
+	struct cell_entry *e;
+	struct rpc_stream *rs;
+};
+
+int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
+		      struct cell_stream **out, struct err *err)
+{
+	struct cell_entry *e = entry_get(m, cell_id, err);
+	_cleanup_free_ char *path = xasprintf("/kiyot.cell.v1.CellAgent/%s", method);
+	struct cell_stream *s;
+
+	if (!e)
+		return -err->code;
+	s = xcalloc(1, sizeof(*s));
+	s->m = m;
+	s->e = e;
+	if (rpc_bidi_open(e->ch, path, first, out_desc, 0, &s->rs, err) < 0) {
+		entry_put(m, e);
+		free(s);
+		return err_wrap(err, "cell %s", cell_id);
+	}
+	*out = s;
+	return 0;
+}
+
+int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err)
+{
+	return rpc_stream_send(s->rs, msg, err);
+}
+
+int cells_stream_close_send(struct cell_stream *s, struct err *err)
+{
+	return rpc_stream_close_send(s->rs, err);
+}
+
+int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err)
+{
+	return rpc_stream_next(s->rs, msg, err);
+}
+
+void cells_stream_cancel(struct cell_stream *s)
+{
+	rpc_stream_cancel(s->rs);
+}
+
+void cells_stream_free(struct cell_stream *s)
+{
+	if (!s)
+		return;
+	rpc_stream_free(s->rs);
+	entry_put(s->m, s->e);
+	free(s);
+}
+
+int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
+		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
+{
+	Kiyot__Cell__V1__ApplyRequest req = KIYOT__CELL__V1__APPLY_REQUEST__INIT;
+
+	req.pod = (Kiyot__Cell__V1__Pod *)pod;
+	req.timeout_ms = timeout_ms;
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Apply", &req.base,
+			  &kiyot__cell__v1__apply_response__descriptor, timeout_ms + 10000,
+			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_pull_image(struct cellmgr *m, const char *cell_id,
+		     const Kiyot__Cell__V1__PullImageRequest *req,
+		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err)
+{
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/PullImage", &req->base,
+			  &kiyot__cell__v1__pull_image_response__descriptor, PULL_TIMEOUT_MS,
+			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_exec_sync(struct cellmgr *m, const char *cell_id,
+		    const Kiyot__Cell__V1__ExecSyncRequest *req,
+		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err)
+{
+	int64_t s = req->timeout_s > 0 && req->timeout_s < EXEC_TIMEOUT_MAX_S ? req->timeout_s
+									      : EXEC_TIMEOUT_MAX_S;
+
+	/* the call outlasts the command's own timeout, which the agent enforces */
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/ExecSync", &req->base,
+			  &kiyot__cell__v1__exec_sync_response__descriptor,
+			  s * 1000 + AGENT_CALL_TIMEOUT_MS, (ProtobufCMessage **)resp, err);
+}
+
+int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
+		struct err *err)
+{
+	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
+
+	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Stats", &req.base,
+			  &kiyot__cell__v1__stats_response__descriptor, AGENT_CALL_TIMEOUT_MS,
+			  (ProtobufCMessage **)resp, err);
+}
+
+int cells_write_volume(struct cellmgr *m, const char *cell_id,
+		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err)
+{
+	ProtobufCMessage *resp = NULL;
+	int ret = agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/WriteVolume", &req->base,
+			     &kiyot__cell__v1__write_volume_response__descriptor,
+			     WRITE_VOLUME_TIMEOUT_MS, &resp, err);
+
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
+}

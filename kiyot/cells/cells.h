@@ -1,0 +1,75 @@
+/*
+ * cells.h: the cell manager. Launches a cell per sandbox through the provider, talks to its
+ * agent (unary calls, plus one Watch stream per cell whose events and logs it hands to
+ * kiyot_on_unit_status / kiyot_on_unit_log), and tears cells down.
+ *
+ * Thread safety: all calls may come from any thread. Applies to one cell are serialised by
+ * cells_apply_lock/unlock so a newer desired pod is never overtaken by an older one.
+ */
+#ifndef KIYOT_CELLS_H
+#define KIYOT_CELLS_H
+
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+#include "providers/provider.h"
+
+struct kiyot;
+struct cellmgr;
+
+int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
+void cells_free(struct cellmgr *m);
+
+/* Launches the cell and waits until its agent answers; fills *ip (caller frees). The spec's
+ * cluster_id and bootstrap are ignored: kiyot's own id and cells_bootstrap's document go. */
+int cells_launch(struct cellmgr *m, const struct cell_spec *spec, char **ip, struct err *err);
+/* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
+ * offsets kiyot remembers). */
+void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);
+/* Stops watching and terminates the cell. Idempotent. */
+int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err);
+
+/* Serialises applies to one cell: returns a handle (NULL when the cell is not running) that
+ * holds the cell until cells_apply_unlock. */
+struct cell_entry;
+struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id);
+void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e);
+
+/* Agent calls. *resp is freed with protobuf_c_message_free_unpacked(resp, NULL). */
+int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
+		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err);
+int cells_pull_image(struct cellmgr *m, const char *cell_id,
+		     const Kiyot__Cell__V1__PullImageRequest *req,
+		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err);
+int cells_exec_sync(struct cellmgr *m, const char *cell_id,
+		    const Kiyot__Cell__V1__ExecSyncRequest *req,
+		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err);
+
+int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
+		struct err *err);
+int cells_write_volume(struct cellmgr *m, const char *cell_id,
+		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err);
+
+/*
+ * A bidirectional stream to a cell's agent (method "Exec" or "PortForward" of CellAgent): the
+ * first message starts it, then one thread may send (cells_stream_send, _close_send) while
+ * another reads (cells_stream_next, as rpc_stream_next). The cell's channel is held until
+ * cells_stream_free. No deadline: the stream lives as long as its user.
+ */
+struct cell_stream;
+int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
+		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
+		      struct cell_stream **out, struct err *err);
+int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err);
+int cells_stream_close_send(struct cell_stream *s, struct err *err);
+int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err);
+/* Ends the stream from any thread: a blocked cells_stream_next returns. */
+void cells_stream_cancel(struct cell_stream *s);
+void cells_stream_free(struct cell_stream *s);
+
+/* Builds the bootstrap document (JSON text, caller frees) a cell boots with: secret is the
+ * cell's one-time enrollment secret. */
+char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char *secret);
+
+#endif

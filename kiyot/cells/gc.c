@@ -1,0 +1,277 @@
+/*
+ * gc.c: keeping the provider's cells and kiyot's sandboxes in agreement. The provider is the
+ * source of truth for what exists; every cell carries our cluster id (providers list only
+ * those), so nothing else is ever touched.
+ *
+ * For each cell the provider lists:
+ *   - its sandbox is ready: keep it (resume its agent stream; heal a dead agent);
+ *   - its sandbox is still launching: leave it alone;
+ *   - its sandbox's launch was interrupted (a crash): keep it for the kubelet's retry, which
+ *     resumes the launch; terminate it if no retry came within the grace period;
+ *   - no sandbox owns it: terminate it (at start-up at once, later after the grace period,
+ *     so a cell being made right now is never taken for an orphan).
+ * A ready sandbox whose cell is gone is marked not ready, its containers exited.
+ */
+#include "state/kiyot.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cells.h"
+#include "cellsync.h"
+#include "clock.h"
+#include "log.h"
+#include "state/store.h"
+#include "xalloc.h"
+
+struct orphan {
+	char *cell_id;
+	int64_t first_seen_ns;
+};
+
+struct gc {
+	struct kiyot *k;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop;
+	struct orphan *orphans;
+	size_t n_orphans, cap;
+};
+
+/* When a cell was first seen without an owner (remembered across passes). */
+static int64_t orphan_since(struct gc *g, const char *id, int64_t now)
+{
+	for (size_t i = 0; i < g->n_orphans; i++)
+		if (strcmp(g->orphans[i].cell_id, id) == 0)
+			return g->orphans[i].first_seen_ns;
+	xgrow((void **)&g->orphans, &g->cap, g->n_orphans + 1, sizeof(*g->orphans));
+	g->orphans[g->n_orphans].cell_id = xstrdup(id);
+	g->orphans[g->n_orphans].first_seen_ns = now;
+	g->n_orphans++;
+	return now;
+}
+
+static void orphans_forget(struct gc *g, const struct cell_info *cells, size_t n)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < g->n_orphans; i++) {
+		int listed = 0;
+
+		for (size_t j = 0; j < n; j++)
+			if (strcmp(cells[j].cell_id, g->orphans[i].cell_id) == 0)
+				listed = 1;
+		if (listed)
+			g->orphans[w++] = g->orphans[i];
+		else
+			free(g->orphans[i].cell_id);
+	}
+	g->n_orphans = w;
+}
+
+enum verdict {
+	KEEP,
+	RESUME,
+	HEAL_AND_RESUME,
+	TERMINATE,
+	TERMINATE_INTERRUPTED
+};
+
+static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info *c, int startup,
+			  int64_t now)
+{
+	int64_t grace = (int64_t)k->cfg.gc_grace_s * 1000000000LL;
+	struct sandbox *sb = kiyot_sandbox_of_cell(k, c->cell_id);
+
+	if (!sb)
+		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
+										  : KEEP;
+	if (sb->state == SANDBOX_READY)
+		return c->phase == CELL_FAILED ? HEAL_AND_RESUME : RESUME;
+	if (sb->launching || startup)
+		return KEEP;
+	return clock_now_ns() - sb->created_ns >= grace ? TERMINATE_INTERRUPTED : KEEP;
+}
+
+static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
+{
+	struct err err = ERR_INIT;
+	struct sandbox *sb;
+
+	switch (v) {
+	case KEEP:
+		return;
+	case HEAL_AND_RESUME:
+		log_warn("cells: cell %s: its agent is not running; restarting it", c->cell_id);
+		if (k->provider.ops->heal &&
+		    k->provider.ops->heal(k->provider.self, c->cell_id, &err) < 0)
+			log_error("cells: %s", err.msg);
+		/* fall through */
+	case RESUME:
+		cells_resume(k->cells, c->cell_id, c->ip);
+		return;
+	case TERMINATE:
+	case TERMINATE_INTERRUPTED:
+		log_info("cells: terminating cell %s (%s)", c->cell_id,
+			 v == TERMINATE ? "no sandbox owns it"
+					: "its interrupted launch was not retried");
+		if (cells_terminate(k->cells, c->cell_id, &err) < 0) {
+			log_error("cells: %s", err.msg);
+			return;
+		}
+		if (v == TERMINATE)
+			return;
+		pthread_mutex_lock(&k->lock);
+		sb = kiyot_sandbox_of_cell(k, c->cell_id);
+		if (sb && sb->state != SANDBOX_READY && !sb->launching) {
+			sb->cell_id[0] = '\0';
+			if (store_put_sandbox(k->store, sb, &err) < 0)
+				log_error("sandbox %s: %s", sb->id, err.msg);
+		}
+		pthread_mutex_unlock(&k->lock);
+		return;
+	}
+}
+
+/* Ready sandboxes whose cell the provider no longer has lose it. */
+/* The ids of the sandboxes ready now: only those can have lost a cell the next list misses
+ * (one that becomes ready while the provider lists was not in the list yet). Needs k->lock. */
+static char **ready_sandboxes(struct kiyot *k, size_t *n)
+{
+	char **ids = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
+		if (sb->state == SANDBOX_READY && !sb->launching) {
+			xgrow((void **)&ids, &cap, *n + 1, sizeof(*ids));
+			ids[(*n)++] = xstrdup(sb->id);
+		}
+	return ids;
+}
+
+static bool listed(char **ids, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return true;
+	return false;
+}
+
+static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struct cell_info *cells,
+		      size_t n)
+{
+	pthread_mutex_lock(&k->lock);
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+		int found = 0;
+
+		if (sb->state != SANDBOX_READY || sb->launching || !listed(ready, n_ready, sb->id))
+			continue;
+		for (size_t i = 0; i < n && !found; i++)
+			found = strcmp(cells[i].cell_id, sb->cell_id) == 0;
+		if (found)
+			continue;
+		log_warn("sandbox %s: its cell %s is gone; marking it not ready", sb->id,
+			 sb->cell_id);
+		kiyot_sandbox_lost(k, sb, "CellLost");
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+static void pass(struct gc *g, int startup)
+{
+	struct kiyot *k = g->k;
+	struct cell_info *cells = NULL;
+	enum verdict *v;
+	size_t n = 0;
+	struct err err = ERR_INIT;
+	int64_t now = clock_mono_ns();
+	char **ready;
+	size_t n_ready;
+	int ret;
+
+	pthread_mutex_lock(&k->lock);
+	ready = ready_sandboxes(k, &n_ready);
+	pthread_mutex_unlock(&k->lock);
+	ret = k->provider.ops->list(k->provider.self, &cells, &n, &err);
+	if (ret < 0) {
+		log_error("cells: cannot list cells: %s", err.msg);
+		goto out;
+	}
+	v = xcalloc(n + 1, sizeof(*v));
+	pthread_mutex_lock(&k->lock);
+	for (size_t i = 0; i < n; i++)
+		v[i] = judge(k, g, &cells[i], startup, now);
+	pthread_mutex_unlock(&k->lock);
+	for (size_t i = 0; i < n; i++)
+		act(k, &cells[i], v[i]);
+	mark_lost(k, ready, n_ready, cells, n);
+	orphans_forget(g, cells, n);
+	cellsync_kick(k->cellsync);
+	kiyot_node_images_sweep(k);
+	free(v);
+	cell_info_array_free(cells, n);
+out:
+	for (size_t i = 0; i < n_ready; i++)
+		free(ready[i]);
+	free(ready);
+}
+
+static void *gc_thread(void *arg)
+{
+	struct gc *g = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += g->k->cfg.gc_interval_s;
+		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+		if (g->stop)
+			break;
+		pthread_mutex_unlock(&g->lock);
+		pass(g, 0);
+		pthread_mutex_lock(&g->lock);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+struct gc *gc_start(struct kiyot *k)
+{
+	struct gc *g = xcalloc(1, sizeof(*g));
+	pthread_condattr_t ca;
+
+	g->k = k;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pass(g, 1);
+	if (pthread_create(&g->thread, NULL, gc_thread, g) != 0)
+		log_error("cells: no garbage collection thread: %s", strerror(errno));
+	return g;
+}
+
+void gc_stop(struct gc *g)
+{
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = 1;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	pthread_join(g->thread, NULL);
+	for (size_t i = 0; i < g->n_orphans; i++)
+		free(g->orphans[i].cell_id);
+	free(g->orphans);
+	pthread_mutex_destroy(&g->lock);
+	pthread_cond_destroy(&g->cond);
+	free(g);
+}

@@ -1,0 +1,85 @@
+/*
+ * cri.h: helpers the CRI handlers (cri_*.c) share. Every handler has the rpc_handler_fn shape
+ * and runs on an RPC worker thread; responses are built in the call's arena.
+ */
+#ifndef KIYOT_CRI_H
+#define KIYOT_CRI_H
+
+#include "cri_api.pb-c.h"
+#include "err.h"
+#include "state/kiyot.h"
+#include "rpc.h"
+
+/* Copies a CRI map (labels, annotations) into the arena as entries of type desc. */
+void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src,
+		   size_t n);
+/* A deep copy of a message (heap, protobuf_c_message_free_unpacked); aborts on OOM. */
+void *cri_msg_copy(const ProtobufCMessage *m);
+/* Non-zero if every selector entry is present with the same value in the map. */
+int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector);
+/* The value of key in a CRI map, or NULL. */
+const char *cri_map_get(void **map, size_t n, const char *key);
+
+/* Sends the sandbox's whole desired pod to its cell and folds the unit statuses the agent
+ * answers into the records. Call without k->lock. pending/desired override the state the
+ * container with id `id` is asked to reach (id may be NULL). */
+int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err);
+
+/* Makes the sandbox's hostPorts (port mappings with a host port) reach its cell at ip: DNAT
+ * rules on the node for a local cell (cellnat.h); nothing for an EC2 cell, whose hostPorts are
+ * its instance's own ports, or a host-network pod, whose are the node's. Idempotent. A port
+ * another pod holds is -EADDRINUSE naming that pod. */
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
+			   struct err *err);
+
+/* Desired unit state bookkeeping kept beside the records (not persisted: derived on load). */
+enum desired {
+	DESIRED_CREATED,
+	DESIRED_RUNNING,
+	DESIRED_STOPPED,
+	DESIRED_REMOVED
+};
+void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s);
+
+/* The container annotation where the kubelet says where the termination message is written. */
+#define ANN_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"
+
+/* Handlers */
+#define CRI_HANDLER(name)                                                                          \
+	int cri_##name(void *svc, struct rpc_call *call, const ProtobufCMessage *req,              \
+		       ProtobufCMessage *resp, struct err *err)
+
+CRI_HANDLER(version);
+CRI_HANDLER(run_pod_sandbox);
+CRI_HANDLER(stop_pod_sandbox);
+CRI_HANDLER(remove_pod_sandbox);
+CRI_HANDLER(pod_sandbox_status);
+CRI_HANDLER(list_pod_sandbox);
+CRI_HANDLER(create_container);
+CRI_HANDLER(start_container);
+CRI_HANDLER(stop_container);
+CRI_HANDLER(remove_container);
+CRI_HANDLER(list_containers);
+CRI_HANDLER(container_status);
+CRI_HANDLER(reopen_container_log);
+CRI_HANDLER(update_container_resources);
+CRI_HANDLER(exec_sync);
+CRI_HANDLER(exec);
+CRI_HANDLER(attach);
+CRI_HANDLER(port_forward);
+CRI_HANDLER(update_runtime_config);
+CRI_HANDLER(status);
+CRI_HANDLER(get_container_events);
+CRI_HANDLER(unimplemented);
+CRI_HANDLER(runtime_config);
+CRI_HANDLER(container_stats);
+CRI_HANDLER(list_container_stats);
+CRI_HANDLER(pod_sandbox_stats);
+CRI_HANDLER(list_pod_sandbox_stats);
+CRI_HANDLER(list_images);
+CRI_HANDLER(image_status);
+CRI_HANDLER(pull_image);
+CRI_HANDLER(remove_image);
+CRI_HANDLER(image_fs_info);
+
+#endif

@@ -1,0 +1,648 @@
+/*
+ * cri_container.c: the container half of CRI's RuntimeService. One container is one unit of
+ * the sandbox's cell; every change is a new desired pod sent to the cell's agent.
+ */
+#include "cri.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sizing/catalog.h"
+#include "cells/cells.h"
+#include "clock.h"
+#include "cri_security.h"
+#include "cri_validate.h"
+#include "events.h"
+#include "log.h"
+#include "state/store.h"
+#include "stream/server.h"
+#include "xalloc.h"
+
+#define CREATE_TIMEOUT_MS (10 * 60 * 1000) /* may include an image pull */
+#define START_TIMEOUT_MS (60 * 1000)
+
+static void container_unlink(struct kiyot *k, struct container *c)
+{
+	for (struct container **pp = &k->containers; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			return;
+		}
+}
+
+static int validate_config(const Runtime__V1__ContainerConfig *cfg, struct err *err)
+{
+	if (!cfg)
+		return err_set(err, EINVAL, "config: required");
+	if (!cfg->metadata || !cfg->metadata->name[0])
+		return err_set(err, EINVAL, "config.metadata.name: required");
+	if (!cfg->image || !cfg->image->image[0])
+		return err_set(err, EINVAL, "config.image.image: required");
+	return 0;
+}
+
+CRI_HANDLER(create_container)
+{
+	const Runtime__V1__CreateContainerRequest *r = (const void *)req;
+	Runtime__V1__CreateContainerResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	struct container *c;
+	struct sandbox *sb;
+	char *id, *profile = NULL;
+	int ret;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	if (validate_config(r->config, err) < 0 ||
+	    cri_security_check_container(r->config, &profile, err) < 0) {
+		free(profile);
+		return err_wrap(err, "create container %s",
+				r->config && r->config->metadata ? r->config->metadata->name : "");
+	}
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	if (!sb || sb->state != SANDBOX_READY) {
+		pthread_mutex_unlock(&k->lock);
+		free(profile);
+		if (!sb)
+			return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+		return err_set(err, EBUSY, "pod sandbox %s is not ready", sb->id);
+	}
+	for (c = k->containers; c; c = c->next)
+		if (strcmp(c->sandbox_id, sb->id) == 0 &&
+		    strcmp(c->config->metadata->name, r->config->metadata->name) == 0 &&
+		    c->config->metadata->attempt == r->config->metadata->attempt) {
+			pthread_mutex_unlock(&k->lock);
+			free(profile);
+			return err_set(err, EEXIST,
+				       "container %s attempt %u already exists in sandbox %s as %s",
+				       r->config->metadata->name, r->config->metadata->attempt,
+				       sb->id, c->id);
+		}
+	c = xcalloc(1, sizeof(*c));
+	c->id = kiyot_new_id();
+	c->sandbox_id = xstrdup(sb->id);
+	c->config = cri_msg_copy(&r->config->base);
+	c->state = CTR_CREATED;
+	c->created_ns = clock_now_ns();
+	c->reason = xstrdup("");
+	c->message = xstrdup("");
+	c->image_ref = xstrdup("");
+	c->image_id = xstrdup("");
+	c->seccomp_profile = profile;
+	cri_set_desired(c, DESIRED_CREATED, 0);
+	c->next = k->containers;
+	k->containers = c;
+	id = xstrdup(c->id);
+	pthread_mutex_unlock(&k->lock);
+
+	ret = cri_apply_pod(k, r->pod_sandbox_id, CREATE_TIMEOUT_MS, err);
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, id);
+	if (ret == 0 && c && c->state == CTR_CREATED &&
+	    strcmp(c->reason, "CreateContainerError") == 0)
+		ret = err_set(err, EIO, "%s", c->message); /* e.g. the image could not be pulled */
+	if (ret == 0 && c)
+		ret = store_put_container(k->store, c, err);
+	if (ret < 0 && c) {
+		container_unlink(k, c);
+		container_free(c);
+	} else if (c) {
+		kiyot_log_touch(k, c);
+		events_publish_container(k, c);
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (ret < 0) {
+		struct err aerr = ERR_INIT;
+
+		/* the failed unit is no longer in the desired pod; let the cell drop it */
+		if (cri_apply_pod(k, r->pod_sandbox_id, START_TIMEOUT_MS, &aerr) < 0)
+			log_debug("sandbox %s: %s", r->pod_sandbox_id, aerr.msg);
+		free(id);
+		return err_wrap(err, "create container %s", r->config->metadata->name);
+	}
+	out->container_id = rpc_strdup(call, id);
+	free(id);
+	return 0;
+}
+
+/* Looks a container up and copies its id and sandbox id; NOT_FOUND if unknown. */
+static int lookup(struct kiyot *k, const char *id, char **cid, char **sid, struct err *err)
+{
+	struct container *c;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, id);
+	if (!c) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", id);
+	}
+	*cid = xstrdup(c->id);
+	*sid = xstrdup(c->sandbox_id);
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+CRI_HANDLER(start_container)
+{
+	const Runtime__V1__StartContainerRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	_cleanup_free_ char *cid = NULL;
+	_cleanup_free_ char *sid = NULL;
+	struct container *c;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
+		return -err->code;
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, cid);
+	if (c && c->state != CTR_CREATED) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, EBUSY, "container %s is not in the created state", cid);
+	}
+	if (c)
+		cri_set_desired(c, DESIRED_RUNNING, 0);
+	pthread_mutex_unlock(&k->lock);
+	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
+	if (ret < 0)
+		return err_wrap(err, "start container %s", cid);
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, cid);
+	if (c && c->state == CTR_CREATED)
+		ret = err_set(err, EIO, "start container %s: the cell did not start it%s%s", cid,
+			      c->message[0] ? ": " : "", c->message);
+	else if (c && c->state == CTR_EXITED && !strcmp(c->reason, "StartError"))
+		ret = err_set(err, EIO, "start container %s: %s", cid, c->message);
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+CRI_HANDLER(stop_container)
+{
+	const Runtime__V1__StopContainerRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	_cleanup_free_ char *cid = NULL;
+	_cleanup_free_ char *sid = NULL;
+	struct container *c;
+	int64_t grace = r->timeout > 0 ? r->timeout : 0;
+	int skip = 0;
+
+	(void)call;
+	(void)resp;
+	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
+		return -err->code;
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, cid);
+	if (c) {
+		skip = c->state == CTR_EXITED && c->desired == DESIRED_STOPPED;
+		cri_set_desired(c, DESIRED_STOPPED, grace);
+		if (c->state == CTR_CREATED) {
+			struct err e = ERR_INIT;
+
+			/* never started: it simply becomes exited, and stays so after a restart */
+			c->state = CTR_EXITED;
+			skip = 0;
+			if (store_put_container(k->store, c, &e) < 0)
+				log_error("container %s: %s", c->id, e.msg);
+			events_publish_container(k, c);
+		}
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (skip)
+		return 0; /* already stopped: stop is idempotent */
+	if (cri_apply_pod(k, sid, (grace + 30) * 1000, err) < 0) {
+		if (err->code == EBUSY)
+			return 0; /* the cell is gone, and the container with it */
+		return err_wrap(err, "stop container %s", cid);
+	}
+	return 0;
+}
+
+CRI_HANDLER(remove_container)
+{
+	const Runtime__V1__RemoveContainerRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	char *cid = NULL, *sid = NULL;
+	struct container *c;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	if (lookup(k, r->container_id, &cid, &sid, err) < 0) {
+		err_clear(err);
+		return 0; /* already removed: removal is idempotent */
+	}
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, cid);
+	if (c)
+		cri_set_desired(c, DESIRED_REMOVED, 0);
+	pthread_mutex_unlock(&k->lock);
+	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
+	if (ret < 0 && err->code != EBUSY) {
+		free(cid);
+		free(sid);
+		return err_wrap(err, "remove container %s", r->container_id);
+	}
+	err_clear(err);
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, cid);
+	if (c) {
+		container_unlink(k, c);
+		ret = store_delete_container(k->store, c->id, err);
+		events_publish_deleted(k, c);
+		container_free(c);
+	} else {
+		ret = 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+	free(cid);
+	free(sid);
+	return ret;
+}
+
+static Runtime__V1__ContainerMetadata *metadata_dup(struct rpc_call *call,
+						    const Runtime__V1__ContainerMetadata *m)
+{
+	Runtime__V1__ContainerMetadata *o =
+		rpc_msg_new(call, &runtime__v1__container_metadata__descriptor);
+
+	o->name = rpc_strdup(call, m->name);
+	o->attempt = m->attempt;
+	return o;
+}
+
+static Runtime__V1__ImageSpec *image_dup(struct rpc_call *call, const Runtime__V1__ImageSpec *i)
+{
+	Runtime__V1__ImageSpec *o = rpc_msg_new(call, &runtime__v1__image_spec__descriptor);
+
+	o->image = rpc_strdup(call, i ? i->image : "");
+	return o;
+}
+
+static Runtime__V1__ContainerState cri_state(enum container_state s)
+{
+	switch (s) {
+	case CTR_CREATED:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED;
+	case CTR_RUNNING:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
+	case CTR_EXITED:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
+	default:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_UNKNOWN;
+	}
+}
+
+CRI_HANDLER(container_status)
+{
+	const Runtime__V1__ContainerStatusRequest *r = (const void *)req;
+	Runtime__V1__ContainerStatusResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	Runtime__V1__ContainerStatus *st;
+	struct container *c;
+	char *logf;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	if (!c) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	}
+	st = rpc_msg_new(call, &runtime__v1__container_status__descriptor);
+	st->id = rpc_strdup(call, c->id);
+	st->metadata = metadata_dup(call, c->config->metadata);
+	st->state = cri_state(c->state);
+	st->created_at = c->created_ns;
+	st->started_at = c->started_ns;
+	st->finished_at = c->finished_ns;
+	st->exit_code = c->exit_code;
+	st->image = image_dup(call, c->config->image);
+	st->image_ref = rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+	st->reason = rpc_strdup(call, c->reason);
+	st->message = rpc_strdup(call, c->message);
+	st->n_labels = c->config->n_labels;
+	st->labels = (void *)cri_map_dup(call,
+					 &runtime__v1__container_status__labels_entry__descriptor,
+					 (void **)c->config->labels, c->config->n_labels);
+	st->n_annotations = c->config->n_annotations;
+	st->annotations = (void *)cri_map_dup(
+		call, &runtime__v1__container_status__annotations_entry__descriptor,
+		(void **)c->config->annotations, c->config->n_annotations);
+	st->n_mounts = c->config->n_mounts;
+	st->mounts = rpc_alloc(call, (c->config->n_mounts + 1) * sizeof(*st->mounts));
+	for (size_t i = 0; i < c->config->n_mounts; i++) {
+		Runtime__V1__Mount *m = rpc_msg_new(call, &runtime__v1__mount__descriptor);
+
+		m->container_path = rpc_strdup(call, c->config->mounts[i]->container_path);
+		m->host_path = rpc_strdup(call, c->config->mounts[i]->host_path);
+		m->readonly = c->config->mounts[i]->readonly;
+		m->selinux_relabel = c->config->mounts[i]->selinux_relabel;
+		m->propagation = c->config->mounts[i]->propagation;
+		st->mounts[i] = m;
+	}
+	logf = kiyot_log_file(k, c);
+	st->log_path = rpc_strdup(call, logf ? logf : "");
+	free(logf);
+	out->status = st;
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+static int container_matches(struct kiyot *k, const struct container *c,
+			     const Runtime__V1__ContainerFilter *f)
+{
+	(void)k;
+	if (!f)
+		return 1;
+	if (f->id[0] && strncmp(c->id, f->id, strlen(f->id)) != 0)
+		return 0;
+	if (f->state && f->state->state != cri_state(c->state))
+		return 0;
+	if (f->pod_sandbox_id[0] &&
+	    strncmp(c->sandbox_id, f->pod_sandbox_id, strlen(f->pod_sandbox_id)) != 0)
+		return 0;
+	return cri_labels_match((void **)c->config->labels, c->config->n_labels,
+				(void **)f->label_selector, f->n_label_selector);
+}
+
+CRI_HANDLER(list_containers)
+{
+	const Runtime__V1__ListContainersRequest *r = (const void *)req;
+	Runtime__V1__ListContainersResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	size_t n = 0;
+
+	(void)err;
+	pthread_mutex_lock(&k->lock);
+	for (struct container *c = k->containers; c; c = c->next)
+		n++;
+	out->containers = rpc_alloc(call, (n + 1) * sizeof(*out->containers));
+	for (struct container *c = k->containers; c; c = c->next) {
+		Runtime__V1__Container *o;
+
+		if (!container_matches(k, c, r->filter))
+			continue;
+		o = rpc_msg_new(call, &runtime__v1__container__descriptor);
+		o->id = rpc_strdup(call, c->id);
+		o->pod_sandbox_id = rpc_strdup(call, c->sandbox_id);
+		o->metadata = metadata_dup(call, c->config->metadata);
+		o->image = image_dup(call, c->config->image);
+		o->image_ref =
+			rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+		o->state = cri_state(c->state);
+		o->created_at = c->created_ns;
+		o->n_labels = c->config->n_labels;
+		o->labels = (void *)cri_map_dup(call,
+						&runtime__v1__container__labels_entry__descriptor,
+						(void **)c->config->labels, c->config->n_labels);
+		o->n_annotations = c->config->n_annotations;
+		o->annotations = (void *)cri_map_dup(
+			call, &runtime__v1__container__annotations_entry__descriptor,
+			(void **)c->config->annotations, c->config->n_annotations);
+		out->containers[out->n_containers++] = o;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+CRI_HANDLER(reopen_container_log)
+{
+	const Runtime__V1__ReopenContainerLogRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	struct container *c;
+	int ret = 0;
+
+	(void)call;
+	(void)resp;
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	if (!c)
+		ret = err_set(err, ENOENT, "container %s not found", r->container_id);
+	else if (c->state != CTR_RUNNING)
+		ret = err_set(err, EBUSY, "container %s is not running", c->id);
+	else /* chunks are appended by path: after a rename the next one lands in a new file,
+	      * which exists from now on, as the kubelet's log rotation expects */
+		kiyot_log_touch(k, c);
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+CRI_HANDLER(exec_sync)
+{
+	const Runtime__V1__ExecSyncRequest *r = (const void *)req;
+	Runtime__V1__ExecSyncResponse *out = (void *)resp;
+	Kiyot__Cell__V1__ExecSyncRequest areq = KIYOT__CELL__V1__EXEC_SYNC_REQUEST__INIT;
+	Kiyot__Cell__V1__ExecSyncResponse *ares = NULL;
+	struct kiyot *k = svc;
+	struct container *c;
+	struct sandbox *sb;
+	char *cell_id;
+	int ret;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	if (r->n_cmd == 0)
+		return err_set(err, EINVAL, "cmd: required");
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (!c || !sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	}
+	if (c->state != CTR_RUNNING) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, EBUSY, "container %s is not running", c->id);
+	}
+	areq.unit_id = xstrdup(c->id);
+	cell_id = xstrdup(sb->cell_id);
+	pthread_mutex_unlock(&k->lock);
+	areq.n_cmd = r->n_cmd;
+	areq.cmd = r->cmd;
+	areq.timeout_s = r->timeout;
+	ret = cells_exec_sync(k->cells, cell_id, &areq, &ares, err);
+	free(areq.unit_id);
+	free(cell_id);
+	if (ret < 0)
+		return err_wrap(err, "exec in container %s", r->container_id);
+	out->stdout.data = rpc_alloc(call, ares->stdout.len + 1);
+	memcpy(out->stdout.data, ares->stdout.data, ares->stdout.len);
+	out->stdout.len = ares->stdout.len;
+	out->stderr.data = rpc_alloc(call, ares->stderr.len + 1);
+	memcpy(out->stderr.data, ares->stderr.data, ares->stderr.len);
+	out->stderr.len = ares->stderr.len;
+	out->exit_code = ares->exit_code;
+	protobuf_c_message_free_unpacked(&ares->base, NULL);
+	return 0;
+}
+
+/*
+ * A stream of a running container's (exec, attach): checks the streams the client asks for
+ * as the kubelet's streaming server does, and fills sr's cell, unit and streams (cell_id and
+ * unit_id are copies the caller frees). *has_stdin: the container was created with stdin.
+ */
+static int stream_target(struct kiyot *k, const char *container_id, bool in, bool out, bool errs,
+			 bool tty, struct stream_request *sr, bool *has_stdin, struct err *err)
+{
+	struct container *c;
+	struct sandbox *sb;
+
+	if (!in && !out && !errs)
+		return err_set(err, EINVAL, "one of stdin, stdout and stderr must be set");
+	if (tty && errs)
+		return err_set(err, EINVAL,
+			       "tty and stderr cannot both be set (a terminal "
+			       "carries both outputs)");
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (c && sb && c->state == CTR_RUNNING) {
+		sr->cell_id = xstrdup(sb->cell_id);
+		sr->unit_id = xstrdup(c->id);
+		*has_stdin = c->config->stdin;
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (!c || !sb)
+		return err_set(err, ENOENT, "container %s not found", container_id);
+	if (!sr->unit_id)
+		return err_set(err, EBUSY, "container %s is not running", container_id);
+	sr->tty = tty;
+	sr->in = in;
+	sr->out = out;
+	sr->err = errs;
+	return 0;
+}
+
+static void stream_request_release(struct stream_request *sr)
+{
+	free((char *)sr->cell_id);
+	free((char *)sr->unit_id);
+}
+
+/* A URL on the streaming server for a command with its stdio streamed (kubectl exec). */
+CRI_HANDLER(exec)
+{
+	const Runtime__V1__ExecRequest *r = (const void *)req;
+	Runtime__V1__ExecResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_EXEC };
+	struct kiyot *k = svc;
+	_cleanup_free_ char *url = NULL;
+	bool has_stdin = false;
+	int ret;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	if (r->n_cmd == 0)
+		return err_set(err, EINVAL, "cmd: required");
+	ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
+			    &has_stdin, err);
+	if (ret == 0) {
+		sr.cmd = r->cmd;
+		sr.n_cmd = r->n_cmd;
+		url = stream_server_url(k->stream, &sr);
+		out->url = rpc_strdup(call, url);
+	}
+	stream_request_release(&sr);
+	return ret;
+}
+
+/* A URL on the streaming server for a running container's own stdio (kubectl attach): its
+ * output from then on, and its stdin when it was created with one. */
+CRI_HANDLER(attach)
+{
+	const Runtime__V1__AttachRequest *r = (const void *)req;
+	Runtime__V1__AttachResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_ATTACH };
+	struct kiyot *k = svc;
+	_cleanup_free_ char *url = NULL;
+	bool has_stdin = false;
+	int ret;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	ret = stream_target(k, r->container_id, r->stdin, r->stdout, r->stderr, r->tty, &sr,
+			    &has_stdin, err);
+	if (ret == 0 && r->stdin && !has_stdin)
+		ret = err_set(err, EINVAL,
+			      "container %s was not created with stdin: attach without stdin, or "
+			      "create the container with stdin: true",
+			      r->container_id);
+	if (ret == 0) {
+		url = stream_server_url(k->stream, &sr);
+		out->url = rpc_strdup(call, url);
+	}
+	stream_request_release(&sr);
+	return ret;
+}
+
+/* Whether limits of cpu_milli and memory fit the cell's instance type; 0 or an error. */
+static int fits_cell(struct kiyot *k, const struct sandbox *sb, int64_t cpu_milli, int64_t memory,
+		     struct err *err)
+{
+	struct catalog *cat = catalog_acquire(k->catalog);
+	const struct catalog_type *t = catalog_find(cat, sb->instance_type);
+	int ret = 0;
+
+	if (t && (cpu_milli > t->cpu_milli || memory > t->memory_bytes))
+		ret = err_set(err, EINVAL,
+			      "the limits (%lldm CPU, %lld MiB) do not fit the pod's cell, a %s "
+			      "(%lldm CPU, %lld MiB); a larger pod needs a new cell: recreate the "
+			      "pod",
+			      (long long)cpu_milli, (long long)(memory >> 20), t->name,
+			      (long long)t->cpu_milli, (long long)(t->memory_bytes >> 20));
+	catalog_release(cat);
+	return ret;
+}
+
+/* New CPU and memory limits for a container: kept in its record, applied to the running unit
+ * in place (the OCI runtime's update) and to every later start of it. */
+CRI_HANDLER(update_container_resources)
+{
+	const Runtime__V1__UpdateContainerResourcesRequest *r = (const void *)req;
+	const Runtime__V1__LinuxContainerResources *res = r->linux;
+	struct kiyot *k = svc;
+	struct container *c;
+	struct sandbox *sb;
+	_cleanup_free_ char *sid = NULL;
+	int64_t cpu = 0;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	if (!res)
+		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
+	if (res->cpu_quota > 0 && res->cpu_period > 0)
+		cpu = res->cpu_quota * 1000 / res->cpu_period;
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, r->container_id);
+	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	if (!c || !sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	}
+	ret = fits_cell(k, sb, cpu, res->memory_limit_in_bytes, err);
+	if (ret == 0) {
+		if (!c->config->linux) {
+			c->config->linux = xcalloc(1, sizeof(*c->config->linux));
+			runtime__v1__linux_container_config__init(c->config->linux);
+		}
+		if (c->config->linux->resources)
+			protobuf_c_message_free_unpacked(&c->config->linux->resources->base, NULL);
+		c->config->linux->resources = cri_msg_copy(&res->base);
+		ret = store_put_container(k->store, c, err);
+		sid = xstrdup(c->sandbox_id);
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (ret < 0)
+		return err_wrap(err, "update container %s", r->container_id);
+	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
+	if (ret < 0)
+		return err_wrap(err, "update container %s", r->container_id);
+	return 0;
+}

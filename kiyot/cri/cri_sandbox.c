@@ -1,0 +1,704 @@
+/*
+ * cri_sandbox.c: the pod sandbox half of CRI's RuntimeService. One sandbox is one cell.
+ */
+#include "cri.h"
+
+#include "cri_security.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "providers/local/cellnat.h"
+#include "cells/cells.h"
+#include "cells/cellsync.h"
+#include "events.h"
+#include "clock.h"
+#include "cri_security.h"
+#include "cri_validate.h"
+#include "log.h"
+#include "kube/podobject.h"
+#include "cells/provision.h"
+#include "state/store.h"
+#include "stream/server.h"
+#include "xalloc.h"
+
+#define CELL_ID_LEN 20
+
+void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, void **src, size_t n)
+{
+	struct kv {
+		ProtobufCMessage base;
+		char *key;
+		char *value;
+	};
+	void **out = rpc_alloc(c, (n + 1) * sizeof(void *));
+
+	for (size_t i = 0; i < n; i++) {
+		struct kv *e = rpc_msg_new(c, desc);
+		const struct kv *s = src[i];
+
+		e->key = rpc_strdup(c, s->key);
+		e->value = rpc_strdup(c, s->value);
+		out[i] = e;
+	}
+	return out;
+}
+
+const char *cri_map_get(void **map, size_t n, const char *key)
+{
+	const char *v = NULL;
+
+	/* the same key may appear twice on the wire; the last one wins */
+	for (size_t i = 0; i < n; i++) {
+		const Runtime__V1__PodSandboxConfig__LabelsEntry *e = map[i];
+
+		if (strcmp(e->key, key) == 0)
+			v = e->value;
+	}
+	return v;
+}
+
+int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector)
+{
+	for (size_t i = 0; i < n_selector; i++) {
+		const Runtime__V1__PodSandboxConfig__LabelsEntry *want = selector[i];
+		const char *have = cri_map_get(labels, n_labels, want->key);
+
+		if (!have || strcmp(have, want->value) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* The port mappings with a host port must name ports and an IPv4 host address, if any;
+ * errors name the field. */
+static int validate_port_mappings(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	struct in_addr addr;
+
+	for (size_t i = 0; i < cfg->n_port_mappings; i++) {
+		const Runtime__V1__PortMapping *pm = cfg->port_mappings[i];
+
+		if (pm->host_port == 0)
+			continue; /* a container port only: nothing for the runtime to do */
+		if (pm->host_port < 0 || pm->host_port > 65535)
+			return err_set(err, EINVAL,
+				       "port_mappings[%zu].host_port: %d is not a port (1-65535)",
+				       i, pm->host_port);
+		if (pm->container_port <= 0 || pm->container_port > 65535)
+			return err_set(
+				err, EINVAL,
+				"port_mappings[%zu].container_port: %d is not a port (1-65535)", i,
+				pm->container_port);
+		if (pm->host_ip[0] && inet_pton(AF_INET, pm->host_ip, &addr) != 1)
+			return err_set(err, EINVAL,
+				       "port_mappings[%zu].host_ip: \"%s\" is not an IPv4 address "
+				       "(cells have IPv4 addresses only)",
+				       i, pm->host_ip);
+	}
+	return 0;
+}
+
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
+			   struct err *err)
+{
+	const Runtime__V1__PodSandboxConfig *cfg = sb->config;
+	const Runtime__V1__LinuxPodSandboxConfig *lx = cfg->linux;
+	_cleanup_free_ struct cellnat_port *ports = NULL;
+	_cleanup_free_ char *owner = NULL;
+	size_t n = 0;
+
+	if (k->provider.ops->remote_files || !cfg->n_port_mappings ||
+	    (lx && lx->security_context && lx->security_context->namespace_options &&
+	     lx->security_context->namespace_options->network == RUNTIME__V1__NAMESPACE_MODE__NODE))
+		return 0;
+	ports = xcalloc(cfg->n_port_mappings, sizeof(*ports));
+	for (size_t i = 0; i < cfg->n_port_mappings; i++) {
+		const Runtime__V1__PortMapping *pm = cfg->port_mappings[i];
+
+		if (pm->host_port <= 0)
+			continue;
+		ports[n].protocol = pm->protocol == RUNTIME__V1__PROTOCOL__UDP	  ? "udp"
+				    : pm->protocol == RUNTIME__V1__PROTOCOL__SCTP ? "sctp"
+										  : "tcp";
+		ports[n].host_port = pm->host_port;
+		ports[n].container_port = pm->container_port;
+		ports[n].host_ip = pm->host_ip;
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	owner = xasprintf("%s/%s", cfg->metadata->namespace_, cfg->metadata->name);
+	return cellnat_hostports_set(k->cfg.bridge, k->cfg.cell_cidr, sb->cell_id, owner, ip, ports,
+				     n, err);
+}
+
+/* Checks what a sandbox must carry; errors name the field. */
+static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	if (!cfg)
+		return err_set(err, EINVAL, "config: required");
+	if (!cfg->metadata)
+		return err_set(err, EINVAL, "config.metadata: required");
+	if (!cfg->metadata->name[0])
+		return err_set(err, EINVAL, "config.metadata.name: required");
+	if (!cfg->metadata->namespace_[0])
+		return err_set(err, EINVAL, "config.metadata.namespace: required");
+	if (!cfg->metadata->uid[0])
+		return err_set(err, EINVAL, "config.metadata.uid: required");
+	if (validate_port_mappings(cfg, err) < 0)
+		return -err->code;
+	return cri_security_check_sandbox(cfg, err);
+}
+
+static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		const Runtime__V1__PodSandboxMetadata *o = s->config->metadata;
+
+		if (strcmp(o->uid, m->uid) == 0 && strcmp(o->name, m->name) == 0 &&
+		    strcmp(o->namespace_, m->namespace_) == 0 && o->attempt == m->attempt)
+			return s;
+	}
+	return NULL;
+}
+
+static void sandbox_unlink(struct kiyot *k, struct sandbox *sb)
+{
+	for (struct sandbox **pp = &k->sandboxes; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			return;
+		}
+}
+
+static void set_field(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = xstrdup(v);
+}
+
+/* Undoes a RunPodSandbox that failed after its record was made: the cell and the record go. */
+static void run_undo(struct kiyot *k, struct sandbox *sb)
+{
+	struct err err = ERR_INIT;
+
+	if (cells_terminate(k->cells, sb->cell_id, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+	pthread_mutex_lock(&k->lock);
+	sandbox_unlink(k, sb);
+	if (store_delete_sandbox(k->store, sb->id, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+	pthread_mutex_unlock(&k->lock);
+	sandbox_free(sb);
+	cellsync_kick(k->cellsync);
+}
+
+/* The Pod object reader, made at the first RunPodSandbox (outside the lock: it reads the
+ * kubeconfig); a racing second one is dropped. */
+static struct podobject_reader *pod_reader(struct kiyot *k)
+{
+	struct podobject_reader *r, *made = NULL;
+
+	pthread_mutex_lock(&k->lock);
+	r = k->pod_reader;
+	pthread_mutex_unlock(&k->lock);
+	if (r)
+		return r;
+	made = podobject_reader_new(k->cfg.kubeconfig, 0);
+	pthread_mutex_lock(&k->lock);
+	if (!k->pod_reader) {
+		k->pod_reader = made;
+		made = NULL;
+	}
+	r = k->pod_reader;
+	pthread_mutex_unlock(&k->lock);
+	podobject_reader_free(made);
+	return r;
+}
+
+/* The sandbox's Pod object from the API server, or NULL when there is none to use: the
+ * sandbox config is the fallback, with a warning saying why (no API server: silently). */
+static struct podspec *pod_object(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *md)
+{
+	struct podobject_reader *r = pod_reader(k);
+	struct podspec *pod = NULL;
+	struct err err = ERR_INIT;
+	int64_t t0 = clock_mono_ns();
+
+	if (!podobject_reader_enabled(r))
+		return NULL;
+	if (podobject_get(r, md->namespace_, md->name, md->uid, &pod, &err) < 0) {
+		log_warn("pod %s/%s: sizing from the sandbox config, not the Pod object: %s",
+			 md->namespace_, md->name, err.msg);
+		return NULL;
+	}
+	log_debug("pod %s/%s: Pod object read in %lld ms", md->namespace_, md->name,
+		  (long long)((clock_mono_ns() - t0) / 1000000));
+	return pod;
+}
+
+/* The images to pre-pull as soon as the cell serves, from the Pod object (a JSON array of
+ * strings), or NULL when there are none: the cell pre-pulls them, or the node into its store
+ * when it keeps the images (once the cell is up: a local registry mirror may be on the cells'
+ * bridge, which the first cell makes). */
+static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSandboxMetadata *md)
+{
+	size_t dropped = 0;
+	json_t *list = pod ? podobject_prepull(pod, &dropped) : NULL;
+
+	if (dropped)
+		log_info("pod %s/%s: %zu images are not pre-pulled (over %d images or %d bytes, "
+			 "or not a reference); the kubelet's pulls fetch them",
+			 md->namespace_, md->name, dropped, PODOBJECT_MAX_PREPULL,
+			 PODOBJECT_MAX_PREPULL_BYTES);
+	if (json_array_size(list) == 0) {
+		json_decref(list);
+		return NULL;
+	}
+	return list;
+}
+
+CRI_HANDLER(run_pod_sandbox)
+{
+	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
+	Runtime__V1__RunPodSandboxResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	struct size_choice choice = { 0 };
+	struct cell_spec creq = { 0 };
+	struct sandbox *sb, *dup;
+	const char **label_keys, **label_values;
+	struct podspec *pod;
+	json_t *prepull = NULL;
+	const char **prepull_refs = NULL;
+	char *ip = NULL;
+	int ret;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	if (validate_config(r->config, err) < 0)
+		return -err->code;
+	if (r->runtime_handler[0] && strcmp(r->runtime_handler, "kiyot") != 0)
+		return err_set(err, EINVAL,
+			       "runtime_handler \"%s\" is not known; kiyot has only the default "
+			       "handler (\"\" or \"kiyot\")",
+			       r->runtime_handler);
+	pthread_mutex_lock(&k->lock);
+	dup = find_by_metadata(k, r->config->metadata);
+	if (dup && (dup->state == SANDBOX_READY || dup->launching || !dup->cell_id[0])) {
+		/* a retried RunPodSandbox: answer with the sandbox already made */
+		out->pod_sandbox_id = rpc_strdup(call, dup->id);
+		ret = dup->state == SANDBOX_READY
+			      ? 0
+			      : err_set(err, dup->launching ? EAGAIN : EEXIST,
+					"pod %s/%s attempt %u already has sandbox %s, which is %s",
+					r->config->metadata->namespace_, r->config->metadata->name,
+					r->config->metadata->attempt, dup->id,
+					dup->launching ? "still starting; retry"
+						       : "stopped; remove it first");
+		pthread_mutex_unlock(&k->lock);
+		return ret;
+	}
+	/* a launch that a crash interrupted is resumed with its record and cell id, so the
+	 * provider's idempotent launch finds the cell (or instance) already made */
+	sb = dup;
+	if (sb)
+		sb->launching = 1;
+	pthread_mutex_unlock(&k->lock);
+
+	pod = pod_object(k, r->config->metadata);
+	prepull = pod_prepull(pod, r->config->metadata);
+	ret = provision_size_pod(k, r->config, pod, &choice, err);
+	podspec_free(pod);
+	if (ret < 0) {
+		json_decref(prepull);
+		if (sb) {
+			pthread_mutex_lock(&k->lock);
+			sb->launching = 0;
+			pthread_mutex_unlock(&k->lock);
+		}
+		return -err->code;
+	}
+	if (!sb) {
+		sb = xcalloc(1, sizeof(*sb));
+		sb->id = kiyot_new_id();
+		sb->config = cri_msg_copy(&r->config->base);
+		sb->runtime_handler = xstrdup(r->runtime_handler);
+		sb->state = SANDBOX_NOTREADY;
+		sb->created_ns = clock_now_ns();
+		sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
+		sb->ip = xstrdup("");
+		sb->instance_type = xstrdup(choice.instance_type);
+		sb->sizing_reason = xstrdup(choice.reason);
+		sb->launching = 1;
+		/* recorded before the launch, so a crash mid-launch leaves a record that owns
+		 * the cell */
+		pthread_mutex_lock(&k->lock);
+		sb->next = k->sandboxes;
+		k->sandboxes = sb;
+		ret = store_put_sandbox(k->store, sb, err);
+		pthread_mutex_unlock(&k->lock);
+		if (ret < 0)
+			goto fail;
+	} else {
+		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id,
+			 sb->cell_id);
+	}
+
+	creq.cell_id = sb->cell_id;
+	creq.pod_uid = sb->config->metadata->uid;
+	creq.pod_name = sb->config->metadata->name;
+	creq.pod_namespace = sb->config->metadata->namespace_;
+	creq.instance_type = choice.instance_type;
+	creq.cpus = choice.cpus;
+	creq.memory_bytes = choice.memory_bytes;
+	creq.spot = choice.spot;
+	creq.fallback_types = (const char *const *)choice.alternatives;
+	creq.n_fallback_types = choice.n_alternatives;
+	creq.n_prepull = k->node_images ? 0 : json_array_size(prepull);
+	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
+	for (size_t i = 0; i < creq.n_prepull; i++)
+		prepull_refs[i] = json_string_value(json_array_get(prepull, i));
+	creq.prepull = prepull_refs;
+	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
+	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
+	for (size_t i = 0; i < sb->config->n_labels; i++) {
+		label_keys[i] = sb->config->labels[i]->key;
+		label_values[i] = sb->config->labels[i]->value;
+	}
+	creq.label_keys = label_keys;
+	creq.label_values = label_values;
+	creq.n_labels = sb->config->n_labels;
+	cellsync_kick(k->cellsync);
+	ret = cells_launch(k->cells, &creq, &ip, err);
+	free(label_keys);
+	free(label_values);
+	free(prepull_refs);
+	prepull_refs = NULL;
+	if (ret < 0)
+		goto fail;
+
+	ret = cri_sandbox_host_ports(k, sb, ip, err);
+	if (ret < 0) {
+		free(ip);
+		goto fail;
+	}
+	pthread_mutex_lock(&k->lock);
+	set_field(&sb->ip, ip);
+	sb->state = SANDBOX_READY;
+	sb->launching = 0;
+	ret = store_put_sandbox(k->store, sb, err);
+	pthread_mutex_unlock(&k->lock);
+	free(ip);
+	cellsync_kick(k->cellsync);
+	if (ret < 0)
+		goto fail;
+	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
+		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
+		 choice.instance_type, sb->ip);
+	if (k->node_images && prepull)
+		kiyot_node_prepull(k, prepull);
+	out->pod_sandbox_id = rpc_strdup(call, sb->id);
+	size_choice_release(&choice);
+	json_decref(prepull);
+	return 0;
+fail:
+	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
+	run_undo(k, sb);
+	size_choice_release(&choice);
+	json_decref(prepull);
+	return -err->code;
+}
+
+void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
+{
+	int64_t now = clock_now_ns();
+	struct err err = ERR_INIT;
+
+	sb->state = SANDBOX_NOTREADY;
+	for (struct container *c = k->containers; c; c = c->next) {
+		if (strcmp(c->sandbox_id, sb->id) != 0 || c->state == CTR_EXITED)
+			continue;
+		if (c->state == CTR_RUNNING) {
+			c->exit_code = 137;
+			c->finished_ns = now;
+		} else {
+			c->exit_code = 0;
+		}
+		c->state = CTR_EXITED;
+		free(c->reason);
+		c->reason = xstrdup(reason);
+		c->desired = DESIRED_STOPPED;
+		if (store_put_container(k->store, c, &err) < 0)
+			log_error("container %s: %s", c->id, err.msg);
+		events_publish_container(k, c);
+	}
+	if (store_put_sandbox(k->store, sb, &err) < 0)
+		log_error("sandbox %s: %s", sb->id, err.msg);
+}
+
+/* Stops the pod: its cell is terminated, which ends every unit in it. */
+static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
+{
+	struct sandbox *sb;
+	char *cell_id;
+	int ret;
+
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, id);
+	if (!sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "pod sandbox %s not found", id);
+	}
+	if (sb->launching) {
+		/* RunPodSandbox still works on this record (and its cell); it must not go */
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, EAGAIN, "pod sandbox %s is still starting; retry when it is",
+			       id);
+	}
+	cell_id = xstrdup(sb->cell_id);
+	pthread_mutex_unlock(&k->lock);
+	if (cell_id[0]) {
+		ret = cells_terminate(k->cells, cell_id, err);
+		if (ret < 0) {
+			free(cell_id);
+			return err_wrap(err, "stop pod sandbox %s", id);
+		}
+	}
+	free(cell_id);
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, id);
+	if (sb) {
+		kiyot_sandbox_lost(k, sb, "PodSandboxStopped");
+		sb->cell_id[0] = '\0';
+		ret = store_put_sandbox(k->store, sb, err);
+	} else {
+		ret = 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+	cellsync_kick(k->cellsync);
+	return ret;
+}
+
+CRI_HANDLER(stop_pod_sandbox)
+{
+	const Runtime__V1__StopPodSandboxRequest *r = (const void *)req;
+
+	(void)call;
+	(void)resp;
+	return sandbox_stop(svc, r->pod_sandbox_id, err);
+}
+
+CRI_HANDLER(remove_pod_sandbox)
+{
+	const Runtime__V1__RemovePodSandboxRequest *r = (const void *)req;
+	struct kiyot *k = svc;
+	struct sandbox *sb;
+	int ret;
+
+	(void)call;
+	(void)resp;
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	pthread_mutex_unlock(&k->lock);
+	if (!sb)
+		return 0; /* already removed: removal is idempotent */
+	ret = sandbox_stop(k, r->pod_sandbox_id, err);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	if (sb) {
+		for (struct container **pp = &k->containers; *pp;) {
+			struct container *c = *pp;
+
+			if (strcmp(c->sandbox_id, sb->id) != 0) {
+				pp = &c->next;
+				continue;
+			}
+			*pp = c->next;
+			if (store_delete_container(k->store, c->id, err) < 0)
+				log_error("container %s: %s", c->id, err->msg);
+			events_publish_deleted(k, c);
+			container_free(c);
+		}
+		sandbox_unlink(k, sb);
+		ret = store_delete_sandbox(k->store, sb->id, err);
+		sandbox_free(sb);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+/* The sandbox as the list and status answers show it. */
+static Runtime__V1__PodSandboxMetadata *metadata_dup(struct rpc_call *call,
+						     const Runtime__V1__PodSandboxMetadata *m)
+{
+	Runtime__V1__PodSandboxMetadata *o =
+		rpc_msg_new(call, &runtime__v1__pod_sandbox_metadata__descriptor);
+
+	o->name = rpc_strdup(call, m->name);
+	o->uid = rpc_strdup(call, m->uid);
+	o->namespace_ = rpc_strdup(call, m->namespace_);
+	o->attempt = m->attempt;
+	return o;
+}
+
+CRI_HANDLER(pod_sandbox_status)
+{
+	const Runtime__V1__PodSandboxStatusRequest *r = (const void *)req;
+	Runtime__V1__PodSandboxStatusResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	Runtime__V1__PodSandboxStatus *st;
+	struct sandbox *sb;
+
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	if (!sb) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+	}
+	st = rpc_msg_new(call, &runtime__v1__pod_sandbox_status__descriptor);
+	st->id = rpc_strdup(call, sb->id);
+	st->metadata = metadata_dup(call, sb->config->metadata);
+	st->state = sb->state == SANDBOX_READY ? RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+					       : RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+	st->created_at = sb->created_ns;
+	st->network = rpc_msg_new(call, &runtime__v1__pod_sandbox_network_status__descriptor);
+	st->network->ip = rpc_strdup(call, sb->state == SANDBOX_READY ? sb->ip : "");
+	st->linux = rpc_msg_new(call, &runtime__v1__linux_pod_sandbox_status__descriptor);
+	st->linux->namespaces = rpc_msg_new(call, &runtime__v1__namespace__descriptor);
+	st->linux->namespaces->options =
+		rpc_msg_new(call, &runtime__v1__namespace_option__descriptor);
+	if (sb->config->linux && sb->config->linux->security_context &&
+	    sb->config->linux->security_context->namespace_options) {
+		const Runtime__V1__NamespaceOption *no =
+			sb->config->linux->security_context->namespace_options;
+
+		st->linux->namespaces->options->network = no->network;
+		st->linux->namespaces->options->pid = no->pid;
+		st->linux->namespaces->options->ipc = no->ipc;
+	}
+	st->n_labels = sb->config->n_labels;
+	st->labels = (void *)cri_map_dup(call,
+					 &runtime__v1__pod_sandbox_status__labels_entry__descriptor,
+					 (void **)sb->config->labels, sb->config->n_labels);
+	st->n_annotations = sb->config->n_annotations;
+	st->annotations = (void *)cri_map_dup(
+		call, &runtime__v1__pod_sandbox_status__annotations_entry__descriptor,
+		(void **)sb->config->annotations, sb->config->n_annotations);
+	st->runtime_handler = rpc_strdup(call, sb->runtime_handler);
+	out->status = st;
+	if (r->verbose) {
+		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
+			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
+		json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id, "instanceType",
+				      sb->instance_type, "ip", sb->ip, "sizingReason",
+				      sb->sizing_reason);
+		char *info = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+		json_decref(j);
+		e->key = rpc_strdup(call, "info");
+		e->value = rpc_strdup(call, info ? info : "{}");
+		free(info);
+		out->info = rpc_alloc(call, sizeof(*out->info));
+		out->info[0] = e;
+		out->n_info = 1;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+static int sandbox_matches(const struct sandbox *sb, const Runtime__V1__PodSandboxFilter *f)
+{
+	if (!f)
+		return 1;
+	if (f->id[0] && strncmp(sb->id, f->id, strlen(f->id)) != 0)
+		return 0;
+	if (f->state && (int)f->state->state != (int)sb->state)
+		return 0;
+	return cri_labels_match((void **)sb->config->labels, sb->config->n_labels,
+				(void **)f->label_selector, f->n_label_selector);
+}
+
+CRI_HANDLER(list_pod_sandbox)
+{
+	const Runtime__V1__ListPodSandboxRequest *r = (const void *)req;
+	Runtime__V1__ListPodSandboxResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	size_t n = 0;
+
+	(void)err;
+	pthread_mutex_lock(&k->lock);
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
+		n++;
+	out->items = rpc_alloc(call, (n + 1) * sizeof(*out->items));
+	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+		Runtime__V1__PodSandbox *p;
+
+		if (!sandbox_matches(sb, r->filter))
+			continue;
+		p = rpc_msg_new(call, &runtime__v1__pod_sandbox__descriptor);
+		p->id = rpc_strdup(call, sb->id);
+		p->metadata = metadata_dup(call, sb->config->metadata);
+		p->state = sb->state == SANDBOX_READY
+				   ? RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+				   : RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY;
+		p->created_at = sb->created_ns;
+		p->n_labels = sb->config->n_labels;
+		p->labels = (void *)cri_map_dup(call,
+						&runtime__v1__pod_sandbox__labels_entry__descriptor,
+						(void **)sb->config->labels, sb->config->n_labels);
+		p->n_annotations = sb->config->n_annotations;
+		p->annotations = (void *)cri_map_dup(
+			call, &runtime__v1__pod_sandbox__annotations_entry__descriptor,
+			(void **)sb->config->annotations, sb->config->n_annotations);
+		p->runtime_handler = rpc_strdup(call, sb->runtime_handler);
+		out->items[out->n_items++] = p;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+/* A URL on the streaming server for connections to the pod's ports (kubectl port-forward). */
+CRI_HANDLER(port_forward)
+{
+	const Runtime__V1__PortForwardRequest *r = (const void *)req;
+	Runtime__V1__PortForwardResponse *out = (void *)resp;
+	struct stream_request sr = { .kind = STREAM_PORTFORWARD };
+	struct kiyot *k = svc;
+	struct sandbox *sb;
+	_cleanup_free_ char *cell_id = NULL, *url = NULL;
+	bool ready;
+
+	if (cri_validate(req, err) < 0)
+		return -err->code;
+	for (size_t i = 0; i < r->n_port; i++)
+		if (r->port[i] < 1 || r->port[i] > 65535)
+			return err_set(err, EINVAL, "port: %d is not a TCP port", r->port[i]);
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	ready = sb && sb->state == SANDBOX_READY;
+	if (ready) {
+		const Runtime__V1__LinuxPodSandboxConfig *lx = sb->config->linux;
+
+		cell_id = xstrdup(sb->cell_id);
+		sr.host_network = lx && lx->security_context &&
+				  lx->security_context->namespace_options &&
+				  lx->security_context->namespace_options->network ==
+					  RUNTIME__V1__NAMESPACE_MODE__NODE;
+	}
+	pthread_mutex_unlock(&k->lock);
+	if (!sb)
+		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+	if (!ready)
+		return err_set(err, EBUSY, "pod sandbox %s is not ready", r->pod_sandbox_id);
+	sr.cell_id = cell_id;
+	sr.ports = r->port;
+	sr.n_ports = r->n_port;
+	url = stream_server_url(k->stream, &sr);
+	out->url = rpc_strdup(call, url);
+	return 0;
+}

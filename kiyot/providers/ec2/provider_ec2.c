@@ -1,0 +1,564 @@
+/*
+ * provider_ec2.c: cells as EC2 instances. The cloud is the source of truth: every instance
+ * kiyot launches carries its cluster id and cell id as tags, list() asks EC2 (one paginated
+ * DescribeInstances filtered by the cluster id), and nothing without our cluster id is ever
+ * touched.
+ *
+ * Launches are idempotent: the ClientToken comes from the cluster, the pod UID, the cell and the
+ * instance type, so a retried launch (after a timeout, or a kiyot killed mid-launch) gets the
+ * same instance back instead of a second one. A type without capacity passes the launch to the
+ * next candidate sizing offered.
+ *
+ * Waiting for instances to run is batched: a poller thread describes all of the cluster's
+ * instances in one call while any launch waits, and wakes every waiter; a hundred launches
+ * cost one DescribeInstances a second, not a hundred.
+ */
+#include "providers/provider.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "awscreds.h"
+#include "clock.h"
+#include "codec.h"
+#include "ec2.h"
+#include "log.h"
+#include "xalloc.h"
+
+#define DEFAULT_LAUNCH_TIMEOUT_S 600
+#define DEFAULT_POLL_MS 1000
+
+/* What the poller last saw of one of our instances. */
+struct seen {
+	char *instance_id;
+	char *cell_id;
+	char *state;
+	char *ip;
+};
+
+struct ec2p {
+	char *cluster_id;
+	char *image_id, *subnet_id, *instance_profile;
+	char **security_groups;
+	size_t n_security_groups;
+	int launch_timeout_s, poll_ms;
+	struct aws_creds_provider *creds;
+	struct ec2_client *client;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* the cache changed, or a waiter arrived, or stop */
+	struct seen *cache;
+	size_t n_cache;
+	uint64_t generation; /* bumped by every poll */
+	int waiters;
+	int stop;
+	pthread_t poller;
+
+	pthread_mutex_t term_lock; /* the terminate batch: queue and its leader */
+	pthread_cond_t term_cond;
+	struct term_req *term_queue;
+	int term_leader;
+};
+
+static void seen_free(struct seen *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].instance_id);
+		free(a[i].cell_id);
+		free(a[i].state);
+		free(a[i].ip);
+	}
+	free(a);
+}
+
+/* DescribeInstances of every live instance of the cluster (one paginated call). */
+static int describe_ours(struct ec2p *p, struct ec2_instance **out, size_t *n, struct err *err)
+{
+	const char *cluster[] = { p->cluster_id };
+	const char *states[] = { "pending", "running", "shutting-down", "stopping", "stopped" };
+	struct ec2_filter f[2] = {
+		{ "tag:" EC2_TAG_CLUSTER_ID, cluster, 1 },
+		{ "instance-state-name", states, ARRAY_SIZE(states) },
+	};
+	struct ec2_describe_query q = { f, 2, NULL, 0, 0 };
+
+	return ec2_describe_instances(p->client, &q, out, n, NULL, err);
+}
+
+static void *poller_thread(void *arg)
+{
+	struct ec2p *p = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		struct ec2_instance *inst = NULL;
+		struct seen *fresh;
+		size_t n = 0;
+		struct err err = ERR_INIT;
+		int ret;
+
+		if (!p->waiters) {
+			pthread_cond_wait(&p->cond, &p->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&p->lock);
+		ret = describe_ours(p, &inst, &n, &err);
+		if (ret < 0)
+			log_warn("ec2: describing instances: %s", err.msg);
+		fresh = xcalloc(n + 1, sizeof(*fresh));
+		for (size_t i = 0; i < n; i++) {
+			const char *cell = ec2_tags_get(&inst[i].tags, EC2_TAG_CELL_ID);
+
+			fresh[i].instance_id = xstrdup(inst[i].instance_id);
+			fresh[i].cell_id = xstrdup(cell ? cell : "");
+			fresh[i].state = xstrdup(inst[i].state);
+			fresh[i].ip = xstrdup(inst[i].private_ip ? inst[i].private_ip : "");
+		}
+		ec2_instances_free(inst, n);
+		pthread_mutex_lock(&p->lock);
+		if (ret == 0) {
+			seen_free(p->cache, p->n_cache);
+			p->cache = fresh;
+			p->n_cache = n;
+		} else {
+			seen_free(fresh, n);
+		}
+		p->generation++;
+		pthread_cond_broadcast(&p->cond);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += p->poll_ms / 1000;
+		ts.tv_nsec += (long)(p->poll_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!p->stop && pthread_cond_timedwait(&p->cond, &p->lock, &ts) == 0)
+			; /* wake-ups from waiters do not shorten the period */
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Waits until the poller sees the instance running with an address. Fills *ip. */
+static int wait_running(struct ec2p *p, const char *instance_id, char **ip, struct err *err)
+{
+	int64_t deadline = clock_mono_ns() + (int64_t)p->launch_timeout_s * 1000000000LL;
+	int ret = -ETIMEDOUT;
+
+	pthread_mutex_lock(&p->lock);
+	p->waiters++;
+	pthread_cond_broadcast(&p->cond);
+	while (!p->stop && clock_mono_ns() < deadline) {
+		uint64_t gen = p->generation;
+		struct timespec ts;
+
+		for (size_t i = 0; i < p->n_cache; i++) {
+			const struct seen *s = &p->cache[i];
+
+			if (strcmp(s->instance_id, instance_id) != 0)
+				continue;
+			if (strcmp(s->state, "running") == 0 && s->ip[0]) {
+				*ip = xstrdup(s->ip);
+				ret = 0;
+			} else if (strcmp(s->state, "pending") != 0) {
+				ret = err_set(err, EIO, "instance %s is %s, not running",
+					      instance_id, s->state);
+			}
+		}
+		if (ret != -ETIMEDOUT)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += 1;
+		while (!p->stop && p->generation == gen)
+			if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) != 0)
+				break;
+	}
+	p->waiters--;
+	pthread_mutex_unlock(&p->lock);
+	if (ret == -ETIMEDOUT)
+		err_set(err, ETIMEDOUT, "instance %s did not run with an address within %d s",
+			instance_id, p->launch_timeout_s);
+	return ret;
+}
+
+/* The idempotency token of a launch: the same pod, cell and type always give the same one. */
+static void client_token(const struct ec2p *p, const struct cell_spec *spec, const char *type,
+			 char out[EC2_MAX_CLIENT_TOKEN + 1])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char *key = xasprintf("%s/%s/%s/%s", p->cluster_id, spec->pod_uid ? spec->pod_uid : "",
+			      spec->cell_id, type);
+	char hex[65];
+
+	EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha256(), NULL);
+	free(key);
+	hex_encode(md, 32, hex);
+	/* "kiyot-" and the pod UID where it fits, then the hash: <= 64 characters */
+	snprintf(out, EC2_MAX_CLIENT_TOKEN + 1, "kiyot-%.36s-%.21s",
+		 spec->pod_uid ? spec->pod_uid : "", hex);
+}
+
+static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info *out,
+		      struct err *err)
+{
+	struct ec2p *p = self;
+	struct ec2_pod_ident ident = { 0 };
+	struct ec2_tags tags = EC2_TAGS_INIT;
+	struct ec2_instance inst = { 0 };
+	const char *types[8];
+	size_t n_types = 0;
+	enum ec2_errclass cls = EC2_OK;
+	char *ip = NULL;
+	int ret = -EINVAL;
+
+	ident.cluster_id = p->cluster_id;
+	ident.cell_id = spec->cell_id;
+	ident.pod_name = spec->pod_name;
+	ident.pod_namespace = spec->pod_namespace;
+	ident.pod_uid = spec->pod_uid;
+	ident.label_keys = spec->label_keys;
+	ident.label_values = spec->label_values;
+	ident.n_labels = spec->n_labels;
+	if (ec2_pod_tags(&ident, &tags, err) < 0)
+		return err_wrap(err, "cell %s tags", spec->cell_id);
+	types[n_types++] = spec->instance_type;
+	for (size_t i = 0; i < spec->n_fallback_types && n_types < ARRAY_SIZE(types); i++)
+		types[n_types++] = spec->fallback_types[i];
+	for (size_t i = 0; i < n_types; i++) {
+		struct ec2_run_spec rs = { 0 };
+		char token[EC2_MAX_CLIENT_TOKEN + 1];
+
+		client_token(p, spec, types[i], token);
+		rs.client_token = token;
+		rs.image_id = p->image_id;
+		rs.instance_type = types[i];
+		rs.subnet_id = p->subnet_id;
+		rs.security_group_ids = (const char *const *)p->security_groups;
+		rs.n_security_group_ids = p->n_security_groups;
+		rs.iam_instance_profile = p->instance_profile;
+		rs.user_data = spec->bootstrap;
+		rs.user_data_len = spec->bootstrap ? strlen(spec->bootstrap) : 0;
+		rs.tags = &tags;
+		rs.spot = spec->spot;
+		err_clear(err);
+		ret = ec2_run_instance(p->client, &rs, &inst, &cls, err);
+		if (ret == 0)
+			break;
+		if (cls != EC2_CAPACITY)
+			break;
+		log_warn("ec2: cell %s: %s; trying the next type", spec->cell_id, err->msg);
+	}
+	ec2_tags_release(&tags);
+	if (ret < 0)
+		return err_wrap(err, "cell %s", spec->cell_id);
+	log_info("ec2: cell %s is instance %s (%s%s)", spec->cell_id, inst.instance_id,
+		 inst.instance_type, inst.spot ? ", spot" : "");
+	ret = wait_running(p, inst.instance_id, &ip, err);
+	if (ret == 0) {
+		out->cell_id = xstrdup(spec->cell_id);
+		out->instance_id = xstrdup(inst.instance_id);
+		out->instance_type = xstrdup(inst.instance_type);
+		out->ip = ip;
+		out->pod_uid = xstrdup(spec->pod_uid ? spec->pod_uid : "");
+		out->launched_ns = inst.launch_ns ? inst.launch_ns : clock_now_ns();
+		out->phase = CELL_RUNNING;
+	} else {
+		err_wrap(err, "cell %s", spec->cell_id);
+	}
+	ec2_instance_release(&inst);
+	return ret;
+}
+
+static enum cell_phase phase_of(const char *state)
+{
+	if (strcmp(state, "pending") == 0)
+		return CELL_PENDING;
+	if (strcmp(state, "running") == 0)
+		return CELL_RUNNING;
+	if (strcmp(state, "shutting-down") == 0 || strcmp(state, "stopping") == 0)
+		return CELL_TERMINATING;
+	if (strcmp(state, "terminated") == 0)
+		return CELL_TERMINATED;
+	return CELL_FAILED;
+}
+
+static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err *err)
+{
+	struct ec2p *p = self;
+	struct ec2_instance *inst = NULL;
+	struct cell_info *a;
+	size_t n = 0;
+
+	if (describe_ours(p, &inst, &n, err) < 0)
+		return err_wrap(err, "ec2: listing the cluster's instances");
+	a = xcalloc(n + 1, sizeof(*a));
+	for (size_t i = 0; i < n; i++) {
+		const char *cell = ec2_tags_get(&inst[i].tags, EC2_TAG_CELL_ID);
+		const char *uid = ec2_tags_get(&inst[i].tags, EC2_TAG_POD_UID);
+
+		/* an instance of ours without a cell id is known by its instance id */
+		a[i].cell_id = xstrdup(cell && cell[0] ? cell : inst[i].instance_id);
+		a[i].instance_id = xstrdup(inst[i].instance_id);
+		a[i].instance_type = xstrdup(inst[i].instance_type);
+		a[i].ip = xstrdup(inst[i].private_ip ? inst[i].private_ip : "");
+		a[i].pod_uid = xstrdup(uid ? uid : "");
+		a[i].launched_ns = inst[i].launch_ns;
+		a[i].phase = phase_of(inst[i].state);
+	}
+	ec2_instances_free(inst, n);
+	*out = a;
+	*nout = n;
+	return 0;
+}
+
+/* One terminate waiting to be batched. */
+struct term_req {
+	const char *cell_id;
+	int done;
+	int ret;
+	struct err err;
+	struct term_req *next;
+};
+
+#define TERM_BATCH_WINDOW_US 50000 /* how long a batch gathers company */
+#define TERM_FILTER_VALUES 100	   /* filter values per DescribeInstances */
+
+/* Describes the cluster's live instances whose tag:cell-id (or instance-id) is one of ids. */
+static int find_live(struct ec2p *p, const char *filter, const char **ids, size_t n,
+		     struct ec2_instance **out, size_t *nout, struct err *err)
+{
+	const char *cluster[] = { p->cluster_id };
+	const char *states[] = { "pending", "running", "stopping", "stopped" };
+	struct ec2_filter f[3] = {
+		{ "tag:" EC2_TAG_CLUSTER_ID, cluster, 1 }, /* only ever ours */
+		{ filter, ids, n },
+		{ "instance-state-name", states, ARRAY_SIZE(states) },
+	};
+	struct ec2_describe_query q = { f, 3, NULL, 0, 0 };
+
+	return ec2_describe_instances(p->client, &q, out, nout, NULL, err);
+}
+
+/* Terminates the instances of every request of a batch: one DescribeInstances per hundred
+ * cells and one TerminateInstances for all, instead of two calls per cell. */
+static int terminate_batch(struct ec2p *p, struct term_req *batch, struct err *err)
+{
+	const char **cells = NULL, **iids = NULL, **kill = NULL;
+	size_t nc = 0, ni = 0, nk = 0, cap_c = 0, cap_i = 0, cap_k = 0;
+	enum ec2_errclass cls = EC2_OK;
+	int ret = 0;
+
+	for (struct term_req *r = batch; r; r = r->next) {
+		int by_id = strncmp(r->cell_id, "i-", 2) == 0;
+
+		xgrow(by_id ? (void **)&iids : (void **)&cells, by_id ? &cap_i : &cap_c,
+		      (by_id ? ni : nc) + 1, sizeof(char *));
+		if (by_id)
+			iids[ni++] = r->cell_id;
+		else
+			cells[nc++] = r->cell_id;
+	}
+	for (int pass = 0; pass < 2 && ret == 0; pass++) {
+		const char **ids = pass ? iids : cells;
+		size_t n = pass ? ni : nc;
+
+		for (size_t off = 0; off < n && ret == 0; off += TERM_FILTER_VALUES) {
+			size_t m = n - off < TERM_FILTER_VALUES ? n - off : TERM_FILTER_VALUES;
+			struct ec2_instance *inst = NULL;
+			size_t found = 0;
+
+			ret = find_live(p, pass ? "instance-id" : "tag:" EC2_TAG_CELL_ID, ids + off,
+					m, &inst, &found, err);
+			for (size_t i = 0; ret == 0 && i < found; i++) {
+				xgrow((void **)&kill, &cap_k, nk + 1, sizeof(char *));
+				kill[nk++] = xstrdup(inst[i].instance_id);
+			}
+			ec2_instances_free(inst, found);
+		}
+	}
+	for (size_t off = 0; ret == 0 && off < nk; off += EC2_MAX_IDS_PER_CALL) {
+		size_t m = nk - off < EC2_MAX_IDS_PER_CALL ? nk - off : EC2_MAX_IDS_PER_CALL;
+
+		ret = ec2_terminate_instances(p->client, kill + off, m, &cls, err);
+		if (ret < 0 && cls == EC2_NOT_FOUND) {
+			err_clear(err);
+			ret = 0; /* already gone: terminate is idempotent */
+		}
+	}
+	if (ret == 0 && nk)
+		log_info("ec2: terminated %zu instance%s of %zu cell%s", nk, nk == 1 ? "" : "s",
+			 nc + ni, nc + ni == 1 ? "" : "s");
+	for (size_t i = 0; i < nk; i++)
+		free((char *)kill[i]);
+	free(kill);
+	free(cells);
+	free(iids);
+	return ret;
+}
+
+/* Leads one batch: gathers the requests that arrive within the window, runs them, and marks
+ * them done. Called and returns with term_lock held. */
+static void terminate_lead(struct ec2p *p)
+{
+	struct term_req *batch;
+	struct err err = ERR_INIT;
+	int ret;
+
+	p->term_leader = 1;
+	pthread_mutex_unlock(&p->term_lock);
+	usleep(TERM_BATCH_WINDOW_US);
+	pthread_mutex_lock(&p->term_lock);
+	batch = p->term_queue;
+	p->term_queue = NULL;
+	pthread_mutex_unlock(&p->term_lock);
+	ret = terminate_batch(p, batch, &err);
+	pthread_mutex_lock(&p->term_lock);
+	for (struct term_req *r = batch; r; r = r->next) {
+		r->ret = ret;
+		r->err = err;
+		r->done = 1;
+	}
+	p->term_leader = 0;
+	pthread_cond_broadcast(&p->term_cond);
+}
+
+/* Terminates the cluster's instances of a cell (an instance id also names itself). Calls that
+ * come together share their EC2 calls. */
+static int ec2_terminate(void *self, const char *cell_id, struct err *err)
+{
+	struct ec2p *p = self;
+	struct term_req r = { 0 };
+
+	r.cell_id = cell_id;
+	pthread_mutex_lock(&p->term_lock);
+	r.next = p->term_queue;
+	p->term_queue = &r;
+	while (!r.done) {
+		if (!p->term_leader)
+			terminate_lead(p);
+		else
+			pthread_cond_wait(&p->term_cond, &p->term_lock);
+	}
+	pthread_mutex_unlock(&p->term_lock);
+	if (r.ret < 0) {
+		*err = r.err;
+		return err_wrap(err, "ec2: terminating cell %s", cell_id);
+	}
+	return 0;
+}
+
+static void ec2_destroy(void *self)
+{
+	struct ec2p *p = self;
+
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->poller, NULL);
+	seen_free(p->cache, p->n_cache);
+	ec2_client_free(p->client);
+	aws_creds_provider_free(p->creds);
+	for (size_t i = 0; i < p->n_security_groups; i++)
+		free(p->security_groups[i]);
+	free(p->security_groups);
+	free(p->cluster_id);
+	free(p->image_id);
+	free(p->subnet_id);
+	free(p->instance_profile);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->term_lock);
+	pthread_cond_destroy(&p->term_cond);
+	free(p);
+}
+
+static const struct provider_ops ec2_ops = {
+	.name = "ec2",
+	.boot_timeout_s = 600,
+	.remote_files = 1,
+	.launch = ec2_launch,
+	.terminate = ec2_terminate,
+	.list = ec2_list,
+	.heal = NULL, /* an instance's own init restarts its agent */
+	.destroy = ec2_destroy,
+};
+
+static char *dup_or_null(const char *s)
+{
+	return s && s[0] ? xstrdup(s) : NULL;
+}
+
+int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out, struct err *err)
+{
+	struct aws_creds_config cc = { 0 };
+	struct ec2_config ec = { 0 };
+	struct ec2p *p;
+	pthread_condattr_t ca;
+
+	if (!cfg->cluster_id || !cfg->cluster_id[0])
+		return err_set(err, EINVAL, "ec2: no cluster id");
+	if (!cfg->region || !cfg->region[0])
+		return err_set(err, EINVAL, "ec2.region: required (or set AWS_REGION)");
+	if (!cfg->image_id || !cfg->image_id[0])
+		return err_set(err, EINVAL, "ec2.imageId: required: the AMI cells boot from");
+	p = xcalloc(1, sizeof(*p));
+	cc.profile = cfg->profile;
+	cc.credentials_file = cfg->credentials_file;
+	cc.no_imds = cfg->no_imds;
+	if (aws_creds_provider_new(&cc, &p->creds, err) < 0) {
+		free(p);
+		return err_wrap(err, "ec2 credentials");
+	}
+	ec.region = cfg->region;
+	ec.endpoint = cfg->endpoint && cfg->endpoint[0] ? cfg->endpoint : NULL;
+	ec.creds = p->creds;
+	/* many launches share EC2's per-account token buckets: give a throttled call time for
+	 * the bucket to refill (15 attempts at up to 20 s apart) before a pod fails */
+	ec.max_attempts = 15;
+	if (ec2_client_new(&ec, &p->client, err) < 0) {
+		aws_creds_provider_free(p->creds);
+		free(p);
+		return err_wrap(err, "ec2");
+	}
+	p->cluster_id = xstrdup(cfg->cluster_id);
+	p->image_id = xstrdup(cfg->image_id);
+	p->subnet_id = dup_or_null(cfg->subnet_id);
+	p->instance_profile = dup_or_null(cfg->instance_profile);
+	p->security_groups = xcalloc(cfg->n_security_group_ids + 1, sizeof(char *));
+	for (size_t i = 0; i < cfg->n_security_group_ids; i++)
+		p->security_groups[p->n_security_groups++] = xstrdup(cfg->security_group_ids[i]);
+	p->launch_timeout_s = cfg->launch_timeout_s > 0 ? cfg->launch_timeout_s
+							: DEFAULT_LAUNCH_TIMEOUT_S;
+	p->poll_ms = cfg->poll_ms > 0 ? cfg->poll_ms : DEFAULT_POLL_MS;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->term_lock, NULL);
+	pthread_cond_init(&p->term_cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&p->poller, NULL, poller_thread, p) != 0) {
+		ec2_client_free(p->client);
+		aws_creds_provider_free(p->creds);
+		free(p);
+		return err_set(err, EAGAIN, "ec2: cannot start the poller thread");
+	}
+	out->ops = &ec2_ops;
+	out->self = p;
+	return 0;
+}
+
+/* The provider's client, for other users of the same credentials (the catalog refresh). */
+struct ec2_client *provider_ec2_client(const struct provider *p)
+{
+	return p->ops == &ec2_ops ? ((struct ec2p *)p->self)->client : NULL;
+}

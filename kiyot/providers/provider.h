@@ -1,0 +1,138 @@
+/*
+ * provider.h: where cells come from. Every provider (local, ec2) sits behind these operations
+ * and boots its cells from the same bootstrap document (cells_bootstrap in kiyot/cells/cells.c): the local
+ * provider hands it to a cell-agent it starts in a network namespace, EC2 passes it as
+ * user-data.
+ *
+ * Thread safety: a provider may be called from several threads at once; each implementation
+ * serialises what it must.
+ */
+#ifndef KIYOT_PROVIDER_H
+#define KIYOT_PROVIDER_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "err.h"
+
+/* What to launch. All strings borrowed for the duration of the call. */
+struct cell_spec {
+	const char *cell_id;	/* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
+	const char *cluster_id; /* durable id of this kiyot installation */
+	const char *pod_uid;
+	const char *pod_name;
+	const char *pod_namespace;
+	const char *instance_type; /* chosen by sizing */
+	double cpus;		   /* the instance type's vCPUs: the cell's CPU cap */
+	int64_t memory_bytes;	   /* the instance type's memory: the cell's memory cap */
+	const char *bootstrap;	   /* the bootstrap document (JSON text) the cell boots with */
+	int spot;
+	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
+	const char *const *fallback_types;
+	size_t n_fallback_types;
+	/* Images the cell pulls as soon as it boots (from the Pod object), before any unit asks. */
+	const char *const *prepull;
+	size_t n_prepull;
+	/* The pod's labels, for instance tags. */
+	const char *const *label_keys;
+	const char *const *label_values;
+	size_t n_labels;
+};
+
+enum cell_phase {
+	CELL_PENDING,
+	CELL_RUNNING,
+	CELL_TERMINATING,
+	CELL_TERMINATED,
+	CELL_FAILED
+};
+
+/* What a provider knows of one cell. Owned strings; release with cell_info_release. */
+struct cell_info {
+	char *cell_id;
+	char *instance_id; /* provider's id: local "local-<cell_id>", ec2 "i-..." */
+	char *instance_type;
+	char *ip; /* the cell's address, where its agent listens */
+	char *pod_uid;
+	int64_t launched_ns;
+	enum cell_phase phase;
+};
+
+struct provider_ops {
+	const char *name;
+	/* How long a launched cell may take until its agent answers. */
+	int boot_timeout_s;
+	/* Cells run on other machines and do not see the node's files: volumes are shipped
+	 * (shipvol.h) instead of bind-mounted from the kubelet's directories. */
+	int remote_files;
+	/* Starts a cell; on success fills *out (phase PENDING or RUNNING). Idempotent per cell_id:
+	 * launching an id that exists returns the existing cell. */
+	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,
+		      struct err *err);
+	/* Tears a cell down. Idempotent: an unknown cell is not an error. */
+	int (*terminate)(void *self, const char *cell_id, struct err *err);
+	/* Every cell this provider owns (carrying our cluster id), whatever kiyot remembers. */
+	int (*list)(void *self, struct cell_info **out, size_t *n, struct err *err);
+	/* Brings a cell whose agent stopped answering back to life (local: starts the agent
+	 * again from its bootstrap document). 0 when the agent runs. */
+	int (*heal)(void *self, const char *cell_id, struct err *err);
+	/* Frees the provider itself; the cells it launched keep running. */
+	void (*destroy)(void *self);
+};
+
+struct provider {
+	const struct provider_ops *ops;
+	void *self;
+};
+
+void cell_info_release(struct cell_info *c);
+void cell_info_array_free(struct cell_info *a, size_t n);
+
+/* The local provider's settings. */
+struct local_provider_config {
+	const char *state_dir;	 /* e.g. /run/kiyot/cells: one directory per cell */
+	const char *bridge;	 /* host bridge, default "kiyot0" */
+	const char *cidr;	 /* cell network, default "10.77.0.0/16"; host gets the first IP */
+	const char *agent_path;	 /* the cell-agent binary */
+	const char *cgroup_root; /* cgroup v1 subtree under each controller, default "kiyot" */
+	const char *cluster_id;
+	const char *node_images; /* the node's image store the agents read images from, or NULL */
+	/* at start, the anti-spoofing rules of every recorded cell are written and cells made
+	 * before them get their address-derived Ethernet address (kiyot serve; a one-shot
+	 * `kiyot local-cell` writes them with its cell) */
+	int restore_network;
+};
+
+/* The fs.inotify limits (instances, watches per user) that every cell the CIDR can hold needs,
+ * as root, beside the node's own; provider_local_new raises the kernel's when lower. */
+struct cellnet_cidr;
+void provider_local_inotify_need(const struct cellnet_cidr *cidr, long *instances, long *watches);
+
+int provider_local_new(const struct local_provider_config *cfg, struct provider *out,
+		       struct err *err);
+
+/* The EC2 provider's settings (see provider_ec2.c). Strings borrowed during the call. */
+struct ec2_provider_config {
+	const char *cluster_id;
+	const char *region;
+	const char *endpoint;  /* NULL: EC2's public endpoint of the region */
+	const char *image_id;  /* the cell AMI (cell-agent installed, reads user-data) */
+	const char *subnet_id; /* optional */
+	const char *const *security_group_ids;
+	size_t n_security_group_ids;
+	const char *instance_profile; /* optional: a name or an ARN */
+	const char *profile;	      /* credentials profile; NULL: AWS_PROFILE or default */
+	const char *credentials_file; /* NULL: the standard places */
+	int no_imds;		      /* do not use the instance role */
+	int launch_timeout_s;	      /* until the instance runs with an address; 0: 600 */
+	int poll_ms;		      /* DescribeInstances period while launches wait; 0: 1000 */
+};
+
+int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out, struct err *err);
+
+struct ec2_client;
+/* The EC2 client of an EC2 provider (owned by it, valid until it is destroyed; usable from any
+ * thread), or NULL when p is another provider. */
+struct ec2_client *provider_ec2_client(const struct provider *p);
+
+#endif

@@ -1,0 +1,507 @@
+/*
+ * core.c: kiyot's records in memory, their loading and reconciliation at start, and what the
+ * cells report back (unit status changes and log bytes).
+ */
+#include "kiyot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "sizing/catalog.h"
+#include "sizing/catalog_refresh.h"
+#include "providers/local/cellguard.h"
+#include "providers/local/cellnat.h"
+#include "cells/cells.h"
+#include "clock.h"
+#include "codec.h"
+#include "cri/cri.h"
+#include "cri/events.h"
+#include "fsutil.h"
+#include "image.h"
+#include "log.h"
+#include "kube/podobject.h"
+#include "regconf.h"
+#include "store.h"
+#include "stream/server.h"
+#include "cells/volsync.h"
+#include "xalloc.h"
+
+static struct sandbox *find_sandbox_exact(struct kiyot *k, const char *id)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id)
+{
+	struct sandbox *hit = NULL;
+	size_t n = strlen(id);
+
+	if (n == 0)
+		return NULL;
+	if ((hit = find_sandbox_exact(k, id)))
+		return hit;
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		if (strncmp(s->id, id, n) != 0)
+			continue;
+		if (hit)
+			return NULL; /* ambiguous prefix */
+		hit = s;
+	}
+	return hit;
+}
+
+struct container *kiyot_find_container(struct kiyot *k, const char *id)
+{
+	struct container *hit = NULL;
+	size_t n = strlen(id);
+
+	if (n == 0)
+		return NULL;
+	for (struct container *c = k->containers; c; c = c->next)
+		if (strcmp(c->id, id) == 0)
+			return c;
+	for (struct container *c = k->containers; c; c = c->next) {
+		if (strncmp(c->id, id, n) != 0)
+			continue;
+		if (hit)
+			return NULL;
+		hit = c;
+	}
+	return hit;
+}
+
+/* A random id of 64 hex digits, like other runtimes use. */
+char *kiyot_new_id(void)
+{
+	unsigned char raw[32];
+	char *id = xmalloc(65);
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		for (size_t i = 0; i < sizeof(raw); i++)
+			raw[i] = (unsigned char)(rand() & 0xff);
+	}
+	hex_encode(raw, sizeof(raw), id);
+	return id;
+}
+
+struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id)
+{
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (s->cell_id[0] && strcmp(s->cell_id, cell_id) == 0)
+			return s;
+	return NULL;
+}
+
+static enum container_state state_from_unit(Kiyot__Cell__V1__UnitState s)
+{
+	switch (s) {
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_CREATED:
+		return CTR_CREATED;
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING:
+		return CTR_RUNNING;
+	case KIYOT__CELL__V1__UNIT_STATE__UNIT_EXITED:
+		return CTR_EXITED;
+	default:
+		return CTR_UNKNOWN;
+	}
+}
+
+static void set_str(char **dst, const char *src)
+{
+	if (src && strcmp(*dst ? *dst : "", src) != 0) {
+		free(*dst);
+		*dst = xstrdup(src);
+	}
+}
+
+/*
+ * A remote cell's unit exited with a termination message: it goes into the node file the
+ * kubelet reads (the mount at the container's terminationMessagePath). Local cells write
+ * that file themselves.
+ */
+static void write_termination_message(struct kiyot *k, const struct container *c, const char *msg)
+{
+	const char *path = cri_map_get((void **)c->config->annotations, c->config->n_annotations,
+				       ANN_TERMINATION_MESSAGE_PATH);
+	struct err err = ERR_INIT;
+
+	if (!k->provider.ops->remote_files || !path || !msg[0])
+		return;
+	for (size_t i = 0; i < c->config->n_mounts; i++) {
+		const Runtime__V1__Mount *m = c->config->mounts[i];
+
+		if (strcmp(m->container_path, path) != 0 || m->host_path[0] != '/')
+			continue;
+		if (fs_write_file(m->host_path, msg, strlen(msg), 0644, &err) < 0)
+			log_warn("container %s: termination message: %s", c->id, err.msg);
+		return;
+	}
+}
+
+/* Applies a unit status to its container record; returns non-zero if anything changed.
+ * Call with k->lock held. */
+int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
+			    const Kiyot__Cell__V1__UnitStatus *st)
+{
+	enum container_state ns = state_from_unit(st->state);
+	int changed = 0;
+	struct err err = ERR_INIT;
+
+	if (ns == CTR_UNKNOWN)
+		return 0; /* the unit is gone from the cell; the record stays as it was */
+	if (c->state != ns || c->started_ns != st->started_at_ns ||
+	    c->finished_ns != st->finished_at_ns || c->restart_count != st->restart_count)
+		changed = 1;
+	c->state = ns;
+	if (st->created_at_ns)
+		c->created_ns = c->created_ns ? c->created_ns : st->created_at_ns;
+	c->started_ns = st->started_at_ns;
+	c->finished_ns = st->finished_at_ns;
+	c->exit_code = st->exit_code;
+	c->restart_count = st->restart_count;
+	set_str(&c->reason, st->reason);
+	set_str(&c->message, st->message);
+	if (st->image_ref[0])
+		set_str(&c->image_ref, st->image_ref);
+	if (st->image_id[0])
+		set_str(&c->image_id, st->image_id);
+	if (changed && ns == CTR_EXITED)
+		write_termination_message(k, c, st->termination_message);
+	if (changed) {
+		if (store_put_container(k->store, c, &err) < 0)
+			log_error("container %s: %s", c->id, err.msg);
+		events_publish_container(k, c);
+	}
+	return changed;
+}
+
+void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
+			  const Kiyot__Cell__V1__UnitStatus *st)
+{
+	struct container *c;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, st->id);
+	if (c && strcmp(c->id, st->id) == 0) {
+		struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+
+		if (sb && strcmp(sb->cell_id, cell_id) == 0)
+			kiyot_apply_unit_status(k, c, st);
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* Where the kubelet reads a container's log: log_directory/log_path; NULL if not asked for. */
+char *kiyot_log_file(struct kiyot *k, const struct container *c)
+{
+	struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+	const char *lp = c->config->log_path;
+
+	if (!lp || !lp[0])
+		return NULL;
+	if (lp[0] == '/')
+		return xstrdup(lp);
+	if (!sb || !sb->config->log_directory || !sb->config->log_directory[0])
+		return NULL;
+	return xasprintf("%s/%s", sb->config->log_directory, lp);
+}
+
+/* Appends data to the file, creating it (and its directory) when missing. */
+static int append_file(const char *path, const uint8_t *data, size_t len, struct err *err)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+	if (fd < 0 && errno == ENOENT) {
+		_cleanup_free_ char *dir = xstrdup(path);
+		char *slash = strrchr(dir, '/');
+
+		if (slash && slash != dir) {
+			*slash = '\0';
+			if (fs_mkdir_p(dir, 0755, err) < 0)
+				return -err->code;
+		}
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	}
+	if (fd < 0)
+		return err_errno(err, "open %s", path);
+	while (len) {
+		ssize_t w = write(fd, data, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			err_errno(err, "write %s", path);
+			close(fd);
+			return -err->code;
+		}
+		data += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+	return 0;
+}
+
+void kiyot_log_touch(struct kiyot *k, const struct container *c)
+{
+	_cleanup_free_ char *path = kiyot_log_file(k, c);
+	struct err err = ERR_INIT;
+
+	if (path && append_file(path, (const uint8_t *)"", 0, &err) < 0)
+		log_warn("container %s: log: %s", c->id, err.msg);
+}
+
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
+		       size_t len)
+{
+	struct err err = ERR_INIT;
+	struct container *c;
+	char *path;
+
+	pthread_mutex_lock(&k->lock);
+	c = kiyot_find_container(k, unit_id);
+	if (!c || strcmp(c->id, unit_id) != 0 || offset + len <= c->log_offset) {
+		pthread_mutex_unlock(&k->lock);
+		return; /* unknown unit, or bytes already written */
+	}
+	if (offset < c->log_offset) {
+		size_t skip = (size_t)(c->log_offset - offset);
+
+		data += skip;
+		len -= skip;
+		offset = c->log_offset;
+	}
+	path = kiyot_log_file(k, c);
+	if (path && append_file(path, data, len, &err) < 0)
+		log_warn("container %s: log: %s", c->id, err.msg);
+	free(path);
+	c->log_offset = offset + len;
+	if (store_put_log_offset(k->store, c->id, c->log_offset, &err) < 0)
+		log_warn("container %s: %s", c->id, err.msg);
+	pthread_mutex_unlock(&k->lock);
+}
+
+void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+		       size_t *n)
+{
+	struct sandbox *sb;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&k->lock);
+	sb = kiyot_sandbox_of_cell(k, cell_id);
+	for (struct container *c = k->containers; sb && c; c = c->next) {
+		Kiyot__Cell__V1__LogOffset *o;
+
+		if (strcmp(c->sandbox_id, sb->id) != 0)
+			continue;
+		o = xmalloc(sizeof(*o));
+		kiyot__cell__v1__log_offset__init(o);
+		o->unit_id = xstrdup(c->id);
+		o->offset = c->log_offset;
+		xgrow((void **)out, &cap, *n + 1, sizeof(**out));
+		(*out)[(*n)++] = o;
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(o[i]->unit_id);
+		free(o[i]);
+	}
+	free(o);
+}
+
+/* The durable id of this installation, made once and kept in the store. */
+static int load_cluster_id(struct kiyot *k, struct err *err)
+{
+	char *id = NULL;
+
+	if (store_get_meta(k->store, "cluster_id", &id, err) < 0)
+		return -err->code;
+	if (!id) {
+		char *full = kiyot_new_id();
+
+		id = xstrndup(full, 16);
+		free(full);
+		if (store_put_meta(k->store, "cluster_id", id, err) < 0) {
+			free(id);
+			return -err->code;
+		}
+	}
+	k->cluster_id = id;
+	return 0;
+}
+
+/*
+ * hostPort rules are the kernel's and outlive kiyot. At start, the rules of cells no sandbox
+ * has any more go (a state directory wiped, a teardown a crash cut short), then the rules of
+ * ready pods are made again where one is missing; rules already there stay as they are, so
+ * connections through them go on.
+ */
+static void host_ports_restore(struct kiyot *k)
+{
+	_cleanup_free_ const char **keep = NULL;
+	struct err err = ERR_INIT;
+	size_t n = 0, nsb = 0;
+	int ret;
+
+	if (k->provider.ops->remote_files)
+		return;
+	pthread_mutex_lock(&k->lock);
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		nsb++;
+	keep = xcalloc(nsb + 1, sizeof(*keep));
+	for (struct sandbox *s = k->sandboxes; s; s = s->next)
+		if (s->cell_id[0])
+			keep[n++] = s->cell_id;
+	ret = cellnat_hostports_prune(k->cfg.cell_cidr, keep, n, &err);
+	if (ret < 0)
+		log_error("hostPorts: %s", err.msg);
+	else if (ret > 0)
+		log_info("hostPorts: removed %d rules of cells that are gone", ret);
+	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+		err_clear(&err);
+		if (s->state == SANDBOX_READY && s->cell_id[0] &&
+		    cri_sandbox_host_ports(k, s, s->ip, &err) < 0)
+			log_error("sandbox %s: hostPorts: %s", s->id, err.msg);
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+int kiyot_open(struct kiyot *k, struct err *err)
+{
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
+	_cleanup_free_ char *cells_dir = xasprintf("%s/cells", k->cfg.state_dir);
+	_cleanup_free_ char *node_images = xasprintf("%s/images", k->cfg.state_dir);
+	struct local_provider_config lc = { 0 };
+	unsigned loosened = 0;
+
+	pthread_mutex_init(&k->lock, NULL);
+	if (store_dir_prepare(k->cfg.state_dir, &loosened, err) < 0 ||
+	    fs_mkdir_p(cells_dir, 0700, err) < 0)
+		return -err->code;
+	if (loosened)
+		log_warn("state directory %s was %04o, open to other users (it holds the key of "
+			 "the cells' CA): now 0700",
+			 k->cfg.state_dir, loosened);
+	if (store_open(db, &k->store, err) < 0)
+		return -err->code;
+	if (store_load(k->store, &k->sandboxes, &k->containers, &k->images, err) < 0)
+		return -err->code;
+	if (load_cluster_id(k, err) < 0)
+		return -err->code;
+	if (regconf_from_json(k->cfg.registries, &k->regconf, err) < 0)
+		return err_wrap(err, "config: registries");
+	if (catalog_load(k->cfg.region, &k->catalog, err) < 0)
+		return err_wrap(err, "instance catalog");
+	if (strcmp(k->cfg.provider, "ec2") == 0) {
+		struct ec2_provider_config ec = { 0 };
+
+		ec.cluster_id = k->cluster_id;
+		ec.region = k->cfg.ec2.region ? k->cfg.ec2.region : k->cfg.region;
+		ec.endpoint = k->cfg.ec2.endpoint;
+		ec.image_id = k->cfg.ec2.image_id;
+		ec.subnet_id = k->cfg.ec2.subnet_id;
+		ec.security_group_ids = (const char *const *)k->cfg.ec2.security_group_ids;
+		ec.n_security_group_ids = k->cfg.ec2.n_security_group_ids;
+		ec.instance_profile = k->cfg.ec2.instance_profile;
+		ec.profile = k->cfg.ec2.profile;
+		ec.credentials_file = k->cfg.ec2.credentials_file;
+		ec.no_imds = k->cfg.ec2.no_imds;
+		ec.launch_timeout_s = k->cfg.ec2.launch_timeout_s;
+		if (provider_ec2_new(&ec, &k->provider, err) < 0)
+			return err_wrap(err, "ec2 cell provider");
+		/* in the background: start-up does not wait for EC2 */
+		if (catalog_refresh_start(k->catalog, provider_ec2_client(&k->provider),
+					  CATALOG_REFRESH_INTERVAL_S, err) < 0)
+			return -err->code;
+	} else if (strcmp(k->cfg.provider, "local") == 0) {
+		lc.state_dir = cells_dir;
+		lc.bridge = k->cfg.bridge;
+		lc.cidr = k->cfg.cell_cidr;
+		lc.agent_path = k->cfg.agent_path;
+		lc.cgroup_root = "kiyot";
+		lc.cluster_id = k->cluster_id;
+		lc.node_images = node_images;
+		lc.restore_network = 1;
+		if (provider_local_new(&lc, &k->provider, err) < 0)
+			return err_wrap(err, "local cell provider");
+		if (cellguard_node_setup(k->cfg.bridge, k->cfg.node_ports, k->cfg.n_node_ports,
+					 err) < 0)
+			return -err->code;
+		if (k->cfg.masquerade && cellnat_setup(k->cfg.bridge, k->cfg.cell_cidr, err) < 0)
+			return -err->code;
+	} else {
+		return err_set(err, EINVAL,
+			       "cells.provider: \"%s\" is not a provider; use local or ec2",
+			       k->cfg.provider);
+	}
+	/* cells that see the node's files take their images from one store of the node */
+	if (!k->provider.ops->remote_files &&
+	    image_store_new(node_images, k->regconf, &k->node_images, err) < 0)
+		return err_wrap(err, "node image store");
+	if (cells_new(k, &k->cells, err) < 0)
+		return -err->code;
+	if (stream_server_start(k->cfg.streaming_address, k->cells, &k->stream, err) < 0)
+		return err_wrap(err, "streaming.address");
+	k->events = events_new();
+	k->gc = gc_start(k);
+	host_ports_restore(k);
+	if (k->provider.ops->remote_files)
+		k->volsync = volsync_start(k);
+	return 0;
+}
+
+void kiyot_close(struct kiyot *k)
+{
+	volsync_stop(k->volsync);
+	gc_stop(k->gc);
+	podobject_reader_free(k->pod_reader);
+	k->pod_reader = NULL;
+	stream_server_stop(k->stream);
+	k->stream = NULL;
+	cells_free(k->cells);
+	events_free(k->events);
+	catalog_refresh_stop(k->catalog); /* before the provider frees its EC2 client */
+	if (k->provider.ops)
+		k->provider.ops->destroy(k->provider.self);
+	catalog_free(k->catalog);
+	while (k->sandboxes) {
+		struct sandbox *s = k->sandboxes;
+
+		k->sandboxes = s->next;
+		sandbox_free(s);
+	}
+	while (k->containers) {
+		struct container *c = k->containers;
+
+		k->containers = c->next;
+		container_free(c);
+	}
+	while (k->images) {
+		struct image_rec *i = k->images;
+
+		k->images = i->next;
+		image_rec_free(i);
+	}
+	kiyot_auths_free(k);
+	if (kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
+		image_store_free(k->node_images);
+	k->node_images = NULL;
+	regconf_free(k->regconf);
+	store_close(k->store);
+	free(k->cluster_id);
+	free(k->runtime_config_cidr);
+	pthread_mutex_destroy(&k->lock);
+}

@@ -1,0 +1,173 @@
+/*
+ * kiyot.h: the daemon's context, shared by the CRI handlers, the cell manager and main.
+ *
+ * Locking: `lock` guards the record lists and the store. Slow work (cells, agents) happens
+ * without it; per-cell ordering is the cell manager's business.
+ */
+#ifndef KIYOT_KIYOT_H
+#define KIYOT_KIYOT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+#include "providers/provider.h"
+#include "registry.h"
+#include "state.h"
+
+struct store;
+struct cellmgr;
+struct catalog;
+struct rpc_server;
+struct events;
+struct remembered_auth;
+struct regconf;
+struct gc;
+struct router;
+struct podobject_reader;
+struct cellnet_port;
+
+struct kiyot_config {
+	char *socket;	 /* CRI socket path */
+	char *state_dir; /* kiyot.db and cells/ live here */
+	char *log_level;
+	char *region;		     /* catalog region for sizing */
+	char *default_instance_type; /* used when a pod states no demand; "" = cheapest */
+	char *provider;		     /* "local" */
+	char *cell_cidr;
+	char *bridge;
+	int masquerade; /* cells.masquerade: forwarding and NAT on the node for local cells */
+	struct cellnet_port *node_ports; /* cells.nodePorts: the node's ports local cells reach */
+	size_t n_node_ports;
+	char *agent_path;
+	int agent_port;
+	int64_t reserve_cpu_milli; /* the cell's OS + agent, added to the pod's demand */
+	int64_t reserve_memory_bytes;
+	int64_t restart_backoff_ms; /* the agents' restart back-off base */
+	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
+	int gc_grace_s;		    /* how long an unowned cell may live before it goes */
+	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
+	struct reg_policy pulls;    /* how kiyot's pulls and every cell's are bounded */
+	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */
+	struct {		    /* cells.provider: ec2 */
+		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
+		char *profile, *credentials_file;
+		char **security_group_ids;
+		size_t n_security_group_ids;
+		int no_imds;
+		int launch_timeout_s;
+	} ec2;
+	struct kube_proxy_config { /* cells.kubeProxy: a kube-proxy unit per cell (image NULL: none) */
+		char *image, *kubeconfig;
+		char **command, **args;
+		size_t n_command, n_args;
+	} kube_proxy;
+	/* "" or the CRI endpoint of the runtime for pods not annotated for kiyot (router.c) */
+	char *fallback_runtime_endpoint;
+	char *streaming_address; /* where Exec's URLs point: IPv4:PORT (0: any free port) */
+};
+
+struct kiyot {
+	struct kiyot_config cfg;
+	pthread_mutex_t lock;
+	struct store *store;
+	struct sandbox *sandboxes;
+	struct container *containers;
+	struct image_rec *images;
+	char *cluster_id;
+	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
+	struct provider provider;
+	struct catalog *catalog;
+	struct cellmgr *cells;
+	struct events *events;	       /* GetContainerEvents subscribers */
+	struct remembered_auth *auths; /* registry credentials by image id, memory only */
+	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
+	/* The node's image store (state_dir/images) when cells share the node's disk (local):
+	 * PullImage fills it and cells take their images from it. NULL for remote cells. */
+	struct image_store *node_images;
+	struct node_prepull *node_prepulls; /* pre-pulls into node_images under way (k->lock) */
+	struct gc *gc;
+	struct router *router;	      /* the fallback runtime, or NULL (router.c) */
+	struct stream_server *stream; /* Exec's URLs (stream/server.h) */
+	struct cellsync *cellsync;    /* Cell objects in the API server, or NULL (cellsync.c) */
+	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
+	 * set once under lock */
+	struct podobject_reader *pod_reader;
+	struct volsync *volsync; /* shipped volumes of remote cells (volsync.c) */
+};
+
+/* Config: defaults, then the file (YAML or JSON), then flags. */
+void kiyot_config_defaults(struct kiyot_config *c);
+int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err);
+/* The same for the file's text, len bytes (no NUL needed, at most 1 MiB); path names it in
+ * errors. Settings the text gives replace those in c, the others are kept. EINVAL (or the
+ * codes of yaml.h) with a message naming the setting. */
+int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
+			   struct err *err);
+void kiyot_config_release(struct kiyot_config *c);
+
+/* Opens the store, loads the records, sets up provider, catalog and cells; reconciles cells
+ * with the provider (removes local cells no sandbox owns, resumes the others). */
+int kiyot_open(struct kiyot *k, struct err *err);
+void kiyot_close(struct kiyot *k);
+
+/* Lookups; call with k->lock held. Ids may be unique prefixes, as crictl allows. */
+struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
+struct container *kiyot_find_container(struct kiyot *k, const char *id);
+/* The sandbox whose cell cell_id is, or NULL. Needs k->lock. */
+struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id);
+
+/* A new random 64-hex-digit id (caller frees). */
+char *kiyot_new_id(void);
+/* Updates a container from a unit status; non-zero if it changed. Needs k->lock. */
+int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
+			    const Kiyot__Cell__V1__UnitStatus *st);
+/* Marks a sandbox not ready and its live containers exited with reason. Needs k->lock. */
+void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
+/* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
+char *kiyot_log_file(struct kiyot *k, const struct container *c);
+/* Creates a container's (empty) log file, so readers find it before any output. Needs
+ * k->lock. */
+void kiyot_log_touch(struct kiyot *k, const struct container *c);
+
+/* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
+const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
+void kiyot_auths_free(struct kiyot *k);
+/* The image kiyot knows by id (with or without "sha256:"), tag or repo digest, or NULL.
+ * Needs k->lock. */
+const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref);
+/* Removes from the node's image store every image kiyot no longer lists that no container
+ * uses (what RemoveImage left while a container ran on it). Takes k->lock. */
+void kiyot_node_images_sweep(struct kiyot *k);
+/* Pre-pulls refs (a JSON array of strings) into the node's store in the background,
+ * anonymously; the kubelet's own pulls of them join it. Takes k->lock. */
+void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
+/* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
+ * node's store may be freed. Takes k->lock. */
+int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
+
+/* Called by the cell manager's watch threads. */
+void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
+			  const Kiyot__Cell__V1__UnitStatus *st);
+void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
+		       size_t len);
+
+/* The log offsets of the units of a cell, for resuming its Watch stream. */
+void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+		       size_t *n);
+void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n);
+
+/* Reconciles cells with sandboxes once now (start-up rules), then periodically (gc.c). */
+struct gc *gc_start(struct kiyot *k);
+void gc_stop(struct gc *g);
+
+/* The CRI method table (cri_table.c): every RuntimeService and ImageService method, and the
+ * worker pools its entries name. */
+struct rpc_method;
+struct rpc_pool;
+const struct rpc_method *cri_method_table(size_t *n);
+const struct rpc_pool *cri_pool_table(size_t *n);
+
+#endif
