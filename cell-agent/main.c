@@ -30,6 +30,7 @@
 #include "fsutil.h"
 #include "image.h"
 #include "log.h"
+#include "pidlock.h"
 #include "rpc.h"
 #include "supervisor.h"
 #include "xalloc.h"
@@ -113,6 +114,22 @@ static uint64_t next_incarnation(const char *state_dir)
 	return n;
 }
 
+/* One agent per cell: its lock, in the state directory, is held until the process ends (the
+ * descriptor is never closed, and nothing the agent executes inherits it). A second agent
+ * started beside a live one, which would listen on the same address, leaves at once. */
+static int hold_cell(const struct agent *a, struct err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", a->cfg.state_dir, PIDLOCK_AGENT_FILE);
+	int fd = pidlock_take(path, err);
+
+	if (fd == -EBUSY)
+		return err_wrap(err, "cell %s already has an agent; not starting a second one",
+				a->cfg.cell_id);
+	if (fd < 0)
+		return err_wrap(err, "cell %s: the agent's lock", a->cfg.cell_id);
+	return 0;
+}
+
 static void enrolled(struct agent *a)
 {
 	(void)a;
@@ -144,7 +161,8 @@ static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
 			sig = SIGTERM;
 	} while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && enroll_done(a->enroll)));
 	if (sig == SIGUSR1)
-		usleep(20 * 1000); /* lets Enroll's answer go out first (kiyot goes on without it) */
+		/* lets Enroll's answer go out first (kiyot goes on without it) */
+		usleep(20 * 1000);
 	rpc_server_stop(srv);
 	return sig == SIGUSR1 ? 0 : 1;
 }
@@ -265,6 +283,8 @@ int main(int argc, char **argv)
 	self[n] = '\0';
 	a.self_path = xstrdup(self);
 	if (fs_mkdir_p(a.cfg.state_dir, 0700, &err) < 0)
+		die("%s", err.msg);
+	if (hold_cell(&a, &err) < 0)
 		die("%s", err.msg);
 	a.host_mnt_ns = hostmount_open_ns(&err);
 	if (a.host_mnt_ns < 0)
