@@ -713,8 +713,8 @@ static void pools_stop(struct rpc_server *s)
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err)
 {
 	struct rpc_server *s;
-	grpc_arg args[2];
-	grpc_channel_args cargs = { 2, args };
+	grpc_arg args[3];
+	grpc_channel_args cargs = { 3, args };
 	grpc_server_credentials *creds;
 	int port;
 
@@ -734,6 +734,12 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 	args[1].type = GRPC_ARG_INTEGER;
 	args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
 	args[1].value.integer = (int)s->max_message;
+	/* core sets SO_REUSEPORT on its listeners by default, so a second server on the same
+	 * address and port binds as well and the kernel splits connections between the two (two
+	 * agents of one cell each got calls meant for the other): here a second bind fails */
+	args[2].type = GRPC_ARG_INTEGER;
+	args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+	args[2].value.integer = 0;
 	s->server = grpc_server_create(&cargs, NULL);
 	s->notify_cq = grpc_completion_queue_create_for_next(NULL);
 	grpc_server_register_completion_queue(s->server, s->notify_cq, NULL);
@@ -754,8 +760,11 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 		/* core aborts when destroying a server that was never started and shut down */
 		grpc_server_start(s->server);
 		grpc_server_shutdown_and_notify(s->server, s->notify_cq, &shutdown_tag);
-		grpc_completion_queue_pluck(s->notify_cq, &shutdown_tag,
-					    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		/* a queue made for next cannot be plucked (core calls a NULL function) */
+		while (grpc_completion_queue_next(s->notify_cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+						  NULL)
+			       .tag != &shutdown_tag)
+			;
 		grpc_server_destroy(s->server);
 		grpc_completion_queue_shutdown(s->notify_cq);
 		while (grpc_completion_queue_next(s->notify_cq, gpr_inf_future(GPR_CLOCK_REALTIME),

@@ -107,7 +107,9 @@ struct rpc_server_config {
 void rpc_global_init(void);
 
 /* Binds and starts serving. For a unix address the socket's parent directory must exist.
- * -EINVAL when a method names a pool the config lacks. */
+ * -EINVAL when a method names a pool the config lacks; -EADDRINUSE when the address cannot be
+ * bound, as when another server (of this process or another) listens on the same TCP address
+ * and port: listeners never share a port (no SO_REUSEPORT). */
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err);
 /* Stops accepting, cancels calls in flight, waits for workers and frees the server. */
 void rpc_server_stop(struct rpc_server *s);
