@@ -6,6 +6,7 @@
 #   make bench      benchmarks (figures only)
 #   make asan       unit tests under AddressSanitizer + UBSan
 #   make asan-integration   the integration suite against ASan + UBSan builds
+#   make coverage   line coverage of the unit tests per directory (built in build/cov)
 #   make lint       clang-format check and banned functions
 
 BUILD ?= build
@@ -28,7 +29,7 @@ BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP $(INC) $(PK
 CFLAGS_ALL = $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -pthread $(SAN)
 
-.PHONY: all clean test unit integration demo bench asan asan-integration lint deps
+.PHONY: all clean test unit unit-bins coverage integration demo bench asan asan-integration lint deps
 # keep generated sources and objects that make would otherwise treat as intermediate
 .SECONDARY:
 all: $(BUILD)/kiyot $(BUILD)/cell-agent

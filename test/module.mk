@@ -11,6 +11,20 @@ $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 unit: $(UNIT_BINS)
 	@test/run-unit.sh $(UNIT_BINS)
 
+unit-bins: $(UNIT_BINS)
+
+# line coverage of the unit tests per directory (test/coverage.sh, gcovr): the tests built with
+# --coverage in build/cov (SAN goes to both compiler and linker), counters zeroed, run once; a
+# failing test still prints the figures and fails the target
+COVERAGE_BUILD := build/cov
+COVERAGE_MAKE = $(MAKE) --no-print-directory BUILD=$(COVERAGE_BUILD) SAN=--coverage OPT="-O0 -g"
+
+coverage:
+	@$(COVERAGE_MAKE) unit-bins
+	@find $(COVERAGE_BUILD)/obj -name '*.gcda' -delete
+	@status=0; $(COVERAGE_MAKE) unit || status=$$?; \
+		test/coverage.sh $(COVERAGE_BUILD) && exit $$status
+
 # the test endpoints against real clients first (signatures vs botocore, ec2sim vs the AWS
 # CLI, the Kubernetes API endpoint vs kubectl and python3-kubernetes),
 # then the suite against the real daemons, whose summary line ends the run
