@@ -3,7 +3,8 @@
  * configuration's defaults, a store in a fresh state directory and an event hub (no provider,
  * no catalog, no cell manager) serves the real method table (cri_table.c, through router.c)
  * on a unix socket; a client channel calls it as the kubelet would. Records are put in its
- * lists directly, as store_load would have.
+ * lists directly, as store_load would have. A test may give it a regconf and a node image store
+ * (k.regconf, k.node_images): crihost_stop frees them.
  *
  *	struct crihost h;
  *	crihost_start(&h);                    h.k is kiyot, h.ch a client of its socket
@@ -26,6 +27,7 @@
 #include "cri/events.h"
 #include "cri/router.h"
 #include "fsutil.h"
+#include "image.h"
 #include "regconf.h"
 #include "rpc.h"
 #include "state/kiyot.h"
@@ -104,6 +106,8 @@ CRIHOST_FN void crihost_stop(struct crihost *h)
 		image_rec_free(i);
 	}
 	kiyot_auths_free(&h->k);
+	if (kiyot_node_prepulls_stop(&h->k, 10000) == 0)
+		image_store_free(h->k.node_images);
 	regconf_free(h->k.regconf);
 	events_free(h->k.events);
 	store_close(h->k.store);
