@@ -15,8 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -27,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "netns.h"
 #include "shim_attach.h"
 #include "xalloc.h"
 
@@ -486,61 +485,13 @@ static int pf_output(struct rpc_call *call, int sock, struct err *err)
 	return ret;
 }
 
-struct netns_socket {
-	const char *netns;
-	int fd, err;
-};
-
-/* In a thread of its own (setns changes only the calling thread): a socket made in netns,
- * which it keeps whatever thread uses it. */
-static void *socket_in_netns(void *arg)
-{
-	struct netns_socket *ns = arg;
-	int nfd = open(ns->netns, O_RDONLY | O_CLOEXEC);
-
-	if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0)
-		ns->err = errno;
-	else if ((ns->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		ns->err = errno;
-	if (nfd >= 0)
-		close(nfd);
-	return NULL;
-}
-
-/* A TCP socket in the pod's network: the cell's, or the host's for a host-network pod. */
-static int pod_socket(struct agent *a, bool host_network)
-{
-	_cleanup_free_ char *netns = host_network ? supervisor_host_netns(a->sup) : NULL;
-	struct netns_socket ns = { netns, -1, 0 };
-	pthread_t t;
-
-	if (!netns)
-		return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (pthread_create(&t, NULL, socket_in_netns, &ns) != 0)
-		return -1;
-	pthread_join(t, NULL);
-	errno = ns.err;
-	return ns.fd;
-}
-
-/* Connects to 127.0.0.1:port in the pod's network. */
+/* Connects to 127.0.0.1:port in the pod's network: the cell's, or the host's for a
+ * host-network pod. */
 static int pf_connect(struct agent *a, uint32_t port, bool host_network, struct err *err)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = pod_socket(a, host_network);
+	_cleanup_free_ char *netns = host_network ? supervisor_host_netns(a->sup) : NULL;
 
-	if (fd < 0)
-		return err_errno(err, "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return err_errno(err, "connect to port %u in the pod", port);
-	}
-	return fd;
+	return netns_connect_loopback(netns, (uint16_t)port, err);
 }
 
 int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,

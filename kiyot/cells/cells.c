@@ -589,6 +589,17 @@ int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
 	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
 }
 
+int cells_dial(struct cellmgr *m, const char *cell_id, uint16_t port, int host_network,
+	       struct err *err)
+{
+	const struct provider *pv = &m->k->provider;
+
+	if (!pv->ops->dial)
+		return err_set(err, ENOTSUP, "%s cells are reached through their agent",
+			       pv->ops->name);
+	return pv->ops->dial(pv->self, cell_id, port, host_network, err);
+}
+
 struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id)
 {
 	struct err err = ERR_INIT;

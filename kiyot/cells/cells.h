@@ -30,6 +30,13 @@ void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);
 /* Stops watching and terminates the cell. Idempotent. */
 int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err);
 
+/* A TCP connection to 127.0.0.1:port in the cell's pod network (the node's for a host-network
+ * pod) made by kiyot itself, when the provider's cells share the node (local): the socket;
+ * -ENOTSUP when connections go through the agent instead (cells_stream_open "PortForward");
+ * another -errno when the connection failed. */
+int cells_dial(struct cellmgr *m, const char *cell_id, uint16_t port, int host_network,
+	       struct err *err);
+
 /* Serialises applies to one cell: returns a handle (NULL when the cell is not running) that
  * holds the cell until cells_apply_unlock. */
 struct cell_entry;

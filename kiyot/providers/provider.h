@@ -76,6 +76,11 @@ struct provider_ops {
 	/* Brings a cell whose agent stopped answering back to life (local: starts the agent
 	 * again from its bootstrap document). 0 when the agent runs. */
 	int (*heal)(void *self, const char *cell_id, struct err *err);
+	/* Connects this process to 127.0.0.1:port in a cell's pod network (the node's for a
+	 * host-network pod) when the provider's cells share the node, so port-forward needs no
+	 * hop through the agent; NULL when they do not. The connected socket or -errno. */
+	int (*dial)(void *self, const char *cell_id, uint16_t port, int host_network,
+		    struct err *err);
 	/* Frees the provider itself; the cells it launched keep running. */
 	void (*destroy)(void *self);
 };

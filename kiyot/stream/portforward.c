@@ -16,10 +16,13 @@
  * close a channel, so a connection that ends says nothing; once all have ended the WebSocket
  * is closed.
  *
- * Each pair has a reader thread (agent to a shared queue) and a writer thread (its own queue
- * to the agent), so a slow connection stalls only itself; when a pair's queue toward the
- * agent is full, this side stops reading the client's socket until it drains (neither SPDY
- * peer of Kubernetes keeps to flow-control windows, so TCP is the only back-pressure).
+ * A pair's pod side is a TCP connection kiyot makes itself in the pod's network when the
+ * provider's cells share the node (local cells: cells_dial), as other runtimes connect; else
+ * a PortForward stream to the cell's agent, which makes the connection in the cell. Each pair
+ * has a reader thread (pod side to a shared queue) and a writer thread (its own queue to the
+ * pod side), so a slow connection stalls only itself; when a pair's queue toward the pod is
+ * full, this side stops reading the client's socket until it drains (neither SPDY peer of
+ * Kubernetes keeps to flow-control windows, so TCP is the only back-pressure).
  */
 #include "stream_internal.h"
 
@@ -29,6 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -43,6 +47,8 @@
 #define PF_QUEUE_MAX (1024 * 1024)
 /* The most of the client's bytes joined into one message to the agent. */
 #define PF_SEND_MAX (256 * 1024)
+/* The most of the pod's bytes read at once from a pair's own connection. */
+#define PF_READ_MAX (128 * 1024)
 /* Pairs at once (two streams each, within the SPDY session's bound). */
 #define PF_MAX_PAIRS 32
 
@@ -60,7 +66,8 @@ struct pf_pair {
 	char *request_id;
 	uint32_t port;
 	uint32_t data_sid, error_sid; /* SPDY streams; over WebSocket, channels */
-	struct cell_stream *cs;
+	struct cell_stream *cs;	      /* the pod side: the agent's stream, */
+	int sock;		      /* or a connection of kiyot's own (-1 when none) */
 	bool started, dropped;
 	pthread_t reader, writer;
 	/* client bytes for the agent; guarded by pf->mu */
@@ -127,12 +134,37 @@ static void out_put(struct pf *pf, struct pf_msg *m)
 	pf_poke(pf);
 }
 
+/* The end of a pair's pod side, for the client: an error when it failed. */
+static void pod_ended(struct pf_pair *p, const char *error)
+{
+	struct pf_msg *end = pf_msg_new(p, NULL, 0);
+
+	end->end = true;
+	if (error)
+		end->error = xasprintf("an error occurred forwarding %u: %s", p->port, error);
+	out_put(p->pf, end);
+}
+
+/* The pod's bytes from kiyot's own connection. It ends the pair as soon as the pod closes. */
+static void *sock_reader(void *arg)
+{
+	struct pf_pair *p = arg;
+	uint8_t *buf = xmalloc(PF_READ_MAX);
+	ssize_t n;
+
+	while ((n = read(p->sock, buf, PF_READ_MAX)) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			out_put(p->pf, pf_msg_new(p, buf, (size_t)n));
+	free(buf);
+	pod_ended(p, n < 0 ? strerror(errno) : NULL);
+	return NULL;
+}
+
 static void *pair_reader(void *arg)
 {
 	struct pf_pair *p = arg;
 	struct err err = ERR_INIT;
 	ProtobufCMessage *m = NULL;
-	struct pf_msg *end;
 	int ret;
 
 	while ((ret = cells_stream_next(p->cs, &m, &err)) == 1) {
@@ -147,11 +179,7 @@ static void *pair_reader(void *arg)
 			break;
 		}
 	}
-	end = pf_msg_new(p, NULL, 0);
-	end->end = true;
-	if (ret < 0)
-		end->error = xasprintf("an error occurred forwarding %u: %s", p->port, err.msg);
-	out_put(p->pf, end);
+	pod_ended(p, ret < 0 ? err.msg : NULL);
 	return NULL;
 }
 
@@ -192,6 +220,37 @@ static struct pf_msg *in_take(struct pf_pair *p, bool *unblocked)
 	return m;
 }
 
+/* The client's side is done: the pod learns it (the agent's call may end). */
+static void pod_close_send(struct pf_pair *p, struct err *err)
+{
+	if (p->sock >= 0)
+		shutdown(p->sock, SHUT_WR);
+	else
+		cells_stream_close_send(p->cs, err);
+}
+
+/* Hands the client's bytes (and their end) to the pod's side; false when nothing more goes:
+ * the end was sent, or the pod's side failed (its reader tells the client why). */
+static bool pod_send(struct pf_pair *p, const struct pf_msg *m, struct err *err)
+{
+	Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
+
+	if (p->sock >= 0) {
+		if (m->len && !stream_write_all(p->sock, m->data, m->len)) {
+			shutdown(p->sock, SHUT_RDWR);
+			return false;
+		}
+	} else {
+		in.data = (ProtobufCBinaryData){ m->len, (uint8_t *)m->data };
+		in.close = m->end;
+		if (cells_stream_send(p->cs, &in.base, err) < 0)
+			return false;
+	}
+	if (m->end)
+		pod_close_send(p, err);
+	return !m->end;
+}
+
 static void *pair_writer(void *arg)
 {
 	struct pf_pair *p = arg;
@@ -199,7 +258,6 @@ static void *pair_writer(void *arg)
 	struct err err = ERR_INIT;
 
 	for (;;) {
-		Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
 		struct pf_msg *m;
 		bool unblocked = false;
 
@@ -214,14 +272,11 @@ static void *pair_writer(void *arg)
 			pf_poke(pf); /* the socket thread may read the client again */
 		if (!m) {
 			if (!pf->gone)
-				cells_stream_close_send(p->cs, &err);
+				pod_close_send(p, &err);
 			return NULL;
 		}
-		in.data = (ProtobufCBinaryData){ m->len, m->data };
-		in.close = m->end;
-		if (cells_stream_send(p->cs, &in.base, &err) < 0 ||
-		    (m->end && cells_stream_close_send(p->cs, &err) < 0) || m->end) {
-			free(m); /* the client's side is done: the agent's call may end */
+		if (!pod_send(p, m, &err)) {
+			free(m);
 			return NULL;
 		}
 		free(m);
@@ -246,6 +301,24 @@ static void in_put(struct pf_pair *p, const uint8_t *data, size_t len, bool end)
 	pthread_mutex_unlock(&pf->mu);
 }
 
+/* A pair for a connection to port, its pod side not yet made. */
+static struct pf_pair *pair_new(struct pf *pf, const char *request_id, uint32_t port)
+{
+	struct pf_pair *p = xcalloc(1, sizeof(*p));
+
+	p->pf = pf;
+	p->request_id = xstrdup(request_id);
+	p->port = port;
+	p->sock = -1;
+	return p;
+}
+
+/* Whether the pair's pod side is there (its threads run). */
+static bool pair_live(const struct pf_pair *p)
+{
+	return p->cs || p->sock >= 0;
+}
+
 static struct pf_pair *pair_of_stream(struct pf *pf, uint32_t sid)
 {
 	for (int i = 0; i < PF_MAX_PAIRS; i++)
@@ -260,21 +333,30 @@ static void pair_start(struct pf_pair *p)
 {
 	Kiyot__Cell__V1__PortForwardInput first = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
 	struct err err = ERR_INIT;
+	int ret;
 
 	first.port = p->port;
 	first.host_network = p->pf->host_network;
 	p->started = true;
-	if (cells_stream_open(p->pf->cells, p->pf->cell_id, "PortForward", &first.base,
-			      &kiyot__cell__v1__port_forward_output__descriptor, &p->cs,
-			      &err) < 0) {
-		struct pf_msg *end = pf_msg_new(p, NULL, 0);
-
-		end->end = true;
-		end->error = xasprintf("an error occurred forwarding %u: %s", p->port, err.msg);
-		out_put(p->pf, end);
+	ret = cells_dial(p->pf->cells, p->pf->cell_id, (uint16_t)p->port, p->pf->host_network,
+			 &err);
+	if (ret == -ENOTSUP) {
+		err_clear(&err);
+		ret = cells_stream_open(p->pf->cells, p->pf->cell_id, "PortForward", &first.base,
+					&kiyot__cell__v1__port_forward_output__descriptor, &p->cs,
+					&err);
+		if (ret == 0) {
+			pthread_create(&p->reader, NULL, pair_reader, p);
+			pthread_create(&p->writer, NULL, pair_writer, p);
+			return;
+		}
+	}
+	if (ret < 0) {
+		pod_ended(p, err.msg);
 		return;
 	}
-	pthread_create(&p->reader, NULL, pair_reader, p);
+	p->sock = ret;
+	pthread_create(&p->reader, NULL, sock_reader, p);
 	pthread_create(&p->writer, NULL, pair_writer, p);
 }
 
@@ -306,10 +388,7 @@ static void pf_new_stream(struct pf *pf, const struct spdy_event *ev)
 		return;
 	}
 	if (!p) {
-		p = xcalloc(1, sizeof(*p));
-		p->pf = pf;
-		p->request_id = xstrdup(rid);
-		p->port = (uint32_t)n;
+		p = pair_new(pf, rid, (uint32_t)n);
 		pf->pairs[free_slot] = p;
 	}
 	if (strcmp(type, "data") == 0)
@@ -326,16 +405,21 @@ static void pair_finish(struct pf *pf, struct pf_pair *p, bool cancel)
 {
 	if (p->cs && cancel)
 		cells_stream_cancel(p->cs);
+	if (p->sock >= 0 && cancel)
+		shutdown(p->sock, SHUT_RDWR);
 	pthread_mutex_lock(&pf->mu);
 	p->in_closed = true;
 	p->dropped = true;
 	pthread_cond_broadcast(&pf->cond);
 	pthread_mutex_unlock(&pf->mu);
-	if (p->cs) {
+	if (pair_live(p)) {
 		pthread_join(p->writer, NULL);
 		pthread_join(p->reader, NULL);
-		cells_stream_free(p->cs);
 	}
+	if (p->cs)
+		cells_stream_free(p->cs);
+	if (p->sock >= 0)
+		close(p->sock);
 	/* what is still queued for the client from this pair goes with it */
 	pthread_mutex_lock(&pf->mu);
 	for (struct pf_msg **pp = &pf->out_head; *pp;) {
@@ -467,11 +551,11 @@ static bool pf_event(struct pf *pf, const struct spdy_event *ev)
 		return true;
 	case SPDY_EV_DATA:
 		spdy_consume(pf->sp, ev->stream_id, ev->len);
-		if (p && p->cs && ev->stream_id == p->data_sid)
+		if (p && pair_live(p) && ev->stream_id == p->data_sid)
 			in_put(p, ev->data, ev->len, false);
 		return true;
 	case SPDY_EV_END:
-		if (p && p->cs && ev->stream_id == p->data_sid)
+		if (p && pair_live(p) && ev->stream_id == p->data_sid)
 			in_put(p, NULL, 0, true);
 		return true;
 	case SPDY_EV_RESET:
@@ -496,7 +580,7 @@ static bool pf_ws_event(struct pf *pf, const struct ws_event *ev)
 	if (ev->type != WS_EV_DATA || ev->channel % 2 || ev->channel / 2 >= PF_MAX_PAIRS)
 		return true;
 	p = pf->pairs[ev->channel / 2];
-	if (p && p->cs && ev->len)
+	if (p && pair_live(p) && ev->len)
 		in_put(p, ev->data, ev->len, false);
 	return true;
 }
@@ -785,12 +869,9 @@ static void ws_start_pairs(struct pf *pf, const int32_t *ports, size_t nports)
 	struct err err = ERR_INIT;
 
 	for (size_t i = 0; i < nports; i++) {
-		struct pf_pair *p = xcalloc(1, sizeof(*p));
+		struct pf_pair *p = pair_new(pf, "", (uint32_t)ports[i]);
 		const uint8_t le[2] = { (uint8_t)ports[i], (uint8_t)(ports[i] >> 8) };
 
-		p->pf = pf;
-		p->request_id = xstrdup("");
-		p->port = (uint32_t)ports[i];
 		p->data_sid = (uint32_t)(2 * i);
 		p->error_sid = (uint32_t)(2 * i + 1);
 		pf->pairs[i] = p;

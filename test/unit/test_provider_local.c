@@ -33,6 +33,7 @@
 #include "providers/local/netlink.h"
 #include "providers/provider.h"
 #include "fsutil.h"
+#include "netns.h"
 #include "xalloc.h"
 
 #define T_BRIDGE "kvtest0"
@@ -681,6 +682,72 @@ static void test_provider_local__launch_idempotent_addresses_unique(void **state
 	cell_info_release(&c);
 }
 
+/* A listening socket on 127.0.0.1 (any port) in netns (NULL: this one); fills *port. */
+static int listen_loopback(const char *netns, uint16_t *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	struct err err = ERR_INIT;
+	int fd = netns_tcp_socket(netns, &err);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* dial reaches 127.0.0.1:port in the cell's network namespace (a listener there, not the
+ * node's); a host-network dial reaches the node's; a closed port is ECONNREFUSED naming it,
+ * and a cell that does not exist is ENOENT. */
+static void test_provider_local__dial_reaches_the_cells_loopback(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one");
+	struct cell_info a = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ns = NULL;
+	uint16_t port, node_port;
+	int lfd, nfd, c, s;
+	char got[8] = { 0 };
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	ns = xasprintf("%s/%skvt-one", CELLNET_NETNS_DIR, CELLNET_NETNS_PREFIX);
+	lfd = listen_loopback(ns, &port);
+	c = f->prov.ops->dial(f->prov.self, "kvt-one", port, 0, &err);
+	assert_true(c >= 0);
+	s = accept(lfd, NULL, NULL);
+	assert_true(s >= 0);
+	assert_int_equal(write(c, "cell", 4), 4);
+	assert_int_equal(read(s, got, sizeof(got)), 4);
+	assert_string_equal(got, "cell");
+	close(s);
+	close(c);
+
+	/* the node's loopback is another network: the cell's port is not there ... */
+	nfd = listen_loopback(NULL, &node_port);
+	close(lfd);
+	err_clear(&err);
+	assert_int_equal(f->prov.ops->dial(f->prov.self, "kvt-one", port, 0, &err), -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "kvt-one"));
+	assert_non_null(strstr(err.msg, "connect to port"));
+	/* ... and a host-network pod's connection lands there */
+	c = f->prov.ops->dial(f->prov.self, "kvt-one", node_port, 1, &err);
+	assert_true(c >= 0);
+	s = accept(nfd, NULL, NULL);
+	assert_true(s >= 0);
+	close(s);
+	close(c);
+	close(nfd);
+
+	err_clear(&err);
+	assert_int_equal(f->prov.ops->dial(f->prov.self, "kvt-none", port, 0, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "kvt-none"));
+	cell_info_release(&a);
+}
+
 /* Finds id in a list answer. */
 static const struct cell_info *find_cell(const struct cell_info *a, size_t n, const char *id)
 {
@@ -836,6 +903,7 @@ int main(void)
 		CELL_TEST(test_provider_local__launch_failure_leaves_nothing),
 		CELL_TEST(test_provider_local__many_cells_distinct_and_all_removed),
 		CELL_TEST(test_provider_local__bad_cell_id_refused),
+		CELL_TEST(test_provider_local__dial_reaches_the_cells_loopback),
 	};
 	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
 

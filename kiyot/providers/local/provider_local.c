@@ -33,6 +33,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "netlink.h"
+#include "netns.h"
 #include "proc.h"
 #include "xalloc.h"
 
@@ -714,6 +715,22 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 	return ret;
 }
 
+/* provider_ops.dial: the pod's network is the cell's namespace; a host-network pod's is the
+ * node's, which is kiyot's own. */
+static int local_dial(void *self, const char *cell_id, uint16_t port, int host_network,
+		      struct err *err)
+{
+	_cleanup_free_ char *ns = host_network ? NULL : netns_path(cell_id);
+	int fd;
+
+	(void)self;
+	if (ns && !nl_netns_is_mounted(ns))
+		return err_set(err, ENOENT, "cell %s has no network namespace (%s): is it running?",
+			       cell_id, ns);
+	fd = netns_connect_loopback(ns, port, err);
+	return fd < 0 ? err_wrap(err, "cell %s", cell_id) : fd;
+}
+
 /* provider_ops.heal: starts the cell's agent again, from the bootstrap document it booted
  * with, when its process is gone (a cell's init would do this on a VM). */
 static int local_heal(void *self, const char *cell_id, struct err *err)
@@ -860,6 +877,7 @@ static const struct provider_ops local_ops = {
 	.terminate = local_terminate,
 	.list = local_list,
 	.heal = local_heal,
+	.dial = local_dial,
 	.destroy = local_destroy,
 };
 
