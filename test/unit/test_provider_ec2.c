@@ -1,0 +1,729 @@
+/*
+ * Unit tests for kiyot/providers/ec2/provider_ec2.c: cells as EC2 instances, against a fake
+ * EC2 on 127.0.0.1 (test/fixtures/ec2/httpstub.h with a handler) that keeps instances in
+ * memory and answers RunInstances, DescribeInstances (the filters kiyot sends) and
+ * TerminateInstances the way EC2's Query API does. A launch is tagged and idempotent by its
+ * ClientToken, moves to the next type when one has no capacity, and waits for the instance to
+ * run with an address; list and terminate touch only the cluster's instances.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+
+#include "../fixtures/ec2/httpstub.h"
+#include "clock.h"
+#include "fsutil.h"
+#include "providers/ec2/ec2.h"
+#include "providers/provider.h"
+#include "xalloc.h"
+
+#define CLUSTER "c-test"
+#define MAX_INSTANCES 16
+#define MAX_PARAMS 96
+
+/* ---- the fake EC2 ---- */
+
+struct instance {
+	char id[32], type[32], state[16], ip[24], token[80];
+	char cluster[64], cell[64], uid[64];
+	char user_data[512];
+};
+
+enum after_launch {
+	RUNS,	    /* pending, then running at the first DescribeInstances */
+	STAYS,	    /* pending for ever */
+	TERMINATES, /* shutting down at the first DescribeInstances (a failed boot) */
+};
+
+struct fake_ec2 {
+	pthread_mutex_t lock;
+	struct instance inst[MAX_INSTANCES];
+	size_t n;
+	const char *no_capacity[4]; /* instance types EC2 has no capacity for */
+	enum after_launch after;
+	int runs, describes, terminates; /* calls of each action */
+	char terminated[256];		 /* the ids of the last TerminateInstances, ' '-separated */
+	char *xml;			 /* the last answer (the stub sends it after the handler) */
+};
+
+struct param {
+	char key[96];
+	char value[512];
+};
+
+static void decode(const char *s, size_t n, char *out, size_t size)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 1 < size; i++) {
+		unsigned int c;
+
+		if (s[i] == '%' && i + 2 < n && sscanf(s + i + 1, "%2x", &c) == 1) {
+			out[o++] = (char)c;
+			i += 2;
+		} else {
+			out[o++] = s[i] == '+' ? ' ' : s[i];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Splits a form body into its decoded pairs. */
+static size_t parse_form(const char *body, struct param *p, size_t max)
+{
+	size_t n = 0;
+
+	for (const char *s = body; *s && n < max;) {
+		size_t len = strcspn(s, "&");
+		const char *eq = memchr(s, '=', len);
+
+		if (eq) {
+			decode(s, (size_t)(eq - s), p[n].key, sizeof(p[n].key));
+			decode(eq + 1, len - (size_t)(eq + 1 - s), p[n].value, sizeof(p[n].value));
+			n++;
+		}
+		s += len + (s[len] == '&');
+	}
+	return n;
+}
+
+static const char *param(const struct param *p, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(p[i].key, key) == 0)
+			return p[i].value;
+	return NULL;
+}
+
+/* The value of the tag key of a RunInstances request, or "". */
+static const char *run_tag(const struct param *p, size_t n, const char *key)
+{
+	for (size_t i = 1; i <= EC2_MAX_TAGS; i++) {
+		char k[64], v[64];
+		const char *got;
+
+		snprintf(k, sizeof(k), "TagSpecification.1.Tag.%zu.Key", i);
+		snprintf(v, sizeof(v), "TagSpecification.1.Tag.%zu.Value", i);
+		got = param(p, n, k);
+		if (!got)
+			break;
+		if (strcmp(got, key) == 0)
+			return param(p, n, v);
+	}
+	return "";
+}
+
+static char *item_xml(const struct instance *in)
+{
+	return xasprintf("<item><instanceId>%s</instanceId><instanceState><code>0</code><name>%s"
+			 "</name></instanceState><instanceType>%s</instanceType><launchTime>"
+			 "2020-12-01T10:20:30.000Z</launchTime><privateIpAddress>%s"
+			 "</privateIpAddress><clientToken>%s</clientToken><tagSet>"
+			 "<item><key>" EC2_TAG_CLUSTER_ID "</key><value>%s</value></item>"
+			 "<item><key>" EC2_TAG_CELL_ID "</key><value>%s</value></item>"
+			 "<item><key>" EC2_TAG_POD_UID "</key><value>%s</value></item>"
+			 "</tagSet></item>",
+			 in->id, in->state, in->type, in->ip, in->token, in->cluster, in->cell,
+			 in->uid);
+}
+
+static int one_of(const char *v, const char *const *list)
+{
+	for (; *list; list++)
+		if (strcmp(v, *list) == 0)
+			return 1;
+	return 0;
+}
+
+/* The values of filter name in a DescribeInstances request (NULL-terminated), or NULL. */
+static int filter_values(const struct param *p, size_t n, const char *name, const char **out,
+			 size_t max)
+{
+	for (size_t f = 1; f <= 8; f++) {
+		char k[64];
+		const char *got;
+		size_t m = 0;
+
+		snprintf(k, sizeof(k), "Filter.%zu.Name", f);
+		got = param(p, n, k);
+		if (!got)
+			return 0;
+		if (strcmp(got, name) != 0)
+			continue;
+		for (size_t v = 1; m + 1 < max; v++) {
+			snprintf(k, sizeof(k), "Filter.%zu.Value.%zu", f, v);
+			if (!(out[m] = param(p, n, k)))
+				break;
+			m++;
+		}
+		out[m] = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+static int matches(const struct instance *in, const struct param *p, size_t n)
+{
+	static const struct {
+		const char *name;
+		size_t offset;
+	} filters[] = {
+		{ "tag:" EC2_TAG_CLUSTER_ID, offsetof(struct instance, cluster) },
+		{ "tag:" EC2_TAG_CELL_ID, offsetof(struct instance, cell) },
+		{ "instance-id", offsetof(struct instance, id) },
+		{ "instance-state-name", offsetof(struct instance, state) },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(filters); i++) {
+		const char *values[128];
+
+		if (filter_values(p, n, filters[i].name, values, ARRAY_SIZE(values)) &&
+		    !one_of((const char *)in + filters[i].offset, values))
+			return 0;
+	}
+	return 1;
+}
+
+static void answer(struct fake_ec2 *e, struct stub_reply *out, int status, char *xml)
+{
+	free(e->xml);
+	e->xml = xml;
+	*out = (struct stub_reply){ status, xml, NULL };
+}
+
+static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
+			  struct stub_reply *out)
+{
+	const char *type = param(p, n, "InstanceType");
+	const char *token = param(p, n, "ClientToken");
+	struct instance *in = NULL;
+	_cleanup_free_ char *item = NULL;
+
+	e->runs++;
+	if (one_of(type, e->no_capacity)) {
+		answer(e, out, 500,
+		       xasprintf("<Response><Errors><Error><Code>InsufficientInstanceCapacity"
+				 "</Code><Message>We currently do not have sufficient %s capacity"
+				 "</Message></Error></Errors></Response>",
+				 type));
+		return;
+	}
+	for (size_t i = 0; i < e->n; i++)
+		if (strcmp(e->inst[i].token, token) == 0)
+			in = &e->inst[i]; /* the same launch again: the same instance */
+	if (!in) {
+		assert_true(e->n < MAX_INSTANCES);
+		in = &e->inst[e->n++];
+		snprintf(in->id, sizeof(in->id), "i-%017zx", e->n);
+		snprintf(in->type, sizeof(in->type), "%.31s", type);
+		snprintf(in->state, sizeof(in->state), "pending");
+		snprintf(in->token, sizeof(in->token), "%.79s", token);
+		snprintf(in->cluster, sizeof(in->cluster), "%.63s",
+			 run_tag(p, n, EC2_TAG_CLUSTER_ID));
+		snprintf(in->cell, sizeof(in->cell), "%.63s", run_tag(p, n, EC2_TAG_CELL_ID));
+		snprintf(in->uid, sizeof(in->uid), "%.63s", run_tag(p, n, EC2_TAG_POD_UID));
+		snprintf(in->user_data, sizeof(in->user_data), "%.511s",
+			 param(p, n, "UserData") ? param(p, n, "UserData") : "");
+	}
+	item = item_xml(in);
+	answer(e, out, 200,
+	       xasprintf("<RunInstancesResponse><reservationId>r-1</reservationId><instancesSet>"
+			 "%s</instancesSet></RunInstancesResponse>",
+			 item));
+}
+
+static void describe_instances(struct fake_ec2 *e, const struct param *p, size_t n,
+			       struct stub_reply *out)
+{
+	char *items = xstrdup("");
+
+	e->describes++;
+	for (size_t i = 0; i < e->n; i++) {
+		struct instance *in = &e->inst[i];
+		char *item, *all;
+
+		if (strcmp(in->state, "pending") == 0 && e->after != STAYS) {
+			snprintf(in->state, sizeof(in->state), "%s",
+				 e->after == RUNS ? "running" : "shutting-down");
+			snprintf(in->ip, sizeof(in->ip), "10.1.0.%d", (int)i + 10);
+			if (e->after == TERMINATES)
+				in->ip[0] = '\0';
+		}
+		if (!matches(in, p, n))
+			continue;
+		item = item_xml(in);
+		all = xasprintf("%s%s", items, item);
+		free(item);
+		free(items);
+		items = all;
+	}
+	answer(e, out, 200,
+	       xasprintf("<DescribeInstancesResponse><reservationSet><item><reservationId>r-1"
+			 "</reservationId><instancesSet>%s</instancesSet></item></reservationSet>"
+			 "</DescribeInstancesResponse>",
+			 items));
+	free(items);
+}
+
+static void terminate_instances(struct fake_ec2 *e, const struct param *p, size_t n,
+				struct stub_reply *out)
+{
+	e->terminates++;
+	e->terminated[0] = '\0';
+	for (size_t i = 1;; i++) {
+		char k[32];
+		const char *id;
+		size_t used = strlen(e->terminated);
+
+		snprintf(k, sizeof(k), "InstanceId.%zu", i);
+		if (!(id = param(p, n, k)))
+			break;
+		snprintf(e->terminated + used, sizeof(e->terminated) - used, "%s%s",
+			 used ? " " : "", id);
+		for (size_t j = 0; j < e->n; j++)
+			if (strcmp(e->inst[j].id, id) == 0)
+				snprintf(e->inst[j].state, sizeof(e->inst[j].state), "terminated");
+	}
+	answer(e, out, 200,
+	       xstrdup("<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>"));
+}
+
+static void ec2_handler(struct stub *s, const struct stub_request *rq, struct stub_reply *out)
+{
+	struct fake_ec2 *e = s->ctx;
+	struct param *p = xcalloc(MAX_PARAMS, sizeof(*p));
+	size_t n = parse_form(rq->body, p, MAX_PARAMS);
+	const char *action = param(p, n, "Action");
+
+	pthread_mutex_lock(&e->lock);
+	if (action && strcmp(action, "RunInstances") == 0)
+		run_instances(e, p, n, out);
+	else if (action && strcmp(action, "DescribeInstances") == 0)
+		describe_instances(e, p, n, out);
+	else if (action && strcmp(action, "TerminateInstances") == 0)
+		terminate_instances(e, p, n, out);
+	else
+		answer(e, out, 400,
+		       xstrdup("<Response><Errors><Error><Code>InvalidAction</Code>"
+			       "</Error></Errors></Response>"));
+	pthread_mutex_unlock(&e->lock);
+	free(p);
+}
+
+/* ---- fixture: the fake, a credentials file and a provider pointed at both ---- */
+
+struct fix {
+	struct stub stub;
+	struct fake_ec2 ec2;
+	char dir[64];
+	char endpoint[64];
+	char *creds_file;
+	struct provider p;
+};
+
+static const char *const groups[] = { "sg-1", "sg-2" };
+
+static int provider_new(struct fix *f, int launch_timeout_s, struct err *err)
+{
+	struct ec2_provider_config cfg = { 0 };
+
+	cfg.cluster_id = CLUSTER;
+	cfg.region = "us-east-1";
+	cfg.endpoint = f->endpoint;
+	cfg.image_id = "ami-cell";
+	cfg.subnet_id = "subnet-1";
+	cfg.security_group_ids = groups;
+	cfg.n_security_group_ids = ARRAY_SIZE(groups);
+	cfg.instance_profile = "kiyot-cell";
+	cfg.credentials_file = f->creds_file;
+	cfg.profile = "default";
+	cfg.no_imds = 1;
+	cfg.launch_timeout_s = launch_timeout_s;
+	cfg.poll_ms = 20;
+	return provider_ec2_new(&cfg, &f->p, err);
+}
+
+static const char creds[] = "[default]\naws_access_key_id = AKIDEXAMPLE\n"
+			    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n";
+
+static int setup(void **state)
+{
+	struct fix *f = xcalloc(1, sizeof(*f));
+	struct err err = ERR_INIT;
+
+	/* the credentials come from the file alone */
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_SESSION_TOKEN");
+	unsetenv("AWS_PROFILE");
+	pthread_mutex_init(&f->ec2.lock, NULL);
+	f->stub.handler = ec2_handler;
+	f->stub.ctx = &f->ec2;
+	if (stub_start(&f->stub) < 0)
+		return -1;
+	snprintf(f->endpoint, sizeof(f->endpoint), "http://127.0.0.1:%d/", f->stub.port);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/kiyot-ec2p.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	f->creds_file = xasprintf("%s/credentials", f->dir);
+	if (fs_write_file(f->creds_file, creds, strlen(creds), 0600, &err) < 0 ||
+	    provider_new(f, 2, &err) < 0) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+
+	if (f->p.ops)
+		f->p.ops->destroy(f->p.self);
+	stub_stop(&f->stub);
+	stub_release(&f->stub);
+	free(f->ec2.xml);
+	pthread_mutex_destroy(&f->ec2.lock);
+	fs_remove_tree(f->dir, &err);
+	free(f->creds_file);
+	free(f);
+	return 0;
+}
+
+/* The request of the last call of action the fake saw, decoded; NULL if none. */
+static struct param *last_request(struct fix *f, const char *action, size_t *n)
+{
+	for (size_t i = stub_count(&f->stub); i-- > 0;) {
+		struct param *p = xcalloc(MAX_PARAMS, sizeof(*p));
+
+		*n = parse_form(f->stub.reqs[i].body, p, MAX_PARAMS);
+		if (strcmp(param(p, *n, "Action"), action) == 0)
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
+static void spec_init(struct cell_spec *s, const char *cell, const char *type)
+{
+	memset(s, 0, sizeof(*s));
+	s->cell_id = cell;
+	s->cluster_id = CLUSTER;
+	s->pod_uid = "0b6f1c3e-uid";
+	s->pod_name = "web";
+	s->pod_namespace = "default";
+	s->instance_type = type;
+	s->bootstrap = "{\"cellId\":\"cell-1\"}";
+}
+
+static int launch(struct fix *f, const struct cell_spec *s, struct cell_info *out, struct err *err)
+{
+	memset(out, 0, sizeof(*out));
+	*err = (struct err)ERR_INIT;
+	return f->p.ops->launch(f->p.self, s, out, err);
+}
+
+static void test_provider_ec2__new_says_what_is_missing(void **state)
+{
+	struct ec2_provider_config cfg = { 0 };
+	struct provider p = { 0 };
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_int_equal(provider_ec2_new(&cfg, &p, &err), -EINVAL);
+	assert_string_equal(err.msg, "ec2: no cluster id");
+	cfg.cluster_id = CLUSTER;
+	assert_int_equal(provider_ec2_new(&cfg, &p, &err), -EINVAL);
+	assert_string_equal(err.msg, "ec2.region: required (or set AWS_REGION)");
+	cfg.region = "us-east-1";
+	assert_int_equal(provider_ec2_new(&cfg, &p, &err), -EINVAL);
+	assert_string_equal(err.msg, "ec2.imageId: required: the AMI cells boot from");
+	assert_null(p.ops);
+}
+
+/* A launch sends one tagged RunInstances with the settings and the bootstrap as user data,
+ * waits for the instance to run, and answers its address. */
+static void test_provider_ec2__launch_runs_a_tagged_instance(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err;
+	struct param *p;
+	size_t n = 0;
+	char b64[128];
+
+	spec_init(&s, "cell-1", "t3.nano");
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(out.cell_id, "cell-1");
+	assert_string_equal(out.instance_id, f->ec2.inst[0].id);
+	assert_string_equal(out.instance_type, "t3.nano");
+	assert_string_equal(out.ip, "10.1.0.10");
+	assert_string_equal(out.pod_uid, "0b6f1c3e-uid");
+	assert_int_equal(out.phase, CELL_RUNNING);
+	assert_true(out.launched_ns > 0);
+	cell_info_release(&out);
+
+	assert_int_equal(f->ec2.runs, 1);
+	assert_string_equal(f->ec2.inst[0].cluster, CLUSTER);
+	assert_string_equal(f->ec2.inst[0].cell, "cell-1");
+	assert_string_equal(f->ec2.inst[0].uid, "0b6f1c3e-uid");
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)s.bootstrap,
+			(int)strlen(s.bootstrap));
+	assert_string_equal(f->ec2.inst[0].user_data, b64);
+	p = last_request(f, "RunInstances", &n);
+	assert_non_null(p);
+	assert_string_equal(param(p, n, "ImageId"), "ami-cell");
+	assert_string_equal(param(p, n, "SubnetId"), "subnet-1");
+	assert_string_equal(param(p, n, "SecurityGroupId.1"), "sg-1");
+	assert_string_equal(param(p, n, "SecurityGroupId.2"), "sg-2");
+	assert_string_equal(param(p, n, "IamInstanceProfile.Name"), "kiyot-cell");
+	/* the token names the pod and is at most 64 characters */
+	assert_int_equal(strncmp(param(p, n, "ClientToken"), "kiyot-0b6f1c3e-uid-", 19), 0);
+	assert_true(strlen(param(p, n, "ClientToken")) <= EC2_MAX_CLIENT_TOKEN);
+	free(p);
+}
+
+/* The same launch again (a retry after a crash) gets the same instance, not a second. */
+static void test_provider_ec2__launch_again_is_the_same_instance(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info a, b;
+	struct err err;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &a, &err), 0);
+	assert_int_equal(launch(f, &s, &b, &err), 0);
+	assert_string_equal(a.instance_id, b.instance_id);
+	assert_int_equal(f->ec2.n, 1);
+	assert_int_equal(f->ec2.runs, 2);
+	cell_info_release(&a);
+	cell_info_release(&b);
+	/* another cell of the same pod is another instance */
+	spec_init(&s, "cell-2", "t3.nano");
+	assert_int_equal(launch(f, &s, &a, &err), 0);
+	assert_int_equal(f->ec2.n, 2);
+	assert_string_not_equal(f->ec2.inst[0].token, f->ec2.inst[1].token);
+	cell_info_release(&a);
+}
+
+/* A type without capacity passes the launch to the next candidate; none left is an error
+ * that says so. */
+static void test_provider_ec2__no_capacity_tries_the_next_type(void **state)
+{
+	static const char *const fallback[] = { "t3a.nano", "t3.micro" };
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err;
+
+	f->ec2.no_capacity[0] = "t3.nano";
+	f->ec2.no_capacity[1] = "t3a.nano";
+	spec_init(&s, "cell-1", "t3.nano");
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(out.instance_type, "t3.micro");
+	assert_int_equal(f->ec2.runs, 3);
+	cell_info_release(&out);
+
+	f->ec2.no_capacity[2] = "t3.micro";
+	spec_init(&s, "cell-2", "t3.nano");
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	assert_true(launch(f, &s, &out, &err) < 0);
+	assert_int_equal(strncmp(err.msg, "cell cell-2: ", 13), 0);
+	if (!strstr(err.msg, "t3.micro capacity"))
+		fail_msg("\"%s\" does not name the last type's shortage", err.msg);
+	assert_int_equal(f->ec2.n, 1);
+}
+
+/* An instance that ends instead of running fails the launch at once, naming its state. */
+static void test_provider_ec2__instance_that_dies_fails_the_launch(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err;
+	_cleanup_free_ char *want = NULL;
+
+	f->ec2.after = TERMINATES;
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), -EIO);
+	want = xasprintf("cell cell-1: instance %s is shutting-down, not running",
+			 f->ec2.inst[0].id);
+	assert_string_equal(err.msg, want);
+}
+
+/* An instance that stays pending fails the launch after the launch timeout. */
+static void test_provider_ec2__pending_past_the_timeout(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err;
+	int64_t t0 = clock_mono_ns();
+
+	f->ec2.after = STAYS;
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), -ETIMEDOUT);
+	assert_non_null(strstr(err.msg, "did not run with an address within 2 s"));
+	assert_true(clock_mono_ns() - t0 >= 2000LL * 1000 * 1000);
+	assert_true(f->ec2.describes >= 2); /* it kept asking */
+}
+
+/* list answers the cluster's instances only, each by its cell (or its own id without one),
+ * with the phase its state means. */
+static void test_provider_ec2__list_is_the_clusters_instances(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out, *all = NULL;
+	size_t n = 0;
+	struct err err;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), 0);
+	cell_info_release(&out);
+	pthread_mutex_lock(&f->ec2.lock);
+	f->ec2.inst[f->ec2.n] = f->ec2.inst[0];
+	snprintf(f->ec2.inst[f->ec2.n].id, 32, "i-other");
+	snprintf(f->ec2.inst[f->ec2.n].cluster, 64, "c-someone-else");
+	f->ec2.n++;
+	f->ec2.inst[f->ec2.n] = f->ec2.inst[0];
+	snprintf(f->ec2.inst[f->ec2.n].id, 32, "i-nocell");
+	snprintf(f->ec2.inst[f->ec2.n].state, 16, "stopping");
+	f->ec2.inst[f->ec2.n].cell[0] = '\0';
+	f->ec2.n++;
+	pthread_mutex_unlock(&f->ec2.lock);
+	assert_int_equal(f->p.ops->list(f->p.self, &all, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(all[0].cell_id, "cell-1");
+	assert_int_equal(all[0].phase, CELL_RUNNING);
+	assert_string_equal(all[0].ip, "10.1.0.10");
+	assert_string_equal(all[0].pod_uid, "0b6f1c3e-uid");
+	assert_string_equal(all[1].cell_id, "i-nocell");
+	assert_int_equal(all[1].phase, CELL_TERMINATING);
+	cell_info_array_free(all, n);
+}
+
+/* terminate finds a cell's instance by its tag (or an instance by its id) among the
+ * cluster's and terminates it; an unknown cell is no error and terminates nothing. */
+static void test_provider_ec2__terminate_by_cell_or_instance(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id2 = NULL;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), 0);
+	cell_info_release(&out);
+	spec_init(&s, "cell-2", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), 0);
+	id2 = xstrdup(out.instance_id);
+	cell_info_release(&out);
+
+	assert_int_equal(f->p.ops->terminate(f->p.self, "cell-1", &err), 0);
+	assert_string_equal(f->ec2.terminated, f->ec2.inst[0].id);
+	assert_string_equal(f->ec2.inst[0].state, "terminated");
+	assert_string_equal(f->ec2.inst[1].state, "running");
+	assert_int_equal(f->p.ops->terminate(f->p.self, id2, &err), 0);
+	assert_string_equal(f->ec2.inst[1].state, "terminated");
+	assert_int_equal(f->ec2.terminates, 2);
+	/* gone already, or never ours: nothing to do */
+	assert_int_equal(f->p.ops->terminate(f->p.self, "cell-1", &err), 0);
+	assert_int_equal(f->p.ops->terminate(f->p.self, "cell-unknown", &err), 0);
+	assert_int_equal(f->ec2.terminates, 2);
+}
+
+struct term_arg {
+	struct fix *f;
+	const char *cell;
+	int ret;
+};
+
+static void *terminate_main(void *arg)
+{
+	struct term_arg *a = arg;
+	struct err err = ERR_INIT;
+
+	a->ret = a->f->p.ops->terminate(a->f->p.self, a->cell, &err);
+	return NULL;
+}
+
+/* Terminates that come together share one TerminateInstances. */
+static void test_provider_ec2__terminates_together_are_batched(void **state)
+{
+	static const char *const cells[] = { "cell-a", "cell-b", "cell-c" };
+	struct fix *f = *state;
+	struct term_arg args[ARRAY_SIZE(cells)];
+	pthread_t t[ARRAY_SIZE(cells)];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+		struct cell_spec s;
+		struct cell_info out;
+		struct err err;
+
+		spec_init(&s, cells[i], "t3.nano");
+		assert_int_equal(launch(f, &s, &out, &err), 0);
+		cell_info_release(&out);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+		args[i] = (struct term_arg){ f, cells[i], -1 };
+		assert_int_equal(pthread_create(&t[i], NULL, terminate_main, &args[i]), 0);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].ret, 0);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(cells); i++)
+		assert_string_equal(f->ec2.inst[i].state, "terminated");
+	/* the batch window is 50 ms: threads started together land in one batch, or two when
+	 * the scheduler is slow; never one call each */
+	assert_true(f->ec2.terminates >= 1 && f->ec2.terminates < (int)ARRAY_SIZE(cells));
+}
+
+/* The provider's EC2 client is there for the catalog refresh; other providers have none. */
+static void test_provider_ec2__client_of_an_ec2_provider_only(void **state)
+{
+	struct fix *f = *state;
+	struct provider other = { .ops = NULL };
+	static const struct provider_ops other_ops = { .name = "other" };
+
+	assert_non_null(provider_ec2_client(&f->p));
+	other.ops = &other_ops;
+	assert_null(provider_ec2_client(&other));
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(test_provider_ec2__##name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_provider_ec2__new_says_what_is_missing),
+		T(launch_runs_a_tagged_instance),
+		T(launch_again_is_the_same_instance),
+		T(no_capacity_tries_the_next_type),
+		T(instance_that_dies_fails_the_launch),
+		T(pending_past_the_timeout),
+		T(list_is_the_clusters_instances),
+		T(terminate_by_cell_or_instance),
+		T(terminates_together_are_batched),
+		T(client_of_an_ec2_provider_only),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
