@@ -705,7 +705,9 @@ static int cmd_logs(struct cli *c, int argc, char **argv)
 	size_t have = 0;
 	int fd;
 
-	optind = 2;
+	if (argc < 2 || argv[1][0] == '-')
+		return cli_fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
+	optind = 2; /* options follow POD */
 	while ((opt = getopt(argc, argv, "c:f")) != -1) {
 		if (opt == 'c')
 			cname = optarg;
@@ -714,10 +716,6 @@ static int cmd_logs(struct cli *c, int argc, char **argv)
 		else
 			return cli_fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
 	}
-	if (optind >= argc && argc >= 2 && argv[1][0] != '-')
-		optind = 1;
-	if (argc < 2 || argv[1][0] == '-')
-		return cli_fail("usage: kiyot logs POD [-c CONTAINER] [-f]");
 	if (cli_find_pod(c, argv[1], &sid, &err) < 0 || !(cs = list_containers(c, sid, &err)))
 		return cli_fail("%s", err.msg);
 	for (size_t i = 0; i < cs->n_containers; i++) {
