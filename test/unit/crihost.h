@@ -4,7 +4,8 @@
  * no catalog, no cell manager) serves the real method table (cri_table.c, through router.c)
  * on a unix socket; a client channel calls it as the kubelet would. Records are put in its
  * lists directly, as store_load would have. A test may give it a regconf and a node image store
- * (k.regconf, k.node_images): crihost_stop frees them.
+ * (k.regconf, k.node_images), a cell manager without cells (cells_new) and a streaming
+ * server (k.cells, k.stream): crihost_stop frees them.
  *
  *	struct crihost h;
  *	crihost_start(&h);                    h.k is kiyot, h.ch a client of its socket
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cells/cells.h"
 #include "cri/cri.h"
 #include "cri/events.h"
 #include "cri/router.h"
@@ -32,6 +34,7 @@
 #include "rpc.h"
 #include "state/kiyot.h"
 #include "state/store.h"
+#include "stream/server.h"
 #include "xalloc.h"
 
 #define CRIHOST_FN static __attribute__((unused))
@@ -87,6 +90,8 @@ CRIHOST_FN void crihost_stop(struct crihost *h)
 	rpc_channel_free(h->ch);
 	rpc_server_stop(h->srv);
 	router_close(&h->k);
+	stream_server_stop(h->k.stream);
+	cells_free(h->k.cells);
 	while (h->k.sandboxes) {
 		struct sandbox *s = h->k.sandboxes;
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "cli/cli.h"
+#include "clirun.h"
 #include "cri/cri.h"
 #include "fsutil.h"
 #include "rpc.h"
@@ -394,7 +394,7 @@ struct fix {
 	char dir[64];
 	char sock[128];
 	struct rpc_server *srv;
-	char *out, *err; /* what the last command printed */
+	struct clirun run; /* what the last command printed */
 };
 
 /* The fake's handlers run on one worker, so the tests' reads of its state need no lock
@@ -444,65 +444,9 @@ static int teardown(void **state)
 		protobuf_c_message_free_unpacked(&fake.ctrs[i].cfg->base, NULL);
 	fake.n_pods = fake.n_ctrs = fake.n_calls = 0;
 	fs_remove_tree(f->dir, &err);
-	free(f->out);
-	free(f->err);
+	clirun_release(&f->run);
 	free(f);
 	return 0;
-}
-
-static char *slurp(const char *path)
-{
-	struct err err = ERR_INIT;
-	char *text = NULL;
-	size_t n = 0;
-
-	if (fs_read_file(path, 1 << 20, &text, &n, &err) < 0)
-		fail_msg("%s", err.msg);
-	return text;
-}
-
-/* Runs `kiyot ARGS...` (NULL-terminated) with stdin from /dev/null and stdout and stderr
- * captured into f->out and f->err; returns its exit status. */
-static int kiyot(struct fix *f, ...)
-{
-	char *argv[32] = { "kiyot" };
-	_cleanup_free_ char *outp = xasprintf("%s/stdout", f->dir);
-	_cleanup_free_ char *errp = xasprintf("%s/stderr", f->dir);
-	int argc = 1, ret, saved_in, saved_out, saved_err, fi, fo, fe;
-	va_list ap;
-
-	va_start(ap, f);
-	while ((argv[argc] = va_arg(ap, char *)))
-		argc++;
-	va_end(ap);
-	fflush(stdout);
-	fflush(stderr);
-	saved_in = dup(0);
-	saved_out = dup(1);
-	saved_err = dup(2);
-	fi = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	dup2(fi, 0);
-	dup2(fo, 1);
-	dup2(fe, 2);
-	ret = cli_main(argc, argv);
-	fflush(stdout);
-	fflush(stderr);
-	dup2(saved_in, 0);
-	dup2(saved_out, 1);
-	dup2(saved_err, 2);
-	close(saved_in);
-	close(saved_out);
-	close(saved_err);
-	close(fi);
-	close(fo);
-	close(fe);
-	free(f->out);
-	free(f->err);
-	f->out = slurp(outp);
-	f->err = slurp(errp);
-	return ret;
 }
 
 /* Asserts the fake saw exactly these calls (NULL-terminated), in order. */
@@ -525,8 +469,8 @@ static void expect_calls(const char *first, ...)
 
 static void expect_err(struct fix *f, const char *text)
 {
-	if (!strstr(f->err, text))
-		fail_msg("stderr \"%s\" does not say \"%s\"", f->err, text);
+	if (!strstr(f->run.err, text))
+		fail_msg("stderr \"%s\" does not say \"%s\"", f->run.err, text);
 }
 
 /* A pod of fake records: containers (name, state, exit code) in a new sandbox. */
@@ -573,12 +517,12 @@ static void test_cli__without_a_command_or_socket_says_what_to_do(void **state)
 	struct fix *f = *state;
 	_cleanup_free_ char *missing = xasprintf("%s/none.sock", f->dir);
 
-	assert_int_equal(kiyot(f, NULL), 1);
+	assert_int_equal(clirun(&f->run, NULL), 1);
 	expect_err(f, "usage: kiyot <command> [options]");
-	assert_int_equal(kiyot(f, "--socket", missing, "get", "pods", NULL), 1);
+	assert_int_equal(clirun(&f->run, "--socket", missing, "get", "pods", NULL), 1);
 	expect_err(f, "cannot reach kiyot at");
 	expect_err(f, "start it with `kiyot serve` or pass --socket");
-	assert_int_equal(kiyot(f, "frobnicate", NULL), 1);
+	assert_int_equal(clirun(&f->run, "frobnicate", NULL), 1);
 	expect_err(f, "unknown command \"frobnicate\"");
 	assert_int_equal(fake.n_calls, 0);
 }
@@ -594,9 +538,9 @@ static void test_cli__run_makes_the_calls_a_kubelet_makes(void **state)
 	Runtime__V1__PodSandboxConfig *sb;
 	_cleanup_free_ char *vol = NULL;
 
-	if (kiyot(f, "run", "-f", FIX "unit-web.yaml", NULL) != 0)
-		fail_msg("%s", f->err);
-	assert_non_null(strstr(f->out, "pod/unit-web created (sandbox sb01000000000)"));
+	if (clirun(&f->run, "run", "-f", FIX "unit-web.yaml", NULL) != 0)
+		fail_msg("%s", f->run.err);
+	assert_non_null(strstr(f->run.out, "pod/unit-web created (sandbox sb01000000000)"));
 	expect_calls("RunPodSandbox unit-web", "PullImage busybox:1 for unit-web",
 		     "CreateContainer setup (init)", "StartContainer setup",
 		     "PullImage registry.test/hello:1 for unit-web", "CreateContainer web",
@@ -629,7 +573,7 @@ static void test_cli__run_stops_at_a_failed_init_container(void **state)
 {
 	struct fix *f = *state;
 
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-failinit.yaml", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-failinit.yaml", NULL), 1);
 	expect_err(f, "pod unit-failinit: init container fail-first exited with code 1; see "
 		      "`kiyot logs unit-failinit -c fail-first`");
 	expect_calls("RunPodSandbox unit-failinit", "PullImage busybox:1 for unit-failinit",
@@ -641,22 +585,22 @@ static void test_cli__run_refuses_bad_input_before_any_call(void **state)
 {
 	struct fix *f = *state;
 
-	assert_int_equal(kiyot(f, "run", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", NULL), 1);
 	expect_err(f, "usage: kiyot run -f POD.yaml");
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-web.yaml", "extra", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-web.yaml", "extra", NULL), 1);
 	expect_err(f, "usage: kiyot run -f POD.yaml");
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-web.yaml", "--seccomp-profile-root",
-			       "profiles", NULL),
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-web.yaml", "--seccomp-profile-root",
+				"profiles", NULL),
 			 1);
 	expect_err(f, "--seccomp-profile-root: \"profiles\" must be an absolute path");
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-no-image.yaml", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-no-image.yaml", NULL), 1);
 	expect_err(f, "image");
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-sidecar.yaml", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-sidecar.yaml", NULL), 1);
 	expect_err(f, "spec.initContainers[0] (proxy): sidecar containers (restartPolicy: Always) "
 		      "are not supported by kiyot run");
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-nonroot-uid0.yaml", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-nonroot-uid0.yaml", NULL), 1);
 	expect_err(f, "runAsNonRoot");
-	assert_int_equal(kiyot(f, "run", "-f", f->dir, NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", f->dir, NULL), 1);
 	assert_int_equal(fake.n_calls, 0);
 }
 
@@ -666,7 +610,7 @@ static void test_cli__run_refuses_a_root_image_for_run_as_non_root(void **state)
 {
 	struct fix *f = *state;
 
-	assert_int_equal(kiyot(f, "run", "-f", FIX "unit-nonroot.yaml", NULL), 1);
+	assert_int_equal(clirun(&f->run, "run", "-f", FIX "unit-nonroot.yaml", NULL), 1);
 	expect_err(f, "containers app");
 	expect_err(f, "runAsNonRoot");
 	expect_calls("RunPodSandbox unit-nonroot", "PullImage busybox:1 for unit-nonroot", NULL);
@@ -700,19 +644,22 @@ static void test_cli__get_pods_summarises_each_pod(void **state)
 	add_ctr(p, "app", RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED, 0, "");
 	add_pod("stopped", "other", 0);
 
-	assert_int_equal(kiyot(f, "get", "pods", NULL), 0);
-	assert_non_null(strstr(f->out, "NAME                     NAMESPACE        READY   STATUS"));
-	assert_non_null(strstr(f->out, "running                  default          1/1     Running"
-				       "     10.77.0.5       3h\n"));
+	assert_int_equal(clirun(&f->run, "get", "pods", NULL), 0);
 	assert_non_null(
-		strstr(f->out, "done                     default          0/1     Completed"));
-	assert_non_null(strstr(f->out, "broken                   default          1/2     Error"));
+		strstr(f->run.out, "NAME                     NAMESPACE        READY   STATUS"));
+	assert_non_null(strstr(f->run.out,
+			       "running                  default          1/1     Running"
+			       "     10.77.0.5       3h\n"));
 	assert_non_null(
-		strstr(f->out, "waiting                  default          0/1     Pending"));
-	assert_non_null(strstr(f->out,
+		strstr(f->run.out, "done                     default          0/1     Completed"));
+	assert_non_null(
+		strstr(f->run.out, "broken                   default          1/2     Error"));
+	assert_non_null(
+		strstr(f->run.out, "waiting                  default          0/1     Pending"));
+	assert_non_null(strstr(f->run.out,
 			       "stopped                  other            0/0     Terminated"
 			       "  <none>"));
-	assert_int_equal(kiyot(f, "get", "things", NULL), 1);
+	assert_int_equal(clirun(&f->run, "get", "things", NULL), 1);
 	expect_err(f, "usage: kiyot get pods | kiyot get cells [-o wide]");
 }
 
@@ -723,16 +670,16 @@ static void test_cli__get_cells_names_each_pods_cell(void **state)
 
 	add_pod("web", "default", 1);
 	add_pod("stopped", "default", 0);
-	assert_int_equal(kiyot(f, "get", "cells", NULL), 0);
-	assert_non_null(strstr(f->out, "CELL                   NAMESPACE        POD"));
-	assert_non_null(strstr(f->out,
+	assert_int_equal(clirun(&f->run, "get", "cells", NULL), 0);
+	assert_non_null(strstr(f->run.out, "CELL                   NAMESPACE        POD"));
+	assert_non_null(strstr(f->run.out,
 			       "cell-0abc              default          web"
 			       "                      t3.nano        10.77.0.5       3h\n"));
-	assert_null(strstr(f->out, "stopped"));
-	assert_null(strstr(f->out, "WHY"));
-	assert_int_equal(kiyot(f, "get", "cell", "-o", "wide", NULL), 0);
-	assert_non_null(strstr(f->out, "   WHY\n"));
-	assert_non_null(strstr(f->out, "3h   cheapest that fits\n"));
+	assert_null(strstr(f->run.out, "stopped"));
+	assert_null(strstr(f->run.out, "WHY"));
+	assert_int_equal(clirun(&f->run, "get", "cell", "-o", "wide", NULL), 0);
+	assert_non_null(strstr(f->run.out, "   WHY\n"));
+	assert_non_null(strstr(f->run.out, "3h   cheapest that fits\n"));
 }
 
 /* ---- logs ---- */
@@ -761,15 +708,15 @@ static void test_cli__logs_prints_the_containers_streams(void **state)
 		  "not a record\n"
 		  "2026-01-01T00:00:00.000000005Z stdout F unfinished");
 	add_ctr(p, "web", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, log);
-	if (kiyot(f, "logs", "web", NULL) != 0)
-		fail_msg("%s", f->err);
-	assert_string_equal(f->out, "hello\npartial\n");
-	assert_string_equal(f->err, "oops\n");
+	if (clirun(&f->run, "logs", "web", NULL) != 0)
+		fail_msg("%s", f->run.err);
+	assert_string_equal(f->run.out, "hello\npartial\n");
+	assert_string_equal(f->run.err, "oops\n");
 	fake.ctrs[0].state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
-	assert_int_equal(kiyot(f, "logs", "web", "-f", NULL), 0);
-	assert_string_equal(f->out, "hello\npartial\n");
-	assert_int_equal(kiyot(f, "logs", "web", "-c", "web", NULL), 0);
-	assert_string_equal(f->out, "hello\npartial\n");
+	assert_int_equal(clirun(&f->run, "logs", "web", "-f", NULL), 0);
+	assert_string_equal(f->run.out, "hello\npartial\n");
+	assert_int_equal(clirun(&f->run, "logs", "web", "-c", "web", NULL), 0);
+	assert_string_equal(f->run.out, "hello\npartial\n");
 }
 
 /* logs names what it cannot find: the pod, a container, one of several, the file. */
@@ -779,24 +726,24 @@ static void test_cli__logs_says_what_is_missing(void **state)
 	struct fpod *p = add_pod("web", "default", 1);
 	_cleanup_free_ char *gone = xasprintf("%s/gone.log", f->dir);
 
-	assert_int_equal(kiyot(f, "logs", "db", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "db", NULL), 1);
 	expect_err(f, "pod \"db\" not found in namespace default");
-	assert_int_equal(kiyot(f, "logs", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "web", NULL), 1);
 	expect_err(f, "pod web has no container");
 	add_ctr(p, "web", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, gone);
 	add_ctr(p, "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
-	assert_int_equal(kiyot(f, "logs", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "web", NULL), 1);
 	expect_err(f, "pod web has several containers; name one with -c");
-	assert_int_equal(kiyot(f, "logs", "web", "-c", "db", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "web", "-c", "db", NULL), 1);
 	expect_err(f, "pod web has no container named db");
-	assert_int_equal(kiyot(f, "logs", "web", "-c", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "web", "-c", "web", NULL), 1);
 	expect_err(f, "No such file or directory");
-	assert_int_equal(kiyot(f, "logs", "web", "-c", "side", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", "web", "-c", "side", NULL), 1);
 	expect_err(f, "has no log file");
-	assert_int_equal(kiyot(f, "logs", NULL), 1);
+	assert_int_equal(clirun(&f->run, "logs", NULL), 1);
 	expect_err(f, "usage: kiyot logs POD [-c CONTAINER] [-f]");
 	/* another namespace's pod of the same name is another pod */
-	assert_int_equal(kiyot(f, "-n", "prod", "logs", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "-n", "prod", "logs", "web", NULL), 1);
 	expect_err(f, "pod \"web\" not found in namespace prod");
 }
 
@@ -811,14 +758,14 @@ static void test_cli__delete_stops_then_removes(void **state)
 	add_ctr(p, "app", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
 	add_ctr(p, "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
 	add_pod("web", "other", 1);
-	assert_int_equal(kiyot(f, "delete", "pod", "web", NULL), 0);
-	assert_string_equal(f->out, "pod/web deleted\n");
+	assert_int_equal(clirun(&f->run, "delete", "pod", "web", NULL), 0);
+	assert_string_equal(f->run.out, "pod/web deleted\n");
 	expect_calls("StopContainer app timeout 10", "StopContainer side timeout 10",
 		     "StopPodSandbox web", "RemovePodSandbox web", NULL);
 	assert_int_equal(fake.pods[1].ready, 1); /* the other namespace's is left */
-	assert_int_equal(kiyot(f, "delete", "pod", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "delete", "pod", "web", NULL), 1);
 	expect_err(f, "pod \"web\" not found in namespace default");
-	assert_int_equal(kiyot(f, "delete", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "delete", "web", NULL), 1);
 	expect_err(f, "usage: kiyot delete pod NAME");
 }
 
@@ -829,19 +776,19 @@ static void test_cli__exec_and_attach_arguments(void **state)
 	struct fix *f = *state;
 	struct fpod *p = add_pod("web", "default", 1);
 
-	assert_int_equal(kiyot(f, "exec", NULL), 2);
+	assert_int_equal(clirun(&f->run, "exec", NULL), 2);
 	expect_err(f, "usage: kiyot exec [-i] [-t] POD [-c CONTAINER] -- COMMAND [ARG...]");
-	assert_int_equal(kiyot(f, "exec", "web", NULL), 2);
-	assert_int_equal(kiyot(f, "attach", "web", "extra", NULL), 2);
+	assert_int_equal(clirun(&f->run, "exec", "web", NULL), 2);
+	assert_int_equal(clirun(&f->run, "attach", "web", "extra", NULL), 2);
 	expect_err(f, "usage: kiyot attach [-i] [-t] POD [-c CONTAINER]");
-	assert_int_equal(kiyot(f, "exec", "--frob", "web", "--", "ls", NULL), 2);
-	assert_int_equal(kiyot(f, "exec", "db", "--", "ls", NULL), 1);
+	assert_int_equal(clirun(&f->run, "exec", "--frob", "web", "--", "ls", NULL), 2);
+	assert_int_equal(clirun(&f->run, "exec", "db", "--", "ls", NULL), 1);
 	expect_err(f, "pod \"db\" not found in namespace default");
-	assert_int_equal(kiyot(f, "exec", "web", "--", "ls", NULL), 1);
+	assert_int_equal(clirun(&f->run, "exec", "web", "--", "ls", NULL), 1);
 	expect_err(f, "pod web has no container");
 	add_ctr(p, "app", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
 	add_ctr(p, "side", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
-	assert_int_equal(kiyot(f, "exec", "web", "--", "ls", NULL), 1);
+	assert_int_equal(clirun(&f->run, "exec", "web", "--", "ls", NULL), 1);
 	expect_err(f, "pod web has several containers; name one with -c");
 	assert_int_equal(fake.n_calls, 0);
 }
@@ -856,15 +803,15 @@ static void test_cli__exec_to_a_dead_streaming_server(void **state)
 
 	c = add_ctr(p, "app", RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING, 0, "");
 	snprintf(fake.exec_url, sizeof(fake.exec_url), "http://127.0.0.1:1/exec/token");
-	assert_int_equal(kiyot(f, "exec", "-i", "-t", p->id, "-c", "app", "--", "ls", "-l", NULL),
-			 1);
-	assert_true(f->err[0] != '\0');
+	assert_int_equal(
+		clirun(&f->run, "exec", "-i", "-t", p->id, "-c", "app", "--", "ls", "-l", NULL), 1);
+	assert_true(f->run.err[0] != '\0');
 	assert_int_equal(fake.n_calls, 1);
 	assert_int_equal(strncmp(fake.calls[0], "Exec ", 5), 0);
 	assert_non_null(strstr(fake.calls[0], c->id));
 	/* -t without a terminal on stdin is dropped, as kubectl does */
 	assert_non_null(strstr(fake.calls[0], "ls stdin=1 tty=0"));
-	assert_int_equal(kiyot(f, "attach", "web", NULL), 1);
+	assert_int_equal(clirun(&f->run, "attach", "web", NULL), 1);
 	assert_string_equal(fake.calls[1], "Attach ct0100000000000000");
 }
 
@@ -872,14 +819,14 @@ static void test_cli__port_forward_arguments(void **state)
 {
 	struct fix *f = *state;
 
-	assert_int_equal(kiyot(f, "port-forward", "web", NULL), 2);
+	assert_int_equal(clirun(&f->run, "port-forward", "web", NULL), 2);
 	expect_err(f, "usage: kiyot port-forward POD [LOCAL:]REMOTE...");
-	assert_int_equal(kiyot(f, "port-forward", "web", "0", NULL), 2);
+	assert_int_equal(clirun(&f->run, "port-forward", "web", "0", NULL), 2);
 	expect_err(f, "\"0\": the pod's port must be 1-65535");
-	assert_int_equal(kiyot(f, "port-forward", "web", "70000:80", NULL), 2);
+	assert_int_equal(clirun(&f->run, "port-forward", "web", "70000:80", NULL), 2);
 	expect_err(f, "\"70000:80\": the local port must be 0-65535");
-	assert_int_equal(kiyot(f, "port-forward", "web", "8080:http", NULL), 2);
-	assert_int_equal(kiyot(f, "port-forward", "web", ":80", NULL), 1);
+	assert_int_equal(clirun(&f->run, "port-forward", "web", "8080:http", NULL), 2);
+	assert_int_equal(clirun(&f->run, "port-forward", "web", ":80", NULL), 1);
 	expect_err(f, "pod \"web\" not found in namespace default");
 	assert_int_equal(fake.n_calls, 0);
 }

@@ -1,0 +1,284 @@
+/*
+ * Unit tests for kiyot/stream/server.c and session.c, the streaming server of Exec and
+ * Attach, up to the cell: kiyot's CRI server (crihost.h) with a cell manager that runs no
+ * cell, so every session gets as far as opening the agent's stream and must tell the client
+ * why it cannot. Clients: `kiyot exec`/`kiyot attach` (SPDY/3.1, as kubectl) and a raw socket
+ * for what a client may get wrong (unknown tokens, no upgrade, protocols) and for WebSocket.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clirun.h"
+#include "clock.h"
+#include "crihost.h"
+
+#define CELL "cell-gone"
+#define NOT_RUNNING "cell " CELL " is not running"
+
+struct fix {
+	struct crihost h;
+	struct clirun run;
+};
+
+static int setup(void **state)
+{
+	struct fix *f = xcalloc(1, sizeof(*f));
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sock = NULL;
+	struct sandbox *sb;
+
+	if (crihost_start(&f->h) < 0)
+		return -1;
+	if (cells_new(&f->h.k, &f->h.k.cells, &err) < 0 ||
+	    stream_server_start("127.0.0.1:0", f->h.k.cells, &f->h.k.stream, &err) < 0) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	sb = crihost_add_sandbox(&f->h,
+				 "5b00000000000000000000000000000000000000000000000000000000000001",
+				 "web", SANDBOX_READY, CELL);
+	crihost_add_container(&f->h,
+			      "c000000000000000000000000000000000000000000000000000000000000001",
+			      sb->id, "app", "busybox", CTR_RUNNING);
+	sock = xasprintf("%s/kiyot.sock", f->h.dir);
+	setenv("KIYOT_SOCKET", sock, 1);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	crihost_stop(&f->h);
+	clirun_release(&f->run);
+	free(f);
+	return 0;
+}
+
+/* kubectl exec's way: Exec's URL upgraded to SPDY; the session cannot reach the cell and says
+ * so on the error channel, and the command fails with that message. */
+static void test_stream__exec_to_a_cell_that_is_gone_says_why(void **state)
+{
+	struct fix *f = *state;
+
+	assert_int_equal(clirun(&f->run, "exec", "web", "--", "ls", "/", NULL), 1);
+	if (!strstr(f->run.err, NOT_RUNNING))
+		fail_msg("stderr \"%s\" does not say \"%s\"", f->run.err, NOT_RUNNING);
+	assert_string_equal(f->run.out, "");
+	assert_int_equal(clirun(&f->run, "exec", "-i", "web", "-c", "app", "--", "cat", NULL), 1);
+	assert_non_null(strstr(f->run.err, NOT_RUNNING));
+	assert_int_equal(clirun(&f->run, "attach", "web", NULL), 1);
+	assert_non_null(strstr(f->run.err, NOT_RUNNING));
+}
+
+/* ---- a raw client ---- */
+
+static int dial(const char *url)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int port = 0, fd;
+
+	assert_int_equal(sscanf(url, "http://127.0.0.1:%d/", &port), 1);
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Everything the server sends until it closes (5 s at most); *len its length. */
+static char *read_all(int fd, size_t *len)
+{
+	char *buf = xcalloc(1, 65537);
+	size_t n = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, 5000) <= 0)
+			break;
+		r = read(fd, buf + n, 65536 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	*len = n;
+	return buf;
+}
+
+/* Sends a request for url's path with extra header lines; the answer until the close. */
+static char *ask(const char *url, const char *headers, size_t *len)
+{
+	const char *path = strchr(url + 7, '/');
+	_cleanup_free_ char *req =
+		xasprintf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, headers);
+	int fd = dial(url);
+	char *answer;
+
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	answer = read_all(fd, len);
+	close(fd);
+	return answer;
+}
+
+static char *exec_url(struct fix *f)
+{
+	static char *const cmd[] = { "ls" };
+	struct stream_request r = { .kind = STREAM_EXEC };
+
+	r.cell_id = CELL;
+	r.unit_id = "c000000000000000000000000000000000000000000000000000000000000001";
+	r.cmd = cmd;
+	r.n_cmd = 1;
+	r.out = r.err = true;
+	return stream_server_url(f->h.k.stream, &r);
+}
+
+/* A URL is good once: a second use, or a made-up token, is 404 saying to ask again. */
+static void test_stream__urls_are_single_use(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f);
+	_cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *bad = NULL;
+	size_t len;
+
+	assert_int_equal(strncmp(url, "http://127.0.0.1:", 17), 0);
+	assert_non_null(strstr(url, "/exec/"));
+	a = ask(url, "", &len); /* used, though it asks for no upgrade */
+	assert_int_equal(strncmp(a, "HTTP/1.1 400", 12), 0);
+	assert_non_null(strstr(a, "upgrade to SPDY/3.1 or websocket to use this stream"));
+	b = ask(url, "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", &len);
+	assert_int_equal(strncmp(b, "HTTP/1.1 404", 12), 0);
+	assert_non_null(strstr(b, "unknown or expired stream URL: ask the runtime for a new one"));
+	bad = xstrdup(url);
+	memcpy(strstr(bad, "/exec/") + 6, "0000", 4);
+	c = ask(bad, "", &len);
+	assert_int_equal(strncmp(c, "HTTP/1.1 404", 12), 0);
+}
+
+/* A head that is not HTTP is 400; a SPDY upgrade with no protocol in common is 403 and
+ * lists the ones the server speaks. */
+static void test_stream__bad_requests_are_answered(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f);
+	_cleanup_free_ char *a = NULL, *b = NULL;
+	int fd = dial(url);
+	size_t len;
+
+	assert_int_equal(write(fd, "BLAH\r\n\r\n", 8), 8);
+	a = read_all(fd, &len);
+	close(fd);
+	assert_int_equal(strncmp(a, "HTTP/1.1 400", 12), 0);
+	b = ask(url,
+		"Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+		"X-Stream-Protocol-Version: v9.channel.k8s.io\r\n",
+		&len);
+	assert_int_equal(strncmp(b, "HTTP/1.1 403", 12), 0);
+	assert_non_null(strstr(b, "X-Accepted-Stream-Protocol-Versions: v4.channel.k8s.io"));
+	assert_non_null(strstr(b, "no stream protocol in common"));
+}
+
+/* The payloads of the unmasked WebSocket frames in data (after the upgrade's head),
+ * concatenated; a close frame's too. */
+static char *ws_payloads(const char *data, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)data;
+	char *out = xcalloc(1, len + 1);
+	size_t o = 0, i = 0;
+
+	while (i + 2 <= len) {
+		uint64_t n = p[i + 1] & 0x7f;
+		size_t h = 2;
+
+		if (n == 126) {
+			n = (uint64_t)p[i + 2] << 8 | p[i + 3];
+			h = 4;
+		} else if (n == 127) {
+			break; /* nothing here is that large */
+		}
+		if (i + h + n > len)
+			break;
+		memcpy(out + o, p + i + h, n);
+		o += n;
+		i += h + n;
+	}
+	return out;
+}
+
+/* Over WebSocket (v4.channel.k8s.io, as kubectl 1.30 and later) the failure comes as a Status
+ * on the error channel, then a close. */
+static void test_stream__websocket_exec_gets_the_failure_as_a_status(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f);
+	_cleanup_free_ char *a = NULL, *frames = NULL;
+	const char *body;
+	size_t len;
+
+	a = ask(url,
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		"Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n",
+		&len);
+	assert_int_equal(strncmp(a, "HTTP/1.1 101", 12), 0);
+	assert_non_null(strstr(a, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
+	assert_non_null(strstr(a, "Sec-WebSocket-Protocol: v4.channel.k8s.io"));
+	body = strstr(a, "\r\n\r\n") + 4;
+	frames = ws_payloads(body, len - (size_t)(body - a));
+	/* channel 3 (error), then the Status */
+	if (!strstr(frames,
+		    "\x03{\"metadata\":{},\"status\":\"Failure\",\"message\":\"" NOT_RUNNING))
+		fail_msg("no failure Status in \"%s\"", frames);
+}
+
+/* Stopping the server ends the connections it serves and frees its URLs. */
+static void test_stream__stop_ends_open_connections(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f);
+	_cleanup_free_ char *unused = exec_url(f);
+	_cleanup_free_ char *rest = NULL;
+	int fd = dial(url);
+	int64_t t0;
+	size_t len;
+
+	/* a connection that never sends its head: it would wait 10 s for one */
+	usleep(50000);
+	t0 = clock_mono_ns();
+	stream_server_stop(f->h.k.stream);
+	f->h.k.stream = NULL;
+	rest = read_all(fd, &len);
+	close(fd);
+	assert_true(clock_mono_ns() - t0 < 3000LL * 1000 * 1000);
+	assert_null(strstr(rest, "HTTP/1.1 101"));
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(test_stream__##name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(exec_to_a_cell_that_is_gone_says_why),
+		T(urls_are_single_use),
+		T(bad_requests_are_answered),
+		T(websocket_exec_gets_the_failure_as_a_status),
+		T(stop_ends_open_connections),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
