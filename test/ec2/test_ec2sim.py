@@ -612,7 +612,7 @@ class BotocoreTests(unittest.TestCase):
         paginator = self.ec2.get_paginator("describe_instance_types")
         names = [t["InstanceType"] for page in paginator.paginate()
                  for t in page["InstanceTypes"]]
-        with open(os.path.join(HERE, "..", "..", "kiyot", "data",
+        with open(os.path.join(HERE, "..", "..", "kiyot", "sizing", "data",
                                "aws-instance-catalog.json"), encoding="utf-8") as f:
             catalog = json.load(f)[REGION]
         self.assertEqual(sorted(names), sorted(e["instanceType"] for e in catalog))

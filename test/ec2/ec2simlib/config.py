@@ -5,7 +5,7 @@ import os
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CATALOG = os.path.normpath(os.path.join(HERE, "..", "..", "..", "kiyot", "data",
+DEFAULT_CATALOG = os.path.normpath(os.path.join(HERE, "..", "..", "..", "kiyot", "sizing", "data",
                                                 "aws-instance-catalog.json"))
 DEFAULT_KEY = "AKIAKIYOTSIMEXAMPLE0:kiyot-sim-secret-key"
 
