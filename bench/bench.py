@@ -15,6 +15,8 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
      suite's private containerd, same client, same requests, in the same run
   8. streaming next to that containerd: exec round trips through the Exec URL (SPDY), and
      port-forward throughput through one connection (kiyot port-forward as the client of both)
+  9. kiyot's memory under mutated CRI requests, 10. 1000 CRI calls at once next to that
+     containerd, 11. Version while 100 pulls stall (bench/load.py)
      (6 is bench/volumes, a program of its own)
 
 bench/run.sh is the entry point (root, one run at a time). Exit status: 0 when every figure
@@ -45,6 +47,7 @@ sys.path.insert(0, HERE)
 
 import containerd  # noqa: E402
 import harness  # noqa: E402
+import load  # noqa: E402
 import streamclient  # noqa: E402
 from report import ratio, table  # noqa: E402
 from harness import images  # noqa: E402
@@ -1030,6 +1033,7 @@ class Bench:
         st = r.get("streaming")
         if st and st["kiyot"]["exec"]:
             self.report_streaming(st)
+        load.report(r)
         if self.failed:
             print()
             for f in self.failed:
@@ -1303,7 +1307,12 @@ def main():
                                (("3",), "cell-agent memory", b.section_agent_mem),
                                (("5",), "CRI Version", b.section_version),
                                (("7",), "containerd baseline", b.section_vs_containerd),
-                               (("8",), "streaming", b.section_streaming)):
+                               (("8",), "streaming", b.section_streaming),
+                               (("9",), "memory under mutated requests",
+                                lambda: load.section_fuzz_memory(b)),
+                               (("10",), "1000 calls at once", lambda: load.section_burst(b)),
+                               (("11",), "Version while pulls stall",
+                                lambda: load.section_stalled_pulls(b))):
             if not only or only & set(nums):
                 b.section(name, fn)
         b.report()
