@@ -17,6 +17,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -269,6 +271,196 @@ static void test_stream__stop_ends_open_connections(void **state)
 	assert_null(strstr(rest, "HTTP/1.1 101"));
 }
 
+/* ---- port-forward, with a provider whose cells share the node ---- */
+
+/* An echo server on 127.0.0.1 standing in for the pod's port 80: it answers every
+ * connection with what it reads, until the connection ends. */
+struct echo {
+	int lfd, port;
+	pthread_t thread;
+};
+
+static void *echo_main(void *arg)
+{
+	struct echo *e = arg;
+	int fd;
+
+	while ((fd = accept(e->lfd, NULL, NULL)) >= 0) {
+		char buf[4096];
+		ssize_t n;
+
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			if (write(fd, buf, (size_t)n) != n)
+				break;
+		close(fd);
+	}
+	return NULL;
+}
+
+static int listen_any(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* The provider's dial: port 80 of cell CELL is the echo server; any other port refuses. */
+static int echo_dial(void *self, const char *cell_id, uint16_t port, int host_network,
+		     struct err *err)
+{
+	struct echo *e = self;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd;
+
+	(void)host_network;
+	if (strcmp(cell_id, CELL) != 0 || port != 80)
+		return err_set(err, ECONNREFUSED, "connect to port %u of cell %s: refused", port,
+			       cell_id);
+	a.sin_port = htons((uint16_t)e->port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return err_errno(err, "connect to the echo server");
+	}
+	return fd;
+}
+
+static const struct provider_ops echo_ops = { .name = "echo", .dial = echo_dial };
+
+static struct echo echo;
+
+static int setup_pf(void **state)
+{
+	struct fix *f;
+
+	if (setup(state) < 0)
+		return -1;
+	f = *state;
+	echo.lfd = listen_any(&echo.port);
+	assert_int_equal(pthread_create(&echo.thread, NULL, echo_main, &echo), 0);
+	f->h.k.provider.ops = &echo_ops;
+	f->h.k.provider.self = &echo;
+	return 0;
+}
+
+static int teardown_pf(void **state)
+{
+	struct fix *f = *state;
+
+	shutdown(echo.lfd, SHUT_RDWR);
+	pthread_join(echo.thread, NULL);
+	close(echo.lfd);
+	f->h.k.provider.ops = NULL;
+	return teardown(state);
+}
+
+struct pf_run {
+	struct fix *f;
+	char port[16], refused[16]; /* LOCAL:80 and LOCAL:81 */
+	int status;
+};
+
+static void *pf_main(void *arg)
+{
+	struct pf_run *r = arg;
+
+	r->status = clirun(&r->f->run, "port-forward", "web", r->port, r->refused, NULL);
+	return NULL;
+}
+
+/* A connection to 127.0.0.1:port once something listens there (5 s at most), or -1. */
+static int connect_local(int port)
+{
+	for (int i = 0; i < 500; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		a.sin_port = htons((uint16_t)port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return fd;
+		close(fd);
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* Reads until n bytes or the end (5 s at most). */
+static size_t read_n(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, 5000) <= 0 || (r = read(fd, buf + got, n - got)) <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
+/* kiyot port-forward as kubectl's: bytes to a local port reach the pod's port and its
+ * answers come back, on several connections in turn; a port the pod refuses ends that
+ * connection and says why, the others go on; an interrupt ends it with 0. */
+static void test_stream__port_forward_carries_bytes_both_ways(void **state)
+{
+	struct fix *f = *state;
+	struct pf_run r = { f, "", "", -1 };
+	pthread_t t;
+	int lport, rport, lfd = listen_any(&lport), rfd = listen_any(&rport), fd;
+	char buf[64 * 1024], big[64 * 1024];
+
+	close(lfd); /* free ports for kiyot port-forward to take */
+	close(rfd);
+	snprintf(r.port, sizeof(r.port), "%d:80", lport);
+	snprintf(r.refused, sizeof(r.refused), "%d:81", rport);
+	assert_int_equal(pthread_create(&t, NULL, pf_main, &r), 0);
+	for (int round = 0; round < 2; round++) {
+		fd = connect_local(lport);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "ping\n", 5), 5);
+		assert_int_equal(read_n(fd, buf, 5), 5);
+		assert_memory_equal(buf, "ping\n", 5);
+		close(fd);
+	}
+	/* 64 KiB each way at once */
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)('a' + i % 26);
+	fd = connect_local(lport);
+	assert_int_equal(write(fd, big, sizeof(big)), (ssize_t)sizeof(big));
+	assert_int_equal(read_n(fd, buf, sizeof(buf)), sizeof(buf));
+	assert_memory_equal(buf, big, sizeof(big));
+	/* the pod refuses port 81: that connection ends at once */
+	{
+		int rf = connect_local(rport);
+
+		assert_true(rf >= 0);
+		assert_int_equal(read_n(rf, buf, 1), 0);
+		close(rf);
+	}
+	/* the first connection still works */
+	assert_int_equal(write(fd, "more", 4), 4);
+	assert_int_equal(read_n(fd, buf, 4), 4);
+	assert_memory_equal(buf, "more", 4);
+	close(fd);
+	kill(getpid(), SIGTERM);
+	pthread_join(t, NULL);
+	assert_int_equal(r.status, 0);
+	if (!strstr(f->run.err, "refused"))
+		fail_msg("stderr \"%s\" does not say the pod refused", f->run.err);
+	assert_non_null(strstr(f->run.out, "Forwarding from 127.0.0.1:"));
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(test_stream__##name, setup, teardown)
@@ -278,6 +470,8 @@ int main(void)
 		T(bad_requests_are_answered),
 		T(websocket_exec_gets_the_failure_as_a_status),
 		T(stop_ends_open_connections),
+		cmocka_unit_test_setup_teardown(test_stream__port_forward_carries_bytes_both_ways,
+						setup_pf, teardown_pf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
