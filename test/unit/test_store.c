@@ -2,6 +2,7 @@
  * Unit tests for kiyot/store: what kiyot writes through to SQLite comes back the same after
  * a restart, so the kubelet sees the same sandboxes, containers and images as before.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -654,6 +655,114 @@ static void test_store__state_dir_is_owner_only(void **state)
 	assert_int_equal(mode_of(made), 0700);
 }
 
+/* Runs sql on the database with a connection of its own (what another program, or damage,
+ * does to the file). */
+static void db_exec(struct fixture *f, const char *sql)
+{
+	sqlite3 *db = NULL;
+	char *msg = NULL;
+
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", sql, msg);
+	sqlite3_close(db);
+}
+
+/* A database whose tables are gone: every operation fails with EIO saying what it could not
+ * do and why, nothing crashes, and a load hands back nothing. */
+static void test_store__damaged_database_errors_say_what_failed(void **state)
+{
+	static const char *const want[] = {
+		"state database: save sandbox: no such table: sandboxes",
+		"state database: save container: no such table: containers",
+		"state database: save image: no such table: images",
+		"state database: save log offset: no such table: containers",
+		"state database: delete: no such table: sandboxes",
+		"state database: delete: no such table: containers",
+		"state database: delete: no such table: images",
+		"state database: write meta: no such table: meta",
+		"state database: read meta: no such table: meta",
+		"state database: delete meta: no such table: meta",
+		"state database: load sandboxes: no such table: sandboxes",
+	};
+	struct fixture *f = *state;
+	struct sandbox *s = make_sandbox("sb-1", "web"), *ls = NULL;
+	struct container *c = make_container("ct-1", "sb-1", "app"), *lc = NULL;
+	struct image_rec img = { "sha256:1", "", "", 1, "", NULL }, *li = NULL;
+	struct err err[ARRAY_SIZE(want)];
+	char *meta = NULL;
+	int ret[ARRAY_SIZE(want)];
+	size_t i = 0;
+
+	for (size_t j = 0; j < ARRAY_SIZE(want); j++)
+		err[j] = (struct err)ERR_INIT;
+	db_exec(f, "DROP TABLE sandboxes; DROP TABLE containers; DROP TABLE images; "
+		   "DROP TABLE meta;");
+	ret[i] = store_put_sandbox(f->st, s, &err[i]), i++;
+	ret[i] = store_put_container(f->st, c, &err[i]), i++;
+	ret[i] = store_put_image(f->st, &img, &err[i]), i++;
+	ret[i] = store_put_log_offset(f->st, "ct-1", 10, &err[i]), i++;
+	ret[i] = store_delete_sandbox(f->st, "sb-1", &err[i]), i++;
+	ret[i] = store_delete_container(f->st, "ct-1", &err[i]), i++;
+	ret[i] = store_delete_image(f->st, "sha256:1", &err[i]), i++;
+	ret[i] = store_put_meta(f->st, "k", "v", &err[i]), i++;
+	ret[i] = store_get_meta(f->st, "k", &meta, &err[i]), i++;
+	ret[i] = store_del_meta(f->st, "k", &err[i]), i++;
+	ret[i] = store_load(f->st, &ls, &lc, &li, &err[i]), i++;
+	for (size_t j = 0; j < ARRAY_SIZE(want); j++) {
+		assert_int_equal(ret[j], -EIO);
+		assert_string_equal(err[j].msg, want[j]);
+	}
+	assert_null(meta);
+	assert_null(ls);
+	assert_null(lc);
+	assert_null(li);
+	sandbox_free(s);
+	container_free(c);
+}
+
+/* A file that is not a database is refused when opened, naming it; so is a directory. */
+static void test_store__not_a_database_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	_cleanup_free_ char *junk = xasprintf("%s/junk.db", f->dir);
+	struct store *st = NULL;
+	struct err err = ERR_INIT;
+	char text[4096];
+
+	memset(text, 'x', sizeof(text));
+	assert_int_equal(fs_write_file(junk, text, sizeof(text), 0600, &err), 0);
+	assert_int_equal(store_open(junk, &st, &err), -EIO);
+	assert_null(st);
+	assert_non_null(strstr(err.msg, junk));
+	assert_non_null(strstr(err.msg, "not a database"));
+	assert_int_equal(store_open(f->dir, &st, &err), -EIO);
+	assert_non_null(strstr(err.msg, f->dir));
+}
+
+/* A database of a kiyot from before containers kept their seccomp profile opens, and its
+ * containers load with none. */
+static void test_store__older_database_gains_the_seccomp_column(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *s = NULL;
+	struct container *c = make_container("ct-1", "sb-1", "app");
+	struct image_rec *i = NULL;
+
+	put_container(f, c);
+	container_free(c);
+	c = NULL;
+	store_close(f->st);
+	f->st = NULL;
+	db_exec(f, "ALTER TABLE containers DROP COLUMN seccomp;");
+	reopen(f);
+	load(f, &s, &c, &i);
+	assert_int_equal(count_containers(c), 1);
+	assert_string_equal(c->id, "ct-1");
+	assert_string_equal(c->seccomp_profile, "");
+	free_all(s, c, i);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -674,6 +783,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_store__state_dir_is_owner_only, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_store__damaged_database_errors_say_what_failed,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__not_a_database_is_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_store__older_database_gains_the_seccomp_column,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
