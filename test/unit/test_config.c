@@ -342,6 +342,71 @@ static void test_config__pulls_per_registry_over_the_total_is_refused(void **sta
 	assert_non_null(strstr(err.msg, "pulls.maxTransfers"));
 }
 
+/* The ec2 section: where EC2 cells are launched and with which credentials. */
+static void test_config__ec2_section_sets_every_field(void **state)
+{
+	struct kiyot_config c;
+
+	(void)state;
+	load_ok(&c, FIX "ec2.yaml");
+	assert_string_equal(c.provider, "ec2");
+	assert_string_equal(c.ec2.region, "eu-west-1");
+	assert_string_equal(c.ec2.endpoint, "http://127.0.0.1:4566/");
+	assert_string_equal(c.ec2.image_id, "ami-0cell");
+	assert_string_equal(c.ec2.subnet_id, "subnet-0a");
+	assert_int_equal(c.ec2.n_security_group_ids, 2);
+	assert_string_equal(c.ec2.security_group_ids[1], "sg-2");
+	assert_string_equal(c.ec2.instance_profile, "kiyot-cell");
+	assert_string_equal(c.ec2.profile, "kiyot");
+	assert_string_equal(c.ec2.credentials_file, "/etc/kiyot/aws-credentials");
+	assert_true(c.ec2.no_imds);
+	assert_int_equal(c.ec2.launch_timeout_s, 900);
+	kiyot_config_release(&c);
+}
+
+/* Each section of the wrong shape, and each value out of its bounds, is refused naming the
+ * setting and what it must be. */
+static void test_config__malformed_sections_are_named(void **state)
+{
+	static const struct {
+		const char *text, *msg;
+	} cases[] = {
+		{ "reserve: 1", "reserve: must be a mapping" },
+		{ "reserve: {disk: 1Gi}", "reserve.disk" },
+		{ "reserve: {memory: 5}", "reserve.memory" },
+		{ "cells: [local]", "cells: must be a mapping" },
+		{ "cells: {kubeProxy: yes}", "cells.kubeProxy: must be a mapping" },
+		{ "cells: {kubeProxy: {image: kp:1, args: x}}",
+		  "cells.kubeProxy.args: must be a list of strings" },
+		{ "cells: {kubeProxy: {image: kp:1, command: [kube-proxy, 7]}}",
+		  "cells.kubeProxy.command[1]: must be a string" },
+		{ "cells: {kubeProxy: {image: kp:1, kubeconfig: kp.conf}}", "cells.kubeProxy" },
+		{ "pulls: 3", "pulls: must be a mapping" },
+		{ "pulls: {maxTransfers: 0}", "pulls.maxTransfers" },
+		{ "ec2: [a]", "ec2: must be a mapping" },
+		{ "ec2: {imageID: ami-1}", "ec2.imageID" },
+		{ "ec2: {launchTimeoutSeconds: 5}", "ec2.launchTimeoutSeconds" },
+		{ "ec2: {noInstanceMetadata: 1}", "ec2.noInstanceMetadata: must be true or false" },
+		{ "ec2: {securityGroupIds: sg-1}",
+		  "ec2.securityGroupIds: must be a list of strings" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kiyot_config c;
+		struct err err = ERR_INIT;
+
+		kiyot_config_defaults(&c);
+		if (kiyot_config_load_text(&c, cases[i].text, strlen(cases[i].text), "t.yaml",
+					   &err) == 0)
+			fail_msg("\"%s\" was taken", cases[i].text);
+		if (err.code != EINVAL || !strstr(err.msg, cases[i].msg))
+			fail_msg("\"%s\": %s (code %d), want \"%s\"", cases[i].text, err.msg,
+				 err.code, cases[i].msg);
+		kiyot_config_release(&c);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +424,8 @@ int main(void)
 		cmocka_unit_test(test_config__pulls_section_sets_the_policy),
 		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
+		cmocka_unit_test(test_config__ec2_section_sets_every_field),
+		cmocka_unit_test(test_config__malformed_sections_are_named),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
