@@ -56,9 +56,11 @@ CRIHOST_FN int crihost_start(struct crihost *h)
 	struct err err = ERR_INIT;
 	_cleanup_free_ char *db = NULL;
 	const struct rpc_pool *pools;
+	static const char tmpl[] = "/tmp/kiyot-crihost.XXXXXX";
 
+	_Static_assert(sizeof(tmpl) <= sizeof(h->dir), "dir too small");
 	memset(h, 0, sizeof(*h));
-	snprintf(h->dir, sizeof(h->dir), "/tmp/kiyot-crihost.XXXXXX");
+	memcpy(h->dir, tmpl, sizeof(tmpl));
 	if (!mkdtemp(h->dir))
 		return -1;
 	snprintf(h->addr, sizeof(h->addr), "unix://%s/kiyot.sock", h->dir);

@@ -78,7 +78,7 @@ static void registry_handler(struct stub *s, const struct stub_request *rq, stru
 	if (strncmp(rq->path, prefix, strlen(prefix)) != 0)
 		return;
 	for (int i = 0; i < N_IMAGES; i++) {
-		char tag[8];
+		char tag[16];
 
 		snprintf(tag, sizeof(tag), "v%d", i + 1);
 		if ((strncmp(p, "manifests/", 10) == 0 &&
