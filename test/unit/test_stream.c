@@ -461,6 +461,154 @@ static void test_stream__port_forward_carries_bytes_both_ways(void **state)
 	assert_non_null(strstr(f->run.out, "Forwarding from 127.0.0.1:"));
 }
 
+/* ---- port-forward over WebSocket (kubectl 1.31 and later) ---- */
+
+static char *pf_url(struct fix *f, const int32_t *ports, size_t n)
+{
+	struct stream_request r = { .kind = STREAM_PORTFORWARD };
+
+	r.cell_id = CELL;
+	r.ports = ports;
+	r.n_ports = n;
+	return stream_server_url(f->h.k.stream, &r);
+}
+
+/* Sends one masked binary frame: the channel byte, then data (a client's frames are
+ * masked). */
+static void ws_write(int fd, uint8_t ch, const char *data, size_t len)
+{
+	uint8_t frame[256];
+	const uint8_t mask[4] = { 0x12, 0x34, 0x56, 0x78 };
+	size_t n = 0;
+
+	assert_true(len + 1 < 126);
+	frame[n++] = 0x82;
+	frame[n++] = (uint8_t)(0x80 | (len + 1));
+	memcpy(frame + n, mask, 4);
+	n += 4;
+	frame[n] = ch ^ mask[0];
+	for (size_t i = 0; i < len; i++)
+		frame[n + 1 + i] = (uint8_t)data[i] ^ mask[(i + 1) % 4];
+	n += len + 1;
+	assert_int_equal(write(fd, frame, n), (ssize_t)n);
+}
+
+/* Reads one unmasked frame of the server: 1 with its payload (NUL-terminated) in buf, 0 at
+ * the end or a close frame. */
+static int ws_read(int fd, char *buf, size_t size, size_t *len)
+{
+	uint8_t h[4];
+	size_t n;
+
+	if (read_n(fd, (char *)h, 2) != 2)
+		return 0;
+	n = h[1] & 0x7f;
+	if (n == 126) {
+		assert_int_equal(read_n(fd, (char *)h + 2, 2), 2);
+		n = (size_t)h[2] << 8 | h[3];
+	}
+	assert_true(n < size);
+	assert_int_equal(read_n(fd, buf, n), n);
+	buf[n] = '\0';
+	*len = n;
+	return (h[0] & 0x0f) != 0x8;
+}
+
+static int ws_upgrade_pf(const char *url, const char *query, const char *proto, char **head)
+{
+	const char *path = strchr(url + 7, '/');
+	_cleanup_free_ char *req = xasprintf(
+		"GET %s%s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n"
+		"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+		path, query, proto);
+	int fd = dial(url);
+	char buf[4096];
+	size_t n = 0;
+
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while (n < sizeof(buf) - 1 && read_n(fd, buf + n, 1) == 1) {
+		n++;
+		buf[n] = '\0';
+		if (strstr(buf, "\r\n\r\n"))
+			break;
+	}
+	*head = xstrndup(buf, n);
+	return fd;
+}
+
+/* Each port's pair of channels starts with the port (little endian); bytes on the data
+ * channel reach the pod's port and come back; a port the pod refuses says so on its error
+ * channel while the others carry on. */
+static void test_stream__websocket_port_forward(void **state)
+{
+	static const int32_t ports[] = { 80 };
+	struct fix *f = *state;
+	_cleanup_free_ char *url = pf_url(f, ports, 1);
+	_cleanup_free_ char *head = NULL;
+	char buf[1024];
+	size_t len;
+	int fd = ws_upgrade_pf(url, "?port=80&port=81", "v4.channel.k8s.io", &head);
+	int got_error = 0;
+
+	assert_int_equal(strncmp(head, "HTTP/1.1 101", 12), 0);
+	assert_non_null(strstr(head, "Sec-WebSocket-Protocol: v4.channel.k8s.io"));
+	for (int i = 0; i < 4; i++) { /* channels 0-3, each announcing its port */
+		assert_int_equal(ws_read(fd, buf, sizeof(buf), &len), 1);
+		assert_int_equal(len, 3);
+		assert_int_equal((uint8_t)buf[0], i);
+		assert_int_equal((uint8_t)buf[1], i < 2 ? 80 : 81);
+		assert_int_equal((uint8_t)buf[2], 0);
+	}
+	ws_write(fd, 0, "ping", 4);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(ws_read(fd, buf, sizeof(buf), &len), 1);
+		if (buf[0] == 3 && strstr(buf + 1, "refused"))
+			got_error = 1;
+		if (buf[0] == 0 && len == 5) {
+			assert_memory_equal(buf + 1, "ping", 4);
+			break;
+		}
+	}
+	if (!got_error) /* port 81's refusal, if it came after the echo */
+		for (int i = 0; i < 8 && !got_error; i++)
+			if (ws_read(fd, buf, sizeof(buf), &len) == 1 && buf[0] == 3)
+				got_error = strstr(buf + 1, "refused") != NULL;
+	assert_true(got_error);
+	close(fd);
+}
+
+/* What a WebSocket port-forward cannot serve is refused before the upgrade, saying why. */
+static void test_stream__websocket_port_forward_refusals(void **state)
+{
+	static const int32_t ports[] = { 80 };
+	static const struct {
+		const char *query, *proto, *status, *why;
+	} cases[] = {
+		{ "", "v9.channel.k8s.io", "HTTP/1.1 403",
+		  "requested protocol(s) are not supported: v9.channel.k8s.io" },
+		{ "?port=1,2,3,4,5,6", "v4.base64.channel.k8s.io", "HTTP/1.1 400",
+		  "6 ports: v4.base64.channel.k8s.io carries at most 5" },
+		{ "?port=http", "v4.channel.k8s.io", "HTTP/1.1 400",
+		  "unable to parse \"http\" as a port" },
+	};
+	struct fix *f = *state;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		_cleanup_free_ char *url = pf_url(f, ports, 1);
+		_cleanup_free_ char *head = NULL, *body = NULL;
+		int fd = ws_upgrade_pf(url, cases[i].query, cases[i].proto, &head);
+		size_t len;
+
+		body = read_all(fd, &len);
+		close(fd);
+		assert_int_equal(strncmp(head, cases[i].status, 12), 0);
+		if (!strstr(body, cases[i].why))
+			fail_msg("%s: \"%s\" does not say \"%s\"", cases[i].query, body,
+				 cases[i].why);
+	}
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(test_stream__##name, setup, teardown)
@@ -471,6 +619,10 @@ int main(void)
 		T(websocket_exec_gets_the_failure_as_a_status),
 		T(stop_ends_open_connections),
 		cmocka_unit_test_setup_teardown(test_stream__port_forward_carries_bytes_both_ways,
+						setup_pf, teardown_pf),
+		cmocka_unit_test_setup_teardown(test_stream__websocket_port_forward, setup_pf,
+						teardown_pf),
+		cmocka_unit_test_setup_teardown(test_stream__websocket_port_forward_refusals,
 						setup_pf, teardown_pf),
 	};
 
