@@ -39,17 +39,16 @@ static __attribute__((unused)) char *clirun_text(int fd)
 	return s;
 }
 
-/* `kiyot ARGS...` (NULL-terminated, at most 30); returns its exit status. */
-static __attribute__((unused)) int clirun(struct clirun *r, ...)
+/* fn (cli_main, localcell_main) on argv0 and the arguments of ap (NULL-terminated, at most
+ * 30); returns its exit status. */
+static __attribute__((unused)) int clirun_v(struct clirun *r, int (*fn)(int, char **),
+					    const char *argv0, va_list ap)
 {
-	char *argv[32] = { "kiyot" };
+	char *argv[32] = { (char *)argv0 };
 	int argc = 1, ret, saved[3], fds[3];
-	va_list ap;
 
-	va_start(ap, r);
 	while (argc < 31 && (argv[argc] = va_arg(ap, char *)))
 		argc++;
-	va_end(ap);
 	argv[argc] = NULL;
 	fflush(stdout);
 	fflush(stderr);
@@ -60,7 +59,7 @@ static __attribute__((unused)) int clirun(struct clirun *r, ...)
 		saved[i] = dup(i);
 		dup2(fds[i], i);
 	}
-	ret = cli_main(argc, argv);
+	ret = fn(argc, argv);
 	fflush(stdout);
 	fflush(stderr);
 	for (int i = 0; i < 3; i++) {
@@ -73,6 +72,30 @@ static __attribute__((unused)) int clirun(struct clirun *r, ...)
 	r->err = clirun_text(fds[2]);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
+	return ret;
+}
+
+/* `kiyot ARGS...` (NULL-terminated); returns its exit status. */
+static __attribute__((unused)) int clirun(struct clirun *r, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, r);
+	ret = clirun_v(r, cli_main, "kiyot", ap);
+	va_end(ap);
+	return ret;
+}
+
+/* `kiyot local-cell ARGS...` (NULL-terminated); returns its exit status. */
+static __attribute__((unused)) int clirun_localcell(struct clirun *r, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, r);
+	ret = clirun_v(r, localcell_main, "local-cell", ap);
+	va_end(ap);
 	return ret;
 }
 

@@ -831,6 +831,32 @@ static void test_cli__port_forward_arguments(void **state)
 	assert_int_equal(fake.n_calls, 0);
 }
 
+/* kiyot local-cell refuses what it cannot launch with before it touches the node. */
+static void test_cli__local_cell_arguments(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *missing = xasprintf("%s/no-bootstrap.json", f->dir);
+
+	assert_int_equal(clirun_localcell(&f->run, NULL), 2);
+	expect_err(f, "usage: kiyot local-cell launch --state-dir D --id ID --bootstrap FILE");
+	assert_int_equal(clirun_localcell(&f->run, "start", NULL), 2);
+	assert_int_equal(clirun_localcell(&f->run, "launch", "--id", "c1", NULL), 2);
+	assert_int_equal(clirun_localcell(&f->run, "terminate", "--state-dir", f->dir, NULL), 2);
+	assert_int_equal(clirun_localcell(&f->run, "launch", "--frob", NULL), 2);
+	assert_int_equal(clirun_localcell(&f->run, "launch", "--cpus", "zero", NULL), 2);
+	expect_err(f, "--cpus: \"zero\" is not a positive number");
+	assert_int_equal(clirun_localcell(&f->run, "launch", "--memory", "-5", NULL), 2);
+	expect_err(f, "--memory: \"-5\" is not a byte count");
+	assert_int_equal(clirun_localcell(&f->run, "launch", "--state-dir", f->dir, "--id", "c1",
+					  "--bootstrap", missing, "--instance-type", "t3.nano",
+					  "--bridge", "kiyot9", "--cidr", "10.99.0.0/16", "--agent",
+					  "/bin/true", "--cluster-id", "x", "--cpus", "0.5",
+					  "--memory", "1048576", NULL),
+			 1);
+	expect_err(f, "bootstrap: ");
+	expect_err(f, "no-bootstrap.json");
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(test_cli__##name, setup, teardown)
@@ -848,6 +874,7 @@ int main(void)
 		T(exec_and_attach_arguments),
 		T(exec_to_a_dead_streaming_server),
 		T(port_forward_arguments),
+		T(local_cell_arguments),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
