@@ -235,14 +235,15 @@ class Fuzz:
             self.note(type(e).__name__)
         sem.release()
 
-    def stream(self, call, body, sem):
+    def stream(self, call, body, timeout, sem, streams):
         try:
-            for _ in call(body, timeout=self.m.rng.uniform(0.1, 1.0)):
+            for _ in call(body, timeout=timeout):
                 pass
             self.note("OK")
         except grpc.RpcError as e:
             self.note(e.code().name)
         finally:
+            streams.release()
             sem.release()
 
     def run(self, seconds, on_tick=None):
@@ -255,15 +256,14 @@ class Fuzz:
         while time.monotonic() < end:
             name, cls, streaming, call = self.m.rng.choice(self.calls)
             body = self.m.request(name, cls)
+            if streaming and not streams.acquire(blocking=False):
+                continue
             sem.acquire()
             self.sent += 1
             self.bytes += len(body)
             if streaming:
-                if not streams.acquire(blocking=False):
-                    sem.release()
-                    continue
-                threading.Thread(target=lambda: (self.stream(call, body, sem),
-                                                 streams.release()), daemon=True).start()
+                threading.Thread(target=self.stream, args=(
+                    call, body, self.m.rng.uniform(0.1, 1.0), sem, streams), daemon=True).start()
             else:
                 fut = call.future(body, timeout=self.deadline)
                 fut.add_done_callback(lambda f: self.done(f, sem))
