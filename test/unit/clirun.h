@@ -1,6 +1,7 @@
 /*
  * clirun.h: runs a `kiyot` client command (cli_main) inside a unit test, as a person would
- * from a shell with no terminal: stdin from /dev/null, stdout and stderr captured.
+ * from a shell with no terminal: stdin from /dev/null (or the file r.in names), stdout and
+ * stderr captured.
  *
  *	struct clirun r = { 0 };
  *	int status = clirun(&r, "get", "pods", NULL);    r.out, r.err: what it printed
@@ -20,9 +21,10 @@
 #include "cli/cli.h"
 #include "xalloc.h"
 
-#define CLIRUN_MAX_OUTPUT 65536
+#define CLIRUN_MAX_OUTPUT (1 << 20)
 
 struct clirun {
+	const char *in;	 /* the file stdin reads, NULL for /dev/null */
 	char *out, *err; /* what the last command printed, NUL-terminated */
 };
 
@@ -52,7 +54,7 @@ static __attribute__((unused)) int clirun_v(struct clirun *r, int (*fn)(int, cha
 	argv[argc] = NULL;
 	fflush(stdout);
 	fflush(stderr);
-	fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	fds[0] = open(r->in ? r->in : "/dev/null", O_RDONLY | O_CLOEXEC);
 	fds[1] = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	fds[2] = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	for (int i = 0; i < 3; i++) {
