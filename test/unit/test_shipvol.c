@@ -4,6 +4,7 @@
  * writer (modes, symlinks, digest stable across reads and changed by an update), and bounds.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,6 +167,63 @@ static void test_snapshot_of_one_file_and_errors(void **state)
 	assert_non_null(strstr(err.msg, missing));
 }
 
+/* What a volume may hold is bounded: too many files, too many bytes or too deep a tree is
+ * E2BIG naming the volume and the bound; files that are no content (a fifo) are left out. */
+static void test_snapshot_bounds(void **state)
+{
+	_cleanup_free_ char *files = xasprintf("%s/many", dir);
+	_cleanup_free_ char *big = xasprintf("%s/big", dir);
+	_cleanup_free_ char *deep = xasprintf("%s/deep", dir);
+	_cleanup_free_ char *plain = xasprintf("%s/plain", dir);
+	_cleanup_free_ char *fifo = xasprintf("%s/plain/pipe", dir);
+	struct shipvol_snapshot s;
+	struct err err = ERR_INIT;
+	char path[4096];
+	int fd;
+
+	(void)state;
+	/* SHIPVOL_MAX_ENTRIES: the directory itself and as many empty files */
+	assert_int_equal(mkdir(files, 0755), 0);
+	for (int i = 0; i < SHIPVOL_MAX_ENTRIES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", files, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	assert_int_equal(shipvol_snapshot(files, "sv-4", &s, &err), -E2BIG);
+	assert_non_null(strstr(err.msg, "more than 8192 files"));
+	assert_non_null(strstr(err.msg, files));
+
+	/* SHIPVOL_MAX_BYTES: a file one byte past it (sparse: nothing is read) */
+	assert_int_equal(mkdir(big, 0755), 0);
+	snprintf(path, sizeof(path), "%s/blob", big);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)SHIPVOL_MAX_BYTES + 1), 0);
+	close(fd);
+	err_clear(&err);
+	assert_int_equal(shipvol_snapshot(big, "sv-5", &s, &err), -E2BIG);
+	assert_non_null(strstr(err.msg, "bytes of files"));
+
+	/* SHIPVOL_MAX_DEPTH directories below the volume's and one more */
+	snprintf(path, sizeof(path), "%s", deep);
+	for (int i = 0; i <= SHIPVOL_MAX_DEPTH + 1; i++) {
+		assert_int_equal(mkdir(path, 0755), 0);
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "/d");
+	}
+	err_clear(&err);
+	assert_int_equal(shipvol_snapshot(deep, "sv-6", &s, &err), -E2BIG);
+	assert_non_null(strstr(err.msg, "deeper than 32 directories"));
+
+	assert_int_equal(mkdir(plain, 0755), 0);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	put("plain/file", "x", 0644);
+	assert_int_equal(shipvol_snapshot(plain, "sv-7", &s, &err), 0);
+	assert_int_equal(s.req.n_entries, 2); /* the directory and the file */
+	entry(&s, "file");
+	shipvol_snapshot_release(&s);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -191,6 +249,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_of_one_file_and_errors, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_bounds, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
