@@ -29,11 +29,13 @@
 #include <unistd.h>
 
 #include "providers/local/cellnet.h"
+#include "providers/local/cellrecord.h"
 #include "providers/local/cgroup.h"
 #include "providers/local/netlink.h"
 #include "providers/provider.h"
 #include "fsutil.h"
 #include "netns.h"
+#include "pidlock.h"
 #include "xalloc.h"
 
 #define T_BRIDGE "kvtest0"
@@ -870,6 +872,173 @@ static void test_provider_local__many_cells_distinct_and_all_removed(void **stat
 	cell_info_array_free(list, n);
 }
 
+/* Whether the cell's veth has its host end on the test bridge. */
+static int veth_on_bridge(const char *id)
+{
+	char veth[CELLNET_IFNAME_SIZE], link[64], master[64];
+	ssize_t n;
+
+	cellnet_veth_name(id, veth, sizeof(veth));
+	snprintf(link, sizeof(link), "/sys/class/net/%s/master", veth);
+	n = readlink(link, master, sizeof(master) - 1);
+	if (n <= 0)
+		return 0;
+	master[n] = '\0';
+	return strstr(master, T_BRIDGE) != NULL;
+}
+
+/* How many agents the cell's agent.log says were started (the fixture agent prints its
+ * arguments once). */
+static int agents_started(const struct fixture *f, const char *id)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s/agent.log", f->state_dir, id);
+	_cleanup_free_ char *data = NULL;
+	struct err err = ERR_INIT;
+	int n = 0;
+
+	if (fs_read_file(path, 65536, &data, NULL, &err) < 0)
+		return 0;
+	for (const char *p = data; (p = strstr(p, "agent args:")); p++)
+		n++;
+	return n;
+}
+
+/* Kills the recorded agent and waits for it to go. */
+static void kill_agent(const struct fixture *f, const char *id)
+{
+	long pid = recorded_agent_pid(f, id);
+
+	assert_true(pid > 1);
+	assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
+	for (int i = 0; i < 500 && !process_gone(pid); i++)
+		usleep(10000);
+	assert_true(process_gone(pid));
+}
+
+/* A crash between a cell's veth and its addresses, or anyone deleting its link: launching the
+ * cell again (a retried RunPodSandbox after kiyot restarted) makes the network whole in the
+ * netns the cell has, with the same address, and keeps the agent that lives there. */
+static void test_provider_local__relaunch_repairs_the_network_and_keeps_the_agent(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one");
+	struct cell_info a = { 0 }, b = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ns = xasprintf("/run/netns/kiyot-kvt-one");
+	char veth[CELLNET_IFNAME_SIZE];
+	long pid;
+	int nl;
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	pid = recorded_agent_pid(f, "kvt-one");
+	cellnet_veth_name("kvt-one", veth, sizeof(veth));
+	nl = nl_open(-1, &err);
+	assert_true(nl >= 0);
+	assert_ok(nl_link_delete(nl, veth, &err));
+	close(nl);
+	assert_false(veth_on_bridge("kvt-one"));
+	assert_int_not_equal(ping_from_netns(ns, T_GW), 0);
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &b, &err));
+	assert_int_equal(b.phase, CELL_RUNNING);
+	assert_string_equal(b.ip, a.ip);
+	assert_true(veth_on_bridge("kvt-one"));
+	assert_int_equal(addr_and_route_in_netns(ns, a.ip), 0);
+	assert_int_equal(ping_from_netns(ns, T_GW), 0);
+	assert_int_equal(recorded_agent_pid(f, "kvt-one"), pid);
+	assert_false(process_gone(pid));
+	assert_int_equal(agents_started(f, "kvt-one"), 1);
+	cell_info_release(&a);
+	cell_info_release(&b);
+}
+
+/* A crash between starting a cell's agent and recording it: the agent holds the cell's lock,
+ * and launching again, listing and healing all take it for the cell's agent and start no
+ * second one; terminate kills it though no record named it. */
+static void test_provider_local__an_agent_holding_the_lock_is_kept_not_doubled(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one");
+	struct cell_info a = { 0 }, b = { 0 }, *list = NULL;
+	const struct cell_info *got;
+	struct cell_record r = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *dir = xasprintf("%s/kvt-one", f->state_dir);
+	_cleanup_free_ char *agent_dir = xasprintf("%s/agent", dir);
+	_cleanup_free_ char *lock = xasprintf("%s/%s", agent_dir, PIDLOCK_AGENT_FILE);
+	int p[2];
+	char ok;
+	size_t n = 0;
+	pid_t holder;
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	kill_agent(f, "kvt-one");
+	assert_ok(cell_record_load(dir, "kvt-one", &r, &err));
+	r.agent_pid = 0;
+	r.agent_start = 0;
+	assert_ok(cell_record_save(dir, &r, &err));
+	cell_record_release(&r);
+	/* the agent the crashed kiyot started, holding the cell's lock in its state directory */
+	assert_ok(fs_mkdir_p(agent_dir, 0700, &err));
+	assert_int_equal(pipe(p), 0);
+	holder = fork();
+	if (holder == 0) {
+		close(p[0]);
+		if (pidlock_take(lock, &err) < 0 || write(p[1], "y", 1) != 1)
+			_exit(1);
+		alarm(60); /* gone by itself should the test fail before it kills it */
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &ok, 1), 1);
+	close(p[0]);
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &b, &err));
+	assert_int_equal(b.phase, CELL_RUNNING);
+	assert_int_equal(recorded_agent_pid(f, "kvt-one"), holder);
+	assert_ok(f->prov.ops->list(f->prov.self, &list, &n, &err));
+	got = find_cell(list, n, "kvt-one");
+	assert_non_null(got);
+	assert_int_equal(got->phase, CELL_RUNNING);
+	cell_info_array_free(list, n);
+	assert_ok(f->prov.ops->heal(f->prov.self, "kvt-one", &err));
+	assert_int_equal(agents_started(f, "kvt-one"), 1);
+
+	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-one", &err));
+	assert_int_equal(waitpid(holder, NULL, 0), holder);
+	assert_cell_gone(f, "kvt-one");
+	cell_info_release(&a);
+	cell_info_release(&b);
+}
+
+/* A cell whose network namespace is gone (a crash before it was made, or a wiped /run) has
+ * nothing left to resume: launching it again builds it anew, with an agent. */
+static void test_provider_local__relaunch_without_a_netns_builds_the_cell_again(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one");
+	struct cell_info a = { 0 }, b = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ns = xasprintf("/run/netns/kiyot-kvt-one");
+	long pid;
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	kill_agent(f, "kvt-one");
+	assert_ok(nl_netns_delete(ns, &err));
+
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &b, &err));
+	assert_int_equal(b.phase, CELL_RUNNING);
+	assert_true(nl_netns_is_mounted(ns));
+	assert_int_equal(addr_and_route_in_netns(ns, b.ip), 0);
+	assert_true(veth_on_bridge("kvt-one"));
+	pid = recorded_agent_pid(f, "kvt-one");
+	assert_true(pid > 1);
+	assert_false(process_gone(pid));
+	cell_info_release(&a);
+	cell_info_release(&b);
+}
+
 /* Ids that could escape the state directory or break interface names are refused. */
 static void test_provider_local__bad_cell_id_refused(void **state)
 {
@@ -904,6 +1073,9 @@ int main(void)
 		CELL_TEST(test_provider_local__many_cells_distinct_and_all_removed),
 		CELL_TEST(test_provider_local__bad_cell_id_refused),
 		CELL_TEST(test_provider_local__dial_reaches_the_cells_loopback),
+		CELL_TEST(test_provider_local__relaunch_repairs_the_network_and_keeps_the_agent),
+		CELL_TEST(test_provider_local__an_agent_holding_the_lock_is_kept_not_doubled),
+		CELL_TEST(test_provider_local__relaunch_without_a_netns_builds_the_cell_again),
 	};
 	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
 

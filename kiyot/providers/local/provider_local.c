@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@
 #include "log.h"
 #include "netlink.h"
 #include "netns.h"
+#include "pidlock.h"
 #include "proc.h"
 #include "xalloc.h"
 
@@ -56,6 +59,8 @@
 #define INOTIFY_NODE_INSTANCES 128L
 #define INOTIFY_NODE_WATCHES 8192L
 #define AGENT_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+/* The agent's state directory in its cell's (where it holds its lock, PIDLOCK_AGENT_FILE) */
+#define AGENT_DIR "agent"
 
 /* The OCI runtime makes each unit a cgroup in every v1 hierarchy (devices, freezer, cpuset,
  * ...), under the cell's path: remove the cell's subtree from all of them, not only from the
@@ -131,6 +136,67 @@ static char *netns_path(const char *id)
 static char *cgroup_rel(const struct local_provider *p, const char *id)
 {
 	return xasprintf("%s/%s", p->cgroup_root, id);
+}
+
+/* "<state_dir>/<id>/agent/agent.lock": the lock the cell's agent holds for its life. */
+static char *agent_lock_path(const struct local_provider *p, const char *id)
+{
+	return cell_path(p, id, AGENT_DIR "/" PIDLOCK_AGENT_FILE);
+}
+
+/* The pid of the agent that holds cell id's lock, whether or not its record names it; -1 when
+ * one holds it and has not written its pid yet (it is starting); 0 when none does. */
+static long agent_holder(const struct local_provider *p, const char *id)
+{
+	_cleanup_free_ char *path = agent_lock_path(p, id);
+	struct err e = ERR_INIT;
+	long pid = 0;
+	int held = pidlock_holder(path, &pid, &e);
+
+	if (held < 0)
+		log_warn("local provider: cell %s: %s", id, e.msg);
+	if (held <= 0)
+		return 0;
+	return pid > 0 ? pid : -1;
+}
+
+/* Kills the agent holding cell id's lock, if one does. */
+static void agent_kill_holder(const struct local_provider *p, const char *id)
+{
+	long pid = agent_holder(p, id);
+
+	if (pid > 0)
+		kill((pid_t)pid, SIGKILL);
+}
+
+/* Whether the cell has a live agent: the one its record names, or whichever holds its lock
+ * (a crash may come between starting an agent and recording it). */
+static bool agent_live(const struct local_provider *p, const struct cell_record *r)
+{
+	return cell_record_agent_alive(r) || agent_holder(p, r->cell_id) != 0;
+}
+
+/* Whether the cell has a live agent, as agent_live; the record is made to name the one that
+ * holds the cell's lock when it names another or none (and saved), so that nothing takes the
+ * cell for agentless and starts a second agent beside it. */
+static bool agent_adopt(const struct local_provider *p, struct cell_record *r)
+{
+	long pid = agent_holder(p, r->cell_id);
+	struct err e = ERR_INIT;
+	unsigned long long start;
+	char state;
+
+	if (pid == 0 || (pid == r->agent_pid && cell_record_agent_alive(r)))
+		return cell_record_agent_alive(r); /* an agent older than the lock counts too */
+	if (pid < 0 || proc_stat(pid, &state, &start) < 0)
+		return true; /* starting, or gone this instant: the next look adopts or heals */
+	log_info("local provider: cell %s: its agent is pid %ld (the record named %ld); keeping it",
+		 r->cell_id, pid, r->agent_pid);
+	r->agent_pid = pid;
+	r->agent_start = start;
+	if (record_save(p, r, &e) < 0)
+		log_warn("local provider: cell %s: %s", r->cell_id, e.msg);
+	return true;
 }
 
 /* Index of id in the busy list, or -1. Caller holds the lock. */
@@ -349,6 +415,7 @@ static int cell_teardown(struct local_provider *p, const char *id, struct err *e
 		kill((pid_t)r.agent_pid, SIGKILL);
 	cell_record_release(&r);
 	err_clear(&e);
+	agent_kill_holder(p, id); /* an agent the record does not name (a crash before it did) */
 	for (size_t i = 0; i < NCTRL; i++) {
 		if (cgroup_kill_tree(cell_controllers[i], rel, KILL_TIMEOUT_MS, &e) < 0)
 			keep_first(&first, &e, id);
@@ -439,8 +506,18 @@ static int veth_create(int nl, const char *veth, int bridge, int ns_fd, struct e
 	}
 }
 
+/* A step of cell_net_configure that finds its work done already is not an error. */
+static int done_or_exists(int ret, struct err *err)
+{
+	if (ret == -EEXIST) {
+		err_clear(err);
+		return 0;
+	}
+	return ret;
+}
+
 /* Inside the cell: lo up, eth0 with the cell's Ethernet and IP addresses, default route via
- * the bridge. */
+ * the bridge. Each step may have been done already (a cell whose making a crash cut short). */
 static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_t ip,
 			      struct err *err)
 {
@@ -458,10 +535,10 @@ static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_
 		return eth0;
 	cellnet_mac(ip, mac);
 	if (nl_link_set_mac(nl, eth0, mac, err) < 0 ||
-	    nl_addr_add(nl, eth0, ip, p->cidr.prefix, err) < 0 || nl_link_up(nl, eth0, err) < 0 ||
-	    nl_route_add_default(nl, eth0, cellnet_gateway(&p->cidr), err) < 0)
+	    done_or_exists(nl_addr_add(nl, eth0, ip, p->cidr.prefix, err), err) < 0 ||
+	    nl_link_up(nl, eth0, err) < 0)
 		return -err->code;
-	return 0;
+	return done_or_exists(nl_route_add_default(nl, eth0, cellnet_gateway(&p->cidr), err), err);
 }
 
 /* Hairpin mode on the cell's bridge port. With bridge netfilter (br_netfilter, on most
@@ -479,33 +556,94 @@ static void hairpin_on(const char *veth)
 		close(fd);
 }
 
-/* The cell's network: a fresh netns (replacing a stale one), the veth on the bridge, the
- * cell side configured, the bridge's rules letting it send only as itself (before anything
- * runs in it). Returns an fd of the netns for the agent to join. */
-static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
+/* Whether the cell's veth is whole: its host end on the bridge and eth0 in the cell's netns. */
+static bool veth_whole(const struct local_provider *p, int nl, const char *veth, int ns_fd)
 {
-	_cleanup_free_ char *ns = netns_path(id);
+	_cleanup_free_ char *master = xasprintf("/sys/class/net/%s/master", veth);
+	_cleanup_close_ int cell_nl = -1;
+	struct err e = ERR_INIT;
+	char target[PATH_MAX];
+	ssize_t n = readlink(master, target, sizeof(target) - 1);
+	const char *base;
+
+	if (n <= 0 || nl_link_index(nl, veth, &e) < 0)
+		return false;
+	target[n] = '\0';
+	base = strrchr(target, '/');
+	if (strcmp(base ? base + 1 : target, p->bridge) != 0)
+		return false;
+	cell_nl = nl_open(ns_fd, &e);
+	return cell_nl >= 0 && nl_link_index(cell_nl, "eth0", &e) >= 0;
+}
+
+/* Everything of the cell's network but the netns itself, in the netns ns_fd: the veth on the
+ * bridge (made again when either end is missing or the host end is not on the bridge), the
+ * cell side configured, the bridge's rules letting it send only as itself (before anything
+ * runs in it), hairpin mode. Whatever of it exists already stays as it is. */
+static int cell_net_setup(struct local_provider *p, const char *id, uint32_t ip, int ns_fd,
+			  struct err *err)
+{
 	_cleanup_close_ int nl = nl_open(-1, err);
 	char veth[CELLNET_IFNAME_SIZE];
-	int bridge, ns_fd;
+	int bridge, host;
 
 	if (nl < 0)
 		return nl;
 	bridge = bridge_ensure(p, nl, err);
 	if (bridge < 0)
 		return bridge;
+	cellnet_veth_name(id, veth, sizeof(veth));
+	if (!veth_whole(p, nl, veth, ns_fd) && veth_create(nl, veth, bridge, ns_fd, err) < 0)
+		return -err->code;
+	host = nl_link_index(nl, veth, err);
+	if (host < 0 || nl_link_up(nl, host, err) < 0 ||
+	    cell_net_configure(p, ns_fd, ip, err) < 0 || spoof_sync(p, err) < 0)
+		return -err->code;
+	hairpin_on(veth);
+	return 0;
+}
+
+/* The cell's network: a fresh netns (replacing a stale one) and cell_net_setup. Returns an fd
+ * of the netns for the agent to join. */
+static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
+{
+	_cleanup_free_ char *ns = netns_path(id);
+	int ns_fd;
+
 	if (fs_exists(ns) && nl_netns_delete(ns, err) < 0)
 		return -err->code;
 	ns_fd = nl_netns_create(ns, err);
 	if (ns_fd < 0)
 		return ns_fd;
-	cellnet_veth_name(id, veth, sizeof(veth));
-	if (veth_create(nl, veth, bridge, ns_fd, err) < 0 ||
-	    cell_net_configure(p, ns_fd, ip, err) < 0 || spoof_sync(p, err) < 0) {
+	if (cell_net_setup(p, id, ip, ns_fd, err) < 0) {
 		close(ns_fd);
 		return -err->code;
 	}
-	hairpin_on(veth);
+	return ns_fd;
+}
+
+/* The network of a cell that exists, made whole where a crash (or anyone) left it short: the
+ * same result as cell_net_create, in the netns the cell has, so what runs in it keeps its
+ * namespace. Returns an fd of the netns; -ENOENT when there is none (the cell must be made
+ * again). */
+static int cell_net_repair(struct local_provider *p, const char *id, const char *ipstr,
+			   struct err *err)
+{
+	_cleanup_free_ char *ns = netns_path(id);
+	uint32_t ip;
+	int ns_fd;
+
+	if (cellnet_parse_ip(ipstr, &ip, err) < 0)
+		return -err->code;
+	if (!nl_netns_is_mounted(ns))
+		return err_set(err, ENOENT, "it has no network namespace %s", ns);
+	ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (ns_fd < 0)
+		return err_errno(err, "open %s", ns);
+	if (cell_net_setup(p, id, ip, ns_fd, err) < 0) {
+		close(ns_fd);
+		return err_wrap(err, "repairing its network");
+	}
 	return ns_fd;
 }
 
@@ -563,7 +701,7 @@ static char *bootstrap_for_cell(const struct local_provider *p, const struct cel
 		return xstrdup(spec->bootstrap ? spec->bootstrap : "{}"); /* the agent reports it */
 	}
 	if (!json_object_get(doc, "state_dir")) {
-		_cleanup_free_ char *dir = cell_path(p, spec->cell_id, "agent");
+		_cleanup_free_ char *dir = cell_path(p, spec->cell_id, AGENT_DIR);
 
 		json_object_set_new(doc, "state_dir", json_string(dir));
 	}
@@ -597,9 +735,9 @@ static pid_t cell_agent_start(const struct local_provider *p, const struct cell_
 }
 
 /* The phase of a recorded cell as seen now. */
-static enum cell_phase record_phase(const struct cell_record *r)
+static enum cell_phase record_phase(const struct local_provider *p, const struct cell_record *r)
 {
-	return cell_record_agent_alive(r) ? CELL_RUNNING : CELL_FAILED;
+	return agent_live(p, r) ? CELL_RUNNING : CELL_FAILED;
 }
 
 /* Removes whatever a failed launch made. */
@@ -674,7 +812,51 @@ done:
 	return ret;
 }
 
-/* provider_ops.launch: returns the recorded cell if there is one, else builds it. */
+/* A cell with a record, launched again: a launch that a crash (kiyot's, or one in the middle
+ * of the cell's making) cut short, or a cell launched before. The agent that lives in it is
+ * kept, never a second one started beside it; what its network lacks is made in the netns it
+ * has, so what runs there keeps running; an agent is started if none lives. A cell whose
+ * network namespace is gone is torn down and built again: nothing in it can be reached. */
+static int cell_resume(struct local_provider *p, const struct cell_spec *spec,
+		       struct cell_record *r, struct cell_info *out, struct err *err)
+{
+	char *procs[NCTRL] = { NULL };
+	bool live = agent_adopt(p, r);
+	int ns_fd = cell_net_repair(p, r->cell_id, r->ip, err);
+	pid_t agent;
+	int ret = 0;
+
+	if (ns_fd < 0) {
+		log_warn("local provider: cell %s: %s; making it again", r->cell_id, err->msg);
+		err_clear(err);
+		if (cell_teardown(p, r->cell_id, err) < 0)
+			return -err->code;
+		return cell_build(p, spec, out, err);
+	}
+	if (!live) {
+		ret = cell_cgroups_create(p, spec, procs, err);
+		agent = ret < 0 ? ret : cell_agent_start(p, spec, ns_fd, procs, err);
+		if (agent >= 0) {
+			log_info("local provider: cell %s: its launch resumed, agent started (pid "
+				 "%d)",
+				 r->cell_id, (int)agent);
+			r->agent_pid = agent;
+			if (proc_stat(agent, &(char){ 0 }, &r->agent_start) < 0)
+				r->agent_start = 0;
+			ret = record_save(p, r, err);
+		} else {
+			ret = agent;
+		}
+	}
+	close(ns_fd);
+	for (size_t i = 0; i < NCTRL; i++)
+		free(procs[i]);
+	if (ret == 0)
+		cell_record_to_info(r, CELL_RUNNING, out);
+	return ret;
+}
+
+/* provider_ops.launch: resumes the recorded cell if there is one, else builds it. */
 static int local_launch(void *self, const struct cell_spec *spec, struct cell_info *out,
 			struct err *err)
 {
@@ -688,7 +870,7 @@ static int local_launch(void *self, const struct cell_spec *spec, struct cell_in
 	busy_acquire(p, spec->cell_id);
 	ret = record_load(p, spec->cell_id, &r, err);
 	if (ret == 0) {
-		cell_record_to_info(&r, record_phase(&r), out);
+		ret = cell_resume(p, spec, &r, out, err);
 		cell_record_release(&r);
 	} else if (ret == -ENOENT) {
 		err_clear(err);
@@ -732,13 +914,13 @@ static int local_dial(void *self, const char *cell_id, uint16_t port, int host_n
 }
 
 /* provider_ops.heal: starts the cell's agent again, from the bootstrap document it booted
- * with, when its process is gone (a cell's init would do this on a VM). */
+ * with, when no agent lives in it (neither the one its record names nor one holding its lock:
+ * that one is kept), its network made whole first (a cell's init would do this on a VM). */
 static int local_heal(void *self, const char *cell_id, struct err *err)
 {
 	struct local_provider *p = self;
 	_cleanup_free_ char *boot = cell_path(p, cell_id, "bootstrap.json");
 	_cleanup_free_ char *logp = cell_path(p, cell_id, "agent.log");
-	_cleanup_free_ char *ns = netns_path(cell_id);
 	_cleanup_free_ char *rel = cgroup_rel(p, cell_id);
 	char *argv[] = { p->agent_path, (char *)"--bootstrap", boot, NULL };
 	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
@@ -751,11 +933,11 @@ static int local_heal(void *self, const char *cell_id, struct err *err)
 		return err_set(err, EINVAL, "cell id \"%s\" is not valid", cell_id);
 	busy_acquire(p, cell_id);
 	ret = record_load(p, cell_id, &r, err);
-	if (ret < 0 || cell_record_agent_alive(&r))
+	if (ret < 0 || agent_adopt(p, &r))
 		goto out;
-	ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
+	ns_fd = cell_net_repair(p, cell_id, r.ip, err);
 	if (ns_fd < 0) {
-		ret = err_errno(err, "cell %s has no network namespace", cell_id);
+		ret = err_wrap(err, "cell %s", cell_id);
 		goto out;
 	}
 	for (size_t i = 0; i < NCTRL; i++) {
@@ -816,7 +998,7 @@ static void list_records(struct local_provider *p, struct cell_info **a, size_t 
 		(*ids)[(*nids)++] = xstrdup(r.cell_id);
 		if (!p->cluster_id[0] || !strcmp(r.cluster_id, p->cluster_id)) {
 			pthread_mutex_lock(&p->lock);
-			phase = busy_find(p, r.cell_id) >= 0 ? CELL_PENDING : record_phase(&r);
+			phase = busy_find(p, r.cell_id) >= 0 ? CELL_PENDING : record_phase(p, &r);
 			pthread_mutex_unlock(&p->lock);
 			cell_record_to_info(&r, phase, infos_add(a, n, cap));
 		}
