@@ -536,7 +536,8 @@ static void test_cli__run_makes_the_calls_a_kubelet_makes(void **state)
 {
 	struct fix *f = *state;
 	Runtime__V1__PodSandboxConfig *sb;
-	_cleanup_free_ char *vol = NULL;
+	_cleanup_free_ char *vol = NULL, *logs = NULL;
+	const char *uid;
 
 	if (clirun(&f->run, "run", "-f", FIX "unit-web.yaml", NULL) != 0)
 		fail_msg("%s", f->run.err);
@@ -547,8 +548,12 @@ static void test_cli__run_makes_the_calls_a_kubelet_makes(void **state)
 		     "StartContainer web", NULL);
 	sb = fake.pods[0].cfg;
 	assert_string_equal(sb->metadata->namespace_, "default");
-	assert_string_equal(sb->metadata->uid, "unit-web-uid");
-	assert_string_equal(sb->log_directory, "/var/log/pods/default_unit-web_unit-web-uid");
+	/* a manifest without a uid gets a new one, shaped as the API server's */
+	uid = sb->metadata->uid;
+	assert_int_equal(strlen(uid), 36);
+	assert_true(uid[8] == '-' && uid[13] == '-' && uid[18] == '-' && uid[23] == '-');
+	logs = xasprintf("/var/log/pods/default_unit-web_%s", uid);
+	assert_string_equal(sb->log_directory, logs);
 	assert_string_equal(cri_map_get((void **)sb->annotations, sb->n_annotations,
 					"pod.elotl.co/restart-policy"),
 			    "Always");
@@ -562,7 +567,7 @@ static void test_cli__run_makes_the_calls_a_kubelet_makes(void **state)
 	assert_int_equal(fake.ctrs[1].cfg->linux->resources->memory_limit_in_bytes, 64 << 20);
 	assert_int_equal(fake.ctrs[1].cfg->linux->resources->cpu_quota, 50000);
 	assert_int_equal(fake.ctrs[1].cfg->n_mounts, 1);
-	vol = xasprintf("%s/pods/unit-web-uid/volumes/kubernetes.io~empty-dir/share", f->dir);
+	vol = xasprintf("%s/pods/%s/volumes/kubernetes.io~empty-dir/share", f->dir, uid);
 	assert_string_equal(fake.ctrs[1].cfg->mounts[0]->host_path, vol);
 	assert_true(fs_exists(vol));
 	assert_int_equal(fake.ctrs[1].state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
