@@ -1,5 +1,6 @@
 /*
- * cells.c: cell lifecycle and the agent client (see cells.h).
+ * cells.c: cell lifecycle and the calls to cells' agents (see cells.h), which go through the
+ * agent client (agent_client.h): gRPC, or a test's fake.
  */
 #include "cells.h"
 
@@ -12,12 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_client.h"
 #include "clock.h"
 #include "codec.h"
 #include "state/kiyot.h"
 #include "log.h"
 #include "pki.h"
-#include "rpc.h"
 #include "state/store.h"
 #include "xalloc.h"
 
@@ -29,13 +30,13 @@
 
 struct cell_entry {
 	char *id;
-	char *target; /* "ip:port" of the agent */
-	struct rpc_channel *ch;
+	char *target;		 /* "ip:port" of the agent */
+	struct agent_conn *conn; /* NULL when it could not be made */
 	pthread_mutex_t apply_lock;
 	pthread_t watcher;
 	int watching;
-	int stop;		   /* guarded by the manager's lock */
-	struct rpc_stream *stream; /* the live Watch, guarded by the manager's lock */
+	int stop;		     /* guarded by the manager's lock */
+	struct agent_stream *stream; /* the live Watch, guarded by the manager's lock */
 	/* References, guarded by the manager's lock: one for the list while the cell is in it,
 	 * one for each call in flight. The last one frees the entry. */
 	int refs;
@@ -50,6 +51,7 @@ struct cell_entry {
 
 struct cellmgr {
 	struct kiyot *k;
+	struct agent_client agent;
 	pthread_mutex_t lock;
 	struct cell_entry *cells;
 	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
@@ -105,6 +107,7 @@ int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 	struct cellmgr *m = xcalloc(1, sizeof(*m));
 
 	m->k = k;
+	m->agent = k->agent ? *k->agent : (struct agent_client){ &agent_grpc_ops, NULL };
 	pthread_mutex_init(&m->lock, NULL);
 	if (load_ca(m, err) < 0 || make_client_cert(m, err) < 0) {
 		cells_free(m);
@@ -114,13 +117,13 @@ int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 	return 0;
 }
 
-/* A TLS channel to the agent of cell id at target: its certificate must name the cell. */
-static int cell_channel(struct cellmgr *m, const char *id, const char *target,
-			struct rpc_channel **ch, struct err *err)
+/* A TLS connection to the agent of cell id at target: its certificate must name the cell. */
+static int cell_connect(struct cellmgr *m, const char *id, const char *target,
+			struct agent_conn **conn, struct err *err)
 {
-	struct rpc_tls tls = { m->ca, m->cert, m->key, id };
+	struct agent_tls tls = { m->ca, m->cert, m->key };
 
-	return rpc_channel_new_tls(target, &tls, ch, err);
+	return m->agent.ops->connect(m->agent.self, &tls, id, target, conn, err);
 }
 
 static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
@@ -128,16 +131,17 @@ static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
 	pthread_mutex_lock(&m->lock);
 	e->stop = 1;
 	if (e->stream)
-		rpc_stream_cancel(e->stream);
+		m->agent.ops->cancel(m->agent.self, e->stream);
 	pthread_mutex_unlock(&m->lock);
 	if (e->watching)
 		pthread_join(e->watcher, NULL);
 	e->watching = 0;
 }
 
-static void entry_free(struct cell_entry *e)
+static void entry_free(struct cellmgr *m, struct cell_entry *e)
 {
-	rpc_channel_free(e->ch);
+	if (e->conn)
+		m->agent.ops->disconnect(m->agent.self, e->conn);
 	pthread_mutex_destroy(&e->apply_lock);
 	free(e->id);
 	free(e->target);
@@ -220,14 +224,14 @@ static void *watch_main(void *arg)
 	free(arg);
 	for (;;) {
 		Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
-		struct rpc_stream *s = NULL;
+		struct agent_stream *s = NULL;
 		struct err err = ERR_INIT;
 		ProtobufCMessage *msg;
 		int ret, stop;
 
 		kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
-		ret = rpc_stream_open(e->ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
-				      &kiyot__cell__v1__watch_event__descriptor, 0, &s, &err);
+		ret = e->conn ? m->agent.ops->watch(m->agent.self, e->conn, &req, &s, &err)
+			      : err_set(&err, ENOTCONN, "no connection to the agent");
 		kiyot_log_offsets_free(req.offsets, req.n_offsets);
 		pthread_mutex_lock(&m->lock);
 		stop = e->stop;
@@ -235,10 +239,11 @@ static void *watch_main(void *arg)
 			e->stream = s;
 		pthread_mutex_unlock(&m->lock);
 		if (stop) {
-			rpc_stream_free(s);
+			if (s)
+				m->agent.ops->stream_free(m->agent.self, s);
 			return NULL;
 		}
-		while (ret == 0 && (ret = rpc_stream_next(s, &msg, &err)) == 1) {
+		while (ret == 0 && (ret = m->agent.ops->next(m->agent.self, s, &msg, &err)) == 1) {
 			handle_event(m, e, (Kiyot__Cell__V1__WatchEvent *)msg);
 			protobuf_c_message_free_unpacked(msg, NULL);
 			backoff = 100;
@@ -249,7 +254,8 @@ static void *watch_main(void *arg)
 		e->stream = NULL;
 		stop = e->stop;
 		pthread_mutex_unlock(&m->lock);
-		rpc_stream_free(s);
+		if (s)
+			m->agent.ops->stream_free(m->agent.self, s);
 		if (stop)
 			return NULL;
 		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
@@ -279,7 +285,7 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
-	if (cell_channel(m, id, e->target, &e->ch, &err) < 0)
+	if (cell_connect(m, id, e->target, &e->conn, &err) < 0)
 		log_error("cell %s: %s", id, err.msg);
 	pthread_mutex_lock(&m->lock);
 	e->next = m->cells;
@@ -318,45 +324,35 @@ static void entry_put(struct cellmgr *m, struct cell_entry *e)
 	last = --e->refs == 0;
 	pthread_mutex_unlock(&m->lock);
 	if (last)
-		entry_free(e);
+		entry_free(m, e);
 }
 
-/* Asks the agent at target for Hello over TLS on a channel of its own: a channel whose
- * connection was refused waits out gRPC's reconnect back-off before it tries again, so each
- * attempt of the boot gets a fresh one. */
+/* Asks the agent at target for Hello over TLS on a connection of its own: a gRPC channel
+ * whose connection was refused waits out gRPC's reconnect back-off before it tries again, so
+ * each attempt of the boot gets a fresh one. */
 static int hello(struct cellmgr *m, const char *id, const char *target, struct err *err)
 {
-	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
-	ProtobufCMessage *resp = NULL;
-	struct rpc_channel *ch = NULL;
+	Kiyot__Cell__V1__HelloResponse *resp = NULL;
+	struct agent_conn *conn = NULL;
 	int ret;
 
-	if (cell_channel(m, id, target, &ch, err) < 0)
+	if (cell_connect(m, id, target, &conn, err) < 0)
 		return -err->code;
-	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
-			&kiyot__cell__v1__hello_response__descriptor, 2000, &resp, err);
+	ret = m->agent.ops->hello(m->agent.self, conn, 2000, &resp, err);
 	if (ret == 0)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	rpc_channel_free(ch);
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	m->agent.ops->disconnect(m->agent.self, conn);
 	return ret;
 }
 
 /* One Enroll call over plaintext: the request's answer, or the certificate's. */
-static int enroll_call(const char *target, const char *cert, Kiyot__Cell__V1__EnrollResponse **resp,
-		       struct err *err)
+static int enroll_call(struct cellmgr *m, const char *target, const char *cert,
+		       Kiyot__Cell__V1__EnrollResponse **resp, struct err *err)
 {
 	Kiyot__Cell__V1__EnrollRequest req = KIYOT__CELL__V1__ENROLL_REQUEST__INIT;
-	struct rpc_channel *ch = NULL;
-	int ret;
 
-	if (rpc_channel_new(target, &ch, err) < 0)
-		return -err->code;
 	req.certificate = (char *)(cert ? cert : "");
-	ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Enroll", &req.base,
-			&kiyot__cell__v1__enroll_response__descriptor, 2000,
-			(ProtobufCMessage **)resp, err);
-	rpc_channel_free(ch);
-	return ret;
+	return m->agent.ops->enroll(m->agent.self, target, &req, 2000, resp, err);
 }
 
 /* Enrolls a new cell (see cell-agent/enroll.h): takes its request and proof, checks the proof
@@ -370,7 +366,7 @@ static int enroll_at(struct cellmgr *m, const char *id, const char *target, cons
 	_cleanup_free_ char *cert = NULL;
 	int ret;
 
-	if (enroll_call(target, NULL, &r, err) < 0)
+	if (enroll_call(m, target, NULL, &r, err) < 0)
 		return -err->code;
 	if (strcmp(r->cell_id, id) != 0)
 		ret = err_set(err, EKEYREJECTED, "%s answers as cell \"%.64s\", not %s", target,
@@ -381,7 +377,7 @@ static int enroll_at(struct cellmgr *m, const char *id, const char *target, cons
 	r = NULL;
 	if (ret < 0)
 		return err_wrap(err, "enroll cell %s at %s", id, target);
-	ret = enroll_call(target, cert, &r, err);
+	ret = enroll_call(m, target, cert, &r, err);
 	if (ret == 0 && !r->enrolled)
 		ret = err_set(err, EPROTO, "cell %s did not take its certificate", id);
 	if (r)
@@ -618,19 +614,24 @@ void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e)
 	entry_put(m, e);
 }
 
-/* One unary call to a cell's agent, within timeout_ms. Made from a CRI handler, it is made on
- * behalf of that call (rpc_unary_for): the kubelet giving up on a PullImage or an ExecSync
- * cancels the agent's work at once instead of leaving it to run out its deadline. */
-static int agent_call(struct cellmgr *m, const char *cell_id, const char *method,
-		      const ProtobufCMessage *req, const ProtobufCMessageDescriptor *desc,
-		      int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+/* A running cell's entry for one call to its agent, held until call_end; NULL (ENOENT) when
+ * the cell is not running, or ENOTCONN when it has no connection. */
+static struct cell_entry *call_begin(struct cellmgr *m, const char *cell_id, struct err *err)
 {
 	struct cell_entry *e = entry_get(m, cell_id, err);
-	int ret;
 
-	if (!e)
-		return -err->code;
-	ret = rpc_unary_for(rpc_current(), e->ch, method, req, desc, timeout_ms, resp, err);
+	if (e && !e->conn) {
+		entry_put(m, e);
+		err_set(err, ENOTCONN, "cell %s: no connection to its agent", cell_id);
+		return NULL;
+	}
+	return e;
+}
+
+/* Ends a call begun with call_begin that returned ret. */
+static int call_end(struct cellmgr *m, struct cell_entry *e, const char *cell_id, int ret,
+		    struct err *err)
+{
 	entry_put(m, e);
 	if (ret < 0 && err->code == ECONNREFUSED)
 		return err_wrap(err, "cell %s: agent unreachable", cell_id);
@@ -640,15 +641,14 @@ static int agent_call(struct cellmgr *m, const char *cell_id, const char *method
 struct cell_stream {
 	struct cellmgr *m;
 	struct cell_entry *e;
-	struct rpc_stream *rs;
+	struct agent_stream *as;
 };
 
 int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
 		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
 		      struct cell_stream **out, struct err *err)
 {
-	struct cell_entry *e = entry_get(m, cell_id, err);
-	_cleanup_free_ char *path = xasprintf("/kiyot.cell.v1.CellAgent/%s", method);
+	struct cell_entry *e = call_begin(m, cell_id, err);
 	struct cell_stream *s;
 
 	if (!e)
@@ -656,7 +656,8 @@ int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method
 	s = xcalloc(1, sizeof(*s));
 	s->m = m;
 	s->e = e;
-	if (rpc_bidi_open(e->ch, path, first, out_desc, 0, &s->rs, err) < 0) {
+	if (m->agent.ops->open_stream(m->agent.self, e->conn, method, first, out_desc, &s->as,
+				      err) < 0) {
 		entry_put(m, e);
 		free(s);
 		return err_wrap(err, "cell %s", cell_id);
@@ -667,52 +668,60 @@ int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method
 
 int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err)
 {
-	return rpc_stream_send(s->rs, msg, err);
+	return s->m->agent.ops->send(s->m->agent.self, s->as, msg, err);
 }
 
 int cells_stream_close_send(struct cell_stream *s, struct err *err)
 {
-	return rpc_stream_close_send(s->rs, err);
+	return s->m->agent.ops->close_send(s->m->agent.self, s->as, err);
 }
 
 int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err)
 {
-	return rpc_stream_next(s->rs, msg, err);
+	return s->m->agent.ops->next(s->m->agent.self, s->as, msg, err);
 }
 
 void cells_stream_cancel(struct cell_stream *s)
 {
-	rpc_stream_cancel(s->rs);
+	s->m->agent.ops->cancel(s->m->agent.self, s->as);
 }
 
 void cells_stream_free(struct cell_stream *s)
 {
 	if (!s)
 		return;
-	rpc_stream_free(s->rs);
+	s->m->agent.ops->stream_free(s->m->agent.self, s->as);
 	entry_put(s->m, s->e);
 	free(s);
 }
 
+/* The agent's own deadline for the pod is timeout_ms; the call's is 10 s later. */
 int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
 		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
 {
 	Kiyot__Cell__V1__ApplyRequest req = KIYOT__CELL__V1__APPLY_REQUEST__INIT;
+	struct cell_entry *e = call_begin(m, cell_id, err);
+	int ret;
 
+	if (!e)
+		return -err->code;
 	req.pod = (Kiyot__Cell__V1__Pod *)pod;
 	req.timeout_ms = timeout_ms;
-	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Apply", &req.base,
-			  &kiyot__cell__v1__apply_response__descriptor, timeout_ms + 10000,
-			  (ProtobufCMessage **)resp, err);
+	ret = m->agent.ops->apply(m->agent.self, e->conn, &req, timeout_ms + 10000, resp, err);
+	return call_end(m, e, cell_id, ret, err);
 }
 
 int cells_pull_image(struct cellmgr *m, const char *cell_id,
 		     const Kiyot__Cell__V1__PullImageRequest *req,
 		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err)
 {
-	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/PullImage", &req->base,
-			  &kiyot__cell__v1__pull_image_response__descriptor, PULL_TIMEOUT_MS,
-			  (ProtobufCMessage **)resp, err);
+	struct cell_entry *e = call_begin(m, cell_id, err);
+	int ret;
+
+	if (!e)
+		return -err->code;
+	ret = m->agent.ops->pull_image(m->agent.self, e->conn, req, PULL_TIMEOUT_MS, resp, err);
+	return call_end(m, e, cell_id, ret, err);
 }
 
 int cells_exec_sync(struct cellmgr *m, const char *cell_id,
@@ -721,32 +730,41 @@ int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 {
 	int64_t s = req->timeout_s > 0 && req->timeout_s < EXEC_TIMEOUT_MAX_S ? req->timeout_s
 									      : EXEC_TIMEOUT_MAX_S;
+	struct cell_entry *e = call_begin(m, cell_id, err);
+	int ret;
 
+	if (!e)
+		return -err->code;
 	/* the call outlasts the command's own timeout, which the agent enforces */
-	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/ExecSync", &req->base,
-			  &kiyot__cell__v1__exec_sync_response__descriptor,
-			  s * 1000 + AGENT_CALL_TIMEOUT_MS, (ProtobufCMessage **)resp, err);
+	ret = m->agent.ops->exec_sync(m->agent.self, e->conn, req, s * 1000 + AGENT_CALL_TIMEOUT_MS,
+				      resp, err);
+	return call_end(m, e, cell_id, ret, err);
 }
 
 int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
 		struct err *err)
 {
-	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
+	struct cell_entry *e = call_begin(m, cell_id, err);
+	int ret;
 
-	return agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/Stats", &req.base,
-			  &kiyot__cell__v1__stats_response__descriptor, AGENT_CALL_TIMEOUT_MS,
-			  (ProtobufCMessage **)resp, err);
+	if (!e)
+		return -err->code;
+	ret = m->agent.ops->stats(m->agent.self, e->conn, AGENT_CALL_TIMEOUT_MS, resp, err);
+	return call_end(m, e, cell_id, ret, err);
 }
 
 int cells_write_volume(struct cellmgr *m, const char *cell_id,
 		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err)
 {
-	ProtobufCMessage *resp = NULL;
-	int ret = agent_call(m, cell_id, "/kiyot.cell.v1.CellAgent/WriteVolume", &req->base,
-			     &kiyot__cell__v1__write_volume_response__descriptor,
-			     WRITE_VOLUME_TIMEOUT_MS, &resp, err);
+	Kiyot__Cell__V1__WriteVolumeResponse *resp = NULL;
+	struct cell_entry *e = call_begin(m, cell_id, err);
+	int ret;
 
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	return ret;
+	if (!e)
+		return -err->code;
+	ret = m->agent.ops->write_volume(m->agent.self, e->conn, req, WRITE_VOLUME_TIMEOUT_MS,
+					 &resp, err);
+	if (ret == 0)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return call_end(m, e, cell_id, ret, err);
 }

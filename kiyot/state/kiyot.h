@@ -28,6 +28,7 @@ struct gc;
 struct router;
 struct podobject_reader;
 struct cellnet_port;
+struct agent_client;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -78,9 +79,13 @@ struct kiyot {
 	struct image_rec *images;
 	char *cluster_id;
 	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
+	/* Where cells come from: the configured provider, or one set before kiyot_open (tests) */
 	struct provider provider;
 	struct catalog *catalog;
 	struct cellmgr *cells;
+	/* How the cell manager reaches agents (cells/agent_client.h): NULL at kiyot_open for
+	 * gRPC; a test sets a fake one */
+	const struct agent_client *agent;
 	struct events *events;	       /* GetContainerEvents subscribers */
 	struct remembered_auth *auths; /* registry credentials by image id, memory only */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
@@ -109,7 +114,8 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 void kiyot_config_release(struct kiyot_config *c);
 
 /* Opens the store, loads the records, sets up provider, catalog and cells; reconciles cells
- * with the provider (removes local cells no sandbox owns, resumes the others). */
+ * with the provider (removes local cells no sandbox owns, resumes the others). A provider
+ * already in k->provider is used as it is instead of the configured one. */
 int kiyot_open(struct kiyot *k, struct err *err);
 void kiyot_close(struct kiyot *k);
 

@@ -1,0 +1,102 @@
+/*
+ * agent_client.h: how the cell manager (cells.c) reaches a cell's agent. Every call cells.c
+ * makes of an agent goes through these operations: kiyot talks gRPC to the real agent
+ * (agent_grpc_ops, the default), and a unit test puts a fake agent in its place
+ * (test/unit/fake_agent.h) by setting struct kiyot's agent before kiyot_open.
+ *
+ * Messages are protobuf-c messages of proto/cellagent.proto. A response (*resp) belongs to the
+ * caller, who frees it with protobuf_c_message_free_unpacked(resp, NULL); it is written only
+ * on success. Errors are negative errno values with err filled, as rpc.h maps gRPC statuses:
+ * -ECONNREFUSED when the agent does not serve (UNAVAILABLE), -ETIMEDOUT past the deadline,
+ * -ECANCELED when the CRI call the thread serves went away, the agent's own code otherwise.
+ *
+ * Thread safety: every operation may be called from several threads at once, on one
+ * connection too. A stream is read by one thread (next) while another sends on it or cancels
+ * it.
+ */
+#ifndef KIYOT_AGENT_CLIENT_H
+#define KIYOT_AGENT_CLIENT_H
+
+#include <stdint.h>
+
+#include "cellagent.pb-c.h"
+#include "err.h"
+
+/* kiyot's side of the TLS channel to an agent (PEM text, borrowed for the call): the cells'
+ * CA, which the agent's certificate must be of, and kiyot's own certificate and key. */
+struct agent_tls {
+	const char *ca;
+	const char *cert;
+	const char *key;
+};
+
+/* A connection to one cell's agent, and a streaming call on one; the implementation's. */
+struct agent_conn;
+struct agent_stream;
+
+struct agent_ops {
+	const char *name;
+	/* A connection to the agent of cell_id listening at target ("ip:port"), over TLS with
+	 * tls: an agent whose certificate does not name cell_id is never called. Connects
+	 * lazily: the first call finds out whether the agent serves. */
+	int (*connect)(void *self, const struct agent_tls *tls, const char *cell_id,
+		       const char *target, struct agent_conn **out, struct err *err);
+	/* Frees a connection; no stream or call may still use it. */
+	void (*disconnect)(void *self, struct agent_conn *c);
+
+	/* Enroll, over plaintext at target: a new cell holds no certificate to talk TLS with
+	 * yet (see cell-agent/enroll.h). */
+	int (*enroll)(void *self, const char *target, const Kiyot__Cell__V1__EnrollRequest *req,
+		      int64_t timeout_ms, Kiyot__Cell__V1__EnrollResponse **resp, struct err *err);
+	/* Unary calls, each within timeout_ms. hello is made for kiyot itself; the others on
+	 * behalf of the CRI call the calling thread serves, if any (rpc_current()), so that
+	 * the kubelet giving up on it cancels the agent's work at once. */
+	int (*hello)(void *self, struct agent_conn *c, int64_t timeout_ms,
+		     Kiyot__Cell__V1__HelloResponse **resp, struct err *err);
+	int (*apply)(void *self, struct agent_conn *c, const Kiyot__Cell__V1__ApplyRequest *req,
+		     int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err);
+	int (*pull_image)(void *self, struct agent_conn *c,
+			  const Kiyot__Cell__V1__PullImageRequest *req, int64_t timeout_ms,
+			  Kiyot__Cell__V1__PullImageResponse **resp, struct err *err);
+	int (*exec_sync)(void *self, struct agent_conn *c,
+			 const Kiyot__Cell__V1__ExecSyncRequest *req, int64_t timeout_ms,
+			 Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err);
+	int (*stats)(void *self, struct agent_conn *c, int64_t timeout_ms,
+		     Kiyot__Cell__V1__StatsResponse **resp, struct err *err);
+	int (*write_volume)(void *self, struct agent_conn *c,
+			    const Kiyot__Cell__V1__WriteVolumeRequest *req, int64_t timeout_ms,
+			    Kiyot__Cell__V1__WriteVolumeResponse **resp, struct err *err);
+
+	/* Streams, without a deadline: they live as long as their reader. watch opens the cell's
+	 * Watch (WatchEvent messages: unit statuses and log chunks, from req's offsets on);
+	 * open_stream a bidirectional one, method "Exec", "Attach" or "PortForward", started
+	 * with first, whose messages are of out_desc. */
+	int (*watch)(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
+		     struct agent_stream **out, struct err *err);
+	int (*open_stream)(void *self, struct agent_conn *c, const char *method,
+			   const ProtobufCMessage *first,
+			   const ProtobufCMessageDescriptor *out_desc, struct agent_stream **out,
+			   struct err *err);
+	/* One more message to a bidirectional stream; -ECANCELED once it ended. */
+	int (*send)(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
+		    struct err *err);
+	/* Closes kiyot's side of a bidirectional stream. */
+	int (*close_send)(void *self, struct agent_stream *s, struct err *err);
+	/* Waits for the next message: 1 with *msg set (the caller frees it), 0 at a clean end,
+	 * < 0 on error (-ECANCELED after cancel). */
+	int (*next)(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err);
+	/* Makes a blocked next return, from any thread. */
+	void (*cancel)(void *self, struct agent_stream *s);
+	void (*stream_free)(void *self, struct agent_stream *s);
+};
+
+/* An implementation and its state, as struct provider pairs provider_ops with theirs. */
+struct agent_client {
+	const struct agent_ops *ops;
+	void *self;
+};
+
+/* The real agents', over gRPC (common/rpc); self is unused (NULL). */
+extern const struct agent_ops agent_grpc_ops;
+
+#endif
