@@ -40,7 +40,8 @@ HUGE_BUDGET = 12 << 20  # per request, under the server's 16 MiB receive limit
 MAX_DEPTH = 6
 
 # Methods whose effects would pile up (cells, containers) or undo the setup (the known pod,
-# container and image): they get random ids only, never the known ones.
+# container and image): they get random ids only, never the known ones nor a string of hex
+# digits alone (which could be a unique prefix of one).
 NO_KNOWN_IDS = {"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
                 "StartContainer", "StopContainer", "RemoveContainer", "RemoveImage"}
 
@@ -78,6 +79,12 @@ class Mutator:
 
     # -- values --
     def string(self):
+        s = self._string()
+        if not self.known and s and all(c in "0123456789abcdef" for c in s):
+            s += "x"  # servers take a unique prefix of an id for the id (crictl's short ids)
+        return s
+
+    def _string(self):
         r = self.rng
         k = r.random()
         if self.huge and self.budget > 0 and k < 0.3:
