@@ -1,7 +1,13 @@
-# Unit tests: one cmocka binary per file test/unit/test_<module>.c.
+# Unit tests: one cmocka binary per file test/unit/test_<module>.c. The other files of
+# test/unit (fakes and fixtures several tests share) make libtestutil.a, linked first.
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRCS))
-TEST_LIBS := $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
+UNIT_UTIL_SRCS := $(filter-out $(UNIT_SRCS),$(wildcard test/unit/*.c))
+TEST_LIBS := $(BUILD)/libtestutil.a $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a \
+	$(BUILD)/libproto.a
+
+$(BUILD)/libtestutil.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_UTIL_SRCS))
+	ar rcs $@ $^
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)

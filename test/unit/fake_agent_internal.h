@@ -1,0 +1,129 @@
+/*
+ * fake_agent_internal.h: what the fake agent's files share (see fake_agent.h): fake_agent.c
+ * (cells, units, failures and the unary calls), fake_agent_stream.c (Watch and the
+ * bidirectional streams), fake_agent_ctl.c (the tests' side). Functions here need fa->lock
+ * held unless they say otherwise.
+ */
+#ifndef KIYOT_TEST_FAKE_AGENT_INTERNAL_H
+#define KIYOT_TEST_FAKE_AGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fake_agent.h"
+
+struct fake_unit {
+	char *id, *image;
+	Kiyot__Cell__V1__UnitState state;
+	int desired;
+	int64_t created_ns, started_ns, finished_ns;
+	int32_t exit_code;
+	char *reason, *message;
+	char *log;
+	size_t log_len;
+};
+
+struct fake_volume {
+	char *name;
+	int entries;
+};
+
+struct fake_cell {
+	char *id, *target, *bootstrap;
+	char *ca, *secret; /* from the bootstrap document */
+	char *key, *csr;   /* made at the first Enroll */
+	bool enrolled, serving;
+	struct fake_unit **units;
+	size_t n_units, cap_units;
+	struct fake_volume *volumes;
+	size_t n_volumes, cap_volumes;
+	Kiyot__Cell__V1__WatchRequest *last_watch; /* a copy */
+	unsigned watches;
+	struct fake_cell *next;
+};
+
+struct agent_conn {
+	char *cell_id;
+	char *target;
+};
+
+enum stream_kind {
+	STREAM_WATCH,
+	STREAM_EXEC,
+	STREAM_ATTACH,
+	STREAM_PORTFORWARD
+};
+
+struct agent_stream {
+	enum stream_kind kind;
+	char *cell_id;
+	ProtobufCMessage **q; /* messages for next, oldest first from head */
+	size_t head, n, cap;
+	bool cancelled;
+	int end;  /* 0 open, 1 ends once q is empty, < 0 ended with that error */
+	bool cat; /* an Exec of cat: stdin comes back as stdout */
+	struct agent_stream *next;
+};
+
+struct refused {
+	char *image, *message;
+};
+
+struct fake_agent {
+	struct agent_client client;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct fake_cell *cells;
+	struct agent_stream *streams;
+	struct {
+		int code, times, delay_ms;
+		unsigned calls;
+		int64_t last_timeout;
+	} ops[FAKE_AGENT_N_OPS];
+	struct refused *refused;
+	size_t n_refused, cap_refused;
+};
+
+/* Cells and units. */
+struct fake_cell *fa_cell_find(struct fake_agent *fa, const char *id);
+struct fake_unit *fa_unit_find(struct fake_cell *c, const char *id);
+void fa_cell_free(struct fake_cell *c);
+/* Replaces a heap string. */
+void fa_set_str(char **dst, const char *v);
+/* The unit as a wire status, borrowing its strings. */
+void fa_unit_wire(const struct fake_unit *u, Kiyot__Cell__V1__UnitStatus *w);
+
+/* Streams: queue a message (taken) for the stream's reader; queue a copy of a Watch event on
+ * every open Watch of the cell; a unit's status event; a log event of the unit's bytes from
+ * offset on (a heap message); end the cell's open streams with -code; free a stream. */
+void fa_stream_push(struct fake_agent *fa, struct agent_stream *s, void *msg);
+void fa_notify(struct fake_agent *fa, const struct fake_cell *c,
+	       const Kiyot__Cell__V1__WatchEvent *ev);
+void fa_notify_status(struct fake_agent *fa, const struct fake_cell *c, const struct fake_unit *u);
+Kiyot__Cell__V1__WatchEvent *fa_log_event(const struct fake_unit *u, size_t offset);
+void fa_streams_end(struct fake_agent *fa, const char *cell_id, int code);
+void fa_stream_release(struct agent_stream *s);
+
+/* Counts a call of op and answers what the test asked of it: 0, or the error to fail with,
+ * after the delay if any. Takes fa->lock itself. */
+int fa_op_enter(struct fake_agent *fa, enum fake_agent_op op, int64_t timeout_ms, struct err *err);
+/* The cell a connection reaches, as the real agent's TLS allows, or NULL with err set. */
+struct fake_cell *fa_conn_cell(struct fake_agent *fa, const struct agent_conn *conn,
+			       struct err *err);
+/* The tiny shell of ExecSync and Exec (see fake_agent.h); fills *out and *errs (heap). */
+int32_t fa_run_command(char *const *cmd, size_t n, char **out, char **errs);
+
+/* The streaming operations of agent_ops (fake_agent_stream.c); they take fa->lock. */
+int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRequest *req,
+	     struct agent_stream **out, struct err *err);
+int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
+		   const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
+		   struct agent_stream **out, struct err *err);
+int fa_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg, struct err *err);
+int fa_close_send(void *self, struct agent_stream *s, struct err *err);
+int fa_next(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err);
+void fa_cancel(void *self, struct agent_stream *s);
+void fa_stream_free(void *self, struct agent_stream *s);
+
+#endif
