@@ -26,6 +26,7 @@
 #include "cells/cellsync.h"
 #include "state/kiyot.h"
 #include "log.h"
+#include "memtrim.h"
 #include "cri/router.h"
 #include "rpc.h"
 #include "xalloc.h"
@@ -111,6 +112,26 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* Waits for SIGTERM or SIGINT (blocked in every thread); meanwhile, every MEM_TRIM_PERIOD_S,
+ * gives back the memory a burst of calls left free (memtrim.h). */
+static void wait_for_stop(const sigset_t *sigs)
+{
+	const struct timespec period = { MEM_TRIM_PERIOD_S, 0 };
+	struct mem_trim trim = { 0 };
+
+	mem_trim_check(&trim);
+	for (;;) {
+		int sig = sigtimedwait(sigs, NULL, &period);
+
+		if (sig == SIGTERM || sig == SIGINT)
+			return;
+		if (sig < 0 && errno == EAGAIN)
+			mem_trim_check(&trim);
+		else if (sig < 0 && errno != EINTR)
+			return; /* no way to wait for a signal: stop */
+	}
+}
+
 static int serve(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -136,8 +157,9 @@ static int serve(int argc, char **argv)
 	_cleanup_free_ char *addr = NULL;
 	_cleanup_free_ char *dir = NULL;
 	sigset_t sigs;
-	int opt, sig;
+	int opt;
 
+	mem_tune(); /* before any thread: the allocator's settings (memtrim.h) */
 	memset(&k, 0, sizeof(k));
 	kiyot_config_defaults(&k.cfg);
 	/* the config file comes first so flags override it, wherever they stand */
@@ -228,10 +250,7 @@ static int serve(int argc, char **argv)
 		die("%s", err.msg);
 	log_info("serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket, k.cfg.state_dir,
 		 k.cfg.cell_cidr, k.cfg.bridge);
-	do {
-		if (sigwait(&sigs, &sig) != 0)
-			sig = SIGTERM;
-	} while (sig != SIGTERM && sig != SIGINT);
+	wait_for_stop(&sigs);
 	log_info("stopping (cells keep running and are adopted at the next start)");
 	rpc_server_stop(srv);
 	cellsync_stop(k.cellsync);
