@@ -23,6 +23,14 @@
  * pod side), so a slow connection stalls only itself; when a pair's queue toward the pod is
  * full, this side stops reading the client's socket until it drains (neither SPDY peer of
  * Kubernetes keeps to flow-control windows, so TCP is the only back-pressure).
+ *
+ * When the pod's side ends its output, the client gets the end of the data stream at once;
+ * the pod may still be reading (a half-close, as `nc` makes when its stdin ends), so the
+ * connection lasts while the client's bytes still flow to it, and ends when the client ends
+ * its side, the pod stops taking bytes, or nothing has moved for PF_HALF_CLOSE_IDLE_NS.
+ * (kubectl closes its local connection only once the error stream ends, and a client waiting
+ * for the connection's end, as an HTTP client does, sends nothing: so the wait is on the
+ * client's silence, not on its end. containerd waits a fixed second, however busy the client.)
  */
 #include "stream_internal.h"
 
@@ -37,6 +45,7 @@
 
 #include "buf.h"
 #include "cells/cells.h"
+#include "clock.h"
 #include "http.h"
 #include "log.h"
 #include "spdy.h"
@@ -49,6 +58,9 @@
 #define PF_SEND_MAX (256 * 1024)
 /* The most of the pod's bytes read at once from a pair's own connection. */
 #define PF_READ_MAX (128 * 1024)
+/* After the pod's side ended its output, how long the connection lasts without a byte moving
+ * from the client to the pod. */
+#define PF_HALF_CLOSE_IDLE_NS (1000 * (int64_t)1000000)
 /* Pairs at once (two streams each, within the SPDY session's bound). */
 #define PF_MAX_PAIRS 32
 
@@ -56,6 +68,7 @@ struct pf_msg {
 	struct pf_msg *next;
 	struct pf_pair *pair;
 	bool end;    /* to the client: the pod's side ended (error set if it failed) */
+	bool fin;    /* to the client: the pod's output ended (it may still read) */
 	char *error; /* to the client, with end */
 	size_t len;
 	uint8_t data[];
@@ -74,6 +87,9 @@ struct pf_pair {
 	struct pf_msg *in_head, *in_tail;
 	size_t in_bytes;
 	bool in_closed;
+	int64_t moved_ns; /* when the client's bytes last moved toward the pod */
+	bool client_done; /* the client's end reached the pod */
+	bool pod_failed;  /* the pod's side took no more of the client's bytes */
 	size_t out_bytes; /* of this pair in pf->out */
 };
 
@@ -145,7 +161,38 @@ static void pod_ended(struct pf_pair *p, const char *error)
 	out_put(p->pf, end);
 }
 
-/* The pod's bytes from kiyot's own connection. It ends the pair as soon as the pod closes. */
+/*
+ * The pod's side ended its output: the client learns it now, and the pair lives on while the
+ * client's bytes still move to the pod (see the top of the file). Called on a pair's reader;
+ * true when it ended because the client's end reached the pod's side.
+ */
+static bool pod_output_ended(struct pf_pair *p)
+{
+	struct pf *pf = p->pf;
+	struct pf_msg *fin = pf_msg_new(p, NULL, 0);
+	bool done;
+
+	fin->fin = true;
+	out_put(pf, fin);
+	pthread_mutex_lock(&pf->mu);
+	while (!pf->gone && !p->dropped && !p->client_done && !p->pod_failed) {
+		int64_t left = p->moved_ns + PF_HALF_CLOSE_IDLE_NS - clock_mono_ns();
+		struct timespec until;
+
+		if (left <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &until);
+		left += until.tv_nsec;
+		until.tv_sec += (time_t)(left / 1000000000);
+		until.tv_nsec = (long)(left % 1000000000);
+		pthread_cond_timedwait(&pf->cond, &pf->mu, &until);
+	}
+	done = p->client_done;
+	pthread_mutex_unlock(&pf->mu);
+	return done;
+}
+
+/* The pod's bytes from kiyot's own connection. */
 static void *sock_reader(void *arg)
 {
 	struct pf_pair *p = arg;
@@ -156,6 +203,8 @@ static void *sock_reader(void *arg)
 		if (n > 0)
 			out_put(p->pf, pf_msg_new(p, buf, (size_t)n));
 	free(buf);
+	if (n == 0)
+		pod_output_ended(p);
 	pod_ended(p, n < 0 ? strerror(errno) : NULL);
 	return NULL;
 }
@@ -174,11 +223,15 @@ static void *pair_reader(void *arg)
 		if (o->data.len)
 			out_put(p->pf, pf_msg_new(p, o->data.data, o->data.len));
 		protobuf_c_message_free_unpacked(m, NULL);
-		if (closed) { /* the pod's side ended: so does the pair, now */
-			ret = 0;
+		if (closed)
 			break;
-		}
 	}
+	/* the pod's output ended: the agent still writes what the client sends, and ends the
+	 * call once the client's end reached the pod (until then, ending it would lose what is
+	 * still on its way) */
+	if (ret == 1 && pod_output_ended(p))
+		while ((ret = cells_stream_next(p->cs, &m, &err)) == 1)
+			protobuf_c_message_free_unpacked(m, NULL);
 	pod_ended(p, ret < 0 ? err.msg : NULL);
 	return NULL;
 }
@@ -259,7 +312,7 @@ static void *pair_writer(void *arg)
 
 	for (;;) {
 		struct pf_msg *m;
-		bool unblocked = false;
+		bool unblocked = false, more, end;
 
 		pthread_mutex_lock(&pf->mu);
 		while (!p->in_head && !p->in_closed && !pf->gone)
@@ -275,11 +328,19 @@ static void *pair_writer(void *arg)
 				pod_close_send(p, &err);
 			return NULL;
 		}
-		if (!pod_send(p, m, &err)) {
-			free(m);
-			return NULL;
-		}
+		more = pod_send(p, m, &err);
+		end = m->end;
 		free(m);
+		pthread_mutex_lock(&pf->mu);
+		p->moved_ns = clock_mono_ns();
+		if (!more) {
+			p->client_done = end;
+			p->pod_failed = !end;
+			pthread_cond_broadcast(&pf->cond);
+		}
+		pthread_mutex_unlock(&pf->mu);
+		if (!more)
+			return NULL;
 	}
 }
 
@@ -297,6 +358,7 @@ static void in_put(struct pf_pair *p, const uint8_t *data, size_t len, bool end)
 		p->in_head = m;
 	p->in_tail = m;
 	p->in_bytes += len;
+	p->moved_ns = clock_mono_ns();
 	pthread_cond_broadcast(&pf->cond);
 	pthread_mutex_unlock(&pf->mu);
 }
@@ -310,6 +372,7 @@ static struct pf_pair *pair_new(struct pf *pf, const char *request_id, uint32_t 
 	p->request_id = xstrdup(request_id);
 	p->port = port;
 	p->sock = -1;
+	p->moved_ns = clock_mono_ns();
 	return p;
 }
 
@@ -405,7 +468,7 @@ static void pair_finish(struct pf *pf, struct pf_pair *p, bool cancel)
 {
 	if (p->cs && cancel)
 		cells_stream_cancel(p->cs);
-	if (p->sock >= 0 && cancel)
+	if (p->sock >= 0) /* the pair is over: a writer blocked on the pod returns */
 		shutdown(p->sock, SHUT_RDWR);
 	pthread_mutex_lock(&pf->mu);
 	p->in_closed = true;
@@ -511,6 +574,16 @@ static void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error)
 	}
 }
 
+/* The pod's output ended: over SPDY the data stream's end (a second one, when the pair
+ * ends, is refused by the session and says nothing); WebSocket v4 cannot end a channel. */
+static void pf_output_ended(struct pf *pf, struct pf_pair *p)
+{
+	struct err err = ERR_INIT;
+
+	if (pf->sp)
+		spdy_send(pf->sp, p->data_sid, NULL, 0, true, &err);
+}
+
 /* Sends what the pods' sides queued; a pair whose pod side ended is finished. */
 static bool pf_drain(struct pf *pf)
 {
@@ -529,10 +602,12 @@ static bool pf_drain(struct pf *pf)
 		pthread_mutex_unlock(&pf->mu);
 		if (!m)
 			return pf_flush(pf);
-		if (!m->end)
-			pf_send(pf, m->pair->data_sid, m->data, m->len);
-		else
+		if (m->end)
 			pf_pair_ended(pf, m->pair, m->error);
+		else if (m->fin)
+			pf_output_ended(pf, m->pair);
+		else
+			pf_send(pf, m->pair->data_sid, m->data, m->len);
 		free(m->error);
 		free(m);
 		/* what queued up goes out together, in writes of some size */

@@ -162,7 +162,8 @@ def ws_exec(url, stdin=None, protocol="v4.channel.k8s.io", close_stdin=False):
 
 def spdy_port_forward(url, requests):
     """requests: [(port, payload)], all on one connection at once, as kubectl does for
-    several local connections. Returns [(data received, error text)] in the same order."""
+    several local connections (each error stream half-closed at once, as kubectl does: it
+    never writes on it). Returns [(data received, error text)] in the same order."""
     s = Spdy(url, "portforward.k8s.io")
     if s.status != 101:
         s.close()
@@ -171,13 +172,16 @@ def spdy_port_forward(url, requests):
     for i, (port, _) in enumerate(requests):
         h = {"port": str(port), "requestid": str(i)}
         err = s.open(dict(h, streamtype="error"))
+        s.send(err, b"", fin=True)
         data = s.open(dict(h, streamtype="data"))
         pairs.append((err, data))
     for (err, data), (_, payload) in zip(pairs, requests):
         for off in range(0, len(payload), 65536):
             s.send(data, payload[off:off + 65536])
         s.send(data, b"", fin=True)
-    while not all(d in s.fin or d in s.reset for _, d in pairs) and s.read_frame():
+    # as kubectl: a connection is over once its data stream and its error stream both ended
+    # (the pod may end its output and still be reading what the client sends)
+    while not all(x in s.fin or x in s.reset for pair in pairs for x in pair) and s.read_frame():
         pass
     s.close()
     return [(s.data.get(d, b""), s.data.get(e, b"").decode()) for e, d in pairs]

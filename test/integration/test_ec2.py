@@ -20,6 +20,7 @@ import cri
 import streamclient
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
 from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
+from test_streaming import upload_reaches_a_half_closing_pod
 from volumes import KubeletVolumes, VolumeChecks, atomic_write
 
 EC2_CIDR = "10.78.200.0/24"
@@ -204,6 +205,12 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertEqual(hashlib.sha256(got[0][0]).hexdigest(),
                          hashlib.sha256(big).hexdigest())
         self.assertEqual(self.cstatus(cid).state, pb.CONTAINER_RUNNING)
+        # a pod that ends its output first still takes the whole upload (through the agent)
+        sink, _ = self.create(pod, cfg, self.env.ref("busybox:1"), name="sink", command=[
+            "sh", "-c", "nc -l -p 9100 | sha256sum > /tmp/up.sha; sleep 3600"])
+        self.start(sink)
+        self.wait_state(sink, "CONTAINER_RUNNING")
+        upload_reaches_a_half_closing_pod(self, self.c, pb, pod, sink)
 
     def test_volumes_are_shipped_into_the_cell_and_kept_in_sync(self):
         cfg = self.volume_sandbox(self.sandbox_config())

@@ -18,6 +18,22 @@ import streamclient
 from harness import KiyotTest, T_CALL, wait_for
 
 
+def upload_reaches_a_half_closing_pod(test, c, pb, pod, cid):
+    """Sends 8 MiB through port-forward to the sink on 9100 of container cid (nc reading into
+    sha256sum, which ends its own output at once) and checks the sink got every byte."""
+    run = lambda cmd: c.runtime.ExecSync(pb.ExecSyncRequest(
+        container_id=cid, cmd=cmd, timeout=10), timeout=T_CALL).stdout
+    wait_for(lambda: b":9100 " in run(["netstat", "-ltn"]), 10, "the sink to listen")
+    big = hashlib.shake_256(b"half-close").digest(8 << 20)
+    url = c.runtime.PortForward(pb.PortForwardRequest(pod_sandbox_id=pod, port=[9100]),
+                                timeout=T_CALL).url
+    got = streamclient.spdy_port_forward(url, [(9100, big)])
+    test.assertEqual(got, [(b"", "")])
+    wait_for(lambda: run(["cat", "/tmp/up.sha"]), 10, "the sink's digest")
+    test.assertEqual(run(["cat", "/tmp/up.sha"]).split()[0].decode(),
+                     hashlib.sha256(big).hexdigest())
+
+
 class StreamingTest(KiyotTest):
     def running(self, security=None):
         pod, cfg = self.run_pod()
@@ -151,6 +167,16 @@ class StreamingTest(KiyotTest):
         self.assertEqual(got[1], (b"second\n", ""))
         self.assertIn("9001", got[2][1], "a refused connection is told on its error stream")
         self.assertNotIn("stream :", got[2][1], "an error without its call's name")
+
+    def test_port_forward_to_a_pod_that_half_closes_takes_the_whole_upload(self):
+        # nc with no stdin ends its output as soon as it connects (a TCP half-close) and reads
+        # on: the client's 8 MiB must all arrive, though the pod's side ended first
+        pod, cfg = self.run_pod()
+        cid, _ = self.create(pod, cfg, self.env.ref("busybox:1"), command=[
+            "sh", "-c", "nc -l -p 9100 | sha256sum > /tmp/up.sha; sleep 3600"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        upload_reaches_a_half_closing_pod(self, self.c, self.pb, pod, cid)
 
     def servers_pod(self):
         """A pod with an echo server on 9000 and a greeter on 9002 that says hi and hangs up;
