@@ -28,13 +28,14 @@
 static void test_memtrim__freed_small_blocks_go_back_at_the_next_check(void **state)
 {
 	struct mem_trim t = { 0 };
-	char **blocks = calloc(CHUNKS, sizeof(*blocks));
+	char **blocks;
 	uint64_t peak, held, released;
 
 	(void)state;
 #ifdef SANITIZED
 	skip();
 #endif
+	blocks = calloc(CHUNKS, sizeof(*blocks));
 	assert_non_null(blocks);
 	mem_tune();
 	assert_int_equal(mem_trim_check(&t), 0); /* the floor */
