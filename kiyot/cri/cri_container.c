@@ -469,11 +469,14 @@ CRI_HANDLER(exec_sync)
 	free(cell_id);
 	if (ret < 0)
 		return err_wrap(err, "exec in container %s", r->container_id);
+	/* an empty output comes unpacked without data (NULL), which memcpy may not take */
 	out->stdout.data = rpc_alloc(call, ares->stdout.len + 1);
-	memcpy(out->stdout.data, ares->stdout.data, ares->stdout.len);
+	if (ares->stdout.len)
+		memcpy(out->stdout.data, ares->stdout.data, ares->stdout.len);
 	out->stdout.len = ares->stdout.len;
 	out->stderr.data = rpc_alloc(call, ares->stderr.len + 1);
-	memcpy(out->stderr.data, ares->stderr.data, ares->stderr.len);
+	if (ares->stderr.len)
+		memcpy(out->stderr.data, ares->stderr.data, ares->stderr.len);
 	out->stderr.len = ares->stderr.len;
 	out->exit_code = ares->exit_code;
 	protobuf_c_message_free_unpacked(&ares->base, NULL);
