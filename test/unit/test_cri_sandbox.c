@@ -1,0 +1,519 @@
+/*
+ * Unit tests for the pod sandbox half of CRI (kiyot/cri/cri_sandbox.c) in a whole kiyot with
+ * the fake provider and agent (kiyot_fixture.h): what the kubelet relies on when it runs,
+ * retries, stops and removes pods, whatever order its calls come in.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "kiyot_fixture.h"
+#include "xalloc.h"
+
+#define READY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+#define NOTREADY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY
+
+static Runtime__V1__PodSandboxStatusResponse *pod_status(struct kfix *f, const char *id,
+							 int verbose)
+{
+	Runtime__V1__PodSandboxStatusRequest req = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatusResponse *resp = NULL;
+	struct err err = ERR_INIT;
+
+	req.pod_sandbox_id = (char *)id;
+	req.verbose = verbose;
+	if (kfix_call(f, "PodSandboxStatus", &req.base,
+		      &runtime__v1__pod_sandbox_status_response__descriptor, &resp, &err) < 0)
+		fail_msg("PodSandboxStatus %s: %s", id, err.msg);
+	return resp;
+}
+
+/* A pod runs in a cell of its own: the sandbox is ready with the cell's address, the
+ * provider launched one cell for it, and its agent enrolled. */
+static void test_cri_sandbox__run_makes_a_ready_sandbox_in_a_new_cell(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxStatusResponse *st;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *type = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	assert_int_equal(strlen(id), 64);
+	cell = kfix_cell_of(f, id);
+	assert_non_null(cell);
+	assert_true(fake_provider_has(f->fp, cell));
+	assert_int_equal(fake_provider_n_cells(f->fp), 1);
+	assert_true(fake_agent_enrolled(f->fa, cell));
+	/* sized with no demand: the cheapest type of the catalog */
+	type = fake_provider_instance_type(f->fp, cell);
+	assert_non_null(type);
+	assert_true(type[0] != '\0');
+	st = pod_status(f, id, 0);
+	assert_int_equal(st->status->state, READY);
+	assert_string_equal(st->status->id, id);
+	assert_string_equal(st->status->metadata->name, "web");
+	assert_string_equal(st->status->metadata->namespace_, "default");
+	assert_string_equal(st->status->metadata->uid, "uid-web");
+	assert_ptr_equal(strstr(st->status->network->ip, "10.99."), st->status->network->ip);
+	assert_int_equal(st->status->n_labels, 1);
+	assert_string_equal(st->status->labels[0]->value, "web");
+	assert_int_equal(st->status->n_annotations, 1);
+	assert_string_equal(st->status->annotations[0]->key, "note");
+	assert_int_equal(st->n_info, 0);
+	protobuf_c_message_free_unpacked(&st->base, NULL);
+}
+
+/* The verbose status says which cell, instance type and address the pod got. */
+static void test_cri_sandbox__verbose_status_names_the_cell(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxStatusResponse *st;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *type = NULL;
+	json_t *info;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	cell = kfix_cell_of(f, id);
+	type = fake_provider_instance_type(f->fp, cell);
+	st = pod_status(f, id, 1);
+	assert_int_equal(st->n_info, 1);
+	assert_string_equal(st->info[0]->key, "info");
+	info = json_loads(st->info[0]->value, 0, NULL);
+	assert_non_null(info);
+	assert_string_equal(json_string_value(json_object_get(info, "cellId")), cell);
+	assert_string_equal(json_string_value(json_object_get(info, "instanceType")), type);
+	assert_string_equal(json_string_value(json_object_get(info, "ip")),
+			    st->status->network->ip);
+	json_decref(info);
+	protobuf_c_message_free_unpacked(&st->base, NULL);
+}
+
+/* The kubelet retries a RunPodSandbox whose answer it missed: the same pod and attempt gets
+ * the same sandbox, and no second cell. */
+static void test_cri_sandbox__a_retried_run_answers_the_same_sandbox(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *again = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &again, &err), 0);
+	assert_string_equal(again, id);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
+	assert_int_equal(fake_provider_n_cells(f->fp), 1);
+}
+
+/* A new attempt of the same pod is a new sandbox in a new cell. */
+static void test_cri_sandbox__a_new_attempt_gets_a_new_sandbox(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *first = NULL;
+	_cleanup_free_ char *second = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &first, &err), 0);
+	assert_int_equal(kfix_stop_pod(f, first, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 1, &second, &err), 0);
+	assert_string_not_equal(second, first);
+	assert_int_equal(fake_provider_n_cells(f->fp), 1); /* the first one's went at stop */
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 2);
+}
+
+/* Running a stopped sandbox's pod and attempt again is refused, saying to remove it first. */
+static void test_cri_sandbox__running_a_stopped_attempt_again_already_exists(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *again = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	assert_int_equal(kfix_stop_pod(f, id, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &again, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, id));
+	assert_non_null(strstr(err.msg, "remove it first"));
+}
+
+/* The only sandbox of the list, or NULL (the caller frees the response in *resp). */
+static Runtime__V1__PodSandbox *only_sandbox(struct kfix *f,
+					     Runtime__V1__ListPodSandboxResponse **resp)
+{
+	Runtime__V1__ListPodSandboxRequest req = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+	struct err err = ERR_INIT;
+
+	if (kfix_call(f, "ListPodSandbox", &req.base,
+		      &runtime__v1__list_pod_sandbox_response__descriptor, resp, &err) < 0)
+		fail_msg("ListPodSandbox: %s", err.msg);
+	return (*resp)->n_items == 1 ? (*resp)->items[0] : NULL;
+}
+
+/*
+ * While its cell launches, a sandbox is listed not ready; a retried RunPodSandbox, a stop and
+ * a removal are UNAVAILABLE, saying it is still starting (the kubelet retries), and none of
+ * them disturbs the launch, which then answers the sandbox, ready.
+ */
+static void test_cri_sandbox__calls_while_launching_are_unavailable(void **state)
+{
+	struct kfix *f = *state;
+	struct kfix_runner r;
+	Runtime__V1__ListPodSandboxResponse *list = NULL;
+	Runtime__V1__PodSandbox *listed;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *listed_id = NULL;
+	_cleanup_free_ char *again = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	fake_provider_hold(f->fp, 1);
+	kfix_run_pod_start(f, &r, "slow", "uid-slow");
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+
+	listed = only_sandbox(f, &list);
+	assert_non_null(listed);
+	assert_int_equal(listed->state, NOTREADY);
+	listed_id = xstrdup(listed->id);
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+	assert_int_equal(kfix_run_pod(f, "slow", "uid-slow", 0, &again, &err), -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "still starting"));
+	assert_int_equal(kfix_stop_pod(f, listed_id, &err), -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "still starting"));
+	assert_int_equal(kfix_remove_pod(f, listed_id, &err), -ECONNREFUSED);
+	cell = kfix_cell_of(f, listed_id);
+	assert_int_equal(fake_provider_terminated(f->fp, cell), 0);
+
+	fake_provider_hold(f->fp, 0);
+	assert_int_equal(kfix_run_pod_wait(&r), 0);
+	assert_string_equal(r.id, listed_id);
+	assert_int_equal(kfix_pod_state(f, r.id, &err), READY);
+	assert_int_equal(kfix_run_pod(f, "slow", "uid-slow", 0, &again, &err), 0);
+	assert_string_equal(again, r.id);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
+	free(r.id);
+}
+
+/* A launch the provider refuses leaves neither a sandbox nor a cell, and says why. */
+static void test_cri_sandbox__a_failed_launch_leaves_nothing(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ListPodSandboxResponse *list = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LAUNCH, ENOSPC, 1);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), -EFBIG);
+	assert_non_null(strstr(err.msg, "pod default/web"));
+	assert_non_null(strstr(err.msg, "fake provider: launch fails"));
+	assert_null(only_sandbox(f, &list));
+	assert_int_equal(list->n_items, 0);
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+	/* and the next try works */
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+}
+
+/* A cell whose agent never answers is terminated after the provider's boot timeout, and the
+ * sandbox goes with it. */
+static void test_cri_sandbox__a_cell_whose_agent_never_comes_up_is_undone(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ListPodSandboxResponse *list = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+
+	fake_provider_dead_agents(f->fp, 1);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "agent did not come up within 1 s"));
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+	assert_true(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE) >= 1);
+	assert_null(only_sandbox(f, &list));
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+}
+
+/* Ids kiyot does not know are NOT_FOUND for the calls that read or change a sandbox;
+ * removing one is not an error (removal is idempotent). */
+static void test_cri_sandbox__unknown_ids_are_not_found(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxStatusRequest st = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+	Runtime__V1__PortForwardRequest pf = RUNTIME__V1__PORT_FORWARD_REQUEST__INIT;
+	struct err err = ERR_INIT;
+
+	st.pod_sandbox_id = "0123456789abcdef";
+	assert_int_equal(kfix_call0(f, "PodSandboxStatus", &st.base, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "pod sandbox 0123456789abcdef not found"));
+	st.pod_sandbox_id = "";
+	assert_int_equal(kfix_call0(f, "PodSandboxStatus", &st.base, &err), -ENOENT);
+	assert_int_equal(kfix_stop_pod(f, "0123456789abcdef", &err), -ENOENT);
+	assert_int_equal(kfix_remove_pod(f, "0123456789abcdef", &err), 0);
+	pf.pod_sandbox_id = "0123456789abcdef";
+	assert_int_equal(kfix_call0(f, "PortForward", &pf.base, &err), -ENOENT);
+}
+
+/* Stop terminates the cell and leaves the sandbox not ready; stop and remove again are no
+ * errors; after removal the sandbox is gone. */
+static void test_cri_sandbox__stop_and_remove_are_idempotent(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *after = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	cell = kfix_cell_of(f, id);
+	assert_int_equal(kfix_stop_pod(f, id, &err), 0);
+	assert_int_equal(kfix_pod_state(f, id, &err), NOTREADY);
+	assert_false(fake_provider_has(f->fp, cell));
+	assert_false(fake_agent_has_cell(f->fa, cell));
+	after = kfix_cell_of(f, id);
+	assert_string_equal(after, ""); /* the sandbox owns no cell any more */
+	assert_int_equal(kfix_stop_pod(f, id, &err), 0);
+	assert_int_equal(fake_provider_terminated(f->fp, cell), 1);
+	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
+	assert_int_equal(kfix_pod_state(f, id, &err), -1);
+	assert_int_equal(err.code, ENOENT);
+	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
+}
+
+/* Removing a ready pod stops it first: the cell goes and so do its containers' records. */
+static void test_cri_sandbox__remove_of_a_ready_pod_removes_cell_and_containers(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	assert_int_equal(kfix_remove_pod(f, sb, &err), 0);
+	assert_false(fake_provider_has(f->fp, cell));
+	assert_int_equal(kfix_container_state(f, ctr, &err), -1);
+	assert_int_equal(err.code, ENOENT);
+	assert_int_equal(kfix_pod_state(f, sb, &err), -1);
+}
+
+/* Stopping a pod ends its containers: a running one exits 137, as killed. */
+static void test_cri_sandbox__stop_exits_the_containers(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+	Runtime__V1__ContainerStatusResponse *resp = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	assert_int_equal(kfix_stop_pod(f, sb, &err), 0);
+	req.container_id = ctr;
+	assert_int_equal(kfix_call(f, "ContainerStatus", &req.base,
+				   &runtime__v1__container_status_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->status->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+	assert_int_equal(resp->status->exit_code, 137);
+	assert_string_equal(resp->status->reason, "PodSandboxStopped");
+	assert_true(resp->status->finished_at > 0);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* ListPodSandbox's filters: id prefix, state, labels; no filter lists all. */
+static void test_cri_sandbox__list_filters_by_id_state_and_labels(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ListPodSandboxRequest req = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+	Runtime__V1__PodSandboxFilter filter = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
+	Runtime__V1__PodSandboxStateValue sv = RUNTIME__V1__POD_SANDBOX_STATE_VALUE__INIT;
+	Runtime__V1__PodSandboxFilter__LabelSelectorEntry sel =
+		RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
+	Runtime__V1__PodSandboxFilter__LabelSelectorEntry *sels[] = { &sel };
+	Runtime__V1__ListPodSandboxResponse *resp = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *a = NULL;
+	_cleanup_free_ char *b = NULL;
+	_cleanup_free_ char *prefix = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "a", "uid-a", 0, &a, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "b", "uid-b", 0, &b, &err), 0);
+	assert_int_equal(kfix_stop_pod(f, b, &err), 0);
+
+	assert_int_equal(kfix_call(f, "ListPodSandbox", &req.base,
+				   &runtime__v1__list_pod_sandbox_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_items, 2);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	req.filter = &filter;
+	prefix = xstrndup(a, 12);
+	filter.id = prefix;
+	assert_int_equal(kfix_call(f, "ListPodSandbox", &req.base,
+				   &runtime__v1__list_pod_sandbox_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_items, 1);
+	assert_string_equal(resp->items[0]->id, a);
+	assert_string_equal(resp->items[0]->metadata->name, "a");
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	filter.id = "";
+	sv.state = NOTREADY;
+	filter.state = &sv;
+	assert_int_equal(kfix_call(f, "ListPodSandbox", &req.base,
+				   &runtime__v1__list_pod_sandbox_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_items, 1);
+	assert_string_equal(resp->items[0]->id, b);
+	assert_int_equal(resp->items[0]->state, NOTREADY);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	filter.state = NULL;
+	sel.key = "app";
+	sel.value = "a";
+	filter.label_selector = sels;
+	filter.n_label_selector = 1;
+	assert_int_equal(kfix_call(f, "ListPodSandbox", &req.base,
+				   &runtime__v1__list_pod_sandbox_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_items, 1);
+	assert_string_equal(resp->items[0]->id, a);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	sel.value = "nobody";
+	assert_int_equal(kfix_call(f, "ListPodSandbox", &req.base,
+				   &runtime__v1__list_pod_sandbox_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_items, 0);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* A sandbox answers to a unique prefix of its id, as crictl allows. */
+static void test_cri_sandbox__a_unique_id_prefix_names_the_sandbox(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxStatusResponse *st;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *prefix = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	prefix = xstrndup(id, 8);
+	st = pod_status(f, prefix, 0);
+	assert_string_equal(st->status->id, id);
+	protobuf_c_message_free_unpacked(&st->base, NULL);
+}
+
+static int run_with(struct kfix *f, Runtime__V1__PodSandboxConfig *cfg, const char *handler,
+		    struct err *err)
+{
+	Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+
+	req.config = cfg;
+	req.runtime_handler = (char *)handler;
+	return kfix_call0(f, "RunPodSandbox", &req.base, err);
+}
+
+/* What a sandbox config must carry is checked before anything is launched; errors name the
+ * field. */
+static void test_cri_sandbox__invalid_configs_are_refused_naming_the_field(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxConfig *cfg = kfix_pod_config(f, "web", "uid-web", 0);
+	Runtime__V1__PortMapping pm = RUNTIME__V1__PORT_MAPPING__INIT;
+	Runtime__V1__PortMapping *pms[] = { &pm };
+	Runtime__V1__PodSandboxMetadata *md = cfg->metadata;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(run_with(f, cfg, "runc", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "runtime_handler \"runc\""));
+	cfg->metadata = NULL;
+	assert_int_equal(run_with(f, cfg, "", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "config.metadata"));
+	cfg->metadata = md;
+	pm.host_port = 8080;
+	pm.container_port = 80;
+	pm.host_ip = "::1";
+	cfg->port_mappings = pms;
+	cfg->n_port_mappings = 1;
+	assert_int_equal(run_with(f, cfg, "", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "port_mappings[0].host_ip"));
+	pm.host_ip = "";
+	pm.container_port = 0;
+	assert_int_equal(run_with(f, cfg, "", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "port_mappings[0].container_port"));
+	cfg->port_mappings = NULL;
+	cfg->n_port_mappings = 0;
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 0);
+	assert_int_equal(run_with(f, cfg, "kiyot", &err), 0);
+	protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
+/* PortForward answers a URL of the streaming server for a ready pod; a pod that is not ready
+ * is FAILED_PRECONDITION and a port out of range INVALID_ARGUMENT. */
+static void test_cri_sandbox__port_forward_needs_a_ready_pod(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PortForwardRequest req = RUNTIME__V1__PORT_FORWARD_REQUEST__INIT;
+	Runtime__V1__PortForwardResponse *resp = NULL;
+	int32_t ports[] = { 80 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	req.pod_sandbox_id = id;
+	req.port = ports;
+	req.n_port = 1;
+	assert_int_equal(kfix_call(f, "PortForward", &req.base,
+				   &runtime__v1__port_forward_response__descriptor, &resp, &err),
+			 0);
+	assert_ptr_equal(strstr(resp->url, "http://127.0.0.1:"), resp->url);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	ports[0] = 70000;
+	assert_int_equal(kfix_call0(f, "PortForward", &req.base, &err), -EINVAL);
+	ports[0] = 80;
+	assert_int_equal(kfix_stop_pod(f, id, &err), 0);
+	assert_int_equal(kfix_call0(f, "PortForward", &req.base, &err), -EBUSY);
+	assert_non_null(strstr(err.msg, "not ready"));
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
+
+static const struct CMUnitTest tests[] = {
+	TEST(test_cri_sandbox__run_makes_a_ready_sandbox_in_a_new_cell),
+	TEST(test_cri_sandbox__verbose_status_names_the_cell),
+	TEST(test_cri_sandbox__a_retried_run_answers_the_same_sandbox),
+	TEST(test_cri_sandbox__a_new_attempt_gets_a_new_sandbox),
+	TEST(test_cri_sandbox__running_a_stopped_attempt_again_already_exists),
+	TEST(test_cri_sandbox__calls_while_launching_are_unavailable),
+	TEST(test_cri_sandbox__a_failed_launch_leaves_nothing),
+	cmocka_unit_test_setup_teardown(
+		test_cri_sandbox__a_cell_whose_agent_never_comes_up_is_undone, kfix_setup_boot_1s,
+		kfix_teardown),
+	TEST(test_cri_sandbox__unknown_ids_are_not_found),
+	TEST(test_cri_sandbox__stop_and_remove_are_idempotent),
+	TEST(test_cri_sandbox__remove_of_a_ready_pod_removes_cell_and_containers),
+	TEST(test_cri_sandbox__stop_exits_the_containers),
+	TEST(test_cri_sandbox__list_filters_by_id_state_and_labels),
+	TEST(test_cri_sandbox__a_unique_id_prefix_names_the_sandbox),
+	TEST(test_cri_sandbox__invalid_configs_are_refused_naming_the_field),
+	TEST(test_cri_sandbox__port_forward_needs_a_ready_pod),
+};
+
+int main(void)
+{
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
