@@ -1,0 +1,480 @@
+/*
+ * Unit tests for the cell manager (kiyot/cells/cells.c) and what kiyot does with what cells
+ * report (kiyot/state/core.c), in a whole kiyot with the fake provider and agent
+ * (kiyot_fixture.h): enrollment, the bootstrap document, calls to agents and their errors,
+ * the Watch stream and its resumption, streams, and a kiyot restarted on its state.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <pthread.h>
+
+#include "cells/cells.h"
+#include "kiyot_fixture.h"
+#include "state/store.h"
+#include "xalloc.h"
+
+/* The enrollment secret kiyot keeps for a cell, or NULL (caller frees). */
+static char *stored_secret(struct kfix *f, const char *cell)
+{
+	_cleanup_free_ char *key = xasprintf("enroll_secret/%s", cell);
+	struct err err = ERR_INIT;
+	char *v = NULL;
+
+	pthread_mutex_lock(&f->k.lock);
+	if (store_get_meta(f->k.store, key, &v, &err) < 0)
+		fail_msg("%s", err.msg);
+	pthread_mutex_unlock(&f->k.lock);
+	return v;
+}
+
+/* A launched cell boots from kiyot's document (its id, kiyot's cluster id and CA, the pod,
+ * a one-time secret), enrolls with it, and kiyot forgets the secret once it did. */
+static void test_cells__a_launch_enrolls_the_agent_and_forgets_its_secret(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *boot = NULL;
+	_cleanup_free_ char *secret = NULL;
+	json_t *doc;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_true(fake_agent_enrolled(f->fa, cell));
+	boot = fake_agent_bootstrap(f->fa, cell);
+	doc = json_loads(boot, 0, NULL);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(doc, "cell_id")), cell);
+	assert_string_equal(json_string_value(json_object_get(doc, "cluster_id")), f->k.cluster_id);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "pod"), "uid")),
+			    "uid-web");
+	assert_int_equal(json_integer_value(json_object_get(doc, "agent_port")), 7443);
+	assert_ptr_equal(strstr(json_string_value(json_object_get(doc, "ca")), "-----BEGIN"),
+			 json_string_value(json_object_get(doc, "ca")));
+	assert_int_equal(strlen(json_string_value(json_object_get(doc, "enroll_secret"))), 64);
+	json_decref(doc);
+	secret = stored_secret(f, cell);
+	assert_null(secret);
+}
+
+/* A launch retried after kiyot restarted mid-launch finds the secret it stored for the cell
+ * (the cell booted with it), not a new one. */
+static void test_cells__a_retried_launch_boots_with_the_stored_secret(void **state)
+{
+	struct kfix *f = *state;
+	struct cell_spec spec = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ip = NULL;
+	_cleanup_free_ char *boot = NULL;
+	json_t *doc;
+
+	pthread_mutex_lock(&f->k.lock);
+	assert_int_equal(store_put_meta(f->k.store, "enroll_secret/cellsecret",
+					"00112233445566778899aabbccddeeff", &err),
+			 0);
+	pthread_mutex_unlock(&f->k.lock);
+	spec.cell_id = "cellsecret";
+	spec.pod_uid = "uid-x";
+	spec.pod_name = "x";
+	spec.pod_namespace = "default";
+	spec.instance_type = "t3.micro";
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), 0);
+	assert_ptr_equal(strstr(ip, "10.99."), ip);
+	boot = fake_agent_bootstrap(f->fa, "cellsecret");
+	doc = json_loads(boot, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(doc, "enroll_secret")),
+			    "00112233445566778899aabbccddeeff");
+	json_decref(doc);
+	assert_true(fake_agent_enrolled(f->fa, "cellsecret"));
+	assert_int_equal(cells_terminate(f->k.cells, "cellsecret", &err), 0);
+}
+
+/* The bootstrap document carries the images to pre-pull, the pull bounds and the registries
+ * configuration every agent needs. */
+static void test_cells__the_bootstrap_carries_prepulls_and_pull_bounds(void **state)
+{
+	struct kfix *f = *state;
+	const char *prepull[] = { "registry.test/a:1", "registry.test/b:2" };
+	struct cell_spec spec = { 0 };
+	_cleanup_free_ char *text = NULL;
+	json_t *doc, *pulls;
+
+	spec.cell_id = "c1";
+	spec.pod_uid = "u";
+	spec.pod_name = "n";
+	spec.pod_namespace = "ns";
+	spec.instance_type = "t3.micro";
+	spec.prepull = prepull;
+	spec.n_prepull = 2;
+	f->k.cfg.registries = json_pack("{s:{s:b}}", "registry.test", "insecure", 1);
+	text = cells_bootstrap(&f->k, &spec, "s3cret");
+	json_decref(f->k.cfg.registries);
+	f->k.cfg.registries = NULL;
+	doc = json_loads(text, 0, NULL);
+	assert_non_null(doc);
+	assert_int_equal(json_integer_value(json_object_get(doc, "version")), 1);
+	assert_string_equal(json_string_value(json_object_get(doc, "enroll_secret")), "s3cret");
+	assert_string_equal(json_string_value(json_object_get(doc, "instance_type")), "t3.micro");
+	assert_int_equal(json_array_size(json_object_get(doc, "prepull")), 2);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(doc, "prepull"), 1)),
+			    "registry.test/b:2");
+	pulls = json_object_get(doc, "pulls");
+	assert_int_equal(json_integer_value(json_object_get(pulls, "max_transfers")),
+			 f->k.cfg.pulls.max_transfers);
+	assert_non_null(json_object_get(json_object_get(doc, "registries"), "registry.test"));
+	json_decref(doc);
+}
+
+/* Every call to a cell kiyot does not run is ENOENT, saying so. */
+static void test_cells__calls_to_a_cell_that_is_not_running_are_enoent(void **state)
+{
+	struct kfix *f = *state;
+	Kiyot__Cell__V1__ExecSyncRequest ex = KIYOT__CELL__V1__EXEC_SYNC_REQUEST__INIT;
+	Kiyot__Cell__V1__ExecSyncResponse *er = NULL;
+	Kiyot__Cell__V1__PullImageRequest pull = KIYOT__CELL__V1__PULL_IMAGE_REQUEST__INIT;
+	Kiyot__Cell__V1__PullImageResponse *pr = NULL;
+	Kiyot__Cell__V1__WriteVolumeRequest wv = KIYOT__CELL__V1__WRITE_VOLUME_REQUEST__INIT;
+	Kiyot__Cell__V1__StatsResponse *sr = NULL;
+	Kiyot__Cell__V1__AttachInput first = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
+	Kiyot__Cell__V1__Pod pod = KIYOT__CELL__V1__POD__INIT;
+	Kiyot__Cell__V1__ApplyResponse *ar = NULL;
+	struct cell_stream *s = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(cells_exec_sync(f->k.cells, "nosuch", &ex, &er, &err), -ENOENT);
+	assert_string_equal(err.msg, "cell nosuch is not running");
+	assert_int_equal(cells_pull_image(f->k.cells, "nosuch", &pull, &pr, &err), -ENOENT);
+	assert_int_equal(cells_stats(f->k.cells, "nosuch", &sr, &err), -ENOENT);
+	assert_int_equal(cells_write_volume(f->k.cells, "nosuch", &wv, &err), -ENOENT);
+	assert_int_equal(cells_apply(f->k.cells, "nosuch", &pod, 1000, &ar, &err), -ENOENT);
+	assert_int_equal(cells_stream_open(f->k.cells, "nosuch", "Attach", &first.base,
+					   &kiyot__cell__v1__attach_output__descriptor, &s, &err),
+			 -ENOENT);
+	assert_null(cells_apply_lock(f->k.cells, "nosuch"));
+	cells_apply_unlock(f->k.cells, NULL);
+	assert_null(er);
+	assert_null(s);
+}
+
+/* A call to a cell whose agent does not answer fails UNAVAILABLE naming the cell; the agent
+ * serving again, calls work again. */
+static void test_cells__an_unreachable_agent_is_named(void **state)
+{
+	struct kfix *f = *state;
+	Kiyot__Cell__V1__StatsResponse *sr = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *want = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	fake_agent_set_serving(f->fa, cell, 0);
+	assert_int_equal(cells_stats(f->k.cells, cell, &sr, &err), -ECONNREFUSED);
+	want = xasprintf("cell %s: agent unreachable", cell);
+	assert_ptr_equal(strstr(err.msg, want), err.msg);
+	fake_agent_set_serving(f->fa, cell, 1);
+	err_clear(&err);
+	assert_int_equal(cells_stats(f->k.cells, cell, &sr, &err), 0);
+	assert_int_equal(sr->cell->cpu_usage_ns, 1000000000);
+	assert_int_equal(fake_agent_last_timeout(f->fa, FAKE_AGENT_STATS), 10000);
+	protobuf_c_message_free_unpacked(&sr->base, NULL);
+}
+
+/* A Watch that ends is opened again; after three refused attempts kiyot asks the provider
+ * to heal the cell's agent, and watches it again once it serves. */
+static void test_cells__a_watch_that_ends_reconnects_and_heals_the_agent(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+	unsigned before;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	before = fake_agent_watches(f->fa, cell);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL), 0);
+	fake_agent_set_serving(f->fa, cell, 0);
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL) == 1, 10000));
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 10000));
+	assert_int_equal(fake_agent_watches(f->fa, cell), before + 1);
+}
+
+/* A Watch opened again asks for each unit's log from what kiyot already wrote, so no line is
+ * written twice or lost. */
+static void test_cells__a_reopened_watch_resumes_logs_where_they_stopped(void **state)
+{
+	struct kfix *f = *state;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *path = xasprintf("%s/pods/uid-web/web.log", f->dir);
+	const char *one = "2026-01-01T00:00:00Z stdout F one\n";
+	const char *two = "2026-01-01T00:00:01Z stdout F two\n";
+	_cleanup_free_ char *both = xasprintf("%s%s", one, two);
+	uint64_t offset = 0;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, one), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, one), 5000));
+	fake_agent_set_serving(f->fa, cell, 0);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 0, 5000));
+	fake_agent_set_serving(f->fa, cell, 1);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 10000));
+	assert_int_equal(fake_agent_watch_offset(f->fa, cell, ctr, &offset), 1);
+	assert_int_equal(offset, strlen(one));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, two), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, both), 5000));
+}
+
+/*
+ * kiyot killed and started again on its state directory: the same sandboxes and containers
+ * load, the cells are resumed (a Watch from the stored log offsets), and calls reach them as
+ * before.
+ */
+static void test_cells__a_restarted_kiyot_resumes_its_cells(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ExecSyncRequest ex = RUNTIME__V1__EXEC_SYNC_REQUEST__INIT;
+	Runtime__V1__ExecSyncResponse *er = NULL;
+	char *cmd[] = { "echo", "after" };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *cluster = NULL;
+	_cleanup_free_ char *path = xasprintf("%s/pods/uid-web/web.log", f->dir);
+	const char *one = "2026-01-01T00:00:00Z stdout F before\n";
+	const char *two = "2026-01-01T00:00:01Z stdout F after\n";
+	_cleanup_free_ char *both = xasprintf("%s%s", one, two);
+	uint64_t offset = 0;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	cluster = xstrdup(f->k.cluster_id);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, one), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, one), 5000));
+
+	assert_int_equal(kfix_restart(f, &err), 0);
+	assert_string_equal(f->k.cluster_id, cluster);
+	assert_int_equal(kfix_pod_state(f, sb, &err),
+			 RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY);
+	assert_int_equal(kfix_container_state(f, ctr, &err),
+			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
+	assert_true(fake_provider_has(f->fp, cell)); /* resumed, not taken for an orphan */
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_watch_offset(f->fa, cell, ctr, &offset), 1);
+	assert_int_equal(offset, strlen(one));
+
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, two), 0);
+	assert_int_equal(fake_agent_unit_exit(f->fa, cell, ctr, 0, "Completed"), 0);
+	assert_true(KFIX_WAIT(kfix_container_state(f, ctr, &err) ==
+				      RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED,
+			      5000));
+	assert_true(KFIX_WAIT(kfix_file_is(path, both), 5000));
+	/* a new container after the restart runs in the same cell */
+	free(ctr);
+	ctr = NULL;
+	assert_int_equal(kfix_create(f, sb, "second", "registry.test/app:1", &ctr, &err), 0);
+	assert_int_equal(kfix_start(f, ctr, &err), 0);
+	ex.container_id = ctr;
+	ex.cmd = cmd;
+	ex.n_cmd = 2;
+	assert_int_equal(kfix_call(f, "ExecSync", &ex.base,
+				   &runtime__v1__exec_sync_response__descriptor, &er, &err),
+			 0);
+	assert_memory_equal(er->stdout.data, "after\n", 6);
+	protobuf_c_message_free_unpacked(&er->base, NULL);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
+}
+
+/* Terminating a cell stops its Watch and the provider's cell; terminating it again is no
+ * error. */
+static void test_cells__terminate_is_idempotent(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(cells_terminate(f->k.cells, cell, &err), 0);
+	assert_int_equal(fake_agent_watching(f->fa, cell), 0);
+	assert_false(fake_provider_has(f->fp, cell));
+	assert_int_equal(cells_terminate(f->k.cells, cell, &err), 0);
+	assert_int_equal(fake_provider_terminated(f->fp, cell), 2);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_TERMINATE, EIO, 1);
+	assert_int_equal(cells_terminate(f->k.cells, cell, &err), -EIO);
+}
+
+/* A cell the provider reports failed at launch gets its agent healed, and the pod runs. */
+static void test_cells__a_cell_failed_at_launch_is_healed(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+
+	fake_provider_launch_failed(f->fp, 1);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL), 1);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_HEAL, EIO, 1);
+	free(sb);
+	sb = NULL;
+	assert_int_equal(kfix_run_pod(f, "two", "uid-two", 0, &sb, &err), -EIO);
+	assert_non_null(strstr(err.msg, "its agent cannot be restarted"));
+}
+
+/* Exec, Attach and PortForward streams reach the cell's agent and come back; a cancelled
+ * stream's reader returns. */
+static void test_cells__streams_reach_the_agent_and_back(void **state)
+{
+	struct kfix *f = *state;
+	Kiyot__Cell__V1__ExecInput ex = KIYOT__CELL__V1__EXEC_INPUT__INIT;
+	Kiyot__Cell__V1__PortForwardInput pf = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
+	Kiyot__Cell__V1__ExecOutput *eo;
+	Kiyot__Cell__V1__PortForwardOutput *po;
+	ProtobufCMessage *m = NULL;
+	char *echo[] = { "echo", "hi" };
+	char *cat[] = { "cat" };
+	struct cell_stream *s = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	ex.unit_id = ctr;
+	ex.cmd = echo;
+	ex.n_cmd = 2;
+	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
+					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+			 0);
+	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	eo = (Kiyot__Cell__V1__ExecOutput *)m;
+	assert_memory_equal(eo->stdout.data, "hi\n", 3);
+	assert_true(eo->exited);
+	protobuf_c_message_free_unpacked(m, NULL);
+	assert_int_equal(cells_stream_next(s, &m, &err), 0);
+	cells_stream_free(s);
+
+	pf.port = 80;
+	pf.data.data = (uint8_t *)"ping";
+	pf.data.len = 4;
+	assert_int_equal(cells_stream_open(f->k.cells, cell, "PortForward", &pf.base,
+					   &kiyot__cell__v1__port_forward_output__descriptor, &s,
+					   &err),
+			 0);
+	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	po = (Kiyot__Cell__V1__PortForwardOutput *)m;
+	assert_memory_equal(po->data.data, "ping", 4);
+	protobuf_c_message_free_unpacked(m, NULL);
+	pf.data.len = 0;
+	pf.close = 1;
+	assert_int_equal(cells_stream_send(s, &pf.base, &err), 0);
+	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	assert_true(((Kiyot__Cell__V1__PortForwardOutput *)m)->closed);
+	protobuf_c_message_free_unpacked(m, NULL);
+	assert_int_equal(cells_stream_next(s, &m, &err), 0);
+	assert_int_equal(cells_stream_send(s, &pf.base, &err), -ECANCELED);
+	cells_stream_free(s);
+
+	ex.cmd = cat;
+	ex.n_cmd = 1;
+	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
+					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+			 0);
+	cells_stream_cancel(s);
+	assert_int_equal(cells_stream_next(s, &m, &err), -ECANCELED);
+	assert_int_equal(cells_stream_close_send(s, &err), 0);
+	cells_stream_free(s);
+
+	fake_agent_fail(f->fa, FAKE_AGENT_STREAM, ECONNREFUSED, 1);
+	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
+					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+			 -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, cell));
+}
+
+/* PullImage for a pod that runs pulls in the pod's cell (within 15 minutes) and remembers
+ * the image by tag and digest; a pull the cell fails says why. */
+static void test_cells__pull_for_a_running_pod_pulls_in_its_cell(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PullImageRequest req = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
+	Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__PullImageResponse *resp = NULL;
+	Runtime__V1__ImageStatusRequest sreq = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+	Runtime__V1__ImageStatusResponse *sresp = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	req.sandbox_config = kfix_pod_config(f, "web", "uid-web", 0);
+	spec.image = "registry.test/app:1";
+	req.image = &spec;
+	assert_int_equal(kfix_call(f, "PullImage", &req.base,
+				   &runtime__v1__pull_image_response__descriptor, &resp, &err),
+			 0);
+	assert_ptr_equal(strstr(resp->image_ref, "sha256:"), resp->image_ref);
+	assert_int_equal(fake_agent_calls(f->fa, FAKE_AGENT_PULL), 1);
+	assert_int_equal(fake_agent_last_timeout(f->fa, FAKE_AGENT_PULL), 15 * 60 * 1000);
+	sreq.image = &spec;
+	assert_int_equal(kfix_call(f, "ImageStatus", &sreq.base,
+				   &runtime__v1__image_status_response__descriptor, &sresp, &err),
+			 0);
+	assert_non_null(sresp->image);
+	assert_string_equal(sresp->image->id, resp->image_ref);
+	assert_int_equal(sresp->image->n_repo_tags, 1);
+	assert_string_equal(sresp->image->repo_tags[0], "registry.test/app:1");
+	assert_int_equal(sresp->image->n_repo_digests, 1);
+	assert_ptr_equal(strstr(sresp->image->repo_digests[0], "registry.test/app@sha256:"),
+			 sresp->image->repo_digests[0]);
+	protobuf_c_message_free_unpacked(&sresp->base, NULL);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	fake_agent_refuse_image(f->fa, "registry.test/gone:1", "manifest unknown");
+	spec.image = "registry.test/gone:1";
+	assert_int_equal(kfix_call0(f, "PullImage", &req.base, &err), -EIO);
+	assert_non_null(strstr(err.msg, "manifest unknown"));
+	protobuf_c_message_free_unpacked(&req.sandbox_config->base, NULL);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
+
+static const struct CMUnitTest tests[] = {
+	TEST(test_cells__a_launch_enrolls_the_agent_and_forgets_its_secret),
+	TEST(test_cells__a_retried_launch_boots_with_the_stored_secret),
+	TEST(test_cells__the_bootstrap_carries_prepulls_and_pull_bounds),
+	TEST(test_cells__calls_to_a_cell_that_is_not_running_are_enoent),
+	TEST(test_cells__an_unreachable_agent_is_named),
+	TEST(test_cells__a_watch_that_ends_reconnects_and_heals_the_agent),
+	TEST(test_cells__a_reopened_watch_resumes_logs_where_they_stopped),
+	TEST(test_cells__a_restarted_kiyot_resumes_its_cells),
+	TEST(test_cells__terminate_is_idempotent),
+	TEST(test_cells__a_cell_failed_at_launch_is_healed),
+	TEST(test_cells__streams_reach_the_agent_and_back),
+	TEST(test_cells__pull_for_a_running_pod_pulls_in_its_cell),
+};
+
+int main(void)
+{
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
