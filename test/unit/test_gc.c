@@ -1,0 +1,277 @@
+/*
+ * Unit tests for the garbage collector (kiyot/cells/gc.c) in a whole kiyot with the fake
+ * provider and agent (kiyot_fixture.h): its verdicts on every cell the provider lists, at
+ * start-up and in its periodic passes. Cells nobody owns go (at once at start-up, after the
+ * grace period later); an interrupted launch is kept for the kubelet's retry, then goes; a
+ * ready sandbox whose cell is gone is marked not ready.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "cri/cri.h"
+#include "kiyot_fixture.h"
+#include "state/store.h"
+#include "xalloc.h"
+
+#define READY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
+#define NOTREADY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY
+
+/* A fixture not opened yet: tests set up the provider and the state first. */
+static int setup_closed(void **state)
+{
+	*state = kfix_new(2);
+	return 0;
+}
+
+static void open_or_fail(struct kfix *f)
+{
+	struct err err = ERR_INIT;
+
+	if (kfix_open(f, &err) < 0)
+		fail_msg("kiyot_open: %s", err.msg);
+}
+
+/* Waits until the collector made two more passes (so one began after now and ended). */
+static void wait_passes(struct kfix *f)
+{
+	unsigned want = fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) + 2;
+
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= want, 10000));
+}
+
+/*
+ * What a kiyot killed in the middle of a RunPodSandbox leaves: the sandbox's record, not
+ * ready, owning cell_id, created at created_ns (written to the state directory before kiyot
+ * opens it).
+ */
+static void write_interrupted_launch(struct kfix *f, const char *id, const char *cell_id,
+				     int64_t created_ns)
+{
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", f->dir);
+	struct sandbox sb = { 0 };
+	struct store *st = NULL;
+	struct err err = ERR_INIT;
+
+	sb.id = (char *)id;
+	sb.config = kfix_pod_config(f, "web", "uid-web", 0);
+	sb.runtime_handler = "";
+	sb.state = SANDBOX_NOTREADY;
+	sb.created_ns = created_ns;
+	sb.cell_id = (char *)cell_id;
+	sb.ip = "";
+	sb.instance_type = "t3.micro";
+	sb.sizing_reason = "";
+	if (store_open(db, &st, &err) < 0 || store_put_sandbox(st, &sb, &err) < 0)
+		fail_msg("%s", err.msg);
+	store_close(st);
+	protobuf_c_message_free_unpacked(&sb.config->base, NULL);
+}
+
+/* At start-up a cell no sandbox owns is terminated at once: it was left by a kiyot that
+ * never recorded it. */
+static void test_gc__an_orphan_cell_is_terminated_at_start(void **state)
+{
+	struct kfix *f = *state;
+
+	fake_provider_add_cell(f->fp, "orphan1", CELL_RUNNING);
+	open_or_fail(f);
+	assert_false(fake_provider_has(f->fp, "orphan1"));
+	assert_int_equal(fake_provider_terminated(f->fp, "orphan1"), 1);
+}
+
+/* Nothing is decided without the provider's list: a failed list terminates nothing. */
+static void test_gc__nothing_goes_when_the_provider_cannot_list(void **state)
+{
+	struct kfix *f = *state;
+
+	fake_provider_add_cell(f->fp, "orphan1", CELL_RUNNING);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, EIO, 1);
+	open_or_fail(f);
+	assert_true(fake_provider_has(f->fp, "orphan1"));
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
+}
+
+/* After start-up an unowned cell lives out the grace period (it may be one a launch is making
+ * right now), then goes. */
+static void test_gc__a_later_orphan_is_kept_for_the_grace_period(void **state)
+{
+	struct kfix *f = *state;
+	int64_t added;
+
+	f->gc_interval_s = 1;
+	f->gc_grace_s = 2;
+	open_or_fail(f);
+	added = clock_mono_ns();
+	fake_provider_add_cell(f->fp, "orphan2", CELL_RUNNING);
+	wait_passes(f);
+	assert_true(fake_provider_has(f->fp, "orphan2"));
+	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "orphan2"), 10000));
+	assert_true(clock_mono_ns() - added >= 2000000000LL);
+}
+
+/*
+ * A launch a crash interrupted: at start-up its cell is kept for the kubelet's retry, and the
+ * retried RunPodSandbox resumes it, answering the same sandbox in the same cell.
+ */
+static void test_gc__an_interrupted_launch_is_resumed_by_the_retry(void **state)
+{
+	struct kfix *f = *state;
+	const char *id = "1111111111111111111111111111111111111111111111111111111111111111";
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *again = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	write_interrupted_launch(f, id, "cellcrash", clock_now_ns());
+	fake_provider_add_cell(f->fp, "cellcrash", CELL_RUNNING);
+	open_or_fail(f);
+	assert_true(fake_provider_has(f->fp, "cellcrash"));
+	assert_int_equal(kfix_pod_state(f, id, &err), NOTREADY);
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &again, &err), 0);
+	assert_string_equal(again, id);
+	cell = kfix_cell_of(f, id);
+	assert_string_equal(cell, "cellcrash");
+	assert_int_equal(kfix_pod_state(f, id, &err), READY);
+	assert_int_equal(fake_provider_n_cells(f->fp), 1);
+}
+
+/* An interrupted launch the kubelet does not retry within the grace period loses its cell;
+ * the sandbox stays, not ready and owning no cell, for the kubelet to remove. */
+static void test_gc__an_interrupted_launch_not_retried_loses_its_cell(void **state)
+{
+	struct kfix *f = *state;
+	const char *id = "2222222222222222222222222222222222222222222222222222222222222222";
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *cell = NULL;
+
+	f->gc_interval_s = 1;
+	f->gc_grace_s = 1;
+	write_interrupted_launch(f, id, "cellold", clock_now_ns() - 3600 * 1000000000LL);
+	fake_provider_add_cell(f->fp, "cellold", CELL_RUNNING);
+	open_or_fail(f);
+	assert_true(fake_provider_has(f->fp, "cellold")); /* start-up keeps it */
+	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "cellold"), 10000));
+	assert_true(KFIX_WAIT((free(cell), cell = kfix_cell_of(f, id)) && !cell[0], 5000));
+	assert_int_equal(kfix_pod_state(f, id, &err), NOTREADY);
+	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
+	assert_int_equal(kfix_pod_state(f, id, &err), -1);
+}
+
+/* Within the grace period an interrupted launch keeps its cell through the periodic passes. */
+static void test_gc__an_interrupted_launch_is_kept_within_the_grace_period(void **state)
+{
+	struct kfix *f = *state;
+	const char *id = "3333333333333333333333333333333333333333333333333333333333333333";
+	_cleanup_free_ char *cell = NULL;
+
+	f->gc_interval_s = 1;
+	f->gc_grace_s = 3600;
+	write_interrupted_launch(f, id, "cellnew", clock_now_ns());
+	fake_provider_add_cell(f->fp, "cellnew", CELL_RUNNING);
+	open_or_fail(f);
+	wait_passes(f);
+	assert_true(fake_provider_has(f->fp, "cellnew"));
+	cell = kfix_cell_of(f, id);
+	assert_string_equal(cell, "cellnew");
+}
+
+/* A ready sandbox whose cell the provider no longer has is marked not ready, and its running
+ * containers exited (137, CellLost). */
+static void test_gc__a_ready_sandbox_whose_cell_vanished_is_not_ready(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+	Runtime__V1__ContainerStatusResponse *resp = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	f->gc_interval_s = 1;
+	open_or_fail(f);
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	wait_passes(f);
+	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
+	fake_provider_vanish(f->fp, cell);
+	assert_true(KFIX_WAIT(kfix_pod_state(f, sb, &err) == NOTREADY, 10000));
+	req.container_id = ctr;
+	assert_int_equal(kfix_call(f, "ContainerStatus", &req.base,
+				   &runtime__v1__container_status_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->status->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+	assert_int_equal(resp->status->exit_code, 137);
+	assert_string_equal(resp->status->reason, "CellLost");
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* A ready sandbox's cell the provider reports failed gets its agent healed, and stays. */
+static void test_gc__a_ready_sandboxs_failed_cell_is_healed(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	f->gc_interval_s = 1;
+	open_or_fail(f);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	fake_provider_set_phase(f->fp, cell, CELL_FAILED);
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL) == 1, 10000));
+	wait_passes(f);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL), 1); /* healed: RUNNING */
+	assert_true(fake_provider_has(f->fp, cell));
+	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
+}
+
+/* A cell whose sandbox is still launching is never taken, even with no grace at all. */
+static void test_gc__a_launching_sandboxs_cell_is_kept(void **state)
+{
+	struct kfix *f = *state;
+	struct kfix_runner r;
+	struct err err = ERR_INIT;
+
+	f->gc_interval_s = 1;
+	f->gc_grace_s = 0;
+	open_or_fail(f);
+	fake_provider_hold(f->fp, 1);
+	kfix_run_pod_start(f, &r, "slow", "uid-slow");
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	wait_passes(f);
+	assert_int_equal(fake_provider_n_cells(f->fp), 1);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
+	fake_provider_hold(f->fp, 0);
+	assert_int_equal(kfix_run_pod_wait(&r), 0);
+	assert_int_equal(kfix_pod_state(f, r.id, &err), READY);
+	free(r.id);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, setup_closed, kfix_teardown)
+
+static const struct CMUnitTest tests[] = {
+	TEST(test_gc__an_orphan_cell_is_terminated_at_start),
+	TEST(test_gc__nothing_goes_when_the_provider_cannot_list),
+	TEST(test_gc__a_later_orphan_is_kept_for_the_grace_period),
+	TEST(test_gc__an_interrupted_launch_is_resumed_by_the_retry),
+	TEST(test_gc__an_interrupted_launch_not_retried_loses_its_cell),
+	TEST(test_gc__an_interrupted_launch_is_kept_within_the_grace_period),
+	TEST(test_gc__a_ready_sandbox_whose_cell_vanished_is_not_ready),
+	TEST(test_gc__a_ready_sandboxs_failed_cell_is_healed),
+	TEST(test_gc__a_launching_sandboxs_cell_is_kept),
+};
+
+int main(void)
+{
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
