@@ -1,8 +1,11 @@
 /*
- * Unit tests for kiyot/cri/cri_stats.c where no cell is asked: kiyot's CRI server (crihost.h)
- * with records whose sandboxes have no cell (not launched yet, or stopped). Such containers
- * use nothing: their stats are zeros with the attributes the kubelet matches them by; lists
- * hold only what ready cells report, so none here; unknown ids are NOT_FOUND.
+ * Unit tests for kiyot/cri/cri_stats.c. First where no cell is asked: kiyot's CRI server
+ * (crihost.h) with records whose sandboxes have no cell (not launched yet, or stopped). Such
+ * containers use nothing: their stats are zeros with the attributes the kubelet matches them
+ * by; lists hold only what ready cells report, so none here; unknown ids are NOT_FOUND. Then
+ * pods in cells: a whole kiyot with the fake provider and agent (kiyot_fixture.h), whose Stats
+ * answers fixed figures (the cell: 1 s of CPU, 64 MiB working set; its n-th unit: n ms, n MiB,
+ * n * 4 KiB written).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +17,7 @@
 #include <errno.h>
 
 #include "crihost.h"
+#include "kiyot_fixture.h"
 
 static int setup(void **state)
 {
@@ -154,6 +158,172 @@ static void test_cri_stats__lists_hold_only_pods_in_cells(void **state)
 	protobuf_c_message_free_unpacked(&presp->base, NULL);
 }
 
+/* ---- pods in cells ---- */
+
+struct cells {
+	struct kfix *k;
+	char *sb[2], *ctr[2];
+};
+
+static int setup_cells(void **state)
+{
+	struct cells *c = xcalloc(1, sizeof(*c));
+	void *k;
+
+	if (kfix_setup(&k) < 0)
+		return -1;
+	c->k = k;
+	kfix_pod_with_container(c->k, "web", &c->sb[0], &c->ctr[0]);
+	kfix_pod_with_container(c->k, "db", &c->sb[1], &c->ctr[1]);
+	*state = c;
+	return 0;
+}
+
+static int teardown_cells(void **state)
+{
+	struct cells *c = *state;
+	void *k = c->k;
+
+	kfix_teardown(&k);
+	for (int i = 0; i < 2; i++) {
+		free(c->sb[i]);
+		free(c->ctr[i]);
+	}
+	free(c);
+	return 0;
+}
+
+/* One unit's figures, as the fake agent gives its first unit. */
+static void check_first_unit(const Runtime__V1__ContainerStats *s)
+{
+	assert_int_equal(s->cpu->usage_core_nano_seconds->value, 1000000);
+	assert_int_equal(s->memory->working_set_bytes->value, 1 << 20);
+	assert_int_equal(s->writable_layer->used_bytes->value, 4096);
+	assert_int_equal(s->writable_layer->inodes_used->value, 1);
+	assert_true(s->cpu->timestamp > 0);
+}
+
+/* Each running container's usage, one Stats call per cell; a filter narrows to a pod or to
+ * labels. */
+static void test_cri_stats__containers_in_cells(void **state)
+{
+	struct cells *c = *state;
+	Runtime__V1__ListContainerStatsRequest req =
+		RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ContainerStatsFilter flt = RUNTIME__V1__CONTAINER_STATS_FILTER__INIT;
+	Runtime__V1__ListContainerStatsResponse *resp = NULL;
+	Runtime__V1__ContainerStatsRequest one = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ContainerStatsResponse *oresp = NULL;
+	unsigned calls = fake_agent_calls(c->k->fa, FAKE_AGENT_STATS);
+	struct err err;
+
+	assert_int_equal(kfix_call(c->k, "ListContainerStats", &req.base,
+				   &runtime__v1__list_container_stats_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_stats, 2);
+	for (size_t i = 0; i < 2; i++) {
+		check_first_unit(resp->stats[i]);
+		assert_true(strcmp(resp->stats[i]->attributes->id, c->ctr[0]) == 0 ||
+			    strcmp(resp->stats[i]->attributes->id, c->ctr[1]) == 0);
+	}
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 2);
+
+	flt.pod_sandbox_id = c->sb[1];
+	req.filter = &flt;
+	assert_int_equal(kfix_call(c->k, "ListContainerStats", &req.base,
+				   &runtime__v1__list_container_stats_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_stats, 1);
+	assert_string_equal(resp->stats[0]->attributes->id, c->ctr[1]);
+	assert_string_equal(resp->stats[0]->attributes->metadata->name, "db");
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	one.container_id = c->ctr[0];
+	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
+				   &runtime__v1__container_stats_response__descriptor, &oresp,
+				   &err),
+			 0);
+	assert_string_equal(oresp->stats->attributes->id, c->ctr[0]);
+	check_first_unit(oresp->stats);
+	protobuf_c_message_free_unpacked(&oresp->base, NULL);
+}
+
+/* A pod's stats are its cell's figures, with its containers'. */
+static void test_cri_stats__pods_in_cells(void **state)
+{
+	struct cells *c = *state;
+	Runtime__V1__PodSandboxStatsRequest req = RUNTIME__V1__POD_SANDBOX_STATS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatsResponse *resp = NULL;
+	Runtime__V1__ListPodSandboxStatsRequest lreq =
+		RUNTIME__V1__LIST_POD_SANDBOX_STATS_REQUEST__INIT;
+	Runtime__V1__ListPodSandboxStatsResponse *lresp = NULL;
+	struct err err;
+
+	req.pod_sandbox_id = c->sb[0];
+	assert_int_equal(kfix_call(c->k, "PodSandboxStats", &req.base,
+				   &runtime__v1__pod_sandbox_stats_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_string_equal(resp->stats->attributes->id, c->sb[0]);
+	assert_string_equal(resp->stats->attributes->metadata->name, "web");
+	assert_int_equal(resp->stats->linux->cpu->usage_core_nano_seconds->value, 1000000000);
+	assert_int_equal(resp->stats->linux->memory->working_set_bytes->value, 64 << 20);
+	assert_int_equal(resp->stats->linux->memory->usage_bytes->value, 80 << 20);
+	assert_int_equal(resp->stats->linux->n_containers, 1);
+	check_first_unit(resp->stats->linux->containers[0]);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	assert_int_equal(kfix_call(c->k, "ListPodSandboxStats", &lreq.base,
+				   &runtime__v1__list_pod_sandbox_stats_response__descriptor,
+				   &lresp, &err),
+			 0);
+	assert_int_equal(lresp->n_stats, 2);
+	protobuf_c_message_free_unpacked(&lresp->base, NULL);
+}
+
+/* A cell that cannot answer is left out of the lists (the others still count), and a call
+ * for its own container fails saying so. */
+static void test_cri_stats__a_cell_that_cannot_answer(void **state)
+{
+	struct cells *c = *state;
+	Runtime__V1__ListContainerStatsRequest req =
+		RUNTIME__V1__LIST_CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ListContainerStatsResponse *resp = NULL;
+	Runtime__V1__ContainerStatsRequest one = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ContainerStatsResponse *oresp = NULL;
+	Runtime__V1__PodSandboxStatsRequest preq = RUNTIME__V1__POD_SANDBOX_STATS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatsResponse *presp = NULL;
+	_cleanup_free_ char *prefix = NULL;
+	struct err err;
+
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
+	assert_int_equal(kfix_call(c->k, "ListContainerStats", &req.base,
+				   &runtime__v1__list_container_stats_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_stats, 1);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
+	one.container_id = c->ctr[0];
+	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
+				   &runtime__v1__container_stats_response__descriptor, &oresp,
+				   &err),
+			 -ETIMEDOUT);
+	prefix = xasprintf("stats of container %s: ", c->ctr[0]);
+	if (!strstr(err.msg, prefix))
+		fail_msg("\"%s\" does not say \"%s\"", err.msg, prefix);
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
+	preq.pod_sandbox_id = c->sb[0];
+	assert_int_equal(kfix_call(c->k, "PodSandboxStats", &preq.base,
+				   &runtime__v1__pod_sandbox_stats_response__descriptor, &presp,
+				   &err),
+			 -ETIMEDOUT);
+	assert_non_null(strstr(err.msg, "stats of pod sandbox"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +333,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cri_stats__lists_hold_only_pods_in_cells,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cri_stats__containers_in_cells, setup_cells,
+						teardown_cells),
+		cmocka_unit_test_setup_teardown(test_cri_stats__pods_in_cells, setup_cells,
+						teardown_cells),
+		cmocka_unit_test_setup_teardown(test_cri_stats__a_cell_that_cannot_answer,
+						setup_cells, teardown_cells),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
