@@ -1,9 +1,11 @@
 /*
  * Unit tests for kiyot/stream/server.c and session.c, the streaming server of Exec and
- * Attach, up to the cell: kiyot's CRI server (crihost.h) with a cell manager that runs no
- * cell, so every session gets as far as opening the agent's stream and must tell the client
- * why it cannot. Clients: `kiyot exec`/`kiyot attach` (SPDY/3.1, as kubectl) and a raw socket
- * for what a client may get wrong (unknown tokens, no upgrade, protocols) and for WebSocket.
+ * Attach: first up to the cell, with kiyot's CRI server (crihost.h) and a cell manager that
+ * runs no cell, so every session gets as far as opening the agent's stream and must tell the
+ * client why it cannot; then through to the fake agent of a whole kiyot (kiyot_fixture.h),
+ * whose exec runs echo, exit N and cat (which echoes its input). Clients: `kiyot exec`/`kiyot
+ * attach` (SPDY/3.1, as kubectl) and a raw socket for what a client may get wrong (unknown
+ * tokens, no upgrade, protocols) and for WebSocket.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include "clirun.h"
 #include "clock.h"
 #include "crihost.h"
+#include "kiyot_fixture.h"
 
 #define CELL "cell-gone"
 #define NOT_RUNNING "cell " CELL " is not running"
@@ -609,6 +612,107 @@ static void test_stream__websocket_port_forward_refusals(void **state)
 	}
 }
 
+/* ---- through to an agent ---- */
+
+struct live {
+	struct kfix *k;
+	char *sb, *ctr;
+	struct clirun run;
+};
+
+static int setup_live(void **state)
+{
+	struct live *l = xcalloc(1, sizeof(*l));
+	void *k;
+
+	if (kfix_setup(&k) < 0)
+		return -1;
+	l->k = k;
+	kfix_pod_with_container(l->k, "web", &l->sb, &l->ctr);
+	setenv("KIYOT_SOCKET", l->k->sock, 1);
+	*state = l;
+	return 0;
+}
+
+static int teardown_live(void **state)
+{
+	struct live *l = *state;
+	void *k = l->k;
+
+	kfix_teardown(&k);
+	clirun_release(&l->run);
+	free(l->sb);
+	free(l->ctr);
+	free(l);
+	return 0;
+}
+
+/* kubectl exec's way, through to the agent: the command's output, and its exit code as the
+ * command's own (127 for one the container lacks, with its message on stderr). */
+static void test_stream__exec_runs_the_command(void **state)
+{
+	struct live *l = *state;
+
+	assert_int_equal(clirun(&l->run, "exec", "web", "--", "echo", "hello", "cell", NULL), 0);
+	assert_string_equal(l->run.out, "hello cell\n");
+	assert_int_equal(clirun(&l->run, "exec", "web", "--", "exit", "3", NULL), 3);
+	assert_int_equal(clirun(&l->run, "exec", "web", "--", "nosuch", NULL), 127);
+	assert_non_null(strstr(l->run.err, "nosuch: command not found"));
+}
+
+/* Input goes through: cat echoes 100 KiB of it back, and ends when the input does; attach
+ * refuses input to a container made without stdin. */
+static void test_stream__exec_carries_input(void **state)
+{
+	struct live *l = *state;
+	_cleanup_free_ char *in = xasprintf("%s/stdin", l->k->dir);
+	_cleanup_free_ char *data = xmalloc(100 * 1024 + 1);
+	struct err err = ERR_INIT;
+
+	for (size_t i = 0; i < 100 * 1024; i++)
+		data[i] = (char)('a' + i % 26);
+	data[100 * 1024] = '\0';
+	assert_int_equal(fs_write_file(in, data, 100 * 1024, 0600, &err), 0);
+	l->run.in = in;
+	assert_int_equal(clirun(&l->run, "exec", "-i", "web", "--", "cat", NULL), 0);
+	assert_int_equal(strlen(l->run.out), 100 * 1024);
+	assert_string_equal(l->run.out, data);
+	/* a container made without stdin takes none through attach */
+	assert_int_equal(clirun(&l->run, "attach", "-i", "web", NULL), 1);
+	assert_non_null(strstr(l->run.err, "was not created with stdin: attach without stdin"));
+}
+
+/* Over WebSocket v4: stdout on channel 1, then a Success Status on channel 3. */
+static void test_stream__websocket_exec_through_to_the_agent(void **state)
+{
+	struct live *l = *state;
+	static char *const cmd[] = { "echo", "over", "ws" };
+	struct stream_request r = { .kind = STREAM_EXEC };
+	_cleanup_free_ char *cell = kfix_cell_of(l->k, l->sb);
+	_cleanup_free_ char *url = NULL, *a = NULL, *frames = NULL;
+	const char *body;
+	size_t len;
+
+	r.cell_id = cell;
+	r.unit_id = l->ctr;
+	r.cmd = cmd;
+	r.n_cmd = 3;
+	r.out = r.err = true;
+	url = stream_server_url(l->k->k.stream, &r);
+	a = ask(url,
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		"Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n",
+		&len);
+	assert_int_equal(strncmp(a, "HTTP/1.1 101", 12), 0);
+	body = strstr(a, "\r\n\r\n") + 4;
+	frames = ws_payloads(body, len - (size_t)(body - a));
+	if (!strstr(frames, "\x01over ws"))
+		fail_msg("no output on channel 1 in \"%s\"", frames);
+	if (!strstr(frames, "\x03{\"metadata\":{},\"status\":\"Success\"}"))
+		fail_msg("no Success Status in \"%s\"", frames);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(test_stream__##name, setup, teardown)
@@ -624,6 +728,12 @@ int main(void)
 						teardown_pf),
 		cmocka_unit_test_setup_teardown(test_stream__websocket_port_forward_refusals,
 						setup_pf, teardown_pf),
+		cmocka_unit_test_setup_teardown(test_stream__exec_runs_the_command, setup_live,
+						teardown_live),
+		cmocka_unit_test_setup_teardown(test_stream__exec_carries_input, setup_live,
+						teardown_live),
+		cmocka_unit_test_setup_teardown(test_stream__websocket_exec_through_to_the_agent,
+						setup_live, teardown_live),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
