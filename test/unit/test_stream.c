@@ -226,6 +226,23 @@ static char *ws_payloads(const char *data, size_t len)
 	return out;
 }
 
+/* A WebSocket exec of url with v4.channel.k8s.io, to its end: the upgrade's answer (*head,
+ * the caller frees it) and the payloads of the frames after it (the caller frees them). */
+static char *ws_exec(const char *url, char **head)
+{
+	const char *body;
+	size_t len;
+
+	*head = ask(url,
+		    "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+		    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		    "Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n",
+		    &len);
+	assert_int_equal(strncmp(*head, "HTTP/1.1 101", 12), 0);
+	body = strstr(*head, "\r\n\r\n") + 4;
+	return ws_payloads(body, len - (size_t)(body - *head));
+}
+
 /* Over WebSocket (v4.channel.k8s.io, as kubectl 1.30 and later) the failure comes as a Status
  * on the error channel, then a close. */
 static void test_stream__websocket_exec_gets_the_failure_as_a_status(void **state)
@@ -233,19 +250,10 @@ static void test_stream__websocket_exec_gets_the_failure_as_a_status(void **stat
 	struct fix *f = *state;
 	_cleanup_free_ char *url = exec_url(f);
 	_cleanup_free_ char *a = NULL, *frames = NULL;
-	const char *body;
-	size_t len;
 
-	a = ask(url,
-		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-		"Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n",
-		&len);
-	assert_int_equal(strncmp(a, "HTTP/1.1 101", 12), 0);
+	frames = ws_exec(url, &a);
 	assert_non_null(strstr(a, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
 	assert_non_null(strstr(a, "Sec-WebSocket-Protocol: v4.channel.k8s.io"));
-	body = strstr(a, "\r\n\r\n") + 4;
-	frames = ws_payloads(body, len - (size_t)(body - a));
 	/* channel 3 (error), then the Status */
 	if (!strstr(frames,
 		    "\x03{\"metadata\":{},\"status\":\"Failure\",\"message\":\"" NOT_RUNNING))
@@ -690,8 +698,6 @@ static void test_stream__websocket_exec_through_to_the_agent(void **state)
 	struct stream_request r = { .kind = STREAM_EXEC };
 	_cleanup_free_ char *cell = kfix_cell_of(l->k, l->sb);
 	_cleanup_free_ char *url = NULL, *a = NULL, *frames = NULL;
-	const char *body;
-	size_t len;
 
 	r.cell_id = cell;
 	r.unit_id = l->ctr;
@@ -699,14 +705,7 @@ static void test_stream__websocket_exec_through_to_the_agent(void **state)
 	r.n_cmd = 3;
 	r.out = r.err = true;
 	url = stream_server_url(l->k->k.stream, &r);
-	a = ask(url,
-		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-		"Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n",
-		&len);
-	assert_int_equal(strncmp(a, "HTTP/1.1 101", 12), 0);
-	body = strstr(a, "\r\n\r\n") + 4;
-	frames = ws_payloads(body, len - (size_t)(body - a));
+	frames = ws_exec(url, &a);
 	if (!strstr(frames, "\x01over ws"))
 		fail_msg("no output on channel 1 in \"%s\"", frames);
 	if (!strstr(frames, "\x03{\"metadata\":{},\"status\":\"Success\"}"))
