@@ -4,9 +4,9 @@
  *
  * SPDY/3.1, protocol portforward.k8s.io (kubectl): for every connection the client opens a
  * pair of streams with the same requestID header, "error" and "data", each naming the port.
- * Once both are there, the pair becomes one PortForward stream to the cell's agent (a TCP
- * connection to 127.0.0.1:port in the pod): the data stream's bytes go in, the pod's bytes
- * come back on it; a failure is written on the error stream. Any number of pairs at once, up
+ * Once both are there, the pair becomes one TCP connection to 127.0.0.1:port in the pod: the
+ * data stream's bytes go in, the pod's bytes come back on it; a failure is written on the
+ * error stream. Any number of pairs at once, up
  * to the session's stream bound.
  *
  * WebSocket (subprotocols v4.channel.k8s.io, v4.base64.channel.k8s.io, or none: binary): the
@@ -16,23 +16,9 @@
  * close a channel, so a connection that ends says nothing; once all have ended the WebSocket
  * is closed.
  *
- * A pair's pod side is a TCP connection kiyot makes itself in the pod's network when the
- * provider's cells share the node (local cells: cells_dial), as other runtimes connect; else
- * a PortForward stream to the cell's agent, which makes the connection in the cell. Each pair
- * has a reader thread (pod side to a shared queue) and a writer thread (its own queue to the
- * pod side), so a slow connection stalls only itself; when a pair's queue toward the pod is
- * full, this side stops reading the client's socket until it drains (neither SPDY peer of
- * Kubernetes keeps to flow-control windows, so TCP is the only back-pressure).
- *
- * When the pod's side ends its output, the client gets the end of the data stream at once;
- * the pod may still be reading (a half-close, as `nc` makes when its stdin ends), so the
- * connection lasts while the client's bytes still flow to it, and ends when the client ends
- * its side, the pod stops taking bytes, or nothing has moved for PF_HALF_CLOSE_IDLE_NS.
- * (kubectl closes its local connection only once the error stream ends, and a client waiting
- * for the connection's end, as an HTTP client does, sends nothing: so the wait is on the
- * client's silence, not on its end. containerd waits a fixed second, however busy the client.)
+ * The pairs themselves, the pod's side of each connection, are portforward_pair.c's.
  */
-#include "stream_internal.h"
+#include "portforward_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,347 +26,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "buf.h"
-#include "cells/cells.h"
-#include "clock.h"
 #include "http.h"
-#include "log.h"
 #include "spdy.h"
+#include "stream_internal.h"
 #include "ws.h"
 #include "xalloc.h"
-
-/* Bytes queued per direction and pair before the producer waits. */
-#define PF_QUEUE_MAX (1024 * 1024)
-/* The most of the client's bytes joined into one message to the agent. */
-#define PF_SEND_MAX (256 * 1024)
-/* The most of the pod's bytes read at once from a pair's own connection. */
-#define PF_READ_MAX (128 * 1024)
-/* After the pod's side ended its output, how long the connection lasts without a byte moving
- * from the client to the pod. */
-#define PF_HALF_CLOSE_IDLE_NS (1000 * (int64_t)1000000)
-/* Pairs at once (two streams each, within the SPDY session's bound). */
-#define PF_MAX_PAIRS 32
-
-struct pf_msg {
-	struct pf_msg *next;
-	struct pf_pair *pair;
-	bool end;    /* to the client: the pod's side ended (error set if it failed) */
-	bool fin;    /* to the client: the pod's output ended (it may still read) */
-	char *error; /* to the client, with end */
-	size_t len;
-	uint8_t data[];
-};
-
-struct pf_pair {
-	struct pf *pf;
-	char *request_id;
-	uint32_t port;
-	uint32_t data_sid, error_sid; /* SPDY streams; over WebSocket, channels */
-	struct cell_stream *cs;	      /* the pod side: the agent's stream, */
-	int sock;		      /* or a connection of kiyot's own (-1 when none) */
-	bool started, dropped;
-	pthread_t reader, writer;
-	/* client bytes for the agent; guarded by pf->mu */
-	struct pf_msg *in_head, *in_tail;
-	size_t in_bytes;
-	bool in_closed;
-	int64_t moved_ns; /* when the client's bytes last moved toward the pod */
-	bool client_done; /* the client's end reached the pod */
-	bool pod_failed;  /* the pod's side took no more of the client's bytes */
-	size_t out_bytes; /* of this pair in pf->out */
-};
-
-struct pf {
-	struct cellmgr *cells;
-	const char *cell_id;
-	bool host_network;
-	int fd;
-	struct spdy_session *sp; /* the client's protocol: one of the two */
-	struct ws_session *ws;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct pf_msg *out_head, *out_tail; /* agent bytes for the client, all pairs */
-	struct pf_pair *pairs[PF_MAX_PAIRS];
-	int wake[2];
-	bool gone;
-	int live;  /* WebSocket: pairs whose connection has not ended */
-	bool over; /* WebSocket: all ended, the close is sent */
-};
-
-static struct pf_msg *pf_msg_new(struct pf_pair *p, const void *data, size_t len)
-{
-	struct pf_msg *m = xcalloc(1, sizeof(*m) + len);
-
-	m->pair = p;
-	m->len = len;
-	if (len && data) /* without data, the caller fills it */
-		memcpy(m->data, data, len);
-	return m;
-}
-
-static void pf_poke(struct pf *pf)
-{
-	if (write(pf->wake[1], "x", 1) < 0) {
-		/* full: the socket thread is awake anyway */
-	}
-}
-
-/* The pod's bytes for the client; waits while this pair has too much queued. */
-static void out_put(struct pf *pf, struct pf_msg *m)
-{
-	pthread_mutex_lock(&pf->mu);
-	while (m->pair->out_bytes > PF_QUEUE_MAX && !pf->gone && !m->pair->dropped)
-		pthread_cond_wait(&pf->cond, &pf->mu);
-	if (pf->gone || m->pair->dropped) {
-		pthread_mutex_unlock(&pf->mu);
-		free(m->error);
-		free(m);
-		return;
-	}
-	if (pf->out_tail)
-		pf->out_tail->next = m;
-	else
-		pf->out_head = m;
-	pf->out_tail = m;
-	m->pair->out_bytes += m->len;
-	pthread_mutex_unlock(&pf->mu);
-	pf_poke(pf);
-}
-
-/* The end of a pair's pod side, for the client: an error when it failed. */
-static void pod_ended(struct pf_pair *p, const char *error)
-{
-	struct pf_msg *end = pf_msg_new(p, NULL, 0);
-
-	end->end = true;
-	if (error)
-		end->error = xasprintf("an error occurred forwarding %u: %s", p->port, error);
-	out_put(p->pf, end);
-}
-
-/*
- * The pod's side ended its output: the client learns it now, and the pair lives on while the
- * client's bytes still move to the pod (see the top of the file). Called on a pair's reader;
- * true when it ended because the client's end reached the pod's side.
- */
-static bool pod_output_ended(struct pf_pair *p)
-{
-	struct pf *pf = p->pf;
-	struct pf_msg *fin = pf_msg_new(p, NULL, 0);
-	bool done;
-
-	fin->fin = true;
-	out_put(pf, fin);
-	pthread_mutex_lock(&pf->mu);
-	while (!pf->gone && !p->dropped && !p->client_done && !p->pod_failed) {
-		int64_t left = p->moved_ns + PF_HALF_CLOSE_IDLE_NS - clock_mono_ns();
-		struct timespec until;
-
-		if (left <= 0)
-			break;
-		clock_gettime(CLOCK_REALTIME, &until);
-		left += until.tv_nsec;
-		until.tv_sec += (time_t)(left / 1000000000);
-		until.tv_nsec = (long)(left % 1000000000);
-		pthread_cond_timedwait(&pf->cond, &pf->mu, &until);
-	}
-	done = p->client_done;
-	pthread_mutex_unlock(&pf->mu);
-	return done;
-}
-
-/* The pod's bytes from kiyot's own connection. */
-static void *sock_reader(void *arg)
-{
-	struct pf_pair *p = arg;
-	uint8_t *buf = xmalloc(PF_READ_MAX);
-	ssize_t n;
-
-	while ((n = read(p->sock, buf, PF_READ_MAX)) > 0 || (n < 0 && errno == EINTR))
-		if (n > 0)
-			out_put(p->pf, pf_msg_new(p, buf, (size_t)n));
-	free(buf);
-	if (n == 0)
-		pod_output_ended(p);
-	pod_ended(p, n < 0 ? strerror(errno) : NULL);
-	return NULL;
-}
-
-static void *pair_reader(void *arg)
-{
-	struct pf_pair *p = arg;
-	struct err err = ERR_INIT;
-	ProtobufCMessage *m = NULL;
-	int ret;
-
-	while ((ret = cells_stream_next(p->cs, &m, &err)) == 1) {
-		const Kiyot__Cell__V1__PortForwardOutput *o = (const void *)m;
-		bool closed = o->closed;
-
-		if (o->data.len)
-			out_put(p->pf, pf_msg_new(p, o->data.data, o->data.len));
-		protobuf_c_message_free_unpacked(m, NULL);
-		if (closed)
-			break;
-	}
-	/* the pod's output ended: the agent still writes what the client sends, and ends the
-	 * call once the client's end reached the pod (until then, ending it would lose what is
-	 * still on its way) */
-	if (ret == 1 && pod_output_ended(p))
-		while ((ret = cells_stream_next(p->cs, &m, &err)) == 1)
-			protobuf_c_message_free_unpacked(m, NULL);
-	pod_ended(p, ret < 0 ? err.msg : NULL);
-	return NULL;
-}
-
-/*
- * Takes what the client queued for a pair's agent stream, as one message: those that wait
- * are joined up to PF_SEND_MAX bytes (and the end, when it follows), since each message sent
- * costs a round through gRPC. NULL when nothing waits. Called with pf->mu held; *unblocked
- * says the queue dropped below its bound.
- */
-static struct pf_msg *in_take(struct pf_pair *p, bool *unblocked)
-{
-	struct pf_msg *first = p->in_head, *last = first, *m;
-	size_t total, off = 0;
-
-	if (!first)
-		return NULL;
-	total = first->len;
-	while (!last->end && last->next && total + last->next->len <= PF_SEND_MAX) {
-		last = last->next;
-		total += last->len;
-	}
-	p->in_head = last->next;
-	if (!p->in_head)
-		p->in_tail = NULL;
-	*unblocked = p->in_bytes > PF_QUEUE_MAX && p->in_bytes - total <= PF_QUEUE_MAX;
-	p->in_bytes -= total;
-	last->next = NULL;
-	if (first == last)
-		return first;
-	m = pf_msg_new(p, NULL, total);
-	for (struct pf_msg *q = first, *next; q; q = next) {
-		next = q->next;
-		memcpy(m->data + off, q->data, q->len);
-		off += q->len;
-		m->end = q->end;
-		free(q);
-	}
-	return m;
-}
-
-/* The client's side is done: the pod learns it (the agent's call may end). */
-static void pod_close_send(struct pf_pair *p, struct err *err)
-{
-	if (p->sock >= 0)
-		shutdown(p->sock, SHUT_WR);
-	else
-		cells_stream_close_send(p->cs, err);
-}
-
-/* Hands the client's bytes (and their end) to the pod's side; false when nothing more goes:
- * the end was sent, or the pod's side failed (its reader tells the client why). */
-static bool pod_send(struct pf_pair *p, const struct pf_msg *m, struct err *err)
-{
-	Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
-
-	if (p->sock >= 0) {
-		if (m->len && !stream_write_all(p->sock, m->data, m->len)) {
-			shutdown(p->sock, SHUT_RDWR);
-			return false;
-		}
-	} else {
-		in.data = (ProtobufCBinaryData){ m->len, (uint8_t *)m->data };
-		in.close = m->end;
-		if (cells_stream_send(p->cs, &in.base, err) < 0)
-			return false;
-	}
-	if (m->end)
-		pod_close_send(p, err);
-	return !m->end;
-}
-
-static void *pair_writer(void *arg)
-{
-	struct pf_pair *p = arg;
-	struct pf *pf = p->pf;
-	struct err err = ERR_INIT;
-
-	for (;;) {
-		struct pf_msg *m;
-		bool unblocked = false, more, end;
-
-		pthread_mutex_lock(&pf->mu);
-		while (!p->in_head && !p->in_closed && !pf->gone)
-			pthread_cond_wait(&pf->cond, &pf->mu);
-		m = in_take(p, &unblocked);
-		if (m)
-			pthread_cond_broadcast(&pf->cond);
-		pthread_mutex_unlock(&pf->mu);
-		if (unblocked)
-			pf_poke(pf); /* the socket thread may read the client again */
-		if (!m) {
-			if (!pf->gone)
-				pod_close_send(p, &err);
-			return NULL;
-		}
-		more = pod_send(p, m, &err);
-		end = m->end;
-		free(m);
-		pthread_mutex_lock(&pf->mu);
-		p->moved_ns = clock_mono_ns();
-		if (!more) {
-			p->client_done = end;
-			p->pod_failed = !end;
-			pthread_cond_broadcast(&pf->cond);
-		}
-		pthread_mutex_unlock(&pf->mu);
-		if (!more)
-			return NULL;
-	}
-}
-
-/* Client bytes (or the end of them) for a pair's agent stream. */
-static void in_put(struct pf_pair *p, const uint8_t *data, size_t len, bool end)
-{
-	struct pf *pf = p->pf;
-	struct pf_msg *m = pf_msg_new(p, data, len);
-
-	m->end = end;
-	pthread_mutex_lock(&pf->mu);
-	if (p->in_tail)
-		p->in_tail->next = m;
-	else
-		p->in_head = m;
-	p->in_tail = m;
-	p->in_bytes += len;
-	p->moved_ns = clock_mono_ns();
-	pthread_cond_broadcast(&pf->cond);
-	pthread_mutex_unlock(&pf->mu);
-}
-
-/* A pair for a connection to port, its pod side not yet made. */
-static struct pf_pair *pair_new(struct pf *pf, const char *request_id, uint32_t port)
-{
-	struct pf_pair *p = xcalloc(1, sizeof(*p));
-
-	p->pf = pf;
-	p->request_id = xstrdup(request_id);
-	p->port = port;
-	p->sock = -1;
-	p->moved_ns = clock_mono_ns();
-	return p;
-}
-
-/* Whether the pair's pod side is there (its threads run). */
-static bool pair_live(const struct pf_pair *p)
-{
-	return p->cs || p->sock >= 0;
-}
 
 static struct pf_pair *pair_of_stream(struct pf *pf, uint32_t sid)
 {
@@ -389,38 +42,6 @@ static struct pf_pair *pair_of_stream(struct pf *pf, uint32_t sid)
 		    (pf->pairs[i]->data_sid == sid || pf->pairs[i]->error_sid == sid))
 			return pf->pairs[i];
 	return NULL;
-}
-
-/* Starts a pair's agent stream once both its streams are there. */
-static void pair_start(struct pf_pair *p)
-{
-	Kiyot__Cell__V1__PortForwardInput first = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
-	struct err err = ERR_INIT;
-	int ret;
-
-	first.port = p->port;
-	first.host_network = p->pf->host_network;
-	p->started = true;
-	ret = cells_dial(p->pf->cells, p->pf->cell_id, (uint16_t)p->port, p->pf->host_network,
-			 &err);
-	if (ret == -ENOTSUP) {
-		err_clear(&err);
-		ret = cells_stream_open(p->pf->cells, p->pf->cell_id, "PortForward", &first.base,
-					&kiyot__cell__v1__port_forward_output__descriptor, &p->cs,
-					&err);
-		if (ret == 0) {
-			pthread_create(&p->reader, NULL, pair_reader, p);
-			pthread_create(&p->writer, NULL, pair_writer, p);
-			return;
-		}
-	}
-	if (ret < 0) {
-		pod_ended(p, err.msg);
-		return;
-	}
-	p->sock = ret;
-	pthread_create(&p->reader, NULL, sock_reader, p);
-	pthread_create(&p->writer, NULL, pair_writer, p);
 }
 
 /* A new stream of the client: half of a pair, by requestID. */
@@ -461,56 +82,6 @@ static void pf_new_stream(struct pf *pf, const struct spdy_event *ev)
 	spdy_reply(pf->sp, ev->stream_id, NULL, 0, false, &err);
 	if (p->data_sid && p->error_sid && !p->started)
 		pair_start(p);
-}
-
-/* Ends a pair: its threads joined, its streams closed, its slot free. */
-static void pair_finish(struct pf *pf, struct pf_pair *p, bool cancel)
-{
-	if (p->cs && cancel)
-		cells_stream_cancel(p->cs);
-	if (p->sock >= 0) /* the pair is over: a writer blocked on the pod returns */
-		shutdown(p->sock, SHUT_RDWR);
-	pthread_mutex_lock(&pf->mu);
-	p->in_closed = true;
-	p->dropped = true;
-	pthread_cond_broadcast(&pf->cond);
-	pthread_mutex_unlock(&pf->mu);
-	if (pair_live(p)) {
-		pthread_join(p->writer, NULL);
-		pthread_join(p->reader, NULL);
-	}
-	if (p->cs)
-		cells_stream_free(p->cs);
-	if (p->sock >= 0)
-		close(p->sock);
-	/* what is still queued for the client from this pair goes with it */
-	pthread_mutex_lock(&pf->mu);
-	for (struct pf_msg **pp = &pf->out_head; *pp;) {
-		struct pf_msg *m = *pp;
-
-		if (m->pair == p) {
-			*pp = m->next;
-			free(m->error);
-			free(m);
-		} else {
-			pp = &m->next;
-		}
-	}
-	pf->out_tail = NULL;
-	for (struct pf_msg *m = pf->out_head; m; m = m->next)
-		pf->out_tail = m;
-	pthread_mutex_unlock(&pf->mu);
-	while (p->in_head) {
-		struct pf_msg *m = p->in_head;
-
-		p->in_head = m->next;
-		free(m);
-	}
-	for (int i = 0; i < PF_MAX_PAIRS; i++)
-		if (pf->pairs[i] == p)
-			pf->pairs[i] = NULL;
-	free(p->request_id);
-	free(p);
 }
 
 /* Writes out what the client's protocol has queued; false when the client is gone. */
@@ -627,11 +198,11 @@ static bool pf_event(struct pf *pf, const struct spdy_event *ev)
 	case SPDY_EV_DATA:
 		spdy_consume(pf->sp, ev->stream_id, ev->len);
 		if (p && pair_live(p) && ev->stream_id == p->data_sid)
-			in_put(p, ev->data, ev->len, false);
+			pair_input(p, ev->data, ev->len, false);
 		return true;
 	case SPDY_EV_END:
 		if (p && pair_live(p) && ev->stream_id == p->data_sid)
-			in_put(p, NULL, 0, true);
+			pair_input(p, NULL, 0, true);
 		return true;
 	case SPDY_EV_RESET:
 		if (p)
@@ -656,7 +227,7 @@ static bool pf_ws_event(struct pf *pf, const struct ws_event *ev)
 		return true;
 	p = pf->pairs[ev->channel / 2];
 	if (p && pair_live(p) && ev->len)
-		in_put(p, ev->data, ev->len, false);
+		pair_input(p, ev->data, ev->len, false);
 	return true;
 }
 
