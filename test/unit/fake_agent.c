@@ -52,6 +52,7 @@ static void unit_free(struct fake_unit *u)
 	free(u->image);
 	free(u->reason);
 	free(u->message);
+	free(u->termination_message);
 	free(u->log);
 	free(u);
 }
@@ -66,6 +67,8 @@ void fa_cell_free(struct fake_cell *c)
 	free(c->volumes);
 	if (c->last_watch)
 		protobuf_c_message_free_unpacked(&c->last_watch->base, NULL);
+	if (c->last_pod)
+		protobuf_c_message_free_unpacked(&c->last_pod->base, NULL);
 	free(c->id);
 	free(c->target);
 	free(c->bootstrap);
@@ -95,6 +98,7 @@ void fa_unit_wire(const struct fake_unit *u, Kiyot__Cell__V1__UnitStatus *w)
 	w->reason = u->reason;
 	w->message = u->message;
 	w->image_ref = u->image;
+	w->termination_message = u->termination_message ? u->termination_message : "";
 }
 
 /* ---- streams ---- */
@@ -397,6 +401,9 @@ static int fa_apply(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__
 		return -err->code;
 	}
 	apply_pod(fa, c, req->pod);
+	if (c->last_pod)
+		protobuf_c_message_free_unpacked(&c->last_pod->base, NULL);
+	c->last_pod = cri_msg_copy(&req->pod->base);
 	st = xcalloc(c->n_units + 1, sizeof(*st));
 	stp = xcalloc(c->n_units + 1, sizeof(*stp));
 	for (size_t i = 0; i < c->n_units; i++) {

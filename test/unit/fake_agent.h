@@ -82,6 +82,12 @@ void fake_agent_refuse_image(struct fake_agent *fa, const char *image, const cha
  * cell or unit is unknown. */
 int fake_agent_unit_exit(struct fake_agent *fa, const char *cell_id, const char *unit_id,
 			 int exit_code, const char *reason);
+/* The same, the unit leaving a termination message (its termination_message_path's text). */
+int fake_agent_unit_exit_message(struct fake_agent *fa, const char *cell_id, const char *unit_id,
+				 int exit_code, const char *reason, const char *message);
+/* Watch streams send every unit's whole log again, whatever offsets kiyot asks from (as an
+ * agent that lost its positions would). */
+void fake_agent_resend_logs(struct fake_agent *fa, int resend);
 int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_id,
 		   const char *text);
 
@@ -90,6 +96,9 @@ int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_
 int fake_agent_unit_state(struct fake_agent *fa, const char *cell_id, const char *unit_id);
 /* The desired state the last Apply gave the unit (KIYOT__CELL__V1__UNIT_DESIRED__*), or -1. */
 int fake_agent_unit_desired(struct fake_agent *fa, const char *cell_id, const char *unit_id);
+/* A copy of the pod the cell's last Apply asked for (caller frees with
+ * protobuf_c_message_free_unpacked), or NULL. */
+Kiyot__Cell__V1__Pod *fake_agent_pod(struct fake_agent *fa, const char *cell_id);
 /* How many units the cell has (-1: no such cell). */
 int fake_agent_n_units(struct fake_agent *fa, const char *cell_id);
 /* Calls of op made so far (all cells), failed ones included. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cri/cri.h"
 #include "xalloc.h"
 
 static struct fake_cell *cell_add(struct fake_agent *fa, const char *id, const char *target)
@@ -166,6 +167,12 @@ static struct fake_unit *unit_locked(struct fake_agent *fa, const char *cell_id,
 int fake_agent_unit_exit(struct fake_agent *fa, const char *cell_id, const char *unit_id,
 			 int exit_code, const char *reason)
 {
+	return fake_agent_unit_exit_message(fa, cell_id, unit_id, exit_code, reason, "");
+}
+
+int fake_agent_unit_exit_message(struct fake_agent *fa, const char *cell_id, const char *unit_id,
+				 int exit_code, const char *reason, const char *message)
+{
 	struct fake_cell *c;
 	struct fake_unit *u = unit_locked(fa, cell_id, unit_id, &c);
 
@@ -175,6 +182,7 @@ int fake_agent_unit_exit(struct fake_agent *fa, const char *cell_id, const char 
 	u->finished_ns = clock_now_ns();
 	u->exit_code = exit_code;
 	fa_set_str(&u->reason, reason);
+	fa_set_str(&u->termination_message, message);
 	fa_notify_status(fa, c, u);
 	pthread_mutex_unlock(&fa->lock);
 	return 0;
@@ -225,6 +233,26 @@ int fake_agent_unit_desired(struct fake_agent *fa, const char *cell_id, const ch
 	desired = u->desired;
 	pthread_mutex_unlock(&fa->lock);
 	return desired;
+}
+
+Kiyot__Cell__V1__Pod *fake_agent_pod(struct fake_agent *fa, const char *cell_id)
+{
+	struct fake_cell *c;
+	Kiyot__Cell__V1__Pod *p = NULL;
+
+	pthread_mutex_lock(&fa->lock);
+	c = fa_cell_find(fa, cell_id);
+	if (c && c->last_pod)
+		p = cri_msg_copy(&c->last_pod->base);
+	pthread_mutex_unlock(&fa->lock);
+	return p;
+}
+
+void fake_agent_resend_logs(struct fake_agent *fa, int resend)
+{
+	pthread_mutex_lock(&fa->lock);
+	fa->resend_logs = resend;
+	pthread_mutex_unlock(&fa->lock);
 }
 
 int fake_agent_n_units(struct fake_agent *fa, const char *cell_id)

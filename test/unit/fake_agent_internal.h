@@ -20,6 +20,7 @@ struct fake_unit {
 	int64_t created_ns, started_ns, finished_ns;
 	int32_t exit_code;
 	char *reason, *message;
+	char *termination_message;
 	char *log;
 	size_t log_len;
 };
@@ -39,6 +40,7 @@ struct fake_cell {
 	struct fake_volume *volumes;
 	size_t n_volumes, cap_volumes;
 	Kiyot__Cell__V1__WatchRequest *last_watch; /* a copy */
+	Kiyot__Cell__V1__Pod *last_pod;		   /* the last Apply's, a copy */
 	unsigned watches;
 	struct fake_cell *next;
 };
@@ -83,6 +85,7 @@ struct fake_agent {
 	} ops[FAKE_AGENT_N_OPS];
 	struct refused *refused;
 	size_t n_refused, cap_refused;
+	bool resend_logs; /* Watch sends whole logs, whatever the offsets */
 };
 
 /* Cells and units. */

@@ -46,6 +46,8 @@ static void watch_backlog(struct fake_agent *fa, struct fake_cell *c, struct age
 		for (size_t j = 0; j < req->n_offsets; j++)
 			if (strcmp(req->offsets[j]->unit_id, u->id) == 0)
 				from = req->offsets[j]->offset;
+		if (fa->resend_logs)
+			from = 0;
 		if (from < u->log_len)
 			fa_stream_push(fa, s, fa_log_event(u, (size_t)from));
 	}

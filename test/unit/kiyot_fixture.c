@@ -245,24 +245,15 @@ int kfix_run_pod_wait(struct kfix_runner *r)
 	return r->ret;
 }
 
-int kfix_create(struct kfix *f, const char *sandbox_id, const char *name, const char *image,
-		char **id, struct err *err)
+int kfix_create_config(struct kfix *f, const char *sandbox_id,
+		       const Runtime__V1__ContainerConfig *cfg, char **id, struct err *err)
 {
 	Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
-	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
-	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
-	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
 	Runtime__V1__CreateContainerResponse *resp = NULL;
-	_cleanup_free_ char *log_path = xasprintf("%s.log", name);
 	int ret;
 
-	md.name = (char *)name;
-	img.image = (char *)image;
-	cfg.metadata = &md;
-	cfg.image = &img;
-	cfg.log_path = log_path;
 	req.pod_sandbox_id = (char *)sandbox_id;
-	req.config = &cfg;
+	req.config = (Runtime__V1__ContainerConfig *)cfg;
 	ret = kfix_call(f, "CreateContainer", &req.base,
 			&runtime__v1__create_container_response__descriptor, &resp, err);
 	if (ret < 0)
@@ -270,6 +261,22 @@ int kfix_create(struct kfix *f, const char *sandbox_id, const char *name, const 
 	*id = xstrdup(resp->container_id);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return 0;
+}
+
+int kfix_create(struct kfix *f, const char *sandbox_id, const char *name, const char *image,
+		char **id, struct err *err)
+{
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+	_cleanup_free_ char *log_path = xasprintf("%s.log", name);
+
+	md.name = (char *)name;
+	img.image = (char *)image;
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.log_path = log_path;
+	return kfix_create_config(f, sandbox_id, &cfg, id, err);
 }
 
 void kfix_pod_with_container(struct kfix *f, const char *name, char **sandbox_id,

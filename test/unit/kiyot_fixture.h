@@ -87,6 +87,9 @@ int kfix_run_pod_wait(struct kfix_runner *r);
  * "<name>.log"): its id (caller frees). */
 int kfix_create(struct kfix *f, const char *sandbox_id, const char *name, const char *image,
 		char **id, struct err *err);
+/* CreateContainer of cfg in the sandbox: its id (caller frees). */
+int kfix_create_config(struct kfix *f, const char *sandbox_id,
+		       const Runtime__V1__ContainerConfig *cfg, char **id, struct err *err);
 /* RunPodSandbox, CreateContainer and StartContainer: a pod with one running container. */
 void kfix_pod_with_container(struct kfix *f, const char *name, char **sandbox_id,
 			     char **container_id);
