@@ -241,6 +241,42 @@ static void test_cells__a_reopened_watch_resumes_logs_where_they_stopped(void **
 	assert_true(KFIX_WAIT(kfix_file_is(path, both), 5000));
 }
 
+/* An agent that sends a unit's whole log again (it lost the offsets asked for) has what kiyot
+ * already wrote skipped, even within a chunk: each byte reaches the file once. */
+static void test_cells__log_bytes_sent_again_are_written_once(void **state)
+{
+	struct kfix *f = *state;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *path = xasprintf("%s/pods/uid-web/web.log", f->dir);
+	const char *one = "2026-01-01T00:00:00Z stdout F one\n";
+	const char *two = "2026-01-01T00:00:01Z stdout F two\n";
+	_cleanup_free_ char *both = xasprintf("%s%s", one, two);
+	unsigned watches;
+
+	fake_agent_resend_logs(f->fa, 1);
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, one), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, one), 5000));
+	/* the agent goes away, writes on, and comes back sending everything from the start */
+	watches = fake_agent_watches(f->fa, cell);
+	fake_agent_set_serving(f->fa, cell, 0);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 0, 5000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, two), 0);
+	fake_agent_set_serving(f->fa, cell, 1);
+	assert_true(KFIX_WAIT(fake_agent_watches(f->fa, cell) > watches, 10000));
+	assert_true(KFIX_WAIT(kfix_file_is(path, both), 5000));
+	/* and once more: nothing new, nothing written */
+	fake_agent_set_serving(f->fa, cell, 0);
+	fake_agent_set_serving(f->fa, cell, 1);
+	assert_true(KFIX_WAIT(fake_agent_watches(f->fa, cell) > watches + 1, 10000));
+	usleep(200 * 1000);
+	assert_true(kfix_file_is(path, both));
+}
+
 /*
  * kiyot killed and started again on its state directory: the same sandboxes and containers
  * load, the cells are resumed (a Watch from the stored log offsets), and calls reach them as
@@ -467,6 +503,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__an_unreachable_agent_is_named),
 	TEST(test_cells__a_watch_that_ends_reconnects_and_heals_the_agent),
 	TEST(test_cells__a_reopened_watch_resumes_logs_where_they_stopped),
+	TEST(test_cells__log_bytes_sent_again_are_written_once),
 	TEST(test_cells__a_restarted_kiyot_resumes_its_cells),
 	TEST(test_cells__terminate_is_idempotent),
 	TEST(test_cells__a_cell_failed_at_launch_is_healed),

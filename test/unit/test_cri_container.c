@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "fsutil.h"
 #include "kiyot_fixture.h"
 #include "xalloc.h"
 
@@ -410,7 +411,6 @@ static void test_cri_container__exec_sync_errors_say_what_failed(void **state)
 static void test_cri_container__status_carries_the_config(void **state)
 {
 	struct kfix *f = *state;
-	Runtime__V1__CreateContainerRequest req = RUNTIME__V1__CREATE_CONTAINER_REQUEST__INIT;
 	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
 	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
 	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
@@ -419,12 +419,11 @@ static void test_cri_container__status_carries_the_config(void **state)
 	Runtime__V1__ContainerConfig__LabelsEntry *labels[] = { &label };
 	Runtime__V1__Mount mount = RUNTIME__V1__MOUNT__INIT;
 	Runtime__V1__Mount *mounts[] = { &mount };
-	Runtime__V1__CreateContainerResponse *cr = NULL;
 	Runtime__V1__ContainerStatusResponse *resp = NULL;
 	Runtime__V1__ContainerStatus *st;
 	struct err err = ERR_INIT;
 	_cleanup_free_ char *sb = NULL;
-	_cleanup_free_ char *logs = NULL;
+	_cleanup_free_ char *id = NULL;
 	_cleanup_free_ char *want_log = NULL;
 
 	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
@@ -443,12 +442,8 @@ static void test_cri_container__status_carries_the_config(void **state)
 	cfg.mounts = mounts;
 	cfg.n_mounts = 1;
 	cfg.log_path = "app/2.log";
-	req.pod_sandbox_id = sb;
-	req.config = &cfg;
-	assert_int_equal(kfix_call(f, "CreateContainer", &req.base,
-				   &runtime__v1__create_container_response__descriptor, &cr, &err),
-			 0);
-	st = container_status(f, cr->container_id, &resp);
+	assert_int_equal(kfix_create_config(f, sb, &cfg, &id, &err), 0);
+	st = container_status(f, id, &resp);
 	assert_int_equal(st->metadata->attempt, 2);
 	assert_int_equal(st->n_labels, 1);
 	assert_string_equal(st->labels[0]->key, "tier");
@@ -458,8 +453,6 @@ static void test_cri_container__status_carries_the_config(void **state)
 	want_log = xasprintf("%s/pods/uid-web/app/2.log", f->dir);
 	assert_string_equal(st->log_path, want_log);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
-	protobuf_c_message_free_unpacked(&cr->base, NULL);
-	(void)logs;
 }
 
 /* New limits that fit the pod's cell are kept and applied; larger ones are refused, saying a
@@ -564,6 +557,202 @@ static void test_cri_container__exec_and_attach_answer_urls(void **state)
 	assert_int_equal(kfix_call0(f, "Exec", &ex.base, &err), -ENOENT);
 }
 
+/* A file of the node under the state directory, made with its directory. */
+static char *node_file(struct kfix *f, const char *rel, const char *text)
+{
+	char *path = xasprintf("%s/%s", f->dir, rel);
+	_cleanup_free_ char *dir = xstrdup(path);
+	struct err err = ERR_INIT;
+
+	*strrchr(dir, '/') = '\0';
+	if (fs_mkdir_p(dir, 0755, &err) < 0 ||
+	    fs_write_file(path, text, strlen(text), 0644, &err) < 0)
+		fail_msg("%s", err.msg);
+	return path;
+}
+
+/* A sandbox of pod "dns" with DNS settings and the restart policy Always. */
+static char *run_dns_pod(struct kfix *f)
+{
+	Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+	Runtime__V1__PodSandboxConfig cfg = RUNTIME__V1__POD_SANDBOX_CONFIG__INIT;
+	Runtime__V1__PodSandboxMetadata md = RUNTIME__V1__POD_SANDBOX_METADATA__INIT;
+	Runtime__V1__DNSConfig dns = RUNTIME__V1__DNSCONFIG__INIT;
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry policy =
+		RUNTIME__V1__POD_SANDBOX_CONFIG__ANNOTATIONS_ENTRY__INIT;
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry *anns[] = { &policy };
+	Runtime__V1__RunPodSandboxResponse *resp = NULL;
+	char *servers[] = { "10.96.0.10" };
+	char *searches[] = { "default.svc.cluster.local" };
+	struct err err = ERR_INIT;
+	char *id;
+
+	md.name = "dns";
+	md.uid = "uid-dns";
+	md.namespace_ = "default";
+	cfg.metadata = &md;
+	dns.servers = servers;
+	dns.n_servers = 1;
+	dns.searches = searches;
+	dns.n_searches = 1;
+	cfg.dns_config = &dns;
+	policy.key = "pod.elotl.co/restart-policy";
+	policy.value = "Always";
+	cfg.annotations = anns;
+	cfg.n_annotations = 1;
+	req.config = &cfg;
+	if (kfix_call(f, "RunPodSandbox", &req.base,
+		      &runtime__v1__run_pod_sandbox_response__descriptor, &resp, &err) < 0)
+		fail_msg("RunPodSandbox: %s", err.msg);
+	id = xstrdup(resp->pod_sandbox_id);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return id;
+}
+
+static int create_with_mounts(struct kfix *f, const char *sb, const char *name,
+			      Runtime__V1__Mount **mounts, size_t n, char **id, struct err *err)
+{
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+
+	md.name = (char *)name;
+	img.image = "registry.test/app:1";
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.mounts = mounts;
+	cfg.n_mounts = n;
+	return kfix_create_config(f, sb, &cfg, id, err);
+}
+
+static const Kiyot__Cell__V1__Unit *unit_named(const Kiyot__Cell__V1__Pod *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_units; i++)
+		if (strcmp(p->units[i]->name, name) == 0)
+			return p->units[i];
+	fail_msg("the pod has no unit %s", name);
+	return NULL;
+}
+
+static const Kiyot__Cell__V1__Volume *volume_named(const Kiyot__Cell__V1__Pod *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_volumes; i++)
+		if (strcmp(p->volumes[i]->name, name) == 0)
+			return p->volumes[i];
+	fail_msg("the pod has no volume %s", name);
+	return NULL;
+}
+
+/*
+ * The desired pod a cell gets: the pod's DNS settings and restart policy; each mount as a
+ * volume of the cell (an emptyDir made there, a configMap's files shipped before the pod is
+ * applied); and the cell's kube-proxy unit, privileged, with its kubeconfig shipped. A
+ * hostPath the cell cannot see is refused, saying so.
+ */
+static void test_cri_container__the_cell_gets_volumes_dns_and_kube_proxy(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__Mount empty = RUNTIME__V1__MOUNT__INIT;
+	Runtime__V1__Mount config = RUNTIME__V1__MOUNT__INIT;
+	Runtime__V1__Mount *mounts[] = { &empty, &config };
+	const Kiyot__Cell__V1__Unit *app, *proxy;
+	const Kiyot__Cell__V1__Volume *v;
+	Kiyot__Cell__V1__Pod *pod;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = run_dns_pod(f);
+	_cleanup_free_ char *cell = kfix_cell_of(f, sb);
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *other = NULL;
+	_cleanup_free_ char *kubeconfig = node_file(f, "kube-proxy.conf", "apiVersion: v1\n");
+	_cleanup_free_ char *key =
+		node_file(f, "pods/uid-dns/volumes/kubernetes.io~configmap/cfg/key", "value");
+	_cleanup_free_ char *data =
+		xasprintf("%s/pods/uid-dns/volumes/kubernetes.io~empty-dir/data", f->dir);
+
+	f->k.cfg.kube_proxy.image = xstrdup("registry.test/kube-proxy:1");
+	f->k.cfg.kube_proxy.kubeconfig = xstrdup(kubeconfig);
+	empty.container_path = "/data";
+	empty.host_path = data;
+	config.container_path = "/etc/cfg";
+	*strrchr(key, '/') = '\0';
+	config.host_path = key;
+	config.readonly = 1;
+	assert_int_equal(create_with_mounts(f, sb, "app", mounts, 2, &id, &err), 0);
+	assert_int_equal(kfix_start(f, id, &err), 0);
+
+	pod = fake_agent_pod(f->fa, cell);
+	assert_non_null(pod);
+	assert_int_equal(pod->restart_policy, KIYOT__CELL__V1__RESTART_POLICY__ALWAYS);
+	assert_int_equal(pod->n_dns_servers, 1);
+	assert_string_equal(pod->dns_servers[0], "10.96.0.10");
+	assert_string_equal(pod->dns_searches[0], "default.svc.cluster.local");
+	assert_int_equal(pod->n_units, 2);
+	app = unit_named(pod, "app");
+	assert_int_equal(app->n_mounts, 2);
+	assert_string_equal(app->mounts[0]->volume, "ed-data");
+	assert_string_equal(app->mounts[0]->host_path, "");
+	v = volume_named(pod, "ed-data");
+	assert_int_equal(v->kind, KIYOT__CELL__V1__VOLUME__KIND__EMPTY_DIR);
+	v = volume_named(pod, app->mounts[1]->volume);
+	assert_int_equal(v->kind, KIYOT__CELL__V1__VOLUME__KIND__SHIPPED);
+	assert_int_equal(fake_agent_volume_entries(f->fa, cell, v->name), 2); /* root and key */
+	proxy = unit_named(pod, "kube-proxy");
+	assert_true(proxy->system);
+	assert_true(proxy->privileged);
+	assert_string_equal(proxy->image, "registry.test/kube-proxy:1");
+	assert_string_equal(proxy->args[0], "--kubeconfig=/var/lib/kube-proxy/kubeconfig");
+	assert_int_equal(proxy->n_mounts, 1);
+	v = volume_named(pod, proxy->mounts[0]->volume);
+	assert_int_equal(v->kind, KIYOT__CELL__V1__VOLUME__KIND__SHIPPED);
+	assert_int_equal(fake_agent_volume_entries(f->fa, cell, v->name), 1);
+	protobuf_c_message_free_unpacked(&pod->base, NULL);
+
+	empty.host_path = "/var/log";
+	assert_int_equal(create_with_mounts(f, sb, "logs", mounts, 1, &other, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "/var/log is a path on the node"));
+}
+
+/* A unit of a remote cell that exits with a termination message: kiyot writes it to the node
+ * file the kubelet reads (the mount at the container's terminationMessagePath). */
+static void test_cri_container__a_termination_message_reaches_the_node(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__ContainerConfig__AnnotationsEntry ann =
+		RUNTIME__V1__CONTAINER_CONFIG__ANNOTATIONS_ENTRY__INIT;
+	Runtime__V1__ContainerConfig__AnnotationsEntry *anns[] = { &ann };
+	Runtime__V1__Mount log = RUNTIME__V1__MOUNT__INIT;
+	Runtime__V1__Mount *mounts[] = { &log };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *host = node_file(f, "pods/uid-web/containers/app/0a1b2c3d", "");
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	md.name = "app";
+	img.image = "registry.test/app:1";
+	ann.key = "io.kubernetes.container.terminationMessagePath";
+	ann.value = "/dev/termination-log";
+	log.container_path = "/dev/termination-log";
+	log.host_path = host;
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.annotations = anns;
+	cfg.n_annotations = 1;
+	cfg.mounts = mounts;
+	cfg.n_mounts = 1;
+	assert_int_equal(kfix_create_config(f, sb, &cfg, &id, &err), 0);
+	assert_int_equal(kfix_start(f, id, &err), 0);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_unit_exit_message(f->fa, cell, id, 1, "Error", "disk full\n"),
+			 0);
+	assert_true(KFIX_WAIT(kfix_file_is(host, "disk full\n"), 5000));
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -582,6 +771,8 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_container__update_resources_must_fit_the_cell),
 	TEST(test_cri_container__reopen_log_recreates_the_file),
 	TEST(test_cri_container__exec_and_attach_answer_urls),
+	TEST(test_cri_container__the_cell_gets_volumes_dns_and_kube_proxy),
+	TEST(test_cri_container__a_termination_message_reaches_the_node),
 };
 
 int main(void)
