@@ -33,7 +33,6 @@ int cli_exec(struct cli *c, int argc, char **argv);
 int cli_attach(struct cli *c, int argc, char **argv);
 int cli_port_forward(struct cli *c, int argc, char **argv);
 
-#define CLI_RT "/runtime.v1.RuntimeService/"
 /* Bytes a command queues for the server before it stops reading its own inputs. */
 #define CLI_SEND_MAX (1024 * 1024)
 /* What one read takes from a socket or a terminal. */
