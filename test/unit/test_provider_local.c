@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,6 +44,7 @@
 #define T_GW "10.199.0.1"
 #define T_CGROUP_ROOT "kiyot-test"
 #define T_CLUSTER "test-cluster"
+#define CELL_TESTS_LOCK "/run/lock/kiyot-test-provider-local.lock"
 
 /* Asserts that a call returned 0, printing the error it set otherwise. */
 #define assert_ok(expr)                                                                            \
@@ -1039,6 +1041,80 @@ static void test_provider_local__relaunch_without_a_netns_builds_the_cell_again(
 	cell_info_release(&b);
 }
 
+/* Another process writing the bridge's nat table again and again (its own chains, as a second
+ * kiyot or a test would): ebtables-restore until killed. */
+static pid_t ebtables_noise(void)
+{
+	static const char script[] =
+		"while :; do { echo '*nat'; for c in 1 2 3 4 5 6 7 8; do echo \":KVTNOISE$c "
+		"ACCEPT\"; done; for c in 1 2 3 4 5 6 7 8; do echo \"-A KVTNOISE$c -p IPv4 "
+		"--ip-src 10.198.0.$c -j RETURN\"; echo \"-A KVTNOISE$c -j DROP\"; done; echo "
+		"COMMIT; } | ebtables-restore --noflush >/dev/null 2>&1; done";
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setpgid(0, 0);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Stops the noise and removes its chains. */
+static void ebtables_noise_stop(pid_t pid)
+{
+	static const char drop[] = "{ echo '*nat'; for c in 1 2 3 4 5 6 7 8; do echo \"-F "
+				   "KVTNOISE$c\"; echo \"-X KVTNOISE$c\"; done; echo COMMIT; } | "
+				   "ebtables-restore --noflush >/dev/null 2>&1";
+	pid_t p;
+
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	p = fork();
+	if (p == 0) {
+		execl("/bin/sh", "sh", "-c", drop, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(p, NULL, 0);
+}
+
+/* Cells are launched and terminated, their anti-spoofing rules written each time, while another
+ * process writes the nat table (ebtables-restore has no lock, and a write that meets another
+ * fails): every launch and terminate still succeeds. */
+static void
+test_provider_local__cells_come_and_go_while_another_process_writes_ebtables(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_info infos[MANY] = { { 0 } };
+	struct err err = ERR_INIT;
+	char ids[MANY][32];
+	pid_t noise = ebtables_noise();
+	int failed = 0;
+
+	assert_true(noise > 0);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < MANY / 2; i++) {
+			struct cell_spec s;
+
+			snprintf(ids[i], sizeof(ids[i]), "kvt-many-%d", i);
+			s = spec_for(ids[i]);
+			if (f->prov.ops->launch(f->prov.self, &s, &infos[i], &err) < 0) {
+				print_error("launch %s: %s\n", ids[i], err.msg);
+				failed++;
+			}
+		}
+		for (int i = 0; i < MANY / 2; i++) {
+			if (f->prov.ops->terminate(f->prov.self, ids[i], &err) < 0) {
+				print_error("terminate %s: %s\n", ids[i], err.msg);
+				failed++;
+			}
+			cell_info_release(&infos[i]);
+		}
+	}
+	ebtables_noise_stop(noise);
+	assert_int_equal(failed, 0);
+}
+
 /* Ids that could escape the state directory or break interface names are refused. */
 static void test_provider_local__bad_cell_id_refused(void **state)
 {
@@ -1076,12 +1152,22 @@ int main(void)
 		CELL_TEST(test_provider_local__relaunch_repairs_the_network_and_keeps_the_agent),
 		CELL_TEST(test_provider_local__an_agent_holding_the_lock_is_kept_not_doubled),
 		CELL_TEST(test_provider_local__relaunch_without_a_netns_builds_the_cell_again),
+		CELL_TEST(
+			test_provider_local__cells_come_and_go_while_another_process_writes_ebtables),
 	};
 	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
+	int lock;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_provider_local: cell tests need root; skipped\n");
 		return fails;
+	}
+	/* one run at a time on a machine: every run uses the same bridge, network and ids */
+	lock = open(CELL_TESTS_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+		fprintf(stderr, "test_provider_local: lock %s: %s\n", CELL_TESTS_LOCK,
+			strerror(errno));
+		return fails + 1;
 	}
 	return fails + cmocka_run_group_tests_name("cells", cells, NULL, NULL);
 }

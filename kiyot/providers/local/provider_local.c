@@ -49,6 +49,9 @@
 #define CPU_PERIOD_US 100000
 /* How long teardown keeps killing a cell's processes before giving up on a controller. */
 #define KILL_TIMEOUT_MS 5000
+/* Writes of the anti-spoofing rules before giving up, and the pause before the nth retry. */
+#define SPOOF_ATTEMPTS 4
+#define SPOOF_RETRY_MS 20
 /* Retries while a veth name of a just-deleted cell is still held by the kernel. */
 #define VETH_RETRIES 50
 /* inotify for the cells' agents (provider_local_inotify_need): cells counted at most, the
@@ -277,7 +280,9 @@ static int lease_take(struct local_provider *p, const char *id, uint32_t *ip, st
 
 /* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
  * time, each taking the leases as they are when its turn comes, so the last rules written
- * hold the newest leases. */
+ * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
+ * table at the same moment makes it fail (a rule it read is gone when it deletes it), so a
+ * failed write is tried again from a fresh read. */
 static int spoof_sync(struct local_provider *p, struct err *err)
 {
 	_cleanup_free_ struct cellguard_cell *cells = NULL;
@@ -293,7 +298,16 @@ static int spoof_sync(struct local_provider *p, struct err *err)
 		cells[i].ip = p->leases[i].ip;
 	}
 	pthread_mutex_unlock(&p->lock);
-	ret = cellguard_spoof_sync(&p->cidr, cells, n, err);
+	for (int attempt = 1;; attempt++) {
+		struct timespec pause = { 0, attempt * SPOOF_RETRY_MS * 1000000L };
+
+		ret = cellguard_spoof_sync(&p->cidr, cells, n, err);
+		if (ret == 0 || attempt == SPOOF_ATTEMPTS)
+			break;
+		log_warn("local provider: %s; writing them again", err->msg);
+		err_clear(err);
+		nanosleep(&pause, NULL);
+	}
 	pthread_mutex_unlock(&p->guard_lock);
 	return ret;
 }
