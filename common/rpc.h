@@ -52,8 +52,9 @@ enum rpc_method_flags {
 /* A handler. svc is the server's context; req is never NULL (an absent message decodes as the
  * empty message). For unary methods resp is an initialised message of the method's response
  * type, allocated in the call's arena. */
-typedef int (*rpc_handler_fn)(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
-			      ProtobufCMessage *resp, struct err *err);
+typedef int rpc_handler(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err);
+typedef rpc_handler *rpc_handler_fn;
 
 struct rpc_method {
 	const char *path; /* "/runtime.v1.RuntimeService/Version" */

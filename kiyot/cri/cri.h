@@ -44,42 +44,39 @@ void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s
 /* The container annotation where the kubelet says where the termination message is written. */
 #define ANN_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"
 
-/* Handlers */
-#define CRI_HANDLER(name)                                                                          \
-	int cri_##name(void *svc, struct rpc_call *call, const ProtobufCMessage *req,              \
-		       ProtobufCMessage *resp, struct err *err)
-
-CRI_HANDLER(version);
-CRI_HANDLER(run_pod_sandbox);
-CRI_HANDLER(stop_pod_sandbox);
-CRI_HANDLER(remove_pod_sandbox);
-CRI_HANDLER(pod_sandbox_status);
-CRI_HANDLER(list_pod_sandbox);
-CRI_HANDLER(create_container);
-CRI_HANDLER(start_container);
-CRI_HANDLER(stop_container);
-CRI_HANDLER(remove_container);
-CRI_HANDLER(list_containers);
-CRI_HANDLER(container_status);
-CRI_HANDLER(reopen_container_log);
-CRI_HANDLER(update_container_resources);
-CRI_HANDLER(exec_sync);
-CRI_HANDLER(exec);
-CRI_HANDLER(attach);
-CRI_HANDLER(port_forward);
-CRI_HANDLER(update_runtime_config);
-CRI_HANDLER(status);
-CRI_HANDLER(get_container_events);
-CRI_HANDLER(unimplemented);
-CRI_HANDLER(runtime_config);
-CRI_HANDLER(container_stats);
-CRI_HANDLER(list_container_stats);
-CRI_HANDLER(pod_sandbox_stats);
-CRI_HANDLER(list_pod_sandbox_stats);
-CRI_HANDLER(list_images);
-CRI_HANDLER(image_status);
-CRI_HANDLER(pull_image);
-CRI_HANDLER(remove_image);
-CRI_HANDLER(image_fs_info);
+/* Handlers: kiyot's own answer to each CRI method (router.c sends a call here or to the
+ * fallback runtime). */
+rpc_handler cri_version;
+rpc_handler cri_run_pod_sandbox;
+rpc_handler cri_stop_pod_sandbox;
+rpc_handler cri_remove_pod_sandbox;
+rpc_handler cri_pod_sandbox_status;
+rpc_handler cri_list_pod_sandbox;
+rpc_handler cri_create_container;
+rpc_handler cri_start_container;
+rpc_handler cri_stop_container;
+rpc_handler cri_remove_container;
+rpc_handler cri_list_containers;
+rpc_handler cri_container_status;
+rpc_handler cri_reopen_container_log;
+rpc_handler cri_update_container_resources;
+rpc_handler cri_exec_sync;
+rpc_handler cri_exec;
+rpc_handler cri_attach;
+rpc_handler cri_port_forward;
+rpc_handler cri_update_runtime_config;
+rpc_handler cri_status;
+rpc_handler cri_get_container_events;
+rpc_handler cri_unimplemented;
+rpc_handler cri_runtime_config;
+rpc_handler cri_container_stats;
+rpc_handler cri_list_container_stats;
+rpc_handler cri_pod_sandbox_stats;
+rpc_handler cri_list_pod_sandbox_stats;
+rpc_handler cri_list_images;
+rpc_handler cri_image_status;
+rpc_handler cri_pull_image;
+rpc_handler cri_remove_image;
+rpc_handler cri_image_fs_info;
 
 #endif

@@ -42,7 +42,8 @@ static int validate_config(const Runtime__V1__ContainerConfig *cfg, struct err *
 	return 0;
 }
 
-CRI_HANDLER(create_container)
+int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__CreateContainerRequest *r = (const void *)req;
 	Runtime__V1__CreateContainerResponse *out = (void *)resp;
@@ -145,7 +146,8 @@ static int lookup(struct kiyot *k, const char *id, char **cid, char **sid, struc
 	return 0;
 }
 
-CRI_HANDLER(start_container)
+int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StartContainerRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -181,7 +183,8 @@ CRI_HANDLER(start_container)
 	return ret;
 }
 
-CRI_HANDLER(stop_container)
+int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		       ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StopContainerRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -222,7 +225,8 @@ CRI_HANDLER(stop_container)
 	return 0;
 }
 
-CRI_HANDLER(remove_container)
+int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RemoveContainerRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -297,7 +301,8 @@ static Runtime__V1__ContainerState cri_state(enum container_state s)
 	}
 }
 
-CRI_HANDLER(container_status)
+int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ContainerStatusRequest *r = (const void *)req;
 	Runtime__V1__ContainerStatusResponse *out = (void *)resp;
@@ -369,7 +374,8 @@ static int container_matches(struct kiyot *k, const struct container *c,
 				(void **)f->label_selector, f->n_label_selector);
 }
 
-CRI_HANDLER(list_containers)
+int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ListContainersRequest *r = (const void *)req;
 	Runtime__V1__ListContainersResponse *out = (void *)resp;
@@ -409,7 +415,8 @@ CRI_HANDLER(list_containers)
 	return 0;
 }
 
-CRI_HANDLER(reopen_container_log)
+int cri_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ReopenContainerLogRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -431,7 +438,8 @@ CRI_HANDLER(reopen_container_log)
 	return ret;
 }
 
-CRI_HANDLER(exec_sync)
+int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		  ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ExecSyncRequest *r = (const void *)req;
 	Runtime__V1__ExecSyncResponse *out = (void *)resp;
@@ -527,7 +535,8 @@ static void stream_request_release(struct stream_request *sr)
 }
 
 /* A URL on the streaming server for a command with its stdio streamed (kubectl exec). */
-CRI_HANDLER(exec)
+int cri_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *resp,
+	     struct err *err)
 {
 	const Runtime__V1__ExecRequest *r = (const void *)req;
 	Runtime__V1__ExecResponse *out = (void *)resp;
@@ -555,7 +564,8 @@ CRI_HANDLER(exec)
 
 /* A URL on the streaming server for a running container's own stdio (kubectl attach): its
  * output from then on, and its stdin when it was created with one. */
-CRI_HANDLER(attach)
+int cri_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+	       ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__AttachRequest *r = (const void *)req;
 	Runtime__V1__AttachResponse *out = (void *)resp;
@@ -603,7 +613,8 @@ static int fits_cell(struct kiyot *k, const struct sandbox *sb, int64_t cpu_mill
 
 /* New CPU and memory limits for a container: kept in its record, applied to the running unit
  * in place (the OCI runtime's update) and to every later start of it. */
-CRI_HANDLER(update_container_resources)
+int cri_update_container_resources(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__UpdateContainerResourcesRequest *r = (const void *)req;
 	const Runtime__V1__LinuxContainerResources *res = r->linux;

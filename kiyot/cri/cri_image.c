@@ -184,7 +184,8 @@ static Runtime__V1__Image *image_msg(struct rpc_call *call, const struct image_r
 	return m;
 }
 
-CRI_HANDLER(list_images)
+int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		    ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ListImagesRequest *r = (const void *)req;
 	Runtime__V1__ListImagesResponse *out = (void *)resp;
@@ -209,7 +210,8 @@ CRI_HANDLER(list_images)
 	return 0;
 }
 
-CRI_HANDLER(image_status)
+int cri_image_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ImageStatusRequest *r = (const void *)req;
 	Runtime__V1__ImageStatusResponse *out = (void *)resp;
@@ -351,7 +353,8 @@ static int pull_on_node(struct kiyot *k, struct rpc_call *call,
 	return 0;
 }
 
-CRI_HANDLER(pull_image)
+int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__PullImageRequest *r = (const void *)req;
 	Runtime__V1__PullImageResponse *out = (void *)resp;
@@ -501,7 +504,8 @@ int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms)
 	return left ? -EBUSY : 0;
 }
 
-CRI_HANDLER(remove_image)
+int cri_remove_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RemoveImageRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -532,7 +536,8 @@ CRI_HANDLER(remove_image)
 	return ret; /* removing an absent image is not an error */
 }
 
-CRI_HANDLER(image_fs_info)
+int cri_image_fs_info(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, struct err *err)
 {
 	Runtime__V1__ImageFsInfoResponse *out = (void *)resp;
 	struct kiyot *k = svc;

@@ -12,7 +12,8 @@
 
 #define KIYOT_VERSION "0.1.0"
 
-CRI_HANDLER(version)
+int cri_version(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		ProtobufCMessage *resp, struct err *err)
 {
 	Runtime__V1__VersionResponse *out = (void *)resp;
 
@@ -37,7 +38,8 @@ static Runtime__V1__RuntimeCondition *condition(struct rpc_call *call, const cha
 	return c;
 }
 
-CRI_HANDLER(status)
+int cri_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+	       ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StatusRequest *r = (const void *)req;
 	Runtime__V1__StatusResponse *out = (void *)resp;
@@ -70,7 +72,8 @@ CRI_HANDLER(status)
 	return 0;
 }
 
-CRI_HANDLER(update_runtime_config)
+int cri_update_runtime_config(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			      ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__UpdateRuntimeConfigRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -89,7 +92,8 @@ CRI_HANDLER(update_runtime_config)
 	return 0;
 }
 
-CRI_HANDLER(get_container_events)
+int cri_get_container_events(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			     ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 	struct events_sub *sub = events_subscribe(k->events);
@@ -116,7 +120,8 @@ CRI_HANDLER(get_container_events)
 	return ret < 0 ? ret : err_set(err, ECANCELED, "client went away");
 }
 
-CRI_HANDLER(unimplemented)
+int cri_unimplemented(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, struct err *err)
 {
 	(void)svc;
 	(void)call;
@@ -127,7 +132,8 @@ CRI_HANDLER(unimplemented)
 		       "descriptors come later)");
 }
 
-CRI_HANDLER(runtime_config)
+int cri_runtime_config(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		       ProtobufCMessage *resp, struct err *err)
 {
 	Runtime__V1__RuntimeConfigResponse *out = (void *)resp;
 

@@ -261,7 +261,8 @@ static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSand
 	return list;
 }
 
-CRI_HANDLER(run_pod_sandbox)
+int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
 	Runtime__V1__RunPodSandboxResponse *out = (void *)resp;
@@ -482,7 +483,8 @@ static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
 	return ret;
 }
 
-CRI_HANDLER(stop_pod_sandbox)
+int cri_stop_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StopPodSandboxRequest *r = (const void *)req;
 
@@ -491,7 +493,8 @@ CRI_HANDLER(stop_pod_sandbox)
 	return sandbox_stop(svc, r->pod_sandbox_id, err);
 }
 
-CRI_HANDLER(remove_pod_sandbox)
+int cri_remove_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RemovePodSandboxRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -546,7 +549,8 @@ static Runtime__V1__PodSandboxMetadata *metadata_dup(struct rpc_call *call,
 	return o;
 }
 
-CRI_HANDLER(pod_sandbox_status)
+int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__PodSandboxStatusRequest *r = (const void *)req;
 	Runtime__V1__PodSandboxStatusResponse *out = (void *)resp;
@@ -623,7 +627,8 @@ static int sandbox_matches(const struct sandbox *sb, const Runtime__V1__PodSandb
 				(void **)f->label_selector, f->n_label_selector);
 }
 
-CRI_HANDLER(list_pod_sandbox)
+int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ListPodSandboxRequest *r = (const void *)req;
 	Runtime__V1__ListPodSandboxResponse *out = (void *)resp;
@@ -663,7 +668,8 @@ CRI_HANDLER(list_pod_sandbox)
 }
 
 /* A URL on the streaming server for connections to the pod's ports (kubectl port-forward). */
-CRI_HANDLER(port_forward)
+int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__PortForwardRequest *r = (const void *)req;
 	Runtime__V1__PortForwardResponse *out = (void *)resp;

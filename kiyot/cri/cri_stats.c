@@ -135,7 +135,8 @@ static int container_filter_match(const struct container *c,
 				(void **)f->label_selector, f->n_label_selector);
 }
 
-CRI_HANDLER(list_container_stats)
+int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ListContainerStatsRequest *r = (const void *)req;
 	Runtime__V1__ListContainerStatsResponse *out = (void *)resp;
@@ -179,7 +180,8 @@ CRI_HANDLER(list_container_stats)
 	return 0;
 }
 
-CRI_HANDLER(container_stats)
+int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ContainerStatsRequest *r = (const void *)req;
 	Runtime__V1__ContainerStatsResponse *out = (void *)resp;
@@ -260,7 +262,8 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 	return s;
 }
 
-CRI_HANDLER(pod_sandbox_stats)
+int cri_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			  ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__PodSandboxStatsRequest *r = (const void *)req;
 	Runtime__V1__PodSandboxStatsResponse *out = (void *)resp;
@@ -291,7 +294,8 @@ CRI_HANDLER(pod_sandbox_stats)
 	return sb ? 0 : err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 }
 
-CRI_HANDLER(list_pod_sandbox_stats)
+int cri_list_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			       ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ListPodSandboxStatsRequest *r = (const void *)req;
 	Runtime__V1__ListPodSandboxStatsResponse *out = (void *)resp;

@@ -266,51 +266,139 @@ static int kiyot_owns_container(struct kiyot *k, const char *id)
 	return found;
 }
 
-/* Methods naming one sandbox or container: the runtime that owns the id answers. */
-#define ROUTE_BY_ID(name, method, type, field, owns, kiyot_fn)                                     \
-	ROUTER_HANDLER(name)                                                                       \
-	{                                                                                          \
-		const type *r = (const void *)req;                                                 \
-		struct kiyot *k = svc;                                                             \
-                                                                                                   \
-		if (!k->router || owns(k, r->field))                                               \
-			return kiyot_fn(svc, call, req, resp, err);                                \
-		return forward(k, call, RT_PATH(method), req, resp, 0, err);                       \
-	}
+/* The id a request names (its container_id, else its pod_sandbox_id); NULL when none. */
+static const char *request_id(const ProtobufCMessage *req, bool *container)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(req->descriptor, "container_id");
 
-ROUTE_BY_ID(stop_pod_sandbox, "StopPodSandbox", Runtime__V1__StopPodSandboxRequest, pod_sandbox_id,
-	    kiyot_owns_sandbox, cri_stop_pod_sandbox)
-ROUTE_BY_ID(remove_pod_sandbox, "RemovePodSandbox", Runtime__V1__RemovePodSandboxRequest,
-	    pod_sandbox_id, kiyot_owns_sandbox, cri_remove_pod_sandbox)
-ROUTE_BY_ID(pod_sandbox_status, "PodSandboxStatus", Runtime__V1__PodSandboxStatusRequest,
-	    pod_sandbox_id, kiyot_owns_sandbox, cri_pod_sandbox_status)
-ROUTE_BY_ID(create_container, "CreateContainer", Runtime__V1__CreateContainerRequest,
-	    pod_sandbox_id, kiyot_owns_sandbox, cri_create_container)
-ROUTE_BY_ID(pod_sandbox_stats, "PodSandboxStats", Runtime__V1__PodSandboxStatsRequest,
-	    pod_sandbox_id, kiyot_owns_sandbox, cri_pod_sandbox_stats)
-ROUTE_BY_ID(port_forward, "PortForward", Runtime__V1__PortForwardRequest, pod_sandbox_id,
-	    kiyot_owns_sandbox, cri_port_forward)
-ROUTE_BY_ID(start_container, "StartContainer", Runtime__V1__StartContainerRequest, container_id,
-	    kiyot_owns_container, cri_start_container)
-ROUTE_BY_ID(remove_container, "RemoveContainer", Runtime__V1__RemoveContainerRequest, container_id,
-	    kiyot_owns_container, cri_remove_container)
-ROUTE_BY_ID(container_status, "ContainerStatus", Runtime__V1__ContainerStatusRequest, container_id,
-	    kiyot_owns_container, cri_container_status)
-ROUTE_BY_ID(update_container_resources, "UpdateContainerResources",
-	    Runtime__V1__UpdateContainerResourcesRequest, container_id, kiyot_owns_container,
-	    cri_update_container_resources)
-ROUTE_BY_ID(reopen_container_log, "ReopenContainerLog", Runtime__V1__ReopenContainerLogRequest,
-	    container_id, kiyot_owns_container, cri_reopen_container_log)
-ROUTE_BY_ID(exec, "Exec", Runtime__V1__ExecRequest, container_id, kiyot_owns_container, cri_exec)
-ROUTE_BY_ID(attach, "Attach", Runtime__V1__AttachRequest, container_id, kiyot_owns_container,
-	    cri_attach)
-ROUTE_BY_ID(container_stats, "ContainerStats", Runtime__V1__ContainerStatsRequest, container_id,
-	    kiyot_owns_container, cri_container_stats)
-ROUTE_BY_ID(checkpoint_container, "CheckpointContainer", Runtime__V1__CheckpointContainerRequest,
-	    container_id, kiyot_owns_container, cri_unimplemented)
+	*container = f != NULL;
+	if (!f)
+		f = protobuf_c_message_descriptor_get_field_by_name(req->descriptor,
+								    "pod_sandbox_id");
+	if (!f || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+		return NULL;
+	return *(char *const *)(const void *)((const char *)req + f->offset);
+}
+
+/* A method naming one sandbox or container: the runtime that owns the id answers. */
+static int route_by_id(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		       ProtobufCMessage *resp, rpc_handler *own, const char *path, struct err *err)
+{
+	struct kiyot *k = svc;
+	bool container;
+	const char *id = request_id(req, &container);
+
+	if (!k->router || (container ? kiyot_owns_container(k, id) : kiyot_owns_sandbox(k, id)))
+		return own(svc, call, req, resp, err);
+	return forward(k, call, path, req, resp, 0, err);
+}
+
+int router_stop_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_stop_pod_sandbox, RT_PATH("StopPodSandbox"),
+			   err);
+}
+
+int router_remove_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			      ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_remove_pod_sandbox,
+			   RT_PATH("RemovePodSandbox"), err);
+}
+
+int router_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			      ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_pod_sandbox_status,
+			   RT_PATH("PodSandboxStatus"), err);
+}
+
+int router_create_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_create_container, RT_PATH("CreateContainer"),
+			   err);
+}
+
+int router_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			     ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_pod_sandbox_stats, RT_PATH("PodSandboxStats"),
+			   err);
+}
+
+int router_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_port_forward, RT_PATH("PortForward"), err);
+}
+
+int router_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_start_container, RT_PATH("StartContainer"),
+			   err);
+}
+
+int router_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_remove_container, RT_PATH("RemoveContainer"),
+			   err);
+}
+
+int router_container_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_container_status, RT_PATH("ContainerStatus"),
+			   err);
+}
+
+int router_update_container_resources(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				      ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_update_container_resources,
+			   RT_PATH("UpdateContainerResources"), err);
+}
+
+int router_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_reopen_container_log,
+			   RT_PATH("ReopenContainerLog"), err);
+}
+
+int router_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_exec, RT_PATH("Exec"), err);
+}
+
+int router_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		  ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_attach, RT_PATH("Attach"), err);
+}
+
+int router_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_container_stats, RT_PATH("ContainerStats"),
+			   err);
+}
+
+int router_checkpoint_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				ProtobufCMessage *resp, struct err *err)
+{
+	return route_by_id(svc, call, req, resp, cri_unimplemented, RT_PATH("CheckpointContainer"),
+			   err);
+}
 
 /* StopContainer waits out the grace period: the forwarded call's deadline allows for it. */
-ROUTER_HANDLER(stop_container)
+int router_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			  ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StopContainerRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -323,7 +411,8 @@ ROUTER_HANDLER(stop_container)
 }
 
 /* ExecSync runs as long as its own timeout (none, or one past it: a day at most). */
-ROUTER_HANDLER(exec_sync)
+int router_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		     ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ExecSyncRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -337,7 +426,8 @@ ROUTER_HANDLER(exec_sync)
 }
 
 /* The annotated pod runs in a cell; any other goes to the fallback as the kubelet sent it. */
-ROUTER_HANDLER(run_pod_sandbox)
+int router_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -348,39 +438,69 @@ ROUTER_HANDLER(run_pod_sandbox)
 	return forward(k, call, RT_PATH("RunPodSandbox"), req, resp, RUN_TIMEOUT_MS, err);
 }
 
-/* List methods: kiyot's items, then the fallback's (both get the same filter). With the
+/* A list method: kiyot's items, then the fallback's (both get the same filter). With the
  * fallback down the answer has kiyot's items only, so kiyot's pods keep being served. */
-#define MERGE_LIST(name, path, type, field)                                                        \
-	ROUTER_HANDLER(name)                                                                       \
-	{                                                                                          \
-		type *out = (void *)resp;                                                          \
-		type *fb = NULL;                                                                   \
-		struct kiyot *k = svc;                                                             \
-		struct err ferr = ERR_INIT;                                                        \
-		int ret = cri_##name(svc, call, req, resp, err);                                   \
-                                                                                                   \
-		if (ret < 0 || !k->router)                                                         \
-			return ret;                                                                \
-		if (forward_msg(k, call, path, req, resp->descriptor, 0, (ProtobufCMessage **)&fb, \
-				&ferr) < 0) {                                                      \
-			warn_partial(k->router, path, &ferr);                                      \
-			return 0;                                                                  \
-		}                                                                                  \
-		merge_items(call, (void ***)&out->field, &out->n_##field, (void **)fb->field,      \
-			    fb->n_##field);                                                        \
-		return 0;                                                                          \
+static int merge_list(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, rpc_handler *own, const char *path, const char *field,
+		      struct err *err)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, field);
+	ProtobufCMessage *fb = NULL;
+	struct kiyot *k = svc;
+	struct err ferr = ERR_INIT;
+	int ret = own(svc, call, req, resp, err);
+
+	if (ret < 0 || !k->router)
+		return ret;
+	if (forward_msg(k, call, path, req, resp->descriptor, 0, &fb, &ferr) < 0) {
+		warn_partial(k->router, path, &ferr);
+		return 0;
 	}
+	merge_items(call, (void ***)(void *)((char *)resp + f->offset),
+		    (size_t *)(void *)((char *)resp + f->quantifier_offset),
+		    *(void ***)(void *)((char *)fb + f->offset),
+		    *(size_t *)(void *)((char *)fb + f->quantifier_offset));
+	return 0;
+}
 
-MERGE_LIST(list_pod_sandbox, RT_PATH("ListPodSandbox"), Runtime__V1__ListPodSandboxResponse, items)
-MERGE_LIST(list_containers, RT_PATH("ListContainers"), Runtime__V1__ListContainersResponse,
-	   containers)
-MERGE_LIST(list_container_stats, RT_PATH("ListContainerStats"),
-	   Runtime__V1__ListContainerStatsResponse, stats)
-MERGE_LIST(list_pod_sandbox_stats, RT_PATH("ListPodSandboxStats"),
-	   Runtime__V1__ListPodSandboxStatsResponse, stats)
-MERGE_LIST(list_images, IMG_PATH("ListImages"), Runtime__V1__ListImagesResponse, images)
+int router_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			    ProtobufCMessage *resp, struct err *err)
+{
+	return merge_list(svc, call, req, resp, cri_list_pod_sandbox, RT_PATH("ListPodSandbox"),
+			  "items", err);
+}
 
-ROUTER_HANDLER(version)
+int router_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			   ProtobufCMessage *resp, struct err *err)
+{
+	return merge_list(svc, call, req, resp, cri_list_containers, RT_PATH("ListContainers"),
+			  "containers", err);
+}
+
+int router_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				ProtobufCMessage *resp, struct err *err)
+{
+	return merge_list(svc, call, req, resp, cri_list_container_stats,
+			  RT_PATH("ListContainerStats"), "stats", err);
+}
+
+int router_list_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				  ProtobufCMessage *resp, struct err *err)
+{
+	return merge_list(svc, call, req, resp, cri_list_pod_sandbox_stats,
+			  RT_PATH("ListPodSandboxStats"), "stats", err);
+}
+
+int router_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		       ProtobufCMessage *resp, struct err *err)
+{
+	return merge_list(svc, call, req, resp, cri_list_images, IMG_PATH("ListImages"), "images",
+			  err);
+}
+
+int router_version(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		   ProtobufCMessage *resp, struct err *err)
 {
 	return cri_version(svc, call, req, resp, err);
 }
@@ -391,7 +511,8 @@ ROUTER_HANDLER(version)
  * UNIMPLEMENTED, and so does kiyot then, so the kubelet goes by its own --cgroup-driver as it
  * would with that runtime alone.
  */
-ROUTER_HANDLER(runtime_config)
+int router_runtime_config(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			  ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 
@@ -401,7 +522,8 @@ ROUTER_HANDLER(runtime_config)
 }
 
 /* kiyot's events, with the fallback's relayed into the same hub (relay_main). */
-ROUTER_HANDLER(get_container_events)
+int router_get_container_events(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				ProtobufCMessage *resp, struct err *err)
 {
 	return cri_get_container_events(svc, call, req, resp, err);
 }
@@ -453,7 +575,8 @@ static void status_merge(struct kiyot *k, struct rpc_call *call, Runtime__V1__St
 	}
 }
 
-ROUTER_HANDLER(status)
+int router_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		  ProtobufCMessage *resp, struct err *err)
 {
 	Runtime__V1__StatusResponse *out = (void *)resp;
 	Runtime__V1__StatusResponse *fb = NULL;
@@ -478,7 +601,8 @@ ROUTER_HANDLER(status)
 }
 
 /* Both runtimes learn the node's pod CIDR (the fallback configures its CNI from it). */
-ROUTER_HANDLER(update_runtime_config)
+int router_update_runtime_config(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				 ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 	int ret = cri_update_runtime_config(svc, call, req, resp, err);
@@ -490,7 +614,8 @@ ROUTER_HANDLER(update_runtime_config)
 
 /* Pulls for a Kiyot pod happen in its cell, whatever the image name; others (and pulls with
  * no pod) are the node's, in the fallback. */
-ROUTER_HANDLER(pull_image)
+int router_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		      ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__PullImageRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -507,7 +632,8 @@ ROUTER_HANDLER(pull_image)
 
 /* The kubelet copies the pod's annotations into the ImageSpec it asks about; without the
  * target-runtime annotation the question is about the node's images. */
-ROUTER_HANDLER(image_status)
+int router_image_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__ImageStatusRequest *r = (const void *)req;
 	struct kiyot *k = svc;
@@ -520,7 +646,8 @@ ROUTER_HANDLER(image_status)
 
 /* An image may be known to both runtimes (the merged ListImages shows both): both forget it.
  * An image the fallback does not have is not an error. */
-ROUTER_HANDLER(remove_image)
+int router_remove_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 	int ret = cri_remove_image(svc, call, req, resp, err);
@@ -536,7 +663,8 @@ ROUTER_HANDLER(remove_image)
 }
 
 /* The node's image disk is the fallback's; with the fallback down, kiyot's answer. */
-ROUTER_HANDLER(image_fs_info)
+int router_image_fs_info(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 	struct err ferr = ERR_INIT;
@@ -550,7 +678,8 @@ ROUTER_HANDLER(image_fs_info)
 }
 
 /* Methods kiyot does not serve: the fallback's answer when there is one. */
-ROUTER_HANDLER(list_metric_descriptors)
+int router_list_metric_descriptors(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				   ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 
@@ -559,7 +688,8 @@ ROUTER_HANDLER(list_metric_descriptors)
 	return forward(k, call, RT_PATH("ListMetricDescriptors"), req, resp, 0, err);
 }
 
-ROUTER_HANDLER(list_pod_sandbox_metrics)
+int router_list_pod_sandbox_metrics(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+				    ProtobufCMessage *resp, struct err *err)
 {
 	struct kiyot *k = svc;
 

@@ -32,43 +32,39 @@ void router_close(struct kiyot *k);
 int router_wants_kiyot(void **annotations, size_t n);
 
 /* Handlers for cri_table.c: one per CRI method. */
-#define ROUTER_HANDLER(name)                                                                       \
-	int router_##name(void *svc, struct rpc_call *call, const ProtobufCMessage *req,           \
-			  ProtobufCMessage *resp, struct err *err)
-
-ROUTER_HANDLER(version);
-ROUTER_HANDLER(run_pod_sandbox);
-ROUTER_HANDLER(stop_pod_sandbox);
-ROUTER_HANDLER(remove_pod_sandbox);
-ROUTER_HANDLER(pod_sandbox_status);
-ROUTER_HANDLER(list_pod_sandbox);
-ROUTER_HANDLER(create_container);
-ROUTER_HANDLER(start_container);
-ROUTER_HANDLER(stop_container);
-ROUTER_HANDLER(remove_container);
-ROUTER_HANDLER(list_containers);
-ROUTER_HANDLER(container_status);
-ROUTER_HANDLER(update_container_resources);
-ROUTER_HANDLER(reopen_container_log);
-ROUTER_HANDLER(exec_sync);
-ROUTER_HANDLER(exec);
-ROUTER_HANDLER(attach);
-ROUTER_HANDLER(port_forward);
-ROUTER_HANDLER(container_stats);
-ROUTER_HANDLER(list_container_stats);
-ROUTER_HANDLER(pod_sandbox_stats);
-ROUTER_HANDLER(list_pod_sandbox_stats);
-ROUTER_HANDLER(update_runtime_config);
-ROUTER_HANDLER(status);
-ROUTER_HANDLER(checkpoint_container);
-ROUTER_HANDLER(get_container_events);
-ROUTER_HANDLER(list_metric_descriptors);
-ROUTER_HANDLER(list_pod_sandbox_metrics);
-ROUTER_HANDLER(runtime_config);
-ROUTER_HANDLER(list_images);
-ROUTER_HANDLER(image_status);
-ROUTER_HANDLER(pull_image);
-ROUTER_HANDLER(remove_image);
-ROUTER_HANDLER(image_fs_info);
+rpc_handler router_version;
+rpc_handler router_run_pod_sandbox;
+rpc_handler router_stop_pod_sandbox;
+rpc_handler router_remove_pod_sandbox;
+rpc_handler router_pod_sandbox_status;
+rpc_handler router_list_pod_sandbox;
+rpc_handler router_create_container;
+rpc_handler router_start_container;
+rpc_handler router_stop_container;
+rpc_handler router_remove_container;
+rpc_handler router_list_containers;
+rpc_handler router_container_status;
+rpc_handler router_update_container_resources;
+rpc_handler router_reopen_container_log;
+rpc_handler router_exec_sync;
+rpc_handler router_exec;
+rpc_handler router_attach;
+rpc_handler router_port_forward;
+rpc_handler router_container_stats;
+rpc_handler router_list_container_stats;
+rpc_handler router_pod_sandbox_stats;
+rpc_handler router_list_pod_sandbox_stats;
+rpc_handler router_update_runtime_config;
+rpc_handler router_status;
+rpc_handler router_checkpoint_container;
+rpc_handler router_get_container_events;
+rpc_handler router_list_metric_descriptors;
+rpc_handler router_list_pod_sandbox_metrics;
+rpc_handler router_runtime_config;
+rpc_handler router_list_images;
+rpc_handler router_image_status;
+rpc_handler router_pull_image;
+rpc_handler router_remove_image;
+rpc_handler router_image_fs_info;
 
 #endif
