@@ -275,6 +275,23 @@ static void drip_stop(struct drip *d)
 	free(d);
 }
 
+/* Waits up to 10 s until the registry holds n layer connections at once (a loaded machine
+ * may take a while to start a puller); returns how many it holds. */
+static int drip_wait_open(struct drip *d, int n)
+{
+	int64_t end = clock_mono_ns() + 10000000000LL;
+	int open;
+
+	pthread_mutex_lock(&d->mu);
+	while ((open = d->open) < n && clock_mono_ns() < end) {
+		pthread_mutex_unlock(&d->mu);
+		usleep(10 * 1000);
+		pthread_mutex_lock(&d->mu);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return open;
+}
+
 /* Waits up to 5 s until the registry holds no layer connection; returns how many it holds. */
 static int drip_wait_closed(struct drip *d)
 {
@@ -476,8 +493,7 @@ static void test_pull_limits__a_cancelled_caller_stops_the_transfer(void **state
 	policy(1024, 30, 600, 1024, 8, 4);
 	f->rc = rc_for(d, NULL);
 	puller_start(&p, d, f->rc, NULL, f->dir, 0);
-	usleep(500 * 1000);
-	assert_int_equal(d->open, 1);
+	assert_int_equal(drip_wait_open(d, 1), 1);
 	t0 = clock_mono_ns();
 	atomic_store(&p.cancel, true);
 	pthread_join(p.t, NULL);
@@ -529,7 +545,7 @@ static void test_pull_limits__waiting_for_a_slot_ends_with_the_caller(void **sta
 	policy(1024, 30, 600, 1024, 1, 1);
 	f->rc = rc_for(d, NULL);
 	puller_start(&busy, d, f->rc, NULL, f->dir, 0);
-	usleep(300 * 1000);
+	assert_int_equal(drip_wait_open(d, 1), 1);
 	puller_start(&waiting, d, f->rc, NULL, f->dir, 1);
 	usleep(300 * 1000);
 	assert_int_equal(d->served + d->open, 1); /* the second never connected */
@@ -560,8 +576,7 @@ static void test_pull_limits__a_cancelled_pull_does_not_fail_those_waiting_for_i
 	f->rc = rc_for(d, NULL);
 	assert_int_equal(image_store_new(root, f->rc, &store, &err), 0);
 	puller_start(&first, d, f->rc, store, f->dir, 0);
-	usleep(250 * 1000);
-	assert_int_equal(d->open, 1);
+	assert_int_equal(drip_wait_open(d, 1), 1);
 	puller_start(&second, d, f->rc, store, f->dir, 1);
 	usleep(100 * 1000);
 	atomic_store(&first.cancel, true);
@@ -589,7 +604,7 @@ static void test_pull_limits__a_pull_everyone_left_stops(void **state)
 	f->rc = rc_for(d, NULL);
 	assert_int_equal(image_store_new(root, f->rc, &store, &err), 0);
 	puller_start(&p[0], d, f->rc, store, f->dir, 0);
-	usleep(250 * 1000);
+	assert_int_equal(drip_wait_open(d, 1), 1);
 	puller_start(&p[1], d, f->rc, store, f->dir, 1);
 	usleep(100 * 1000);
 	atomic_store(&p[1].cancel, true);
