@@ -31,6 +31,10 @@
 #include "rpc.h"
 #include "xalloc.h"
 
+/* How long a start waits for the socket's lock, and how often it looks. */
+#define LOCK_WAIT_MS 3000
+#define LOCK_POLL_MS 20
+
 static void usage(FILE *f)
 {
 	fputs("usage: kiyot <command> [options]\n"
@@ -84,7 +88,9 @@ static void set(char **dst, const char *v)
 }
 
 /* Holds an exclusive lock next to the socket, so a second server cannot steal it (gRPC
- * unlinks an existing socket when it binds). */
+ * unlinks an existing socket when it binds). A kiyot killed while it forks a child (a cell's
+ * agent, iptables) leaves the lock with that child until it executes its program: a start
+ * right after such a crash waits that moment out (LOCK_WAIT_MS at most). */
 static int lock_socket(const char *socket, struct err *err)
 {
 	_cleanup_free_ char *lock = xasprintf("%s.lock", socket);
@@ -92,10 +98,13 @@ static int lock_socket(const char *socket, struct err *err)
 
 	if (fd < 0)
 		return err_errno(err, "open %s", lock);
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		close(fd);
-		return err_set(err, EADDRINUSE, "another kiyot serves %s (lock %s is held)", socket,
-			       lock);
+	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += LOCK_POLL_MS) {
+		if (waited >= LOCK_WAIT_MS) {
+			close(fd);
+			return err_set(err, EADDRINUSE, "another kiyot serves %s (lock %s is held)",
+				       socket, lock);
+		}
+		usleep(LOCK_POLL_MS * 1000);
 	}
 	return fd; /* held for the life of the process */
 }
