@@ -17,6 +17,8 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
      port-forward throughput through one connection (kiyot port-forward as the client of both)
   9. kiyot's memory under mutated CRI requests, 10. 1000 CRI calls at once next to that
      containerd, 11. Version while 100 pulls stall (bench/load.py)
+ 12. kill -9 of kiyot during 50 starts, repeated 10 times: duplicate agents, orphans, failed
+     retries (bench/crash.py)
      (6 is bench/volumes, a program of its own)
 
 bench/run.sh is the entry point (root, one run at a time). Exit status: 0 when every figure
@@ -46,6 +48,7 @@ sys.path.insert(0, os.path.join(REPO, "test", "integration"))
 sys.path.insert(0, HERE)
 
 import containerd  # noqa: E402
+import crash  # noqa: E402
 import harness  # noqa: E402
 import load  # noqa: E402
 import streamclient  # noqa: E402
@@ -1034,6 +1037,7 @@ class Bench:
         if st and st["kiyot"]["exec"]:
             self.report_streaming(st)
         load.report(r)
+        crash.report(r)
         if self.failed:
             print()
             for f in self.failed:
@@ -1312,7 +1316,8 @@ def main():
                                 lambda: load.section_fuzz_memory(b)),
                                (("10",), "1000 calls at once", lambda: load.section_burst(b)),
                                (("11",), "Version while pulls stall",
-                                lambda: load.section_stalled_pulls(b))):
+                                lambda: load.section_stalled_pulls(b)),
+                               (("12",), "kill -9 during starts", lambda: crash.bench(b))):
             if not only or only & set(nums):
                 b.section(name, fn)
         b.report()

@@ -55,6 +55,15 @@ def _proc_netns(pid):
         return None
 
 
+def _tail(path, n):
+    """The last n lines of a file, without their newlines."""
+    try:
+        with open(path, errors="replace") as f:
+            return [line.rstrip("\n") for line in f.readlines()[-n:]]
+    except OSError:
+        return []
+
+
 def bridge_veths():
     """The host ends of the veths on the suite's bridge."""
     out = sh("ip", "-j", "link", "show", "master", BRIDGE, check=False, quiet=True)
@@ -171,7 +180,11 @@ class CrashRound:
         self.env.kill_kiyot()  # closes the client: the calls in flight end
         for th in threads:
             th.join(T_CALL)
-        self.t.c = self.env.start_kiyot()
+        try:
+            self.t.c = self.env.start_kiyot()
+        except Exception as e:
+            raise RuntimeError("kiyot did not start again after the kill: %s; its log ends: %s"
+                               % (e, " | ".join(_tail(self.env.kiyot_log, 8)))) from None
         log("crash round %s: kiyot killed with %d of %d cells recorded with an agent; "
             "%d calls had answered" % (self.tag, self.killed_with[0], self.killed_with[1],
                                        sum(v[0] == "ok" for v in self.first.values())))
@@ -263,6 +276,7 @@ class CrashRound:
         answered); returns the failures."""
         pb = self.pb
         errors = []
+        self.env.ensure()  # kiyot again, should the round have failed with it down
         for pod, name, _, _ in self.sandboxes():
             try:
                 self.env.client.runtime.StopPodSandbox(
