@@ -5,9 +5,10 @@
  * <root>/<id>, <state_dir>/<id>), so teardown finds leftovers even without a record. A cell's
  * Ethernet address follows from its IP, and the bridge lets it send only as itself
  * (cellguard.h): the rules of every cell holding an address are written at start, when a cell
- * is built and when one goes.
+ * is built and when one goes. A cell's network is made by provider_local_net.c, and taken
+ * down with the rest of it by provider_local_teardown.c.
  */
-#include "providers/provider.h"
+#include "provider_local_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,72 +41,10 @@
 #include "proc.h"
 #include "xalloc.h"
 
-#define DEFAULT_STATE_DIR "/run/kiyot/cells"
-#define DEFAULT_BRIDGE "kiyot0"
-#define DEFAULT_CIDR "10.77.0.0/16"
-#define DEFAULT_CGROUP_ROOT "kiyot"
-#define MOUNTINFO_MAX (8 * 1024 * 1024)
-#define PIDS_MAX "4096"
-#define CPU_PERIOD_US 100000
-/* How long teardown keeps killing a cell's processes before giving up on a controller. */
-#define KILL_TIMEOUT_MS 5000
-/* Writes of the anti-spoofing rules before giving up, and the pause before the nth retry. */
-#define SPOOF_ATTEMPTS 4
-#define SPOOF_RETRY_MS 20
-/* Retries while a veth name of a just-deleted cell is still held by the kernel. */
-#define VETH_RETRIES 50
-/* inotify for the cells' agents (provider_local_inotify_need): cells counted at most, the
- * watches of one cell (one per unit), and what the node's other root processes keep (the
- * kernel's default instances, its smallest default watches) */
-#define INOTIFY_CELLS_MAX 65536L
-#define INOTIFY_WATCHES_PER_CELL 32L
-#define INOTIFY_NODE_INSTANCES 128L
-#define INOTIFY_NODE_WATCHES 8192L
-#define AGENT_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-/* The agent's state directory in its cell's (where it holds its lock, PIDLOCK_AGENT_FILE) */
-#define AGENT_DIR "agent"
-
-/* The OCI runtime makes each unit a cgroup in every v1 hierarchy (devices, freezer, cpuset,
- * ...), under the cell's path: remove the cell's subtree from all of them, not only from the
- * controllers the cell was given. Symlinked hierarchies (cpu,cpuacct) are the same tree. */
-static void remove_all_hierarchies(const char *rel, const char *id, struct err *first);
-
-/* The controllers a cell gets, in the order they are joined. */
-static const char *const cell_controllers[] = { "memory", "cpu", "pids" };
-#define NCTRL ARRAY_SIZE(cell_controllers)
-
-/* A cell's address, held while the cell exists so no other cell gets it. */
-struct local_lease {
-	char id[CELLNET_ID_MAX + 1];
-	uint32_t ip;
-};
-
-struct local_provider {
-	char *state_dir;
-	char *bridge;
-	char *agent_path;
-	char *cgroup_root;
-	char *cluster_id;
-	char *node_images; /* "" when the agents pull every image themselves */
-	struct cellnet_cidr cidr;
-
-	pthread_mutex_t guard_lock; /* one writer of the anti-spoofing rules at a time */
-	pthread_mutex_t lock;	    /* guards everything below */
-	pthread_cond_t idle;	    /* signalled when an id leaves busy */
-	struct local_lease *leases;
-	size_t nleases, leases_cap;
-	char **busy; /* ids being launched or terminated */
-	size_t nbusy, busy_cap;
-	uint32_t hint;	  /* where the next address search starts */
-	int bridge_index; /* the bridge as last set up, 0 until then */
-};
-
-/* The node's network namespace by name, for host-network units of local cells. Not under the
- * cells' prefix: tools that clean up cells by their netns must never take it for one. */
-#define NODE_NETNS CELLNET_NETNS_DIR "/kiyotnode"
+const char *const cell_controllers[NCTRL] = { "memory", "cpu", "pids" };
 
 /* "<state_dir>/<id>[/<file>]", newly allocated. */
-static char *cell_path(const struct local_provider *p, const char *id, const char *file)
+char *local_cell_path(const struct local_provider *p, const char *id, const char *file)
 {
 	if (file)
 		return xasprintf("%s/%s/%s", p->state_dir, id, file);
@@ -113,10 +52,10 @@ static char *cell_path(const struct local_provider *p, const char *id, const cha
 }
 
 /* The record of cell id in the state directory; -ENOENT when there is none. */
-static int record_load(const struct local_provider *p, const char *id, struct cell_record *out,
-		       struct err *err)
+int local_record_load(const struct local_provider *p, const char *id, struct cell_record *out,
+		      struct err *err)
 {
-	_cleanup_free_ char *dir = cell_path(p, id, NULL);
+	_cleanup_free_ char *dir = local_cell_path(p, id, NULL);
 
 	return cell_record_load(dir, id, out, err);
 }
@@ -124,19 +63,19 @@ static int record_load(const struct local_provider *p, const char *id, struct ce
 /* Writes r into its cell's state directory. */
 static int record_save(const struct local_provider *p, const struct cell_record *r, struct err *err)
 {
-	_cleanup_free_ char *dir = cell_path(p, r->cell_id, NULL);
+	_cleanup_free_ char *dir = local_cell_path(p, r->cell_id, NULL);
 
 	return cell_record_save(dir, r, err);
 }
 
 /* "/run/netns/kiyot-<id>", newly allocated. */
-static char *netns_path(const char *id)
+char *local_netns_path(const char *id)
 {
 	return xasprintf("%s/%s%s", CELLNET_NETNS_DIR, CELLNET_NETNS_PREFIX, id);
 }
 
 /* "<cgroup_root>/<id>", newly allocated. */
-static char *cgroup_rel(const struct local_provider *p, const char *id)
+char *local_cgroup_rel(const struct local_provider *p, const char *id)
 {
 	return xasprintf("%s/%s", p->cgroup_root, id);
 }
@@ -144,7 +83,7 @@ static char *cgroup_rel(const struct local_provider *p, const char *id)
 /* "<state_dir>/<id>/agent/agent.lock": the lock the cell's agent holds for its life. */
 static char *agent_lock_path(const struct local_provider *p, const char *id)
 {
-	return cell_path(p, id, AGENT_DIR "/" PIDLOCK_AGENT_FILE);
+	return local_cell_path(p, id, AGENT_DIR "/" PIDLOCK_AGENT_FILE);
 }
 
 /* The pid of the agent that holds cell id's lock, whether or not its record names it; -1 when
@@ -164,7 +103,7 @@ static long agent_holder(const struct local_provider *p, const char *id)
 }
 
 /* Kills the agent holding cell id's lock, if one does. */
-static void agent_kill_holder(const struct local_provider *p, const char *id)
+void local_agent_kill_holder(const struct local_provider *p, const char *id)
 {
 	long pid = agent_holder(p, id);
 
@@ -247,7 +186,7 @@ static void lease_add_locked(struct local_provider *p, const char *id, uint32_t 
 }
 
 /* Drops id's address, if it holds one. */
-static void lease_drop(struct local_provider *p, const char *id)
+void local_lease_drop(struct local_provider *p, const char *id)
 {
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->nleases; i++) {
@@ -278,396 +217,13 @@ static int lease_take(struct local_provider *p, const char *id, uint32_t *ip, st
 	return ret;
 }
 
-/* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
- * time, each taking the leases as they are when its turn comes, so the last rules written
- * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
- * table at the same moment makes it fail (a rule it read is gone when it deletes it), so a
- * failed write is tried again from a fresh read. */
-static int spoof_sync(struct local_provider *p, struct err *err)
-{
-	_cleanup_free_ struct cellguard_cell *cells = NULL;
-	size_t n;
-	int ret;
-
-	pthread_mutex_lock(&p->guard_lock);
-	pthread_mutex_lock(&p->lock);
-	n = p->nleases;
-	cells = xcalloc(n + 1, sizeof(*cells));
-	for (size_t i = 0; i < n; i++) {
-		cellnet_veth_name(p->leases[i].id, cells[i].veth, sizeof(cells[i].veth));
-		cells[i].ip = p->leases[i].ip;
-	}
-	pthread_mutex_unlock(&p->lock);
-	for (int attempt = 1;; attempt++) {
-		struct timespec pause = { 0, attempt * SPOOF_RETRY_MS * 1000000L };
-
-		ret = cellguard_spoof_sync(&p->cidr, cells, n, err);
-		if (ret == 0 || attempt == SPOOF_ATTEMPTS)
-			break;
-		log_warn("local provider: %s; writing them again", err->msg);
-		err_clear(err);
-		nanosleep(&pause, NULL);
-	}
-	pthread_mutex_unlock(&p->guard_lock);
-	return ret;
-}
-
-/* Decodes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape_octal(char *s)
-{
-	char *w = s;
-
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = '\0';
-}
-
-/* Longer paths first, so nested mounts go before their parents. */
-static int cmp_len_desc(const void *a, const void *b)
-{
-	size_t x = strlen(*(char *const *)a), y = strlen(*(char *const *)b);
-
-	return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* Detaches every mount at or below dir (the agent's overlay mounts of its units), deepest
- * first. */
-static int unmount_below(const char *dir, struct err *err)
-{
-	_cleanup_free_ char *data = NULL;
-	char **points = NULL;
-	size_t n = 0, cap = 0, dlen = strlen(dir);
-	char *line, *next;
-	int ret = 0;
-
-	if (fs_read_file("/proc/self/mountinfo", MOUNTINFO_MAX, &data, NULL, err) < 0)
-		return -err->code;
-	for (line = data; line && *line; line = next) {
-		char *f = line, *end;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		for (int i = 0; i < 4 && f; i++) {
-			f = strchr(f, ' ');
-			if (f)
-				f++;
-		}
-		if (!f)
-			continue;
-		end = strchr(f, ' ');
-		if (end)
-			*end = '\0';
-		unescape_octal(f);
-		if (strncmp(f, dir, dlen) || (f[dlen] != '/' && f[dlen] != '\0'))
-			continue;
-		xgrow((void **)&points, &cap, n + 1, sizeof(*points));
-		points[n++] = f;
-	}
-	if (n > 1)
-		qsort(points, n, sizeof(*points), cmp_len_desc);
-	for (size_t i = 0; i < n; i++) {
-		if (umount2(points[i], MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT &&
-		    ret == 0)
-			ret = err_errno(err, "unmount %s", points[i]);
-	}
-	free(points);
-	return ret;
-}
-
-/* Keeps the first error of a best-effort sequence in *first and logs the later ones. */
-static void keep_first(struct err *first, struct err *e, const char *cell_id)
-{
-	if (!e->code)
-		return;
-	if (!first->code)
-		*first = *e;
-	else
-		log_warn("local provider: cell %s teardown: %s", cell_id, e->msg);
-	err_clear(e);
-}
-
-static void remove_all_hierarchies(const char *rel, const char *id, struct err *first)
-{
-	DIR *d = opendir("/sys/fs/cgroup");
-	struct dirent *de;
-	struct err e = ERR_INIT;
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
-		    strcmp(de->d_name, "unified") == 0)
-			continue;
-		if (cgroup_remove_tree(de->d_name, rel, &e) < 0)
-			keep_first(first, &e, id);
-	}
-	closedir(d);
-}
-
-/* Removes everything a cell may own, whether or not launch finished: processes, mounts,
- * cgroups, veth, netns, state directory. Every step runs even if an earlier one failed;
- * returns the first failure. */
-static int cell_teardown(struct local_provider *p, const char *id, struct err *err)
-{
-	_cleanup_free_ char *dir = cell_path(p, id, NULL);
-	_cleanup_free_ char *ns = netns_path(id);
-	_cleanup_free_ char *rel = cgroup_rel(p, id);
-	struct err first = ERR_INIT, e = ERR_INIT;
-	char veth[CELLNET_IFNAME_SIZE];
-	struct cell_record r = { 0 };
-	int nl, had_ns;
-
-	if (record_load(p, id, &r, &e) == 0 && cell_record_agent_alive(&r))
-		kill((pid_t)r.agent_pid, SIGKILL);
-	cell_record_release(&r);
-	err_clear(&e);
-	agent_kill_holder(p, id); /* an agent the record does not name (a crash before it did) */
-	for (size_t i = 0; i < NCTRL; i++) {
-		if (cgroup_kill_tree(cell_controllers[i], rel, KILL_TIMEOUT_MS, &e) < 0)
-			keep_first(&first, &e, id);
-	}
-	if (unmount_below(dir, &e) < 0)
-		keep_first(&first, &e, id);
-	if (cellnat_hostports_clear(id, &e) < 0)
-		keep_first(&first, &e, id);
-	remove_all_hierarchies(rel, id, &first);
-	/* Releasing the netns makes the kernel destroy the veth pair in the background, which
-	 * costs the caller ~1 ms where RTM_DELLINK waits 10-50 ms for an RCU grace period. The
-	 * host name may linger for a moment; launch deletes such a stale link. Only a veth whose
-	 * netns is already gone is deleted here. */
-	had_ns = fs_exists(ns);
-	if (nl_netns_delete(ns, &e) < 0)
-		keep_first(&first, &e, id);
-	if (!had_ns) {
-		cellnet_veth_name(id, veth, sizeof(veth));
-		nl = nl_open(-1, &e);
-		if (nl >= 0) {
-			nl_link_delete(nl, veth, &e);
-			close(nl);
-		}
-		keep_first(&first, &e, id);
-	}
-	if (fs_remove_tree(dir, &e) < 0)
-		keep_first(&first, &e, id);
-	lease_drop(p, id);
-	if (spoof_sync(p, &e) < 0)
-		keep_first(&first, &e, id);
-	if (first.code) {
-		*err = first;
-		return err_wrap(err, "cell %s: teardown incomplete, retry terminate", id);
-	}
-	return 0;
-}
-
-/* Makes sure the bridge exists with the gateway address and is up. Skips the work when the
- * bridge found is the one set up last time. */
-static int bridge_ensure(struct local_provider *p, int nl, struct err *err)
-{
-	int index = nl_link_index(nl, p->bridge, err);
-
-	if (index == -ENODEV) {
-		err_clear(err);
-		if (nl_bridge_create(nl, p->bridge, err) < 0 && err->code != EEXIST)
-			return -err->code;
-		err_clear(err);
-		index = nl_link_index(nl, p->bridge, err);
-	}
-	if (index < 0)
-		return err_wrap(err, "bridge %s", p->bridge);
-	pthread_mutex_lock(&p->lock);
-	if (p->bridge_index == index) {
-		pthread_mutex_unlock(&p->lock);
-		return index;
-	}
-	pthread_mutex_unlock(&p->lock);
-	if (nl_addr_add(nl, index, cellnet_gateway(&p->cidr), p->cidr.prefix, err) < 0) {
-		if (err->code != EEXIST)
-			return err_wrap(err, "bridge %s", p->bridge);
-		err_clear(err);
-	}
-	if (nl_link_up(nl, index, err) < 0)
-		return err_wrap(err, "bridge %s", p->bridge);
-	pthread_mutex_lock(&p->lock);
-	p->bridge_index = index;
-	pthread_mutex_unlock(&p->lock);
-	return index;
-}
-
-/* Creates the veth with its peer as eth0 in the cell's netns. A host name still held by a
- * stale link (a cell whose netns the kernel is still freeing) is deleted and retried. */
-static int veth_create(int nl, const char *veth, int bridge, int ns_fd, struct err *err)
-{
-	struct timespec pause = { 0, 10 * 1000000 };
-
-	for (int attempt = 0;; attempt++) {
-		int ret = nl_veth_create(nl, veth, bridge, "eth0", ns_fd, err);
-
-		if (ret != -EEXIST || attempt >= VETH_RETRIES)
-			return ret;
-		err_clear(err);
-		if (nl_link_delete(nl, veth, err) < 0)
-			return -err->code;
-		if (attempt)
-			nanosleep(&pause, NULL);
-	}
-}
-
-/* A step of cell_net_configure that finds its work done already is not an error. */
-static int done_or_exists(int ret, struct err *err)
-{
-	if (ret == -EEXIST) {
-		err_clear(err);
-		return 0;
-	}
-	return ret;
-}
-
-/* Inside the cell: lo up, eth0 with the cell's Ethernet and IP addresses, default route via
- * the bridge. Each step may have been done already (a cell whose making a crash cut short). */
-static int cell_net_configure(const struct local_provider *p, int ns_fd, uint32_t ip,
-			      struct err *err)
-{
-	_cleanup_close_ int nl = nl_open(ns_fd, err);
-	uint8_t mac[6];
-	int lo, eth0;
-
-	if (nl < 0)
-		return nl;
-	lo = nl_link_index(nl, "lo", err);
-	if (lo < 0 || nl_link_up(nl, lo, err) < 0)
-		return -err->code;
-	eth0 = nl_link_index(nl, "eth0", err);
-	if (eth0 < 0)
-		return eth0;
-	cellnet_mac(ip, mac);
-	if (nl_link_set_mac(nl, eth0, mac, err) < 0 ||
-	    done_or_exists(nl_addr_add(nl, eth0, ip, p->cidr.prefix, err), err) < 0 ||
-	    nl_link_up(nl, eth0, err) < 0)
-		return -err->code;
-	return done_or_exists(nl_route_add_default(nl, eth0, cellnet_gateway(&p->cidr), err), err);
-}
-
-/* Hairpin mode on the cell's bridge port. With bridge netfilter (br_netfilter, on most
- * Kubernetes nodes) a cell calling its own hostPort or Service through the node is DNATed
- * while being bridged, and the bridge must send the frame back out the port it came in by. */
-static void hairpin_on(const char *veth)
-{
-	_cleanup_free_ char *path = xasprintf("/sys/class/net/%s/brport/hairpin_mode", veth);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	if (fd < 0 || write(fd, "1", 1) != 1)
-		log_warn("local provider: %s: %s; a cell cannot reach itself through the node",
-			 path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-}
-
-/* Whether the cell's veth is whole: its host end on the bridge and eth0 in the cell's netns. */
-static bool veth_whole(const struct local_provider *p, int nl, const char *veth, int ns_fd)
-{
-	_cleanup_free_ char *master = xasprintf("/sys/class/net/%s/master", veth);
-	_cleanup_close_ int cell_nl = -1;
-	struct err e = ERR_INIT;
-	char target[PATH_MAX];
-	ssize_t n = readlink(master, target, sizeof(target) - 1);
-	const char *base;
-
-	if (n <= 0 || nl_link_index(nl, veth, &e) < 0)
-		return false;
-	target[n] = '\0';
-	base = strrchr(target, '/');
-	if (strcmp(base ? base + 1 : target, p->bridge) != 0)
-		return false;
-	cell_nl = nl_open(ns_fd, &e);
-	return cell_nl >= 0 && nl_link_index(cell_nl, "eth0", &e) >= 0;
-}
-
-/* Everything of the cell's network but the netns itself, in the netns ns_fd: the veth on the
- * bridge (made again when either end is missing or the host end is not on the bridge), the
- * cell side configured, the bridge's rules letting it send only as itself (before anything
- * runs in it), hairpin mode. Whatever of it exists already stays as it is. */
-static int cell_net_setup(struct local_provider *p, const char *id, uint32_t ip, int ns_fd,
-			  struct err *err)
-{
-	_cleanup_close_ int nl = nl_open(-1, err);
-	char veth[CELLNET_IFNAME_SIZE];
-	int bridge, host;
-
-	if (nl < 0)
-		return nl;
-	bridge = bridge_ensure(p, nl, err);
-	if (bridge < 0)
-		return bridge;
-	cellnet_veth_name(id, veth, sizeof(veth));
-	if (!veth_whole(p, nl, veth, ns_fd) && veth_create(nl, veth, bridge, ns_fd, err) < 0)
-		return -err->code;
-	host = nl_link_index(nl, veth, err);
-	if (host < 0 || nl_link_up(nl, host, err) < 0 ||
-	    cell_net_configure(p, ns_fd, ip, err) < 0 || spoof_sync(p, err) < 0)
-		return -err->code;
-	hairpin_on(veth);
-	return 0;
-}
-
-/* The cell's network: a fresh netns (replacing a stale one) and cell_net_setup. Returns an fd
- * of the netns for the agent to join. */
-static int cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err)
-{
-	_cleanup_free_ char *ns = netns_path(id);
-	int ns_fd;
-
-	if (fs_exists(ns) && nl_netns_delete(ns, err) < 0)
-		return -err->code;
-	ns_fd = nl_netns_create(ns, err);
-	if (ns_fd < 0)
-		return ns_fd;
-	if (cell_net_setup(p, id, ip, ns_fd, err) < 0) {
-		close(ns_fd);
-		return -err->code;
-	}
-	return ns_fd;
-}
-
-/* The network of a cell that exists, made whole where a crash (or anyone) left it short: the
- * same result as cell_net_create, in the netns the cell has, so what runs in it keeps its
- * namespace. Returns an fd of the netns; -ENOENT when there is none (the cell must be made
- * again). */
-static int cell_net_repair(struct local_provider *p, const char *id, const char *ipstr,
-			   struct err *err)
-{
-	_cleanup_free_ char *ns = netns_path(id);
-	uint32_t ip;
-	int ns_fd;
-
-	if (cellnet_parse_ip(ipstr, &ip, err) < 0)
-		return -err->code;
-	if (!nl_netns_is_mounted(ns))
-		return err_set(err, ENOENT, "it has no network namespace %s", ns);
-	ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
-	if (ns_fd < 0)
-		return err_errno(err, "open %s", ns);
-	if (cell_net_setup(p, id, ip, ns_fd, err) < 0) {
-		close(ns_fd);
-		return err_wrap(err, "repairing its network");
-	}
-	return ns_fd;
-}
-
 /* Creates the cell's cgroups with the instance type's limits. A controller that is not
  * mounted is skipped with a warning; the rest must work. Fills joined[] with the cgroup.procs
  * paths the agent must join (NULL for skipped controllers). */
 static int cell_cgroups_create(const struct local_provider *p, const struct cell_spec *spec,
 			       char *joined[NCTRL], struct err *err)
 {
-	_cleanup_free_ char *rel = cgroup_rel(p, spec->cell_id);
+	_cleanup_free_ char *rel = local_cgroup_rel(p, spec->cell_id);
 	char value[32];
 
 	for (size_t i = 0; i < NCTRL; i++) {
@@ -715,7 +271,7 @@ static char *bootstrap_for_cell(const struct local_provider *p, const struct cel
 		return xstrdup(spec->bootstrap ? spec->bootstrap : "{}"); /* the agent reports it */
 	}
 	if (!json_object_get(doc, "state_dir")) {
-		_cleanup_free_ char *dir = cell_path(p, spec->cell_id, AGENT_DIR);
+		_cleanup_free_ char *dir = local_cell_path(p, spec->cell_id, AGENT_DIR);
 
 		json_object_set_new(doc, "state_dir", json_string(dir));
 	}
@@ -736,8 +292,8 @@ static char *bootstrap_for_cell(const struct local_provider *p, const struct cel
 static pid_t cell_agent_start(const struct local_provider *p, const struct cell_spec *spec,
 			      int ns_fd, char *cgroup_procs[NCTRL], struct err *err)
 {
-	_cleanup_free_ char *boot = cell_path(p, spec->cell_id, "bootstrap.json");
-	_cleanup_free_ char *logp = cell_path(p, spec->cell_id, "agent.log");
+	_cleanup_free_ char *boot = local_cell_path(p, spec->cell_id, "bootstrap.json");
+	_cleanup_free_ char *logp = local_cell_path(p, spec->cell_id, "agent.log");
 	_cleanup_free_ char *doc = bootstrap_for_cell(p, spec);
 	char *argv[] = { p->agent_path, (char *)"--bootstrap", boot, NULL };
 	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
@@ -759,7 +315,7 @@ static void undo_launch(struct local_provider *p, const char *id)
 {
 	struct err undo = ERR_INIT;
 
-	if (cell_teardown(p, id, &undo) < 0)
+	if (local_cell_teardown(p, id, &undo) < 0)
 		log_warn("local provider: undoing failed launch: %s", undo.msg);
 }
 
@@ -768,7 +324,7 @@ static void undo_launch(struct local_provider *p, const char *id)
 static int cell_build(struct local_provider *p, const struct cell_spec *spec, struct cell_info *out,
 		      struct err *err)
 {
-	_cleanup_free_ char *dir = cell_path(p, spec->cell_id, NULL);
+	_cleanup_free_ char *dir = local_cell_path(p, spec->cell_id, NULL);
 	char ipstr[CELLNET_IP_SIZE];
 	char *procs[NCTRL] = { NULL };
 	struct cell_record r = { 0 };
@@ -794,7 +350,7 @@ static int cell_build(struct local_provider *p, const struct cell_spec *spec, st
 	ret = record_save(p, &r, err);
 	if (ret < 0)
 		goto fail;
-	ns_fd = cell_net_create(p, spec->cell_id, ip, err);
+	ns_fd = local_cell_net_create(p, spec->cell_id, ip, err);
 	if (ns_fd < 0) {
 		ret = err_wrap(err, "network");
 		goto fail;
@@ -836,14 +392,14 @@ static int cell_resume(struct local_provider *p, const struct cell_spec *spec,
 {
 	char *procs[NCTRL] = { NULL };
 	bool live = agent_adopt(p, r);
-	int ns_fd = cell_net_repair(p, r->cell_id, r->ip, err);
+	int ns_fd = local_cell_net_repair(p, r->cell_id, r->ip, err);
 	pid_t agent;
 	int ret = 0;
 
 	if (ns_fd < 0) {
 		log_warn("local provider: cell %s: %s; making it again", r->cell_id, err->msg);
 		err_clear(err);
-		if (cell_teardown(p, r->cell_id, err) < 0)
+		if (local_cell_teardown(p, r->cell_id, err) < 0)
 			return -err->code;
 		return cell_build(p, spec, out, err);
 	}
@@ -882,7 +438,7 @@ static int local_launch(void *self, const struct cell_spec *spec, struct cell_in
 		return err_set(err, EINVAL, "cell id \"%s\": want 1-%d characters of [a-z0-9-]",
 			       spec->cell_id ? spec->cell_id : "", CELLNET_ID_MAX);
 	busy_acquire(p, spec->cell_id);
-	ret = record_load(p, spec->cell_id, &r, err);
+	ret = local_record_load(p, spec->cell_id, &r, err);
 	if (ret == 0) {
 		ret = cell_resume(p, spec, &r, out, err);
 		cell_record_release(&r);
@@ -906,7 +462,7 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 		return err_set(err, EINVAL, "cell id \"%s\": want 1-%d characters of [a-z0-9-]",
 			       cell_id ? cell_id : "", CELLNET_ID_MAX);
 	busy_acquire(p, cell_id);
-	ret = cell_teardown(p, cell_id, err);
+	ret = local_cell_teardown(p, cell_id, err);
 	busy_release(p, cell_id);
 	return ret;
 }
@@ -916,7 +472,7 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 static int local_dial(void *self, const char *cell_id, uint16_t port, int host_network,
 		      struct err *err)
 {
-	_cleanup_free_ char *ns = host_network ? NULL : netns_path(cell_id);
+	_cleanup_free_ char *ns = host_network ? NULL : local_netns_path(cell_id);
 	int fd;
 
 	(void)self;
@@ -933,9 +489,9 @@ static int local_dial(void *self, const char *cell_id, uint16_t port, int host_n
 static int local_heal(void *self, const char *cell_id, struct err *err)
 {
 	struct local_provider *p = self;
-	_cleanup_free_ char *boot = cell_path(p, cell_id, "bootstrap.json");
-	_cleanup_free_ char *logp = cell_path(p, cell_id, "agent.log");
-	_cleanup_free_ char *rel = cgroup_rel(p, cell_id);
+	_cleanup_free_ char *boot = local_cell_path(p, cell_id, "bootstrap.json");
+	_cleanup_free_ char *logp = local_cell_path(p, cell_id, "agent.log");
+	_cleanup_free_ char *rel = local_cgroup_rel(p, cell_id);
 	char *argv[] = { p->agent_path, (char *)"--bootstrap", boot, NULL };
 	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
 	char *procs[NCTRL] = { NULL };
@@ -946,10 +502,10 @@ static int local_heal(void *self, const char *cell_id, struct err *err)
 	if (!cellnet_id_valid(cell_id))
 		return err_set(err, EINVAL, "cell id \"%s\" is not valid", cell_id);
 	busy_acquire(p, cell_id);
-	ret = record_load(p, cell_id, &r, err);
+	ret = local_record_load(p, cell_id, &r, err);
 	if (ret < 0 || agent_adopt(p, &r))
 		goto out;
-	ns_fd = cell_net_repair(p, cell_id, r.ip, err);
+	ns_fd = local_cell_net_repair(p, cell_id, r.ip, err);
 	if (ns_fd < 0) {
 		ret = err_wrap(err, "cell %s", cell_id);
 		goto out;
@@ -1006,7 +562,7 @@ static void list_records(struct local_provider *p, struct cell_info **a, size_t 
 		struct err e = ERR_INIT;
 		enum cell_phase phase;
 
-		if (!cellnet_id_valid(de->d_name) || record_load(p, de->d_name, &r, &e) < 0)
+		if (!cellnet_id_valid(de->d_name) || local_record_load(p, de->d_name, &r, &e) < 0)
 			continue;
 		xgrow((void **)ids, ids_cap, *nids + 1, sizeof(**ids));
 		(*ids)[(*nids)++] = xstrdup(r.cell_id);
@@ -1094,7 +650,7 @@ static void leases_rebuild(struct local_provider *p)
 
 		if (!cellnet_id_valid(de->d_name))
 			continue;
-		if (record_load(p, de->d_name, &r, &e) < 0) {
+		if (local_record_load(p, de->d_name, &r, &e) < 0) {
 			if (e.code != ENOENT)
 				log_warn("local provider: %s", e.msg);
 			continue;
@@ -1110,7 +666,7 @@ static void leases_rebuild(struct local_provider *p)
  * anti-spoofing rules allow no other. */
 static void mac_repair(const struct local_lease *l)
 {
-	_cleanup_free_ char *ns = netns_path(l->id);
+	_cleanup_free_ char *ns = local_netns_path(l->id);
 	_cleanup_close_ int ns_fd = open(ns, O_RDONLY | O_CLOEXEC);
 	_cleanup_close_ int nl = -1;
 	char want_str[CELLNET_MAC_SIZE];
@@ -1237,7 +793,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	leases_rebuild(p);
 	for (size_t i = 0; cfg->restore_network && i < p->nleases; i++)
 		mac_repair(&p->leases[i]);
-	if (cfg->restore_network && spoof_sync(p, err) < 0) {
+	if (cfg->restore_network && local_spoof_sync(p, err) < 0) {
 		local_destroy(p);
 		return err_wrap(err, "local provider");
 	}
