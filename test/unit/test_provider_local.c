@@ -974,6 +974,10 @@ static void test_provider_local__an_agent_holding_the_lock_is_kept_not_doubled(v
 	pid_t holder;
 
 	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	/* the agent logs its start on its own time: let it, so the count below is of starts */
+	for (int i = 0; i < 1000 && agents_started(f, "kvt-one") == 0; i++)
+		usleep(10000);
+	assert_int_equal(agents_started(f, "kvt-one"), 1);
 	kill_agent(f, "kvt-one");
 	assert_ok(cell_record_load(dir, "kvt-one", &r, &err));
 	r.agent_pid = 0;
