@@ -1045,15 +1045,15 @@ static void test_provider_local__relaunch_without_a_netns_builds_the_cell_again(
 	cell_info_release(&b);
 }
 
-/* Another process writing the bridge's nat table again and again (its own chains, as a second
- * kiyot or a test would): ebtables-restore until killed. */
+/* Another process writing the bridge's nat table (its own chains, as a second kiyot or a test
+ * would): an ebtables-restore every 20 ms or so until killed. */
 static pid_t ebtables_noise(void)
 {
 	static const char script[] =
 		"while :; do { echo '*nat'; for c in 1 2 3 4 5 6 7 8; do echo \":KVTNOISE$c "
 		"ACCEPT\"; done; for c in 1 2 3 4 5 6 7 8; do echo \"-A KVTNOISE$c -p IPv4 "
 		"--ip-src 10.198.0.$c -j RETURN\"; echo \"-A KVTNOISE$c -j DROP\"; done; echo "
-		"COMMIT; } | ebtables-restore --noflush >/dev/null 2>&1; done";
+		"COMMIT; } | ebtables-restore --noflush >/dev/null 2>&1; sleep 0.02; done";
 	pid_t pid = fork();
 
 	if (pid == 0) {

@@ -24,9 +24,11 @@
 #define CPU_PERIOD_US 100000
 /* How long teardown keeps killing a cell's processes before giving up on a controller. */
 #define KILL_TIMEOUT_MS 5000
-/* Writes of the anti-spoofing rules before giving up, and the pause before the nth retry. */
-#define SPOOF_ATTEMPTS 4
+/* Writes of the anti-spoofing rules before giving up, the pause before the nth retry, and the
+ * lock the node's kiyot processes write them under (local_spoof_sync). */
+#define SPOOF_ATTEMPTS 5
 #define SPOOF_RETRY_MS 20
+#define SPOOF_LOCK "/run/lock/kiyot-ebtables.lock"
 /* Retries while a veth name of a just-deleted cell is still held by the kernel. */
 #define VETH_RETRIES 50
 /* inotify for the cells' agents (provider_local_inotify_need): cells counted at most, the
@@ -98,8 +100,9 @@ int local_cell_teardown(struct local_provider *p, const char *id, struct err *er
 /* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
  * time, each taking the leases as they are when its turn comes, so the last rules written
  * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
- * table at the same moment makes it fail (a rule it read is gone when it deletes it), so a
- * failed write is tried again from a fresh read. */
+ * table at the same moment makes it fail (a rule it read is gone when it deletes it): the node's
+ * kiyot processes take turns (SPOOF_LOCK), and a write another program spoiled is tried again
+ * from a fresh read. */
 int local_spoof_sync(struct local_provider *p, struct err *err);
 /* The cell's network: a fresh netns (replacing a stale one) and cell_net_setup. Returns an fd
  * of the netns for the agent to join. */

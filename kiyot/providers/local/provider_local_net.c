@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,16 +30,34 @@
 #include "proc.h"
 #include "xalloc.h"
 
+/* The lock every kiyot process of the node (two kiyots, `kiyot local-cell`, the tests) holds
+ * while it writes the nat table, so that they never make each other's writes fail; -1 when it
+ * cannot be had (the write goes on, and is tried again if it fails). */
+static int spoof_lock(void)
+{
+	int fd = open(SPOOF_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0)
+		log_debug("local provider: %s: %s; writing the rules without it", SPOOF_LOCK,
+			  strerror(errno));
+	return fd;
+}
+
 /* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
  * time, each taking the leases as they are when its turn comes, so the last rules written
  * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
- * table at the same moment makes it fail (a rule it read is gone when it deletes it), so a
- * failed write is tried again from a fresh read. */
+ * table at the same moment makes it fail (a rule it read is gone when it deletes it): the node's
+ * kiyot processes take turns (spoof_lock), and a write another program spoiled is tried again
+ * from a fresh read. */
 int local_spoof_sync(struct local_provider *p, struct err *err)
 {
 	_cleanup_free_ struct cellguard_cell *cells = NULL;
 	size_t n;
-	int ret;
+	int ret, lock;
 
 	pthread_mutex_lock(&p->guard_lock);
 	pthread_mutex_lock(&p->lock);
@@ -49,6 +68,7 @@ int local_spoof_sync(struct local_provider *p, struct err *err)
 		cells[i].ip = p->leases[i].ip;
 	}
 	pthread_mutex_unlock(&p->lock);
+	lock = spoof_lock();
 	for (int attempt = 1;; attempt++) {
 		struct timespec pause = { 0, attempt * SPOOF_RETRY_MS * 1000000L };
 
@@ -59,6 +79,8 @@ int local_spoof_sync(struct local_provider *p, struct err *err)
 		err_clear(err);
 		nanosleep(&pause, NULL);
 	}
+	if (lock >= 0)
+		close(lock);
 	pthread_mutex_unlock(&p->guard_lock);
 	return ret;
 }
