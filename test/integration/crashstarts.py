@@ -9,6 +9,8 @@ counts it:
                                      made; kiyot started again
     r.retry()                        each RunPodSandbox again with the same config, all at
                                      once as a kubelet's pod workers would: r.failed
+    r.kubelet_next()                 or what a kubelet's next sync does: the pod's sandbox that
+                                     is not ready stopped, the next attempt run
     r.agents()                       {cell id: agent pids}, every cell of the state directory
     r.orphans()                      the round's cells that no sandbox owns
     r.exec_each()                    a container created and started in each pod answers
@@ -189,11 +191,11 @@ class CrashRound:
             "%d calls had answered" % (self.tag, self.killed_with[0], self.killed_with[1],
                                        sum(v[0] == "ok" for v in self.first.values())))
 
-    def retry(self):
-        """Every RunPodSandbox again, the same config, all at once."""
+    def _all_at_once(self, fn):
+        """fn(cfg, out) for every pod, each in a thread of its own; then out's answers as the
+        pods' sandboxes (self.pods) or failures (self.failed)."""
         out = {}
-        client = self.env.client
-        threads = [threading.Thread(target=self._run, args=(cfg, client, out), daemon=True)
+        threads = [threading.Thread(target=fn, args=(cfg, out), daemon=True)
                    for cfg in self.configs]
         for th in threads:
             th.start()
@@ -204,13 +206,51 @@ class CrashRound:
             kind, what = out.get(name, ("no answer", "the call did not return"))
             if kind == "ok":
                 self.pods[name] = what
-                first = self.first.get(name)
-                if first and first[0] == "ok" and first[1] != what:
-                    self.failed[name] = "the retry answered sandbox %s, the first call %s" % (
-                        what, first[1])
             else:
                 self.failed[name] = "%s: %s" % (kind, what)
         return self.failed
+
+    def retry(self):
+        """Every RunPodSandbox again, the same config, all at once: each must answer the
+        sandbox the first call made, when that one answered."""
+        client = self.env.client
+        self._all_at_once(lambda cfg, out: self._run(cfg, client, out))
+        for name, pod in list(self.pods.items()):
+            first = self.first.get(name)
+            if first and first[0] == "ok" and first[1] != pod:
+                self.failed[name] = "the retry answered sandbox %s, the first call %s" % (
+                    pod, first[1])
+        return self.failed
+
+    def kubelet_next(self):
+        """What a kubelet does next (its PodSandboxChanged): a pod whose newest sandbox kiyot
+        lists ready keeps it; otherwise that sandbox is stopped and a new one is made with the
+        next attempt (a pod kiyot lists nothing for starts at attempt 0). All pods at once."""
+        pb = self.pb
+        client = self.env.client
+        newest = {}
+        for pod, name, attempt, state in self.sandboxes():
+            if name not in newest or attempt > newest[name][1]:
+                newest[name] = (pod, attempt, state)
+
+        def one(cfg, out):
+            have = newest.get(cfg.metadata.name)
+            if have and have[2] == pb.SANDBOX_READY:
+                out[cfg.metadata.name] = ("ok", have[0])
+                return
+            nxt = pb.PodSandboxConfig()
+            nxt.CopyFrom(cfg)
+            if have:
+                try:
+                    client.runtime.StopPodSandbox(pb.StopPodSandboxRequest(
+                        pod_sandbox_id=have[0]), timeout=T_STOP * 2)
+                except Exception as e:  # noqa: BLE001 - reported
+                    out[cfg.metadata.name] = ("StopPodSandbox %s" % cri.code_of(e),
+                                              cri.details_of(e))
+                    return
+                nxt.metadata.attempt = have[1] + 1
+            self._run(nxt, client, out)
+        return self._all_at_once(one)
 
     def sandboxes(self):
         """The round's sandboxes kiyot lists: [(id, name, attempt, state)]."""

@@ -1,7 +1,8 @@
 """kiyot killed with SIGKILL while 20 RunPodSandbox calls are in flight, started again, and each
-call retried as a kubelet retries it (the same config): every retry resumes its pod's cell,
-each cell has exactly one agent, its containers answer ExecSync, and once the sandboxes are
-removed nothing of the cells is left on the node."""
+call retried with the same config: every retry resumes its pod's cell, each cell has exactly
+one agent, its containers answer ExecSync, and once the sandboxes are removed nothing of the
+cells is left on the node. The same when the kubelet's next sync stops the interrupted sandbox
+and runs the next attempt instead, as kubelets do when the runtime lists it not ready."""
 
 import os
 import subprocess
@@ -55,6 +56,29 @@ class CrashStartsTest(KiyotTest):
         self.assertEqual(exec_failed, {}, "containers that did not answer ExecSync")
         self.assertEqual(r.duplicates(), {}, "cells with two agents after the execs")
 
+        self.assertEqual(r.remove_all(), [])
+        self.assertEqual(r.wait_clean(), [], "what the removed sandboxes' cells left")
+
+    def test_kill_during_concurrent_starts_then_the_kubelets_next_attempt_starts_each_pod(self):
+        # a kubelet whose RunPodSandbox failed lists the pod's sandboxes at its next sync:
+        # kiyot lists the interrupted ones not ready, so the kubelet stops each and runs the
+        # next attempt; the stopped ones' cells must go, the new ones have one agent each
+        image = self.env.ref("busybox:1")
+        r = self.round = CrashRound(self, N_PODS)
+        r.start_and_kill()
+
+        failed = r.kubelet_next()
+        self.assertEqual(failed, {}, "the kubelet's next attempts failed (%d of %d)" % (
+            len(failed), N_PODS))
+        ready = sorted(name for _, name, _, state in r.sandboxes()
+                       if state == self.pb.SANDBOX_READY)
+        self.assertEqual(ready, sorted(r.pods), "pods with other than one ready sandbox")
+        agents = r.agents()
+        cells = {r.cell_of(pod) for pod in r.pods.values()}
+        self.assertEqual({c: agents.get(c, []) for c in cells if len(agents.get(c, [])) != 1},
+                         {}, "cells with other than one cell-agent process")
+        self.assertEqual(r.orphans(), [], "cells of this round that no ready sandbox owns")
+        self.assertEqual(r.exec_each(image), {}, "containers that did not answer ExecSync")
         self.assertEqual(r.remove_all(), [])
         self.assertEqual(r.wait_clean(), [], "what the removed sandboxes' cells left")
 
