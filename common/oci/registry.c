@@ -1,12 +1,10 @@
 #include "registry.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +16,7 @@
 #include "cancel.h"
 #include "clock.h"
 #include "codec.h"
+#include "httpc.h"
 #include "log.h"
 #include "regconf.h"
 #include "xalloc.h"
@@ -29,32 +28,14 @@
 	"application/vnd.docker.distribution.manifest.list.v2+json"
 #define REG_MAX_ERRBODY (64u << 10)
 #define REG_MAX_TOKEN_BODY (1u << 20)
-#define REG_CONNECT_TIMEOUT 10L
+#define REG_CONNECT_TIMEOUT_MS 10000L
 #define REG_USER_AGENT "kiyot-cell-agent/1"
 #define REG_MAX_REDIRECTS 5 /* more is a loop */
-/* The progress window is checked at this many steps of it. */
-#define REG_PROGRESS_STEPS 10
-/* How often a transfer asks whether its caller went away. */
-#define REG_CANCEL_POLL_NS (100 * 1000000LL)
 /* How often a pull waiting for a download slot looks again (it is also woken at once). */
 #define REG_SLOT_POLL_MS 200
 /* Bounds of the policy's fields. */
 #define REG_MAX_TRANSFERS 256
 #define REG_MAX_WINDOW_S 3600
-
-/* Watches one transfer from curl's progress callback: too little progress over the window, a
- * deadline passed, or a caller that went away stop it, and say why. */
-struct reg_watch {
-	int64_t deadline_ns; /* 0: none */
-	int64_t next_cancel_ns;
-	int64_t step_ns; /* window / REG_PROGRESS_STEPS; 0: no progress check */
-	int64_t next_mark_ns;
-	uint64_t marks[REG_PROGRESS_STEPS]; /* bytes received at the last marks, a ring */
-	size_t n_marks;
-	int64_t limit_s; /* the deadline, for the message */
-	int code;	 /* why the transfer was stopped; 0: it was not */
-	char msg[200];
-};
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {
@@ -74,26 +55,22 @@ struct reg_client {
 	char *pass;
 };
 
-/* One transfer's sink and the response headers we care about. */
+/* One transfer: where the 200 answer's body goes (hashed, bounded), the headers kept of it,
+ * and what stopped it. */
 struct reg_xfer {
-	CURL *curl;
-	struct buf body;    /* memory mode */
-	struct buf errbody; /* bodies of non-200 answers, truncated */
-	int fd;		    /* file mode when >= 0 */
+	struct buf body; /* memory mode */
+	int fd;		 /* file mode when >= 0 */
 	EVP_MD_CTX *md;
 	uint64_t got;
 	uint64_t max;
-	bool too_big;
-	int io_errno;
+	bool too_big; /* the body outgrew max */
 	char *content_type;
 	char *docker_digest;
-	char *www_auth;
 	int64_t deadline_ns; /* of the whole fetch, every endpoint and retry; 0: none */
 	int64_t limit_s;     /* what the deadline allows, for messages */
-	struct reg_watch watch;
+	struct httpc_watch watch;
+	struct httpc_answer answer; /* the status, other answers' bodies, libcurl's reason */
 };
-
-static pthread_once_t reg_curl_once = PTHREAD_ONCE_INIT;
 
 /* The process's policy, and the hosts of the layer downloads under way (one entry each). */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -207,118 +184,51 @@ static void reg_slot_give(int i)
 	pthread_mutex_unlock(&reg_mu);
 }
 
-/* Arms a watch for one curl transfer that must end by deadline_ns (0: no deadline). */
-static void reg_watch_start(struct reg_watch *w, int64_t deadline_ns, int64_t limit_s)
+/* A watch for one exchange that must end by deadline_ns (0: no deadline) and move the
+ * policy's minimum over its window. */
+static void reg_watch_init(struct httpc_watch *w, int64_t deadline_ns)
 {
 	struct reg_policy p = reg_policy_now();
-	int64_t now = clock_mono_ns();
 
 	memset(w, 0, sizeof(*w));
 	w->deadline_ns = deadline_ns;
-	w->limit_s = limit_s;
-	w->next_cancel_ns = now;
-	if (p.window_s > 0) {
-		w->step_ns = (int64_t)p.window_s * 1000000000LL / REG_PROGRESS_STEPS;
-		w->next_mark_ns = now + w->step_ns;
-		w->n_marks = 1; /* nothing received at the start */
-	}
+	w->min_bytes = p.min_bytes;
+	w->window_s = p.window_s;
 }
 
-/* Stops the transfer with code and a message; returns curl's "abort". */
-static int reg_watch_stop(struct reg_watch *w, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int reg_watch_stop(struct reg_watch *w, int code, const char *fmt, ...)
+/* Why the watch stopped a transfer that had limit_s seconds, in the words of the pulls
+ * policy. */
+static int reg_watch_error(const struct httpc_watch *w, int64_t limit_s, struct err *err)
 {
-	va_list ap;
-
-	w->code = code;
-	va_start(ap, fmt);
-	vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
-	va_end(ap);
-	return 1;
-}
-
-/* curl's progress callback (at least once a second, even when nothing arrives). */
-static int reg_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-			   curl_off_t ulnow)
-{
-	struct reg_watch *w = ud;
-	int64_t now = clock_mono_ns();
-	uint64_t got = dlnow > 0 ? (uint64_t)dlnow : 0;
-
-	(void)dltotal;
-	(void)ultotal;
-	(void)ulnow;
-	if (now >= w->next_cancel_ns) {
-		w->next_cancel_ns = now + REG_CANCEL_POLL_NS;
-		if (cancel_requested())
-			return reg_watch_stop(w, ECANCELED, "cancelled: the caller went away");
-	}
-	if (w->deadline_ns && now > w->deadline_ns)
-		return reg_watch_stop(
-			w, ETIMEDOUT,
-			"did not arrive within %lld s (pulls.deadlineBaseSeconds plus "
-			"its size at pulls.deadlineBytesPerSecond); %llu bytes came",
-			(long long)w->limit_s, (unsigned long long)got);
-	if (w->step_ns && now >= w->next_mark_ns) {
-		struct reg_policy p = reg_policy_now();
-		uint64_t *oldest = &w->marks[w->n_marks % REG_PROGRESS_STEPS];
-
-		/* the mark REG_PROGRESS_STEPS steps back was taken one window ago */
-		if (w->n_marks >= REG_PROGRESS_STEPS && got - *oldest < p.min_bytes)
-			return reg_watch_stop(
-				w, ETIMEDOUT,
-				"stalled: %llu bytes in the last %d s, under the %llu required "
-				"(pulls.minBytes over pulls.windowSeconds); the registry is too "
-				"slow "
-				"or not answering",
-				(unsigned long long)(got - *oldest), p.window_s,
-				(unsigned long long)p.min_bytes);
-		*oldest = got;
-		w->n_marks++;
-		w->next_mark_ns += w->step_ns;
-		if (w->next_mark_ns <= now)
-			w->next_mark_ns = now + w->step_ns;
-	}
-	return 0;
-}
-
-/* Lets w watch the transfer curl is set up for (after reg_curl_setup, which resets it). */
-static void reg_watch_attach(CURL *curl, struct reg_watch *w)
-{
-	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, reg_on_progress);
-	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, w);
-}
-
-static void reg_curl_init(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (w->stop == HTTPC_CANCELLED)
+		return err_set(err, ECANCELED, "cancelled: the caller went away");
+	if (w->stop == HTTPC_LATE)
+		return err_set(err, ETIMEDOUT,
+			       "did not arrive within %lld s (pulls.deadlineBaseSeconds plus its "
+			       "size at pulls.deadlineBytesPerSecond); %llu bytes came",
+			       (long long)limit_s, (unsigned long long)w->got);
+	return err_set(err, ETIMEDOUT,
+		       "stalled: %llu bytes in the last %d s, under the %llu required "
+		       "(pulls.minBytes over pulls.windowSeconds); the registry is too slow or "
+		       "not answering",
+		       (unsigned long long)w->window_got, w->window_s,
+		       (unsigned long long)w->min_bytes);
 }
 
 /* Decodes base64 "user:pass" (CRI's auth field). */
 static int reg_decode_auth(const char *b64, char **user, char **pass)
 {
-	size_t n = strlen(b64);
-	_cleanup_free_ unsigned char *out = NULL;
+	_cleanup_free_ char *out = NULL;
+	struct err e = ERR_INIT;
+	size_t len;
 	char *colon;
-	int len;
 
-	if (n == 0 || n > 8192 || n % 4)
+	if (strlen(b64) > 8192 || b64_decode(b64, &out, &len, &e) < 0)
 		return -EINVAL;
-	out = xmalloc(n / 4 * 3 + 1);
-	len = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n);
-	if (len < 0)
-		return -EINVAL;
-	if (n >= 1 && b64[n - 1] == '=')
-		len--;
-	if (n >= 2 && b64[n - 2] == '=')
-		len--;
-	out[len] = '\0';
-	colon = strchr((char *)out, ':');
+	colon = strchr(out, ':');
 	if (!colon)
 		return -EINVAL;
-	*user = xstrndup((char *)out, (size_t)(colon - (char *)out));
+	*user = xstrndup(out, (size_t)(colon - out));
 	*pass = xstrdup(colon + 1);
 	return 0;
 }
@@ -329,7 +239,6 @@ int reg_client_new(const struct regconf *rc, const char *host, const char *repos
 	struct reg_client *c = xcalloc(1, sizeof(*c));
 	int ret;
 
-	pthread_once(&reg_curl_once, reg_curl_init);
 	ret = regconf_endpoints(rc, host, &c->eps, &c->n_eps, err);
 	if (ret < 0) {
 		free(c);
@@ -382,86 +291,40 @@ void reg_manifest_release(struct reg_manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Receives body bytes: the 200 answer into the sink (hashed, bounded), others aside. */
-static size_t reg_on_body(char *p, size_t size, size_t nmemb, void *ud)
+/* The 200 answer's body: hashed, bounded, into memory or the file. */
+static int reg_on_body(void *ud, const void *p, size_t n)
 {
 	struct reg_xfer *x = ud;
-	size_t n = size * nmemb;
-	long code = 0;
 	struct err e = ERR_INIT;
 
-	curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (code != 200) {
-		if (x->errbody.len + n <= REG_MAX_ERRBODY)
-			buf_append(&x->errbody, p, n, &e);
-		return n;
-	}
 	if (x->got + n > x->max) {
 		x->too_big = true;
-		return 0;
+		return -EFBIG;
 	}
 	x->got += n;
 	EVP_DigestUpdate(x->md, p, n);
 	if (x->fd < 0) {
 		buf_append(&x->body, p, n, &e);
-		return n;
+		return 0;
 	}
 	for (size_t off = 0; off < n;) {
-		ssize_t w = write(x->fd, p + off, n - off);
+		ssize_t w = write(x->fd, (const char *)p + off, n - off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0) {
-			x->io_errno = w < 0 ? errno : EIO;
-			return 0;
-		}
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
 		off += (size_t)w;
 	}
-	return n;
-}
-
-/* Keeps a copy of a header value, trimmed. */
-static char *reg_header_value(const char *line, size_t n, size_t name_len)
-{
-	const char *v = line + name_len;
-	const char *end = line + n;
-
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	return xstrndup(v, (size_t)(end - v));
-}
-
-/* Captures Content-Type, Docker-Content-Digest and WWW-Authenticate of the last response. */
-static size_t reg_on_header(char *p, size_t size, size_t nmemb, void *ud)
-{
-	struct reg_xfer *x = ud;
-	size_t n = size * nmemb;
-
-	if (n >= 5 && !strncmp(p, "HTTP/", 5)) {
-		free(x->content_type);
-		free(x->docker_digest);
-		free(x->www_auth);
-		x->content_type = x->docker_digest = x->www_auth = NULL;
-	} else if (n > 13 && !strncasecmp(p, "content-type:", 13) && !x->content_type) {
-		x->content_type = reg_header_value(p, n, 13);
-	} else if (n > 22 && !strncasecmp(p, "docker-content-digest:", 22) && !x->docker_digest) {
-		x->docker_digest = reg_header_value(p, n, 22);
-	} else if (n > 17 && !strncasecmp(p, "www-authenticate:", 17) && !x->www_auth) {
-		x->www_auth = reg_header_value(p, n, 17);
-	}
-	return n;
+	return 0;
 }
 
 /* Empties the transfer for a new attempt. */
 static int reg_xfer_reset(struct reg_xfer *x, struct err *err)
 {
 	buf_reset(&x->body);
-	buf_reset(&x->errbody);
 	x->got = 0;
 	x->too_big = false;
-	x->io_errno = 0;
 	if (!EVP_DigestInit_ex(x->md, EVP_sha256(), NULL))
 		return err_set(err, EIO, "sha256 unavailable");
 	if (x->fd >= 0 && (ftruncate(x->fd, 0) < 0 || lseek(x->fd, 0, SEEK_SET) < 0))
@@ -471,10 +334,9 @@ static int reg_xfer_reset(struct reg_xfer *x, struct err *err)
 
 /* A transfer of at most max bytes, which must end within the policy's deadline for max bytes
  * from now, whatever endpoints and retries it takes. */
-static void reg_xfer_init(struct reg_xfer *x, CURL *curl, int fd, uint64_t max)
+static void reg_xfer_init(struct reg_xfer *x, int fd, uint64_t max)
 {
 	memset(x, 0, sizeof(*x));
-	x->curl = curl;
 	x->fd = fd;
 	x->max = max;
 	x->deadline_ns = reg_deadline(max, &x->limit_s);
@@ -486,11 +348,22 @@ static void reg_xfer_init(struct reg_xfer *x, CURL *curl, int fd, uint64_t max)
 static void reg_xfer_release(struct reg_xfer *x)
 {
 	buf_release(&x->body);
-	buf_release(&x->errbody);
+	httpc_answer_release(&x->answer);
 	EVP_MD_CTX_free(x->md);
 	free(x->content_type);
 	free(x->docker_digest);
-	free(x->www_auth);
+}
+
+/* Keeps the headers of the 200 answer that the fetch checks. */
+static void reg_xfer_keep_headers(struct reg_xfer *x, CURL *curl)
+{
+	const char *ct = httpc_header(curl, "Content-Type");
+	const char *dd = httpc_header(curl, "Docker-Content-Digest");
+
+	free(x->content_type);
+	free(x->docker_digest);
+	x->content_type = ct ? xstrdup(ct) : NULL;
+	x->docker_digest = dd ? xstrdup(dd) : NULL;
 }
 
 /* "sha256:<hex>" of what the transfer hashed. */
@@ -556,39 +429,16 @@ static void reg_parse_challenge(const char *h, char **scheme, char **realm, char
 	}
 }
 
-/* Common options of every request: protocols, redirects, timeouts, sinks. */
-static void reg_curl_setup(CURL *curl, const char *url, char *errbuf)
+/* What every registry exchange asks for: redirects bounded, the connect timeout, our
+ * User-Agent, watched by w (no overall timeout: the watch's deadline scales with the size). */
+static struct httpc_req reg_req(const char *url, size_t max_answer, struct httpc_watch *w)
 {
-	curl_easy_reset(curl);
-	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, (long)REG_MAX_REDIRECTS);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, REG_CONNECT_TIMEOUT);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_USERAGENT, REG_USER_AGENT);
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-	errbuf[0] = '\0';
-}
-
-/* The errno that stands for a failed transfer: a transport failure, or a redirect loop (ELOOP,
- * which is the registry's doing, not the network's). */
-static int reg_curl_errno(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_TOO_MANY_REDIRECTS:
-		return ELOOP;
-	case CURLE_COULDNT_CONNECT:
-		return ECONNREFUSED;
-	case CURLE_OPERATION_TIMEDOUT:
-		return ETIMEDOUT;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return EHOSTUNREACH;
-	default:
-		return ENETUNREACH;
-	}
+	return (struct httpc_req){ .url = url,
+				   .max_answer = max_answer,
+				   .connect_timeout_ms = REG_CONNECT_TIMEOUT_MS,
+				   .max_redirects = REG_MAX_REDIRECTS,
+				   .user_agent = REG_USER_AGENT,
+				   .watch = w };
 }
 
 /* Whether a failed transfer is worth trying the next endpoint for: a mirror that cannot be
@@ -599,12 +449,45 @@ static bool reg_is_network_errno(int code)
 	       code == ENETUNREACH || code == ELOOP;
 }
 
-/* Token answers go to a bounded buffer; past the bound the transfer is aborted. */
-static size_t reg_on_token_body(char *p, size_t size, size_t nmemb, void *ud)
+/* The token request for endpoint i: the realm's URL with service and scope, or a form POSTed
+ * there when the pull has an identity token for the registry itself (*form then). */
+static char *reg_token_url(struct reg_client *c, size_t i, const char *realm, const char *service,
+			   const char *scope, char **form)
 {
-	struct err e = ERR_INIT;
+	const struct image_auth *a = c->auth;
+	_cleanup_free_ char *esc_service = pct_encode(service ? service : "");
+	_cleanup_free_ char *esc_scope = pct_encode(scope);
 
-	return buf_append(ud, p, size * nmemb, &e) < 0 ? 0 : size * nmemb;
+	*form = NULL;
+	if (!c->eps[i].is_mirror && a && a->identity_token && *a->identity_token) {
+		_cleanup_free_ char *esc_tok = pct_encode(a->identity_token);
+
+		*form = xasprintf("grant_type=refresh_token&client_id=kiyot&service=%s&scope=%s&"
+				  "refresh_token=%s",
+				  esc_service, esc_scope, esc_tok);
+		return xstrdup(realm);
+	}
+	return xasprintf("%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?",
+			 esc_service, esc_scope);
+}
+
+/* Takes the token out of a token service's 200 answer for endpoint i. */
+static int reg_take_token(struct reg_client *c, size_t i, const char *realm, const struct buf *body,
+			  struct err *err)
+{
+	json_t *j = json_loadb(buf_str(body), body->len, 0, NULL);
+	json_t *tok = json_object_get(j, "token");
+
+	if (!json_is_string(tok) || !*json_string_value(tok))
+		tok = json_object_get(j, "access_token");
+	if (!json_is_string(tok) || !*json_string_value(tok)) {
+		json_decref(j);
+		return err_set(err, EPROTO, "token service %.200s: answer has no token", realm);
+	}
+	free(c->st[i].token);
+	c->st[i].token = xstrdup(json_string_value(tok));
+	json_decref(j);
+	return 0;
 }
 
 /* Gets a bearer token for endpoint i from the challenge's realm, with the pull's credentials
@@ -612,97 +495,54 @@ static size_t reg_on_token_body(char *p, size_t size, size_t nmemb, void *ud)
 static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, const char *service,
 			   const char *scope, struct err *err)
 {
-	const struct reg_endpoint *ep = &c->eps[i];
-	const struct image_auth *a = c->auth;
-	_cleanup_free_ char *url = NULL;
 	_cleanup_free_ char *form = NULL;
-	char errbuf[CURL_ERROR_SIZE];
-	struct buf body = BUF_INIT;
+	_cleanup_free_ char *url = NULL;
 	struct curl_slist *hdrs = NULL;
-	bool secret = !ep->is_mirror;
-	CURL *curl = curl_easy_init();
-	struct reg_watch watch;
-	int64_t deadline, limit_s;
-	char *esc_service, *esc_scope;
-	json_t *j = NULL, *tok;
-	long code = 0;
-	CURLcode rc;
+	struct httpc_answer ans = { 0 };
+	struct httpc_watch watch;
+	struct httpc_req req;
+	int64_t limit_s;
+	CURL *curl;
 	int ret = 0;
 
+	if (strncmp(realm, "https://", 8) &&
+	    !(strncmp(realm, "http://", 7) == 0 && strncmp(c->eps[i].base_url, "http://", 7) == 0))
+		return err_set(err, EPROTO, "token realm \"%.200s\" is not an https URL", realm);
+	curl = curl_easy_init();
 	if (!curl)
 		abort();
-	if (strncmp(realm, "https://", 8) &&
-	    !(strncmp(realm, "http://", 7) == 0 && strncmp(ep->base_url, "http://", 7) == 0)) {
-		curl_easy_cleanup(curl);
-		return err_set(err, EPROTO, "token realm \"%.200s\" is not an https URL", realm);
-	}
-	esc_service = curl_easy_escape(curl, service ? service : "", 0);
-	esc_scope = curl_easy_escape(curl, scope, 0);
-	buf_init(&body, REG_MAX_TOKEN_BODY);
-	if (secret && a && a->identity_token && *a->identity_token) {
-		char *esc_tok = curl_easy_escape(curl, a->identity_token, 0);
-
-		url = xstrdup(realm);
-		form = xasprintf("grant_type=refresh_token&client_id=kiyot&service=%s&scope=%s&"
-				 "refresh_token=%s",
-				 esc_service, esc_scope, esc_tok);
-		curl_free(esc_tok);
-	} else {
-		url = xasprintf("%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?",
-				esc_service, esc_scope);
-	}
-	curl_free(esc_service);
-	curl_free(esc_scope);
-	reg_curl_setup(curl, url, errbuf);
-	deadline = reg_deadline(REG_MAX_TOKEN_BODY, &limit_s);
-	reg_watch_start(&watch, deadline, limit_s);
-	reg_watch_attach(curl, &watch);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, reg_on_token_body);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+	url = reg_token_url(c, i, realm, service, scope, &form);
+	reg_watch_init(&watch, reg_deadline(REG_MAX_TOKEN_BODY, &limit_s));
+	req = reg_req(url, REG_MAX_TOKEN_BODY, &watch);
 	if (form) {
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, form);
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/x-www-form-urlencoded");
-		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-	} else if (secret && c->user) {
-		curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-		curl_easy_setopt(curl, CURLOPT_USERNAME, c->user);
-		curl_easy_setopt(curl, CURLOPT_PASSWORD, c->pass);
+		req.headers = hdrs;
+		req.body = form;
+		req.body_len = strlen(form);
+	} else if (!c->eps[i].is_mirror && c->user) {
+		req.user = c->user;
+		req.password = c->pass;
 	}
-	rc = curl_easy_perform(curl);
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-	if (rc != CURLE_OK) {
-		ret = watch.code ? err_set(err, watch.code, "token service %.200s: %s", realm,
-					   watch.msg)
-				 : err_set(err, reg_curl_errno(rc), "token service %.200s: %s",
-					   realm, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		goto out;
-	}
-	if (code == 401 || code == 403) {
+	httpc_prepare(curl, &req, &ans);
+	if (httpc_exchange(curl, &ans) != CURLE_OK) {
+		if (watch.stop != HTTPC_GOING)
+			reg_watch_error(&watch, limit_s, err);
+		else
+			err_set(err, httpc_errno(ans.rc), "%s", httpc_reason(&ans));
+		ret = err_wrap(err, "token service %.200s", realm);
+	} else if (ans.status == 401 || ans.status == 403) {
 		ret = err_set(
 			err, EACCES,
 			"unauthorized: token service %.200s refused the credentials (HTTP %ld); "
 			"check the image pull secret",
-			realm, code);
-		goto out;
+			realm, ans.status);
+	} else if (ans.status != 200) {
+		ret = err_set(err, EPROTO, "token service %.200s: HTTP %ld", realm, ans.status);
+	} else {
+		ret = reg_take_token(c, i, realm, &ans.body, err);
 	}
-	if (code != 200) {
-		ret = err_set(err, EPROTO, "token service %.200s: HTTP %ld", realm, code);
-		goto out;
-	}
-	j = json_loadb(buf_str(&body), body.len, 0, NULL);
-	tok = json_object_get(j, "token");
-	if (!json_is_string(tok) || !*json_string_value(tok))
-		tok = json_object_get(j, "access_token");
-	if (!json_is_string(tok) || !*json_string_value(tok)) {
-		ret = err_set(err, EPROTO, "token service %.200s: answer has no token", realm);
-		goto out;
-	}
-	free(c->st[i].token);
-	c->st[i].token = xstrdup(json_string_value(tok));
-out:
-	json_decref(j);
+	httpc_answer_release(&ans);
 	curl_slist_free_all(hdrs);
-	buf_release(&body);
 	curl_easy_cleanup(curl);
 	return ret;
 }
@@ -741,6 +581,26 @@ static int reg_answer_challenge(struct reg_client *c, size_t i, const char *chal
 		       scheme);
 }
 
+/* What stopped a transfer, for the user. */
+static int reg_xfer_error(struct reg_xfer *x, CURLcode rc, struct err *err)
+{
+	if (x->watch.stop != HTTPC_GOING)
+		return reg_watch_error(&x->watch, x->limit_s, err);
+	if (x->too_big)
+		return err_set(err, EFBIG, "larger than %llu bytes; refusing",
+			       (unsigned long long)x->max);
+	if (x->answer.sink_err) {
+		errno = x->answer.sink_err;
+		return err_errno(err, "write download");
+	}
+	if (rc == CURLE_TOO_MANY_REDIRECTS)
+		return err_set(err, ELOOP,
+			       "redirect loop: more than %d redirects; the registry must answer "
+			       "within fewer",
+			       REG_MAX_REDIRECTS);
+	return err_set(err, httpc_errno(rc), "unreachable: %s", httpc_reason(&x->answer));
+}
+
 /* One GET on endpoint i, answering at most two 401 challenges. On success *code holds the
  * final HTTP status; transport failures return a negative error. */
 static int reg_perform(struct reg_client *c, size_t i, const char *url, bool manifest,
@@ -749,9 +609,10 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 	const struct reg_endpoint *ep = &c->eps[i];
 	const struct image_auth *a = c->auth;
 	bool fixed_token = !ep->is_mirror && a && a->registry_token && *a->registry_token;
-	char errbuf[CURL_ERROR_SIZE];
+	const struct httpc_sink sink = { .status = 200, .write = reg_on_body, .ud = x };
 
 	for (int attempt = 0;; attempt++) {
+		struct httpc_req req = reg_req(url, REG_MAX_ERRBODY, &x->watch);
 		struct curl_slist *hdrs = NULL;
 		_cleanup_free_ char *authz = NULL;
 		CURLcode rc;
@@ -760,13 +621,8 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 		ret = reg_xfer_reset(x, err);
 		if (ret < 0)
 			return ret;
-		reg_curl_setup(c->curl, url, errbuf);
-		reg_watch_start(&x->watch, x->deadline_ns, x->limit_s);
-		reg_watch_attach(c->curl, &x->watch);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, reg_on_body);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, x);
-		curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, reg_on_header);
-		curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, x);
+		reg_watch_init(&x->watch, x->deadline_ns);
+		req.sink = &sink;
 		if (manifest)
 			hdrs = curl_slist_append(hdrs, REG_ACCEPT);
 		if (fixed_token)
@@ -774,40 +630,26 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 		else if (c->st[i].token)
 			authz = xasprintf("Authorization: Bearer %s", c->st[i].token);
 		else if (c->st[i].basic) {
-			curl_easy_setopt(c->curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-			curl_easy_setopt(c->curl, CURLOPT_USERNAME, c->user);
-			curl_easy_setopt(c->curl, CURLOPT_PASSWORD, c->pass);
+			req.user = c->user;
+			req.password = c->pass;
 		}
 		if (authz)
 			hdrs = curl_slist_append(hdrs, authz);
-		curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdrs);
-		rc = curl_easy_perform(c->curl);
+		req.headers = hdrs;
+		httpc_answer_release(&x->answer);
+		httpc_prepare(c->curl, &req, &x->answer);
+		rc = httpc_exchange(c->curl, &x->answer);
 		curl_slist_free_all(hdrs);
 		if (authz)
 			explicit_bzero(authz, strlen(authz));
-		if (rc != CURLE_OK) {
-			if (x->watch.code)
-				return err_set(err, x->watch.code, "%s", x->watch.msg);
-			if (x->too_big)
-				return err_set(err, EFBIG, "larger than %llu bytes; refusing",
-					       (unsigned long long)x->max);
-			if (x->io_errno) {
-				errno = x->io_errno;
-				return err_errno(err, "write download");
-			}
-			if (rc == CURLE_TOO_MANY_REDIRECTS)
-				return err_set(
-					err, ELOOP,
-					"redirect loop: more than %d redirects; the registry "
-					"must answer within fewer",
-					REG_MAX_REDIRECTS);
-			return err_set(err, reg_curl_errno(rc), "unreachable: %s",
-				       errbuf[0] ? errbuf : curl_easy_strerror(rc));
-		}
-		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, code);
+		if (rc != CURLE_OK)
+			return reg_xfer_error(x, rc, err);
+		*code = x->answer.status;
+		if (*code == 200)
+			reg_xfer_keep_headers(x, c->curl);
 		if (*code != 401 || fixed_token || attempt >= 2)
 			return 0;
-		ret = reg_answer_challenge(c, i, x->www_auth, err);
+		ret = reg_answer_challenge(c, i, httpc_header(c->curl, "WWW-Authenticate"), err);
 		if (ret < 0)
 			return ret;
 	}
@@ -898,7 +740,7 @@ int reg_fetch_manifest(struct reg_client *c, const char *reference, struct reg_m
 	struct reg_xfer x;
 	int ret;
 
-	reg_xfer_init(&x, c->curl, -1, REG_MAX_MANIFEST);
+	reg_xfer_init(&x, -1, REG_MAX_MANIFEST);
 	ret = reg_get(c, what, suffix, true, &x, err);
 	if (ret < 0)
 		goto out;
@@ -947,7 +789,7 @@ int reg_fetch_blob_mem(struct reg_client *c, const char *digest, size_t max, cha
 	struct reg_xfer x;
 	int ret;
 
-	reg_xfer_init(&x, c->curl, -1, max);
+	reg_xfer_init(&x, -1, max);
 	ret = reg_get(c, what, suffix, false, &x, err);
 	if (ret == 0)
 		ret = reg_check_blob(&x, digest, -1, err);
@@ -981,7 +823,7 @@ int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, 
 		reg_slot_give(slot);
 		return err_errno(err, "blob %s: create %s", digest, tmp);
 	}
-	reg_xfer_init(&x, c->curl, fd, size >= 0 ? (uint64_t)size : max);
+	reg_xfer_init(&x, fd, size >= 0 ? (uint64_t)size : max);
 	ret = reg_get(c, what, suffix, false, &x, err);
 	if (ret == 0)
 		ret = reg_check_blob(&x, digest, size, err);
