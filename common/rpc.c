@@ -228,6 +228,8 @@ grpc_call *rpc_call_core(struct rpc_call *c)
 
 int rpc_cancelled(struct rpc_call *c)
 {
+	gpr_timespec deadline = c->details.deadline;
+
 	if (!c->close_done) {
 		grpc_event ev = grpc_completion_queue_pluck(c->cq, TAG(TAG_CLOSE),
 							    gpr_time_0(GPR_CLOCK_REALTIME), NULL);
@@ -235,7 +237,11 @@ int rpc_cancelled(struct rpc_call *c)
 		if (ev.type == GRPC_OP_COMPLETE)
 			c->close_done = 1;
 	}
-	return c->close_done && c->cancelled;
+	if (c->close_done && c->cancelled)
+		return 1;
+	/* core cancels a call at its deadline too, but only once a poller sees its timer: a
+	 * loaded server would start a call whose client has already given up */
+	return gpr_time_cmp(deadline, gpr_now(deadline.clock_type)) < 0;
 }
 
 static grpc_byte_buffer *pack_message(const ProtobufCMessage *msg)
