@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "pki.h"
+#include "strvec.h"
 #include "xalloc.h"
 
 static int get_str(json_t *o, const char *key, int required, const char *def, char **out,
@@ -89,11 +90,33 @@ static int get_pulls(json_t *doc, struct reg_policy *p, struct err *err)
 	return 0;
 }
 
+/* Checks prepull[i]: a string of printable ASCII, 1 to AGENT_MAX_PREPULL_REF bytes. */
+static int check_prepull(const json_t *v, size_t i, struct err *err)
+{
+	const char *ref = json_string_value(v);
+	size_t len = ref ? json_string_length(v) : 0;
+
+	if (!json_is_string(v))
+		return err_set(err, EINVAL, "prepull[%zu]: must be a string", i);
+	if (len == 0 || len > AGENT_MAX_PREPULL_REF)
+		return err_set(err, EINVAL, "prepull[%zu]: must be 1 to %d bytes long", i,
+			       AGENT_MAX_PREPULL_REF);
+	for (size_t j = 0; j < len; j++)
+		if ((unsigned char)ref[j] <= ' ' || (unsigned char)ref[j] >= 0x7f)
+			return err_set(err, EINVAL,
+				       "prepull[%zu]: byte %zu is not a printable ASCII character; "
+				       "an image reference has none",
+				       i, j);
+	return 0;
+}
+
 /* The optional "prepull" list: image references to pull at start (see the bounds above). */
 static int get_prepull(json_t *doc, struct agent_config *c, struct err *err)
 {
 	json_t *list = json_object_get(doc, "prepull"), *v;
+	struct strvec sv = STRVEC_INIT;
 	size_t i;
+	int ret = 0;
 
 	if (!list)
 		return 0;
@@ -102,24 +125,16 @@ static int get_prepull(json_t *doc, struct agent_config *c, struct err *err)
 	if (json_array_size(list) > AGENT_MAX_PREPULL)
 		return err_set(err, EINVAL, "prepull: %zu images; at most %d are accepted",
 			       json_array_size(list), AGENT_MAX_PREPULL);
-	c->prepull = xcalloc(json_array_size(list) + 1, sizeof(char *));
 	json_array_foreach (list, i, v) {
-		const char *ref = json_string_value(v);
-		size_t len = ref ? json_string_length(v) : 0;
-
-		if (!json_is_string(v))
-			return err_set(err, EINVAL, "prepull[%zu]: must be a string", i);
-		if (len == 0 || len > AGENT_MAX_PREPULL_REF)
-			return err_set(err, EINVAL, "prepull[%zu]: must be 1 to %d bytes long", i,
-				       AGENT_MAX_PREPULL_REF);
-		for (size_t j = 0; j < len; j++)
-			if ((unsigned char)ref[j] <= ' ' || (unsigned char)ref[j] >= 0x7f)
-				return err_set(err, EINVAL,
-					       "prepull[%zu]: byte %zu is not a printable ASCII "
-					       "character; an image reference has none",
-					       i, j);
-		c->prepull[c->n_prepull++] = xstrdup(ref);
+		ret = check_prepull(v, i, err);
+		if (ret < 0) {
+			strvec_clear(&sv);
+			return ret;
+		}
+		strvec_push(&sv, json_string_value(v));
 	}
+	c->n_prepull = sv.nr;
+	c->prepull = strvec_detach(&sv);
 	return 0;
 }
 
@@ -217,8 +232,6 @@ void agent_config_release(struct agent_config *c)
 	free(c->host_netns);
 	free(c->node_images);
 	json_decref(c->registries);
-	for (size_t i = 0; i < c->n_prepull; i++)
-		free(c->prepull[i]);
-	free(c->prepull);
+	strv_free(c->prepull);
 	memset(c, 0, sizeof(*c));
 }

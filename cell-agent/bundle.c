@@ -18,6 +18,7 @@
 #include "fsutil.h"
 #include "image.h"
 #include "seccomp.h"
+#include "strvec.h"
 #include "xalloc.h"
 
 #define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -172,115 +173,79 @@ static const struct {
 	{ "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro" },
 };
 
-/* Frees a NULL-terminated string array. */
-void bundle_strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-/* Appends s (copied) to a NULL-terminated array of n entries. */
-static void strv_push(char ***v, size_t *n, const char *s)
-{
-	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
-	(*v)[(*n)++] = xstrdup(s);
-	(*v)[*n] = NULL;
-}
-
-/* Counts a NULL-terminated array; NULL counts as empty. */
-static size_t strv_len(char *const *v)
-{
-	size_t n = 0;
-
-	while (v && v[n])
-		n++;
-	return n;
-}
-
 /* Kubernetes' rules: command replaces entrypoint; args replace cmd; a command without args
  * runs without args. */
 int bundle_process_args(const Kiyot__Cell__V1__Unit *unit, const struct image_info *image,
 			char ***out, struct err *err)
 {
-	char **v = xcalloc(1, sizeof(*v));
-	size_t n = 0;
+	struct strvec sv = STRVEC_INIT;
 
 	if (unit->n_command > 0) {
-		for (size_t i = 0; i < unit->n_command; i++)
-			strv_push(&v, &n, unit->command[i]);
-		for (size_t i = 0; i < unit->n_args; i++)
-			strv_push(&v, &n, unit->args[i]);
+		strvec_pushn(&sv, unit->command, unit->n_command);
+		strvec_pushn(&sv, unit->args, unit->n_args);
 	} else {
-		for (size_t i = 0; image && i < strv_len(image->entrypoint); i++)
-			strv_push(&v, &n, image->entrypoint[i]);
-		if (unit->n_args > 0) {
-			for (size_t i = 0; i < unit->n_args; i++)
-				strv_push(&v, &n, unit->args[i]);
-		} else {
-			for (size_t i = 0; image && i < strv_len(image->cmd); i++)
-				strv_push(&v, &n, image->cmd[i]);
-		}
+		strvec_pushv(&sv, image ? image->entrypoint : NULL);
+		if (unit->n_args > 0)
+			strvec_pushn(&sv, unit->args, unit->n_args);
+		else
+			strvec_pushv(&sv, image ? image->cmd : NULL);
 	}
-	if (n == 0 || v[0][0] == '\0') {
-		bundle_strv_free(v);
+	if (sv.nr == 0 || sv.v[0][0] == '\0') {
+		strvec_clear(&sv);
 		return err_set(err, EINVAL,
 			       "unit %s: no command: the image has no entrypoint or cmd; set the "
 			       "container's command",
 			       unit->name && unit->name[0] ? unit->name : unit->id);
 	}
-	*out = v;
+	*out = strvec_detach(&sv);
 	return 0;
 }
 
-/* Sets KEY=VALUE in v, replacing an entry with the same key. */
-static void env_set(char ***v, size_t *n, const char *kv)
+/* Sets KEY=VALUE in sv, replacing an entry with the same key. */
+static void env_set(struct strvec *sv, const char *kv)
 {
 	const char *eq = strchr(kv, '=');
 	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
 
-	for (size_t i = 0; i < *n; i++) {
-		if (strncmp((*v)[i], kv, klen) == 0 &&
-		    ((*v)[i][klen] == '=' || (*v)[i][klen] == '\0')) {
-			free((*v)[i]);
-			(*v)[i] = xstrdup(kv);
+	for (size_t i = 0; i < sv->nr; i++) {
+		if (strncmp(sv->v[i], kv, klen) == 0 &&
+		    (sv->v[i][klen] == '=' || sv->v[i][klen] == '\0')) {
+			free(sv->v[i]);
+			sv->v[i] = xstrdup(kv);
 			return;
 		}
 	}
-	strv_push(v, n, kv);
+	strvec_push(sv, kv);
 }
 
 /* Image env overlaid with unit env; see the header. */
 char **bundle_process_env(const Kiyot__Cell__V1__Unit *unit, const struct image_info *image,
 			  const char *hostname)
 {
-	char **v = xcalloc(1, sizeof(*v));
-	size_t n = 0;
+	struct strvec sv = STRVEC_INIT;
 	bool has_path = false;
 
 	if (hostname && hostname[0]) {
 		_cleanup_free_ char *h = xasprintf("HOSTNAME=%s", hostname);
 
-		env_set(&v, &n, h);
+		env_set(&sv, h);
 	}
-	for (size_t i = 0; image && i < strv_len(image->env); i++)
-		env_set(&v, &n, image->env[i]);
+	for (size_t i = 0; image && image->env && image->env[i]; i++)
+		env_set(&sv, image->env[i]);
 	/* as containerd: a terminal says what it is, unless the container's own env does */
 	if (unit->tty)
-		env_set(&v, &n, "TERM=xterm");
+		env_set(&sv, "TERM=xterm");
 	for (size_t i = 0; i < unit->n_env; i++) {
 		_cleanup_free_ char *kv = xasprintf("%s=%s", unit->env[i]->key,
 						    unit->env[i]->value ? unit->env[i]->value : "");
 
-		env_set(&v, &n, kv);
+		env_set(&sv, kv);
 	}
-	for (size_t i = 0; i < n; i++)
-		has_path = has_path || strncmp(v[i], "PATH=", 5) == 0;
+	for (size_t i = 0; i < sv.nr; i++)
+		has_path = has_path || strncmp(sv.v[i], "PATH=", 5) == 0;
 	if (!has_path)
-		strv_push(&v, &n, DEFAULT_PATH);
-	return v;
+		strvec_push(&sv, DEFAULT_PATH);
+	return strvec_detach(&sv);
 }
 
 /* Reads root/<path> without following links out of root, at most ETC_FILE_MAX bytes.
@@ -661,8 +626,8 @@ static int build_process(const struct bundle_spec *spec, json_t *caps, json_t **
 		      "cwd", cwd, "capabilities", "bounding", caps, "effective", caps, "permitted",
 		      caps, "noNewPrivileges", unit->no_new_privs, "rlimits", "type",
 		      "RLIMIT_NOFILE", "hard", nofile_limit(), "soft", nofile_limit());
-	bundle_strv_free(args);
-	bundle_strv_free(env);
+	strv_free(args);
+	strv_free(env);
 	if (!p)
 		return err_set(err, EINVAL, "building process: invalid UTF-8 in args or env");
 	*out = p;

@@ -60,14 +60,13 @@ struct bundle_user {
 };
 
 /* The process arguments by Kubernetes' rules; a NULL-terminated array the caller frees with
- * bundle_strv_free. -EINVAL when neither unit nor image names a command. */
+ * strv_free (strvec.h). -EINVAL when neither unit nor image names a command. */
 int bundle_process_args(const Kiyot__Cell__V1__Unit *unit, const struct image_info *image,
 			char ***out, struct err *err);
 /* The environment: image env, then the unit's env replacing same-named variables; PATH gets a
- * default when neither sets it. NULL-terminated; free with bundle_strv_free. */
+ * default when neither sets it. NULL-terminated; free with strv_free. */
 char **bundle_process_env(const Kiyot__Cell__V1__Unit *unit, const struct image_info *image,
 			  const char *hostname);
-void bundle_strv_free(char **v);
 
 /* Resolves user ("", "uid", "uid:gid", "name", "name:group", mixed) against root's
  * /etc/passwd and /etc/group, read without leaving root. "" means root (0:0). A name that

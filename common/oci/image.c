@@ -71,12 +71,12 @@ static void rec_free(struct img_rec *r)
 	if (!r)
 		return;
 	free(r->id);
-	image_strv_free(r->refs);
-	image_strv_free(r->digests);
-	image_strv_free(r->layers);
-	image_strv_free(r->entrypoint);
-	image_strv_free(r->cmd);
-	image_strv_free(r->env);
+	strv_free(r->refs);
+	strv_free(r->digests);
+	strv_free(r->layers);
+	strv_free(r->entrypoint);
+	strv_free(r->cmd);
+	strv_free(r->env);
 	free(r->user);
 	free(r->working_dir);
 	free(r);
@@ -96,9 +96,9 @@ static struct img_rec *rec_from_info(const struct image_info *info)
 	r->refs = xcalloc(1, sizeof(char *));
 	r->digests = xcalloc(1, sizeof(char *));
 	r->size = info->size;
-	r->entrypoint = image_strv_dup(info->entrypoint);
-	r->cmd = image_strv_dup(info->cmd);
-	r->env = image_strv_dup(info->env);
+	r->entrypoint = strv_dup(info->entrypoint);
+	r->cmd = strv_dup(info->cmd);
+	r->env = strv_dup(info->env);
 	r->user = xstrdup(info->user);
 	r->working_dir = xstrdup(info->working_dir);
 	return r;
@@ -195,9 +195,9 @@ static struct image_info *rec_info_at(const char *root, const struct img_rec *r,
 	info->image_id = xstrdup(r->id);
 	info->rootfs = xasprintf("%s/images/%s/rootfs", root, image_hex(r->id));
 	info->size = r->size;
-	info->entrypoint = image_strv_dup(r->entrypoint);
-	info->cmd = image_strv_dup(r->cmd);
-	info->env = image_strv_dup(r->env);
+	info->entrypoint = strv_dup(r->entrypoint);
+	info->cmd = strv_dup(r->cmd);
+	info->env = strv_dup(r->env);
 	info->user = xstrdup(r->user);
 	info->working_dir = xstrdup(r->working_dir);
 	return info;
@@ -217,9 +217,9 @@ void image_info_free(struct image_info *info)
 	free(info->repo_digest);
 	free(info->image_id);
 	free(info->rootfs);
-	image_strv_free(info->entrypoint);
-	image_strv_free(info->cmd);
-	image_strv_free(info->env);
+	strv_free(info->entrypoint);
+	strv_free(info->cmd);
+	strv_free(info->env);
 	free(info->user);
 	free(info->working_dir);
 	free(info);
@@ -238,8 +238,7 @@ static struct img_rec *store_find_id(const struct image_store *s, const char *id
 static struct img_rec *store_find_ref(const struct image_store *s, const char *ref)
 {
 	for (size_t i = 0; i < s->n_recs; i++)
-		if (image_strv_has(s->recs[i]->refs, ref) ||
-		    image_strv_has(s->recs[i]->digests, ref))
+		if (strv_has(s->recs[i]->refs, ref) || strv_has(s->recs[i]->digests, ref))
 			return s->recs[i];
 	return NULL;
 }
@@ -413,7 +412,7 @@ static void store_attach(struct image_store *s, struct img_rec *r, const char *r
 		if (rec_save(s->recs[i], dir, &e) < 0)
 			log_warn("image store: %s", e.msg);
 	}
-	if (!image_strv_has(r->refs, ref) || !image_strv_has(r->digests, repo_digest)) {
+	if (!strv_has(r->refs, ref) || !strv_has(r->digests, repo_digest)) {
 		_cleanup_free_ char *dir = image_dir(s, r->id);
 
 		r->refs = image_strv_add(r->refs, ref);
@@ -570,7 +569,7 @@ int image_lookup(struct image_store *s, const char *ref, struct image_info **out
 	pthread_mutex_lock(&s->mu);
 	rec = store_find_ref(s, norm);
 	if (rec)
-		*out = rec_info(s, rec, image_strv_has(rec->refs, norm) ? norm : NULL,
+		*out = rec_info(s, rec, strv_has(rec->refs, norm) ? norm : NULL,
 				rec_digest_for(rec, r.host, r.repository));
 	pthread_mutex_unlock(&s->mu);
 	image_ref_release(&r);
@@ -606,7 +605,7 @@ static int rec_load(const char *root, const char *hex, struct img_rec **out, str
 static bool store_uses_blob(const struct image_store *s, const char *digest)
 {
 	for (size_t i = 0; i < s->n_recs; i++)
-		if (image_strv_has(s->recs[i]->layers, digest))
+		if (strv_has(s->recs[i]->layers, digest))
 			return true;
 	return false;
 }

@@ -13,6 +13,7 @@
 
 #include "err.h"
 #include "image.h"
+#include "strvec.h"
 
 struct reg_client;
 struct reg_manifest;
@@ -61,12 +62,8 @@ int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref, 
 			 const struct image_auth *auth, struct reg_client **client,
 			 struct img_manifest *m, struct image_info **out, struct err *err);
 
-/* NULL-terminated string vectors; NULL counts as empty. The caller owns what is returned. */
-size_t image_strv_len(char *const *v);
-void image_strv_free(char **v);
-char **image_strv_dup(char *const *v);
-bool image_strv_has(char *const *v, const char *s);
-/* Appends a copy of s unless present; returns the (possibly moved) vector. */
+/* The store's reference lists, NULL-terminated string vectors (strvec.h; NULL counts as
+ * empty), as sets. Appends a copy of s unless present; returns the (possibly moved) vector. */
 char **image_strv_add(char **v, const char *s);
 /* Removes s; returns whether it was there. */
 bool image_strv_remove(char **v, const char *s);

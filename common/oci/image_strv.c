@@ -1,6 +1,6 @@
 /*
- * image_strv.c: NULL-terminated string vectors, the shape of an image config's Entrypoint, Cmd
- * and Env and of the store's reference lists, with their JSON form.
+ * image_strv.c: the string vectors of an image (its config's Entrypoint, Cmd and Env, the
+ * store's reference lists) in their JSON form, and the reference lists as sets.
  */
 #include "image_internal.h"
 
@@ -11,61 +11,22 @@
 
 #define IMAGE_MAX_STRV 4096
 
-/* Number of strings before the NULL. */
-size_t image_strv_len(char *const *v)
-{
-	size_t n = 0;
-
-	while (v && v[n])
-		n++;
-	return n;
-}
-
-/* Frees the strings and the vector. */
-void image_strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* A deep copy; never NULL. */
-char **image_strv_dup(char *const *v)
-{
-	size_t n = image_strv_len(v);
-	char **out = xcalloc(n + 1, sizeof(*out));
-
-	for (size_t i = 0; i < n; i++)
-		out[i] = xstrdup(v[i]);
-	return out;
-}
-
-/* Whether s is one of the strings. */
-bool image_strv_has(char *const *v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		if (!strcmp(v[i], s))
-			return true;
-	return false;
-}
-
 /* Appends a copy of s unless present. */
 char **image_strv_add(char **v, const char *s)
 {
-	size_t n = image_strv_len(v);
+	struct strvec sv = STRVEC_INIT;
 
-	if (image_strv_has(v, s))
+	if (strv_has(v, s))
 		return v;
-	v = xrealloc(v, (n + 2) * sizeof(*v));
-	v[n] = xstrdup(s);
-	v[n + 1] = NULL;
-	return v;
+	strvec_attach(&sv, v);
+	strvec_push(&sv, s);
+	return strvec_detach(&sv);
 }
 
 /* Removes s; returns whether it was there. */
 bool image_strv_remove(char **v, const char *s)
 {
-	size_t n = image_strv_len(v);
+	size_t n = strv_len(v);
 
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(v[i], s))
@@ -80,26 +41,21 @@ bool image_strv_remove(char **v, const char *s)
 /* A JSON array of strings (or null/absent) as a vector; what names the field in errors. */
 int image_strv_from_json(const json_t *j, const char *what, char ***out, struct err *err)
 {
+	struct strvec sv = STRVEC_INIT;
 	size_t i;
 	json_t *v;
-	char **res;
 
-	if (!j || json_is_null(j)) {
-		*out = xcalloc(1, sizeof(char *));
-		return 0;
-	}
-	if (!json_is_array(j) || json_array_size(j) > IMAGE_MAX_STRV)
+	if (j && !json_is_null(j) && (!json_is_array(j) || json_array_size(j) > IMAGE_MAX_STRV))
 		return err_set(err, EPROTO, "%s: expected a list of at most %d strings", what,
 			       IMAGE_MAX_STRV);
-	res = xcalloc(json_array_size(j) + 1, sizeof(*res));
 	json_array_foreach (j, i, v) {
 		if (!json_is_string(v)) {
-			image_strv_free(res);
+			strvec_clear(&sv);
 			return err_set(err, EPROTO, "%s[%zu]: expected a string", what, i);
 		}
-		res[i] = xstrdup(json_string_value(v));
+		strvec_push(&sv, json_string_value(v));
 	}
-	*out = res;
+	*out = strvec_detach(&sv);
 	return 0;
 }
 

@@ -524,22 +524,14 @@ int podspec_read_containers(const json_t *spec, const char *key, struct podspec 
 	return 0;
 }
 
-/* Frees a NULL-terminated or counted string array. */
-static void pfree_strings(char **a, size_t n)
-{
-	for (size_t i = 0; a && i < n; i++)
-		free(a[i]);
-	free(a);
-}
-
 /* Frees n containers. */
 void podspec_containers_free(struct podspec_container *c, size_t n)
 {
 	for (size_t i = 0; c && i < n; i++) {
 		free(c[i].name);
 		free(c[i].image);
-		pfree_strings(c[i].command, c[i].n_command);
-		pfree_strings(c[i].args, c[i].n_args);
+		strv_free(c[i].command);
+		strv_free(c[i].args);
 		podspec_kv_free(c[i].env, c[i].n_env);
 		free(c[i].working_dir);
 		for (size_t k = 0; c[i].ports && k < c[i].n_ports; k++) {

@@ -165,6 +165,7 @@ int podspec_string_list(const json_t *obj, const char *key, const char *path, ch
 {
 	const json_t *l = podspec_member(obj, key);
 	_cleanup_free_ char *p = podspec_join(path, key);
+	struct strvec sv = STRVEC_INIT;
 	size_t i;
 	json_t *v;
 	int ret;
@@ -174,16 +175,18 @@ int podspec_string_list(const json_t *obj, const char *key, const char *path, ch
 	ret = podspec_expect(l, JSON_ARRAY, p, err);
 	if (ret < 0)
 		return ret;
-	*out = xcalloc(json_array_size(l) + 1, sizeof(char *));
 	json_array_foreach (l, i, v) {
 		_cleanup_free_ char *ip = podspec_index(p, i);
 
 		ret = podspec_expect(v, JSON_STRING, ip, err);
-		if (ret < 0)
+		if (ret < 0) {
+			strvec_clear(&sv);
 			return ret;
-		(*out)[i] = xstrdup(json_string_value(v));
-		*n = i + 1;
+		}
+		strvec_push(&sv, json_string_value(v));
 	}
+	*n = sv.nr;
+	*out = strvec_detach(&sv);
 	return 0;
 }
 

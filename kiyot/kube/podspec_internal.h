@@ -19,6 +19,7 @@
 
 #include "err.h"
 #include "podspec.h"
+#include "strvec.h"
 
 /* podspec_field.c: field readers */
 

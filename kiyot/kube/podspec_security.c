@@ -542,18 +542,10 @@ bool podspec_has_privileged(const struct podspec *p)
 	return false;
 }
 
-/* Frees a NULL-terminated list of n strings. */
-static void pfree_list(char **l, size_t n)
-{
-	for (size_t i = 0; l && i < n; i++)
-		free(l[i]);
-	free(l);
-}
-
 void podspec_security_release(struct podspec_security *s)
 {
-	pfree_list(s->cap_add, s->n_cap_add);
-	pfree_list(s->cap_drop, s->n_cap_drop);
+	strv_free(s->cap_add);
+	strv_free(s->cap_drop);
 	free(s->seccomp.localhost_profile);
 }
 

@@ -60,6 +60,7 @@
 #include "log.h"
 #include "kube/quantity.h"
 #include "sizing/sizing.h"
+#include "strvec.h"
 #include "xalloc.h"
 #include "yaml.h"
 
@@ -115,13 +116,6 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	reg_policy_default(&c->pulls);
 }
 
-static void strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void kiyot_config_release(struct kiyot_config *c)
 {
 	free(c->socket);
@@ -145,11 +139,11 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->ec2.instance_profile);
 	free(c->ec2.profile);
 	free(c->ec2.credentials_file);
-	strv_free(c->ec2.security_group_ids, c->ec2.n_security_group_ids);
+	strv_free(c->ec2.security_group_ids);
 	free(c->kube_proxy.image);
 	free(c->kube_proxy.kubeconfig);
-	strv_free(c->kube_proxy.command, c->kube_proxy.n_command);
-	strv_free(c->kube_proxy.args, c->kube_proxy.n_args);
+	strv_free(c->kube_proxy.command);
+	strv_free(c->kube_proxy.args);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -172,6 +166,7 @@ static int take_strv(json_t *obj, const char *key, const char *path, char ***dst
 		     struct err *err)
 {
 	json_t *l = json_object_get(obj, key), *v;
+	struct strvec sv = STRVEC_INIT;
 	size_t i;
 
 	if (!l)
@@ -181,11 +176,11 @@ static int take_strv(json_t *obj, const char *key, const char *path, char ***dst
 	json_array_foreach (l, i, v)
 		if (!json_is_string(v))
 			return err_set(err, EINVAL, "%s%s[%zu]: must be a string", path, key, i);
-	strv_free(*dst, *n);
-	*dst = xcalloc(json_array_size(l) + 1, sizeof(char *));
-	*n = 0;
 	json_array_foreach (l, i, v)
-		(*dst)[(*n)++] = xstrdup(json_string_value(v));
+		strvec_push(&sv, json_string_value(v));
+	strv_free(*dst);
+	*n = sv.nr;
+	*dst = strvec_detach(&sv);
 	return 0;
 }
 

@@ -144,8 +144,8 @@ static void check_config(const char *text, size_t len)
 		return;
 	}
 	if (!info->entrypoint || !info->cmd || !info->env || !info->user || !info->working_dir ||
-	    image_strv_len(info->entrypoint) > 4096 || image_strv_len(info->cmd) > 4096 ||
-	    image_strv_len(info->env) > 4096)
+	    strv_len(info->entrypoint) > 4096 || strv_len(info->cmd) > 4096 ||
+	    strv_len(info->env) > 4096)
 		fail("a config out of bounds", text);
 	j = json_pack("{s:{s:o, s:o, s:o, s:s, s:s}}", "config", "Entrypoint",
 		      image_strv_to_json(info->entrypoint), "Cmd", image_strv_to_json(info->cmd),

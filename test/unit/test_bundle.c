@@ -14,6 +14,7 @@
 #include "../../cell-agent/bundle.h"
 #include "image.h"
 #include "fsutil.h"
+#include "strvec.h"
 #include "xalloc.h"
 
 #define FIXTURE_ROOT "test/fixtures/bundle/rootfs"
@@ -96,12 +97,12 @@ static void test_bundle__process_args_table(void **state)
 			s = join(got);
 			if (strcmp(s, c->want) != 0)
 				fail_msg("case %zu: got \"%s\" want \"%s\"", i, s, c->want);
-			bundle_strv_free(got);
+			strv_free(got);
 		}
-		bundle_strv_free(command);
-		bundle_strv_free(uargs);
-		bundle_strv_free(img.entrypoint);
-		bundle_strv_free(img.cmd);
+		strv_free(command);
+		strv_free(uargs);
+		strv_free(img.entrypoint);
+		strv_free(img.cmd);
 	}
 }
 
@@ -127,7 +128,7 @@ static void test_bundle__env_overlay(void **state)
 	env = bundle_process_env(&u, &img, "web-0");
 	s = join(env);
 	assert_string_equal(s, "HOSTNAME=web-0 PATH=/bin A=unit B=keep C=new=with=equals");
-	bundle_strv_free(env);
+	strv_free(env);
 
 	img.env = (char *[]){ "X=1", NULL };
 	u.n_env = 0;
@@ -136,7 +137,7 @@ static void test_bundle__env_overlay(void **state)
 	s = join(env);
 	assert_string_equal(
 		s, "X=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	bundle_strv_free(env);
+	strv_free(env);
 
 	/* a terminal gets TERM=xterm over the image's, and the unit's own TERM over that */
 	img.env = (char *[]){ "PATH=/bin", "TERM=dumb", NULL };
@@ -145,7 +146,7 @@ static void test_bundle__env_overlay(void **state)
 	free(s);
 	s = join(env);
 	assert_string_equal(s, "PATH=/bin TERM=xterm");
-	bundle_strv_free(env);
+	strv_free(env);
 	kv1.key = "TERM";
 	kv1.value = "vt100";
 	u.n_env = 1;
@@ -153,7 +154,7 @@ static void test_bundle__env_overlay(void **state)
 	free(s);
 	s = join(env);
 	assert_string_equal(s, "PATH=/bin TERM=vt100");
-	bundle_strv_free(env);
+	strv_free(env);
 }
 
 struct user_case {

@@ -29,6 +29,7 @@
 #include "codec.h"
 #include "ec2.h"
 #include "log.h"
+#include "strvec.h"
 #include "xalloc.h"
 
 #define DEFAULT_LAUNCH_TIMEOUT_S 600
@@ -467,9 +468,7 @@ static void ec2_destroy(void *self)
 	seen_free(p->cache, p->n_cache);
 	ec2_client_free(p->client);
 	aws_creds_provider_free(p->creds);
-	for (size_t i = 0; i < p->n_security_groups; i++)
-		free(p->security_groups[i]);
-	free(p->security_groups);
+	strv_free(p->security_groups);
 	free(p->cluster_id);
 	free(p->image_id);
 	free(p->subnet_id);
@@ -501,6 +500,7 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 {
 	struct aws_creds_config cc = { 0 };
 	struct ec2_config ec = { 0 };
+	struct strvec groups = STRVEC_INIT;
 	struct ec2p *p;
 	pthread_condattr_t ca;
 
@@ -533,9 +533,10 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	p->image_id = xstrdup(cfg->image_id);
 	p->subnet_id = dup_or_null(cfg->subnet_id);
 	p->instance_profile = dup_or_null(cfg->instance_profile);
-	p->security_groups = xcalloc(cfg->n_security_group_ids + 1, sizeof(char *));
 	for (size_t i = 0; i < cfg->n_security_group_ids; i++)
-		p->security_groups[p->n_security_groups++] = xstrdup(cfg->security_group_ids[i]);
+		strvec_push(&groups, cfg->security_group_ids[i]);
+	p->n_security_groups = groups.nr;
+	p->security_groups = strvec_detach(&groups);
 	p->launch_timeout_s = cfg->launch_timeout_s > 0 ? cfg->launch_timeout_s
 							: DEFAULT_LAUNCH_TIMEOUT_S;
 	p->poll_ms = cfg->poll_ms > 0 ? cfg->poll_ms : DEFAULT_POLL_MS;
