@@ -1,3 +1,6 @@
+/*
+ * arena.c: an arena as a list of zeroed blocks, one per allocation (see arena.h).
+ */
 #include "arena.h"
 
 #include <stdlib.h>
@@ -21,7 +24,11 @@ void *arena_alloc(struct arena *a, size_t n)
 
 char *arena_strdup(struct arena *a, const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
+	return arena_strndup(a, s, s ? strlen(s) : 0);
+}
+
+char *arena_strndup(struct arena *a, const char *s, size_t n)
+{
 	char *d = arena_alloc(a, n + 1);
 
 	if (n)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "cancel.h"
 #include "log.h"
 #include "rpc_internal.h"
@@ -31,18 +32,13 @@
 #define RPC_DEFAULT_THREADS 8
 #define RPC_DEFAULT_MAX_QUEUE 4096
 
-struct arena_block {
-	struct arena_block *next;
-	max_align_t data[];
-};
-
 struct rpc_call {
 	struct rpc_server *srv;
 	grpc_call *call;
 	grpc_completion_queue *cq;
 	grpc_call_details details;
 	grpc_metadata_array md;
-	struct arena_block *arena;
+	struct arena arena;
 	ProtobufCMessage **adopted; /* rpc_adopt: freed with the arena */
 	size_t n_adopted;
 	int close_done; /* RECV_CLOSE_ON_SERVER completed */
@@ -100,24 +96,17 @@ enum {
 
 void *rpc_alloc(struct rpc_call *c, size_t n)
 {
-	struct arena_block *b = xcalloc(1, sizeof(*b) + n);
-
-	b->next = c->arena;
-	c->arena = b;
-	return b->data;
+	return arena_alloc(&c->arena, n);
 }
 
 char *rpc_strdup(struct rpc_call *c, const char *s)
 {
-	return rpc_strndup(c, s ? s : "", s ? strlen(s) : 0);
+	return arena_strdup(&c->arena, s);
 }
 
 char *rpc_strndup(struct rpc_call *c, const char *s, size_t n)
 {
-	char *d = rpc_alloc(c, n + 1);
-
-	memcpy(d, s, n);
-	return d;
+	return arena_strndup(&c->arena, s, n);
 }
 
 void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc)
@@ -134,19 +123,15 @@ void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg)
 	c->adopted[c->n_adopted++] = msg;
 }
 
-static void arena_free(struct rpc_call *c)
+/* Frees what the call's response was built from: adopted messages and the arena. */
+static void call_memory_free(struct rpc_call *c)
 {
 	for (size_t i = 0; i < c->n_adopted; i++)
 		protobuf_c_message_free_unpacked(c->adopted[i], NULL);
 	free(c->adopted);
 	c->adopted = NULL;
 	c->n_adopted = 0;
-	while (c->arena) {
-		struct arena_block *b = c->arena;
-
-		c->arena = b->next;
-		free(b);
-	}
+	arena_release(&c->arena);
 }
 
 static struct rpc_call *slot_new(struct rpc_server *s)
@@ -180,7 +165,7 @@ static void call_free(struct rpc_call *c)
 		grpc_call_unref(c->call);
 	grpc_call_details_destroy(&c->details);
 	grpc_metadata_array_destroy(&c->md);
-	arena_free(c);
+	call_memory_free(c);
 	cq_destroy_pluck(c->cq);
 	free(c);
 }
