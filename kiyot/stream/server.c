@@ -32,6 +32,7 @@
 struct token {
 	char id[33];
 	int64_t expires_ns;
+	size_t bytes;		   /* what its request holds, for the server's bound */
 	struct stream_request req; /* owned copies */
 	struct token *next;
 };
@@ -43,7 +44,8 @@ struct stream_server {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
-	struct token *tokens;
+	struct token *tokens; /* newest first */
+	size_t ntokens, token_bytes;
 	int conns;
 	int fds[STREAM_MAX_CONNECTIONS]; /* the connections' sockets (-1: free), shut at stop */
 	bool stopping;
@@ -79,6 +81,45 @@ static void token_free(struct token *t)
 	free(t);
 }
 
+/* Unlinks *pp, a token of the table, and frees it. */
+static void token_drop(struct stream_server *s, struct token **pp)
+{
+	struct token *t = *pp;
+
+	*pp = t->next;
+	s->ntokens--;
+	s->token_bytes -= t->bytes;
+	token_free(t);
+}
+
+/* Makes room for a token of bytes: the expired ones go, then the oldest while the table is
+ * past its bounds. Called with s->mu held. */
+static void tokens_make_room(struct stream_server *s, size_t bytes)
+{
+	int64_t now = clock_mono_ns();
+	size_t dropped = 0;
+
+	for (struct token **pp = &s->tokens; *pp;) {
+		if ((*pp)->expires_ns < now)
+			token_drop(s, pp);
+		else
+			pp = &(*pp)->next;
+	}
+	while (s->tokens && (s->ntokens >= STREAM_MAX_TOKENS ||
+			     s->token_bytes + bytes > STREAM_MAX_TOKEN_BYTES)) {
+		struct token **oldest = &s->tokens;
+
+		while ((*oldest)->next)
+			oldest = &(*oldest)->next;
+		token_drop(s, oldest);
+		dropped++;
+	}
+	if (dropped)
+		log_warn("streaming server: %zu unused URL(s) forgotten to keep within %d URLs and "
+			 "%u MiB; their clients must ask again",
+			 dropped, STREAM_MAX_TOKENS, STREAM_MAX_TOKEN_BYTES >> 20);
+}
+
 char *stream_server_url(struct stream_server *s, const struct stream_request *req)
 {
 	struct token *t = xcalloc(1, sizeof(*t));
@@ -91,8 +132,11 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	t->req = *req;
 	t->req.cell_id = xstrdup(req->cell_id ? req->cell_id : "");
 	t->req.unit_id = xstrdup(req->unit_id ? req->unit_id : "");
-	for (size_t i = 0; i < req->n_cmd; i++)
+	t->bytes = sizeof(*t) + req->n_ports * sizeof(int32_t);
+	for (size_t i = 0; i < req->n_cmd; i++) {
 		cmd[i] = xstrdup(req->cmd[i]);
+		t->bytes += sizeof(char *) + strlen(cmd[i]) + 1;
+	}
 	t->req.cmd = cmd;
 	t->req.ports = NULL;
 	if (req->n_ports) {
@@ -103,19 +147,11 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	}
 	t->expires_ns = clock_mono_ns() + (int64_t)STREAM_TOKEN_TTL_S * 1000000000LL;
 	pthread_mutex_lock(&s->mu);
-	/* expired ones go as new ones come */
-	for (struct token **pp = &s->tokens; *pp;) {
-		struct token *o = *pp;
-
-		if (o->expires_ns < clock_mono_ns()) {
-			*pp = o->next;
-			token_free(o);
-		} else {
-			pp = &o->next;
-		}
-	}
+	tokens_make_room(s, t->bytes);
 	t->next = s->tokens;
 	s->tokens = t;
+	s->ntokens++;
+	s->token_bytes += t->bytes;
 	pthread_mutex_unlock(&s->mu);
 	return xasprintf("http://127.0.0.1:%d/%s/%s", s->port, kind_paths[req->kind], t->id);
 }
@@ -130,6 +166,8 @@ static struct token *token_take(struct stream_server *s, const char *id, size_t 
 		if (strlen((*pp)->id) == len && memcmp((*pp)->id, id, len) == 0) {
 			found = *pp;
 			*pp = found->next;
+			s->ntokens--;
+			s->token_bytes -= found->bytes;
 			break;
 		}
 	}

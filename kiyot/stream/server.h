@@ -23,6 +23,10 @@
 #define STREAM_TOKEN_TTL_S 60
 /* Connections served at once. */
 #define STREAM_MAX_CONNECTIONS 128
+/* URLs not yet used that the server keeps, in number and in the bytes of their requests: past
+ * either, the oldest URL is forgotten (it answers 404 like an expired one). */
+#define STREAM_MAX_TOKENS 1024
+#define STREAM_MAX_TOKEN_BYTES (32u << 20)
 
 struct cellmgr;
 struct stream_server;

@@ -176,6 +176,46 @@ static void test_stream__urls_are_single_use(void **state)
 	assert_int_equal(strncmp(c, "HTTP/1.1 404", 12), 0);
 }
 
+/* Unused URLs are bounded: past STREAM_MAX_TOKENS the oldest is forgotten (404 as an expired
+ * one), the newest still work; and by the bytes their commands hold. */
+static void test_stream__unused_urls_are_bounded(void **state)
+{
+	struct fix *f = *state;
+	char **urls = xcalloc(STREAM_MAX_TOKENS + 1, sizeof(*urls));
+	_cleanup_free_ char *first = NULL, *last = NULL, *big_a = NULL, *big_b = NULL;
+	_cleanup_free_ char *huge = xmalloc(STREAM_MAX_TOKEN_BYTES / 2 + 1);
+	char *const cmd[] = { huge };
+	struct stream_request r = { .kind = STREAM_EXEC };
+	size_t len;
+
+	for (size_t i = 0; i <= STREAM_MAX_TOKENS; i++)
+		urls[i] = exec_url(f);
+	first = ask(urls[0], "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", &len);
+	assert_int_equal(strncmp(first, "HTTP/1.1 404", 12), 0);
+	last = ask(urls[STREAM_MAX_TOKENS], "", &len); /* known: 400, it asks for no upgrade */
+	assert_int_equal(strncmp(last, "HTTP/1.1 400", 12), 0);
+	for (size_t i = 0; i <= STREAM_MAX_TOKENS; i++)
+		free(urls[i]);
+	free(urls);
+
+	/* two commands of half the byte bound each cannot both wait */
+	memset(huge, 'x', STREAM_MAX_TOKEN_BYTES / 2);
+	huge[STREAM_MAX_TOKEN_BYTES / 2] = '\0';
+	r.cell_id = CELL;
+	r.unit_id = "c000000000000000000000000000000000000000000000000000000000000001";
+	r.cmd = cmd;
+	r.n_cmd = 1;
+	r.out = true;
+	big_a = stream_server_url(f->h.k.stream, &r);
+	big_b = stream_server_url(f->h.k.stream, &r);
+	free(first);
+	first = ask(big_a, "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", &len);
+	assert_int_equal(strncmp(first, "HTTP/1.1 404", 12), 0);
+	free(last);
+	last = ask(big_b, "", &len);
+	assert_int_equal(strncmp(last, "HTTP/1.1 400", 12), 0);
+}
+
 /* A head that is not HTTP is 400; a SPDY upgrade with no protocol in common is 403 and
  * lists the ones the server speaks. */
 static void test_stream__bad_requests_are_answered(void **state)
@@ -718,6 +758,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(exec_to_a_cell_that_is_gone_says_why),
 		T(urls_are_single_use),
+		T(unused_urls_are_bounded),
 		T(bad_requests_are_answered),
 		T(websocket_exec_gets_the_failure_as_a_status),
 		T(stop_ends_open_connections),
