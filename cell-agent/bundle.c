@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +10,10 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "fsroot.h"
 #include "fsutil.h"
 #include "image.h"
 #include "seccomp.h"
@@ -252,7 +251,6 @@ char **bundle_process_env(const Kiyot__Cell__V1__Unit *unit, const struct image_
  * *out is NULL (and 0 returned) when the file does not exist. */
 static int read_in_root(const char *root, const char *path, char **out, struct err *err)
 {
-	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT };
 	_cleanup_close_ int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *fdpath = NULL;
@@ -261,9 +259,13 @@ static int read_in_root(const char *root, const char *path, char **out, struct e
 	*out = NULL;
 	if (dfd < 0)
 		return err_errno(err, "open image root %s", root);
-	fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-	if (fd < 0)
-		return errno == ENOENT ? 0 : err_errno(err, "open %s in the image", path);
+	fd = fsroot_open(dfd, path, O_RDONLY | O_NONBLOCK, FSROOT_IN_ROOT);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0) {
+		errno = -fd;
+		return err_errno(err, "open %s in the image", path);
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return err_set(err, EINVAL, "%s in the image is not a regular file", path);
 	fdpath = xasprintf("/proc/self/fd/%d", fd);

@@ -6,16 +6,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fsroot.h"
 #include "xalloc.h"
 
 #define T_DIR KIYOT__CELL__V1__FILE_ENTRY__TYPE__DIR
@@ -188,17 +187,6 @@ out:
 	return ret;
 }
 
-/* Opens a directory beneath dirfd without following any symlink. */
-static int open_dir_beneath(int dirfd, const char *path)
-{
-	struct open_how how = {
-		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-
-	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-}
-
 /* The names in directory fd (not "." or ".."), read before anything changes it: removing
  * while reading may skip entries. NULL with errno set on failure; *n names. */
 static char **list_names(int fd, size_t *n)
@@ -226,38 +214,6 @@ static char **list_names(int fd, size_t *n)
 	if (!names)
 		names = xcalloc(1, sizeof(*names));
 	return names;
-}
-
-/* rm -rf of one name in dirfd; symlinks are removed, never followed. */
-static int remove_at(int at, const char *name)
-{
-	struct stat st;
-	char **names;
-	size_t n;
-	int fd, ret = 0;
-
-	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(at, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	names = list_names(fd, &n);
-	if (!names)
-		ret = -errno;
-	for (size_t i = 0; i < n; i++) {
-		int r = remove_at(fd, names[i]);
-
-		if (r < 0 && ret == 0)
-			ret = r;
-		free(names[i]);
-	}
-	free(names);
-	close(fd);
-	if (ret == 0 && unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		ret = -errno;
-	return ret;
 }
 
 /* Owner, then mode (a chown clears set-id bits). */
@@ -319,7 +275,7 @@ static int replace_with_tmp(int parent, const char *base, int ret, unsigned *wri
 	struct stat st;
 
 	if (ret == 0 && fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		ret = remove_at(parent, base);
+		ret = fsroot_remove(parent, base, 0);
 	if (ret == 0 && renameat(parent, TMP_NAME, parent, base) < 0)
 		ret = -errno;
 	if (ret < 0)
@@ -368,7 +324,7 @@ static int put_dir(int parent, const char *base, const entry_t *e, unsigned *wri
 	bool made = false;
 
 	if (fstatat(parent, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
-		ret = remove_at(parent, base);
+		ret = fsroot_remove(parent, base, 0);
 		if (ret < 0)
 			return ret;
 	}
@@ -426,7 +382,7 @@ static int prune(int dirfd, const char *prefix, const struct sorted *s, unsigned
 		int r = 0;
 
 		if (!e) {
-			r = remove_at(dirfd, names[i]);
+			r = fsroot_remove(dirfd, names[i], 0);
 			if (r == 0)
 				(*removed)++;
 		} else if (e->type == T_DIR) {
@@ -452,7 +408,7 @@ static int write_one_file(int vols, const char *name, const entry_t *e, unsigned
 	int fd, ret = 0;
 
 	if (fstatat(vols, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-		ret = remove_at(vols, name);
+		ret = fsroot_remove(vols, name, 0);
 		if (ret < 0)
 			return ret;
 	}
@@ -489,7 +445,7 @@ static int parent_of(int root, const char *path, char **cur, int *cur_fd, const 
 		close(*cur_fd);
 	free(*cur);
 	*cur = xstrndup(path, n);
-	*cur_fd = n ? open_dir_beneath(root, *cur) : root;
+	*cur_fd = n ? fsroot_open(root, *cur, O_RDONLY | O_DIRECTORY, FSROOT_BENEATH) : root;
 	return *cur_fd;
 }
 
@@ -509,7 +465,7 @@ static int write_pass(int root, const struct sorted *s, bool links, unsigned *wr
 			continue;
 		parent = parent_of(root, e->path, &cur, &cur_fd, &base);
 		if (parent < 0)
-			ret = -errno;
+			ret = parent;
 		else if (e->type == T_DIR)
 			ret = put_dir(parent, base, e, written);
 		else if (e->type == T_FILE)

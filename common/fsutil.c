@@ -3,13 +3,13 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsroot.h"
 #include "xalloc.h"
 
 int fs_mkdir_p(const char *path, mode_t mode, struct err *err)
@@ -114,25 +114,41 @@ int fs_replace_file(const char *path, const void *data, size_t len, mode_t mode,
 	return write_replace(path, data, len, mode, false, err);
 }
 
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* fsroot_remove of path's last component in its parent directory. */
+static int remove_path(const char *path, unsigned flags, struct err *err)
 {
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	if (remove(path) < 0 && errno != ENOENT)
-		return -1;
+	_cleanup_free_ char *dir = xstrdup(path);
+	_cleanup_close_ int dfd = -1;
+	size_t n = strlen(dir);
+	const char *base;
+	char *slash;
+	int ret;
+
+	while (n > 1 && dir[n - 1] == '/')
+		dir[--n] = '\0';
+	slash = strrchr(dir, '/');
+	base = slash ? slash + 1 : dir;
+	if (slash)
+		*slash = '\0';
+	dfd = open(!slash ? "." : slash == dir ? "/" : dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : err_errno(err, "remove %s", path);
+	ret = fsroot_remove(dfd, base, flags);
+	if (ret < 0) {
+		errno = -ret;
+		return err_errno(err, "remove %s", path);
+	}
 	return 0;
 }
 
 int fs_remove_tree(const char *path, struct err *err)
 {
-	struct stat st;
+	return remove_path(path, 0, err);
+}
 
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : err_errno(err, "stat %s", path);
-	if (nftw(path, remove_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
-		return err_errno(err, "remove %s", path);
-	return 0;
+int fs_remove_dirs(const char *path, struct err *err)
+{
+	return remove_path(path, FSROOT_DIRS_ONLY, err);
 }
 
 int fs_exists(const char *path)

@@ -19,8 +19,12 @@ int fs_write_file(const char *path, const void *data, size_t len, mode_t mode, s
  * machine crash may lose it. For files rebuilt after a reboot (what processes of a cell that
  * no longer exist left behind), where an fsync per change costs more than it saves. */
 int fs_replace_file(const char *path, const void *data, size_t len, mode_t mode, struct err *err);
-/* rm -rf; missing paths are not an error. Does not cross mount points. */
+/* rm -rf; missing paths are not an error. Never follows a symbolic link and never enters a
+ * mount point (fsroot_remove). */
 int fs_remove_tree(const char *path, struct err *err);
+/* The same for a tree whose directories alone are removed, other entries vanishing with them
+ * (cgroupfs). */
+int fs_remove_dirs(const char *path, struct err *err);
 int fs_exists(const char *path);
 
 #endif

@@ -5,21 +5,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "fsroot.h"
 #include "log.h"
 #include "xalloc.h"
 
 #define UNPACK_MAX_ENTRIES (1u << 20)
-#define UNPACK_MAX_DEPTH 256
 #define UNPACK_MAX_RESOLVE 1024 /* components created plus links followed, per entry */
 #define UNPACK_WHITEOUT ".wh."
 #define UNPACK_OPAQUE ".wh..wh..opq"
@@ -145,80 +142,6 @@ static char *unpack_clean(const char *raw)
 	return out;
 }
 
-/* openat2 with RESOLVE_IN_ROOT: dirfd acts as "/" for the whole resolution, so absolute
- * symbolic links and ".." land inside it, as they will inside the container, and nothing
- * outside can be reached. Mount points and magic links are refused on top. */
-static int unpack_open_in_root(int dirfd, const char *path, int flags)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-	};
-
-	return (int)syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
-}
-
-/* Splits path (no trailing '/') at its last '/': *parent gets what is before ("" for none),
- * the return value points at the last component inside path. */
-static const char *unpack_split(const char *path, char **parent)
-{
-	const char *slash = strrchr(path, '/');
-
-	*parent = slash ? xstrndup(path, (size_t)(slash - path)) : xstrdup("");
-	return slash ? slash + 1 : path;
-}
-
-/* Opens directory path under the root, resolved in the root, creating what is missing the
- * way a write inside the container would: a missing component is created as a directory, and
- * a symbolic link that points nowhere yet has its target created. budget bounds the steps
- * (components and links followed). Returns the fd or -errno. */
-static int unpack_mkdirs(struct unpack_ctx *c, const char *path, int *budget)
-{
-	_cleanup_free_ char *trimmed = xstrdup(path);
-	_cleanup_free_ char *parent = NULL;
-	_cleanup_free_ char *next = NULL;
-	_cleanup_close_ int pfd = -1;
-	char target[PATH_MAX];
-	const char *base;
-	struct stat st;
-	size_t n = strlen(trimmed);
-	ssize_t len;
-	int fd;
-
-	while (n > 0 && trimmed[n - 1] == '/')
-		trimmed[--n] = '\0';
-	fd = unpack_open_in_root(c->rootfd, trimmed, O_PATH | O_DIRECTORY);
-	if (fd >= 0 || errno != ENOENT)
-		return fd >= 0 ? fd : -errno;
-	if (--*budget < 0)
-		return -ELOOP;
-	base = unpack_split(trimmed, &parent);
-	pfd = unpack_mkdirs(c, parent, budget);
-	if (pfd < 0)
-		return pfd;
-	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
-		fd = unpack_open_in_root(c->rootfd, trimmed, O_PATH | O_DIRECTORY);
-		return fd >= 0 ? fd : -errno;
-	}
-	if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISLNK(st.st_mode)) {
-		fd = openat(pfd, base, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		return fd >= 0 ? fd : -errno;
-	}
-	/* a dangling link: create what it points at, resolved from the link's directory */
-	len = readlinkat(pfd, base, target, sizeof(target) - 1);
-	if (len < 0)
-		return -errno;
-	target[len] = '\0';
-	next = target[0] == '/' ? xstrdup(target) : xasprintf("%s/%s", parent, target);
-	if (strlen(next) >= 2 * PATH_MAX)
-		return -ENAMETOOLONG;
-	return unpack_mkdirs(c, next, budget);
-}
-
 /* The error for a parent directory that could not be opened or created. */
 static int unpack_dir_error(struct unpack_ctx *c, int code, const char *dir, const char *entry,
 			    struct err *err)
@@ -240,53 +163,10 @@ static int unpack_open_dir(struct unpack_ctx *c, const char *dir, const char *en
 			   struct err *err)
 {
 	int budget = UNPACK_MAX_RESOLVE;
-	int fd;
+	int fd = create ? fsroot_mkdirs(c->rootfd, dir, &budget)
+			: fsroot_open(c->rootfd, dir, O_PATH | O_DIRECTORY, FSROOT_IN_ROOT);
 
-	if (create) {
-		fd = unpack_mkdirs(c, dir, &budget);
-		if (fd < 0)
-			return unpack_dir_error(c, -fd, dir, entry, err);
-		return fd;
-	}
-	fd = unpack_open_in_root(c->rootfd, dir, O_PATH | O_DIRECTORY);
-	if (fd < 0)
-		return unpack_dir_error(c, errno, dir, entry, err);
-	return fd;
-}
-
-/* Removes name under dfd, recursively for directories, never following symbolic links. */
-static int unpack_remove_at(int dfd, const char *name, int depth)
-{
-	struct stat st;
-	DIR *d;
-	struct dirent *de;
-	int fd, ret = 0;
-
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	if (depth > UNPACK_MAX_DEPTH)
-		return -ELOOP;
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		ret = unpack_remove_at(dirfd(d), de->d_name, depth + 1);
-		if (ret < 0)
-			break;
-	}
-	closedir(d);
-	if (ret < 0)
-		return ret;
-	return unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+	return fd < 0 ? unpack_dir_error(c, -fd, dir, entry, err) : fd;
 }
 
 /* Applies ".wh..wh..opq" in dir: removes every child that this layer did not write. */
@@ -320,7 +200,7 @@ static int unpack_opaque(struct unpack_ctx *c, int pfd, const char *dir, const c
 	}
 	closedir(d);
 	for (size_t i = 0; i < n; i++) {
-		int r = ret < 0 ? 0 : unpack_remove_at(pfd, names[i], 0);
+		int r = ret < 0 ? 0 : fsroot_remove(pfd, names[i], 0);
 
 		if (r < 0) {
 			errno = -r;
@@ -352,7 +232,7 @@ static int unpack_whiteout(struct unpack_ctx *c, const char *clean, const char *
 	}
 	if (!strcmp(base, UNPACK_OPAQUE))
 		return unpack_opaque(c, pfd, dir, clean, err);
-	ret = unpack_remove_at(pfd, target, 0);
+	ret = fsroot_remove(pfd, target, 0);
 	if (ret < 0) {
 		errno = -ret;
 		return err_errno(err, "layer %s: whiteout %s", c->name, clean);
@@ -471,7 +351,7 @@ static int unpack_hardlink(struct unpack_ctx *c, int pfd, const char *base, cons
 			       "layer is malformed",
 			       c->name, path, link);
 	}
-	ret = unpack_remove_at(pfd, base, 0);
+	ret = fsroot_remove(pfd, base, 0);
 	if (ret < 0) {
 		errno = -ret;
 		return err_errno(err, "layer %s: entry %s: replace", c->name, path);
@@ -537,7 +417,7 @@ static int unpack_create(struct unpack_ctx *c, struct archive *a, struct archive
 	}
 	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    !(S_ISDIR(st.st_mode) && type == AE_IFDIR)) {
-		int r = unpack_remove_at(pfd, base, 0);
+		int r = fsroot_remove(pfd, base, 0);
 
 		if (r < 0) {
 			errno = -r;

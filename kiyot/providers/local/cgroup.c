@@ -192,15 +192,6 @@ int cgroup_kill_tree(const char *ctrl, const char *rel, int timeout_ms, struct e
 	}
 }
 
-/* rmdir of one cgroup directory. */
-static int rmdir_visit(const char *dir, void *arg, struct err *err)
-{
-	(void)arg;
-	if (rmdir(dir) < 0 && errno != ENOENT)
-		return err_errno(err, "remove cgroup %s", dir);
-	return 0;
-}
-
 /* Depth-first rmdir; a cgroup's control files vanish with its directory. */
 int cgroup_remove_tree(const char *ctrl, const char *rel, struct err *err)
 {
@@ -209,7 +200,7 @@ int cgroup_remove_tree(const char *ctrl, const char *rel, struct err *err)
 
 	/* a killed process holds its cgroup until its parent reaps it: give that a moment */
 	for (int i = 0;; i++) {
-		ret = walk_post(path, 0, rmdir_visit, NULL, err);
+		ret = fs_remove_dirs(path, err);
 		if (ret != -EBUSY || i == REMOVE_BUSY_RETRIES)
 			return ret;
 		err_clear(err);
