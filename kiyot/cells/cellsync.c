@@ -72,14 +72,20 @@ static json_t *desired_cells(struct cellsync *cs)
 {
 	struct kiyot *k = cs->k;
 	json_t *want = json_object();
+	struct sandbox **v;
+	size_t n;
 
 	pthread_mutex_lock(&k->lock);
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+	n = records_sandboxes(k->records, &v);
+	for (size_t i = 0; i < n; i++) {
+		const struct sandbox *sb = v[i];
+
 		if (!sb->cell_id[0] || !(sb->state == SANDBOX_READY || sb->launching))
 			continue;
 		json_object_set_new(want, sb->cell_id, desired_cell(cs, sb));
 	}
 	pthread_mutex_unlock(&k->lock);
+	sandboxes_put(v, n);
 	return want;
 }
 

@@ -25,7 +25,6 @@
 #include "cellsync.h"
 #include "clock.h"
 #include "log.h"
-#include "state/store.h"
 #include "xalloc.h"
 
 struct orphan {
@@ -86,7 +85,7 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 			  int64_t now)
 {
 	int64_t grace = (int64_t)k->cfg.gc_grace_s * 1000000000LL;
-	struct sandbox *sb = kiyot_sandbox_of_cell(k, c->cell_id);
+	struct sandbox *sb = records_sandbox_of_cell(k->records, c->cell_id);
 
 	if (!sb)
 		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
@@ -127,10 +126,10 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
 		if (v == TERMINATE)
 			return;
 		pthread_mutex_lock(&k->lock);
-		sb = kiyot_sandbox_of_cell(k, c->cell_id);
+		sb = records_sandbox_of_cell(k->records, c->cell_id);
 		if (sb && sb->state != SANDBOX_READY && !sb->launching) {
 			sb->cell_id[0] = '\0';
-			if (store_put_sandbox(k->store, sb, &err) < 0)
+			if (records_save_sandbox(k->records, sb, &err) < 0)
 				log_error("sandbox %s: %s", sb->id, err.msg);
 		}
 		pthread_mutex_unlock(&k->lock);
@@ -143,15 +142,15 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
  * (one that becomes ready while the provider lists was not in the list yet). Needs k->lock. */
 static char **ready_sandboxes(struct kiyot *k, size_t *n)
 {
-	char **ids = NULL;
-	size_t cap = 0;
+	struct sandbox **v;
+	size_t nv = records_sandboxes(k->records, &v);
+	char **ids = xcalloc(nv + 1, sizeof(*ids));
 
 	*n = 0;
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
-		if (sb->state == SANDBOX_READY && !sb->launching) {
-			xgrow((void **)&ids, &cap, *n + 1, sizeof(*ids));
-			ids[(*n)++] = xstrdup(sb->id);
-		}
+	for (size_t i = 0; i < nv; i++)
+		if (v[i]->state == SANDBOX_READY && !v[i]->launching)
+			ids[(*n)++] = xstrdup(v[i]->id);
+	sandboxes_put(v, nv);
 	return ids;
 }
 
@@ -166,8 +165,13 @@ static bool listed(char **ids, size_t n, const char *id)
 static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struct cell_info *cells,
 		      size_t n)
 {
+	struct sandbox **v;
+	size_t nv;
+
 	pthread_mutex_lock(&k->lock);
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+	nv = records_sandboxes(k->records, &v);
+	for (size_t j = 0; j < nv; j++) {
+		struct sandbox *sb = v[j];
 		int found = 0;
 
 		if (sb->state != SANDBOX_READY || sb->launching || !listed(ready, n_ready, sb->id))
@@ -181,6 +185,7 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 		kiyot_sandbox_lost(k, sb, "CellLost");
 	}
 	pthread_mutex_unlock(&k->lock);
+	sandboxes_put(v, nv);
 }
 
 static void pass(struct gc *g, int startup)

@@ -300,10 +300,14 @@ static void *run(void *arg)
 static void track_running(struct volsync *vs)
 {
 	struct kiyot *k = vs->k;
+	struct container **cs;
+	size_t n;
 
 	pthread_mutex_lock(&k->lock);
-	for (struct container *c = k->containers; c; c = c->next) {
-		const struct sandbox *sb = kiyot_find_sandbox(k, c->sandbox_id);
+	n = records_containers(k->records, NULL, &cs);
+	for (size_t j = 0; j < n; j++) {
+		const struct container *c = cs[j];
+		const struct sandbox *sb = records_sandbox(k->records, c->sandbox_id);
 
 		if (!sb || sb->state != SANDBOX_READY || !sb->cell_id[0] ||
 		    c->desired == DESIRED_REMOVED)
@@ -327,6 +331,7 @@ static void track_running(struct volsync *vs)
 		}
 	}
 	pthread_mutex_unlock(&k->lock);
+	containers_put(cs, n);
 }
 
 struct volsync *volsync_start(struct kiyot *k)

@@ -15,20 +15,26 @@
 #include "cri_validate.h"
 #include "events.h"
 #include "log.h"
-#include "state/store.h"
 #include "stream/server.h"
 #include "xalloc.h"
 
 #define CREATE_TIMEOUT_MS (10 * 60 * 1000) /* may include an image pull */
 #define START_TIMEOUT_MS (60 * 1000)
 
-static void container_unlink(struct kiyot *k, struct container *c)
+/* The container of the sandbox with the metadata's name and attempt, or NULL. Needs
+ * k->lock. */
+static struct container *find_by_metadata(struct kiyot *k, const char *sandbox_id,
+					  const Runtime__V1__ContainerMetadata *m)
 {
-	for (struct container **pp = &k->containers; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			return;
-		}
+	struct container **v, *hit = NULL;
+	size_t n = records_containers(k->records, sandbox_id, &v);
+
+	for (size_t i = 0; i < n && !hit; i++)
+		if (strcmp(v[i]->config->metadata->name, m->name) == 0 &&
+		    v[i]->config->metadata->attempt == m->attempt)
+			hit = v[i];
+	containers_put(v, n);
+	return hit;
 }
 
 static int validate_config(const Runtime__V1__ContainerConfig *cfg, struct err *err)
@@ -62,7 +68,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 				r->config && r->config->metadata ? r->config->metadata->name : "");
 	}
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (!sb || sb->state != SANDBOX_READY) {
 		pthread_mutex_unlock(&k->lock);
 		free(profile);
@@ -70,17 +76,15 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 			return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 		return err_set(err, EBUSY, "pod sandbox %s is not ready", sb->id);
 	}
-	for (c = k->containers; c; c = c->next)
-		if (strcmp(c->sandbox_id, sb->id) == 0 &&
-		    strcmp(c->config->metadata->name, r->config->metadata->name) == 0 &&
-		    c->config->metadata->attempt == r->config->metadata->attempt) {
-			pthread_mutex_unlock(&k->lock);
-			free(profile);
-			return err_set(err, EEXIST,
-				       "container %s attempt %u already exists in sandbox %s as %s",
-				       r->config->metadata->name, r->config->metadata->attempt,
-				       sb->id, c->id);
-		}
+	if ((c = find_by_metadata(k, sb->id, r->config->metadata))) {
+		ret = err_set(err, EEXIST,
+			      "container %s attempt %u already exists in sandbox %s as %s",
+			      r->config->metadata->name, r->config->metadata->attempt, sb->id,
+			      c->id);
+		pthread_mutex_unlock(&k->lock);
+		free(profile);
+		return ret;
+	}
 	c = xcalloc(1, sizeof(*c));
 	c->id = kiyot_new_id();
 	c->sandbox_id = xstrdup(sb->id);
@@ -93,23 +97,24 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	c->image_id = xstrdup("");
 	c->seccomp_profile = profile;
 	cri_set_desired(c, DESIRED_CREATED, 0);
-	c->next = k->containers;
-	k->containers = c;
+	records_add_container(k->records, c);
 	id = xstrdup(c->id);
 	pthread_mutex_unlock(&k->lock);
 
 	ret = cri_apply_pod(k, r->pod_sandbox_id, CREATE_TIMEOUT_MS, err);
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, id);
+	c = records_container(k->records, id);
 	if (ret == 0 && c && c->state == CTR_CREATED &&
 	    strcmp(c->reason, "CreateContainerError") == 0)
 		ret = err_set(err, EIO, "%s", c->message); /* e.g. the image could not be pulled */
 	if (ret == 0 && c)
-		ret = store_put_container(k->store, c, err);
+		ret = records_save_container(k->records, c, err);
 	if (ret < 0 && c) {
-		container_unlink(k, c);
-		container_free(c);
+		struct err rerr = ERR_INIT;
+
+		if (records_remove_container(k->records, c, &rerr) < 0)
+			log_error("container %s: %s", id, rerr.msg);
 	} else if (c) {
 		kiyot_log_touch(k, c);
 		events_publish_container(k, c);
@@ -135,7 +140,7 @@ static int lookup(struct kiyot *k, const char *id, char **cid, char **sid, struc
 	struct container *c;
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, id);
+	c = records_container(k->records, id);
 	if (!c) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "container %s not found", id);
@@ -161,7 +166,7 @@ int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage
 	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
 		return -err->code;
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, cid);
+	c = records_container(k->records, cid);
 	if (c && c->state != CTR_CREATED) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, EBUSY, "container %s is not in the created state", cid);
@@ -173,7 +178,7 @@ int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage
 	if (ret < 0)
 		return err_wrap(err, "start container %s", cid);
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, cid);
+	c = records_container(k->records, cid);
 	if (c && c->state == CTR_CREATED)
 		ret = err_set(err, EIO, "start container %s: the cell did not start it%s%s", cid,
 			      c->message[0] ? ": " : "", c->message);
@@ -199,7 +204,7 @@ int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage 
 	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
 		return -err->code;
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, cid);
+	c = records_container(k->records, cid);
 	if (c) {
 		skip = c->state == CTR_EXITED && c->desired == DESIRED_STOPPED;
 		cri_set_desired(c, DESIRED_STOPPED, grace);
@@ -209,7 +214,7 @@ int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage 
 			/* never started: it simply becomes exited, and stays so after a restart */
 			c->state = CTR_EXITED;
 			skip = 0;
-			if (store_put_container(k->store, c, &e) < 0)
+			if (records_save_container(k->records, c, &e) < 0)
 				log_error("container %s: %s", c->id, e.msg);
 			events_publish_container(k, c);
 		}
@@ -241,7 +246,7 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		return 0; /* already removed: removal is idempotent */
 	}
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, cid);
+	c = records_container(k->records, cid);
 	if (c)
 		cri_set_desired(c, DESIRED_REMOVED, 0);
 	pthread_mutex_unlock(&k->lock);
@@ -253,12 +258,10 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	}
 	err_clear(err);
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, cid);
+	c = records_container(k->records, cid);
 	if (c) {
-		container_unlink(k, c);
-		ret = store_delete_container(k->store, c->id, err);
 		events_publish_deleted(k, c);
-		container_free(c);
+		ret = records_remove_container(k->records, c, err);
 	} else {
 		ret = 0;
 	}
@@ -312,7 +315,7 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	char *logf;
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
+	c = records_container(k->records, r->container_id);
 	if (!c) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
@@ -380,14 +383,15 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 	const Runtime__V1__ListContainersRequest *r = (const void *)req;
 	Runtime__V1__ListContainersResponse *out = (void *)resp;
 	struct kiyot *k = svc;
-	size_t n = 0;
+	struct container **cs;
+	size_t n;
 
 	(void)err;
 	pthread_mutex_lock(&k->lock);
-	for (struct container *c = k->containers; c; c = c->next)
-		n++;
+	n = records_containers(k->records, NULL, &cs);
 	out->containers = rpc_alloc(call, (n + 1) * sizeof(*out->containers));
-	for (struct container *c = k->containers; c; c = c->next) {
+	for (size_t i = 0; i < n; i++) {
+		const struct container *c = cs[i];
 		Runtime__V1__Container *o;
 
 		if (!container_matches(k, c, r->filter))
@@ -412,6 +416,7 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 		out->containers[out->n_containers++] = o;
 	}
 	pthread_mutex_unlock(&k->lock);
+	containers_put(cs, n);
 	return 0;
 }
 
@@ -426,7 +431,7 @@ int cri_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMe
 	(void)call;
 	(void)resp;
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
+	c = records_container(k->records, r->container_id);
 	if (!c)
 		ret = err_set(err, ENOENT, "container %s not found", r->container_id);
 	else if (c->state != CTR_RUNNING)
@@ -456,8 +461,8 @@ int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	if (r->n_cmd == 0)
 		return err_set(err, EINVAL, "cmd: required");
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
-	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	c = records_container(k->records, r->container_id);
+	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (!c || !sb) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
@@ -509,8 +514,8 @@ static int stream_target(struct kiyot *k, const char *container_id, bool in, boo
 			       "tty and stderr cannot both be set (a terminal "
 			       "carries both outputs)");
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, container_id);
-	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	c = records_container(k->records, container_id);
+	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (c && sb && c->state == CTR_RUNNING) {
 		sr->cell_id = xstrdup(sb->cell_id);
 		sr->unit_id = xstrdup(c->id);
@@ -634,8 +639,8 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 	if (res->cpu_quota > 0 && res->cpu_period > 0)
 		cpu = res->cpu_quota * 1000 / res->cpu_period;
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
-	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	c = records_container(k->records, r->container_id);
+	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (!c || !sb) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
@@ -649,7 +654,7 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		if (c->config->linux->resources)
 			protobuf_c_message_free_unpacked(&c->config->linux->resources->base, NULL);
 		c->config->linux->resources = cri_msg_copy(&res->base);
-		ret = store_put_container(k->store, c, err);
+		ret = records_save_container(k->records, c, err);
 		sid = xstrdup(c->sandbox_id);
 	}
 	pthread_mutex_unlock(&k->lock);

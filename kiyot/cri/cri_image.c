@@ -18,7 +18,6 @@
 #include "clock.h"
 #include "image.h"
 #include "log.h"
-#include "state/store.h"
 #include "xalloc.h"
 
 /* Credentials of the last pull per image id, in memory only (never on disk, never logged),
@@ -120,19 +119,24 @@ static char *normalise(const char *ref)
 			 (!has_host && !slash) ? "library/" : "", ref, tagged ? "" : ":latest");
 }
 
-/* Finds an image by id (with or without "sha256:"), tag or digest. Needs k->lock. */
+/* Finds an image by id (with or without "sha256:"), tag or digest: the first listed that has
+ * it. Needs k->lock (the record is borrowed). */
 static struct image_rec *image_find(struct kiyot *k, const char *ref)
 {
 	_cleanup_free_ char *norm = normalise(ref);
+	struct image_rec **v, *hit = NULL;
+	size_t n = records_images(k->records, &v);
 
-	for (struct image_rec *i = k->images; i; i = i->next) {
-		if (strcmp(i->id, ref) == 0 || (strlen(ref) == 64 && strcmp(i->id + 7, ref) == 0))
-			return i;
-		if (list_has(i->repo_tags, norm) || list_has(i->repo_digests, ref) ||
+	for (size_t j = 0; j < n && !hit; j++) {
+		struct image_rec *i = v[j];
+
+		if (strcmp(i->id, ref) == 0 || (strlen(ref) == 64 && strcmp(i->id + 7, ref) == 0) ||
+		    list_has(i->repo_tags, norm) || list_has(i->repo_digests, ref) ||
 		    list_has(i->repo_digests, norm))
-			return i;
+			hit = i;
 	}
-	return NULL;
+	images_put(v, n);
+	return hit;
 }
 
 const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref)
@@ -191,8 +195,8 @@ int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *re
 	Runtime__V1__ListImagesResponse *out = (void *)resp;
 	struct kiyot *k = svc;
 	const char *want = r->filter && r->filter->image ? r->filter->image->image : "";
-	struct image_rec *only = NULL;
-	size_t n = 0;
+	struct image_rec *only = NULL, **v;
+	size_t n;
 
 	(void)err;
 	pthread_mutex_lock(&k->lock);
@@ -200,13 +204,13 @@ int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *re
 		pthread_mutex_unlock(&k->lock);
 		return 0;
 	}
-	for (struct image_rec *i = k->images; i; i = i->next)
-		n++;
+	n = records_images(k->records, &v);
 	out->images = rpc_alloc(call, (n + 1) * sizeof(*out->images));
-	for (struct image_rec *i = k->images; i; i = i->next)
-		if (!only || i == only)
-			out->images[out->n_images++] = image_msg(call, i);
+	for (size_t i = 0; i < n; i++)
+		if (!only || v[i] == only)
+			out->images[out->n_images++] = image_msg(call, v[i]);
 	pthread_mutex_unlock(&k->lock);
+	images_put(v, n);
 	return 0;
 }
 
@@ -244,24 +248,24 @@ static void list_add(char **list, const char *s)
 static void image_remember(struct kiyot *k, const char *ref,
 			   const Kiyot__Cell__V1__PullImageResponse *p)
 {
-	struct image_rec *i = NULL;
+	struct image_rec *i = records_image_exact(k->records, p->image_id), **v;
 	_cleanup_free_ char *norm = normalise(ref);
 	struct err err = ERR_INIT;
+	size_t n;
 
-	for (struct image_rec *x = k->images; x; x = x->next)
-		if (strcmp(x->id, p->image_id) == 0)
-			i = x;
 	if (!i) {
 		i = xcalloc(1, sizeof(*i));
 		i->id = xstrdup(p->image_id);
 		i->repo_tags = xstrdup("");
 		i->repo_digests = xstrdup("");
 		i->user = xstrdup(p->user);
-		i->next = k->images;
-		k->images = i;
+		records_add_image(k->records, i);
 	}
 	/* a tag now points here: take it off any other image */
-	for (struct image_rec *x = k->images; x; x = x->next) {
+	n = records_images(k->records, &v);
+	for (size_t j = 0; j < n; j++) {
+		struct image_rec *x = v[j];
+
 		if (x == i || !list_has(x->repo_tags, norm))
 			continue;
 		_cleanup_free_ char *rest = xstrdup("");
@@ -278,25 +282,29 @@ static void image_remember(struct kiyot *k, const char *ref,
 		}
 		free(x->repo_tags);
 		x->repo_tags = steal_ptr(rest);
-		if (store_put_image(k->store, x, &err) < 0)
+		if (records_save_image(k->records, x, &err) < 0)
 			log_error("image %s: %s", x->id, err.msg);
 	}
+	images_put(v, n);
 	if (!strchr(ref, '@') && strncmp(ref, "sha256:", 7) != 0)
 		list_add(&i->repo_tags, norm);
 	list_add(&i->repo_digests, p->repo_digest);
 	i->size = p->size;
-	if (store_put_image(k->store, i, &err) < 0)
+	if (records_save_image(k->records, i, &err) < 0)
 		log_error("image %s: %s", i->id, err.msg);
 }
 
 /* The cell of the sandbox a pull is for, by the pod's uid/name/namespace. Needs k->lock. */
 static struct sandbox *sandbox_for(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg)
 {
-	struct sandbox *best = NULL;
+	struct sandbox *best = NULL, **v;
+	size_t n;
 
 	if (!cfg || !cfg->metadata)
 		return NULL;
-	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+	n = records_sandboxes(k->records, &v);
+	for (size_t i = 0; i < n; i++) {
+		struct sandbox *s = v[i];
 		const Runtime__V1__PodSandboxMetadata *m = s->config->metadata;
 
 		if (s->state != SANDBOX_READY || strcmp(m->uid, cfg->metadata->uid) != 0 ||
@@ -306,6 +314,7 @@ static struct sandbox *sandbox_for(struct kiyot *k, const Runtime__V1__PodSandbo
 		if (!best || m->attempt > best->config->metadata->attempt)
 			best = s;
 	}
+	sandboxes_put(v, n);
 	return best;
 }
 
@@ -402,18 +411,21 @@ int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req
 /* Whether a container kiyot keeps runs (or will run) image id. Needs k->lock. */
 static bool image_in_use(struct kiyot *k, const char *id)
 {
-	for (struct container *c = k->containers; c; c = c->next) {
+	struct container **v;
+	size_t n = records_containers(k->records, NULL, &v);
+	bool used = false;
+
+	for (size_t j = 0; j < n && !used; j++) {
+		const struct container *c = v[j];
 		const char *want = c->config->image ? c->config->image->image : "";
 		const struct image_rec *i;
 
-		if (strcmp(c->image_id, id) == 0 || strcmp(want, id) == 0 ||
-		    (strlen(want) == 64 && strcmp(want, id + 7) == 0))
-			return true;
-		i = image_find(k, want);
-		if (i && strcmp(i->id, id) == 0)
-			return true;
+		used = strcmp(c->image_id, id) == 0 || strcmp(want, id) == 0 ||
+		       (strlen(want) == 64 && strcmp(want, id + 7) == 0) ||
+		       ((i = image_find(k, want)) && strcmp(i->id, id) == 0);
 	}
-	return false;
+	containers_put(v, n);
+	return used;
 }
 
 /* Removes image id from the node's store unless kiyot lists it or a container uses it. */
@@ -423,9 +435,7 @@ static void node_image_release(struct kiyot *k, const char *id)
 	bool keep;
 
 	pthread_mutex_lock(&k->lock);
-	keep = image_in_use(k, id);
-	for (struct image_rec *i = k->images; i && !keep; i = i->next)
-		keep = strcmp(i->id, id) == 0;
+	keep = image_in_use(k, id) || records_image_exact(k->records, id);
 	pthread_mutex_unlock(&k->lock);
 	/* a pull that brings it back meanwhile makes this -EBUSY: the next sweep decides */
 	if (!keep && image_remove(k->node_images, id, &err) < 0 && err.code != EBUSY)
@@ -520,14 +530,8 @@ int cri_remove_image(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	pthread_mutex_lock(&k->lock);
 	i = image_find(k, r->image->image);
 	if (i) {
-		for (struct image_rec **pp = &k->images; *pp; pp = &(*pp)->next)
-			if (*pp == i) {
-				*pp = i->next;
-				break;
-			}
-		ret = store_delete_image(k->store, i->id, err);
 		id = xstrdup(i->id);
-		image_rec_free(i);
+		ret = records_remove_image(k->records, i, err);
 	}
 	pthread_mutex_unlock(&k->lock);
 	/* its layers go now, or at the sweep after the last container using it is removed */
@@ -554,10 +558,15 @@ int cri_image_fs_info(void *svc, struct rpc_call *call, const ProtobufCMessage *
 	/* the node's store holds the images of local cells (counted by their layers' size, as
 	 * the registry gave them); remote cells keep their layers themselves */
 	if (k->node_images) {
+		struct image_rec **v;
+		size_t n;
+
 		pthread_mutex_lock(&k->lock);
-		for (const struct image_rec *i = k->images; i; i = i->next)
-			u->used_bytes->value += i->size;
+		n = records_images(k->records, &v);
+		for (size_t i = 0; i < n; i++)
+			u->used_bytes->value += v[i]->size;
 		pthread_mutex_unlock(&k->lock);
+		images_put(v, n);
 	}
 	out->image_filesystems = rpc_alloc(call, sizeof(*out->image_filesystems));
 	out->image_filesystems[0] = u;

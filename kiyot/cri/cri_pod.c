@@ -49,22 +49,22 @@ void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s
 	c->stop_timeout_s = stop_timeout_s;
 }
 
-/* An image the cell can pull: an image id the node knows maps back to a repo digest. */
+/* An image the cell can pull: an image id the node knows maps back to a repo digest. Needs
+ * k->lock (the answer may be a record's). */
 static const char *pullable_ref(struct kiyot *k, const char *image)
 {
-	for (struct image_rec *i = k->images; i; i = i->next) {
-		int bare_id = strlen(image) == 64 && strcmp(i->id + 7, image) == 0;
-		size_t n;
+	const struct image_rec *i = records_image_exact(k->records, image);
 
-		if (strcmp(i->id, image) != 0 && !bare_id)
-			continue;
-		n = strcspn(i->repo_digests, "\n");
-		if (n)
-			return i->repo_digests; /* first line; caller copies n bytes */
-		n = strcspn(i->repo_tags, "\n");
-		if (n)
-			return i->repo_tags;
+	if (!i && strlen(image) == 64) { /* a bare digest */
+		_cleanup_free_ char *id = xasprintf("sha256:%s", image);
+
+		i = records_image_exact(k->records, id);
 	}
+
+	if (i && strcspn(i->repo_digests, "\n"))
+		return i->repo_digests; /* first line; caller copies n bytes */
+	if (i && strcspn(i->repo_tags, "\n"))
+		return i->repo_tags;
 	return image;
 }
 
@@ -223,7 +223,8 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 	Kiyot__Cell__V1__Pod *p = arena_alloc(a, sizeof(*p));
 	const Runtime__V1__PodSandboxMetadata *md = sb->config->metadata;
 	const Runtime__V1__DNSConfig *dns = sb->config->dns_config;
-	size_t n = 0;
+	struct container **cs;
+	size_t n;
 
 	kiyot__cell__v1__pod__init(p);
 	p->uid = arena_strdup(a, md->uid);
@@ -240,13 +241,12 @@ static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const s
 		p->n_dns_options = dns->n_options;
 		p->dns_options = dns->options;
 	}
-	for (struct container *c = k->containers; c; c = c->next)
-		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
-			n++;
+	n = records_containers(k->records, sb->id, &cs);
 	p->units = arena_alloc(a, (n + 2) * sizeof(*p->units));
-	for (struct container *c = k->containers; c; c = c->next)
-		if (strcmp(c->sandbox_id, sb->id) == 0 && c->desired != DESIRED_REMOVED)
-			p->units[p->n_units++] = unit_build(k, a, c);
+	for (size_t i = 0; i < n; i++)
+		if (cs[i]->desired != DESIRED_REMOVED)
+			p->units[p->n_units++] = unit_build(k, a, cs[i]);
+	containers_put(cs, n);
 	if (k->cfg.kube_proxy.image && k->cfg.kube_proxy.image[0])
 		p->units[p->n_units++] = kube_proxy_unit(k, a);
 	return p;
@@ -319,7 +319,7 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	int ret;
 
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, sandbox_id);
+	sb = records_sandbox(k->records, sandbox_id);
 	if (!sb || !sb->cell_id[0]) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, EBUSY, "sandbox %s has no running cell", sandbox_id);
@@ -331,7 +331,7 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	/* build under the record lock and take a packed copy, so the records may change while the
 	 * agent works */
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, sandbox_id);
+	sb = records_sandbox(k->records, sandbox_id);
 	if (!sb) {
 		pthread_mutex_unlock(&k->lock);
 		cells_apply_unlock(k->cells, held);
@@ -364,9 +364,9 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 		return ret;
 	pthread_mutex_lock(&k->lock);
 	for (size_t i = 0; i < resp->n_units; i++) {
-		struct container *c = kiyot_find_container(k, resp->units[i]->id);
+		struct container *c = records_container_exact(k->records, resp->units[i]->id);
 
-		if (c && strcmp(c->id, resp->units[i]->id) == 0)
+		if (c)
 			kiyot_apply_unit_status(k, c, resp->units[i]);
 	}
 	pthread_mutex_unlock(&k->lock);

@@ -20,7 +20,6 @@
 #include "log.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
-#include "state/store.h"
 #include "stream/server.h"
 #include "xalloc.h"
 
@@ -153,25 +152,21 @@ static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err 
 	return cri_security_check_sandbox(cfg, err);
 }
 
+/* The sandbox of a pod's attempt, or NULL. Needs k->lock. */
 static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)
 {
-	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
-		const Runtime__V1__PodSandboxMetadata *o = s->config->metadata;
+	struct sandbox **v, *hit = NULL;
+	size_t n = records_sandboxes(k->records, &v);
+
+	for (size_t i = 0; i < n && !hit; i++) {
+		const Runtime__V1__PodSandboxMetadata *o = v[i]->config->metadata;
 
 		if (strcmp(o->uid, m->uid) == 0 && strcmp(o->name, m->name) == 0 &&
 		    strcmp(o->namespace_, m->namespace_) == 0 && o->attempt == m->attempt)
-			return s;
+			hit = v[i];
 	}
-	return NULL;
-}
-
-static void sandbox_unlink(struct kiyot *k, struct sandbox *sb)
-{
-	for (struct sandbox **pp = &k->sandboxes; *pp; pp = &(*pp)->next)
-		if (*pp == sb) {
-			*pp = sb->next;
-			return;
-		}
+	sandboxes_put(v, n);
+	return hit;
 }
 
 static void set_field(char **dst, const char *v)
@@ -180,7 +175,8 @@ static void set_field(char **dst, const char *v)
 	*dst = xstrdup(v);
 }
 
-/* Undoes a RunPodSandbox that failed after its record was made: the cell and the record go. */
+/* Undoes a RunPodSandbox that failed after its record was made: the cell and the record go.
+ * The caller's reference on sb stays the caller's. */
 static void run_undo(struct kiyot *k, struct sandbox *sb)
 {
 	struct err err = ERR_INIT;
@@ -188,11 +184,9 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 	if (cells_terminate(k->cells, sb->cell_id, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_lock(&k->lock);
-	sandbox_unlink(k, sb);
-	if (store_delete_sandbox(k->store, sb->id, &err) < 0)
+	if (records_remove_sandbox(k->records, sb, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&k->lock);
-	sandbox_free(sb);
 	cellsync_kick(k->cellsync);
 }
 
@@ -303,8 +297,9 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		return ret;
 	}
 	/* a launch that a crash interrupted is resumed with its record and cell id, so the
-	 * provider's idempotent launch finds the cell (or instance) already made */
-	sb = dup;
+	 * provider's idempotent launch finds the cell (or instance) already made; the handler
+	 * holds a reference on its sandbox until it answers */
+	sb = dup ? sandbox_get(dup) : NULL;
 	if (sb)
 		sb->launching = 1;
 	pthread_mutex_unlock(&k->lock);
@@ -319,6 +314,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 			pthread_mutex_lock(&k->lock);
 			sb->launching = 0;
 			pthread_mutex_unlock(&k->lock);
+			sandbox_put(sb);
 		}
 		return -err->code;
 	}
@@ -337,9 +333,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		/* recorded before the launch, so a crash mid-launch leaves a record that owns
 		 * the cell */
 		pthread_mutex_lock(&k->lock);
-		sb->next = k->sandboxes;
-		k->sandboxes = sb;
-		ret = store_put_sandbox(k->store, sb, err);
+		records_add_sandbox(k->records, sandbox_get(sb));
+		ret = records_save_sandbox(k->records, sb, err);
 		pthread_mutex_unlock(&k->lock);
 		if (ret < 0)
 			goto fail;
@@ -390,7 +385,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	set_field(&sb->ip, ip);
 	sb->state = SANDBOX_READY;
 	sb->launching = 0;
-	ret = store_put_sandbox(k->store, sb, err);
+	ret = records_save_sandbox(k->records, sb, err);
 	pthread_mutex_unlock(&k->lock);
 	free(ip);
 	cellsync_kick(k->cellsync);
@@ -402,12 +397,14 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	if (k->node_images && prepull)
 		kiyot_node_prepull(k, prepull);
 	out->pod_sandbox_id = rpc_strdup(call, sb->id);
+	sandbox_put(sb);
 	size_choice_release(&choice);
 	json_decref(prepull);
 	return 0;
 fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
 	run_undo(k, sb);
+	sandbox_put(sb);
 	size_choice_release(&choice);
 	json_decref(prepull);
 	return -err->code;
@@ -417,10 +414,14 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 {
 	int64_t now = clock_now_ns();
 	struct err err = ERR_INIT;
+	struct container **cs;
+	size_t n = records_containers(k->records, sb->id, &cs);
 
 	sb->state = SANDBOX_NOTREADY;
-	for (struct container *c = k->containers; c; c = c->next) {
-		if (strcmp(c->sandbox_id, sb->id) != 0 || c->state == CTR_EXITED)
+	for (size_t i = 0; i < n; i++) {
+		struct container *c = cs[i];
+
+		if (c->state == CTR_EXITED)
 			continue;
 		if (c->state == CTR_RUNNING) {
 			c->exit_code = 137;
@@ -432,11 +433,12 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 		free(c->reason);
 		c->reason = xstrdup(reason);
 		c->desired = DESIRED_STOPPED;
-		if (store_put_container(k->store, c, &err) < 0)
+		if (records_save_container(k->records, c, &err) < 0)
 			log_error("container %s: %s", c->id, err.msg);
 		events_publish_container(k, c);
 	}
-	if (store_put_sandbox(k->store, sb, &err) < 0)
+	containers_put(cs, n);
+	if (records_save_sandbox(k->records, sb, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 }
 
@@ -448,7 +450,7 @@ static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
 	int ret;
 
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, id);
+	sb = records_sandbox(k->records, id);
 	if (!sb) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "pod sandbox %s not found", id);
@@ -470,11 +472,11 @@ static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
 	}
 	free(cell_id);
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, id);
+	sb = records_sandbox(k->records, id);
 	if (sb) {
 		kiyot_sandbox_lost(k, sb, "PodSandboxStopped");
 		sb->cell_id[0] = '\0';
-		ret = store_put_sandbox(k->store, sb, err);
+		ret = records_save_sandbox(k->records, sb, err);
 	} else {
 		ret = 0;
 	}
@@ -504,7 +506,7 @@ int cri_remove_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMess
 	(void)call;
 	(void)resp;
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	pthread_mutex_unlock(&k->lock);
 	if (!sb)
 		return 0; /* already removed: removal is idempotent */
@@ -512,24 +514,18 @@ int cri_remove_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMess
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (sb) {
-		for (struct container **pp = &k->containers; *pp;) {
-			struct container *c = *pp;
+		struct container **cs;
+		size_t n = records_containers(k->records, sb->id, &cs);
 
-			if (strcmp(c->sandbox_id, sb->id) != 0) {
-				pp = &c->next;
-				continue;
-			}
-			*pp = c->next;
-			if (store_delete_container(k->store, c->id, err) < 0)
-				log_error("container %s: %s", c->id, err->msg);
-			events_publish_deleted(k, c);
-			container_free(c);
+		for (size_t i = 0; i < n; i++) {
+			events_publish_deleted(k, cs[i]);
+			if (records_remove_container(k->records, cs[i], err) < 0)
+				log_error("container %s: %s", cs[i]->id, err->msg);
 		}
-		sandbox_unlink(k, sb);
-		ret = store_delete_sandbox(k->store, sb->id, err);
-		sandbox_free(sb);
+		containers_put(cs, n);
+		ret = records_remove_sandbox(k->records, sb, err);
 	}
 	pthread_mutex_unlock(&k->lock);
 	return ret;
@@ -559,7 +555,7 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 	struct sandbox *sb;
 
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (!sb) {
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
@@ -633,14 +629,15 @@ int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessag
 	const Runtime__V1__ListPodSandboxRequest *r = (const void *)req;
 	Runtime__V1__ListPodSandboxResponse *out = (void *)resp;
 	struct kiyot *k = svc;
-	size_t n = 0;
+	struct sandbox **sbs;
+	size_t n;
 
 	(void)err;
 	pthread_mutex_lock(&k->lock);
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next)
-		n++;
+	n = records_sandboxes(k->records, &sbs);
 	out->items = rpc_alloc(call, (n + 1) * sizeof(*out->items));
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+	for (size_t i = 0; i < n; i++) {
+		const struct sandbox *sb = sbs[i];
 		Runtime__V1__PodSandbox *p;
 
 		if (!sandbox_matches(sb, r->filter))
@@ -664,6 +661,7 @@ int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessag
 		out->items[out->n_items++] = p;
 	}
 	pthread_mutex_unlock(&k->lock);
+	sandboxes_put(sbs, n);
 	return 0;
 }
 
@@ -685,7 +683,7 @@ int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 		if (r->port[i] < 1 || r->port[i] > 65535)
 			return err_set(err, EINVAL, "port: %d is not a TCP port", r->port[i]);
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	ready = sb && sb->state == SANDBOX_READY;
 	if (ready) {
 		const Runtime__V1__LinuxPodSandboxConfig *lx = sb->config->linux;

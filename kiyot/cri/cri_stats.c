@@ -20,20 +20,23 @@ struct target {
 
 static size_t targets_of(struct kiyot *k, const char *sandbox_prefix, struct target **out)
 {
-	size_t n = 0, cap = 0;
+	struct sandbox **v;
+	size_t nv = records_sandboxes(k->records, &v), n = 0;
 
-	*out = NULL;
-	for (struct sandbox *sb = k->sandboxes; sb; sb = sb->next) {
+	*out = xcalloc(nv + 1, sizeof(**out));
+	for (size_t i = 0; i < nv; i++) {
+		const struct sandbox *sb = v[i];
+
 		if (sb->state != SANDBOX_READY || !sb->cell_id[0])
 			continue;
 		if (sandbox_prefix && sandbox_prefix[0] &&
 		    strncmp(sb->id, sandbox_prefix, strlen(sandbox_prefix)) != 0)
 			continue;
-		xgrow((void **)out, &cap, n + 1, sizeof(**out));
 		(*out)[n].sandbox_id = xstrdup(sb->id);
 		(*out)[n].cell_id = xstrdup(sb->cell_id);
 		n++;
 	}
+	sandboxes_put(v, nv);
 	return n;
 }
 
@@ -155,10 +158,15 @@ int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMe
 		/* a cell that cannot answer right now is left out, not an error for all */
 		if (cells_stats(k->cells, t[i].cell_id, &sr, &serr) < 0)
 			continue;
+		struct container **cs;
+		size_t n;
+
 		pthread_mutex_lock(&k->lock);
-		for (struct container *c = k->containers; c; c = c->next) {
-			if (strcmp(c->sandbox_id, t[i].sandbox_id) != 0 ||
-			    !container_filter_match(c, r->filter))
+		n = records_containers(k->records, t[i].sandbox_id, &cs);
+		for (size_t j = 0; j < n; j++) {
+			const struct container *c = cs[j];
+
+			if (!container_filter_match(c, r->filter))
 				continue;
 			if (out->n_stats + 1 > cap) {
 				size_t ncap = cap ? cap * 2 : 16;
@@ -174,6 +182,7 @@ int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMe
 				container_stats_of(call, c, usage_for(sr, c->id));
 		}
 		pthread_mutex_unlock(&k->lock);
+		containers_put(cs, n);
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
 	}
 	targets_free(t, nt);
@@ -192,8 +201,8 @@ int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage
 	char *cell = NULL, *cid = NULL;
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, r->container_id);
-	sb = c ? kiyot_find_sandbox(k, c->sandbox_id) : NULL;
+	c = records_container(k->records, r->container_id);
+	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (c && sb && sb->cell_id[0]) {
 		cell = xstrdup(sb->cell_id);
 		cid = xstrdup(c->id);
@@ -207,7 +216,8 @@ int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage
 		return err_wrap(err, "stats of container %s", r->container_id);
 	}
 	pthread_mutex_lock(&k->lock);
-	c = cid ? kiyot_find_container(k, cid) : kiyot_find_container(k, r->container_id);
+	c = cid ? records_container(k->records, cid)
+		: records_container(k->records, r->container_id);
 	if (c)
 		out->stats = container_stats_of(call, c, usage_for(sr, c->id));
 	pthread_mutex_unlock(&k->lock);
@@ -231,7 +241,8 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 	Runtime__V1__PodSandboxAttributes *a =
 		rpc_msg_new(call, &runtime__v1__pod_sandbox_attributes__descriptor);
 	const Kiyot__Cell__V1__ResourceUsage *cell = sr && sr->cell ? sr->cell : &idle;
-	size_t n = 0;
+	struct container **cs;
+	size_t n;
 
 	a->id = rpc_strdup(call, sb->id);
 	a->metadata = rpc_msg_new(call, &runtime__v1__pod_sandbox_metadata__descriptor);
@@ -251,14 +262,12 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 	s->linux = rpc_msg_new(call, &runtime__v1__linux_pod_sandbox_stats__descriptor);
 	s->linux->cpu = cpu_of(call, cell);
 	s->linux->memory = memory_of(call, cell);
-	for (struct container *c = k->containers; c; c = c->next)
-		if (strcmp(c->sandbox_id, sb->id) == 0)
-			n++;
+	n = records_containers(k->records, sb->id, &cs);
 	s->linux->containers = rpc_alloc(call, (n + 1) * sizeof(*s->linux->containers));
-	for (struct container *c = k->containers; c; c = c->next)
-		if (strcmp(c->sandbox_id, sb->id) == 0)
-			s->linux->containers[s->linux->n_containers++] =
-				container_stats_of(call, c, usage_for(sr, c->id));
+	for (size_t i = 0; i < n; i++)
+		s->linux->containers[s->linux->n_containers++] =
+			container_stats_of(call, cs[i], usage_for(sr, cs[i]->id));
+	containers_put(cs, n);
 	return s;
 }
 
@@ -273,7 +282,7 @@ int cri_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessa
 	char *cell = NULL;
 
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (sb && sb->state == SANDBOX_READY && sb->cell_id[0])
 		cell = xstrdup(sb->cell_id);
 	pthread_mutex_unlock(&k->lock);
@@ -285,7 +294,7 @@ int cri_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessa
 	}
 	free(cell);
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_find_sandbox(k, r->pod_sandbox_id);
+	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (sb)
 		out->stats = sandbox_stats_of(k, call, sb, sr);
 	pthread_mutex_unlock(&k->lock);
@@ -316,7 +325,7 @@ int cri_list_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufC
 		if (cells_stats(k->cells, t[i].cell_id, &sr, &serr) < 0)
 			continue;
 		pthread_mutex_lock(&k->lock);
-		sb = kiyot_find_sandbox(k, t[i].sandbox_id);
+		sb = records_sandbox(k->records, t[i].sandbox_id);
 		if (sb && (!r->filter ||
 			   cri_labels_match((void **)sb->config->labels, sb->config->n_labels,
 					    (void **)r->filter->label_selector,

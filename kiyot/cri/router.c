@@ -249,7 +249,7 @@ static int kiyot_owns_sandbox(struct kiyot *k, const char *id)
 	if (!id || !id[0])
 		return 1;
 	pthread_mutex_lock(&k->lock);
-	found = kiyot_find_sandbox(k, id) != NULL;
+	found = records_sandbox(k->records, id) != NULL;
 	pthread_mutex_unlock(&k->lock);
 	return found;
 }
@@ -261,7 +261,7 @@ static int kiyot_owns_container(struct kiyot *k, const char *id)
 	if (!id || !id[0])
 		return 1;
 	pthread_mutex_lock(&k->lock);
-	found = kiyot_find_container(k, id) != NULL;
+	found = records_container(k->records, id) != NULL;
 	pthread_mutex_unlock(&k->lock);
 	return found;
 }

@@ -31,53 +31,6 @@
 #include "cells/volsync.h"
 #include "xalloc.h"
 
-static struct sandbox *find_sandbox_exact(struct kiyot *k, const char *id)
-{
-	for (struct sandbox *s = k->sandboxes; s; s = s->next)
-		if (strcmp(s->id, id) == 0)
-			return s;
-	return NULL;
-}
-
-struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id)
-{
-	struct sandbox *hit = NULL;
-	size_t n = strlen(id);
-
-	if (n == 0)
-		return NULL;
-	if ((hit = find_sandbox_exact(k, id)))
-		return hit;
-	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
-		if (strncmp(s->id, id, n) != 0)
-			continue;
-		if (hit)
-			return NULL; /* ambiguous prefix */
-		hit = s;
-	}
-	return hit;
-}
-
-struct container *kiyot_find_container(struct kiyot *k, const char *id)
-{
-	struct container *hit = NULL;
-	size_t n = strlen(id);
-
-	if (n == 0)
-		return NULL;
-	for (struct container *c = k->containers; c; c = c->next)
-		if (strcmp(c->id, id) == 0)
-			return c;
-	for (struct container *c = k->containers; c; c = c->next) {
-		if (strncmp(c->id, id, n) != 0)
-			continue;
-		if (hit)
-			return NULL;
-		hit = c;
-	}
-	return hit;
-}
-
 /* A random id of 64 hex digits, like other runtimes use. */
 char *kiyot_new_id(void)
 {
@@ -90,14 +43,6 @@ char *kiyot_new_id(void)
 	}
 	hex_encode(raw, sizeof(raw), id);
 	return id;
-}
-
-struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id)
-{
-	for (struct sandbox *s = k->sandboxes; s; s = s->next)
-		if (s->cell_id[0] && strcmp(s->cell_id, cell_id) == 0)
-			return s;
-	return NULL;
 }
 
 static enum container_state state_from_unit(Kiyot__Cell__V1__UnitState s)
@@ -176,7 +121,7 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 	if (changed && ns == CTR_EXITED)
 		write_termination_message(k, c, st->termination_message);
 	if (changed) {
-		if (store_put_container(k->store, c, &err) < 0)
+		if (records_save_container(k->records, c, &err) < 0)
 			log_error("container %s: %s", c->id, err.msg);
 		events_publish_container(k, c);
 	}
@@ -189,9 +134,9 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 	struct container *c;
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, st->id);
-	if (c && strcmp(c->id, st->id) == 0) {
-		struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+	c = records_container_exact(k->records, st->id);
+	if (c) {
+		struct sandbox *sb = records_sandbox_exact(k->records, c->sandbox_id);
 
 		if (sb && strcmp(sb->cell_id, cell_id) == 0)
 			kiyot_apply_unit_status(k, c, st);
@@ -202,7 +147,7 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 /* Where the kubelet reads a container's log: log_directory/log_path; NULL if not asked for. */
 char *kiyot_log_file(struct kiyot *k, const struct container *c)
 {
-	struct sandbox *sb = find_sandbox_exact(k, c->sandbox_id);
+	struct sandbox *sb = records_sandbox_exact(k->records, c->sandbox_id);
 	const char *lp = c->config->log_path;
 
 	if (!lp || !lp[0])
@@ -266,8 +211,8 @@ void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, co
 	char *path;
 
 	pthread_mutex_lock(&k->lock);
-	c = kiyot_find_container(k, unit_id);
-	if (!c || strcmp(c->id, unit_id) != 0 || offset + len <= c->log_offset) {
+	c = records_container_exact(k->records, unit_id);
+	if (!c || offset + len <= c->log_offset) {
 		pthread_mutex_unlock(&k->lock);
 		return; /* unknown unit, or bytes already written */
 	}
@@ -291,26 +236,25 @@ void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, co
 void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
 		       size_t *n)
 {
+	struct container **cs = NULL;
 	struct sandbox *sb;
-	size_t cap = 0;
+	size_t ncs = 0;
 
-	*out = NULL;
-	*n = 0;
 	pthread_mutex_lock(&k->lock);
-	sb = kiyot_sandbox_of_cell(k, cell_id);
-	for (struct container *c = k->containers; sb && c; c = c->next) {
-		Kiyot__Cell__V1__LogOffset *o;
+	sb = records_sandbox_of_cell(k->records, cell_id);
+	if (sb)
+		ncs = records_containers(k->records, sb->id, &cs);
+	*out = xcalloc(ncs + 1, sizeof(**out));
+	for (*n = 0; *n < ncs; (*n)++) {
+		Kiyot__Cell__V1__LogOffset *o = xmalloc(sizeof(*o));
 
-		if (strcmp(c->sandbox_id, sb->id) != 0)
-			continue;
-		o = xmalloc(sizeof(*o));
 		kiyot__cell__v1__log_offset__init(o);
-		o->unit_id = xstrdup(c->id);
-		o->offset = c->log_offset;
-		xgrow((void **)out, &cap, *n + 1, sizeof(**out));
-		(*out)[(*n)++] = o;
+		o->unit_id = xstrdup(cs[*n]->id);
+		o->offset = cs[*n]->log_offset;
+		(*out)[*n] = o;
 	}
 	pthread_mutex_unlock(&k->lock);
+	containers_put(cs, ncs);
 }
 
 void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n)
@@ -353,30 +297,33 @@ static void host_ports_restore(struct kiyot *k)
 {
 	_cleanup_free_ const char **keep = NULL;
 	struct err err = ERR_INIT;
-	size_t n = 0, nsb = 0;
+	struct sandbox **sbs;
+	size_t n = 0, nsb;
 	int ret;
 
 	if (k->provider.ops->remote_files)
 		return;
 	pthread_mutex_lock(&k->lock);
-	for (struct sandbox *s = k->sandboxes; s; s = s->next)
-		nsb++;
+	nsb = records_sandboxes(k->records, &sbs);
 	keep = xcalloc(nsb + 1, sizeof(*keep));
-	for (struct sandbox *s = k->sandboxes; s; s = s->next)
-		if (s->cell_id[0])
-			keep[n++] = s->cell_id;
+	for (size_t i = 0; i < nsb; i++)
+		if (sbs[i]->cell_id[0])
+			keep[n++] = sbs[i]->cell_id;
 	ret = cellnat_hostports_prune(k->cfg.cell_cidr, keep, n, &err);
 	if (ret < 0)
 		log_error("hostPorts: %s", err.msg);
 	else if (ret > 0)
 		log_info("hostPorts: removed %d rules of cells that are gone", ret);
-	for (struct sandbox *s = k->sandboxes; s; s = s->next) {
+	for (size_t i = 0; i < nsb; i++) {
+		struct sandbox *s = sbs[i];
+
 		err_clear(&err);
 		if (s->state == SANDBOX_READY && s->cell_id[0] &&
 		    cri_sandbox_host_ports(k, s, s->ip, &err) < 0)
 			log_error("sandbox %s: hostPorts: %s", s->id, err.msg);
 	}
 	pthread_mutex_unlock(&k->lock);
+	sandboxes_put(sbs, nsb);
 }
 
 int kiyot_open(struct kiyot *k, struct err *err)
@@ -397,7 +344,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 			 k->cfg.state_dir, loosened);
 	if (store_open(db, &k->store, err) < 0)
 		return -err->code;
-	if (store_load(k->store, &k->sandboxes, &k->containers, &k->images, err) < 0)
+	k->records = records_new(k->store);
+	if (records_load(k->records, err) < 0)
 		return -err->code;
 	if (load_cluster_id(k, err) < 0)
 		return -err->code;
@@ -479,24 +427,8 @@ void kiyot_close(struct kiyot *k)
 	if (k->provider.ops)
 		k->provider.ops->destroy(k->provider.self);
 	catalog_free(k->catalog);
-	while (k->sandboxes) {
-		struct sandbox *s = k->sandboxes;
-
-		k->sandboxes = s->next;
-		sandbox_free(s);
-	}
-	while (k->containers) {
-		struct container *c = k->containers;
-
-		k->containers = c->next;
-		container_free(c);
-	}
-	while (k->images) {
-		struct image_rec *i = k->images;
-
-		k->images = i->next;
-		image_rec_free(i);
-	}
+	records_free(k->records);
+	k->records = NULL;
 	kiyot_auths_free(k);
 	if (kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
 		image_store_free(k->node_images);

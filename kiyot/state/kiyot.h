@@ -1,8 +1,25 @@
 /*
  * kiyot.h: the daemon's context, shared by the CRI handlers, the cell manager and main.
  *
- * Locking: `lock` guards the record lists and the store. Slow work (cells, agents) happens
- * without it; per-cell ordering is the cell manager's business.
+ * Locking: `lock` (k->lock) guards the records (records.h) and their writes to the store, the
+ * registry credentials, the node's pre-pulls, the Pod object reader and the runtime config.
+ * It is held for memory work and the store only: no call to a cell, an agent, a provider or
+ * the API server is made under it. The locks, in the order a thread may take them (it takes
+ * a lock only while holding none listed after it):
+ *
+ *   1. a cell's apply lock (cells_apply_lock: one apply at a time per cell, held across the
+ *      agent's answer) or a shipped volume's ship lock (volsync.c);
+ *   2. k->lock;
+ *   3. under k->lock, taken and released without calling back: the event hub's (events.c),
+ *      volsync's list lock, the catalog's (catalog_acquire), the hostPort rules' (cellnat.c),
+ *      a node pre-pull's (image_prepull.c; stopping one waits for its thread, which never
+ *      takes k->lock);
+ *   4. never with k->lock held: the cell manager's lock (cells.c: its cells, their
+ *      references and Watch streams; taken under 1), the router's, cellsync's, gc's and the
+ *      streaming server's locks and the providers'. Their threads call into kiyot with none
+ *      of them held: a cell's watch thread calls kiyot_on_unit_* and kiyot_log_offsets so;
+ *   5. innermost: SQLite's (the store's connection is serialized, so store calls come with
+ *      k->lock or without it, as the cell manager's meta keys do) and log.c's.
  */
 #ifndef KIYOT_KIYOT_H
 #define KIYOT_KIYOT_H
@@ -14,6 +31,7 @@
 #include "cellagent.pb-c.h"
 #include "err.h"
 #include "providers/provider.h"
+#include "records.h"
 #include "registry.h"
 #include "state.h"
 
@@ -74,9 +92,7 @@ struct kiyot {
 	struct kiyot_config cfg;
 	pthread_mutex_t lock;
 	struct store *store;
-	struct sandbox *sandboxes;
-	struct container *containers;
-	struct image_rec *images;
+	struct records *records; /* sandboxes, containers and images (records.h), under lock */
 	char *cluster_id;
 	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
 	/* Where cells come from: the configured provider, or one set before kiyot_open (tests) */
@@ -118,12 +134,6 @@ void kiyot_config_release(struct kiyot_config *c);
  * already in k->provider is used as it is instead of the configured one. */
 int kiyot_open(struct kiyot *k, struct err *err);
 void kiyot_close(struct kiyot *k);
-
-/* Lookups; call with k->lock held. Ids may be unique prefixes, as crictl allows. */
-struct sandbox *kiyot_find_sandbox(struct kiyot *k, const char *id);
-struct container *kiyot_find_container(struct kiyot *k, const char *id);
-/* The sandbox whose cell cell_id is, or NULL. Needs k->lock. */
-struct sandbox *kiyot_sandbox_of_cell(struct kiyot *k, const char *cell_id);
 
 /* A new random 64-hex-digit id (caller frees). */
 char *kiyot_new_id(void);

@@ -2,6 +2,10 @@
  * state.h: what kiyot remembers about pods, as records the CRI handlers read and the store
  * persists. Each record keeps the CRI config it was created from (unpacked protobuf-c message,
  * owned), so metadata, labels and annotations are answered exactly as given.
+ *
+ * The records (records.h) list them, count their references and write them through to the
+ * store. Their fields are read and written under k->lock; the fields marked "fixed" never
+ * change while the record lives, so whoever holds a reference may read them without it.
  */
 #ifndef KIYOT_STATE_H
 #define KIYOT_STATE_H
@@ -21,24 +25,35 @@ enum container_state {
 	CTR_UNKNOWN = 3
 };
 
+/* What records.c keeps in each record: its place in the lists and its references. No one
+ * else reads or writes it. */
+struct rec_head {
+	struct rec_head *prev, *next; /* the records' list, in the order lists answer */
+	struct rec_head *hnext;	      /* the next in its hash bucket */
+	const char *id;		      /* the record's id, while listed */
+	int refs; /* atomic: the records' own while listed, and one per holder */
+	int listed;
+};
+
 struct sandbox {
-	char *id;
-	Runtime__V1__PodSandboxConfig *config; /* owned (protobuf_c free_unpacked) */
-	char *runtime_handler;
+	struct rec_head rec;
+	char *id;			       /* fixed */
+	Runtime__V1__PodSandboxConfig *config; /* fixed; owned (protobuf_c free_unpacked) */
+	char *runtime_handler;		       /* fixed */
 	enum sandbox_state state;
-	int64_t created_ns;
-	char *cell_id; /* the cell that runs the pod; "" when none (yet/anymore) */
-	char *ip;      /* the pod IP: the cell's address */
-	char *instance_type;
-	char *sizing_reason;
-	int launching; /* a RunPodSandbox is bringing its cell up (memory only) */
-	struct sandbox *next;
+	int64_t created_ns;  /* fixed */
+	char *cell_id;	     /* the cell that runs the pod; "" when none (yet/anymore) */
+	char *ip;	     /* the pod IP: the cell's address */
+	char *instance_type; /* fixed */
+	char *sizing_reason; /* fixed */
+	int launching;	     /* a RunPodSandbox is bringing its cell up (memory only) */
 };
 
 struct container {
-	char *id;
-	char *sandbox_id;
-	Runtime__V1__ContainerConfig *config; /* owned */
+	struct rec_head rec;
+	char *id;			      /* fixed */
+	char *sandbox_id;		      /* fixed */
+	Runtime__V1__ContainerConfig *config; /* owned; UpdateContainerResources changes it */
 	enum container_state state;
 	int64_t created_ns, started_ns, finished_ns;
 	int32_t exit_code;
@@ -55,19 +70,20 @@ struct container {
 	 * state when loaded, not persisted. */
 	int desired;
 	int64_t stop_timeout_s;
-	struct container *next;
 };
 
 /* A remembered image: pulled in some cell. The node itself stores no layers. */
 struct image_rec {
-	char *id;	    /* "sha256:<config digest>" */
+	struct rec_head rec;
+	char *id;	    /* fixed: "sha256:<config digest>" */
 	char *repo_tags;    /* newline-separated normalised references */
 	char *repo_digests; /* newline-separated "name@sha256:..." */
 	uint64_t size;
 	char *user;
-	struct image_rec *next;
 };
 
+/* Frees a record no one else has: one the records never listed (records.h's *_put free the
+ * others when their last reference goes). */
 void sandbox_free(struct sandbox *s);
 void container_free(struct container *c);
 void image_rec_free(struct image_rec *i);

@@ -277,11 +277,18 @@ static void *col_msg(sqlite3_stmt *s, int i, const ProtobufCMessageDescriptor *d
 	return protobuf_c_message_unpack(d, NULL, (size_t)n, blob ? blob : (const void *)"");
 }
 
-static int load_sandboxes(struct store *st, struct sandbox **out, struct err *err)
+/* Appends a record to a loaded array. */
+static void push(void ***v, size_t *n, size_t *cap, void *rec)
+{
+	xgrow((void **)v, cap, *n + 1, sizeof(**v));
+	(*v)[(*n)++] = rec;
+}
+
+static int load_sandboxes(struct store *st, struct store_contents *out, struct err *err)
 {
 	sqlite3_stmt *s = prep(st, "SELECT id, config, runtime_handler, state, created_ns, cell_id,"
 				   " ip, instance_type, sizing_reason FROM sandboxes ORDER BY seq");
-	struct sandbox **tail = out;
+	size_t cap = 0;
 	int rc;
 
 	if (!s)
@@ -302,20 +309,19 @@ static int load_sandboxes(struct store *st, struct sandbox **out, struct err *er
 			sandbox_free(sb);
 			continue; /* unreadable row: skipped rather than crash */
 		}
-		*tail = sb;
-		tail = &sb->next;
+		push((void ***)&out->sandboxes, &out->n_sandboxes, &cap, sb);
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load sandboxes");
 }
 
-static int load_containers(struct store *st, struct container **out, struct err *err)
+static int load_containers(struct store *st, struct store_contents *out, struct err *err)
 {
 	sqlite3_stmt *s = prep(st,
 			       "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
 			       " finished_ns, exit_code, reason, message, image_ref, image_id,"
 			       " log_offset, restart_count, seccomp FROM containers ORDER BY seq");
-	struct container **tail = out;
+	size_t cap = 0;
 	int rc;
 
 	if (!s)
@@ -342,17 +348,16 @@ static int load_containers(struct store *st, struct container **out, struct err 
 			container_free(c);
 			continue;
 		}
-		*tail = c;
-		tail = &c->next;
+		push((void ***)&out->containers, &out->n_containers, &cap, c);
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load containers");
 }
 
-static int load_images(struct store *st, struct image_rec **out, struct err *err)
+static int load_images(struct store *st, struct store_contents *out, struct err *err)
 {
 	sqlite3_stmt *s = prep(st, "SELECT id, repo_tags, repo_digests, size, user FROM images");
-	struct image_rec **tail = out;
+	size_t cap = 0;
 	int rc;
 
 	if (!s)
@@ -365,23 +370,35 @@ static int load_images(struct store *st, struct image_rec **out, struct err *err
 		i->repo_digests = col_text(s, 2);
 		i->size = (uint64_t)sqlite3_column_int64(s, 3);
 		i->user = col_text(s, 4);
-		*tail = i;
-		tail = &i->next;
+		push((void ***)&out->images, &out->n_images, &cap, i);
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load images");
 }
 
-int store_load(struct store *st, struct sandbox **sandboxes, struct container **containers,
-	       struct image_rec **images, struct err *err)
+int store_load(struct store *st, struct store_contents *out, struct err *err)
 {
-	*sandboxes = NULL;
-	*containers = NULL;
-	*images = NULL;
-	if (load_sandboxes(st, sandboxes, err) < 0 || load_containers(st, containers, err) < 0 ||
-	    load_images(st, images, err) < 0)
+	*out = (struct store_contents){ 0 };
+	if (load_sandboxes(st, out, err) < 0 || load_containers(st, out, err) < 0 ||
+	    load_images(st, out, err) < 0) {
+		store_contents_release(out);
 		return -err->code;
+	}
 	return 0;
+}
+
+void store_contents_release(struct store_contents *c)
+{
+	for (size_t i = 0; i < c->n_sandboxes; i++)
+		sandbox_free(c->sandboxes[i]);
+	for (size_t i = 0; i < c->n_containers; i++)
+		container_free(c->containers[i]);
+	for (size_t i = 0; i < c->n_images; i++)
+		image_rec_free(c->images[i]);
+	free(c->sandboxes);
+	free(c->containers);
+	free(c->images);
+	*c = (struct store_contents){ 0 };
 }
 
 int store_get_meta(struct store *st, const char *key, char **out, struct err *err)

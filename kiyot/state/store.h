@@ -1,7 +1,8 @@
 /*
  * store.h: durable state in SQLite (WAL). Every change to a sandbox, container, image or key
  * is written through before the CRI call that made it answers, so a kiyot killed at any point
- * restarts with the same lists. Not thread-safe: the caller holds its state lock.
+ * restarts with the same lists. Records are written through records.h (under k->lock); the
+ * meta keys also without it: SQLite serializes the calls on the connection.
  */
 #ifndef KIYOT_STORE_H
 #define KIYOT_STORE_H
@@ -28,9 +29,20 @@ int store_put_log_offset(struct store *st, const char *id, uint64_t off, struct 
 int store_put_image(struct store *st, const struct image_rec *i, struct err *err);
 int store_delete_image(struct store *st, const char *id, struct err *err);
 
-/* Loads everything; lists are returned newest last, owned by the caller. */
-int store_load(struct store *st, struct sandbox **sandboxes, struct container **containers,
-	       struct image_rec **images, struct err *err);
+/* What the store holds, each kind oldest first; the records are the caller's. */
+struct store_contents {
+	struct sandbox **sandboxes;
+	size_t n_sandboxes;
+	struct container **containers;
+	size_t n_containers;
+	struct image_rec **images;
+	size_t n_images;
+};
+
+/* Loads everything into *out (empty on failure). A row that does not unpack is skipped. */
+int store_load(struct store *st, struct store_contents *out, struct err *err);
+/* Frees the records left in c and its arrays. */
+void store_contents_release(struct store_contents *c);
 
 /* Small key/value table (cluster id, runtime config). *out is NULL when absent. */
 int store_get_meta(struct store *st, const char *key, char **out, struct err *err);

@@ -2,8 +2,8 @@
  * crihost.h: kiyot's CRI server in a unit test, without cells. A struct kiyot with its
  * configuration's defaults, a store in a fresh state directory and an event hub (no provider,
  * no catalog, no cell manager) serves the real method table (cri_table.c, through router.c)
- * on a unix socket; a client channel calls it as the kubelet would. Records are put in its
- * lists directly, as store_load would have. A test may give it a regconf and a node image store
+ * on a unix socket; a client channel calls it as the kubelet would. Records are listed in
+ * memory only (records_add_*), as if loaded. A test may give it a regconf and a node image store
  * (k.regconf, k.node_images), a cell manager without cells (cells_new) and a streaming
  * server (k.cells, k.stream): crihost_stop frees them.
  *
@@ -77,7 +77,12 @@ CRIHOST_FN int crihost_start(struct crihost *h)
 	pools = cri_pool_table(&cfg.n_pools);
 	memcpy(cfg.pools, pools, cfg.n_pools * sizeof(*pools));
 	cfg.svc = &h->k;
-	if (store_open(db, &h->k.store, &err) < 0 || rpc_server_start(&cfg, &h->srv, &err) < 0 ||
+	if (store_open(db, &h->k.store, &err) < 0) {
+		fprintf(stderr, "crihost: %s\n", err.msg);
+		return -1;
+	}
+	h->k.records = records_new(h->k.store);
+	if (rpc_server_start(&cfg, &h->srv, &err) < 0 ||
 	    rpc_channel_new(h->addr, &h->ch, &err) < 0) {
 		fprintf(stderr, "crihost: %s\n", err.msg);
 		return -1;
@@ -94,24 +99,7 @@ CRIHOST_FN void crihost_stop(struct crihost *h)
 	router_close(&h->k);
 	stream_server_stop(h->k.stream);
 	cells_free(h->k.cells);
-	while (h->k.sandboxes) {
-		struct sandbox *s = h->k.sandboxes;
-
-		h->k.sandboxes = s->next;
-		sandbox_free(s);
-	}
-	while (h->k.containers) {
-		struct container *c = h->k.containers;
-
-		h->k.containers = c->next;
-		container_free(c);
-	}
-	while (h->k.images) {
-		struct image_rec *i = h->k.images;
-
-		h->k.images = i->next;
-		image_rec_free(i);
-	}
+	records_free(h->k.records);
 	kiyot_auths_free(&h->k);
 	if (kiyot_node_prepulls_stop(&h->k, 10000) == 0)
 		image_store_free(h->k.node_images);
@@ -167,8 +155,7 @@ CRIHOST_FN struct sandbox *crihost_add_sandbox_ann(struct crihost *h, const char
 	sb->instance_type = xstrdup("");
 	sb->sizing_reason = xstrdup("");
 	pthread_mutex_lock(&h->k.lock);
-	sb->next = h->k.sandboxes;
-	h->k.sandboxes = sb;
+	records_add_sandbox(h->k.records, sb);
 	pthread_mutex_unlock(&h->k.lock);
 	return sb;
 }
@@ -212,8 +199,7 @@ CRIHOST_FN struct container *crihost_add_container(struct crihost *h, const char
 	c->image_id = xstrdup("");
 	c->seccomp_profile = xstrdup("");
 	pthread_mutex_lock(&h->k.lock);
-	c->next = h->k.containers;
-	h->k.containers = c;
+	records_add_container(h->k.records, c);
 	pthread_mutex_unlock(&h->k.lock);
 	return c;
 }
@@ -230,8 +216,7 @@ CRIHOST_FN struct image_rec *crihost_add_image(struct crihost *h, const char *id
 	i->size = size;
 	i->user = xstrdup(user);
 	pthread_mutex_lock(&h->k.lock);
-	i->next = h->k.images;
-	h->k.images = i;
+	records_add_image(h->k.records, i);
 	pthread_mutex_unlock(&h->k.lock);
 	return i;
 }

@@ -369,7 +369,7 @@ char *kfix_cell_of(struct kfix *f, const char *sandbox_id)
 	char *cell = NULL;
 
 	pthread_mutex_lock(&f->k.lock);
-	sb = kiyot_find_sandbox(&f->k, sandbox_id);
+	sb = records_sandbox(f->k.records, sandbox_id);
 	if (sb)
 		cell = xstrdup(sb->cell_id);
 	pthread_mutex_unlock(&f->k.lock);

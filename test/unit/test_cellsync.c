@@ -198,20 +198,19 @@ static int api_has(struct api *a, const char *name)
 static int fake_list(void *self, struct cell_info **out, size_t *n, struct err *err)
 {
 	struct crihost *h = self;
-	size_t count = 0;
+	struct sandbox **v;
+	size_t count;
 
 	(void)err;
 	pthread_mutex_lock(&h->k.lock);
-	for (struct sandbox *sb = h->k.sandboxes; sb; sb = sb->next)
-		count++;
+	count = records_sandboxes(h->k.records, &v);
 	*out = xcalloc(count + 1, sizeof(**out));
-	*n = 0;
-	for (struct sandbox *sb = h->k.sandboxes; sb; sb = sb->next) {
-		(*out)[*n].cell_id = xstrdup(sb->cell_id);
-		(*out)[*n].instance_id = xasprintf("i-%s", sb->cell_id);
-		(*n)++;
+	for (*n = 0; *n < count; (*n)++) {
+		(*out)[*n].cell_id = xstrdup(v[*n]->cell_id);
+		(*out)[*n].instance_id = xasprintf("i-%s", v[*n]->cell_id);
 	}
 	pthread_mutex_unlock(&h->k.lock);
+	sandboxes_put(v, count);
 	return 0;
 }
 

@@ -225,34 +225,16 @@ static int remove_image(struct fix *f, const char *ref, struct err *err)
 	return ret;
 }
 
-/* How many images the store holds on disk (what a restarted kiyot would list). */
-static size_t stored_images(struct fix *f, struct image_rec **first)
+/* What the store holds on disk (what a restarted kiyot would list): its images, the number
+ * returned; release with store_contents_release. */
+static size_t stored_images(struct fix *f, struct store_contents *c)
 {
-	struct sandbox *sbs = NULL;
-	struct container *cs = NULL;
-	struct image_rec *imgs = NULL;
 	struct err err = ERR_INIT;
-	size_t n = 0;
 
-	pthread_mutex_lock(&f->h.k.lock);
-	assert_int_equal(store_load(f->h.k.store, &sbs, &cs, &imgs, &err), 0);
-	pthread_mutex_unlock(&f->h.k.lock);
-	assert_null(sbs);
-	assert_null(cs);
-	*first = imgs;
-	for (struct image_rec *i = imgs; i; i = i->next)
-		n++;
-	return n;
-}
-
-static void free_images(struct image_rec *i)
-{
-	while (i) {
-		struct image_rec *next = i->next;
-
-		image_rec_free(i);
-		i = next;
-	}
+	assert_int_equal(store_load(f->h.k.store, c, &err), 0);
+	assert_int_equal(c->n_sandboxes, 0);
+	assert_int_equal(c->n_containers, 0);
+	return c->n_images;
 }
 
 /* A pull with no pod on a node without an image store resolves the image at its registry
@@ -266,7 +248,7 @@ static void test_cri_image__pull_without_a_pod_resolves_and_remembers(void **sta
 	const Kiyot__Cell__V1__RegistryAuth *kept;
 	_cleanup_free_ char *ref = ref_of(f, ":v1");
 	_cleanup_free_ char *digest = NULL, *id = NULL;
-	struct image_rec *stored = NULL;
+	struct store_contents stored;
 	struct err err;
 
 	auth.username = "alice";
@@ -296,10 +278,10 @@ static void test_cri_image__pull_without_a_pod_resolves_and_remembers(void **sta
 	pthread_mutex_unlock(&f->h.k.lock);
 
 	assert_int_equal(stored_images(f, &stored), 1);
-	assert_string_equal(stored->id, id);
-	assert_string_equal(stored->repo_tags, ref);
-	assert_string_equal(stored->repo_digests, digest);
-	free_images(stored);
+	assert_string_equal(stored.images[0]->id, id);
+	assert_string_equal(stored.images[0]->repo_tags, ref);
+	assert_string_equal(stored.images[0]->repo_digests, digest);
+	store_contents_release(&stored);
 
 	/* pulled again without credentials: the old ones are forgotten */
 	free(id);
@@ -347,7 +329,7 @@ static void test_cri_image__a_moved_tag_leaves_the_old_image(void **state)
 	_cleanup_free_ char *v1 = ref_of(f, ":v1");
 	_cleanup_free_ char *a = NULL, *b = NULL;
 	Runtime__V1__ListImagesResponse *imgs;
-	struct image_rec *stored = NULL;
+	struct store_contents stored;
 	struct err err;
 
 	a = pull(f, v1, NULL, NULL, &err);
@@ -376,9 +358,10 @@ static void test_cri_image__a_moved_tag_leaves_the_old_image(void **state)
 	protobuf_c_message_free_unpacked(&imgs->base, NULL);
 	/* and so it is on disk */
 	assert_int_equal(stored_images(f, &stored), 2);
-	for (struct image_rec *i = stored; i; i = i->next)
-		assert_string_equal(i->repo_tags, strcmp(i->id, a) == 0 ? v1 : ref);
-	free_images(stored);
+	for (size_t i = 0; i < stored.n_images; i++)
+		assert_string_equal(stored.images[i]->repo_tags,
+				    strcmp(stored.images[i]->id, a) == 0 ? v1 : ref);
+	store_contents_release(&stored);
 }
 
 /* A tag the registry does not have: the registry's answer, and nothing remembered. */
@@ -480,7 +463,7 @@ static void test_cri_image__remove_forgets_the_image(void **state)
 {
 	struct fix *f = *state;
 	Runtime__V1__ListImagesResponse *imgs;
-	struct image_rec *stored = NULL;
+	struct store_contents stored;
 	_cleanup_free_ char *ref = ref_of(f, ":v1");
 	_cleanup_free_ char *id = NULL;
 	struct err err;
@@ -488,12 +471,13 @@ static void test_cri_image__remove_forgets_the_image(void **state)
 	id = pull(f, ref, NULL, NULL, &err);
 	assert_non_null(id);
 	assert_int_equal(stored_images(f, &stored), 1);
-	free_images(stored);
+	store_contents_release(&stored);
 	assert_int_equal(remove_image(f, ref, &err), 0);
 	imgs = list(f, NULL);
 	assert_int_equal(imgs->n_images, 0);
 	protobuf_c_message_free_unpacked(&imgs->base, NULL);
 	assert_int_equal(stored_images(f, &stored), 0);
+	store_contents_release(&stored);
 	assert_int_equal(remove_image(f, ref, &err), 0);
 	assert_int_equal(remove_image(f, "", &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "image.image: required"));
@@ -538,8 +522,7 @@ static void test_cri_image__node_store_keeps_what_containers_use(void **state)
 	kiyot_node_images_sweep(&f->h.k);
 	assert_true(node_has(f, a));
 	pthread_mutex_lock(&f->h.k.lock);
-	container_free(f->h.k.containers);
-	f->h.k.containers = NULL;
+	assert_int_equal(records_remove_container(f->h.k.records, c, &err), 0);
 	pthread_mutex_unlock(&f->h.k.lock);
 	kiyot_node_images_sweep(&f->h.k);
 	assert_false(node_has(f, a));

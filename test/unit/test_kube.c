@@ -318,7 +318,10 @@ static void fake_kiyot(struct kiyot *k, struct sandbox *sb, Runtime__V1__PodSand
 	sb->ip = "10.77.0.5";
 	sb->instance_type = "t3a.nano";
 	sb->sizing_reason = "cheapest fit";
-	k->sandboxes = sb;
+	/* listed with a reference of the test's own: records_free leaves it (it is on the
+	 * stack) */
+	k->records = records_new(NULL);
+	records_add_sandbox(k->records, sandbox_get(sb));
 }
 
 static void test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict(void **state)
@@ -395,6 +398,7 @@ static void test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict(void **st
 	json_decref(put1);
 	json_decref(put2);
 	stub_release(&s);
+	records_free(k.records);
 	pthread_mutex_destroy(&k.lock);
 }
 
@@ -447,6 +451,7 @@ static void test_kube__cellsync_leaves_an_object_in_sync_alone(void **state)
 	assert_string_equal(s.reqs[1].method, "GET");
 	assert_non_null(strstr(s.reqs[1].path, "labelSelector="));
 	stub_release(&s);
+	records_free(k.records);
 	pthread_mutex_destroy(&k.lock);
 }
 

@@ -173,52 +173,18 @@ static struct container *make_container(const char *id, const char *sandbox_id, 
 	return c;
 }
 
-static void free_all(struct sandbox *s, struct container *c, struct image_rec *i)
-{
-	while (s) {
-		struct sandbox *n = s->next;
-
-		sandbox_free(s);
-		s = n;
-	}
-	while (c) {
-		struct container *n = c->next;
-
-		container_free(c);
-		c = n;
-	}
-	while (i) {
-		struct image_rec *n = i->next;
-
-		image_rec_free(i);
-		i = n;
-	}
-}
-
-static void load(struct fixture *f, struct sandbox **s, struct container **c, struct image_rec **i)
+/* Loads what the store holds into got (release with store_contents_release); the first
+ * record of each kind, or NULL, in *s, *c and *i. */
+static void load(struct fixture *f, struct store_contents *got, struct sandbox **s,
+		 struct container **c, struct image_rec **i)
 {
 	struct err err = ERR_INIT;
 
-	if (store_load(f->st, s, c, i, &err) < 0)
+	if (store_load(f->st, got, &err) < 0)
 		fail_msg("store_load: %s", err.msg);
-}
-
-static size_t count_sandboxes(const struct sandbox *s)
-{
-	size_t n = 0;
-
-	for (; s; s = s->next)
-		n++;
-	return n;
-}
-
-static size_t count_containers(const struct container *c)
-{
-	size_t n = 0;
-
-	for (; c; c = c->next)
-		n++;
-	return n;
+	*s = got->n_sandboxes ? got->sandboxes[0] : NULL;
+	*c = got->n_containers ? got->containers[0] : NULL;
+	*i = got->n_images ? got->images[0] : NULL;
 }
 
 static void put_sandbox(struct fixture *f, const struct sandbox *s)
@@ -241,6 +207,7 @@ static void put_container(struct fixture *f, const struct container *c)
 static void test_store__sandbox_round_trip(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct sandbox *in = make_sandbox("sb1", "web"), *out = NULL;
 	struct container *cs = NULL;
 	struct image_rec *is = NULL;
@@ -248,9 +215,9 @@ static void test_store__sandbox_round_trip(void **state)
 
 	in->state = SANDBOX_NOTREADY;
 	put_sandbox(f, in);
-	load(f, &out, &cs, &is);
+	load(f, &got, &out, &cs, &is);
 	assert_non_null(out);
-	assert_null(out->next);
+	assert_int_equal(got.n_sandboxes, 1);
 	assert_string_equal(out->id, "sb1");
 	assert_string_equal(out->runtime_handler, "kiyot");
 	assert_int_equal(out->state, SANDBOX_NOTREADY);
@@ -279,7 +246,7 @@ static void test_store__sandbox_round_trip(void **state)
 			    "t3.nano");
 	assert_null(cs);
 	assert_null(is);
-	free_all(out, NULL, NULL);
+	store_contents_release(&got);
 	sandbox_free(in);
 }
 
@@ -287,15 +254,16 @@ static void test_store__sandbox_round_trip(void **state)
 static void test_store__container_round_trip(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct container *in = make_container("c1", "sb1", "app"), *out = NULL;
 	struct sandbox *ss = NULL;
 	struct image_rec *is = NULL;
 	const Runtime__V1__ContainerConfig *c;
 
 	put_container(f, in);
-	load(f, &ss, &out, &is);
+	load(f, &got, &ss, &out, &is);
 	assert_non_null(out);
-	assert_null(out->next);
+	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(out->id, "c1");
 	assert_string_equal(out->sandbox_id, "sb1");
 	assert_int_equal(out->state, CTR_EXITED);
@@ -323,7 +291,7 @@ static void test_store__container_round_trip(void **state)
 					"io.kubernetes.container.restartCount"),
 			    "3");
 	assert_null(ss);
-	free_all(NULL, out, is);
+	store_contents_release(&got);
 	container_free(in);
 }
 
@@ -331,6 +299,7 @@ static void test_store__container_round_trip(void **state)
 static void test_store__image_round_trip(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct image_rec in = { .id = "sha256:1111",
 				.repo_tags = "docker.io/library/busybox:1\ndocker.io/library/"
 					     "busybox:latest",
@@ -343,9 +312,9 @@ static void test_store__image_round_trip(void **state)
 	struct err err = ERR_INIT;
 
 	assert_int_equal(store_put_image(f->st, &in, &err), 0);
-	load(f, &ss, &cs, &out);
+	load(f, &got, &ss, &cs, &out);
 	assert_non_null(out);
-	assert_null(out->next);
+	assert_int_equal(got.n_images, 1);
 	assert_string_equal(out->id, "sha256:1111");
 	assert_string_equal(out->repo_tags, in.repo_tags);
 	assert_string_equal(out->repo_digests, in.repo_digests);
@@ -353,10 +322,11 @@ static void test_store__image_round_trip(void **state)
 	assert_string_equal(out->user, "65534");
 
 	/* deleted images stay deleted */
-	free_all(NULL, NULL, out);
+	store_contents_release(&got);
 	assert_int_equal(store_delete_image(f->st, "sha256:1111", &err), 0);
-	load(f, &ss, &cs, &out);
+	load(f, &got, &ss, &cs, &out);
 	assert_null(out);
+	store_contents_release(&got);
 }
 
 /* Meta keys: absent is NULL, a value can be replaced. */
@@ -394,11 +364,12 @@ static void test_store__meta(void **state)
 static void test_store__order_is_creation_order(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	const char *ids[] = { "zz", "aa", "mm", "bb" };
 	struct sandbox *sb[4];
 	struct container *ct[4];
-	struct sandbox *ss = NULL, *s;
-	struct container *cs = NULL, *c;
+	struct sandbox *ss = NULL;
+	struct container *cs = NULL;
 	struct image_rec *is = NULL;
 	size_t i;
 
@@ -414,16 +385,16 @@ static void test_store__order_is_creation_order(void **state)
 	ct[0]->state = CTR_RUNNING;
 	put_container(f, ct[0]);
 	reopen(f);
-	load(f, &ss, &cs, &is);
-	for (s = ss, i = 0; s; s = s->next, i++)
-		assert_string_equal(s->id, ids[i]);
-	assert_int_equal(i, 4);
-	for (c = cs, i = 0; c; c = c->next, i++)
-		assert_string_equal(c->id, ids[i]);
-	assert_int_equal(i, 4);
+	load(f, &got, &ss, &cs, &is);
+	assert_int_equal(got.n_sandboxes, 4);
+	for (i = 0; i < 4; i++)
+		assert_string_equal(got.sandboxes[i]->id, ids[i]);
+	assert_int_equal(got.n_containers, 4);
+	for (i = 0; i < 4; i++)
+		assert_string_equal(got.containers[i]->id, ids[i]);
 	assert_int_equal(ss->state, SANDBOX_NOTREADY);
 	assert_int_equal(cs->state, CTR_RUNNING);
-	free_all(ss, cs, is);
+	store_contents_release(&got);
 	for (i = 0; i < 4; i++) {
 		sandbox_free(sb[i]);
 		container_free(ct[i]);
@@ -434,6 +405,7 @@ static void test_store__order_is_creation_order(void **state)
 static void test_store__delete(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct sandbox *a = make_sandbox("a", "a"), *b = make_sandbox("b", "b");
 	struct container *ca = make_container("ca", "a", "x"), *cb = make_container("cb", "b", "y");
 	struct sandbox *ss = NULL;
@@ -451,12 +423,12 @@ static void test_store__delete(void **state)
 	assert_int_equal(store_delete_sandbox(f->st, "a", &err), 0);
 	assert_int_equal(store_delete_container(f->st, "nope", &err), 0);
 	reopen(f);
-	load(f, &ss, &cs, &is);
-	assert_int_equal(count_sandboxes(ss), 1);
+	load(f, &got, &ss, &cs, &is);
+	assert_int_equal(got.n_sandboxes, 1);
 	assert_string_equal(ss->id, "b");
-	assert_int_equal(count_containers(cs), 1);
+	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(cs->id, "cb");
-	free_all(ss, cs, is);
+	store_contents_release(&got);
 	sandbox_free(a);
 	sandbox_free(b);
 	container_free(ca);
@@ -468,6 +440,7 @@ static void test_store__delete(void **state)
 static void test_store__log_offset_update(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct container *c = make_container("c1", "sb", "app");
 	struct sandbox *ss = NULL;
 	struct container *cs = NULL;
@@ -479,13 +452,13 @@ static void test_store__log_offset_update(void **state)
 	assert_int_equal(store_put_log_offset(f->st, "c1", 12345678901ULL, &err), 0);
 	assert_int_equal(store_put_log_offset(f->st, "unknown", 7, &err), 0);
 	reopen(f);
-	load(f, &ss, &cs, &is);
-	assert_int_equal(count_containers(cs), 1);
+	load(f, &got, &ss, &cs, &is);
+	assert_int_equal(got.n_containers, 1);
 	assert_int_equal(cs->log_offset, 12345678901ULL);
 	assert_int_equal(cs->exit_code, 137);
 	assert_string_equal(cs->reason, "OOMKilled");
 	assert_int_equal(cs->restart_count, 3);
-	free_all(ss, cs, is);
+	store_contents_release(&got);
 	container_free(c);
 }
 
@@ -493,6 +466,7 @@ static void test_store__log_offset_update(void **state)
 static void test_store__records_survive_a_restart(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct sandbox *s = make_sandbox("sb1", "web");
 	struct container *c = make_container("c1", "sb1", "app");
 	struct image_rec img = { .id = "sha256:9",
@@ -511,12 +485,12 @@ static void test_store__records_survive_a_restart(void **state)
 	assert_int_equal(store_put_image(f->st, &img, &err), 0);
 	assert_int_equal(store_put_meta(f->st, "cluster-id", "k1", &err), 0);
 	reopen(f);
-	load(f, &ss, &cs, &is);
-	assert_int_equal(count_sandboxes(ss), 1);
+	load(f, &got, &ss, &cs, &is);
+	assert_int_equal(got.n_sandboxes, 1);
 	assert_string_equal(ss->config->metadata->name, "web");
 	assert_string_equal(cri_map_get((void **)ss->config->labels, ss->config->n_labels, "app"),
 			    "web");
-	assert_int_equal(count_containers(cs), 1);
+	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(cs->sandbox_id, "sb1");
 	assert_string_equal(cri_map_get((void **)cs->config->labels, cs->config->n_labels, "tier"),
 			    "front");
@@ -525,7 +499,7 @@ static void test_store__records_survive_a_restart(void **state)
 	assert_int_equal(store_get_meta(f->st, "cluster-id", &v, &err), 0);
 	assert_string_equal(v, "k1");
 	free(v);
-	free_all(ss, cs, is);
+	store_contents_release(&got);
 	sandbox_free(s);
 	container_free(c);
 }
@@ -554,6 +528,7 @@ static void corrupt_config(const char *path, const char *table, const char *id)
 static void test_store__corrupt_row_is_skipped(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct sandbox *s1 = make_sandbox("s1", "one"), *s2 = make_sandbox("s2", "two");
 	struct container *c1 = make_container("c1", "s1", "a"),
 			 *c2 = make_container("c2", "s2", "b");
@@ -570,14 +545,14 @@ static void test_store__corrupt_row_is_skipped(void **state)
 	corrupt_config(f->path, "sandboxes", "s1");
 	corrupt_config(f->path, "containers", "c2");
 	reopen(f);
-	load(f, &ss, &cs, &is);
-	assert_int_equal(count_sandboxes(ss), 1);
+	load(f, &got, &ss, &cs, &is);
+	assert_int_equal(got.n_sandboxes, 1);
 	assert_string_equal(ss->id, "s2");
 	assert_string_equal(ss->config->metadata->name, "two");
-	assert_int_equal(count_containers(cs), 1);
+	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(cs->id, "c1");
 	assert_string_equal(cs->config->metadata->name, "a");
-	free_all(ss, cs, is);
+	store_contents_release(&got);
 	sandbox_free(s1);
 	sandbox_free(s2);
 	container_free(c1);
@@ -686,9 +661,12 @@ static void test_store__damaged_database_errors_say_what_failed(void **state)
 		"state database: load sandboxes: no such table: sandboxes",
 	};
 	struct fixture *f = *state;
-	struct sandbox *s = make_sandbox("sb-1", "web"), *ls = NULL;
-	struct container *c = make_container("ct-1", "sb-1", "app"), *lc = NULL;
-	struct image_rec img = { "sha256:1", "", "", 1, "", NULL }, *li = NULL;
+	struct sandbox *s = make_sandbox("sb-1", "web");
+	struct container *c = make_container("ct-1", "sb-1", "app");
+	struct image_rec img = {
+		.id = "sha256:1", .repo_tags = "", .repo_digests = "", .size = 1, .user = ""
+	};
+	struct store_contents got = { .n_images = 99 };
 	struct err err[ARRAY_SIZE(want)];
 	char *meta = NULL;
 	int ret[ARRAY_SIZE(want)];
@@ -708,15 +686,16 @@ static void test_store__damaged_database_errors_say_what_failed(void **state)
 	ret[i] = store_put_meta(f->st, "k", "v", &err[i]), i++;
 	ret[i] = store_get_meta(f->st, "k", &meta, &err[i]), i++;
 	ret[i] = store_del_meta(f->st, "k", &err[i]), i++;
-	ret[i] = store_load(f->st, &ls, &lc, &li, &err[i]), i++;
+	ret[i] = store_load(f->st, &got, &err[i]), i++;
 	for (size_t j = 0; j < ARRAY_SIZE(want); j++) {
 		assert_int_equal(ret[j], -EIO);
 		assert_string_equal(err[j].msg, want[j]);
 	}
 	assert_null(meta);
-	assert_null(ls);
-	assert_null(lc);
-	assert_null(li);
+	assert_null(got.sandboxes);
+	assert_null(got.containers);
+	assert_null(got.images);
+	assert_int_equal(got.n_sandboxes + got.n_containers + got.n_images, 0);
 	sandbox_free(s);
 	container_free(c);
 }
@@ -745,6 +724,7 @@ static void test_store__not_a_database_is_refused(void **state)
 static void test_store__older_database_gains_the_seccomp_column(void **state)
 {
 	struct fixture *f = *state;
+	struct store_contents got;
 	struct sandbox *s = NULL;
 	struct container *c = make_container("ct-1", "sb-1", "app");
 	struct image_rec *i = NULL;
@@ -756,11 +736,11 @@ static void test_store__older_database_gains_the_seccomp_column(void **state)
 	f->st = NULL;
 	db_exec(f, "ALTER TABLE containers DROP COLUMN seccomp;");
 	reopen(f);
-	load(f, &s, &c, &i);
-	assert_int_equal(count_containers(c), 1);
+	load(f, &got, &s, &c, &i);
+	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(c->id, "ct-1");
 	assert_string_equal(c->seccomp_profile, "");
-	free_all(s, c, i);
+	store_contents_release(&got);
 }
 
 int main(void)

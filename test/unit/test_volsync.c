@@ -196,7 +196,7 @@ static char *ip_of(struct fix *f)
 	char *ip;
 
 	pthread_mutex_lock(&f->k->k.lock);
-	sb = kiyot_find_sandbox(&f->k->k, f->sandbox);
+	sb = records_sandbox(f->k->k.records, f->sandbox);
 	ip = xstrdup(sb ? sb->ip : "");
 	pthread_mutex_unlock(&f->k->k.lock);
 	return ip;

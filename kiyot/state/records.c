@@ -1,0 +1,423 @@
+/*
+ * records.c: the records of sandboxes, containers and images (see records.h). Each kind is a
+ * table: a doubly linked list in answer order and a hash of the ids' first KEY_LEN characters
+ * (the whole id when shorter), so the ids a prefix of KEY_LEN or more matches all share its
+ * bucket. A shorter prefix, which only a person types, walks the list.
+ */
+#include "records.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "xalloc.h"
+
+/* Hex digits of an id that choose its bucket: a prefix this long or longer is looked up in
+ * one bucket. */
+#define KEY_LEN 8
+#define MIN_BUCKETS 64
+
+struct table {
+	struct rec_head head; /* the list's ends: head.next is the first, head.prev the last */
+	struct rec_head **buckets;
+	size_t n_buckets; /* a power of two */
+	size_t n;
+};
+
+struct records {
+	struct store *store;
+	struct table sandboxes, containers, images;
+};
+
+#define REC_OF(type, h) ((type *)((char *)(h)-offsetof(type, rec)))
+
+static void table_init(struct table *t)
+{
+	t->head.prev = t->head.next = &t->head;
+	t->n_buckets = MIN_BUCKETS;
+	t->buckets = xcalloc(t->n_buckets, sizeof(*t->buckets));
+	t->n = 0;
+}
+
+/* FNV-1a of the first n characters. */
+static size_t key_hash(const char *id, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < n && id[i]; i++) {
+		h ^= (unsigned char)id[i];
+		h *= 1099511628211ULL;
+	}
+	return (size_t)h;
+}
+
+static struct rec_head **bucket_of(const struct table *t, const char *id, size_t len)
+{
+	return &t->buckets[key_hash(id, len < KEY_LEN ? len : KEY_LEN) & (t->n_buckets - 1)];
+}
+
+static void bucket_insert(struct table *t, struct rec_head *h)
+{
+	struct rec_head **b = bucket_of(t, h->id, strlen(h->id));
+
+	h->hnext = *b;
+	*b = h;
+}
+
+static void rec_get(struct rec_head *h)
+{
+	__atomic_add_fetch(&h->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* Drops a reference; whether it was the last. */
+static bool rec_put(struct rec_head *h)
+{
+	return __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+/* Doubles the buckets before they would hold more than one record each on average. */
+static void table_grow(struct table *t)
+{
+	if (t->n + 1 <= t->n_buckets)
+		return;
+	free(t->buckets);
+	t->n_buckets *= 2;
+	t->buckets = xcalloc(t->n_buckets, sizeof(*t->buckets));
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next)
+		bucket_insert(t, h);
+}
+
+/* Lists h first (at_end: last) under id; the records' reference is the caller's. */
+static void table_add(struct table *t, struct rec_head *h, const char *id, bool at_end)
+{
+	struct rec_head *before = at_end ? &t->head : t->head.next;
+
+	table_grow(t); /* first: it rehashes what is listed */
+	h->id = id;
+	h->listed = 1;
+	rec_get(h);
+	h->next = before;
+	h->prev = before->prev;
+	before->prev->next = h;
+	before->prev = h;
+	t->n++;
+	bucket_insert(t, h);
+}
+
+/* Unlists h; whether it was listed (the records' reference is then the caller's to drop). */
+static bool table_remove(struct table *t, struct rec_head *h)
+{
+	struct rec_head **b;
+
+	if (!h->listed)
+		return false;
+	for (b = bucket_of(t, h->id, strlen(h->id)); *b != h; b = &(*b)->hnext)
+		;
+	*b = h->hnext;
+	h->prev->next = h->next;
+	h->next->prev = h->prev;
+	h->prev = h->next = h->hnext = NULL;
+	h->listed = 0;
+	t->n--;
+	return true;
+}
+
+static struct rec_head *table_exact(const struct table *t, const char *id)
+{
+	for (struct rec_head *h = *bucket_of(t, id, strlen(id)); h; h = h->hnext)
+		if (strcmp(h->id, id) == 0)
+			return h;
+	return NULL;
+}
+
+/* The record with id, else the only one id is a prefix of; NULL for none, "" or several. */
+static struct rec_head *table_find(const struct table *t, const char *id)
+{
+	size_t len = strlen(id);
+	struct rec_head *hit;
+
+	if (len == 0)
+		return NULL;
+	if ((hit = table_exact(t, id)))
+		return hit;
+	if (len >= KEY_LEN) {
+		for (struct rec_head *h = *bucket_of(t, id, len); h; h = h->hnext) {
+			if (strncmp(h->id, id, len) != 0)
+				continue;
+			if (hit)
+				return NULL; /* ambiguous prefix */
+			hit = h;
+		}
+		return hit;
+	}
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next) {
+		if (strncmp(h->id, id, len) != 0)
+			continue;
+		if (hit)
+			return NULL;
+		hit = h;
+	}
+	return hit;
+}
+
+struct records *records_new(struct store *st)
+{
+	struct records *r = xcalloc(1, sizeof(*r));
+
+	r->store = st;
+	table_init(&r->sandboxes);
+	table_init(&r->containers);
+	table_init(&r->images);
+	return r;
+}
+
+/* The first listed record, unlisted: the records' reference is the caller's. */
+static struct rec_head *table_pop(struct table *t)
+{
+	struct rec_head *h = t->head.next;
+
+	table_remove(t, h);
+	return h;
+}
+
+void records_free(struct records *r)
+{
+	if (!r)
+		return;
+	while (r->sandboxes.n)
+		sandbox_put(REC_OF(struct sandbox, table_pop(&r->sandboxes)));
+	while (r->containers.n)
+		container_put(REC_OF(struct container, table_pop(&r->containers)));
+	while (r->images.n)
+		image_rec_put(REC_OF(struct image_rec, table_pop(&r->images)));
+	free(r->sandboxes.buckets);
+	free(r->containers.buckets);
+	free(r->images.buckets);
+	free(r);
+}
+
+int records_load(struct records *r, struct err *err)
+{
+	struct store_contents c;
+
+	if (store_load(r->store, &c, err) < 0)
+		return -err->code;
+	for (size_t i = 0; i < c.n_sandboxes; i++)
+		table_add(&r->sandboxes, &c.sandboxes[i]->rec, c.sandboxes[i]->id, true);
+	for (size_t i = 0; i < c.n_containers; i++)
+		table_add(&r->containers, &c.containers[i]->rec, c.containers[i]->id, true);
+	for (size_t i = 0; i < c.n_images; i++)
+		table_add(&r->images, &c.images[i]->rec, c.images[i]->id, true);
+	c.n_sandboxes = c.n_containers = c.n_images = 0; /* listed: not freed below */
+	store_contents_release(&c);
+	return 0;
+}
+
+struct sandbox *records_sandbox(struct records *r, const char *id)
+{
+	struct rec_head *h = table_find(&r->sandboxes, id);
+
+	return h ? REC_OF(struct sandbox, h) : NULL;
+}
+
+struct sandbox *records_sandbox_exact(struct records *r, const char *id)
+{
+	struct rec_head *h = table_exact(&r->sandboxes, id);
+
+	return h ? REC_OF(struct sandbox, h) : NULL;
+}
+
+struct container *records_container(struct records *r, const char *id)
+{
+	struct rec_head *h = table_find(&r->containers, id);
+
+	return h ? REC_OF(struct container, h) : NULL;
+}
+
+struct container *records_container_exact(struct records *r, const char *id)
+{
+	struct rec_head *h = table_exact(&r->containers, id);
+
+	return h ? REC_OF(struct container, h) : NULL;
+}
+
+struct image_rec *records_image_exact(struct records *r, const char *id)
+{
+	struct rec_head *h = table_exact(&r->images, id);
+
+	return h ? REC_OF(struct image_rec, h) : NULL;
+}
+
+struct sandbox *records_sandbox_of_cell(struct records *r, const char *cell_id)
+{
+	for (struct rec_head *h = r->sandboxes.head.next; h != &r->sandboxes.head; h = h->next) {
+		struct sandbox *sb = REC_OF(struct sandbox, h);
+
+		if (sb->cell_id[0] && strcmp(sb->cell_id, cell_id) == 0)
+			return sb;
+	}
+	return NULL;
+}
+
+void records_add_sandbox(struct records *r, struct sandbox *sb)
+{
+	table_add(&r->sandboxes, &sb->rec, sb->id, false);
+}
+
+void records_add_container(struct records *r, struct container *c)
+{
+	table_add(&r->containers, &c->rec, c->id, false);
+}
+
+void records_add_image(struct records *r, struct image_rec *i)
+{
+	table_add(&r->images, &i->rec, i->id, false);
+}
+
+int records_save_sandbox(struct records *r, const struct sandbox *sb, struct err *err)
+{
+	return store_put_sandbox(r->store, sb, err);
+}
+
+int records_save_container(struct records *r, const struct container *c, struct err *err)
+{
+	return store_put_container(r->store, c, err);
+}
+
+int records_save_image(struct records *r, const struct image_rec *i, struct err *err)
+{
+	return store_put_image(r->store, i, err);
+}
+
+int records_remove_sandbox(struct records *r, struct sandbox *sb, struct err *err)
+{
+	int ret;
+
+	if (!table_remove(&r->sandboxes, &sb->rec))
+		return 0;
+	ret = store_delete_sandbox(r->store, sb->id, err);
+	sandbox_put(sb);
+	return ret;
+}
+
+int records_remove_container(struct records *r, struct container *c, struct err *err)
+{
+	int ret;
+
+	if (!table_remove(&r->containers, &c->rec))
+		return 0;
+	ret = store_delete_container(r->store, c->id, err);
+	container_put(c);
+	return ret;
+}
+
+int records_remove_image(struct records *r, struct image_rec *i, struct err *err)
+{
+	int ret;
+
+	if (!table_remove(&r->images, &i->rec))
+		return 0;
+	ret = store_delete_image(r->store, i->id, err);
+	image_rec_put(i);
+	return ret;
+}
+
+/* The snapshots walk the list themselves: each fills an array of its own record type. */
+size_t records_sandboxes(struct records *r, struct sandbox ***out)
+{
+	const struct table *t = &r->sandboxes;
+	struct sandbox **v = xcalloc(t->n + 1, sizeof(*v));
+	size_t n = 0;
+
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next)
+		v[n++] = sandbox_get(REC_OF(struct sandbox, h));
+	*out = v;
+	return n;
+}
+
+size_t records_containers(struct records *r, const char *sandbox_id, struct container ***out)
+{
+	const struct table *t = &r->containers;
+	struct container **v = xcalloc(t->n + 1, sizeof(*v));
+	size_t n = 0;
+
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next) {
+		struct container *c = REC_OF(struct container, h);
+
+		if (!sandbox_id || strcmp(c->sandbox_id, sandbox_id) == 0)
+			v[n++] = container_get(c);
+	}
+	*out = v;
+	return n;
+}
+
+size_t records_images(struct records *r, struct image_rec ***out)
+{
+	const struct table *t = &r->images;
+	struct image_rec **v = xcalloc(t->n + 1, sizeof(*v));
+	size_t n = 0;
+
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next)
+		v[n++] = image_rec_get(REC_OF(struct image_rec, h));
+	*out = v;
+	return n;
+}
+
+void sandboxes_put(struct sandbox **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sandbox_put(v[i]);
+	free(v);
+}
+
+void containers_put(struct container **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		container_put(v[i]);
+	free(v);
+}
+
+void images_put(struct image_rec **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		image_rec_put(v[i]);
+	free(v);
+}
+
+struct sandbox *sandbox_get(struct sandbox *sb)
+{
+	rec_get(&sb->rec);
+	return sb;
+}
+
+void sandbox_put(struct sandbox *sb)
+{
+	if (sb && rec_put(&sb->rec))
+		sandbox_free(sb);
+}
+
+struct container *container_get(struct container *c)
+{
+	rec_get(&c->rec);
+	return c;
+}
+
+void container_put(struct container *c)
+{
+	if (c && rec_put(&c->rec))
+		container_free(c);
+}
+
+struct image_rec *image_rec_get(struct image_rec *i)
+{
+	rec_get(&i->rec);
+	return i;
+}
+
+void image_rec_put(struct image_rec *i)
+{
+	if (i && rec_put(&i->rec))
+		image_rec_free(i);
+}

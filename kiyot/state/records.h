@@ -1,0 +1,85 @@
+/*
+ * records.h: kiyot's records of sandboxes, containers and images (state.h), in one place. Each
+ * kind is a list, in the order the CRI lists answer (the newest added first, those loaded at
+ * start in the order they were made), and a hash of ids, so a lookup by id or by a unique id
+ * prefix (crictl's short ids) costs one bucket. Every change goes through to the store
+ * (store.h) by the calls here.
+ *
+ *	pthread_mutex_lock(&k->lock);
+ *	c = records_container(k->records, id);        borrowed while the lock is held
+ *	n = records_containers(k->records, NULL, &v); one reference per entry
+ *	pthread_mutex_unlock(&k->lock);
+ *	for (i = 0; i < n; i++) ... v[i]->id ...      without the lock: only fixed fields
+ *	containers_put(v, n);
+ *
+ * References: the records hold one on each record they list. A lookup's result is borrowed:
+ * valid while the caller holds k->lock. A snapshot's entries and *_get's result are the
+ * caller's until it puts them: a record removed meanwhile stays allocated (unlisted) until
+ * the last goes. Without k->lock, a holder reads only the fields state.h marks fixed.
+ *
+ * Thread safety: every call needs k->lock (the caller's), except *_get, *_put and the
+ * snapshots' release, which need nothing.
+ */
+#ifndef KIYOT_RECORDS_H
+#define KIYOT_RECORDS_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "state.h"
+
+struct records;
+struct store;
+
+/* Empty records writing through to st (borrowed; it outlives them). */
+struct records *records_new(struct store *st);
+/* Drops the records' references (a record someone still holds is freed by their put). */
+void records_free(struct records *r);
+/* Lists what the store holds, after what is listed already. */
+int records_load(struct records *r, struct err *err);
+
+/* Lookups: the record with id, else the only one whose id starts with id; NULL when none,
+ * when id is "" or when the prefix is ambiguous. The _exact ones take whole ids only. */
+struct sandbox *records_sandbox(struct records *r, const char *id);
+struct sandbox *records_sandbox_exact(struct records *r, const char *id);
+struct container *records_container(struct records *r, const char *id);
+struct container *records_container_exact(struct records *r, const char *id);
+struct image_rec *records_image_exact(struct records *r, const char *id);
+/* The sandbox whose cell is cell_id, or NULL. */
+struct sandbox *records_sandbox_of_cell(struct records *r, const char *cell_id);
+
+/* Lists a new record first (in memory only: records_save_* writes it), taking the caller's
+ * reference as the records' own; its id must be new. */
+void records_add_sandbox(struct records *r, struct sandbox *sb);
+void records_add_container(struct records *r, struct container *c);
+void records_add_image(struct records *r, struct image_rec *i);
+/* Writes a listed record (new or changed) to the store. */
+int records_save_sandbox(struct records *r, const struct sandbox *sb, struct err *err);
+int records_save_container(struct records *r, const struct container *c, struct err *err);
+int records_save_image(struct records *r, const struct image_rec *i, struct err *err);
+/* Unlists a record and deletes it from the store, dropping the records' reference: the
+ * caller's pointer is borrowed no longer (it may be freed now). Removed from memory even
+ * when the store fails (the error says so). A record not listed is left as it is. */
+int records_remove_sandbox(struct records *r, struct sandbox *sb, struct err *err);
+int records_remove_container(struct records *r, struct container *c, struct err *err);
+int records_remove_image(struct records *r, struct image_rec *i, struct err *err);
+
+/* Snapshots: the listed records in list order, each with a reference, in *out (NULL-ended;
+ * release with the matching _put). records_containers lists only the sandbox's when
+ * sandbox_id (a whole id) is not NULL. */
+size_t records_sandboxes(struct records *r, struct sandbox ***out);
+size_t records_containers(struct records *r, const char *sandbox_id, struct container ***out);
+size_t records_images(struct records *r, struct image_rec ***out);
+void sandboxes_put(struct sandbox **v, size_t n);
+void containers_put(struct container **v, size_t n);
+void images_put(struct image_rec **v, size_t n);
+
+/* References. A put that drops the last one frees the record. */
+struct sandbox *sandbox_get(struct sandbox *sb);
+void sandbox_put(struct sandbox *sb);
+struct container *container_get(struct container *c);
+void container_put(struct container *c);
+struct image_rec *image_rec_get(struct image_rec *i);
+void image_rec_put(struct image_rec *i);
+
+#endif
