@@ -184,6 +184,8 @@ CURLcode httpc_exchange(CURL *h, struct httpc_answer *a)
 {
 	a->rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
+	/* the handle may outlive the answer (a client's kept connection): it must not write there */
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	return a->rc;
 }
 
