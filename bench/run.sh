@@ -6,7 +6,7 @@
 #
 #   bench/run.sh                        or: make bench (builds first)
 #   KIYOT_BENCH_JSON=FILE bench/run.sh  also writes the raw figures as JSON
-#   KIYOT_BENCH_ONLY=8 bench/run.sh     only section 8 (a comma-separated list: 1,...,8, cost)
+#   KIYOT_BENCH_ONLY=8 bench/run.sh     only section 8 (a comma-separated list: 1,...,13, cost)
 #
 # Shares the bridge, the registry address and the lock with test/integration/run.sh: the two
 # never run at the same time. Exit status: 0 when every figure was measured.
@@ -45,12 +45,16 @@ for d in /tmp/kiyot-bench-*; do
 	[ -f "$d/env.json" ] && "$py" "$here/../test/integration/harness.py" cleanup "$d"
 done
 
-# KIYOT_BENCH_ONLY=8 (or 1,7,cost,6): only those sections; cost and 6 are programs of their own
-only=",${KIYOT_BENCH_ONLY:-cost,6},"
+# KIYOT_BENCH_ONLY=8 (or 1,7,cost,6): only those sections; cost, 6 and 13 are programs of
+# their own
+only=",${KIYOT_BENCH_ONLY:-cost,6,13},"
 case $only in *,cost,*)
 	"${KIYOT_BUILD:-build}/bench/cost" "$here/cost/mix.json" || echo "bench: cost benchmark failed" >&2
 esac
 case $only in *,6,*)
 	"${KIYOT_BUILD:-build}/bench/volumes" || echo "bench: volume benchmark failed" >&2
+esac
+case $only in *,13,*)
+	"${KIYOT_BUILD:-build}/bench/records" || echo "bench: records benchmark failed" >&2
 esac
 exec "$py" "$here/bench.py"

@@ -15,11 +15,22 @@
 #include "cri_validate.h"
 #include "events.h"
 #include "log.h"
+#include "state/ctrlog.h"
 #include "stream/server.h"
 #include "xalloc.h"
 
 #define CREATE_TIMEOUT_MS (10 * 60 * 1000) /* may include an image pull */
 #define START_TIMEOUT_MS (60 * 1000)
+
+/* Opens a container's log file (anew: after a rename), creating it, so readers find it before
+ * any output. Needs k->lock. */
+static void log_open(struct container *c, bool anew)
+{
+	struct err err = ERR_INIT;
+
+	if (c->log && (anew ? ctrlog_reopen(c->log, &err) : ctrlog_open(c->log, &err)) < 0)
+		log_warn("container %s: log: %s", c->id, err.msg);
+}
 
 /* The container of the sandbox with the metadata's name and attempt, or NULL. Needs
  * k->lock. */
@@ -98,6 +109,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	c->seccomp_profile = profile;
 	cri_set_desired(c, DESIRED_CREATED, 0);
 	records_add_container(k->records, c);
+	kiyot_log_attach(k, c);
 	id = xstrdup(c->id);
 	pthread_mutex_unlock(&k->lock);
 
@@ -116,7 +128,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		if (records_remove_container(k->records, c, &rerr) < 0)
 			log_error("container %s: %s", id, rerr.msg);
 	} else if (c) {
-		kiyot_log_touch(k, c);
+		log_open(c, false);
 		events_publish_container(k, c);
 	}
 	pthread_mutex_unlock(&k->lock);
@@ -436,9 +448,9 @@ int cri_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMe
 		ret = err_set(err, ENOENT, "container %s not found", r->container_id);
 	else if (c->state != CTR_RUNNING)
 		ret = err_set(err, EBUSY, "container %s is not running", c->id);
-	else /* chunks are appended by path: after a rename the next one lands in a new file,
-	      * which exists from now on, as the kubelet's log rotation expects */
-		kiyot_log_touch(k, c);
+	else /* after the kubelet's rotation renamed the file, the next chunk lands in a new
+	      * one, which exists from now on */
+		log_open(c, true);
 	pthread_mutex_unlock(&k->lock);
 	return ret;
 }

@@ -18,6 +18,7 @@
 #include "cri_security.h"
 #include "cri_validate.h"
 #include "log.h"
+#include "state/ctrlog.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
 #include "stream/server.h"
@@ -435,6 +436,8 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 		c->desired = DESIRED_STOPPED;
 		if (records_save_container(k->records, c, &err) < 0)
 			log_error("container %s: %s", c->id, err.msg);
+		if (c->log)
+			ctrlog_idle(c->log);
 		events_publish_container(k, c);
 	}
 	containers_put(cs, n);

@@ -5,7 +5,6 @@
 #include "kiyot.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "providers/local/cellnat.h"
 #include "cells/cells.h"
 #include "clock.h"
+#include "ctrlog.h"
 #include "codec.h"
 #include "cri/cri.h"
 #include "cri/events.h"
@@ -118,8 +118,11 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 		set_str(&c->image_ref, st->image_ref);
 	if (st->image_id[0])
 		set_str(&c->image_id, st->image_id);
-	if (changed && ns == CTR_EXITED)
+	if (changed && ns == CTR_EXITED) {
 		write_termination_message(k, c, st->termination_message);
+		if (c->log)
+			ctrlog_idle(c->log);
+	}
 	if (changed) {
 		if (records_save_container(k->records, c, &err) < 0)
 			log_error("container %s: %s", c->id, err.msg);
@@ -159,78 +162,33 @@ char *kiyot_log_file(struct kiyot *k, const struct container *c)
 	return xasprintf("%s/%s", sb->config->log_directory, lp);
 }
 
-/* Appends data to the file, creating it (and its directory) when missing. */
-static int append_file(const char *path, const uint8_t *data, size_t len, struct err *err)
+void kiyot_log_attach(struct kiyot *k, struct container *c)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	_cleanup_free_ char *path = NULL;
 
-	if (fd < 0 && errno == ENOENT) {
-		_cleanup_free_ char *dir = xstrdup(path);
-		char *slash = strrchr(dir, '/');
-
-		if (slash && slash != dir) {
-			*slash = '\0';
-			if (fs_mkdir_p(dir, 0755, err) < 0)
-				return -err->code;
-		}
-		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	}
-	if (fd < 0)
-		return err_errno(err, "open %s", path);
-	while (len) {
-		ssize_t w = write(fd, data, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			err_errno(err, "write %s", path);
-			close(fd);
-			return -err->code;
-		}
-		data += w;
-		len -= (size_t)w;
-	}
-	close(fd);
-	return 0;
+	if (!k->logs || c->log)
+		return;
+	path = kiyot_log_file(k, c);
+	c->log = ctrlog_new(k->logs, c->id, path, &c->log_mark);
 }
 
-void kiyot_log_touch(struct kiyot *k, const struct container *c)
-{
-	_cleanup_free_ char *path = kiyot_log_file(k, c);
-	struct err err = ERR_INIT;
-
-	if (path && append_file(path, (const uint8_t *)"", 0, &err) < 0)
-		log_warn("container %s: log: %s", c->id, err.msg);
-}
-
+/* A log chunk from a cell's watch thread: the writer is found under k->lock, and written
+ * without it. */
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
 		       size_t len)
 {
-	struct err err = ERR_INIT;
 	struct container *c;
-	char *path;
+	struct ctrlog *w = NULL;
 
 	pthread_mutex_lock(&k->lock);
 	c = records_container_exact(k->records, unit_id);
-	if (!c || offset + len <= c->log_offset) {
-		pthread_mutex_unlock(&k->lock);
-		return; /* unknown unit, or bytes already written */
-	}
-	if (offset < c->log_offset) {
-		size_t skip = (size_t)(c->log_offset - offset);
-
-		data += skip;
-		len -= skip;
-		offset = c->log_offset;
-	}
-	path = kiyot_log_file(k, c);
-	if (path && append_file(path, data, len, &err) < 0)
-		log_warn("container %s: log: %s", c->id, err.msg);
-	free(path);
-	c->log_offset = offset + len;
-	if (store_put_log_offset(k->store, c->id, c->log_offset, &err) < 0)
-		log_warn("container %s: %s", c->id, err.msg);
+	if (c && c->log)
+		w = ctrlog_get(c->log);
 	pthread_mutex_unlock(&k->lock);
+	if (!w)
+		return; /* unknown unit */
+	ctrlog_write(w, offset, data, len);
+	ctrlog_put(w);
 }
 
 void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
@@ -250,7 +208,7 @@ void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__Lo
 
 		kiyot__cell__v1__log_offset__init(o);
 		o->unit_id = xstrdup(cs[*n]->id);
-		o->offset = cs[*n]->log_offset;
+		o->offset = cs[*n]->log ? ctrlog_offset(cs[*n]->log) : cs[*n]->log_mark.offset;
 		(*out)[*n] = o;
 	}
 	pthread_mutex_unlock(&k->lock);
@@ -326,6 +284,20 @@ static void host_ports_restore(struct kiyot *k)
 	sandboxes_put(sbs, nsb);
 }
 
+/* Writers for the containers loaded at start, from the marks they had. */
+static void logs_attach_all(struct kiyot *k)
+{
+	struct container **cs;
+	size_t n;
+
+	pthread_mutex_lock(&k->lock);
+	n = records_containers(k->records, NULL, &cs);
+	for (size_t i = 0; i < n; i++)
+		kiyot_log_attach(k, cs[i]);
+	pthread_mutex_unlock(&k->lock);
+	containers_put(cs, n);
+}
+
 int kiyot_open(struct kiyot *k, struct err *err)
 {
 	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", k->cfg.state_dir);
@@ -347,6 +319,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	k->records = records_new(k->store);
 	if (records_load(k->records, err) < 0)
 		return -err->code;
+	k->logs = ctrlogs_new(k->store);
+	logs_attach_all(k);
 	if (load_cluster_id(k, err) < 0)
 		return -err->code;
 	if (regconf_from_json(k->cfg.registries, &k->regconf, err) < 0)
@@ -422,6 +396,9 @@ void kiyot_close(struct kiyot *k)
 	stream_server_stop(k->stream);
 	k->stream = NULL;
 	cells_free(k->cells);
+	/* the watch threads are gone: the last log marks go to the store */
+	ctrlogs_free(k->logs);
+	k->logs = NULL;
 	events_free(k->events);
 	catalog_refresh_stop(k->catalog); /* before the provider frees its EC2 client */
 	if (k->provider.ops)

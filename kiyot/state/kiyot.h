@@ -13,7 +13,8 @@
  *   3. under k->lock, taken and released without calling back: the event hub's (events.c),
  *      volsync's list lock, the catalog's (catalog_acquire), the hostPort rules' (cellnat.c),
  *      a node pre-pull's (image_prepull.c; stopping one waits for its thread, which never
- *      takes k->lock);
+ *      takes k->lock), a container's log writer's and then the log committer's (ctrlog.h;
+ *      a watch thread takes them without k->lock to write a chunk);
  *   4. never with k->lock held: the cell manager's lock (cells.c: its cells, their
  *      references and Watch streams; taken under 1), the router's, cellsync's, gc's and the
  *      streaming server's locks and the providers'. Their threads call into kiyot with none
@@ -93,6 +94,7 @@ struct kiyot {
 	pthread_mutex_t lock;
 	struct store *store;
 	struct records *records; /* sandboxes, containers and images (records.h), under lock */
+	struct ctrlogs *logs;	 /* containers' log files and their marks (ctrlog.h) */
 	char *cluster_id;
 	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
 	/* Where cells come from: the configured provider, or one set before kiyot_open (tests) */
@@ -144,9 +146,9 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
 /* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
 char *kiyot_log_file(struct kiyot *k, const struct container *c);
-/* Creates a container's (empty) log file, so readers find it before any output. Needs
- * k->lock. */
-void kiyot_log_touch(struct kiyot *k, const struct container *c);
+/* Gives a container the writer of its log file (ctrlog.h), from the mark it has; one it has
+ * already, or a kiyot without a committer (tests), is left as it is. Needs k->lock. */
+void kiyot_log_attach(struct kiyot *k, struct container *c);
 
 /* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
 const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrlog.h"
 #include "store.h"
 #include "xalloc.h"
 
@@ -420,4 +421,48 @@ void image_rec_put(struct image_rec *i)
 {
 	if (i && rec_put(&i->rec))
 		image_rec_free(i);
+}
+
+void sandbox_free(struct sandbox *s)
+{
+	if (!s)
+		return;
+	free(s->id);
+	if (s->config)
+		protobuf_c_message_free_unpacked(&s->config->base, NULL);
+	free(s->runtime_handler);
+	free(s->cell_id);
+	free(s->ip);
+	free(s->instance_type);
+	free(s->sizing_reason);
+	free(s);
+}
+
+void container_free(struct container *c)
+{
+	if (!c)
+		return;
+	free(c->id);
+	free(c->sandbox_id);
+	if (c->config)
+		protobuf_c_message_free_unpacked(&c->config->base, NULL);
+	free(c->reason);
+	free(c->message);
+	free(c->image_ref);
+	free(c->image_id);
+	free(c->seccomp_profile);
+	ctrlog_close(c->log);
+	ctrlog_put(c->log);
+	free(c);
+}
+
+void image_rec_free(struct image_rec *i)
+{
+	if (!i)
+		return;
+	free(i->id);
+	free(i->repo_tags);
+	free(i->repo_digests);
+	free(i->user);
+	free(i);
 }

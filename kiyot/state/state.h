@@ -35,6 +35,16 @@ struct rec_head {
 	int listed;
 };
 
+/* Where a container's log stands: the bytes of the unit's log copied to the node's file
+ * (offset), and that file (device and inode) with its size right after them (pos). */
+struct log_mark {
+	uint64_t offset;
+	uint64_t pos;
+	uint64_t dev, ino; /* 0, 0: no file yet */
+};
+
+struct ctrlog;
+
 struct sandbox {
 	struct rec_head rec;
 	char *id;			       /* fixed */
@@ -61,7 +71,8 @@ struct container {
 	char *message;
 	char *image_ref; /* repo digest the unit runs */
 	char *image_id;
-	uint64_t log_offset; /* bytes of the unit's log already copied to log_path */
+	struct log_mark log_mark; /* where its log stood when loaded (the writer has it since) */
+	struct ctrlog *log;	  /* the writer of its log file (ctrlog.h), or NULL */
 	uint32_t restart_count;
 	/* A Localhost seccomp profile as the node's file held it at CreateContainer; "" for
 	 * none (shipped with the unit: a cell does not read the node's files). */

@@ -32,7 +32,8 @@ static const char schema[] =
 	" finished_ns INTEGER NOT NULL, exit_code INTEGER NOT NULL, reason TEXT NOT NULL,"
 	" message TEXT NOT NULL, image_ref TEXT NOT NULL, image_id TEXT NOT NULL,"
 	" log_offset INTEGER NOT NULL, restart_count INTEGER NOT NULL, seq INTEGER NOT NULL,"
-	" seccomp TEXT NOT NULL DEFAULT '');"
+	" seccomp TEXT NOT NULL DEFAULT '', log_pos INTEGER NOT NULL DEFAULT 0,"
+	" log_dev INTEGER NOT NULL DEFAULT 0, log_ino INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS images ("
 	" id TEXT PRIMARY KEY, repo_tags TEXT NOT NULL, repo_digests TEXT NOT NULL,"
 	" size INTEGER NOT NULL, user TEXT NOT NULL);";
@@ -75,6 +76,29 @@ static int db_files_private(const char *path, struct err *err)
 	return 0;
 }
 
+/* Columns a database made by an older kiyot lacks: containers' seccomp profile, then the
+ * file their log went to. */
+static int add_columns(struct store *st, const char *path, struct err *err)
+{
+	static const char *const cols[][2] = {
+		{ "seccomp", "TEXT NOT NULL DEFAULT ''" },
+		{ "log_pos", "INTEGER NOT NULL DEFAULT 0" },
+		{ "log_dev", "INTEGER NOT NULL DEFAULT 0" },
+		{ "log_ino", "INTEGER NOT NULL DEFAULT 0" },
+	};
+
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		_cleanup_free_ char *sql = xasprintf("ALTER TABLE containers ADD COLUMN %s %s",
+						     cols[i][0], cols[i][1]);
+
+		if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
+		    !strstr(sqlite3_errmsg(st->db), "duplicate column"))
+			return err_set(err, EIO, "state database %s: add column containers.%s: %s",
+				       path, cols[i][0], sqlite3_errmsg(st->db));
+	}
+	return 0;
+}
+
 int store_open(const char *path, struct store **out, struct err *err)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
@@ -105,13 +129,7 @@ int store_open(const char *path, struct store **out, struct err *err)
 		free(st);
 		return -EIO;
 	}
-	/* a database from before containers kept their seccomp profile */
-	if (sqlite3_exec(st->db,
-			 "ALTER TABLE containers ADD COLUMN seccomp TEXT NOT NULL DEFAULT ''", NULL,
-			 NULL, NULL) != SQLITE_OK &&
-	    !strstr(sqlite3_errmsg(st->db), "duplicate column")) {
-		err_set(err, EIO, "state database %s: add column containers.seccomp: %s", path,
-			sqlite3_errmsg(st->db));
+	if (add_columns(st, path, err) < 0) {
 		sqlite3_close(st->db);
 		free(st);
 		return -EIO;
@@ -197,15 +215,23 @@ int store_delete_sandbox(struct store *st, const char *id, struct err *err)
 	return delete_by_id(st, "DELETE FROM sandboxes WHERE id = ?", id, err);
 }
 
+/* A container's row; one that exists keeps its place (seq) and its log mark, which only
+ * store_put_log_mark changes. */
 int store_put_container(struct store *st, const struct container *c, struct err *err)
 {
-	sqlite3_stmt *s = prep(st,
-			       "INSERT OR REPLACE INTO containers (id, sandbox_id, config,"
-			       " state, created_ns, started_ns, finished_ns, exit_code, reason,"
-			       " message, image_ref, image_id, log_offset, restart_count, seccomp,"
-			       " seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-			       " COALESCE((SELECT seq FROM containers WHERE id = ?1),"
-			       " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers)))");
+	sqlite3_stmt *s = prep(
+		st, "INSERT INTO containers (id, sandbox_id, config, state, created_ns, started_ns,"
+		    " finished_ns, exit_code, reason, message, image_ref, image_id, log_offset,"
+		    " restart_count, seccomp, log_pos, log_dev, log_ino, seq)"
+		    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+		    " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers))"
+		    " ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id,"
+		    " config = excluded.config, state = excluded.state,"
+		    " created_ns = excluded.created_ns, started_ns = excluded.started_ns,"
+		    " finished_ns = excluded.finished_ns, exit_code = excluded.exit_code,"
+		    " reason = excluded.reason, message = excluded.message,"
+		    " image_ref = excluded.image_ref, image_id = excluded.image_id,"
+		    " restart_count = excluded.restart_count, seccomp = excluded.seccomp");
 
 	if (!s)
 		return db_err(st, err, "save container");
@@ -221,21 +247,28 @@ int store_put_container(struct store *st, const struct container *c, struct err 
 	bind_text(s, 10, c->message);
 	bind_text(s, 11, c->image_ref);
 	bind_text(s, 12, c->image_id);
-	sqlite3_bind_int64(s, 13, (sqlite3_int64)c->log_offset);
+	sqlite3_bind_int64(s, 13, (sqlite3_int64)c->log_mark.offset);
 	sqlite3_bind_int(s, 14, (int)c->restart_count);
 	bind_text(s, 15, c->seccomp_profile ? c->seccomp_profile : "");
+	sqlite3_bind_int64(s, 16, (sqlite3_int64)c->log_mark.pos);
+	sqlite3_bind_int64(s, 17, (sqlite3_int64)c->log_mark.dev);
+	sqlite3_bind_int64(s, 18, (sqlite3_int64)c->log_mark.ino);
 	return step_done(st, s, "save container", err);
 }
 
-int store_put_log_offset(struct store *st, const char *id, uint64_t off, struct err *err)
+int store_put_log_mark(struct store *st, const char *id, const struct log_mark *m, struct err *err)
 {
-	sqlite3_stmt *s = prep(st, "UPDATE containers SET log_offset = ? WHERE id = ?");
+	sqlite3_stmt *s = prep(st, "UPDATE containers SET log_offset = ?, log_pos = ?, log_dev = ?,"
+				   " log_ino = ? WHERE id = ?");
 
 	if (!s)
-		return db_err(st, err, "save log offset");
-	sqlite3_bind_int64(s, 1, (sqlite3_int64)off);
-	bind_text(s, 2, id);
-	return step_done(st, s, "save log offset", err);
+		return db_err(st, err, "save log position");
+	sqlite3_bind_int64(s, 1, (sqlite3_int64)m->offset);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)m->pos);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)m->dev);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64)m->ino);
+	bind_text(s, 5, id);
+	return step_done(st, s, "save log position", err);
 }
 
 int store_delete_container(struct store *st, const char *id, struct err *err)
@@ -317,10 +350,10 @@ static int load_sandboxes(struct store *st, struct store_contents *out, struct e
 
 static int load_containers(struct store *st, struct store_contents *out, struct err *err)
 {
-	sqlite3_stmt *s = prep(st,
-			       "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
-			       " finished_ns, exit_code, reason, message, image_ref, image_id,"
-			       " log_offset, restart_count, seccomp FROM containers ORDER BY seq");
+	sqlite3_stmt *s = prep(st, "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
+				   " finished_ns, exit_code, reason, message, image_ref, image_id,"
+				   " log_offset, restart_count, seccomp, log_pos, log_dev, log_ino"
+				   " FROM containers ORDER BY seq");
 	size_t cap = 0;
 	int rc;
 
@@ -341,9 +374,12 @@ static int load_containers(struct store *st, struct store_contents *out, struct 
 		c->message = col_text(s, 9);
 		c->image_ref = col_text(s, 10);
 		c->image_id = col_text(s, 11);
-		c->log_offset = (uint64_t)sqlite3_column_int64(s, 12);
+		c->log_mark.offset = (uint64_t)sqlite3_column_int64(s, 12);
 		c->restart_count = (uint32_t)sqlite3_column_int(s, 13);
 		c->seccomp_profile = col_text(s, 14);
+		c->log_mark.pos = (uint64_t)sqlite3_column_int64(s, 15);
+		c->log_mark.dev = (uint64_t)sqlite3_column_int64(s, 16);
+		c->log_mark.ino = (uint64_t)sqlite3_column_int64(s, 17);
 		if (!c->config) {
 			container_free(c);
 			continue;
@@ -438,46 +474,4 @@ int store_del_meta(struct store *st, const char *key, struct err *err)
 		return db_err(st, err, "delete meta");
 	bind_text(s, 1, key);
 	return step_done(st, s, "delete meta", err);
-}
-
-void sandbox_free(struct sandbox *s)
-{
-	if (!s)
-		return;
-	free(s->id);
-	if (s->config)
-		protobuf_c_message_free_unpacked(&s->config->base, NULL);
-	free(s->runtime_handler);
-	free(s->cell_id);
-	free(s->ip);
-	free(s->instance_type);
-	free(s->sizing_reason);
-	free(s);
-}
-
-void container_free(struct container *c)
-{
-	if (!c)
-		return;
-	free(c->id);
-	free(c->sandbox_id);
-	if (c->config)
-		protobuf_c_message_free_unpacked(&c->config->base, NULL);
-	free(c->reason);
-	free(c->message);
-	free(c->image_ref);
-	free(c->image_id);
-	free(c->seccomp_profile);
-	free(c);
-}
-
-void image_rec_free(struct image_rec *i)
-{
-	if (!i)
-		return;
-	free(i->id);
-	free(i->repo_tags);
-	free(i->repo_digests);
-	free(i->user);
-	free(i);
 }

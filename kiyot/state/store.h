@@ -24,8 +24,9 @@ int store_put_sandbox(struct store *st, const struct sandbox *s, struct err *err
 int store_delete_sandbox(struct store *st, const char *id, struct err *err);
 int store_put_container(struct store *st, const struct container *c, struct err *err);
 int store_delete_container(struct store *st, const char *id, struct err *err);
-/* Just the log offset, written often. */
-int store_put_log_offset(struct store *st, const char *id, uint64_t off, struct err *err);
+/* Just where the container's log stands (ctrlog.h), written often; the rest of the row as it
+ * is. */
+int store_put_log_mark(struct store *st, const char *id, const struct log_mark *m, struct err *err);
 int store_put_image(struct store *st, const struct image_rec *i, struct err *err);
 int store_delete_image(struct store *st, const char *id, struct err *err);
 

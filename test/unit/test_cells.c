@@ -19,6 +19,7 @@
 
 #include "cells/cells.h"
 #include "kiyot_fixture.h"
+#include "state/ctrlog.h"
 #include "state/store.h"
 #include "xalloc.h"
 
@@ -277,6 +278,76 @@ static void test_cells__log_bytes_sent_again_are_written_once(void **state)
 	assert_true(kfix_file_is(path, both));
 }
 
+/* Where the container's log stands in the store at path (its kiyot closed). */
+static struct log_mark stored_mark(struct store *st, const char *ctr)
+{
+	struct store_contents got;
+	struct err err = ERR_INIT;
+	struct log_mark m = { 0 };
+	bool found = false;
+
+	assert_int_equal(store_load(st, &got, &err), 0);
+	for (size_t i = 0; i < got.n_containers; i++)
+		if (strcmp(got.containers[i]->id, ctr) == 0) {
+			m = got.containers[i]->log_mark;
+			found = true;
+		}
+	store_contents_release(&got);
+	assert_true(found);
+	return m;
+}
+
+/*
+ * kiyot killed after a log line reached the file but before its position reached the store
+ * (positions go in batches): started again, it finds the line in the file, so the Watch asks
+ * for what comes after it, and the file has each line once.
+ */
+static void test_cells__a_lost_batch_of_log_positions_costs_no_line(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", f->dir);
+	_cleanup_free_ char *path = xasprintf("%s/pods/uid-web/web.log", f->dir);
+	const char *one = "2026-01-01T00:00:00Z stdout F one\n";
+	const char *two = "2026-01-01T00:00:01Z stdout F two\n";
+	const char *three = "2026-01-01T00:00:02Z stdout F three\n";
+	_cleanup_free_ char *all = xasprintf("%s%s%s", one, two, three);
+	struct log_mark first;
+	struct store *st = NULL;
+	uint64_t offset = 0;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, one), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, one), 5000));
+	ctrlogs_commit(f->k.logs);
+	first = stored_mark(f->k.store, ctr);
+	assert_int_equal(first.offset, strlen(one));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, two), 0);
+	assert_true(KFIX_WAIT(ctrlog_offset(records_container(f->k.records, ctr)->log) ==
+				      strlen(one) + strlen(two),
+			      5000));
+
+	/* the store as the kill left it: the batch with the second line never went */
+	kfix_close(f);
+	assert_int_equal(store_open(db, &st, &err), 0);
+	assert_int_equal(store_put_log_mark(st, ctr, &first, &err), 0);
+	store_close(st);
+	assert_int_equal(kfix_open(f, &err), 0);
+
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 5000));
+	assert_int_equal(fake_agent_watch_offset(f->fa, cell, ctr, &offset), 1);
+	assert_int_equal(offset, strlen(one) + strlen(two));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, three), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(path, all), 5000));
+	usleep(100 * 1000);
+	assert_true(kfix_file_is(path, all));
+}
+
 /*
  * kiyot killed and started again on its state directory: the same sandboxes and containers
  * load, the cells are resumed (a Watch from the stored log offsets), and calls reach them as
@@ -505,6 +576,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__a_reopened_watch_resumes_logs_where_they_stopped),
 	TEST(test_cells__log_bytes_sent_again_are_written_once),
 	TEST(test_cells__a_restarted_kiyot_resumes_its_cells),
+	TEST(test_cells__a_lost_batch_of_log_positions_costs_no_line),
 	TEST(test_cells__terminate_is_idempotent),
 	TEST(test_cells__a_cell_failed_at_launch_is_healed),
 	TEST(test_cells__streams_reach_the_agent_and_back),

@@ -168,7 +168,10 @@ static struct container *make_container(const char *id, const char *sandbox_id, 
 	c->message = xstrdup("memory limit 128 MiB");
 	c->image_ref = xstrdup("registry.example/app@sha256:aaaa");
 	c->image_id = xstrdup("sha256:bbbb");
-	c->log_offset = 5000000000ULL; /* past 32 bits */
+	c->log_mark = (struct log_mark){ .offset = 5000000000ULL, /* past 32 bits */
+					 .pos = 6000000000ULL,
+					 .dev = 2049,
+					 .ino = 9000000000ULL };
 	c->restart_count = 3;
 	return c;
 }
@@ -275,7 +278,10 @@ static void test_store__container_round_trip(void **state)
 	assert_string_equal(out->message, "memory limit 128 MiB");
 	assert_string_equal(out->image_ref, "registry.example/app@sha256:aaaa");
 	assert_string_equal(out->image_id, "sha256:bbbb");
-	assert_int_equal(out->log_offset, 5000000000ULL);
+	assert_int_equal(out->log_mark.offset, 5000000000ULL);
+	assert_int_equal(out->log_mark.pos, 6000000000ULL);
+	assert_int_equal(out->log_mark.dev, 2049);
+	assert_int_equal(out->log_mark.ino, 9000000000ULL);
 	assert_int_equal(out->restart_count, 3);
 	c = out->config;
 	assert_non_null(c);
@@ -435,9 +441,10 @@ static void test_store__delete(void **state)
 	container_free(cb);
 }
 
-/* The log offset written on its own (often, as log bytes arrive) is what a restart resumes
- * from; it touches nothing else of the container. */
-static void test_store__log_offset_update(void **state)
+/* Where the log stands, written on its own (often, as log bytes arrive), is what a restart
+ * resumes from; it touches nothing else of the container, and saving the container again
+ * (every status change does) leaves it as it is. */
+static void test_store__log_mark_update(void **state)
 {
 	struct fixture *f = *state;
 	struct store_contents got;
@@ -447,14 +454,21 @@ static void test_store__log_offset_update(void **state)
 	struct image_rec *is = NULL;
 	struct err err = ERR_INIT;
 
-	c->log_offset = 10;
+	struct log_mark m = { .offset = 12345678901ULL, .pos = 77, .dev = 3, .ino = 4 };
+
+	c->log_mark = (struct log_mark){ .offset = 10 };
 	put_container(f, c);
-	assert_int_equal(store_put_log_offset(f->st, "c1", 12345678901ULL, &err), 0);
-	assert_int_equal(store_put_log_offset(f->st, "unknown", 7, &err), 0);
+	assert_int_equal(store_put_log_mark(f->st, "c1", &m, &err), 0);
+	assert_int_equal(store_put_log_mark(f->st, "unknown", &m, &err), 0);
+	c->exit_code = 137;
+	put_container(f, c);
 	reopen(f);
 	load(f, &got, &ss, &cs, &is);
 	assert_int_equal(got.n_containers, 1);
-	assert_int_equal(cs->log_offset, 12345678901ULL);
+	assert_int_equal(cs->log_mark.offset, 12345678901ULL);
+	assert_int_equal(cs->log_mark.pos, 77);
+	assert_int_equal(cs->log_mark.dev, 3);
+	assert_int_equal(cs->log_mark.ino, 4);
 	assert_int_equal(cs->exit_code, 137);
 	assert_string_equal(cs->reason, "OOMKilled");
 	assert_int_equal(cs->restart_count, 3);
@@ -651,7 +665,7 @@ static void test_store__damaged_database_errors_say_what_failed(void **state)
 		"state database: save sandbox: no such table: sandboxes",
 		"state database: save container: no such table: containers",
 		"state database: save image: no such table: images",
-		"state database: save log offset: no such table: containers",
+		"state database: save log position: no such table: containers",
 		"state database: delete: no such table: sandboxes",
 		"state database: delete: no such table: containers",
 		"state database: delete: no such table: images",
@@ -679,7 +693,7 @@ static void test_store__damaged_database_errors_say_what_failed(void **state)
 	ret[i] = store_put_sandbox(f->st, s, &err[i]), i++;
 	ret[i] = store_put_container(f->st, c, &err[i]), i++;
 	ret[i] = store_put_image(f->st, &img, &err[i]), i++;
-	ret[i] = store_put_log_offset(f->st, "ct-1", 10, &err[i]), i++;
+	ret[i] = store_put_log_mark(f->st, "ct-1", &(struct log_mark){ 0 }, &err[i]), i++;
 	ret[i] = store_delete_sandbox(f->st, "sb-1", &err[i]), i++;
 	ret[i] = store_delete_container(f->st, "ct-1", &err[i]), i++;
 	ret[i] = store_delete_image(f->st, "sha256:1", &err[i]), i++;
@@ -719,9 +733,9 @@ static void test_store__not_a_database_is_refused(void **state)
 	assert_non_null(strstr(err.msg, f->dir));
 }
 
-/* A database of a kiyot from before containers kept their seccomp profile opens, and its
- * containers load with none. */
-static void test_store__older_database_gains_the_seccomp_column(void **state)
+/* A database of a kiyot from before containers kept their seccomp profile and the file their
+ * log went to opens, and its containers load with no profile and their log offset alone. */
+static void test_store__older_database_gains_the_new_columns(void **state)
 {
 	struct fixture *f = *state;
 	struct store_contents got;
@@ -734,12 +748,17 @@ static void test_store__older_database_gains_the_seccomp_column(void **state)
 	c = NULL;
 	store_close(f->st);
 	f->st = NULL;
-	db_exec(f, "ALTER TABLE containers DROP COLUMN seccomp;");
+	db_exec(f, "ALTER TABLE containers DROP COLUMN seccomp;"
+		   "ALTER TABLE containers DROP COLUMN log_pos;"
+		   "ALTER TABLE containers DROP COLUMN log_dev;"
+		   "ALTER TABLE containers DROP COLUMN log_ino;");
 	reopen(f);
 	load(f, &got, &s, &c, &i);
 	assert_int_equal(got.n_containers, 1);
 	assert_string_equal(c->id, "ct-1");
 	assert_string_equal(c->seccomp_profile, "");
+	assert_int_equal(c->log_mark.offset, 5000000000ULL);
+	assert_int_equal(c->log_mark.pos + c->log_mark.dev + c->log_mark.ino, 0);
 	store_contents_release(&got);
 }
 
@@ -753,7 +772,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store__order_is_creation_order, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_store__delete, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_store__log_offset_update, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store__log_mark_update, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__records_survive_a_restart, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_store__corrupt_row_is_skipped, setup,
@@ -767,7 +786,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store__not_a_database_is_refused, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_store__older_database_gains_the_seccomp_column,
+		cmocka_unit_test_setup_teardown(test_store__older_database_gains_the_new_columns,
 						setup, teardown),
 	};
 
