@@ -80,7 +80,8 @@ static json_t *desired_cells(struct cellsync *cs)
 	for (size_t i = 0; i < n; i++) {
 		const struct sandbox *sb = v[i];
 
-		if (!sb->cell_id[0] || !(sb->state == SANDBOX_READY || sb->launching))
+		if (!sb->cell_id[0] ||
+		    !(sb->state == SANDBOX_READY || sb->phase == SANDBOX_LAUNCHING))
 			continue;
 		json_object_set_new(want, sb->cell_id, desired_cell(cs, sb));
 	}

@@ -5,7 +5,7 @@
  *
  * For each cell the provider lists:
  *   - its sandbox is ready: keep it (resume its agent stream; heal a dead agent);
- *   - its sandbox is still launching: leave it alone;
+ *   - its sandbox is still launching, or being stopped: leave it alone;
  *   - its sandbox's launch was interrupted (a crash): keep it for the kubelet's retry, which
  *     resumes the launch; terminate it if no retry came within the grace period;
  *   - no sandbox owns it: terminate it (at start-up at once, later after the grace period,
@@ -90,17 +90,47 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 	if (!sb)
 		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
 										  : KEEP;
+	if (sb->phase == SANDBOX_STOPPING)
+		return KEEP;
 	if (sb->state == SANDBOX_READY)
 		return c->phase == CELL_FAILED ? HEAL_AND_RESUME : RESUME;
-	if (sb->launching || startup)
+	if (sb->phase == SANDBOX_LAUNCHING || startup)
 		return KEEP;
 	return clock_now_ns() - sb->created_ns >= grace ? TERMINATE_INTERRUPTED : KEEP;
 }
 
-static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
+/* The sandbox of an interrupted launch the gc ends, with a reference, stopping from now on:
+ * a retry of the launch waits until its cell is gone. Needs k->lock. */
+static struct sandbox *claim(struct kiyot *k, const struct cell_info *c)
+{
+	struct sandbox *sb = records_sandbox_of_cell(k->records, c->cell_id);
+	struct err err = ERR_INIT;
+
+	if (!sb || sandbox_begin(k->records, sb, SANDBOX_STOPPING, &err) < 0)
+		return NULL; /* judged idle under this same lock: cannot happen */
+	return sandbox_get(sb);
+}
+
+/* Ends the gc's stop of sb: the cell is gone (gone: it was terminated). */
+static void release(struct kiyot *k, struct sandbox *sb, bool gone)
 {
 	struct err err = ERR_INIT;
-	struct sandbox *sb;
+
+	pthread_mutex_lock(&k->lock);
+	if (gone && sandbox_listed(sb) && sb->state != SANDBOX_READY) {
+		sb->cell_id[0] = '\0';
+		if (records_save_sandbox(k->records, sb, &err) < 0)
+			log_error("sandbox %s: %s", sb->id, err.msg);
+	}
+	sandbox_end(k->records, sb);
+	pthread_mutex_unlock(&k->lock);
+	sandbox_put(sb);
+}
+
+/* Carries out a verdict; sb is the claimed sandbox of TERMINATE_INTERRUPTED. */
+static void act(struct kiyot *k, const struct cell_info *c, enum verdict v, struct sandbox *sb)
+{
+	struct err err = ERR_INIT;
 
 	switch (v) {
 	case KEEP:
@@ -119,20 +149,10 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v)
 		log_info("cells: terminating cell %s (%s)", c->cell_id,
 			 v == TERMINATE ? "no sandbox owns it"
 					: "its interrupted launch was not retried");
-		if (cells_terminate(k->cells, c->cell_id, &err) < 0) {
+		if (cells_terminate(k->cells, c->cell_id, &err) < 0)
 			log_error("cells: %s", err.msg);
-			return;
-		}
-		if (v == TERMINATE)
-			return;
-		pthread_mutex_lock(&k->lock);
-		sb = records_sandbox_of_cell(k->records, c->cell_id);
-		if (sb && sb->state != SANDBOX_READY && !sb->launching) {
-			sb->cell_id[0] = '\0';
-			if (records_save_sandbox(k->records, sb, &err) < 0)
-				log_error("sandbox %s: %s", sb->id, err.msg);
-		}
-		pthread_mutex_unlock(&k->lock);
+		if (sb)
+			release(k, sb, err.code == 0);
 		return;
 	}
 }
@@ -148,7 +168,7 @@ static char **ready_sandboxes(struct kiyot *k, size_t *n)
 
 	*n = 0;
 	for (size_t i = 0; i < nv; i++)
-		if (v[i]->state == SANDBOX_READY && !v[i]->launching)
+		if (v[i]->state == SANDBOX_READY && v[i]->phase == SANDBOX_IDLE)
 			ids[(*n)++] = xstrdup(v[i]->id);
 	sandboxes_put(v, nv);
 	return ids;
@@ -174,7 +194,8 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 		struct sandbox *sb = v[j];
 		int found = 0;
 
-		if (sb->state != SANDBOX_READY || sb->launching || !listed(ready, n_ready, sb->id))
+		if (sb->state != SANDBOX_READY || sb->phase != SANDBOX_IDLE ||
+		    !listed(ready, n_ready, sb->id))
 			continue;
 		for (size_t i = 0; i < n && !found; i++)
 			found = strcmp(cells[i].cell_id, sb->cell_id) == 0;
@@ -193,6 +214,7 @@ static void pass(struct gc *g, int startup)
 	struct kiyot *k = g->k;
 	struct cell_info *cells = NULL;
 	enum verdict *v;
+	struct sandbox **claimed;
 	size_t n = 0;
 	struct err err = ERR_INIT;
 	int64_t now = clock_mono_ns();
@@ -209,12 +231,17 @@ static void pass(struct gc *g, int startup)
 		goto out;
 	}
 	v = xcalloc(n + 1, sizeof(*v));
+	claimed = xcalloc(n + 1, sizeof(*claimed));
 	pthread_mutex_lock(&k->lock);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		v[i] = judge(k, g, &cells[i], startup, now);
+		if (v[i] == TERMINATE_INTERRUPTED && !(claimed[i] = claim(k, &cells[i])))
+			v[i] = KEEP;
+	}
 	pthread_mutex_unlock(&k->lock);
 	for (size_t i = 0; i < n; i++)
-		act(k, &cells[i], v[i]);
+		act(k, &cells[i], v[i], claimed[i]);
+	free(claimed);
 	mark_lost(k, ready, n_ready, cells, n);
 	orphans_forget(g, cells, n);
 	cellsync_kick(k->cellsync);

@@ -185,6 +185,7 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 	if (cells_terminate(k->cells, sb->cell_id, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_lock(&k->lock);
+	sandbox_end(k->records, sb);
 	if (records_remove_sandbox(k->records, sb, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 	pthread_mutex_unlock(&k->lock);
@@ -270,6 +271,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	json_t *prepull = NULL;
 	const char **prepull_refs = NULL;
 	char *ip = NULL;
+	bool launching;
 	int ret;
 
 	if (cri_validate(req, err) < 0)
@@ -283,26 +285,29 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 			       r->runtime_handler);
 	pthread_mutex_lock(&k->lock);
 	dup = find_by_metadata(k, r->config->metadata);
-	if (dup && (dup->state == SANDBOX_READY || dup->launching || !dup->cell_id[0])) {
+	launching = dup && dup->phase == SANDBOX_LAUNCHING;
+	if (dup && (dup->state == SANDBOX_READY || launching || !dup->cell_id[0])) {
 		/* a retried RunPodSandbox: answer with the sandbox already made */
 		out->pod_sandbox_id = rpc_strdup(call, dup->id);
 		ret = dup->state == SANDBOX_READY
 			      ? 0
-			      : err_set(err, dup->launching ? EAGAIN : EEXIST,
+			      : err_set(err, launching ? EAGAIN : EEXIST,
 					"pod %s/%s attempt %u already has sandbox %s, which is %s",
 					r->config->metadata->namespace_, r->config->metadata->name,
 					r->config->metadata->attempt, dup->id,
-					dup->launching ? "still starting; retry"
-						       : "stopped; remove it first");
+					launching ? "still starting; retry"
+						  : "stopped; remove it first");
 		pthread_mutex_unlock(&k->lock);
 		return ret;
 	}
 	/* a launch that a crash interrupted is resumed with its record and cell id, so the
-	 * provider's idempotent launch finds the cell (or instance) already made; the handler
-	 * holds a reference on its sandbox until it answers */
+	 * provider's idempotent launch finds the cell (or instance) already made (not while
+	 * the gc ends it); the handler holds a reference on its sandbox until it answers */
+	if (dup && sandbox_begin(k->records, dup, SANDBOX_LAUNCHING, err) < 0) {
+		pthread_mutex_unlock(&k->lock);
+		return -err->code;
+	}
 	sb = dup ? sandbox_get(dup) : NULL;
-	if (sb)
-		sb->launching = 1;
 	pthread_mutex_unlock(&k->lock);
 
 	pod = pod_object(k, r->config->metadata);
@@ -313,7 +318,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		json_decref(prepull);
 		if (sb) {
 			pthread_mutex_lock(&k->lock);
-			sb->launching = 0;
+			sandbox_end(k->records, sb);
 			pthread_mutex_unlock(&k->lock);
 			sandbox_put(sb);
 		}
@@ -330,7 +335,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		sb->ip = xstrdup("");
 		sb->instance_type = xstrdup(choice.instance_type);
 		sb->sizing_reason = xstrdup(choice.reason);
-		sb->launching = 1;
+		sb->phase = SANDBOX_LAUNCHING;
 		/* recorded before the launch, so a crash mid-launch leaves a record that owns
 		 * the cell */
 		pthread_mutex_lock(&k->lock);
@@ -385,7 +390,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	pthread_mutex_lock(&k->lock);
 	set_field(&sb->ip, ip);
 	sb->state = SANDBOX_READY;
-	sb->launching = 0;
+	sandbox_end(k->records, sb);
 	ret = records_save_sandbox(k->records, sb, err);
 	pthread_mutex_unlock(&k->lock);
 	free(ip);
@@ -445,92 +450,102 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 }
 
-/* Stops the pod: its cell is terminated, which ends every unit in it. */
-static int sandbox_stop(struct kiyot *k, const char *id, struct err *err)
+/* Removes a stopped sandbox's records and its containers'. Needs k->lock. */
+static int sandbox_remove_locked(struct kiyot *k, struct sandbox *sb, struct err *err)
 {
-	struct sandbox *sb;
+	struct container **cs;
+	size_t n = records_containers(k->records, sb->id, &cs);
+
+	for (size_t i = 0; i < n; i++) {
+		events_publish_deleted(k, cs[i]);
+		if (records_remove_container(k->records, cs[i], err) < 0)
+			log_error("container %s: %s", cs[i]->id, err->msg);
+	}
+	containers_put(cs, n);
+	return records_remove_sandbox(k->records, sb, err);
+}
+
+/*
+ * Stops the pod sb (the caller holds a reference; id is the one its request named): its cell
+ * is terminated, which ends every unit in it. With remove, the records go too, before any
+ * other handler may begin with it; one removed meanwhile is then no error.
+ */
+static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, bool remove,
+			struct err *err)
+{
 	char *cell_id;
 	int ret;
 
 	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, id);
-	if (!sb) {
-		pthread_mutex_unlock(&k->lock);
-		return err_set(err, ENOENT, "pod sandbox %s not found", id);
-	}
-	if (sb->launching) {
-		/* RunPodSandbox still works on this record (and its cell); it must not go */
-		pthread_mutex_unlock(&k->lock);
-		return err_set(err, EAGAIN, "pod sandbox %s is still starting; retry when it is",
-			       id);
-	}
-	cell_id = xstrdup(sb->cell_id);
+	/* not while RunPodSandbox still works on this record (and its cell) */
+	ret = sandbox_begin(k->records, sb, SANDBOX_STOPPING, err);
+	cell_id = ret == 0 ? xstrdup(sb->cell_id) : NULL;
 	pthread_mutex_unlock(&k->lock);
-	if (cell_id[0]) {
-		ret = cells_terminate(k->cells, cell_id, err);
-		if (ret < 0) {
-			free(cell_id);
-			return err_wrap(err, "stop pod sandbox %s", id);
-		}
+	if (ret < 0) {
+		if (ret != -ENOENT || !remove)
+			return ret;
+		err_clear(err); /* removed meanwhile: removal is idempotent */
+		return 0;
 	}
+	if (cell_id[0] && cells_terminate(k->cells, cell_id, err) < 0)
+		ret = err_wrap(err, "stop pod sandbox %s", id);
 	free(cell_id);
 	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, id);
-	if (sb) {
+	if (ret == 0 && sandbox_listed(sb)) {
 		kiyot_sandbox_lost(k, sb, "PodSandboxStopped");
 		sb->cell_id[0] = '\0';
 		ret = records_save_sandbox(k->records, sb, err);
-	} else {
-		ret = 0;
+		if (ret == 0 && remove)
+			ret = sandbox_remove_locked(k, sb, err);
 	}
+	sandbox_end(k->records, sb);
 	pthread_mutex_unlock(&k->lock);
 	cellsync_kick(k->cellsync);
 	return ret;
+}
+
+/* The sandbox id names, with a reference, or NULL. */
+static struct sandbox *sandbox_lookup(struct kiyot *k, const char *id)
+{
+	struct sandbox *sb;
+
+	pthread_mutex_lock(&k->lock);
+	sb = records_sandbox(k->records, id);
+	if (sb)
+		sandbox_get(sb);
+	pthread_mutex_unlock(&k->lock);
+	return sb;
 }
 
 int cri_stop_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			 ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__StopPodSandboxRequest *r = (const void *)req;
+	struct sandbox *sb = sandbox_lookup(svc, r->pod_sandbox_id);
+	int ret;
 
 	(void)call;
 	(void)resp;
-	return sandbox_stop(svc, r->pod_sandbox_id, err);
+	if (!sb)
+		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
+	ret = sandbox_stop(svc, sb, r->pod_sandbox_id, false, err);
+	sandbox_put(sb);
+	return ret;
 }
 
 int cri_remove_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			   ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RemovePodSandboxRequest *r = (const void *)req;
-	struct kiyot *k = svc;
-	struct sandbox *sb;
+	struct sandbox *sb = sandbox_lookup(svc, r->pod_sandbox_id);
 	int ret;
 
 	(void)call;
 	(void)resp;
-	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, r->pod_sandbox_id);
-	pthread_mutex_unlock(&k->lock);
 	if (!sb)
 		return 0; /* already removed: removal is idempotent */
-	ret = sandbox_stop(k, r->pod_sandbox_id, err);
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, r->pod_sandbox_id);
-	if (sb) {
-		struct container **cs;
-		size_t n = records_containers(k->records, sb->id, &cs);
-
-		for (size_t i = 0; i < n; i++) {
-			events_publish_deleted(k, cs[i]);
-			if (records_remove_container(k->records, cs[i], err) < 0)
-				log_error("container %s: %s", cs[i]->id, err->msg);
-		}
-		containers_put(cs, n);
-		ret = records_remove_sandbox(k->records, sb, err);
-	}
-	pthread_mutex_unlock(&k->lock);
+	ret = sandbox_stop(svc, sb, r->pod_sandbox_id, true, err);
+	sandbox_put(sb);
 	return ret;
 }
 

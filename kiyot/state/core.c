@@ -316,7 +316,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 			 k->cfg.state_dir, loosened);
 	if (store_open(db, &k->store, err) < 0)
 		return -err->code;
-	k->records = records_new(k->store);
+	k->records = records_new(k->store, &k->lock);
 	if (records_load(k->records, err) < 0)
 		return -err->code;
 	k->logs = ctrlogs_new(k->store);

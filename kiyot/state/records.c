@@ -6,6 +6,7 @@
  */
 #include "records.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ struct table {
 
 struct records {
 	struct store *store;
+	pthread_mutex_t *lock;
+	pthread_cond_t phase_changed; /* a sandbox went back to IDLE */
 	struct table sandboxes, containers, images;
 };
 
@@ -163,11 +166,13 @@ static struct rec_head *table_find(const struct table *t, const char *id)
 	return hit;
 }
 
-struct records *records_new(struct store *st)
+struct records *records_new(struct store *st, pthread_mutex_t *lock)
 {
 	struct records *r = xcalloc(1, sizeof(*r));
 
 	r->store = st;
+	r->lock = lock;
+	pthread_cond_init(&r->phase_changed, NULL);
 	table_init(&r->sandboxes);
 	table_init(&r->containers);
 	table_init(&r->images);
@@ -196,6 +201,7 @@ void records_free(struct records *r)
 	free(r->sandboxes.buckets);
 	free(r->containers.buckets);
 	free(r->images.buckets);
+	pthread_cond_destroy(&r->phase_changed);
 	free(r);
 }
 
@@ -299,6 +305,7 @@ int records_remove_sandbox(struct records *r, struct sandbox *sb, struct err *er
 	if (!table_remove(&r->sandboxes, &sb->rec))
 		return 0;
 	ret = store_delete_sandbox(r->store, sb->id, err);
+	pthread_cond_broadcast(&r->phase_changed); /* a stop waiting for it finds it gone */
 	sandbox_put(sb);
 	return ret;
 }
@@ -385,6 +392,32 @@ void images_put(struct image_rec **v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		image_rec_put(v[i]);
 	free(v);
+}
+
+int sandbox_begin(struct records *r, struct sandbox *sb, enum sandbox_phase to, struct err *err)
+{
+	while (to == SANDBOX_STOPPING && sb->phase == SANDBOX_STOPPING && sb->rec.listed)
+		pthread_cond_wait(&r->phase_changed, r->lock);
+	if (!sb->rec.listed)
+		return err_set(err, ENOENT, "pod sandbox %s not found", sb->id);
+	if (sb->phase == SANDBOX_LAUNCHING)
+		return err_set(err, EAGAIN, "pod sandbox %s is still starting; retry when it is",
+			       sb->id);
+	if (sb->phase == SANDBOX_STOPPING)
+		return err_set(err, EAGAIN, "pod sandbox %s is stopping; retry when it is", sb->id);
+	sb->phase = to;
+	return 0;
+}
+
+void sandbox_end(struct records *r, struct sandbox *sb)
+{
+	sb->phase = SANDBOX_IDLE;
+	pthread_cond_broadcast(&r->phase_changed);
+}
+
+bool sandbox_listed(const struct sandbox *sb)
+{
+	return sb->rec.listed;
 }
 
 struct sandbox *sandbox_get(struct sandbox *sb)

@@ -23,6 +23,8 @@
 #ifndef KIYOT_RECORDS_H
 #define KIYOT_RECORDS_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -31,8 +33,9 @@
 struct records;
 struct store;
 
-/* Empty records writing through to st (borrowed; it outlives them). */
-struct records *records_new(struct store *st);
+/* Empty records writing through to st, guarded by lock (k->lock); both borrowed, and outlive
+ * them. */
+struct records *records_new(struct store *st, pthread_mutex_t *lock);
 /* Drops the records' references (a record someone still holds is freed by their put). */
 void records_free(struct records *r);
 /* Lists what the store holds, after what is listed already. */
@@ -73,6 +76,22 @@ size_t records_images(struct records *r, struct image_rec ***out);
 void sandboxes_put(struct sandbox **v, size_t n);
 void containers_put(struct container **v, size_t n);
 void images_put(struct image_rec **v, size_t n);
+
+/*
+ * A sandbox's life, which every handler that launches or stops one goes through: IDLE ->
+ * LAUNCHING (RunPodSandbox, first or resumed) -> IDLE (ready, or its launch failed); IDLE ->
+ * STOPPING (StopPodSandbox, RemovePodSandbox, the gc's end of an interrupted launch) -> IDLE;
+ * and, from IDLE or the caller's own phase, removed (records_remove_sandbox: unlisted, freed
+ * with the last reference). sandbox_begin moves IDLE to `to`. While it launches that is
+ * -EAGAIN, "still starting" (the launch must end first); while it stops, a launch is -EAGAIN
+ * ("stopping") and a stop waits for that stop to end, then stops again (a stop is
+ * idempotent); once removed, -ENOENT. Needs k->lock, no other lock, and a reference on sb:
+ * the wait drops k->lock. sandbox_end moves it back to IDLE and wakes those waiting.
+ */
+int sandbox_begin(struct records *r, struct sandbox *sb, enum sandbox_phase to, struct err *err);
+void sandbox_end(struct records *r, struct sandbox *sb);
+/* Whether sb is still listed (not removed). Needs k->lock. */
+bool sandbox_listed(const struct sandbox *sb);
 
 /* References. A put that drops the last one frees the record. */
 struct sandbox *sandbox_get(struct sandbox *sb);

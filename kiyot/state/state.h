@@ -45,18 +45,25 @@ struct log_mark {
 
 struct ctrlog;
 
+/* What is being done to a sandbox, one thing at a time (records.h: sandbox_begin). */
+enum sandbox_phase {
+	SANDBOX_IDLE,	   /* nothing: its state is what it is */
+	SANDBOX_LAUNCHING, /* a RunPodSandbox brings its cell up (first or resumed) */
+	SANDBOX_STOPPING,  /* its cell is being terminated (StopPodSandbox, RemovePodSandbox, gc) */
+};
+
 struct sandbox {
 	struct rec_head rec;
 	char *id;			       /* fixed */
 	Runtime__V1__PodSandboxConfig *config; /* fixed; owned (protobuf_c free_unpacked) */
 	char *runtime_handler;		       /* fixed */
 	enum sandbox_state state;
-	int64_t created_ns;  /* fixed */
-	char *cell_id;	     /* the cell that runs the pod; "" when none (yet/anymore) */
-	char *ip;	     /* the pod IP: the cell's address */
-	char *instance_type; /* fixed */
-	char *sizing_reason; /* fixed */
-	int launching;	     /* a RunPodSandbox is bringing its cell up (memory only) */
+	int64_t created_ns;	  /* fixed */
+	char *cell_id;		  /* the cell that runs the pod; "" when none (yet/anymore) */
+	char *ip;		  /* the pod IP: the cell's address */
+	char *instance_type;	  /* fixed */
+	char *sizing_reason;	  /* fixed */
+	enum sandbox_phase phase; /* what a handler does to it (memory only; records.h) */
 };
 
 struct container {

@@ -81,7 +81,7 @@ CRIHOST_FN int crihost_start(struct crihost *h)
 		fprintf(stderr, "crihost: %s\n", err.msg);
 		return -1;
 	}
-	h->k.records = records_new(h->k.store);
+	h->k.records = records_new(h->k.store, &h->k.lock);
 	if (rpc_server_start(&cfg, &h->srv, &err) < 0 ||
 	    rpc_channel_new(h->addr, &h->ch, &err) < 0) {
 		fprintf(stderr, "crihost: %s\n", err.msg);

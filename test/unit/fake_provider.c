@@ -31,7 +31,7 @@ struct fake_provider {
 	pthread_cond_t cond;
 	struct fp_cell *cells;
 	unsigned next_ip;
-	int hold, held, dead_agents, launch_failed;
+	int hold, hold_terminate, held, dead_agents, launch_failed;
 	struct {
 		int code, times;
 		unsigned calls;
@@ -119,6 +119,15 @@ static int boot_agent(struct fake_provider *fp, const struct fp_cell *c, const c
 	return 0;
 }
 
+/* Counts itself held and waits for a hold to change. Needs fp->lock. */
+static void wait_held(struct fake_provider *fp)
+{
+	fp->held++;
+	pthread_cond_broadcast(&fp->cond);
+	pthread_cond_wait(&fp->cond, &fp->lock);
+	fp->held--;
+}
+
 static int fp_launch(void *self, const struct cell_spec *spec, struct cell_info *out,
 		     struct err *err)
 {
@@ -136,12 +145,8 @@ static int fp_launch(void *self, const struct cell_spec *spec, struct cell_info 
 		if (!fp->dead_agents)
 			ret = boot_agent(fp, c, spec->bootstrap, err);
 	}
-	while (fp->hold && ret == 0) {
-		fp->held++;
-		pthread_cond_broadcast(&fp->cond);
-		pthread_cond_wait(&fp->cond, &fp->lock);
-		fp->held--;
-	}
+	while (fp->hold && ret == 0)
+		wait_held(fp);
 	c = cell_find(fp, spec->cell_id); /* the test may have made it vanish meanwhile */
 	if (ret == 0 && !c)
 		ret = err_set(err, EIO, "cell %s vanished while it launched", spec->cell_id);
@@ -183,6 +188,8 @@ static int fp_terminate(void *self, const char *cell_id, struct err *err)
 	if (op_enter(fp, FAKE_PROVIDER_TERMINATE, err) < 0)
 		return -err->code;
 	pthread_mutex_lock(&fp->lock);
+	while (fp->hold_terminate)
+		wait_held(fp);
 	count_termination(fp, cell_id);
 	cell_remove(fp, cell_id);
 	pthread_mutex_unlock(&fp->lock);
@@ -277,6 +284,14 @@ void fake_provider_hold(struct fake_provider *fp, int hold)
 {
 	pthread_mutex_lock(&fp->lock);
 	fp->hold = hold;
+	pthread_cond_broadcast(&fp->cond);
+	pthread_mutex_unlock(&fp->lock);
+}
+
+void fake_provider_hold_terminate(struct fake_provider *fp, int hold)
+{
+	pthread_mutex_lock(&fp->lock);
+	fp->hold_terminate = hold;
 	pthread_cond_broadcast(&fp->cond);
 	pthread_mutex_unlock(&fp->lock);
 }

@@ -39,7 +39,10 @@ void fake_provider_install(struct fake_provider *fp, struct provider *out);
 
 /* While hold is set, launches wait after they made their cell, until it is cleared. */
 void fake_provider_hold(struct fake_provider *fp, int hold);
-/* Waits up to timeout_ms until n launches wait in a hold; 0 when they do, -ETIMEDOUT. */
+/* The same for terminations, before their cell goes. */
+void fake_provider_hold_terminate(struct fake_provider *fp, int hold);
+/* Waits up to timeout_ms until n launches or terminations wait in a hold; 0 when they do,
+ * -ETIMEDOUT. */
 int fake_provider_wait_held(struct fake_provider *fp, int n, int timeout_ms);
 /* The next `times` calls of op fail with -code (times < 0: all until cleared with 0). */
 void fake_provider_fail(struct fake_provider *fp, enum fake_provider_op op, int code, int times);

@@ -289,7 +289,7 @@ static void test_cellsync__objects_follow_the_sandboxes(void **state)
 	free(sb->instance_type);
 	sb->instance_type = xstrdup("t3.nano");
 	sb = crihost_add_sandbox(&f->h, "sb-new", "new", SANDBOX_NOTREADY, "cell-new");
-	sb->launching = 1;
+	sb->phase = SANDBOX_LAUNCHING;
 	crihost_add_sandbox(&f->h, "sb-old", "old", SANDBOX_NOTREADY, "cell-old");
 	api_put_cell(&f->api, "cell-ghost", NODE, "gone");
 	api_put_cell(&f->api, "cell-elsewhere", "node-b", "theirs");
@@ -320,7 +320,7 @@ static void test_cellsync__only_changes_are_written(void **state)
 	int creates, replaces;
 
 	sb = crihost_add_sandbox(&f->h, "sb-web", "web", SANDBOX_NOTREADY, "cell-web");
-	sb->launching = 1;
+	sb->phase = SANDBOX_LAUNCHING;
 	start_stopped(f);
 	assert_int_equal(reconcile(f, &err), 0);
 	pthread_mutex_lock(&f->api.lock);
@@ -332,7 +332,7 @@ static void test_cellsync__only_changes_are_written(void **state)
 	assert_int_equal(f->api.replaces, replaces);
 	/* the launch ends: Running, by a replace */
 	pthread_mutex_lock(&f->h.k.lock);
-	sb->launching = 0;
+	sb->phase = SANDBOX_IDLE;
 	sb->state = SANDBOX_READY;
 	pthread_mutex_unlock(&f->h.k.lock);
 	assert_int_equal(reconcile(f, &err), 0);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <pthread.h>
 
 #include "kiyot_fixture.h"
 #include "xalloc.h"
@@ -201,6 +202,60 @@ static void test_cri_sandbox__calls_while_launching_are_unavailable(void **state
 	assert_string_equal(again, r.id);
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
 	free(r.id);
+}
+
+struct stop_call {
+	struct kfix *f;
+	const char *id;
+	pthread_t thread;
+	int ret;
+	int done; /* atomic */
+	struct err err;
+};
+
+static void *stop_thread(void *arg)
+{
+	struct stop_call *c = arg;
+
+	c->ret = kfix_stop_pod(c->f, c->id, &c->err);
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void stop_start(struct stop_call *c, struct kfix *f, const char *id)
+{
+	*c = (struct stop_call){ .f = f, .id = id, .err = ERR_INIT };
+	if (pthread_create(&c->thread, NULL, stop_thread, c) != 0)
+		abort();
+}
+
+/* A second StopPodSandbox while the first still ends the cell waits for it, and answers as
+ * it does: the cell is terminated once, and the pod is not ready. */
+static void test_cri_sandbox__a_stop_during_a_stop_waits_for_it(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *cell = NULL;
+	struct stop_call first, second;
+	bool waited;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	fake_provider_hold_terminate(f->fp, 1);
+	stop_start(&first, f, sb);
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	stop_start(&second, f, sb);
+	usleep(200 * 1000);
+	waited = !__atomic_load_n(&second.done, __ATOMIC_ACQUIRE);
+	fake_provider_hold_terminate(f->fp, 0);
+	pthread_join(first.thread, NULL);
+	pthread_join(second.thread, NULL);
+	assert_true(waited);
+	assert_int_equal(first.ret, 0);
+	assert_int_equal(second.ret, 0);
+	assert_int_equal(fake_provider_terminated(f->fp, cell), 1);
+	assert_int_equal(kfix_pod_state(f, sb, &err), NOTREADY);
 }
 
 /* A launch the provider refuses leaves neither a sandbox nor a cell, and says why. */
@@ -499,6 +554,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_new_attempt_gets_a_new_sandbox),
 	TEST(test_cri_sandbox__running_a_stopped_attempt_again_already_exists),
 	TEST(test_cri_sandbox__calls_while_launching_are_unavailable),
+	TEST(test_cri_sandbox__a_stop_during_a_stop_waits_for_it),
 	TEST(test_cri_sandbox__a_failed_launch_leaves_nothing),
 	cmocka_unit_test_setup_teardown(
 		test_cri_sandbox__a_cell_whose_agent_never_comes_up_is_undone, kfix_setup_boot_1s,

@@ -166,6 +166,35 @@ static void test_gc__an_interrupted_launch_not_retried_loses_its_cell(void **sta
 	assert_int_equal(kfix_pod_state(f, id, &err), -1);
 }
 
+/* A retry of an interrupted launch that comes while the collector ends its cell is
+ * UNAVAILABLE (stopping: the kubelet retries) and launches nothing; once the cell is gone,
+ * the retry finds the sandbox stopped. */
+static void test_gc__a_retry_while_the_collector_ends_the_launch_waits(void **state)
+{
+	struct kfix *f = *state;
+	const char *id = "4444444444444444444444444444444444444444444444444444444444444444";
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *again = NULL;
+	_cleanup_free_ char *cell = NULL;
+	int ret;
+
+	f->gc_interval_s = 1;
+	f->gc_grace_s = 1;
+	write_interrupted_launch(f, id, "cellold", clock_now_ns() - 3600 * 1000000000LL);
+	fake_provider_add_cell(f->fp, "cellold", CELL_RUNNING);
+	fake_provider_hold_terminate(f->fp, 1);
+	open_or_fail(f);
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	ret = kfix_run_pod(f, "web", "uid-web", 0, &again, &err);
+	fake_provider_hold_terminate(f->fp, 0); /* first: a failed check must not hang the gc */
+	assert_int_equal(ret, -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "stopping"));
+	assert_true(KFIX_WAIT((free(cell), cell = kfix_cell_of(f, id)) && !cell[0], 10000));
+	assert_false(fake_provider_has(f->fp, "cellold"));
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 0);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &again, &err), -EEXIST);
+}
+
 /* Within the grace period an interrupted launch keeps its cell through the periodic passes. */
 static void test_gc__an_interrupted_launch_is_kept_within_the_grace_period(void **state)
 {
@@ -266,6 +295,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_gc__an_interrupted_launch_is_resumed_by_the_retry),
 	TEST(test_gc__an_interrupted_launch_not_retried_loses_its_cell),
 	TEST(test_gc__an_interrupted_launch_is_kept_within_the_grace_period),
+	TEST(test_gc__a_retry_while_the_collector_ends_the_launch_waits),
 	TEST(test_gc__a_ready_sandbox_whose_cell_vanished_is_not_ready),
 	TEST(test_gc__a_ready_sandboxs_failed_cell_is_healed),
 	TEST(test_gc__a_launching_sandboxs_cell_is_kept),

@@ -320,7 +320,7 @@ static void fake_kiyot(struct kiyot *k, struct sandbox *sb, Runtime__V1__PodSand
 	sb->sizing_reason = "cheapest fit";
 	/* listed with a reference of the test's own: records_free leaves it (it is on the
 	 * stack) */
-	k->records = records_new(NULL);
+	k->records = records_new(NULL, &k->lock);
 	records_add_sandbox(k->records, sandbox_get(sb));
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,6 +26,7 @@ struct fixture {
 	char dir[64];
 	char *path;
 	struct store *st;
+	pthread_mutex_t lock; /* kiyot's lock, as the records see it */
 	struct records *r;
 };
 
@@ -41,7 +43,8 @@ static int setup(void **state)
 		print_error("%s\n", err.msg);
 		return -1;
 	}
-	f->r = records_new(f->st);
+	pthread_mutex_init(&f->lock, NULL);
+	f->r = records_new(f->st, &f->lock);
 	*state = f;
 	return 0;
 }
@@ -52,6 +55,7 @@ static int teardown(void **state)
 	struct err err = ERR_INIT;
 
 	records_free(f->r);
+	pthread_mutex_destroy(&f->lock);
 	store_close(f->st);
 	fs_remove_tree(f->dir, &err);
 	free(f->path);
@@ -237,7 +241,7 @@ static void test_records__list_order(void **state)
 	assert_null(v[3]);
 	containers_put(v, n);
 
-	again = records_new(f->st);
+	again = records_new(f->st, &f->lock);
 	records_add_container(again, container_new("new", "sb"));
 	assert_int_equal(records_load(again, &err), 0);
 	n = records_containers(again, NULL, &v);
@@ -304,7 +308,7 @@ static void test_records__changes_reach_the_store(void **state)
 	assert_int_equal(records_save_container(f->r, records_container(f->r, "c2"), &err), 0);
 	assert_int_equal(records_remove_container(f->r, records_container(f->r, "c1"), &err), 0);
 
-	again = records_new(f->st);
+	again = records_new(f->st, &f->lock);
 	assert_int_equal(records_load(again, &err), 0);
 	assert_non_null(records_sandbox(again, "sb1"));
 	assert_ptr_equal(records_sandbox_of_cell(again, "cell1"), records_sandbox(again, "sb1"));
@@ -317,7 +321,7 @@ static void test_records__changes_reach_the_store(void **state)
 			 0);
 	records_free(again);
 
-	again = records_new(f->st);
+	again = records_new(f->st, &f->lock);
 	assert_int_equal(records_load(again, &err), 0);
 	assert_null(records_sandbox(again, "sb1"));
 	assert_null(records_image_exact(again, "sha256:1"));
@@ -345,6 +349,80 @@ static void test_records__sandbox_of_cell_skips_sandboxes_without_one(void **sta
 	sandboxes_put(v, n);
 }
 
+struct stopper {
+	struct fixture *f;
+	struct sandbox *sb;
+	pthread_t thread;
+	bool done;
+	int ret;
+	struct err err;
+};
+
+static void *stop_thread(void *arg)
+{
+	struct stopper *s = arg;
+
+	pthread_mutex_lock(&s->f->lock);
+	s->ret = sandbox_begin(s->f->r, s->sb, SANDBOX_STOPPING, &s->err);
+	s->done = true;
+	pthread_mutex_unlock(&s->f->lock);
+	return NULL;
+}
+
+/* Starts a stop of sb in a thread and says whether it is still waiting 100 ms later. */
+static bool stop_waits(struct stopper *s, struct fixture *f, struct sandbox *sb)
+{
+	bool waiting;
+
+	*s = (struct stopper){ .f = f, .sb = sb, .err = ERR_INIT };
+	assert_int_equal(pthread_create(&s->thread, NULL, stop_thread, s), 0);
+	usleep(100 * 1000);
+	pthread_mutex_lock(&f->lock);
+	waiting = !s->done;
+	pthread_mutex_unlock(&f->lock);
+	return waiting;
+}
+
+/* One thing at a time: nothing begins while a sandbox launches ("still starting"), a launch
+ * does not begin while it stops, a second stop waits for the first and then stops; a stop
+ * waiting for a sandbox that is removed meanwhile finds it gone. */
+static void test_records__a_sandbox_does_one_thing_at_a_time(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *sb = sandbox_new("sb1", "cell1");
+	struct err err = ERR_INIT;
+	struct stopper s;
+
+	records_add_sandbox(f->r, sandbox_get(sb)); /* and the test's reference */
+	pthread_mutex_lock(&f->lock);
+	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_LAUNCHING, &err), 0);
+	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_STOPPING, &err), -EAGAIN);
+	assert_non_null(strstr(err.msg, "sb1 is still starting"));
+	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_LAUNCHING, &err), -EAGAIN);
+	sandbox_end(f->r, sb);
+	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_STOPPING, &err), 0);
+	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_LAUNCHING, &err), -EAGAIN);
+	assert_non_null(strstr(err.msg, "sb1 is stopping"));
+	pthread_mutex_unlock(&f->lock);
+
+	assert_true(stop_waits(&s, f, sb));
+	pthread_mutex_lock(&f->lock);
+	sandbox_end(f->r, sb);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(s.thread, NULL);
+	assert_int_equal(s.ret, 0);
+	assert_int_equal(sb->phase, SANDBOX_STOPPING);
+
+	assert_true(stop_waits(&s, f, sb));
+	pthread_mutex_lock(&f->lock);
+	assert_int_equal(records_remove_sandbox(f->r, sb, &err), 0);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(s.thread, NULL);
+	assert_int_equal(s.ret, -ENOENT);
+	assert_false(sandbox_listed(sb));
+	sandbox_put(sb);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -356,6 +434,7 @@ int main(void)
 		T(test_records__a_removed_record_lives_while_held),
 		T(test_records__changes_reach_the_store),
 		T(test_records__sandbox_of_cell_skips_sandboxes_without_one),
+		T(test_records__a_sandbox_does_one_thing_at_a_time),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
