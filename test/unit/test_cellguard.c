@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -26,15 +28,6 @@
 #define T_CIDR "10.198.0.0/16"
 #define T_NETWORK "KIYOT-CELLS-10.198.0.0-16"
 #define T_OTHER "KIYOT-CELLS-10.196.0.0-24"
-
-/* Asserts that a call returned 0, printing the error it set otherwise. */
-#define assert_ok(expr)                                                                            \
-	do {                                                                                       \
-		int r_ = (expr);                                                                   \
-		if (r_ < 0)                                                                        \
-			print_error("%s: %s\n", #expr, err.msg);                                   \
-		assert_int_equal(r_, 0);                                                           \
-	} while (0)
 
 /* set when the namespace and the commands are there for the root tests */
 static int netns_ready;

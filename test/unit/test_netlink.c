@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,15 +30,6 @@
 #define T_NETNS "/run/netns/kvtestnl-cell"
 #define T_GW 0x0ac60001u   /* 10.198.0.1 */
 #define T_CELL 0x0ac60007u /* 10.198.0.7 */
-
-/* Asserts that a call returned 0, printing the error it set otherwise. */
-#define assert_ok(expr)                                                                            \
-	do {                                                                                       \
-		int r_ = (expr);                                                                   \
-		if (r_ < 0)                                                                        \
-			print_error("%s: %s\n", #expr, err.msg);                                   \
-		assert_int_equal(r_, 0);                                                           \
-	} while (0)
 
 /* Removes whatever a test may have left, whether it passed or not. */
 static int cleanup(void **state)

@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
@@ -45,15 +47,6 @@
 #define T_CGROUP_ROOT "kiyot-test"
 #define T_CLUSTER "test-cluster"
 #define CELL_TESTS_LOCK "/run/lock/kiyot-test-provider-local.lock"
-
-/* Asserts that a call returned 0, printing the error it set otherwise. */
-#define assert_ok(expr)                                                                            \
-	do {                                                                                       \
-		int r_ = (expr);                                                                   \
-		if (r_ < 0)                                                                        \
-			print_error("%s: %s\n", #expr, err.msg);                                   \
-		assert_int_equal(r_, 0);                                                           \
-	} while (0)
 
 /* ---- pure functions ---- */
 
