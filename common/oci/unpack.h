@@ -1,6 +1,7 @@
 /*
- * unpack.h: applies one image layer (a tar stream, gzip/zstd compressed or plain, detected from
- * its content) onto a directory, the way OCI image layers stack:
+ * unpack.h: applies one image layer (a tar stream, plain or compressed with gzip, zstd, xz or
+ * bzip2, detected from its content; no other compression, so no external program ever runs)
+ * onto a directory, the way OCI image layers stack:
  *  - ".wh.<name>" deletes <name> from lower layers; ".wh..wh..opq" empties its directory of
  *    what lower layers put there;
  *  - leading '/' is stripped; an entry name with a ".." component (or a hard link target with

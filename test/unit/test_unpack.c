@@ -456,6 +456,39 @@ static void test_unpack__garbage_is_not_a_layer(void **state)
 	assert_non_null(strstr(err.msg, "layer sha256:junk"));
 }
 
+/* A layer in a compression libarchive leaves to an external program (lzop, lrzip) is refused
+ * without running one: fake programs on PATH leave a mark if they are run. */
+static void test_unpack__no_external_decompressor_runs(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	static const char lzop[] = "\x89LZO\0\r\n\x1a\n\x10\x30\x20\xa0\x09\x40\x01\x05";
+	static const char lrzip[] = "LRZI\0\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+	_cleanup_free_ char *bin = xasprintf("%s/bin", f->dir);
+	_cleanup_free_ char *mark = xasprintf("%s/ran", f->dir);
+	_cleanup_free_ char *script = xasprintf("#!/bin/sh\ntouch %s\ncat >/dev/null\n", mark);
+	_cleanup_free_ char *old_path = xstrdup(getenv("PATH"));
+	_cleanup_free_ char *path = xasprintf("%s:%s", bin, old_path);
+	const char *progs[] = { "lzop", "lrzip" };
+
+	assert_int_equal(mkdir(bin, 0755), 0);
+	for (size_t i = 0; i < 2; i++) {
+		_cleanup_free_ char *prog = xasprintf("%s/%s", bin, progs[i]);
+
+		assert_int_equal(fs_write_file(prog, script, strlen(script), 0755, &err), 0);
+	}
+	setenv("PATH", path, 1);
+	assert_int_equal(fs_write_file(f->layer, lzop, sizeof(lzop) - 1, 0644, &err), 0);
+	assert_int_equal(unpack_layer(f->root, f->layer, "sha256:lzop", 0, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "layer sha256:lzop: not a tar archive"));
+	err_clear(&err);
+	assert_int_equal(fs_write_file(f->layer, lrzip, sizeof(lrzip) - 1, 0644, &err), 0);
+	assert_int_equal(unpack_layer(f->root, f->layer, "sha256:lrzip", 0, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "layer sha256:lrzip: not a tar archive"));
+	setenv("PATH", old_path, 1);
+	assert_int_equal(access(mark, F_OK), -1);
+}
+
 static void test_unpack__byte_budget_is_enforced(void **state)
 {
 	struct fixture *f = *state;
@@ -493,6 +526,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unpack__hardlink_escape_is_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__garbage_is_not_a_layer, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unpack__no_external_decompressor_runs, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_unpack__byte_budget_is_enforced, setup,
 						teardown),
