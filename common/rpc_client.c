@@ -16,13 +16,6 @@
 #include "rpc_internal.h"
 #include "xalloc.h"
 
-#define CLIENT_MAX_MESSAGE (64u << 20)
-
-struct rpc_channel {
-	grpc_channel *ch;
-	char *target;
-};
-
 struct rpc_stream {
 	grpc_call *call;
 	grpc_completion_queue *cq;
@@ -47,7 +40,7 @@ static int channel_new(const char *target, grpc_channel_credentials *creds, cons
 		return err_set(err, EINVAL, "cannot make credentials for a channel to %s", target);
 	args[0].type = GRPC_ARG_INTEGER;
 	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	args[0].value.integer = (int)CLIENT_MAX_MESSAGE;
+	args[0].value.integer = (int)RPC_CLIENT_MAX_MESSAGE;
 	/* gRPC's default reconnect back-off starts at 1 s: a server that is just coming up (an
 	 * agent in a new cell) would cost every caller a second. Peers here are local or in the
 	 * same network, so retry soon, and cap the back-off at 2 s. */
@@ -124,7 +117,7 @@ static void cq_drain_destroy(grpc_completion_queue *cq)
 	grpc_completion_queue_destroy(cq);
 }
 
-static grpc_byte_buffer *pack(const ProtobufCMessage *msg)
+grpc_byte_buffer *rpc_pack(const ProtobufCMessage *msg)
 {
 	size_t n = protobuf_c_message_get_packed_size(msg);
 	grpc_slice sl = grpc_slice_malloc(n);
@@ -136,9 +129,8 @@ static grpc_byte_buffer *pack(const ProtobufCMessage *msg)
 	return bb;
 }
 
-/* Turns a finished call's status into an error naming the target and method. */
-static int status_err(struct err *err, grpc_status_code st, grpc_slice details, const char *target,
-		      const char *method)
+int rpc_status_err(struct err *err, grpc_status_code st, grpc_slice details, const char *target,
+		   const char *method)
 {
 	char *msg = grpc_slice_to_c_string(details);
 	int ret = err_set(err, rpc_errno_from_status(st), "%s", msg[0] ? msg : "call failed");
@@ -170,7 +162,7 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	grpc_slice mslice = grpc_slice_from_copied_string(method);
 	grpc_metadata_array imd, tmd;
-	grpc_byte_buffer *sendbb = pack(req), *recvbb = NULL;
+	grpc_byte_buffer *sendbb = rpc_pack(req), *recvbb = NULL;
 	grpc_status_code st = GRPC_STATUS_UNKNOWN;
 	grpc_slice details = grpc_empty_slice();
 	grpc_op ops[6];
@@ -208,10 +200,10 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 		goto out;
 	}
 	if (st != GRPC_STATUS_OK) {
-		ret = status_err(err, st, details, ch->target, method);
+		ret = rpc_status_err(err, st, details, ch->target, method);
 		goto out;
 	}
-	*resp = rpc_unpack(resp_desc, recvbb, CLIENT_MAX_MESSAGE, err);
+	*resp = rpc_unpack(resp_desc, recvbb, RPC_CLIENT_MAX_MESSAGE, err);
 	if (!*resp)
 		ret = err_wrap(err, "%s %s", ch->target, method);
 out:
@@ -233,7 +225,7 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 {
 	struct rpc_stream *s = xcalloc(1, sizeof(*s));
 	grpc_slice mslice = grpc_slice_from_copied_string(method);
-	grpc_byte_buffer *bb = pack(req);
+	grpc_byte_buffer *bb = rpc_pack(req);
 	grpc_op ops[4];
 	grpc_event ev;
 
@@ -309,7 +301,7 @@ static int stream_send_op(struct rpc_stream *s, grpc_op *op, struct err *err)
 
 int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg, struct err *err)
 {
-	grpc_byte_buffer *bb = pack(msg);
+	grpc_byte_buffer *bb = rpc_pack(msg);
 	grpc_op op;
 	int ret;
 
@@ -351,7 +343,7 @@ int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *er
 		return err_set(err, EIO, "stream read failed");
 	ev = grpc_completion_queue_pluck(s->cq, s, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	if (ev.type == GRPC_OP_COMPLETE && bb) {
-		*msg = rpc_unpack(s->desc, bb, CLIENT_MAX_MESSAGE, err);
+		*msg = rpc_unpack(s->desc, bb, RPC_CLIENT_MAX_MESSAGE, err);
 		grpc_byte_buffer_destroy(bb);
 		return *msg ? 1 : -err->code;
 	}
@@ -373,7 +365,7 @@ int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *er
 						    NULL);
 		s->finished = 1;
 		if (st != GRPC_STATUS_OK)
-			ret = status_err(err, st, details, s->target, s->method);
+			ret = rpc_status_err(err, st, details, s->target, s->method);
 		grpc_slice_unref(details);
 		grpc_metadata_array_destroy(&tmd);
 		return ret;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "rpc.h"
+#include "rpc_loop.h"
 #include "xalloc.h"
 
 #define AGENT_METHOD(name) "/kiyot.cell.v1.CellAgent/" name
@@ -123,18 +124,52 @@ static int grpc_write_volume(void *self, struct agent_conn *c,
 			&kiyot__cell__v1__write_volume_response__descriptor, timeout_ms, resp, err);
 }
 
-static int grpc_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
-		      struct agent_stream **out, struct err *err)
-{
-	struct rpc_stream *rs = NULL;
+/* The watch's callbacks, between the loop's message type and the agent client's. */
+struct grpc_watch_arg {
+	agent_watch_event_fn *on_event;
+	agent_watch_end_fn *on_end;
+	void *arg;
+};
 
-	(void)self;
-	if (rpc_stream_open(c->ch, AGENT_METHOD("Watch"), &req->base,
-			    &kiyot__cell__v1__watch_event__descriptor, 0, &rs, err) < 0)
+static void grpc_watch_msg(void *arg, const ProtobufCMessage *msg)
+{
+	struct grpc_watch_arg *a = arg;
+
+	a->on_event(a->arg, (const Kiyot__Cell__V1__WatchEvent *)msg);
+}
+
+static void grpc_watch_end(void *arg, int ret, const struct err *err)
+{
+	struct grpc_watch_arg a = *(struct grpc_watch_arg *)arg;
+
+	free(arg);
+	a.on_end(a.arg, ret, err);
+}
+
+static int grpc_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
+		      agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
+		      struct agent_watch **out, struct err *err)
+{
+	struct grpc_watch_arg *a = xmalloc(sizeof(*a));
+	struct rpc_watch *w = NULL;
+
+	a->on_event = on_event;
+	a->on_end = on_end;
+	a->arg = arg;
+	if (rpc_watch_open(self, c->ch, AGENT_METHOD("Watch"), &req->base,
+			   &kiyot__cell__v1__watch_event__descriptor, grpc_watch_msg,
+			   grpc_watch_end, a, &w, err) < 0) {
+		free(a);
 		return -err->code;
-	*out = xmalloc(sizeof(**out));
-	(*out)->rs = rs;
+	}
+	*out = (struct agent_watch *)w;
 	return 0;
+}
+
+static void grpc_watch_cancel(void *self, struct agent_watch *w)
+{
+	(void)self;
+	rpc_watch_cancel((struct rpc_watch *)w);
 }
 
 static int grpc_open_stream(void *self, struct agent_conn *c, const char *method,
@@ -199,6 +234,7 @@ const struct agent_ops agent_grpc_ops = {
 	.stats = grpc_stats,
 	.write_volume = grpc_write_volume,
 	.watch = grpc_watch,
+	.watch_cancel = grpc_watch_cancel,
 	.open_stream = grpc_open_stream,
 	.send = grpc_send,
 	.close_send = grpc_close_send,
@@ -206,3 +242,19 @@ const struct agent_ops agent_grpc_ops = {
 	.cancel = grpc_cancel,
 	.stream_free = grpc_stream_free,
 };
+
+int agent_grpc_new(int threads, struct agent_client *out, struct err *err)
+{
+	struct rpc_loop *l = NULL;
+
+	if (rpc_loop_new(threads, &l, err) < 0)
+		return err_wrap(err, "the agents' watch loop");
+	*out = (struct agent_client){ &agent_grpc_ops, l };
+	return 0;
+}
+
+void agent_grpc_free(struct agent_client *c)
+{
+	rpc_loop_free(c->self);
+	c->self = NULL;
+}

@@ -30,9 +30,16 @@ struct agent_tls {
 	const char *key;
 };
 
-/* A connection to one cell's agent, and a streaming call on one; the implementation's. */
+/* A connection to one cell's agent, a streaming call on one and a Watch; the
+ * implementation's. */
 struct agent_conn;
 struct agent_stream;
+struct agent_watch;
+
+/* A Watch's event (freed once the callback returns) and its end (ret 0 for a clean end, else
+ * the error as above). */
+typedef void agent_watch_event_fn(void *arg, const Kiyot__Cell__V1__WatchEvent *ev);
+typedef void agent_watch_end_fn(void *arg, int ret, const struct err *err);
 
 struct agent_ops {
 	const char *name;
@@ -67,12 +74,21 @@ struct agent_ops {
 			    const Kiyot__Cell__V1__WriteVolumeRequest *req, int64_t timeout_ms,
 			    Kiyot__Cell__V1__WriteVolumeResponse **resp, struct err *err);
 
-	/* Streams, without a deadline: they live as long as their reader. watch opens the cell's
-	 * Watch (WatchEvent messages: unit statuses and log chunks, from req's offsets on);
-	 * open_stream a bidirectional one, method "Exec", "Attach" or "PortForward", started
-	 * with first, whose messages are of out_desc. */
+	/* The cell's Watch (WatchEvent messages: unit statuses and log chunks, from req's
+	 * offsets on), without a thread of the caller's: on_event for each event, then on_end
+	 * once, run in order on the implementation's threads (the gRPC one's: rpc_loop.h), with
+	 * none of the caller's locks held. Returns at once; on failure no callback comes. The
+	 * handle may be given to watch_cancel until on_end returned; the implementation frees
+	 * it after. */
 	int (*watch)(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
-		     struct agent_stream **out, struct err *err);
+		     agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
+		     struct agent_watch **out, struct err *err);
+	/* Ends a watch: on_end follows (-ECANCELED). From any thread. */
+	void (*watch_cancel)(void *self, struct agent_watch *w);
+
+	/* Streams without a deadline, which live as long as their reader: open_stream opens a
+	 * bidirectional one, method "Exec", "Attach" or "PortForward", started with first,
+	 * whose messages are of out_desc. */
 	int (*open_stream)(void *self, struct agent_conn *c, const char *method,
 			   const ProtobufCMessage *first,
 			   const ProtobufCMessageDescriptor *out_desc, struct agent_stream **out,
@@ -96,7 +112,11 @@ struct agent_client {
 	void *self;
 };
 
-/* The real agents', over gRPC (common/rpc); self is unused (NULL). */
+/* The real agents', over gRPC (common/rpc); self is the loop the watches run on (rpc_loop.h),
+ * which agent_grpc_new makes with `threads` threads and agent_grpc_free frees once no watch
+ * is left. */
 extern const struct agent_ops agent_grpc_ops;
+int agent_grpc_new(int threads, struct agent_client *out, struct err *err);
+void agent_grpc_free(struct agent_client *c);
 
 #endif

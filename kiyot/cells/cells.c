@@ -33,12 +33,17 @@ struct cell_entry {
 	char *target;		 /* "ip:port" of the agent */
 	struct agent_conn *conn; /* NULL when it could not be made */
 	pthread_mutex_t apply_lock;
-	pthread_t watcher;
-	int watching;
-	int stop;		     /* guarded by the manager's lock */
-	struct agent_stream *stream; /* the live Watch, guarded by the manager's lock */
+	/* The cell's Watch, guarded by the manager's lock: the live one (NULL between two),
+	 * whether the restarter is opening one (and whether that one already ended), when the
+	 * next one is due (0: none is), the pause before the one after, how many ended refused
+	 * in a row, whether the provider should heal the cell first, and whether the cell is
+	 * being stopped (no Watch is opened any more). */
+	struct agent_watch *watch;
+	bool opening, ended_early, heal, stop;
+	int64_t due_ns;
+	int backoff_ms, refused;
 	/* References, guarded by the manager's lock: one for the list while the cell is in it,
-	 * one for each call in flight. The last one frees the entry. */
+	 * one for each call in flight and for a Watch open. The last one frees the entry. */
 	int refs;
 	struct cell_entry *next;
 };
@@ -49,10 +54,20 @@ struct cell_entry {
 /* Bytes of a cell's one-time enrollment secret (hex in its bootstrap document). */
 #define ENROLL_SECRET_BYTES 32
 
+/* Watches run on the agent client's threads (two for gRPC), and one restarter thread opens
+ * them again when they end: the threads do not grow with the number of cells. */
+#define WATCH_THREADS 2
+#define WATCH_BACKOFF_MIN_MS 100
+#define WATCH_BACKOFF_MAX_MS 2000
+
 struct cellmgr {
 	struct kiyot *k;
 	struct agent_client agent;
+	bool own_agent; /* made here (gRPC), freed here */
 	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a Watch due, ended or opened; quit */
+	pthread_t restarter;
+	bool restarting, quit;
 	struct cell_entry *cells;
 	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
 	char *ca, *ca_key;
@@ -60,6 +75,7 @@ struct cellmgr {
 };
 
 static void entry_put(struct cellmgr *m, struct cell_entry *e);
+static void *restarter_main(void *arg);
 
 static void wipe_free(char *s)
 {
@@ -106,13 +122,32 @@ int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 {
 	struct cellmgr *m = xcalloc(1, sizeof(*m));
 
+	pthread_condattr_t ca;
+	int rc;
+
 	m->k = k;
-	m->agent = k->agent ? *k->agent : (struct agent_client){ &agent_grpc_ops, NULL };
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (k->agent) {
+		m->agent = *k->agent;
+	} else if (agent_grpc_new(WATCH_THREADS, &m->agent, err) == 0) {
+		m->own_agent = true;
+	} else {
+		cells_free(m);
+		return -err->code;
+	}
 	if (load_ca(m, err) < 0 || make_client_cert(m, err) < 0) {
 		cells_free(m);
 		return -err->code;
 	}
+	if ((rc = pthread_create(&m->restarter, NULL, restarter_main, m)) != 0) {
+		cells_free(m);
+		return err_set(err, rc, "the cells' watch restarter: %s", strerror(rc));
+	}
+	m->restarting = true;
 	*out = m;
 	return 0;
 }
@@ -126,16 +161,18 @@ static int cell_connect(struct cellmgr *m, const char *id, const char *target,
 	return m->agent.ops->connect(m->agent.self, &tls, id, target, conn, err);
 }
 
+/* Ends the cell's Watch for good: none is opened again, and the live one has ended (its
+ * on_end returned or is past the manager's lock) when this returns. */
 static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
 {
 	pthread_mutex_lock(&m->lock);
-	e->stop = 1;
-	if (e->stream)
-		m->agent.ops->cancel(m->agent.self, e->stream);
+	e->stop = true;
+	e->due_ns = 0;
+	if (e->watch)
+		m->agent.ops->watch_cancel(m->agent.self, e->watch);
+	while (e->watch || e->opening)
+		pthread_cond_wait(&m->cond, &m->lock);
 	pthread_mutex_unlock(&m->lock);
-	if (e->watching)
-		pthread_join(e->watcher, NULL);
-	e->watching = 0;
 }
 
 static void entry_free(struct cellmgr *m, struct cell_entry *e)
@@ -159,6 +196,16 @@ void cells_free(struct cellmgr *m)
 		entry_stop_watch(m, e);
 		entry_put(m, e);
 	}
+	if (m->restarting) {
+		pthread_mutex_lock(&m->lock);
+		m->quit = true;
+		pthread_cond_broadcast(&m->cond);
+		pthread_mutex_unlock(&m->lock);
+		pthread_join(m->restarter, NULL);
+	}
+	if (m->own_agent)
+		agent_grpc_free(&m->agent);
+	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
 	free(m->ca);
 	wipe_free(m->ca_key);
@@ -173,22 +220,6 @@ static struct cell_entry *entry_find(struct cellmgr *m, const char *id)
 		if (strcmp(e->id, id) == 0)
 			return e;
 	return NULL;
-}
-
-/* Sleeps ms milliseconds unless the entry is being stopped; returns non-zero if stopped. */
-static int nap(struct cellmgr *m, struct cell_entry *e, int ms)
-{
-	for (int waited = 0; waited < ms; waited += 50) {
-		int stop;
-
-		pthread_mutex_lock(&m->lock);
-		stop = e->stop;
-		pthread_mutex_unlock(&m->lock);
-		if (stop)
-			return 1;
-		usleep(50 * 1000);
-	}
-	return 0;
 }
 
 static void handle_event(struct cellmgr *m, struct cell_entry *e,
@@ -207,96 +238,165 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 	}
 }
 
-struct watch_arg {
+/* One Watch of a cell, the argument of its callbacks: it holds a reference on the entry. */
+struct watch_run {
 	struct cellmgr *m;
 	struct cell_entry *e;
+	bool got_event;
 };
 
-/* One Watch stream after another until the cell is stopped: the agent may restart, and the
- * stream resumes from the log offsets kiyot has stored, so no log line is lost. */
-static void *watch_main(void *arg)
+static void watch_event(void *arg, const Kiyot__Cell__V1__WatchEvent *ev)
 {
-	struct watch_arg wa = *(struct watch_arg *)arg;
-	struct cellmgr *m = wa.m;
-	struct cell_entry *e = wa.e;
-	int backoff = 100, refused = 0;
+	struct watch_run *run = arg;
 
-	free(arg);
-	for (;;) {
-		Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
-		struct agent_stream *s = NULL;
-		struct err err = ERR_INIT;
-		ProtobufCMessage *msg;
-		int ret, stop;
+	handle_event(run->m, run->e, ev);
+	run->got_event = true;
+}
 
-		kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
-		ret = e->conn ? m->agent.ops->watch(m->agent.self, e->conn, &req, &s, &err)
-			      : err_set(&err, ENOTCONN, "no connection to the agent");
-		kiyot_log_offsets_free(req.offsets, req.n_offsets);
-		pthread_mutex_lock(&m->lock);
-		stop = e->stop;
-		if (!stop && ret == 0)
-			e->stream = s;
-		pthread_mutex_unlock(&m->lock);
-		if (stop) {
-			if (s)
-				m->agent.ops->stream_free(m->agent.self, s);
-			return NULL;
-		}
-		while (ret == 0 && (ret = m->agent.ops->next(m->agent.self, s, &msg, &err)) == 1) {
-			handle_event(m, e, (Kiyot__Cell__V1__WatchEvent *)msg);
-			protobuf_c_message_free_unpacked(msg, NULL);
-			backoff = 100;
-			refused = 0;
-			ret = 0;
-		}
-		pthread_mutex_lock(&m->lock);
-		e->stream = NULL;
-		stop = e->stop;
-		pthread_mutex_unlock(&m->lock);
-		if (s)
-			m->agent.ops->stream_free(m->agent.self, s);
-		if (stop)
-			return NULL;
-		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
-			  ret < 0 ? err.msg : "closed");
-		if (ret < 0 && err.code == ECONNREFUSED && ++refused >= 3) {
-			struct err herr = ERR_INIT;
-
-			/* the agent is not listening: its process may be gone */
-			refused = 0;
-			if (m->k->provider.ops->heal &&
-			    m->k->provider.ops->heal(m->k->provider.self, e->id, &herr) < 0)
-				log_warn("cell %s: %s", e->id, herr.msg);
-		}
-		if (nap(m, e, backoff))
-			return NULL;
-		backoff = backoff < 2000 ? backoff * 2 : 2000;
+/* Under the manager's lock: a Watch of e ended with ret (after events, if got_event); the
+ * next one is due after the back-off, which doubles while Watches end without an event. An
+ * agent refusing three times in a row may be gone: the provider heals the cell first. */
+static void watch_ended(struct cellmgr *m, struct cell_entry *e, bool got_event, int ret,
+			const struct err *err)
+{
+	if (got_event) {
+		e->backoff_ms = WATCH_BACKOFF_MIN_MS;
+		e->refused = 0;
 	}
+	if (ret < 0 && err->code == ECONNREFUSED && ++e->refused >= 3) {
+		e->refused = 0;
+		e->heal = true;
+	}
+	if (!e->stop) {
+		log_debug("cell %s: watch ended (%s); reconnecting", e->id,
+			  ret < 0 ? err->msg : "closed");
+		e->due_ns = clock_mono_ns() + (int64_t)e->backoff_ms * 1000000;
+		e->backoff_ms = e->backoff_ms < WATCH_BACKOFF_MAX_MS / 2 ? e->backoff_ms * 2
+									 : WATCH_BACKOFF_MAX_MS;
+	}
+	pthread_cond_broadcast(&m->cond);
+}
+
+static void watch_end(void *arg, int ret, const struct err *err)
+{
+	struct watch_run *run = arg;
+	struct cellmgr *m = run->m;
+	struct cell_entry *e = run->e;
+
+	pthread_mutex_lock(&m->lock);
+	if (e->opening)
+		e->ended_early = true; /* the restarter has not seen its handle yet */
+	else
+		e->watch = NULL;
+	watch_ended(m, e, run->got_event, ret, err);
+	pthread_mutex_unlock(&m->lock);
+	free(run);
+	entry_put(m, e);
+}
+
+/* Under the manager's lock: the cell whose Watch is due first, or NULL. */
+static struct cell_entry *watch_next_due(struct cellmgr *m)
+{
+	struct cell_entry *next = NULL;
+
+	for (struct cell_entry *e = m->cells; e; e = e->next)
+		if (e->due_ns && !e->stop && (!next || e->due_ns < next->due_ns))
+			next = e;
+	return next;
+}
+
+/* Opens e's next Watch, resuming from the log offsets kiyot has stored so no log line is
+ * lost; called without the manager's lock, with e marked opening and referenced twice (one
+ * reference goes to the Watch, one is the caller's). */
+static void watch_open(struct cellmgr *m, struct cell_entry *e, bool heal)
+{
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	struct watch_run *run = xmalloc(sizeof(*run));
+	struct agent_watch *w = NULL;
+	struct err err = ERR_INIT;
+	int ret;
+
+	if (heal && m->k->provider.ops->heal &&
+	    m->k->provider.ops->heal(m->k->provider.self, e->id, &err) < 0) {
+		log_warn("cell %s: %s", e->id, err.msg);
+		err_clear(&err);
+	}
+	*run = (struct watch_run){ m, e, false };
+	kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
+	ret = e->conn ? m->agent.ops->watch(m->agent.self, e->conn, &req, watch_event, watch_end,
+					    run, &w, &err)
+		      : err_set(&err, ENOTCONN, "no connection to the agent");
+	kiyot_log_offsets_free(req.offsets, req.n_offsets);
+	pthread_mutex_lock(&m->lock);
+	e->opening = false;
+	if (ret < 0) { /* no callback comes: the Watch's reference is dropped here */
+		e->refs--;
+		watch_ended(m, e, false, ret, &err);
+		free(run);
+	} else if (!e->ended_early) {
+		e->watch = w;
+		if (e->stop)
+			m->agent.ops->watch_cancel(m->agent.self, w);
+	}
+	e->ended_early = false;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Opens each cell's Watch when it is due, one cell at a time, until the manager quits. */
+static void *restarter_main(void *arg)
+{
+	struct cellmgr *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->quit) {
+		struct cell_entry *e = watch_next_due(m);
+		int64_t now = clock_mono_ns();
+		bool heal;
+
+		if (!e) {
+			pthread_cond_wait(&m->cond, &m->lock);
+			continue;
+		}
+		if (e->due_ns > now) {
+			struct timespec ts = { e->due_ns / 1000000000, e->due_ns % 1000000000 };
+
+			pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+			continue;
+		}
+		e->due_ns = 0;
+		e->opening = true;
+		e->ended_early = false;
+		heal = e->heal;
+		e->heal = false;
+		e->refs += 2;
+		pthread_mutex_unlock(&m->lock);
+		watch_open(m, e, heal);
+		entry_put(m, e);
+		pthread_mutex_lock(&m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
 }
 
 static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip)
 {
 	struct cell_entry *e = xcalloc(1, sizeof(*e));
-	struct watch_arg *wa = xmalloc(sizeof(*wa));
 	struct err err = ERR_INIT;
 
 	e->id = xstrdup(id);
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
+	e->backoff_ms = WATCH_BACKOFF_MIN_MS;
 	if (cell_connect(m, id, e->target, &e->conn, &err) < 0)
 		log_error("cell %s: %s", id, err.msg);
 	pthread_mutex_lock(&m->lock);
 	e->next = m->cells;
 	m->cells = e;
+	e->due_ns = clock_mono_ns(); /* the first Watch at once */
+	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->lock);
-	wa->m = m;
-	wa->e = e;
-	if (pthread_create(&e->watcher, NULL, watch_main, wa) == 0)
-		e->watching = 1;
-	else
-		free(wa);
 	return e;
 }
 

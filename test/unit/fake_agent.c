@@ -636,6 +636,7 @@ static const struct agent_ops fake_agent_ops = {
 	.stats = fa_stats,
 	.write_volume = fa_write_volume,
 	.watch = fa_watch,
+	.watch_cancel = fa_watch_cancel,
 	.open_stream = fa_open_stream,
 	.send = fa_send,
 	.close_send = fa_close_send,
@@ -661,6 +662,10 @@ void fake_agent_free(struct fake_agent *fa)
 {
 	if (!fa)
 		return;
+	pthread_mutex_lock(&fa->lock); /* the Watches' threads are done with fa */
+	while (fa->watch_threads)
+		pthread_cond_wait(&fa->cond, &fa->lock);
+	pthread_mutex_unlock(&fa->lock);
 	while (fa->cells) {
 		struct fake_cell *c = fa->cells;
 

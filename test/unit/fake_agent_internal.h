@@ -85,7 +85,8 @@ struct fake_agent {
 	} ops[FAKE_AGENT_N_OPS];
 	struct refused *refused;
 	size_t n_refused, cap_refused;
-	bool resend_logs; /* Watch sends whole logs, whatever the offsets */
+	bool resend_logs;  /* Watch sends whole logs, whatever the offsets */
+	int watch_threads; /* each Watch runs its callbacks on a thread of its own */
 };
 
 /* Cells and units. */
@@ -119,7 +120,9 @@ int32_t fa_run_command(char *const *cmd, size_t n, char **out, char **errs);
 
 /* The streaming operations of agent_ops (fake_agent_stream.c); they take fa->lock. */
 int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRequest *req,
-	     struct agent_stream **out, struct err *err);
+	     agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
+	     struct agent_watch **out, struct err *err);
+void fa_watch_cancel(void *self, struct agent_watch *w);
 int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
 		   const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
 		   struct agent_stream **out, struct err *err);

@@ -5,6 +5,7 @@
 #include "fake_agent_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cri/cri.h"
@@ -55,10 +56,11 @@ static void watch_backlog(struct fake_agent *fa, struct fake_cell *c, struct age
 	fa_stream_push(fa, s, cri_msg_copy(&synced.base));
 }
 
-int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRequest *req,
-	     struct agent_stream **out, struct err *err)
+/* The stream of a Watch, its backlog queued. */
+static int watch_stream(struct fake_agent *fa, struct agent_conn *conn,
+			const Kiyot__Cell__V1__WatchRequest *req, struct agent_stream **out,
+			struct err *err)
 {
-	struct fake_agent *fa = self;
 	struct fake_cell *c;
 
 	if (fa_op_enter(fa, FAKE_AGENT_WATCH, 0, err) < 0)
@@ -75,6 +77,69 @@ int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRe
 	}
 	pthread_mutex_unlock(&fa->lock);
 	return c ? 0 : -err->code;
+}
+
+/* A Watch as the real client runs it: its callbacks in order, on a thread (the fake's own,
+ * one per Watch), the Watch freed once on_end returned. */
+struct agent_watch {
+	struct fake_agent *fa;
+	struct agent_stream *s;
+	agent_watch_event_fn *on_event;
+	agent_watch_end_fn *on_end;
+	void *arg;
+};
+
+static void *watch_thread(void *arg)
+{
+	struct agent_watch *w = arg;
+	struct fake_agent *fa = w->fa;
+	struct err err = ERR_INIT;
+	ProtobufCMessage *msg;
+	int ret;
+
+	while ((ret = fa_next(fa, w->s, &msg, &err)) == 1) {
+		w->on_event(w->arg, (const Kiyot__Cell__V1__WatchEvent *)msg);
+		protobuf_c_message_free_unpacked(msg, NULL);
+	}
+	w->on_end(w->arg, ret, &err);
+	fa_stream_free(fa, w->s);
+	free(w);
+	pthread_mutex_lock(&fa->lock);
+	fa->watch_threads--;
+	pthread_cond_broadcast(&fa->cond);
+	pthread_mutex_unlock(&fa->lock);
+	return NULL;
+}
+
+int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRequest *req,
+	     agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
+	     struct agent_watch **out, struct err *err)
+{
+	struct fake_agent *fa = self;
+	struct agent_watch *w;
+	struct agent_stream *s = NULL;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (watch_stream(fa, conn, req, &s, err) < 0)
+		return -err->code;
+	w = xmalloc(sizeof(*w));
+	*w = (struct agent_watch){ fa, s, on_event, on_end, arg };
+	pthread_mutex_lock(&fa->lock);
+	fa->watch_threads++;
+	pthread_mutex_unlock(&fa->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, watch_thread, w) != 0)
+		abort();
+	pthread_attr_destroy(&attr);
+	*out = w; /* possibly ended already: the caller learns it from on_end */
+	return 0;
+}
+
+void fa_watch_cancel(void *self, struct agent_watch *w)
+{
+	fa_cancel(self, w->s);
 }
 
 /* Exec, Attach and PortForward outputs (by the stream's kind), each a heap message. */
