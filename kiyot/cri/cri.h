@@ -32,13 +32,8 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
 			   struct err *err);
 
-/* Desired unit state bookkeeping kept beside the records (not persisted: derived on load). */
-enum desired {
-	DESIRED_CREATED,
-	DESIRED_RUNNING,
-	DESIRED_STOPPED,
-	DESIRED_REMOVED
-};
+/* Sets what the cell is asked to do with the container (enum desired, state.h); the caller
+ * saves the record. */
 void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s);
 
 /* The container annotation where the kubelet says where the termination message is written. */

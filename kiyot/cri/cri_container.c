@@ -163,6 +163,17 @@ static int lookup(struct kiyot *k, const char *id, char **cid, char **sid, struc
 	return 0;
 }
 
+/* Asks the cell for d (with a stop's grace) from now on, and saves it. Needs k->lock. */
+static void set_desired(struct kiyot *k, struct container *c, enum desired d,
+			int64_t stop_timeout_s)
+{
+	struct err err = ERR_INIT;
+
+	cri_set_desired(c, d, stop_timeout_s);
+	if (records_save_container(k->records, c, &err) < 0)
+		log_error("container %s: %s", c->id, err.msg);
+}
+
 int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			ProtobufCMessage *resp, struct err *err)
 {
@@ -184,7 +195,7 @@ int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage
 		return err_set(err, EBUSY, "container %s is not in the created state", cid);
 	}
 	if (c)
-		cri_set_desired(c, DESIRED_RUNNING, 0);
+		set_desired(k, c, DESIRED_RUNNING, 0);
 	pthread_mutex_unlock(&k->lock);
 	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
 	if (ret < 0)
@@ -219,17 +230,13 @@ int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage 
 	c = records_container(k->records, cid);
 	if (c) {
 		skip = c->state == CTR_EXITED && c->desired == DESIRED_STOPPED;
-		cri_set_desired(c, DESIRED_STOPPED, grace);
 		if (c->state == CTR_CREATED) {
-			struct err e = ERR_INIT;
-
 			/* never started: it simply becomes exited, and stays so after a restart */
 			c->state = CTR_EXITED;
 			skip = 0;
-			if (records_save_container(k->records, c, &e) < 0)
-				log_error("container %s: %s", c->id, e.msg);
 			events_publish_container(k, c);
 		}
+		set_desired(k, c, DESIRED_STOPPED, grace);
 	}
 	pthread_mutex_unlock(&k->lock);
 	if (skip)
@@ -260,7 +267,7 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	pthread_mutex_lock(&k->lock);
 	c = records_container(k->records, cid);
 	if (c)
-		cri_set_desired(c, DESIRED_REMOVED, 0);
+		set_desired(k, c, DESIRED_REMOVED, 0);
 	pthread_mutex_unlock(&k->lock);
 	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
 	if (ret < 0 && err->code != EBUSY) {

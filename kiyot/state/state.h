@@ -24,6 +24,13 @@ enum container_state {
 	CTR_EXITED = 2,
 	CTR_UNKNOWN = 3
 };
+/* What the cell is asked to do with a container's unit; stored with the container. */
+enum desired {
+	DESIRED_CREATED = 0,
+	DESIRED_RUNNING = 1,
+	DESIRED_STOPPED = 2,
+	DESIRED_REMOVED = 3
+};
 
 /* What records.c keeps in each record: its place in the lists and its references. No one
  * else reads or writes it. */
@@ -84,8 +91,9 @@ struct container {
 	/* A Localhost seccomp profile as the node's file held it at CreateContainer; "" for
 	 * none (shipped with the unit: a cell does not read the node's files). */
 	char *seccomp_profile;
-	/* What the cell is asked to do with the unit (enum desired in cri.h); derived from the
-	 * state when loaded, not persisted. */
+	/* What the cell is asked to do with the unit (enum desired) and the grace a stop gives
+	 * it, stored (a restarted kiyot asks the cell for the same; a database of a kiyot that
+	 * did not store them has them derived from the state when loaded). */
 	int desired;
 	int64_t stop_timeout_s;
 };

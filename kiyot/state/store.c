@@ -33,7 +33,8 @@ static const char schema[] =
 	" message TEXT NOT NULL, image_ref TEXT NOT NULL, image_id TEXT NOT NULL,"
 	" log_offset INTEGER NOT NULL, restart_count INTEGER NOT NULL, seq INTEGER NOT NULL,"
 	" seccomp TEXT NOT NULL DEFAULT '', log_pos INTEGER NOT NULL DEFAULT 0,"
-	" log_dev INTEGER NOT NULL DEFAULT 0, log_ino INTEGER NOT NULL DEFAULT 0);"
+	" log_dev INTEGER NOT NULL DEFAULT 0, log_ino INTEGER NOT NULL DEFAULT 0,"
+	" desired INTEGER NOT NULL DEFAULT -1, stop_timeout INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS images ("
 	" id TEXT PRIMARY KEY, repo_tags TEXT NOT NULL, repo_digests TEXT NOT NULL,"
 	" size INTEGER NOT NULL, user TEXT NOT NULL);";
@@ -76,8 +77,8 @@ static int db_files_private(const char *path, struct err *err)
 	return 0;
 }
 
-/* Columns a database made by an older kiyot lacks: containers' seccomp profile, then the
- * file their log went to. */
+/* Columns a database made by an older kiyot lacks: containers' seccomp profile, the file
+ * their log went to, then what the cell is asked to do with them (-1: not stored). */
 static int add_columns(struct store *st, const char *path, struct err *err)
 {
 	static const char *const cols[][2] = {
@@ -85,6 +86,8 @@ static int add_columns(struct store *st, const char *path, struct err *err)
 		{ "log_pos", "INTEGER NOT NULL DEFAULT 0" },
 		{ "log_dev", "INTEGER NOT NULL DEFAULT 0" },
 		{ "log_ino", "INTEGER NOT NULL DEFAULT 0" },
+		{ "desired", "INTEGER NOT NULL DEFAULT -1" },
+		{ "stop_timeout", "INTEGER NOT NULL DEFAULT 0" },
 	};
 
 	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
@@ -220,18 +223,20 @@ int store_delete_sandbox(struct store *st, const char *id, struct err *err)
 int store_put_container(struct store *st, const struct container *c, struct err *err)
 {
 	sqlite3_stmt *s = prep(
-		st, "INSERT INTO containers (id, sandbox_id, config, state, created_ns, started_ns,"
-		    " finished_ns, exit_code, reason, message, image_ref, image_id, log_offset,"
-		    " restart_count, seccomp, log_pos, log_dev, log_ino, seq)"
-		    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-		    " (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers))"
-		    " ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id,"
-		    " config = excluded.config, state = excluded.state,"
-		    " created_ns = excluded.created_ns, started_ns = excluded.started_ns,"
-		    " finished_ns = excluded.finished_ns, exit_code = excluded.exit_code,"
-		    " reason = excluded.reason, message = excluded.message,"
-		    " image_ref = excluded.image_ref, image_id = excluded.image_id,"
-		    " restart_count = excluded.restart_count, seccomp = excluded.seccomp");
+		st,
+		"INSERT INTO containers (id, sandbox_id, config, state, created_ns, started_ns,"
+		" finished_ns, exit_code, reason, message, image_ref, image_id, log_offset,"
+		" restart_count, seccomp, log_pos, log_dev, log_ino, desired, stop_timeout, seq)"
+		" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+		" (SELECT IFNULL(MAX(seq), 0) + 1 FROM containers))"
+		" ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id,"
+		" config = excluded.config, state = excluded.state,"
+		" created_ns = excluded.created_ns, started_ns = excluded.started_ns,"
+		" finished_ns = excluded.finished_ns, exit_code = excluded.exit_code,"
+		" reason = excluded.reason, message = excluded.message,"
+		" image_ref = excluded.image_ref, image_id = excluded.image_id,"
+		" restart_count = excluded.restart_count, seccomp = excluded.seccomp,"
+		" desired = excluded.desired, stop_timeout = excluded.stop_timeout");
 
 	if (!s)
 		return db_err(st, err, "save container");
@@ -253,6 +258,8 @@ int store_put_container(struct store *st, const struct container *c, struct err 
 	sqlite3_bind_int64(s, 16, (sqlite3_int64)c->log_mark.pos);
 	sqlite3_bind_int64(s, 17, (sqlite3_int64)c->log_mark.dev);
 	sqlite3_bind_int64(s, 18, (sqlite3_int64)c->log_mark.ino);
+	sqlite3_bind_int(s, 19, c->desired);
+	sqlite3_bind_int64(s, 20, c->stop_timeout_s);
 	return step_done(st, s, "save container", err);
 }
 
@@ -348,12 +355,25 @@ static int load_sandboxes(struct store *st, struct store_contents *out, struct e
 	return rc == SQLITE_DONE ? 0 : db_err(st, err, "load sandboxes");
 }
 
+/* What a container in this state was last asked for, for a record stored without it. */
+static int desired_of_state(int state)
+{
+	switch (state) {
+	case CTR_RUNNING:
+		return DESIRED_RUNNING;
+	case CTR_EXITED:
+		return DESIRED_STOPPED;
+	default:
+		return DESIRED_CREATED;
+	}
+}
+
 static int load_containers(struct store *st, struct store_contents *out, struct err *err)
 {
 	sqlite3_stmt *s = prep(st, "SELECT id, sandbox_id, config, state, created_ns, started_ns,"
 				   " finished_ns, exit_code, reason, message, image_ref, image_id,"
-				   " log_offset, restart_count, seccomp, log_pos, log_dev, log_ino"
-				   " FROM containers ORDER BY seq");
+				   " log_offset, restart_count, seccomp, log_pos, log_dev, log_ino,"
+				   " desired, stop_timeout FROM containers ORDER BY seq");
 	size_t cap = 0;
 	int rc;
 
@@ -380,6 +400,10 @@ static int load_containers(struct store *st, struct store_contents *out, struct 
 		c->log_mark.pos = (uint64_t)sqlite3_column_int64(s, 15);
 		c->log_mark.dev = (uint64_t)sqlite3_column_int64(s, 16);
 		c->log_mark.ino = (uint64_t)sqlite3_column_int64(s, 17);
+		c->desired = sqlite3_column_int(s, 18);
+		c->stop_timeout_s = sqlite3_column_int64(s, 19);
+		if (c->desired < DESIRED_CREATED || c->desired > DESIRED_REMOVED)
+			c->desired = desired_of_state(c->state);
 		if (!c->config) {
 			container_free(c);
 			continue;

@@ -564,6 +564,39 @@ static void test_cells__pull_for_a_running_pod_pulls_in_its_cell(void **state)
 	protobuf_c_message_free_unpacked(&req.sandbox_config->base, NULL);
 }
 
+/* What the cell was asked for its units survives a restart of kiyot: the first Apply after
+ * it asks for the same (a running container was asked for CREATED before, so its cell no
+ * longer restarted it by the pod's policy). */
+static void test_cells__a_restarted_kiyot_asks_the_cell_for_the_same_units(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *run = NULL;
+	_cleanup_free_ char *stopped = NULL;
+	_cleanup_free_ char *fresh = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &run);
+	cell = kfix_cell_of(f, sb);
+	assert_int_equal(kfix_create(f, sb, "stopped", "registry.test/app:1", &stopped, &err), 0);
+	assert_int_equal(kfix_start(f, stopped, &err), 0);
+	assert_int_equal(kfix_stop(f, stopped, &err), 0);
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, run),
+			 KIYOT__CELL__V1__UNIT_DESIRED__RUNNING);
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, stopped),
+			 KIYOT__CELL__V1__UNIT_DESIRED__STOPPED);
+
+	assert_int_equal(kfix_restart(f, &err), 0);
+	assert_int_equal(kfix_create(f, sb, "fresh", "registry.test/app:1", &fresh, &err), 0);
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, run),
+			 KIYOT__CELL__V1__UNIT_DESIRED__RUNNING);
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, stopped),
+			 KIYOT__CELL__V1__UNIT_DESIRED__STOPPED);
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, fresh),
+			 KIYOT__CELL__V1__UNIT_DESIRED__CREATED);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -576,6 +609,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__a_reopened_watch_resumes_logs_where_they_stopped),
 	TEST(test_cells__log_bytes_sent_again_are_written_once),
 	TEST(test_cells__a_restarted_kiyot_resumes_its_cells),
+	TEST(test_cells__a_restarted_kiyot_asks_the_cell_for_the_same_units),
 	TEST(test_cells__a_lost_batch_of_log_positions_costs_no_line),
 	TEST(test_cells__terminate_is_idempotent),
 	TEST(test_cells__a_cell_failed_at_launch_is_healed),

@@ -263,6 +263,8 @@ static void test_store__container_round_trip(void **state)
 	struct image_rec *is = NULL;
 	const Runtime__V1__ContainerConfig *c;
 
+	in->desired = DESIRED_REMOVED;
+	in->stop_timeout_s = 45;
 	put_container(f, in);
 	load(f, &got, &ss, &out, &is);
 	assert_non_null(out);
@@ -283,6 +285,8 @@ static void test_store__container_round_trip(void **state)
 	assert_int_equal(out->log_mark.dev, 2049);
 	assert_int_equal(out->log_mark.ino, 9000000000ULL);
 	assert_int_equal(out->restart_count, 3);
+	assert_int_equal(out->desired, DESIRED_REMOVED);
+	assert_int_equal(out->stop_timeout_s, 45);
 	c = out->config;
 	assert_non_null(c);
 	assert_string_equal(c->metadata->name, "app");
@@ -733,8 +737,10 @@ static void test_store__not_a_database_is_refused(void **state)
 	assert_non_null(strstr(err.msg, f->dir));
 }
 
-/* A database of a kiyot from before containers kept their seccomp profile and the file their
- * log went to opens, and its containers load with no profile and their log offset alone. */
+/* A database of a kiyot from before containers kept their seccomp profile, the file their log
+ * went to and what their cell was asked for opens, and its containers load with no profile,
+ * their log offset alone, and what their state says they were asked for (an exited one:
+ * stopped). */
 static void test_store__older_database_gains_the_new_columns(void **state)
 {
 	struct fixture *f = *state;
@@ -751,7 +757,9 @@ static void test_store__older_database_gains_the_new_columns(void **state)
 	db_exec(f, "ALTER TABLE containers DROP COLUMN seccomp;"
 		   "ALTER TABLE containers DROP COLUMN log_pos;"
 		   "ALTER TABLE containers DROP COLUMN log_dev;"
-		   "ALTER TABLE containers DROP COLUMN log_ino;");
+		   "ALTER TABLE containers DROP COLUMN log_ino;"
+		   "ALTER TABLE containers DROP COLUMN desired;"
+		   "ALTER TABLE containers DROP COLUMN stop_timeout;");
 	reopen(f);
 	load(f, &got, &s, &c, &i);
 	assert_int_equal(got.n_containers, 1);
@@ -759,6 +767,8 @@ static void test_store__older_database_gains_the_new_columns(void **state)
 	assert_string_equal(c->seccomp_profile, "");
 	assert_int_equal(c->log_mark.offset, 5000000000ULL);
 	assert_int_equal(c->log_mark.pos + c->log_mark.dev + c->log_mark.ino, 0);
+	assert_int_equal(c->state, CTR_EXITED);
+	assert_int_equal(c->desired, DESIRED_STOPPED);
 	store_contents_release(&got);
 }
 
