@@ -6,9 +6,9 @@ threads (KIYOT_SCALE_THREADS, default 50, like many kubelet workers) against a k
 cells.provider is ec2 and whose endpoint is the suite's EC2 endpoint (test/ec2/ec2sim.py) with
 its default token buckets, so throttling is real. Each instance boots as a local cell
 (`kiyot local-cell launch`), so a sandbox is READY only once its instance runs and its agent
-answers. Steps grow from a baseline of N/10 pods through KIYOT_SCALE_STEPS (default 100,200)
-to N, and stop growing once a step needs more than KIYOT_SCALE_STEP_LIMIT seconds (default 240)
-to get every pod READY. Each step then stops and removes every pod and checks that every
+answers. Steps grow from a baseline of KIYOT_SCALE_BASE pods (default 20) through
+KIYOT_SCALE_STEPS (default 100,200) to N, and stop growing once a step needs more than
+KIYOT_SCALE_STEP_LIMIT seconds (default 240) to get every pod READY. Each step then stops and removes every pod and checks that every
 instance ends terminated and no cell, agent or network namespace is left.
 
     scale.py run            (bench/scale/run.sh takes the lock and calls this)
@@ -48,6 +48,7 @@ STEPS = [int(x) for x in os.environ.get("KIYOT_SCALE_STEPS", "100,200").split(",
 STEP_LIMIT = float(os.environ.get("KIYOT_SCALE_STEP_LIMIT", "240"))
 BOOT_PARALLEL = int(os.environ.get("KIYOT_SCALE_BOOT_PARALLEL", "1"))
 CONTAINERS = int(os.environ.get("KIYOT_SCALE_CONTAINERS", "10"))
+BASE = int(os.environ.get("KIYOT_SCALE_BASE", "20"))
 KUBELET_TIMEOUT = 120.0  # the kubelet's default --runtime-request-timeout (2 min)
 
 T_RUN = 900  # one RunPodSandbox, queueing in kiyot included
@@ -507,7 +508,7 @@ class Run:
         self.idle_cpu = cpu_seconds(self.kiyot.pid)
 
     def plan(self):
-        base = max(1, PODS // 10)
+        base = max(1, min(BASE, PODS))
         return [base] + sorted(set(s for s in STEPS if base < s < PODS)) + \
             ([PODS] if PODS > base else [])
 
@@ -638,15 +639,18 @@ class Run:
                          fmt(None if s["stop_cpu"] is None else 1000 * s["stop_cpu"] / n),
                          fmt(s["launch_sim_cpu"], "%.1f"),
                          mb(s["launch_peak"]["rss"]), mb(s["at_end"]["rss"]),
+                         fmt((s["at_end"]["rss"] - self.idle["rss"]) / 1024.0 / n, "%.0f"),
                          mb(s["after"]["rss"] if s.get("after") else None),
                          s["launch_peak"]["threads"], s["launch_peak"]["fds"]])
         table("3. kiyot CPU and memory (kiyot idle: RSS %s MiB, %d threads, %d fds)" %
               (mb(self.idle["rss"]), self.idle["threads"], self.idle["fds"]),
               ["step", "pods", "CPU s start", "ms/pod", "CPU s stop", "ms/pod",
-               "ec2sim CPU s", "RSS peak", "RSS all up", "RSS after", "threads pk", "fds pk"],
+               "ec2sim CPU s", "RSS peak", "RSS all up", "KB/pod", "RSS after", "threads pk",
+               "fds pk"],
               rows,
               ["CPU: utime+stime from /proc/PID/stat over the phase; RSS in MiB (VmRSS "
                "sampled every %.1f s)" % SAMPLE_S,
+               "KB/pod: (RSS all up - RSS idle) / pods",
                "RSS after: once every pod of the step is removed"])
         if len(steps) > 1:
             b, t = base, top

@@ -39,11 +39,13 @@ struct cell_entry {
 	 * in a row, whether the provider should heal the cell first, and whether the cell is
 	 * being stopped (no Watch is opened any more). */
 	struct agent_watch *watch;
+	int runs; /* Watches whose callbacks have not all returned */
 	bool opening, ended_early, heal, stop;
 	int64_t due_ns;
 	int backoff_ms, refused;
 	/* References, guarded by the manager's lock: one for the list while the cell is in it,
-	 * one for each call in flight and for a Watch open. The last one frees the entry. */
+	 * one for each call in flight. The last one frees the entry. A Watch holds none: the
+	 * list's is dropped only once entry_stop_watch saw its callbacks done (runs 0). */
 	int refs;
 	struct cell_entry *next;
 };
@@ -161,8 +163,8 @@ static int cell_connect(struct cellmgr *m, const char *id, const char *target,
 	return m->agent.ops->connect(m->agent.self, &tls, id, target, conn, err);
 }
 
-/* Ends the cell's Watch for good: none is opened again, and the live one has ended (its
- * on_end returned or is past the manager's lock) when this returns. */
+/* Ends the cell's Watch for good: none is opened again, and no callback of one uses the
+ * entry or the manager any more when this returns. */
 static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
 {
 	pthread_mutex_lock(&m->lock);
@@ -170,7 +172,7 @@ static void entry_stop_watch(struct cellmgr *m, struct cell_entry *e)
 	e->due_ns = 0;
 	if (e->watch)
 		m->agent.ops->watch_cancel(m->agent.self, e->watch);
-	while (e->watch || e->opening)
+	while (e->opening || e->runs)
 		pthread_cond_wait(&m->cond, &m->lock);
 	pthread_mutex_unlock(&m->lock);
 }
@@ -238,7 +240,7 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 	}
 }
 
-/* One Watch of a cell, the argument of its callbacks: it holds a reference on the entry. */
+/* One Watch of a cell, the argument of its callbacks (counted in the entry's runs). */
 struct watch_run {
 	struct cellmgr *m;
 	struct cell_entry *e;
@@ -282,16 +284,17 @@ static void watch_end(void *arg, int ret, const struct err *err)
 	struct watch_run *run = arg;
 	struct cellmgr *m = run->m;
 	struct cell_entry *e = run->e;
+	bool got_event = run->got_event;
 
+	free(run);
 	pthread_mutex_lock(&m->lock);
 	if (e->opening)
 		e->ended_early = true; /* the restarter has not seen its handle yet */
 	else
 		e->watch = NULL;
-	watch_ended(m, e, run->got_event, ret, err);
+	watch_ended(m, e, got_event, ret, err);
+	e->runs--; /* the last use of e and m: a stop waiting for it may free them */
 	pthread_mutex_unlock(&m->lock);
-	free(run);
-	entry_put(m, e);
 }
 
 /* Under the manager's lock: the cell whose Watch is due first, or NULL. */
@@ -306,8 +309,8 @@ static struct cell_entry *watch_next_due(struct cellmgr *m)
 }
 
 /* Opens e's next Watch, resuming from the log offsets kiyot has stored so no log line is
- * lost; called without the manager's lock, with e marked opening and referenced twice (one
- * reference goes to the Watch, one is the caller's). */
+ * lost; called without the manager's lock, with e referenced, marked opening and its runs
+ * counting this Watch. */
 static void watch_open(struct cellmgr *m, struct cell_entry *e, bool heal)
 {
 	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
@@ -329,8 +332,8 @@ static void watch_open(struct cellmgr *m, struct cell_entry *e, bool heal)
 	kiyot_log_offsets_free(req.offsets, req.n_offsets);
 	pthread_mutex_lock(&m->lock);
 	e->opening = false;
-	if (ret < 0) { /* no callback comes: the Watch's reference is dropped here */
-		e->refs--;
+	if (ret < 0) { /* no callback comes */
+		e->runs--;
 		watch_ended(m, e, false, ret, &err);
 		free(run);
 	} else if (!e->ended_early) {
@@ -369,7 +372,8 @@ static void *restarter_main(void *arg)
 		e->ended_early = false;
 		heal = e->heal;
 		e->heal = false;
-		e->refs += 2;
+		e->refs++;
+		e->runs++;
 		pthread_mutex_unlock(&m->lock);
 		watch_open(m, e, heal);
 		entry_put(m, e);
