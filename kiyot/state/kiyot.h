@@ -14,11 +14,12 @@
  *      volsync's list lock, the catalog's (catalog_acquire), the hostPort rules' (cellnat.c),
  *      a node pre-pull's (image_prepull.c; stopping one waits for its thread, which never
  *      takes k->lock), a container's log writer's and then the log committer's (ctrlog.h;
- *      a watch thread takes them without k->lock to write a chunk);
+ *      a cell's Watch callback takes them without k->lock to write a chunk);
  *   4. never with k->lock held: the cell manager's lock (cells.c: its cells, their
  *      references and Watch streams; taken under 1), the router's, cellsync's, gc's and the
  *      streaming server's locks and the providers'. Their threads call into kiyot with none
- *      of them held: a cell's watch thread calls kiyot_on_unit_* and kiyot_log_offsets so;
+ *      of them held: a cell's Watch callbacks (on the agent client's loop threads) call
+ *      kiyot_on_unit_*, and the Watch restarter kiyot_log_offsets, so;
  *   5. innermost: SQLite's (the store's connection is serialized, so store calls come with
  *      k->lock or without it, as the cell manager's meta keys do) and log.c's.
  */
@@ -166,7 +167,7 @@ void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
  * node's store may be freed. Takes k->lock. */
 int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
 
-/* Called by the cell manager's watch threads. */
+/* Called by the cell manager's Watch callbacks and its Watch restarter. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 			  const Kiyot__Cell__V1__UnitStatus *st);
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
