@@ -31,7 +31,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct sandbox sb;
 static int layer_fd = -1;
 static char layer_path[64];
-static char *fds_before; /* the descriptors open between inputs */
 
 /* The open descriptors and what each points at, one "fd target" line each, in order. */
 static char *open_fds(void)
@@ -87,20 +86,22 @@ static void setup(void)
 	if (layer_fd < 0)
 		abort();
 	snprintf(layer_path, sizeof(layer_path), "/proc/self/fd/%d", layer_fd);
-	fds_before = open_fds();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct err err = ERR_INIT;
 	struct usage u = { 0, 0 };
-	char *fds_after;
+	char *fds_before, *fds_after;
 	int ret;
 
 	if (size > FUZZ_MAX_INPUT)
 		return 0;
 	if (layer_fd < 0)
 		setup();
+	/* taken for each input: between inputs the fuzzer may open descriptors of its own (its
+	 * symbolizer's pipes, when it first names a function it reached) */
+	fds_before = open_fds();
 	if (ftruncate(layer_fd, 0) < 0 || pwrite(layer_fd, data, size, 0) != (ssize_t)size)
 		abort();
 	ret = unpack_layer(sb.root, layer_path, "sha256:fuzz", MAX_BYTES, &err);
@@ -126,6 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fds_after);
 		abort();
 	}
+	free(fds_before);
 	free(fds_after);
 	return 0;
 }
