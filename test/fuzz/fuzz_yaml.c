@@ -3,7 +3,8 @@
  * Besides what the sanitizers catch, it checks the reader's promises: a refusal is EINVAL,
  * E2BIG, ENODATA or EFBIG with a message; an accepted document nests at most YAML_MAX_DEPTH
  * collections and holds at most YAML_MAX_NODES values; and what it reads reads the same when
- * written out as JSON (which YAML reads too).
+ * written out as JSON (which YAML reads too, as long as no key is longer than YAML lets an
+ * implicit key be: 1024 characters).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,6 +48,35 @@ static int measure(const json_t *v, size_t *nodes)
 		return 0;
 	}
 	return deepest + 1;
+}
+
+/* YAML reads a key of a flow mapping ("key": value, the JSON form) only if it spans at most
+ * 1024 characters; whether every key of v does, written as below (kept short of the bound). */
+#define YAML_IMPLICIT_KEY_MAX 1000
+
+static int keys_fit(const json_t *v)
+{
+	const char *key;
+	json_t *c;
+	size_t i;
+
+	if (json_is_object(v)) {
+		json_object_foreach ((json_t *)v, key, c) {
+			json_t *k = json_string(key);
+			char *text = k ? json_dumps(k, JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : NULL;
+			int fits = text && strlen(text) <= YAML_IMPLICIT_KEY_MAX;
+
+			free(text);
+			json_decref(k);
+			if (!fits || !keys_fit(c))
+				return 0;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach (v, i, c)
+			if (!keys_fit(c))
+				return 0;
+	}
+	return 1;
 }
 
 /*
@@ -99,6 +129,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (measure(j, &nodes) > YAML_MAX_DEPTH || nodes > YAML_MAX_NODES)
 		fail("accepted past the limits", text, size);
+	if (!keys_fit(j)) {
+		json_decref(j);
+		return 0;
+	}
 	out = as_yaml(j);
 	if (yaml_to_json(out, strlen(out), &again, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
