@@ -49,6 +49,7 @@ STEP_LIMIT = float(os.environ.get("KIYOT_SCALE_STEP_LIMIT", "240"))
 BOOT_PARALLEL = int(os.environ.get("KIYOT_SCALE_BOOT_PARALLEL", "1"))
 CONTAINERS = int(os.environ.get("KIYOT_SCALE_CONTAINERS", "10"))
 BASE = int(os.environ.get("KIYOT_SCALE_BASE", "20"))
+SETTLE_S = 12
 KUBELET_TIMEOUT = 120.0  # the kubelet's default --runtime-request-timeout (2 min)
 
 T_RUN = 900  # one RunPodSandbox, queueing in kiyot included
@@ -463,6 +464,9 @@ class Step:
         r["left_netns"], r["left_agents"] = len(ns), len(ag)
         time.sleep(1)
         r["after"] = proc_status(run.kiyot.pid)
+        # kiyot hands freed memory back every 10 s (common/memtrim): what is left after that
+        time.sleep(SETTLE_S)
+        r["settled"] = proc_status(run.kiyot.pid)
         log("%s: all terminated after %.1f s; leaked instances %d, netns left %d, agents "
             "left %d" % (self.label, r["terminated_wall"], len(r["leaked"]), len(ns),
                          len(ag)))
@@ -641,17 +645,19 @@ class Run:
                          mb(s["launch_peak"]["rss"]), mb(s["at_end"]["rss"]),
                          fmt((s["at_end"]["rss"] - self.idle["rss"]) / 1024.0 / n, "%.0f"),
                          mb(s["after"]["rss"] if s.get("after") else None),
+                         mb(s["settled"]["rss"] if s.get("settled") else None),
                          s["launch_peak"]["threads"], s["launch_peak"]["fds"]])
         table("3. kiyot CPU and memory (kiyot idle: RSS %s MiB, %d threads, %d fds)" %
               (mb(self.idle["rss"]), self.idle["threads"], self.idle["fds"]),
               ["step", "pods", "CPU s start", "ms/pod", "CPU s stop", "ms/pod",
-               "ec2sim CPU s", "RSS peak", "RSS all up", "KB/pod", "RSS after", "threads pk",
-               "fds pk"],
+               "ec2sim CPU s", "RSS peak", "RSS all up", "KB/pod", "RSS after", "%d s later" %
+               SETTLE_S, "threads pk", "fds pk"],
               rows,
               ["CPU: utime+stime from /proc/PID/stat over the phase; RSS in MiB (VmRSS "
                "sampled every %.1f s)" % SAMPLE_S,
                "KB/pod: (RSS all up - RSS idle) / pods",
-               "RSS after: once every pod of the step is removed"])
+               "RSS after: once every pod of the step is removed; %d s later: after kiyot's "
+               "periodic trim" % SETTLE_S])
         if len(steps) > 1:
             b, t = base, top
 
