@@ -46,6 +46,8 @@ struct stream_server {
 	pthread_cond_t idle;
 	struct token *tokens; /* newest first */
 	size_t ntokens, token_bytes;
+	size_t forgotten;	  /* URLs forgotten for room since the last warning */
+	int64_t forgotten_log_ns; /* when that warning was written */
 	int conns;
 	int fds[STREAM_MAX_CONNECTIONS]; /* the connections' sockets (-1: free), shut at stop */
 	bool stopping;
@@ -114,10 +116,15 @@ static void tokens_make_room(struct stream_server *s, size_t bytes)
 		token_drop(s, oldest);
 		dropped++;
 	}
-	if (dropped)
+	/* one warning every 10 s at most: a flood of requests must not flood the log too */
+	s->forgotten += dropped;
+	if (s->forgotten && (!s->forgotten_log_ns || now - s->forgotten_log_ns >= 10000000000LL)) {
 		log_warn("streaming server: %zu unused URL(s) forgotten to keep within %d URLs and "
 			 "%u MiB; their clients must ask again",
-			 dropped, STREAM_MAX_TOKENS, STREAM_MAX_TOKEN_BYTES >> 20);
+			 s->forgotten, STREAM_MAX_TOKENS, STREAM_MAX_TOKEN_BYTES >> 20);
+		s->forgotten = 0;
+		s->forgotten_log_ns = now;
+	}
 }
 
 char *stream_server_url(struct stream_server *s, const struct stream_request *req)

@@ -27,6 +27,7 @@
 #include "clirun.h"
 #include "clock.h"
 #include "crihost.h"
+#include "fsutil.h"
 #include "kiyot_fixture.h"
 
 #define CELL "cell-gone"
@@ -174,6 +175,33 @@ static void test_stream__urls_are_single_use(void **state)
 	memcpy(strstr(bad, "/exec/") + 6, "0000", 4);
 	c = ask(bad, "", &len);
 	assert_int_equal(strncmp(c, "HTTP/1.1 404", 12), 0);
+}
+
+/* URLs forgotten for room are logged once in a while, not one line each: a flood of Exec
+ * requests would flood the log too. */
+static void test_stream__forgotten_urls_are_logged_once_in_a_while(void **state)
+{
+	struct fix *f = *state;
+	char path[] = "/tmp/kiyot-test-stream-log.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0, lines = 0;
+	struct err err = ERR_INIT;
+
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
+	for (size_t i = 0; i < 3 * STREAM_MAX_TOKENS; i++)
+		free(exec_url(f));
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	assert_int_equal(fs_read_file(path, 1 << 20, &text, &len, &err), 0);
+	unlink(path);
+	for (const char *p = text; (p = strstr(p, "unused URL(s) forgotten")); p++)
+		lines++;
+	assert_int_equal(lines, 1); /* 2048 forgotten: one line each before */
 }
 
 /* Unused URLs are bounded: past STREAM_MAX_TOKENS the oldest is forgotten (404 as an expired
@@ -759,6 +787,7 @@ int main(void)
 		T(exec_to_a_cell_that_is_gone_says_why),
 		T(urls_are_single_use),
 		T(unused_urls_are_bounded),
+		T(forgotten_urls_are_logged_once_in_a_while),
 		T(bad_requests_are_answered),
 		T(websocket_exec_gets_the_failure_as_a_status),
 		T(stop_ends_open_connections),
