@@ -49,7 +49,7 @@ STEP_LIMIT = float(os.environ.get("KIYOT_SCALE_STEP_LIMIT", "240"))
 BOOT_PARALLEL = int(os.environ.get("KIYOT_SCALE_BOOT_PARALLEL", "1"))
 CONTAINERS = int(os.environ.get("KIYOT_SCALE_CONTAINERS", "10"))
 BASE = int(os.environ.get("KIYOT_SCALE_BASE", "20"))
-SETTLE_S = 12
+SETTLE_S = int(os.environ.get("KIYOT_SCALE_SETTLE_S", "12"))
 KUBELET_TIMEOUT = 120.0  # the kubelet's default --runtime-request-timeout (2 min)
 
 T_RUN = 900  # one RunPodSandbox, queueing in kiyot included
