@@ -557,6 +557,20 @@ class Run:
         harness.cleanup(self.env.work, self.env)
 
     # -- report --
+
+    @staticmethod
+    def marginal(steps):
+        """What each pod added between the smallest and the largest step (fixed costs cancel)."""
+        if len(steps) < 2:
+            return []
+        b, t = steps[0], steps[-1]
+        n = t["pods"] - b["pods"]
+        return ["between the %d- and %d-pod steps, each pod added %.0f KB of RSS and %.2f "
+                "threads" % (b["pods"], t["pods"],
+                             (t["at_end"]["rss"] - b["at_end"]["rss"]) / 1024.0 / n,
+                             (t["launch_peak"]["threads"] - b["launch_peak"]["threads"]) /
+                             float(n))]
+
     def report(self):
         steps = [s.r for s in self.steps if "ready" in s.r]
         if not steps:
@@ -657,7 +671,7 @@ class Run:
                "sampled every %.1f s)" % SAMPLE_S,
                "KB/pod: (RSS all up - RSS idle) / pods",
                "RSS after: once every pod of the step is removed; %d s later: after kiyot's "
-               "periodic trim" % SETTLE_S])
+               "periodic trim" % SETTLE_S] + self.marginal(steps))
         if len(steps) > 1:
             b, t = base, top
 
