@@ -154,10 +154,12 @@ int rpc_loop_new(int threads, struct rpc_loop **out, struct err *err)
 {
 	struct rpc_loop *l = xcalloc(1, sizeof(*l));
 
+	if (threads < 1)
+		threads = 1;
 	rpc_global_init();
 	l->cq = grpc_completion_queue_create_for_next(NULL);
-	l->threads = xcalloc((size_t)(threads > 0 ? threads : 1), sizeof(*l->threads));
-	for (int i = 0; i < (threads > 0 ? threads : 1); i++) {
+	l->threads = xcalloc((size_t)threads, sizeof(*l->threads));
+	for (int i = 0; i < threads; i++) {
 		int rc = pthread_create(&l->threads[i], NULL, loop_main, l);
 
 		if (rc != 0) {

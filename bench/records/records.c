@@ -3,7 +3,7 @@
  * log bytes. A whole kiyot runs in this process with the unit tests' fake provider and agents
  * (test/unit/kiyot_fixture.h); PODS pods each run one container, and the CRI calls go over
  * kiyot's socket as the kubelet's do. For DURATION_S seconds at a time, one thread per
- * container hands kiyot log chunks of CHUNK bytes, as the cell's watch thread does with what
+ * container hands kiyot log chunks of CHUNK bytes, as a cell's Watch callback does with what
  * the agent streams (kiyot_on_unit_log): PACED_RATE chunks a second each ("paced"), then as
  * fast as kiyot takes them ("flat out", which also leaves the client little CPU on a small
  * machine), while a client calls ListContainers, ContainerStatus and ListPodSandbox one after

@@ -121,13 +121,7 @@ int image_prepull_stop(struct image_prepull *p, int wait_ms)
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_mutex_unlock(&p->lock);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ts = clock_deadline(CLOCK_REALTIME, wait_ms);
 	if (pthread_timedjoin_np(p->thread, NULL, &ts) != 0)
 		return -EBUSY;
 	for (size_t i = 0; i < p->n_refs; i++)

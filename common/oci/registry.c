@@ -165,12 +165,7 @@ static int reg_slot_take(const char *host, struct err *err)
 				"per registry; %d from %s under way)",
 				p.max_transfers, p.max_per_registry, same, host);
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += REG_SLOT_POLL_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = clock_deadline(CLOCK_REALTIME, REG_SLOT_POLL_MS);
 		pthread_cond_timedwait(&reg_slot_cv, &reg_mu, &ts);
 	}
 }

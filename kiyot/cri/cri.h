@@ -32,10 +32,6 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
 			   struct err *err);
 
-/* Sets what the cell is asked to do with the container (enum desired, state.h); the caller
- * saves the record. */
-void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s);
-
 /* The container annotation where the kubelet says where the termination message is written. */
 #define ANN_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"
 

@@ -107,7 +107,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	c->image_ref = xstrdup("");
 	c->image_id = xstrdup("");
 	c->seccomp_profile = profile;
-	cri_set_desired(c, DESIRED_CREATED, 0);
+	c->desired = DESIRED_CREATED;
 	records_add_container(k->records, c);
 	kiyot_log_attach(k, c);
 	id = xstrdup(c->id);
@@ -169,7 +169,8 @@ static void set_desired(struct kiyot *k, struct container *c, enum desired d,
 {
 	struct err err = ERR_INIT;
 
-	cri_set_desired(c, d, stop_timeout_s);
+	c->desired = d;
+	c->stop_timeout_s = stop_timeout_s;
 	if (records_save_container(k->records, c, &err) < 0)
 		log_error("container %s: %s", c->id, err.msg);
 }

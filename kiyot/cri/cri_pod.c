@@ -43,12 +43,6 @@ void *cri_msg_copy(const ProtobufCMessage *m)
 	return copy;
 }
 
-void cri_set_desired(struct container *c, enum desired d, int64_t stop_timeout_s)
-{
-	c->desired = d;
-	c->stop_timeout_s = stop_timeout_s;
-}
-
 /* An image the cell can pull: an image id the node knows maps back to a repo digest. Needs
  * k->lock (the answer may be a record's). */
 static const char *pullable_ref(struct kiyot *k, const char *image)

@@ -147,16 +147,9 @@ void events_unsubscribe(struct events *e, struct events_sub *s)
 
 int events_next(struct events *e, struct events_sub *s, int timeout_ms, struct event *out)
 {
-	struct timespec ts;
+	struct timespec ts = clock_deadline(CLOCK_MONOTONIC, timeout_ms);
 	int got = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&e->lock);
 	while (s->len == 0)
 		if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) == ETIMEDOUT)

@@ -172,7 +172,7 @@ void kiyot_log_attach(struct kiyot *k, struct container *c)
 	c->log = ctrlog_new(k->logs, c->id, path, &c->log_mark);
 }
 
-/* A log chunk from a cell's watch thread: the writer is found under k->lock, and written
+/* A log chunk from a cell's Watch callback: the writer is found under k->lock, and written
  * without it. */
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
 		       size_t len)
@@ -396,7 +396,7 @@ void kiyot_close(struct kiyot *k)
 	stream_server_stop(k->stream);
 	k->stream = NULL;
 	cells_free(k->cells);
-	/* the watch threads are gone: the last log marks go to the store */
+	/* the Watches have ended: the last log marks go to the store */
 	ctrlogs_free(k->logs);
 	k->logs = NULL;
 	events_free(k->events);

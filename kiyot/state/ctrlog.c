@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fsutil.h"
 #include "log.h"
 #include "store.h"
@@ -111,18 +112,12 @@ void ctrlogs_commit(struct ctrlogs *l)
 static void *committer(void *arg)
 {
 	struct ctrlogs *l = arg;
-	struct timespec ts;
 
 	pthread_mutex_lock(&l->mu);
 	while (!l->stop) {
 		if (!l->kick) {
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += CTRLOG_COMMIT_MS / 1000;
-			ts.tv_nsec += (CTRLOG_COMMIT_MS % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = clock_deadline(CLOCK_MONOTONIC, CTRLOG_COMMIT_MS);
+
 			pthread_cond_timedwait(&l->cond, &l->mu, &ts);
 		}
 		l->kick = false;

@@ -133,13 +133,7 @@ static void *poller_thread(void *arg)
 		}
 		p->generation++;
 		pthread_cond_broadcast(&p->cond);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += p->poll_ms / 1000;
-		ts.tv_nsec += (long)(p->poll_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = clock_deadline(CLOCK_MONOTONIC, p->poll_ms);
 		while (!p->stop && pthread_cond_timedwait(&p->cond, &p->lock, &ts) == 0)
 			; /* wake-ups from waiters do not shorten the period */
 	}
