@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cellagent.pb-c.h"
 #include "err.h"
 #include "registry.h"
 
@@ -92,11 +93,31 @@ const struct rpc_method *agent_enroll_table(size_t *n);
 
 /* api_stream.c: the streaming handlers (rpc_handler_fn). */
 struct rpc_call;
+struct arena;
+struct feed_conn;
+struct unit_status;
 int api_exec(void *svc, struct rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *resp,
 	     struct err *err);
 int api_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		     ProtobufCMessage *resp, struct err *err);
 int api_attach(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	       ProtobufCMessage *resp, struct err *err);
+
+/* A unit's status on the wire, pointing into st (valid while st is). */
+void agent_status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitStatus *w);
+
+/* watch.c: the hub that wakes watches when a unit's status or log changes; the Watch and
+ * Stats handlers; the cell's usage (allocated in ar); and the feed's session (feed.h), a
+ * Watch over the cell feed. */
+struct watch_hub *watch_hub_new(void);
+void watch_hub_notify(struct watch_hub *h, const char *unit_id, int is_log);
+void watch_hub_free(struct watch_hub *h);
+int api_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *resp,
+	      struct err *err);
+int api_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *resp,
+	      struct err *err);
+int agent_stats_fill(struct agent *a, struct arena *ar, Kiyot__Cell__V1__StatsResponse *out,
+		     struct err *err);
+void agent_feed_session(void *arg, struct feed_conn *c, const ProtobufCMessage *req);
 
 #endif

@@ -187,8 +187,9 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 		goto out;
 	}
 	v = json_object_get(doc, "agent_port");
-	if (v && (json_integer_value(v) < 1 || json_integer_value(v) > 65535)) {
-		err_set(err, EINVAL, "agent_port: must be 1-65535");
+	if (v && (json_integer_value(v) < 1 || json_integer_value(v) > 65534)) {
+		err_set(err, EINVAL,
+			"agent_port: must be 1-65534 (the cell feed takes the port after it)");
 		goto out;
 	}
 	c->port = v ? (int)json_integer_value(v) : 7443;

@@ -1,8 +1,6 @@
 /*
- * api.c: the CellAgent gRPC service. Apply hands the desired pod to the supervisor; Watch
- * streams unit status changes and log bytes. Log events from the supervisor only wake the
- * streams: each stream reads the unit's log file from where it stands, so a stream that
- * resumes at an offset, or falls behind, never loses or repeats a byte.
+ * api.c: the CellAgent gRPC service. Apply hands the desired pod to the supervisor; Watch and
+ * Stats are watch.c's, the streams api_stream.c's.
  */
 #include "agent.h"
 
@@ -23,65 +21,11 @@
 #include "volume.h"
 #include "xalloc.h"
 
-#define WATCH_QUEUE_MAX 4096
-#define LOG_CHUNK (256 * 1024)
-
-/* A wake-up for one stream: a unit whose status or log changed. */
-struct note {
-	char *unit_id;
-	int is_log;
-};
-
-struct watcher {
-	struct note q[WATCH_QUEUE_MAX];
-	size_t head, len;
-	int overflow;
-	struct watcher *next;
-};
-
-struct watch_hub {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct watcher *list;
-};
-
-static struct watch_hub *hub_new(void)
-{
-	struct watch_hub *h = xcalloc(1, sizeof(*h));
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	return h;
-}
-
-static void hub_notify(struct watch_hub *h, const char *unit_id, int is_log)
-{
-	pthread_mutex_lock(&h->lock);
-	for (struct watcher *w = h->list; w; w = w->next) {
-		struct note *n;
-
-		if (w->len == WATCH_QUEUE_MAX) {
-			w->overflow = 1; /* the stream ends; kiyot resumes from its offsets */
-			continue;
-		}
-		n = &w->q[(w->head + w->len) % WATCH_QUEUE_MAX];
-		n->unit_id = xstrdup(unit_id);
-		n->is_log = is_log;
-		w->len++;
-	}
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-}
-
 static void on_status(void *ctx, const struct unit_status *st)
 {
 	struct agent *a = ctx;
 
-	hub_notify(a->hub, st->id, 0);
+	watch_hub_notify(a->hub, st->id, 0);
 }
 
 static void on_log(void *ctx, const char *unit_id, uint64_t offset, const char *data, size_t len)
@@ -91,7 +35,7 @@ static void on_log(void *ctx, const char *unit_id, uint64_t offset, const char *
 	(void)offset;
 	(void)data;
 	(void)len;
-	hub_notify(a->hub, unit_id, 1);
+	watch_hub_notify(a->hub, unit_id, 1);
 }
 
 static Kiyot__Cell__V1__UnitState wire_state(enum unit_state s)
@@ -109,7 +53,7 @@ static Kiyot__Cell__V1__UnitState wire_state(enum unit_state s)
 }
 
 /* A wire UnitStatus pointing into st (valid while st is). */
-static void status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitStatus *w)
+void agent_status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitStatus *w)
 {
 	kiyot__cell__v1__unit_status__init(w);
 	w->id = st->id;
@@ -223,7 +167,7 @@ static int api_apply(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	for (size_t i = 0; i < n; i++) {
 		Kiyot__Cell__V1__UnitStatus *w = rpc_alloc(call, sizeof(*w));
 
-		status_to_wire(&st[i], w);
+		agent_status_to_wire(&st[i], w);
 		w->id = rpc_strdup(call, w->id);
 		w->reason = rpc_strdup(call, w->reason);
 		w->message = rpc_strdup(call, w->message);
@@ -281,216 +225,6 @@ static int api_write_volume(void *svc, struct rpc_call *call, const ProtobufCMes
 	out->written = written;
 	out->removed = removed;
 	return 0;
-}
-
-static Kiyot__Cell__V1__ResourceUsage *usage_to_wire(struct rpc_call *call, const char *unit,
-						     const struct resource_usage *u)
-{
-	Kiyot__Cell__V1__ResourceUsage *w =
-		rpc_msg_new(call, &kiyot__cell__v1__resource_usage__descriptor);
-
-	w->unit_id = rpc_strdup(call, unit);
-	w->timestamp_ns = u->timestamp_ns;
-	w->cpu_usage_ns = u->cpu_usage_ns;
-	w->memory_working_set_bytes = u->memory_working_set_bytes;
-	w->memory_usage_bytes = u->memory_usage_bytes;
-	w->memory_rss_bytes = u->memory_rss_bytes;
-	w->memory_page_faults = u->memory_page_faults;
-	w->memory_major_page_faults = u->memory_major_page_faults;
-	w->writable_layer_bytes = u->writable_layer_bytes;
-	w->writable_layer_inodes = u->writable_layer_inodes;
-	return w;
-}
-
-static int api_stats(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
-		     ProtobufCMessage *resp, struct err *err)
-{
-	static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
-	struct agent *a = svc;
-	Kiyot__Cell__V1__StatsResponse *out = (void *)resp;
-	struct unit_status *st = NULL;
-	struct resource_usage u = { 0 };
-	size_t n = 0;
-
-	(void)req;
-	if (supervisor_list(a->sup, &st, &n, err) < 0)
-		return -err->code;
-	stats_read_cgroup(a->cgroup ? a->cgroup : "", &u);
-	out->cell = usage_to_wire(call, "", &u);
-	out->units = rpc_alloc(call, (n + 1) * sizeof(*out->units));
-	pthread_mutex_lock(&walk_lock);
-	for (size_t i = 0; i < n; i++) {
-		if (st[i].state != UNIT_STATE_RUNNING ||
-		    !stats_unit(a->cgroup ? a->cgroup : "", a->cfg.state_dir, st[i].id, &u))
-			continue;
-		out->units[out->n_units++] = usage_to_wire(call, st[i].id, &u);
-	}
-	pthread_mutex_unlock(&walk_lock);
-	unit_status_array_free(st, n);
-	return 0;
-}
-
-/* Where one stream stands in each unit's log. */
-struct stream_pos {
-	char *unit_id;
-	uint64_t next;
-};
-
-struct stream {
-	struct stream_pos *pos;
-	size_t n, cap;
-};
-
-static uint64_t *pos_of(struct stream *s, const char *unit_id)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->pos[i].unit_id, unit_id) == 0)
-			return &s->pos[i].next;
-	xgrow((void **)&s->pos, &s->cap, s->n + 1, sizeof(*s->pos));
-	s->pos[s->n].unit_id = xstrdup(unit_id);
-	s->pos[s->n].next = 0;
-	return &s->pos[s->n++].next;
-}
-
-/* Sends whatever the unit's log holds past the stream's position. */
-static int send_log(struct agent *a, struct rpc_call *call, struct stream *s, const char *unit,
-		    char *buf, struct err *err)
-{
-	uint64_t *next = pos_of(s, unit);
-
-	for (;;) {
-		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
-		size_t got = 0;
-		struct err rerr = ERR_INIT;
-
-		if (supervisor_log_read(a->sup, unit, next, buf, LOG_CHUNK, &got, &rerr) < 0 ||
-		    got == 0)
-			return 0; /* gone or nothing new */
-		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG;
-		ev.unit_id = (char *)unit;
-		ev.offset = *next;
-		ev.data.data = (uint8_t *)buf;
-		ev.data.len = got;
-		if (rpc_send(call, &ev.base, err) < 0)
-			return -err->code;
-		*next += got;
-	}
-}
-
-static int send_status(struct agent *a, struct rpc_call *call, const char *unit, struct err *err)
-{
-	struct unit_status *st = NULL;
-	size_t n = 0;
-	int ret = 0;
-
-	if (supervisor_list(a->sup, &st, &n, err) < 0)
-		return -err->code;
-	for (size_t i = 0; i < n && ret == 0; i++) {
-		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
-		Kiyot__Cell__V1__UnitStatus w;
-
-		if (unit && strcmp(st[i].id, unit) != 0)
-			continue;
-		status_to_wire(&st[i], &w);
-		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS;
-		ev.status = &w;
-		ev.unit_id = st[i].id;
-		ret = rpc_send(call, &ev.base, err);
-	}
-	unit_status_array_free(st, n);
-	return ret;
-}
-
-/* Takes the next note, waiting up to a second; 1 with *out, 0 on timeout, -1 on overflow. */
-static int next_note(struct watch_hub *h, struct watcher *w, struct note *out)
-{
-	struct timespec ts;
-	int ret = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += 1;
-	pthread_mutex_lock(&h->lock);
-	if (w->len == 0 && !w->overflow)
-		pthread_cond_timedwait(&h->cond, &h->lock, &ts);
-	if (w->overflow) {
-		ret = -1;
-	} else if (w->len) {
-		*out = w->q[w->head];
-		w->head = (w->head + 1) % WATCH_QUEUE_MAX;
-		w->len--;
-		ret = 1;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return ret;
-}
-
-static void watcher_remove(struct watch_hub *h, struct watcher *w)
-{
-	pthread_mutex_lock(&h->lock);
-	for (struct watcher **pp = &h->list; *pp; pp = &(*pp)->next)
-		if (*pp == w) {
-			*pp = w->next;
-			break;
-		}
-	pthread_mutex_unlock(&h->lock);
-	for (size_t i = 0; i < w->len; i++)
-		free(w->q[(w->head + i) % WATCH_QUEUE_MAX].unit_id);
-	free(w);
-}
-
-static int api_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
-		     ProtobufCMessage *resp, struct err *err)
-{
-	struct agent *a = svc;
-	const Kiyot__Cell__V1__WatchRequest *r = (const void *)req;
-	struct watcher *w = xcalloc(1, sizeof(*w));
-	struct stream s = { 0 };
-	char *buf = xmalloc(LOG_CHUNK);
-	struct unit_status *st = NULL;
-	size_t n = 0;
-	int ret;
-
-	(void)resp;
-	for (size_t i = 0; i < r->n_offsets; i++)
-		*pos_of(&s, r->offsets[i]->unit_id) = r->offsets[i]->offset;
-	/* subscribe first, so nothing that happens during the backlog is missed */
-	pthread_mutex_lock(&a->hub->lock);
-	w->next = a->hub->list;
-	a->hub->list = w;
-	pthread_mutex_unlock(&a->hub->lock);
-
-	ret = send_status(a, call, NULL, err);
-	if (ret == 0 && supervisor_list(a->sup, &st, &n, err) == 0) {
-		for (size_t i = 0; i < n && ret == 0; i++)
-			ret = send_log(a, call, &s, st[i].id, buf, err);
-		unit_status_array_free(st, n);
-	}
-	if (ret == 0) {
-		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
-
-		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__SYNCED;
-		ret = rpc_send(call, &ev.base, err);
-	}
-	while (ret == 0 && !rpc_cancelled(call)) {
-		struct note note;
-		int got = next_note(a->hub, w, &note);
-
-		if (got < 0) {
-			ret = err_set(err, EAGAIN, "watcher fell behind; resume from your offsets");
-			break;
-		}
-		if (got == 0)
-			continue;
-		ret = note.is_log ? send_log(a, call, &s, note.unit_id, buf, err)
-				  : send_status(a, call, note.unit_id, err);
-		free(note.unit_id);
-	}
-	watcher_remove(a->hub, w);
-	for (size_t i = 0; i < s.n; i++)
-		free(s.pos[i].unit_id);
-	free(s.pos);
-	free(buf);
-	return ret < 0 ? ret : err_set(err, ECANCELED, "watch ended");
 }
 
 /*
@@ -570,7 +304,7 @@ int agent_open(struct agent *a, struct err *err)
 	struct supervisor_config sc = { 0 };
 	_cleanup_free_ char *images = xasprintf("%s/images", a->cfg.state_dir);
 
-	a->hub = hub_new();
+	a->hub = watch_hub_new();
 	reg_set_policy(&a->cfg.pulls);
 	if (regconf_from_json(a->cfg.registries, &a->regconf, err) < 0)
 		return err_wrap(err, "registries");
@@ -600,11 +334,5 @@ void agent_close(struct agent *a)
 	supervisor_free(a->sup);
 	image_store_free(a->images);
 	regconf_free(a->regconf);
-	if (a->hub) {
-		while (a->hub->list)
-			watcher_remove(a->hub, a->hub->list);
-		pthread_mutex_destroy(&a->hub->lock);
-		pthread_cond_destroy(&a->hub->cond);
-		free(a->hub);
-	}
+	watch_hub_free(a->hub);
 }

@@ -27,10 +27,12 @@
 #include "podns.h"
 #include "clock.h"
 #include "enroll.h"
+#include "feed.h"
 #include "fsutil.h"
 #include "image.h"
 #include "log.h"
 #include "pidlock.h"
+#include "pki.h"
 #include "rpc.h"
 #include "supervisor.h"
 #include "xalloc.h"
@@ -167,11 +169,35 @@ static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
 	return sig == SIGUSR1 ? 0 : 1;
 }
 
+/* The cell feed (feed.h) on the port after the gRPC one: kiyot's Watch of the cell, over the
+ * same certificates, kiyot's alone. */
+static struct feed_server *start_feed(struct agent *a)
+{
+	struct feed_server_config fc = { 0 };
+	struct feed_server *feed = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *addr = xasprintf("%s:%d", a->ip, a->cfg.port + 1);
+
+	fc.address = addr;
+	fc.req_desc = &kiyot__cell__v1__watch_request__descriptor;
+	fc.max_request = 1u << 20;
+	fc.max_conns = 8;
+	fc.session = agent_feed_session;
+	fc.arg = a;
+	if (pki_tls_ctx(a->cfg.ca, enroll_cert(a->enroll), enroll_key(a->enroll), PKI_SERVER,
+			"kiyot", &fc.ctx, &err) < 0 ||
+	    feed_server_start(&fc, &feed, &err) < 0)
+		die("the cell feed on %s: %s", addr, err.msg);
+	SSL_CTX_free(fc.ctx); /* the server holds its own reference */
+	return feed;
+}
+
 static int run_agent(struct agent *a)
 {
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
+	struct feed_server *feed = NULL;
 	const struct rpc_pool *pools;
 	struct image_prepull *prepull;
 	_cleanup_free_ char *addr = NULL;
@@ -221,15 +247,18 @@ static int run_agent(struct agent *a)
 					   "kiyot" };
 		if (rpc_server_start(&rc, &srv, &err) < 0)
 			die("%s", err.msg);
-		log_info("cell %s (pod %s/%s) serving on %s over TLS, incarnation %llu",
+		feed = start_feed(a);
+		log_info("cell %s (pod %s/%s) serving on %s over TLS (its feed on port %d), "
+			 "incarnation %llu",
 			 a->cfg.cell_id, a->cfg.pod_namespace, a->cfg.pod_name, addr,
-			 (unsigned long long)a->incarnation);
+			 a->cfg.port + 1, (unsigned long long)a->incarnation);
 		do {
 			if (sigwait(&sigs, &sig) != 0)
 				sig = SIGTERM;
 		} while (sig != SIGTERM && sig != SIGINT);
 	}
 	log_info("stopping; units keep running under their shims");
+	feed_server_stop(feed);
 	rpc_server_stop(srv);
 	if (image_prepull_stop(prepull, 2000) < 0) {
 		/* the store is still in use: leave it to the exit; the next start removes the

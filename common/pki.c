@@ -380,6 +380,50 @@ int pki_verify(const char *ca_cert_pem, const char *cert_pem, const char *name,
 	return ret;
 }
 
+int pki_tls_ctx(const char *ca_cert_pem, const char *cert_pem, const char *key_pem,
+		enum pki_usage usage, const char *peer_name, SSL_CTX **out, struct err *err)
+{
+	SSL_CTX *ctx = NULL;
+	X509 *ca = NULL, *x = NULL;
+	EVP_PKEY *k = NULL;
+	int ret = 0;
+
+	if (!(ca = cert_read(ca_cert_pem, "CA certificate", err)) ||
+	    !(x = cert_read(cert_pem, "certificate", err)) || !(k = key_read(key_pem, err)))
+		ret = -err->code;
+	if (ret == 0 &&
+	    !(ctx = SSL_CTX_new(usage == PKI_SERVER ? TLS_server_method() : TLS_client_method())))
+		ret = ssl_fail(err, ENOMEM, "TLS context");
+	if (ret == 0 &&
+	    (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	     !X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca) ||
+	     SSL_CTX_use_certificate(ctx, x) != 1 || SSL_CTX_use_PrivateKey(ctx, k) != 1 ||
+	     SSL_CTX_check_private_key(ctx) != 1))
+		ret = ssl_fail(err, EINVAL, "TLS context");
+	if (ret == 0) {
+		X509_VERIFY_PARAM *p = SSL_CTX_get0_param(ctx);
+
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+		SSL_CTX_set_purpose(ctx, usage == PKI_SERVER ? X509_PURPOSE_SSL_CLIENT
+							     : X509_PURPOSE_SSL_SERVER);
+		X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+		if (peer_name && !X509_VERIFY_PARAM_set1_host(p, peer_name, 0))
+			ret = ssl_fail(err, ENOMEM, "TLS context");
+		SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	}
+	EVP_PKEY_free(k);
+	X509_free(x);
+	X509_free(ca);
+	if (ret < 0) {
+		SSL_CTX_free(ctx);
+		return ret;
+	}
+	*out = ctx;
+	return 0;
+}
+
 int pki_enroll_proof(const char *secret, const char *cell_id, const char *csr_pem, char out[65],
 		     struct err *err)
 {

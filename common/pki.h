@@ -13,6 +13,7 @@
 #ifndef KIYOT_PKI_H
 #define KIYOT_PKI_H
 
+#include <openssl/ssl.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -51,6 +52,14 @@ int pki_enroll_proof(const char *secret, const char *cell_id, const char *csr_pe
 /* Checks a proof (in constant time): 0, or -EKEYREJECTED naming the cell. */
 int pki_enroll_check(const char *secret, const char *cell_id, const char *csr_pem,
 		     const char *proof, struct err *err);
+/* A TLS 1.3 context for one side of a channel of this PKI (the cell feed's, feed.h): it presents
+ * cert_pem with key_pem (which must match), trusts the CA alone and requires the peer's
+ * certificate, which must verify, be for the other usage (a client checks a serverAuth
+ * certificate) and, when peer_name is set, name it (a client that means a different peer for
+ * each connection sets SSL_set1_host instead). Idle connections release their record buffers.
+ * The caller frees it with SSL_CTX_free. */
+int pki_tls_ctx(const char *ca_cert_pem, const char *cert_pem, const char *key_pem,
+		enum pki_usage usage, const char *peer_name, SSL_CTX **out, struct err *err);
 /* Whether name may be put in a certificate (1-64 of [a-z0-9.-], not starting with '.'/'-'). */
 int pki_name_valid(const char *name);
 

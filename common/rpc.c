@@ -104,6 +104,11 @@ char *rpc_strdup(struct rpc_call *c, const char *s)
 	return arena_strdup(&c->arena, s);
 }
 
+struct arena *rpc_arena(struct rpc_call *c)
+{
+	return &c->arena;
+}
+
 char *rpc_strndup(struct rpc_call *c, const char *s, size_t n)
 {
 	return arena_strndup(&c->arena, s, n);

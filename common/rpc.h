@@ -80,7 +80,9 @@ struct rpc_pool {
  * presents cert/key and takes only clients whose certificate the CA issued and whose identity
  * (its certificate's DNS name, or its common name without one) is peer_name; a client trusts
  * only servers the CA certified for peer_name (whatever the target's address), and presents
- * cert/key. */
+ * cert/key. A TLS client channel closes its connection after RPC_CLIENT_IDLE_MS without a
+ * call; the next call opens one again. */
+#define RPC_CLIENT_IDLE_MS 5000
 struct rpc_tls {
 	const char *ca_pem;
 	const char *cert_pem;
@@ -118,6 +120,8 @@ void rpc_server_stop(struct rpc_server *s);
 /* Call-arena allocation: zeroed memory freed after the response is sent. Never NULL. */
 void *rpc_alloc(struct rpc_call *c, size_t n);
 char *rpc_strdup(struct rpc_call *c, const char *s);
+/* The call's arena itself (arena.h), for code that builds messages in any arena. */
+struct arena *rpc_arena(struct rpc_call *c);
 char *rpc_strndup(struct rpc_call *c, const char *s, size_t n);
 /* A new initialised message of type desc in the arena. */
 void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc);

@@ -1,19 +1,79 @@
 /*
- * agent_client.c: the real agents' client, over gRPC (see agent_client.h).
+ * agent_client.c: the real agents' client (see agent_client.h): calls over gRPC, the Watch
+ * over the cell feed (feed.h), on the port after the agent's gRPC one.
  */
 #include "agent_client.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "feed.h"
+#include "pki.h"
 #include "rpc.h"
-#include "rpc_loop.h"
 #include "xalloc.h"
 
 #define AGENT_METHOD(name) "/kiyot.cell.v1.CellAgent/" name
+/* The longest WatchEvent taken: a log chunk is at most 256 KiB. */
+#define WATCH_MAX_FRAME (1u << 20)
+
+/* The implementation's state: the loop that reads the feeds, and the TLS context for them,
+ * made for the certificate kiyot presents (the same for every cell; a new one if it
+ * changes). */
+struct agent_real {
+	struct feed_loop *feeds;
+	pthread_mutex_t lock;
+	SSL_CTX *ctx;
+	char *ctx_cert;
+};
 
 struct agent_conn {
 	struct rpc_channel *ch;
+	SSL_CTX *ctx;	   /* a reference */
+	char *feed_target; /* "ip:port" of the feed */
+	char *cell_id;
 };
+
+/* The feed's TLS context for tls, a new reference. */
+static int feed_ctx(struct agent_real *r, const struct agent_tls *tls, SSL_CTX **out,
+		    struct err *err)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (!r->ctx || strcmp(r->ctx_cert, tls->cert) != 0) {
+		SSL_CTX *ctx = NULL;
+
+		ret = pki_tls_ctx(tls->ca, tls->cert, tls->key, PKI_CLIENT, NULL, &ctx, err);
+		if (ret == 0) {
+			SSL_CTX_free(r->ctx);
+			free(r->ctx_cert);
+			r->ctx = ctx;
+			r->ctx_cert = xstrdup(tls->cert);
+		}
+	}
+	if (ret == 0 && SSL_CTX_up_ref(r->ctx))
+		*out = r->ctx;
+	else if (ret == 0)
+		ret = err_set(err, ENOMEM, "the feed's TLS context");
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+/* The feed's address: the agent's, the port after its gRPC one. */
+static int feed_target(const char *target, char **out, struct err *err)
+{
+	const char *colon = strrchr(target, ':');
+	char *end = NULL;
+	long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+	if (!colon || !end || *end || port < 1 || port > 65534)
+		return err_set(err, EINVAL, "agent address \"%s\": want ip:port, port 1-65534",
+			       target);
+	*out = xasprintf("%.*s:%ld", (int)(colon - target), target, port + 1);
+	return 0;
+}
 
 struct agent_stream {
 	struct rpc_stream *rs;
@@ -23,13 +83,18 @@ static int grpc_connect(void *self, const struct agent_tls *tls, const char *cel
 			const char *target, struct agent_conn **out, struct err *err)
 {
 	struct rpc_tls rt = { tls->ca, tls->cert, tls->key, cell_id };
-	struct rpc_channel *ch = NULL;
+	struct agent_conn *c = xcalloc(1, sizeof(*c));
 
-	(void)self;
-	if (rpc_channel_new_tls(target, &rt, &ch, err) < 0)
+	if (feed_target(target, &c->feed_target, err) < 0 ||
+	    feed_ctx(self, tls, &c->ctx, err) < 0 ||
+	    rpc_channel_new_tls(target, &rt, &c->ch, err) < 0) {
+		SSL_CTX_free(c->ctx);
+		free(c->feed_target);
+		free(c);
 		return -err->code;
-	*out = xmalloc(sizeof(**out));
-	(*out)->ch = ch;
+	}
+	c->cell_id = xstrdup(cell_id);
+	*out = c;
 	return 0;
 }
 
@@ -39,6 +104,9 @@ static void grpc_disconnect(void *self, struct agent_conn *c)
 	if (!c)
 		return;
 	rpc_channel_free(c->ch);
+	SSL_CTX_free(c->ctx);
+	free(c->feed_target);
+	free(c->cell_id);
 	free(c);
 }
 
@@ -124,41 +192,49 @@ static int grpc_write_volume(void *self, struct agent_conn *c,
 			&kiyot__cell__v1__write_volume_response__descriptor, timeout_ms, resp, err);
 }
 
-/* The watch's callbacks, between the loop's message type and the agent client's. */
-struct grpc_watch_arg {
+/* The watch's callbacks, between the feed's message type and the agent client's. */
+struct watch_arg {
 	agent_watch_event_fn *on_event;
 	agent_watch_end_fn *on_end;
 	void *arg;
 };
 
-static void grpc_watch_msg(void *arg, const ProtobufCMessage *msg)
+static void watch_msg(void *arg, const ProtobufCMessage *msg)
 {
-	struct grpc_watch_arg *a = arg;
+	struct watch_arg *a = arg;
 
 	a->on_event(a->arg, (const Kiyot__Cell__V1__WatchEvent *)msg);
 }
 
-static void grpc_watch_end(void *arg, int ret, const struct err *err)
+static void watch_end(void *arg, int ret, const struct err *err)
 {
-	struct grpc_watch_arg a = *(struct grpc_watch_arg *)arg;
+	struct watch_arg a = *(struct watch_arg *)arg;
 
 	free(arg);
 	a.on_end(a.arg, ret, err);
 }
 
-static int grpc_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
+static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
 		      agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
 		      struct agent_watch **out, struct err *err)
 {
-	struct grpc_watch_arg *a = xmalloc(sizeof(*a));
-	struct rpc_watch *w = NULL;
+	struct agent_real *r = self;
+	struct watch_arg *a = xmalloc(sizeof(*a));
+	struct feed_open_args fa = {
+		.ctx = c->ctx,
+		.target = c->feed_target,
+		.peer_name = c->cell_id,
+		.request = &req->base,
+		.msg_desc = &kiyot__cell__v1__watch_event__descriptor,
+		.max_frame = WATCH_MAX_FRAME,
+		.on_msg = watch_msg,
+		.on_end = watch_end,
+		.arg = a,
+	};
+	struct feed_watch *w = NULL;
 
-	a->on_event = on_event;
-	a->on_end = on_end;
-	a->arg = arg;
-	if (rpc_watch_open(self, c->ch, AGENT_METHOD("Watch"), &req->base,
-			   &kiyot__cell__v1__watch_event__descriptor, grpc_watch_msg,
-			   grpc_watch_end, a, &w, err) < 0) {
+	*a = (struct watch_arg){ on_event, on_end, arg };
+	if (feed_open(r->feeds, &fa, &w, err) < 0) {
 		free(a);
 		return -err->code;
 	}
@@ -166,10 +242,10 @@ static int grpc_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__W
 	return 0;
 }
 
-static void grpc_watch_cancel(void *self, struct agent_watch *w)
+static void real_watch_cancel(void *self, struct agent_watch *w)
 {
 	(void)self;
-	rpc_watch_cancel((struct rpc_watch *)w);
+	feed_cancel((struct feed_watch *)w);
 }
 
 static int grpc_open_stream(void *self, struct agent_conn *c, const char *method,
@@ -233,8 +309,8 @@ const struct agent_ops agent_grpc_ops = {
 	.exec_sync = grpc_exec_sync,
 	.stats = grpc_stats,
 	.write_volume = grpc_write_volume,
-	.watch = grpc_watch,
-	.watch_cancel = grpc_watch_cancel,
+	.watch = real_watch,
+	.watch_cancel = real_watch_cancel,
 	.open_stream = grpc_open_stream,
 	.send = grpc_send,
 	.close_send = grpc_close_send,
@@ -245,16 +321,27 @@ const struct agent_ops agent_grpc_ops = {
 
 int agent_grpc_new(int threads, struct agent_client *out, struct err *err)
 {
-	struct rpc_loop *l = NULL;
+	struct agent_real *r = xcalloc(1, sizeof(*r));
 
-	if (rpc_loop_new(threads, &l, err) < 0)
-		return err_wrap(err, "the agents' watch loop");
-	*out = (struct agent_client){ &agent_grpc_ops, l };
+	if (feed_loop_new(threads, &r->feeds, err) < 0) {
+		free(r);
+		return err_wrap(err, "the agents' feed loop");
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	*out = (struct agent_client){ &agent_grpc_ops, r };
 	return 0;
 }
 
 void agent_grpc_free(struct agent_client *c)
 {
-	rpc_loop_free(c->self);
+	struct agent_real *r = c->self;
+
+	if (!r)
+		return;
+	feed_loop_free(r->feeds);
+	SSL_CTX_free(r->ctx);
+	free(r->ctx_cert);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
 	c->self = NULL;
 }

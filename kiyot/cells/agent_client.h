@@ -76,7 +76,7 @@ struct agent_ops {
 
 	/* The cell's Watch (WatchEvent messages: unit statuses and log chunks, from req's
 	 * offsets on), without a thread of the caller's: on_event for each event, then on_end
-	 * once, run in order on the implementation's threads (the gRPC one's: rpc_loop.h), with
+	 * once, run in order on the implementation's threads (the real one's: the feed loop's), with
 	 * none of the caller's locks held. Returns at once; on failure no callback comes. The
 	 * handle may be given to watch_cancel until on_end returned; the implementation frees
 	 * it after. */
@@ -112,9 +112,9 @@ struct agent_client {
 	void *self;
 };
 
-/* The real agents', over gRPC (common/rpc); self is the loop the watches run on (rpc_loop.h),
- * which agent_grpc_new makes with `threads` threads and agent_grpc_free frees once no watch
- * is left. */
+/* The real agents': calls over gRPC (common/rpc.h), Watches over the cell feed (common/feed.h)
+ * on the port after the agent's. agent_grpc_new makes its feed loop with `threads` threads;
+ * agent_grpc_free frees it once no watch is left. */
 extern const struct agent_ops agent_grpc_ops;
 int agent_grpc_new(int threads, struct agent_client *out, struct err *err);
 void agent_grpc_free(struct agent_client *c);

@@ -47,6 +47,12 @@ struct cell_entry {
 	 * one for each call in flight. The last one frees the entry. A Watch holds none: the
 	 * list's is dropped only once entry_stop_watch saw its callbacks done (runs 0). */
 	int refs;
+	/* The cell's resource usage its Watch pushed last (packed StatsResponse), when it came,
+	 * and whether no unit changed since; guarded by the manager's lock. */
+	uint8_t *stats;
+	size_t stats_len;
+	int64_t stats_ns;
+	bool stats_current;
 	struct cell_entry *next;
 };
 
@@ -61,6 +67,12 @@ struct cell_entry {
 #define WATCH_THREADS 2
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 2000
+/* A cell's Watch brings its resource usage at this pace, and cells_stats answers from the
+ * latest while it is younger than the max age and no unit changed since; else it asks the
+ * agent. The kubelet asks every 10-15 s: usage a few seconds old is what cadvisor gives it
+ * too, and its rates come from the samples' own timestamps. */
+#define STATS_PUSH_MS 10000
+#define STATS_MAX_AGE_MS 25000
 
 struct cellmgr {
 	struct kiyot *k;
@@ -182,6 +194,7 @@ static void entry_free(struct cellmgr *m, struct cell_entry *e)
 	if (e->conn)
 		m->agent.ops->disconnect(m->agent.self, e->conn);
 	pthread_mutex_destroy(&e->apply_lock);
+	free(e->stats);
 	free(e->id);
 	free(e->target);
 	free(e);
@@ -224,13 +237,38 @@ static struct cell_entry *entry_find(struct cellmgr *m, const char *id)
 	return NULL;
 }
 
+/* Keeps st as the cell's latest usage. */
+static void stats_keep(struct cellmgr *m, struct cell_entry *e,
+		       const Kiyot__Cell__V1__StatsResponse *st)
+{
+	size_t n = protobuf_c_message_get_packed_size(&st->base);
+	uint8_t *p = xmalloc(n ? n : 1);
+
+	protobuf_c_message_pack(&st->base, p);
+	pthread_mutex_lock(&m->lock);
+	free(e->stats);
+	e->stats = p;
+	e->stats_len = n;
+	e->stats_ns = clock_mono_ns();
+	e->stats_current = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
 static void handle_event(struct cellmgr *m, struct cell_entry *e,
 			 const Kiyot__Cell__V1__WatchEvent *ev)
 {
 	switch (ev->kind) {
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS:
-		if (ev->status)
+		if (ev->status) {
+			pthread_mutex_lock(&m->lock);
+			e->stats_current = false; /* a unit came or went: ask until the next */
+			pthread_mutex_unlock(&m->lock);
 			kiyot_on_unit_status(m->k, e->id, ev->status);
+		}
+		break;
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATS:
+		if (ev->stats)
+			stats_keep(m, e, ev->stats);
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
 		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
@@ -288,6 +326,7 @@ static void watch_end(void *arg, int ret, const struct err *err)
 
 	free(run);
 	pthread_mutex_lock(&m->lock);
+	e->stats_current = false; /* no Watch brings it any more */
 	if (e->opening)
 		e->ended_early = true; /* the restarter has not seen its handle yet */
 	else
@@ -326,6 +365,7 @@ static void watch_open(struct cellmgr *m, struct cell_entry *e, bool heal)
 	}
 	*run = (struct watch_run){ m, e, false };
 	kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
+	req.stats_interval_ms = STATS_PUSH_MS;
 	ret = e->conn ? m->agent.ops->watch(m->agent.self, e->conn, &req, watch_event, watch_end,
 					    run, &w, &err)
 		      : err_set(&err, ENOTCONN, "no connection to the agent");
@@ -849,11 +889,25 @@ int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsRe
 		struct err *err)
 {
 	struct cell_entry *e = call_begin(m, cell_id, err);
+	_cleanup_free_ uint8_t *kept = NULL;
+	size_t len = 0;
 	int ret;
 
 	if (!e)
 		return -err->code;
+	pthread_mutex_lock(&m->lock);
+	if (e->stats && e->stats_current &&
+	    clock_mono_ns() - e->stats_ns < (int64_t)STATS_MAX_AGE_MS * 1000000) {
+		len = e->stats_len;
+		kept = xmalloc(len ? len : 1);
+		memcpy(kept, e->stats, len);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (kept && (*resp = kiyot__cell__v1__stats_response__unpack(NULL, len, kept)))
+		return call_end(m, e, cell_id, 0, err);
 	ret = m->agent.ops->stats(m->agent.self, e->conn, AGENT_CALL_TIMEOUT_MS, resp, err);
+	if (ret == 0)
+		stats_keep(m, e, *resp);
 	return call_end(m, e, cell_id, ret, err);
 }
 

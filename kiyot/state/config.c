@@ -335,7 +335,7 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	    take_str(cells, "cidr", "cells.", &c->cell_cidr, err) < 0 ||
 	    take_str(cells, "bridge", "cells.", &c->bridge, err) < 0 ||
 	    take_str(cells, "agent", "cells.", &c->agent_path, err) < 0 ||
-	    take_int(cells, "agentPort", "cells.", 1, 65535, &port, err) < 0 ||
+	    take_int(cells, "agentPort", "cells.", 1, 65534, &port, err) < 0 ||
 	    take_int(cells, "restartBackoffMs", "cells.", 10, 3600000, &c->restart_backoff_ms,
 		     err) < 0 ||
 	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||

@@ -546,25 +546,15 @@ static int fa_exec_sync(void *self, struct agent_conn *conn,
 }
 
 /* Fixed figures: the cell 1 s of CPU and 64 MiB; unit i (from 1) i ms of CPU, i MiB and
- * i * 4 KiB written to its root file system. */
-static int fa_stats(void *self, struct agent_conn *conn, int64_t timeout_ms,
-		    Kiyot__Cell__V1__StatsResponse **resp, struct err *err)
+ * i * 4 KiB written to its root file system. A heap message; needs fa->lock. */
+Kiyot__Cell__V1__StatsResponse *fa_stats_msg(const struct fake_cell *c)
 {
-	struct fake_agent *fa = self;
 	Kiyot__Cell__V1__StatsResponse r = KIYOT__CELL__V1__STATS_RESPONSE__INIT;
 	Kiyot__Cell__V1__ResourceUsage cell = KIYOT__CELL__V1__RESOURCE_USAGE__INIT;
 	Kiyot__Cell__V1__ResourceUsage *u, **up;
+	Kiyot__Cell__V1__StatsResponse *out;
 	int64_t now = clock_now_ns();
-	struct fake_cell *c;
 
-	if (fa_op_enter(fa, FAKE_AGENT_STATS, timeout_ms, err) < 0)
-		return -err->code;
-	pthread_mutex_lock(&fa->lock);
-	c = fa_conn_cell(fa, conn, err);
-	if (!c) {
-		pthread_mutex_unlock(&fa->lock);
-		return -err->code;
-	}
 	cell.timestamp_ns = now;
 	cell.cpu_usage_ns = 1000000000;
 	cell.memory_working_set_bytes = 64 << 20;
@@ -585,11 +575,26 @@ static int fa_stats(void *self, struct agent_conn *conn, int64_t timeout_ms,
 	}
 	r.units = up;
 	r.n_units = c->n_units;
-	*resp = cri_msg_copy(&r.base);
-	pthread_mutex_unlock(&fa->lock);
+	out = cri_msg_copy(&r.base);
 	free(u);
 	free(up);
-	return 0;
+	return out;
+}
+
+static int fa_stats(void *self, struct agent_conn *conn, int64_t timeout_ms,
+		    Kiyot__Cell__V1__StatsResponse **resp, struct err *err)
+{
+	struct fake_agent *fa = self;
+	struct fake_cell *c;
+
+	if (fa_op_enter(fa, FAKE_AGENT_STATS, timeout_ms, err) < 0)
+		return -err->code;
+	pthread_mutex_lock(&fa->lock);
+	c = fa_conn_cell(fa, conn, err);
+	if (c)
+		*resp = fa_stats_msg(c);
+	pthread_mutex_unlock(&fa->lock);
+	return c ? 0 : -err->code;
 }
 
 static int fa_write_volume(void *self, struct agent_conn *conn,

@@ -90,6 +90,9 @@ int fake_agent_unit_exit_message(struct fake_agent *fa, const char *cell_id, con
 void fake_agent_resend_logs(struct fake_agent *fa, int resend);
 int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_id,
 		   const char *text);
+/* The cell's usage (what Stats answers) on its open Watches, as a real agent sends it every
+ * stats interval. -ENOENT when the cell is unknown. */
+int fake_agent_push_stats(struct fake_agent *fa, const char *cell_id);
 
 /* What kiyot asked for. */
 /* The unit's state (KIYOT__CELL__V1__UNIT_STATE__*), or -1 when the cell does not have it. */

@@ -209,6 +209,24 @@ int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_
 	return 0;
 }
 
+int fake_agent_push_stats(struct fake_agent *fa, const char *cell_id)
+{
+	Kiyot__Cell__V1__WatchEvent *ev;
+	struct fake_cell *c;
+
+	pthread_mutex_lock(&fa->lock);
+	c = fa_cell_find(fa, cell_id);
+	if (!c) {
+		pthread_mutex_unlock(&fa->lock);
+		return -ENOENT;
+	}
+	ev = fa_stats_event(c);
+	fa_notify(fa, c, ev);
+	protobuf_c_message_free_unpacked(&ev->base, NULL);
+	pthread_mutex_unlock(&fa->lock);
+	return 0;
+}
+
 int fake_agent_unit_state(struct fake_agent *fa, const char *cell_id, const char *unit_id)
 {
 	struct fake_cell *c;

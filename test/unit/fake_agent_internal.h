@@ -106,6 +106,10 @@ void fa_notify(struct fake_agent *fa, const struct fake_cell *c,
 	       const Kiyot__Cell__V1__WatchEvent *ev);
 void fa_notify_status(struct fake_agent *fa, const struct fake_cell *c, const struct fake_unit *u);
 Kiyot__Cell__V1__WatchEvent *fa_log_event(const struct fake_unit *u, size_t offset);
+/* What Stats answers for the cell (a heap message); needs fa->lock. */
+Kiyot__Cell__V1__StatsResponse *fa_stats_msg(const struct fake_cell *c);
+/* The same as a Watch's STATS event (a heap message); needs fa->lock. */
+Kiyot__Cell__V1__WatchEvent *fa_stats_event(const struct fake_cell *c);
 void fa_streams_end(struct fake_agent *fa, const char *cell_id, int code);
 void fa_stream_release(struct agent_stream *s);
 

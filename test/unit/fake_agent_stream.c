@@ -24,7 +24,8 @@ static struct agent_stream *stream_new(struct fake_agent *fa, enum stream_kind k
 }
 
 /* What the real agent sends first: every unit's status, each log past the offset asked for,
- * then SYNCED. */
+ * SYNCED, then the cell's usage if the request asks for it (the fake sends it again only when
+ * told: fake_agent_push_stats). */
 static void watch_backlog(struct fake_agent *fa, struct fake_cell *c, struct agent_stream *s,
 			  const Kiyot__Cell__V1__WatchRequest *req)
 {
@@ -54,6 +55,20 @@ static void watch_backlog(struct fake_agent *fa, struct fake_cell *c, struct age
 	}
 	synced.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__SYNCED;
 	fa_stream_push(fa, s, cri_msg_copy(&synced.base));
+	if (req->stats_interval_ms)
+		fa_stream_push(fa, s, fa_stats_event(c));
+}
+
+Kiyot__Cell__V1__WatchEvent *fa_stats_event(const struct fake_cell *c)
+{
+	Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+	Kiyot__Cell__V1__WatchEvent *out;
+
+	ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__STATS;
+	ev.stats = fa_stats_msg(c);
+	out = cri_msg_copy(&ev.base);
+	protobuf_c_message_free_unpacked(&ev.stats->base, NULL);
+	return out;
 }
 
 /* The stream of a Watch, its backlog queued. */

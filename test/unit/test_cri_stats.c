@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <unistd.h>
 
 #include "crihost.h"
 #include "kiyot_fixture.h"
@@ -203,8 +204,8 @@ static void check_first_unit(const Runtime__V1__ContainerStats *s)
 	assert_true(s->cpu->timestamp > 0);
 }
 
-/* Each running container's usage, one Stats call per cell; a filter narrows to a pod or to
- * labels. */
+/* Each running container's usage, one Stats call per cell whose units changed since its
+ * Watch last brought its usage, none after; a filter narrows to a pod or to labels. */
 static void test_cri_stats__containers_in_cells(void **state)
 {
 	struct cells *c = *state;
@@ -249,6 +250,56 @@ static void test_cri_stats__containers_in_cells(void **state)
 	assert_string_equal(oresp->stats->attributes->id, c->ctr[0]);
 	check_first_unit(oresp->stats);
 	protobuf_c_message_free_unpacked(&oresp->base, NULL);
+	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 2);
+}
+
+/* Usage a cell's Watch brought answers without a call to its agent, until one of its units
+ * changes. */
+static void test_cri_stats__usage_from_the_watch(void **state)
+{
+	struct cells *c = *state;
+	Runtime__V1__ContainerStatsRequest one = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ContainerStatsResponse *oresp = NULL;
+	Runtime__V1__PodSandboxStatsRequest preq = RUNTIME__V1__POD_SANDBOX_STATS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatsResponse *presp = NULL;
+	_cleanup_free_ char *cell0 = kfix_cell_of(c->k, c->sb[0]);
+	_cleanup_free_ char *cell1 = kfix_cell_of(c->k, c->sb[1]);
+	struct err err;
+	int ret = -1;
+
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, -1);
+	assert_int_equal(fake_agent_push_stats(c->k->fa, cell0), 0);
+	assert_int_equal(fake_agent_push_stats(c->k->fa, cell1), 0);
+	one.container_id = c->ctr[0];
+	/* the events come on the Watch's own thread */
+	for (int i = 0; i < 200 && ret != 0; i++) {
+		ret = kfix_call(c->k, "ContainerStats", &one.base,
+				&runtime__v1__container_stats_response__descriptor, &oresp, &err);
+		if (ret != 0)
+			usleep(10 * 1000);
+	}
+	assert_int_equal(ret, 0);
+	check_first_unit(oresp->stats);
+	protobuf_c_message_free_unpacked(&oresp->base, NULL);
+
+	/* a unit of cell 1 changes: its usage is asked for again (and the agent fails) */
+	assert_int_equal(fake_agent_unit_exit(c->k->fa, cell1, c->ctr[1], 0, "Completed"), 0);
+	for (int i = 0; i < 200 && kfix_container_state(c->k, c->ctr[1], &err) !=
+					   RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
+	     i++)
+		usleep(10 * 1000);
+	preq.pod_sandbox_id = c->sb[1];
+	assert_int_equal(kfix_call(c->k, "PodSandboxStats", &preq.base,
+				   &runtime__v1__pod_sandbox_stats_response__descriptor, &presp,
+				   &err),
+			 -ETIMEDOUT);
+	one.container_id = c->ctr[0];
+	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
+				   &runtime__v1__container_stats_response__descriptor, &oresp,
+				   &err),
+			 0);
+	protobuf_c_message_free_unpacked(&oresp->base, NULL);
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, 0, 0);
 }
 
 /* A pod's stats are its cell's figures, with its containers'. */
@@ -299,14 +350,6 @@ static void test_cri_stats__a_cell_that_cannot_answer(void **state)
 	struct err err;
 
 	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
-	assert_int_equal(kfix_call(c->k, "ListContainerStats", &req.base,
-				   &runtime__v1__list_container_stats_response__descriptor, &resp,
-				   &err),
-			 0);
-	assert_int_equal(resp->n_stats, 1);
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
-
-	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
 	one.container_id = c->ctr[0];
 	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
 				   &runtime__v1__container_stats_response__descriptor, &oresp,
@@ -322,6 +365,14 @@ static void test_cri_stats__a_cell_that_cannot_answer(void **state)
 				   &err),
 			 -ETIMEDOUT);
 	assert_non_null(strstr(err.msg, "stats of pod sandbox"));
+
+	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, ETIMEDOUT, 1);
+	assert_int_equal(kfix_call(c->k, "ListContainerStats", &req.base,
+				   &runtime__v1__list_container_stats_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_stats, 1);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
 int main(void)
@@ -336,6 +387,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cri_stats__containers_in_cells, setup_cells,
 						teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__pods_in_cells, setup_cells,
+						teardown_cells),
+		cmocka_unit_test_setup_teardown(test_cri_stats__usage_from_the_watch, setup_cells,
 						teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__a_cell_that_cannot_answer,
 						setup_cells, teardown_cells),

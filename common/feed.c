@@ -1,0 +1,60 @@
+/*
+ * feed.c: what the cell feed's client and server share (see feed.h).
+ */
+#include "feed_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <openssl/err.h>
+#include <stdio.h>
+#include <string.h>
+
+int feed_addr(const char *target, struct sockaddr_storage *ss, socklen_t *len, struct err *err)
+{
+	const char *colon = target ? strrchr(target, ':') : NULL;
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai = NULL;
+	char host[64];
+	size_t n;
+
+	if (!colon || colon == target || !colon[1])
+		return err_set(err, EINVAL, "feed address \"%s\": want ip:port",
+			       target ? target : "");
+	n = (size_t)(colon - target);
+	if (target[0] == '[' && n >= 2 && target[n - 1] == ']') {
+		target++;
+		n -= 2;
+	}
+	if (n >= sizeof(host))
+		return err_set(err, EINVAL, "feed address \"%s\": want ip:port", target);
+	memcpy(host, target, n);
+	host[n] = '\0';
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai) {
+		if (ai)
+			freeaddrinfo(ai);
+		return err_set(err, EINVAL, "feed address \"%s\": want a numeric ip:port", target);
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int feed_tls_error(struct err *err, int code, const char *what, SSL *ssl)
+{
+	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	unsigned long e = ERR_get_error();
+	char reason[200] = "the peer closed the connection";
+
+	if (v != X509_V_OK) {
+		snprintf(reason, sizeof(reason), "the peer's certificate: %s",
+			 X509_verify_cert_error_string(v));
+	} else if (e) {
+		ERR_error_string_n(e, reason, sizeof(reason));
+	} else if (errno && errno != EAGAIN) {
+		snprintf(reason, sizeof(reason), "%s", strerror(errno));
+	}
+	ERR_clear_error();
+	return err_set(err, code, "%s: %s", what, reason);
+}

@@ -1,0 +1,20 @@
+/*
+ * feed_internal.h: what feed_client.c and feed_server.c share; not for feed's users.
+ */
+#ifndef KIYOT_FEED_INTERNAL_H
+#define KIYOT_FEED_INTERNAL_H
+
+#include <sys/socket.h>
+
+#include "feed.h"
+
+/* The ALPN list both sides offer, in wire form. */
+#define FEED_ALPN_WIRE "\x0c" FEED_ALPN
+
+/* A numeric "ip:port" ("[v6]:port" too) as a socket address. */
+int feed_addr(const char *target, struct sockaddr_storage *ss, socklen_t *len, struct err *err);
+/* Sets err to "what: why", why being the peer's certificate's fault when it failed to verify,
+ * else OpenSSL's error or errno; empties OpenSSL's error queue. Returns -code. */
+int feed_tls_error(struct err *err, int code, const char *what, SSL *ssl);
+
+#endif
