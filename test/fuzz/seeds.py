@@ -2,7 +2,8 @@
 """Writes the seed corpora (test/fuzz/corpus/<name>/) of the fuzz targets for documents from
 outside: image layers (unpack), WriteVolume requests (volume), registry manifests and configs
 (image_manifest), EC2's XML (ec2_xml), YAML (yaml), kiyot's config (config), kubeconfigs
-(kubeconfig), Pod objects (podobject) and the bootstrap document (agent_config). Each gets a
+(kubeconfig), Pod objects (podobject), the bootstrap document (agent_config) and the cell
+feed's frames of WatchEvents (frame). Each gets a
 handful of valid inputs, some taken from test/fixtures, and invalid or hostile ones.
 
 Layers mix what images hold (Debian's /var/run -> /run, whiteouts, opaque directories, hard
@@ -395,6 +396,28 @@ def bootstraps():
     text("agent_config", "bad_duplicate", '{"version":1,"version":1}')
 
 
+def frames():
+    """Streams of WatchEvent frames as an agent sends them; the first byte is the target's
+    options (read size, max frame, dropping the buffer)."""
+    def frame(msg):
+        return struct.pack(">I", len(msg)) + msg
+
+    status = field(1, 0) + field(2, field(1, "u1") + field(2, 1) + field(4, 1700000000)) + \
+        field(3, "u1")
+    log = field(1, 1) + field(3, "u1") + field(4, 0) + field(5, b"2026-01-01T00:00:00Z stdout F hi\n")
+    synced = field(1, 2)
+    usage = field(1, "") + field(2, 1700000000) + field(3, 1000000) + field(4, 1 << 20)
+    stats = field(1, 3) + field(6, field(1, usage) + field(2, field(1, "u1") + field(3, 5)))
+    stream = frame(status) + frame(log) + frame(synced) + frame(stats)
+    for opt in (0x0, 0x1, 0x6, 0x7, 0xB, 0xF):
+        write("frame", "stream_%x" % opt, bytes([opt]) + stream)
+    write("frame", "empty_frames", b"\x07" + frame(b"") * 5)
+    write("frame", "partial_tail", b"\x05" + frame(log) + frame(status)[:7])
+    write("frame", "bad_over_limit", b"\x02" + frame(log) + struct.pack(">I", 65) + b"x" * 65)
+    write("frame", "bad_huge_length", b"\x07" + b"\xff\xff\xff\xff" + b"x" * 32)
+    write("frame", "bad_not_protobuf", b"\x07" + frame(b"\xff" * 20) + frame(synced))
+
+
 if __name__ == "__main__":
     layers()
     volumes()
@@ -405,3 +428,4 @@ if __name__ == "__main__":
     kubeconfigs()
     pods()
     bootstraps()
+    frames()
