@@ -359,6 +359,13 @@ class Step:
             "gave up%s)" % (self.label, len(self.pods), self.n, wall, len(retried), len(errors),
             ": " + errors[0] if errors else ""))
         self.check_running()
+        # what the pods cost once nothing happens: kiyot's connections to agents idle, the
+        # periodic trim passed
+        time.sleep(SETTLE_S)
+        r["steady"] = proc_status(run.kiyot.pid)
+        log("%s: RSS %.1f MiB with every pod up, %.1f MiB %d s later" % (
+            self.label, r["at_end"]["rss"] / 1048576.0, r["steady"]["rss"] / 1048576.0,
+            SETTLE_S))
 
     def check_running(self):
         """Every sandbox READY, one running instance of ours per pod, distinct addresses."""
@@ -565,11 +572,15 @@ class Run:
             return []
         b, t = steps[0], steps[-1]
         n = t["pods"] - b["pods"]
-        return ["between the %d- and %d-pod steps, each pod added %.0f KB of RSS and %.2f "
-                "threads" % (b["pods"], t["pods"],
-                             (t["at_end"]["rss"] - b["at_end"]["rss"]) / 1024.0 / n,
-                             (t["launch_peak"]["threads"] - b["launch_peak"]["threads"]) /
-                             float(n))]
+        out = ["between the %d- and %d-pod steps, each pod added %.0f KB of RSS and %.2f "
+               "threads" % (b["pods"], t["pods"],
+                            (t["at_end"]["rss"] - b["at_end"]["rss"]) / 1024.0 / n,
+                            (t["launch_peak"]["threads"] - b["launch_peak"]["threads"]) /
+                            float(n))]
+        if t.get("steady") and b.get("steady"):
+            out.append("and %.0f KB of RSS %d s after all were up" % (
+                (t["steady"]["rss"] - b["steady"]["rss"]) / 1024.0 / n, SETTLE_S))
+        return out
 
     def report(self):
         steps = [s.r for s in self.steps if "ready" in s.r]
@@ -658,18 +669,23 @@ class Run:
                          fmt(s["launch_sim_cpu"], "%.1f"),
                          mb(s["launch_peak"]["rss"]), mb(s["at_end"]["rss"]),
                          fmt((s["at_end"]["rss"] - self.idle["rss"]) / 1024.0 / n, "%.0f"),
+                         mb(s["steady"]["rss"] if s.get("steady") else None),
+                         fmt((s["steady"]["rss"] - self.idle["rss"]) / 1024.0 / n
+                             if s.get("steady") else None, "%.0f"),
                          mb(s["after"]["rss"] if s.get("after") else None),
                          mb(s["settled"]["rss"] if s.get("settled") else None),
                          s["launch_peak"]["threads"], s["launch_peak"]["fds"]])
         table("3. kiyot CPU and memory (kiyot idle: RSS %s MiB, %d threads, %d fds)" %
               (mb(self.idle["rss"]), self.idle["threads"], self.idle["fds"]),
               ["step", "pods", "CPU s start", "ms/pod", "CPU s stop", "ms/pod",
-               "ec2sim CPU s", "RSS peak", "RSS all up", "KB/pod", "RSS after", "%d s later" %
-               SETTLE_S, "threads pk", "fds pk"],
+               "ec2sim CPU s", "RSS peak", "RSS all up", "KB/pod", "%d s later" % SETTLE_S,
+               "KB/pod", "RSS after", "%d s later" % SETTLE_S, "threads pk", "fds pk"],
               rows,
               ["CPU: utime+stime from /proc/PID/stat over the phase; RSS in MiB (VmRSS "
                "sampled every %.1f s)" % SAMPLE_S,
-               "KB/pod: (RSS all up - RSS idle) / pods",
+               "KB/pod: (RSS all up - RSS idle) / pods; %d s later: every pod still up, "
+               "kiyot's connections to agents idle (gRPC closes them after 5 s) and its "
+               "periodic trim passed" % SETTLE_S,
                "RSS after: once every pod of the step is removed; %d s later: after kiyot's "
                "periodic trim" % SETTLE_S] + self.marginal(steps))
         if len(steps) > 1:
@@ -687,6 +703,9 @@ class Run:
                 ["kiyot RSS growth per pod (all up - idle)",
                  ratio((t["at_end"]["rss"] - self.idle["rss"]) / t["pods"],
                        (b["at_end"]["rss"] - self.idle["rss"]) / b["pods"], 2)],
+                ["kiyot RSS growth per pod, %d s later" % SETTLE_S,
+                 ratio((t["steady"]["rss"] - self.idle["rss"]) / t["pods"],
+                       (b["steady"]["rss"] - self.idle["rss"]) / b["pods"], 2)],
                 ["kiyot threads per pod (peak - idle)",
                  ratio((t["launch_peak"]["threads"] - self.idle["threads"]) / t["pods"],
                        (b["launch_peak"]["threads"] - self.idle["threads"]) / b["pods"], 2)],
