@@ -19,11 +19,8 @@
 #include "cellagent.pb-c.h"
 #include "feed.h"
 #include "pki.h"
+#include "testcert.h"
 #include "xalloc.h"
-
-struct ident {
-	char *key, *cert;
-};
 
 /* What a session does: send `events` events of `size` bytes of log each (offset = index),
  * then wait for the client to go when `hold`, else end. */
@@ -39,25 +36,13 @@ struct script {
 
 struct fix {
 	char *ca, *ca_key;
-	struct ident agent, kiyot, stranger;
+	struct test_ident agent, kiyot, stranger;
 	SSL_CTX *server_ctx, *client_ctx, *stranger_ctx;
 	struct feed_server *srv;
 	struct feed_loop *loop;
 	char target[64];
 	struct script sc;
 };
-
-static void ident_make(const char *ca, const char *ca_key, const char *name, enum pki_usage u,
-		       struct ident *id)
-{
-	struct err err = ERR_INIT;
-	char *csr = NULL;
-
-	if (pki_key_new(&id->key, &err) < 0 || pki_csr_new(id->key, name, &csr, &err) < 0 ||
-	    pki_sign(ca, ca_key, csr, name, u, 1, &id->cert, &err) < 0)
-		fail_msg("%s: %s", name, err.msg);
-	free(csr);
-}
 
 static void session(void *arg, struct feed_conn *c, const ProtobufCMessage *req)
 {
@@ -98,9 +83,9 @@ static int setup(void **state)
 
 	if (pki_ca_new("kiyot-ca", 1, &f->ca, &f->ca_key, &err) < 0)
 		fail_msg("%s", err.msg);
-	ident_make(f->ca, f->ca_key, "cell-a", PKI_SERVER, &f->agent);
-	ident_make(f->ca, f->ca_key, "kiyot", PKI_CLIENT, &f->kiyot);
-	ident_make(f->ca, f->ca_key, "cell-b", PKI_CLIENT, &f->stranger);
+	test_ident_make(f->ca, f->ca_key, "cell-a", PKI_SERVER, &f->agent);
+	test_ident_make(f->ca, f->ca_key, "kiyot", PKI_CLIENT, &f->kiyot);
+	test_ident_make(f->ca, f->ca_key, "cell-b", PKI_CLIENT, &f->stranger);
 	if (pki_tls_ctx(f->ca, f->agent.cert, f->agent.key, PKI_SERVER, "kiyot", &f->server_ctx,
 			&err) < 0 ||
 	    pki_tls_ctx(f->ca, f->kiyot.cert, f->kiyot.key, PKI_CLIENT, NULL, &f->client_ctx,
@@ -127,17 +112,15 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	struct ident *ids[] = { &f->agent, &f->kiyot, &f->stranger };
+	struct test_ident *ids[] = { &f->agent, &f->kiyot, &f->stranger };
 
 	feed_loop_free(f->loop);
 	feed_server_stop(f->srv);
 	SSL_CTX_free(f->server_ctx);
 	SSL_CTX_free(f->client_ctx);
 	SSL_CTX_free(f->stranger_ctx);
-	for (size_t i = 0; i < 3; i++) {
-		free(ids[i]->key);
-		free(ids[i]->cert);
-	}
+	for (size_t i = 0; i < 3; i++)
+		test_ident_release(ids[i]);
 	free(f->ca);
 	free(f->ca_key);
 	pthread_mutex_destroy(&f->sc.lock);

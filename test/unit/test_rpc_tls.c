@@ -14,6 +14,7 @@
 
 #include "cellagent.pb-c.h"
 #include "pki.h"
+#include "testcert.h"
 #include "rpc.h"
 
 static int hello(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
@@ -61,29 +62,12 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM, 0 },
 };
 
-/* A key and the certificate ca gives it for name. */
-struct ident {
-	char *key, *cert;
-};
-
 struct fix {
 	char *ca, *ca_key, *other_ca, *other_ca_key;
-	struct ident agent, kiyot, stranger, foreign;
+	struct test_ident agent, kiyot, stranger, foreign;
 	char path[128], addr[160];
 	struct rpc_server *srv;
 };
-
-static void ident_make(const char *ca, const char *ca_key, const char *name, enum pki_usage u,
-		       struct ident *id)
-{
-	struct err err = ERR_INIT;
-	char *csr = NULL;
-
-	if (pki_key_new(&id->key, &err) < 0 || pki_csr_new(id->key, name, &csr, &err) < 0 ||
-	    pki_sign(ca, ca_key, csr, name, u, 1, &id->cert, &err) < 0)
-		fail_msg("%s: %s", name, err.msg);
-	free(csr);
-}
 
 static int setup(void **state)
 {
@@ -94,10 +78,10 @@ static int setup(void **state)
 	if (pki_ca_new("kiyot-ca", 1, &f->ca, &f->ca_key, &err) < 0 ||
 	    pki_ca_new("kiyot-ca", 1, &f->other_ca, &f->other_ca_key, &err) < 0)
 		fail_msg("%s", err.msg);
-	ident_make(f->ca, f->ca_key, "cell-a", PKI_SERVER, &f->agent);
-	ident_make(f->ca, f->ca_key, "kiyot", PKI_CLIENT, &f->kiyot);
-	ident_make(f->ca, f->ca_key, "cell-b", PKI_CLIENT, &f->stranger);
-	ident_make(f->other_ca, f->other_ca_key, "kiyot", PKI_CLIENT, &f->foreign);
+	test_ident_make(f->ca, f->ca_key, "cell-a", PKI_SERVER, &f->agent);
+	test_ident_make(f->ca, f->ca_key, "kiyot", PKI_CLIENT, &f->kiyot);
+	test_ident_make(f->ca, f->ca_key, "cell-b", PKI_CLIENT, &f->stranger);
+	test_ident_make(f->other_ca, f->other_ca_key, "kiyot", PKI_CLIENT, &f->foreign);
 	snprintf(f->path, sizeof(f->path), "/tmp/kiyot-test-rpc-tls-%d.sock", (int)getpid());
 	snprintf(f->addr, sizeof(f->addr), "unix://%s", f->path);
 	cfg.address = f->addr;
@@ -113,14 +97,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	struct ident *ids[] = { &f->agent, &f->kiyot, &f->stranger, &f->foreign };
+	struct test_ident *ids[] = { &f->agent, &f->kiyot, &f->stranger, &f->foreign };
 
 	rpc_server_stop(f->srv);
 	unlink(f->path);
-	for (size_t i = 0; i < 4; i++) {
-		free(ids[i]->key);
-		free(ids[i]->cert);
-	}
+	for (size_t i = 0; i < 4; i++)
+		test_ident_release(ids[i]);
 	free(f->ca);
 	free(f->ca_key);
 	free(f->other_ca);
