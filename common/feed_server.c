@@ -66,6 +66,15 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return SSL_TLSEXT_ERR_OK;
 }
 
+static bool alpn_is_feed(SSL *ssl)
+{
+	const unsigned char *p = NULL;
+	unsigned int len = 0;
+
+	SSL_get0_alpn_selected(ssl, &p, &len);
+	return len == strlen(FEED_ALPN) && memcmp(p, FEED_ALPN, len) == 0;
+}
+
 /* The request, after the handshake: 0 with *req, else < 0 with err. */
 static int read_request(struct feed_conn *c, ProtobufCMessage **req, struct err *err)
 {
@@ -114,6 +123,11 @@ static void serve(struct feed_conn *c)
 	if (SSL_accept(c->ssl) != 1) {
 		feed_tls_error(&err, EPROTO, "TLS", c->ssl);
 		log_info("feed from %s refused: %s", c->peer, err.msg);
+		return;
+	}
+	if (!alpn_is_feed(c->ssl)) {
+		/* a client that offered no protocol: select_alpn never ran */
+		log_info("feed from %s refused: it does not ask for %s (ALPN)", c->peer, FEED_ALPN);
 		return;
 	}
 	if (read_request(c, &req, &err) < 0) {

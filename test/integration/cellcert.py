@@ -5,7 +5,11 @@ here with python3-cryptography, independently of kiyot's own code (common/pki.c)
 import datetime
 import json
 import os
+import socket
 import sqlite3
+import ssl
+import struct
+import tempfile
 
 import grpc
 from cryptography import x509
@@ -14,6 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 AGENT_PORT = 7443
+FEED_PORT = AGENT_PORT + 1
+FEED_ALPN = "kiyot-feed/1"
 
 
 def kiyot_ca(state_dir):
@@ -107,3 +113,62 @@ def bootstrap_of(state_dir, pod):
     with open(os.path.join(state_dir, "cells", pod[:20], "bootstrap.json")) as f:
         return json.load(f)
 
+
+
+def _pem_file(d, name, data):
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def feed_open(ip, cell_id, roots, key=None, cert=None, alpn=(FEED_ALPN,), timeout=10):
+    """A TLS connection to the agent's cell feed with Python's ssl module (OpenSSL underneath,
+    none of kiyot's code): it takes only a server certificate of roots naming cell_id and
+    presents key/cert when given. Raises what the handshake raises."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_verify_locations(cadata=roots.decode())
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    if key:
+        with tempfile.TemporaryDirectory() as d:
+            ctx.load_cert_chain(_pem_file(d, "cert.pem", cert), _pem_file(d, "key.pem", key))
+    raw = socket.create_connection((ip, FEED_PORT), timeout=timeout)
+    try:
+        return ctx.wrap_socket(raw, server_hostname=cell_id)
+    except Exception:
+        raw.close()
+        raise
+
+
+def feed_send(conn, msg):
+    """One frame: the message's length as 4 bytes big-endian, then the message."""
+    data = msg.SerializeToString()
+    conn.sendall(struct.pack(">I", len(data)) + data)
+
+
+def feed_read(conn, cls, limit=1 << 20):
+    """The next frame's message of class cls; None at the end of the feed."""
+    head = _read_exactly(conn, 4)
+    if head is None:
+        return None
+    n = struct.unpack(">I", head)[0]
+    if n > limit:
+        raise ValueError("a frame of %d bytes" % n)
+    body = _read_exactly(conn, n)
+    if body is None:
+        raise ValueError("the feed ended inside a frame")
+    m = cls()
+    m.ParseFromString(body)
+    return m
+
+
+def _read_exactly(conn, n):
+    out = b""
+    while len(out) < n:
+        got = conn.recv(n - len(out))
+        if not got:
+            return None if not out else out
+        out += got
+    return out

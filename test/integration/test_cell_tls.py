@@ -8,6 +8,7 @@ metadata service) holds nothing that still works."""
 import os
 import signal
 import sqlite3
+import ssl
 import unittest
 
 import grpc
@@ -85,6 +86,72 @@ class CellTlsTest(KiyotTest):
                                    "Hello"), grpc.StatusCode.UNAVAILABLE)
         # and kiyot still drives the cell
         self.exec_true(cid)
+
+    def feed_refused(self, ip, cell, roots, key=None, cert=None, alpn=(cellcert.FEED_ALPN,)):
+        """Whether the agent's feed gives this client nothing: the handshake fails, or (TLS
+        1.3 checks the client's certificate after the client's side is done) the first read
+        ends or fails before any event."""
+        try:
+            conn = cellcert.feed_open(ip, cell, roots, key, cert, alpn)
+        except (ssl.SSLError, OSError):
+            return True
+        try:
+            cellcert.feed_send(conn, self.ap.WatchRequest())
+            return cellcert.feed_read(conn, self.ap.WatchEvent) is None
+        except (ssl.SSLError, OSError):
+            return True
+        finally:
+            conn.close()
+
+    def test_cell_feed_serves_kiyots_certificate_only(self):
+        """The cell feed (the port after the agent's gRPC one) speaks TLS with the channel's
+        certificates: a client of Python's own TLS with kiyot's certificate gets the cell's
+        unit statuses, SYNCED and its usage in length-prefixed frames; nobody else gets a
+        byte, and the client takes only the cell it means."""
+        _, cid, ip, cell = self.running_pod()
+        sd = self.env.state_dir
+        ca, ca_key = cellcert.kiyot_ca(sd)
+        other_ca, other_key = cellcert.make_ca()
+        key, cert = cellcert.issue(ca, ca_key, "kiyot")
+        conn = cellcert.feed_open(ip, cell, ca, key, cert)
+        self.assertEqual(conn.selected_alpn_protocol(), cellcert.FEED_ALPN)
+        cellcert.feed_send(conn, self.ap.WatchRequest(stats_interval_ms=200))
+        kinds, running, usage = [], False, None
+        while usage is None:
+            ev = cellcert.feed_read(conn, self.ap.WatchEvent)
+            self.assertIsNotNone(ev, "the feed ended after %s" % kinds)
+            kinds.append(ev.kind)
+            if ev.kind == self.ap.WatchEvent.STATUS and ev.status.id == cid:
+                running = ev.status.state == self.ap.UNIT_RUNNING
+            if ev.kind == self.ap.WatchEvent.STATS:
+                usage = ev.stats
+        conn.close()
+        self.assertTrue(running, "no RUNNING status of %s before %s" % (cid, kinds))
+        self.assertLess(kinds.index(self.ap.WatchEvent.SYNCED),
+                        kinds.index(self.ap.WatchEvent.STATS))
+        self.assertIn(cid, [u.unit_id for u in usage.units])
+        self.assertGreater(usage.cell.memory_working_set_bytes, 0)
+
+        # nobody else: another CA's "kiyot", kiyot's CA but another name, no certificate
+        okey, ocert = cellcert.issue(other_ca, other_key, "kiyot")
+        self.assertTrue(self.feed_refused(ip, cell, ca, okey, ocert))
+        for name in (cell, "kiyot2"):
+            nkey, ncert = cellcert.issue(ca, ca_key, name)
+            self.assertTrue(self.feed_refused(ip, cell, ca, nkey, ncert), name)
+        self.assertTrue(self.feed_refused(ip, cell, ca))
+        # another protocol (a gRPC client offers h2), or none
+        self.assertTrue(self.feed_refused(ip, cell, ca, key, cert, alpn=("h2",)))
+        self.assertTrue(self.feed_refused(ip, cell, ca, key, cert, alpn=()))
+        # the client's side: another cell's name, another CA
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            cellcert.feed_open(ip, "another-cell", ca, key, cert)
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            cellcert.feed_open(ip, cell, other_ca, key, cert)
+        # kiyot's own feed of the cell still works: its logs and stats come on it
+        self.exec_true(cid)
+        r = self.c.runtime.ContainerStats(self.pb.ContainerStatsRequest(container_id=cid),
+                                          timeout=T_CALL)
+        self.assertEqual(r.stats.attributes.id, cid)
 
     def test_bootstrap_secret_is_refused_after_enrollment(self):
         pod, cid, ip, cell = self.running_pod()
