@@ -5,7 +5,10 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,4 +60,33 @@ int feed_tls_error(struct err *err, int code, const char *what, SSL *ssl)
 	}
 	ERR_clear_error();
 	return err_set(err, code, "%s: %s", what, reason);
+}
+
+/* A dead peer is noticed within about a minute: keepalive probes after 30 s of silence, and
+ * TCP gives up on unacknowledged data after 60 s. */
+#define KEEPALIVE_IDLE_S 30
+#define KEEPALIVE_INTVL_S 10
+#define KEEPALIVE_CNT 3
+#define USER_TIMEOUT_MS 60000
+
+void feed_tune_socket(int fd)
+{
+	int one = 1, idle = KEEPALIVE_IDLE_S, intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_CNT;
+	unsigned int user = USER_TIMEOUT_MS;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void feed_block_sigpipe(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }

@@ -12,8 +12,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -28,13 +26,6 @@
 #include "feed_internal.h"
 #include "frame.h"
 #include "xalloc.h"
-
-/* A dead peer is noticed within about a minute: keepalive probes after 30 s of silence, and
- * TCP gives up on unacknowledged data after 60 s. */
-#define KEEPALIVE_IDLE_S 30
-#define KEEPALIVE_INTVL_S 10
-#define KEEPALIVE_CNT 3
-#define USER_TIMEOUT_MS 60000
 
 enum phase {
 	PH_CONNECT,
@@ -320,6 +311,7 @@ static void *thread_main(void *arg)
 {
 	struct feed_thread *t = arg;
 
+	feed_block_sigpipe();
 	for (;;) {
 		struct epoll_event ev[64];
 		struct feed_watch *w;
@@ -427,19 +419,6 @@ void feed_loop_free(struct feed_loop *l)
 	free(l);
 }
 
-static void tune_socket(int fd)
-{
-	int one = 1, idle = KEEPALIVE_IDLE_S, intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_CNT;
-	unsigned int user = USER_TIMEOUT_MS;
-
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof(user));
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 /* The socket, connecting, and the session over it. */
 static int dial(struct feed_watch *w, const struct feed_open_args *a, struct err *err)
 {
@@ -451,7 +430,7 @@ static int dial(struct feed_watch *w, const struct feed_open_args *a, struct err
 	w->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (w->fd < 0)
 		return err_set(err, errno, "feed to %s: socket: %s", a->target, strerror(errno));
-	tune_socket(w->fd);
+	feed_tune_socket(w->fd);
 	if (connect(w->fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS)
 		return err_set(err, ECONNREFUSED, "cannot connect to the feed at %s: %s", a->target,
 			       strerror(errno));

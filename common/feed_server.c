@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -147,6 +146,7 @@ static void *conn_main(void *arg)
 	struct feed_conn *c = arg;
 	struct feed_server *s = c->s;
 
+	feed_block_sigpipe();
 	serve(c);
 	SSL_free(c->ssl);
 	pthread_mutex_lock(&s->lock);
@@ -184,7 +184,6 @@ static void *accept_main(void *arg)
 		struct feed_conn *c;
 		pthread_attr_t attr;
 		pthread_t th;
-		int one = 1;
 
 		pthread_mutex_lock(&s->lock);
 		if (s->stopping) {
@@ -201,7 +200,7 @@ static void *accept_main(void *arg)
 				usleep(100 * 1000);
 			continue;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		feed_tune_socket(fd);
 		c = xcalloc(1, sizeof(*c));
 		c->s = s;
 		c->fd = fd;
