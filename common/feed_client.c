@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -228,14 +229,33 @@ static int deliver(struct feed_watch *w, struct err *err)
 	return ret < 0 ? err_wrap(err, "feed from %s", w->target) : 0;
 }
 
-/* Reads until the socket is empty: 0 to wait, 1 at the end, < 0 on an error. */
-static int step_read(struct feed_watch *w, struct err *err)
+/* Whether a read would find anything: bytes OpenSSL holds, or bytes on the socket. Asking
+ * SSL_read with neither makes OpenSSL allocate its 16 KB record buffer and keep it while it
+ * waits (SSL_MODE_RELEASE_BUFFERS frees it only once a record is read), which is what an idle
+ * feed would cost. */
+static bool readable(struct feed_watch *w)
 {
-	for (;;) {
+	int n = 0;
+
+	return SSL_has_pending(w->ssl) || (ioctl(w->fd, FIONREAD, &n) == 0 && n > 0);
+}
+
+/* Reads until the socket is empty: 0 to wait, 1 at the end, < 0 on an error. */
+static int step_read(struct feed_watch *w, bool woken, struct err *err)
+{
+	for (;; woken = false) {
 		size_t room, n = 0;
-		uint8_t *p = frame_reader_room(&w->r, &room);
+		uint8_t *p;
 		int ret;
 
+		/* epoll said readable (bytes, or the end): read; else only when something is
+		 * there */
+		if (!woken && !readable(w)) {
+			want(w, EPOLLIN);
+			frame_reader_idle(&w->r);
+			return 0;
+		}
+		p = frame_reader_room(&w->r, &room);
 		ERR_clear_error();
 		errno = 0;
 		ret = SSL_read_ex(w->ssl, p, room, &n);
@@ -256,9 +276,10 @@ static int step_read(struct feed_watch *w, struct err *err)
 	}
 }
 
-static void step(struct feed_watch *w)
+static void step(struct feed_watch *w, uint32_t events)
 {
 	struct err err = ERR_INIT;
+	bool woken = w->phase == PH_READ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR));
 	int ret = 0;
 
 	if (w->phase == PH_CONNECT)
@@ -268,7 +289,7 @@ static void step(struct feed_watch *w)
 	if (ret == 0 && w->phase == PH_SEND)
 		ret = step_send(w, &err);
 	if (ret == 0 && w->phase == PH_READ)
-		ret = step_read(w, &err);
+		ret = step_read(w, woken, &err);
 	if (ret == 1)
 		finish(w, 0, &err);
 	else if (ret < 0)
@@ -322,7 +343,7 @@ static void *thread_main(void *arg)
 		n = epoll_wait(t->ep, ev, 64, next_timeout(t, now));
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr) {
-				step(ev[i].data.ptr);
+				step(ev[i].data.ptr, ev[i].events);
 			} else {
 				uint64_t v;
 

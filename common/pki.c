@@ -410,8 +410,11 @@ int pki_tls_ctx(const char *ca_cert_pem, const char *cert_pem, const char *key_p
 		if (peer_name && !X509_VERIFY_PARAM_set1_host(p, peer_name, 0))
 			ret = ssl_fail(err, ENOMEM, "TLS context");
 		SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+		/* no resumption: no session cache, no tickets (a TLS 1.3 server sends two after
+		 * each handshake otherwise, which its client would parse and keep) */
 		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+		SSL_CTX_set_num_tickets(ctx, 0);
 	}
 	EVP_PKEY_free(k);
 	X509_free(x);
