@@ -2,6 +2,7 @@
 include bench/cost/module.mk
 include bench/volumes/module.mk
 include bench/records/module.mk
+include bench/conns/module.mk
 
-bench: all bench-cost bench-volumes bench-records
+bench: all bench-cost bench-volumes bench-records bench-conns
 	@KIYOT_BUILD=$(BUILD) bench/run.sh
