@@ -132,7 +132,7 @@ static long rss_kb(void)
 
 	while (f && fgets(line, sizeof(line), f))
 		if (strncmp(line, "VmRSS:", 6) == 0)
-			v = atol(line + 6);
+			v = strtol(line + 6, NULL, 10);
 	if (f)
 		fclose(f);
 	return v;
@@ -265,7 +265,9 @@ static struct mark grpc_cost(const struct certs *c, int n, const char *target)
 int main(void)
 {
 	const char *env = getenv("KIYOT_BENCH_CONNS");
-	int n = env ? atoi(env) : 200;
+	char *end = NULL;
+	long nl = env ? strtol(env, &end, 10) : 200;
+	int n;
 	struct certs c = { 0 };
 	struct err err = ERR_INIT;
 	char grpc_addr[128], sock[96], target[64];
@@ -274,10 +276,11 @@ int main(void)
 	struct mark feed, grpc;
 	pid_t child;
 
-	if (n < 1 || n > 5000) {
+	if ((env && (end == env || *end)) || nl < 1 || nl > 5000) {
 		fprintf(stderr, "conns: KIYOT_BENCH_CONNS must be 1-5000\n");
 		return 2;
 	}
+	n = (int)nl;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);

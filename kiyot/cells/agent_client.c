@@ -1,6 +1,12 @@
 /*
  * agent_client.c: the real agents' client (see agent_client.h): calls over gRPC, the Watch
  * over the cell feed (feed.h), on the port after the agent's gRPC one.
+ *
+ * An agent older than the cell feed (an EC2 cell booted from an earlier image) serves the
+ * same Watch over gRPC only. Its feed is refused; after two refusals in a row a Watch asks the
+ * agent for Hello over gRPC, and if it answers, that cell is watched over gRPC (on a
+ * completion-queue loop made the first time one is needed, rpc_loop.h) until that Watch ends;
+ * the next one tries the feed again.
  */
 #include "agent_client.h"
 
@@ -10,13 +16,19 @@
 #include <string.h>
 
 #include "feed.h"
+#include "log.h"
 #include "pki.h"
 #include "rpc.h"
+#include "rpc_loop.h"
 #include "xalloc.h"
 
 #define AGENT_METHOD(name) "/kiyot.cell.v1.CellAgent/" name
 /* The longest WatchEvent taken: a log chunk is at most 256 KiB. */
 #define WATCH_MAX_FRAME (1u << 20)
+/* Feeds refused in a row before a Watch asks whether the agent serves gRPC only. */
+#define FEED_REFUSALS_BEFORE_PROBE 2
+#define PROBE_TIMEOUT_MS 2000
+#define GRPC_WATCH_THREADS 2
 
 /* The implementation's state: the loop that reads the feeds, and the TLS context for them,
  * made for the certificate kiyot presents (the same for every cell; a new one if it
@@ -26,6 +38,7 @@ struct agent_real {
 	pthread_mutex_t lock;
 	SSL_CTX *ctx;
 	char *ctx_cert;
+	struct rpc_loop *grpc_watches; /* for agents without a feed; made when first needed */
 };
 
 struct agent_conn {
@@ -33,6 +46,10 @@ struct agent_conn {
 	SSL_CTX *ctx;	   /* a reference */
 	char *feed_target; /* "ip:port" of the feed */
 	char *cell_id;
+	/* Feeds refused in a row, and whether the agent was found to serve its Watch over gRPC
+	 * only (guarded by the implementation's lock; a connection outlives its Watches). */
+	int feed_refused;
+	bool grpc_only, told;
 };
 
 /* The feed's TLS context for tls, a new reference. */
@@ -192,8 +209,12 @@ static int grpc_write_volume(void *self, struct agent_conn *c,
 			&kiyot__cell__v1__write_volume_response__descriptor, timeout_ms, resp, err);
 }
 
-/* The watch's callbacks, between the feed's message type and the agent client's. */
+/* A Watch's callbacks, between the feed's (or the gRPC loop's) and the agent client's, and
+ * what it teaches about the agent: a feed refused, or one that worked. */
 struct watch_arg {
+	struct agent_real *r;
+	struct agent_conn *c;
+	bool grpc, got;
 	agent_watch_event_fn *on_event;
 	agent_watch_end_fn *on_end;
 	void *arg;
@@ -203,6 +224,7 @@ static void watch_msg(void *arg, const ProtobufCMessage *msg)
 {
 	struct watch_arg *a = arg;
 
+	a->got = true;
 	a->on_event(a->arg, (const Kiyot__Cell__V1__WatchEvent *)msg);
 }
 
@@ -211,7 +233,61 @@ static void watch_end(void *arg, int ret, const struct err *err)
 	struct watch_arg a = *(struct watch_arg *)arg;
 
 	free(arg);
+	pthread_mutex_lock(&a.r->lock);
+	if (a.grpc)
+		a.c->grpc_only = false; /* the next Watch tries the feed again */
+	else if (ret == -ECONNREFUSED && !a.got)
+		a.c->feed_refused++;
+	else
+		a.c->feed_refused = 0;
+	pthread_mutex_unlock(&a.r->lock);
 	a.on_end(a.arg, ret, err);
+}
+
+/* Whether the Watch should go over gRPC: the agent refused its feed a few times in a row and
+ * answers Hello over gRPC (an agent older than the feed). Runs on the caller's thread (the
+ * restarter's), which may wait for the Hello. */
+static bool watch_over_grpc(struct agent_real *r, struct agent_conn *c)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+	bool probe, tell = false;
+
+	pthread_mutex_lock(&r->lock);
+	probe = !c->grpc_only && c->feed_refused >= FEED_REFUSALS_BEFORE_PROBE;
+	pthread_mutex_unlock(&r->lock);
+	if (probe && rpc_unary(c->ch, AGENT_METHOD("Hello"), &req.base,
+			       &kiyot__cell__v1__hello_response__descriptor, PROBE_TIMEOUT_MS,
+			       &resp, &err) == 0) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		pthread_mutex_lock(&r->lock);
+		c->grpc_only = true;
+		c->feed_refused = 0;
+		tell = !c->told;
+		c->told = true;
+		pthread_mutex_unlock(&r->lock);
+	}
+	if (tell)
+		log_warn("cell %s: its agent serves no cell feed (older than this kiyot): watching "
+			 "it over gRPC, at ~170 KB more for as long as it runs",
+			 c->cell_id);
+	pthread_mutex_lock(&r->lock);
+	probe = c->grpc_only;
+	pthread_mutex_unlock(&r->lock);
+	return probe;
+}
+
+static int grpc_loop(struct agent_real *r, struct rpc_loop **out, struct err *err)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (!r->grpc_watches)
+		ret = rpc_loop_new(GRPC_WATCH_THREADS, &r->grpc_watches, err);
+	*out = r->grpc_watches;
+	pthread_mutex_unlock(&r->lock);
+	return ret;
 }
 
 static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
@@ -231,21 +307,41 @@ static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__W
 		.on_end = watch_end,
 		.arg = a,
 	};
-	struct feed_watch *w = NULL;
+	struct feed_watch *fw = NULL;
+	struct rpc_watch *gw = NULL;
+	struct rpc_loop *loop = NULL;
 
-	*a = (struct watch_arg){ on_event, on_end, arg };
-	if (feed_open(r->feeds, &fa, &w, err) < 0) {
+	*a = (struct watch_arg){ r, c, false, false, on_event, on_end, arg };
+	if (watch_over_grpc(r, c)) {
+		/* a handle of either kind: its low bit says which (both are malloc'd) */
+		a->grpc = true;
+		if (grpc_loop(r, &loop, err) < 0 ||
+		    rpc_watch_open(loop, c->ch, AGENT_METHOD("Watch"), &req->base,
+				   &kiyot__cell__v1__watch_event__descriptor, watch_msg, watch_end,
+				   a, &gw, err) < 0) {
+			free(a);
+			return -err->code;
+		}
+		*out = (struct agent_watch *)((uintptr_t)gw | 1);
+		return 0;
+	}
+	if (feed_open(r->feeds, &fa, &fw, err) < 0) {
 		free(a);
 		return -err->code;
 	}
-	*out = (struct agent_watch *)w;
+	*out = (struct agent_watch *)fw;
 	return 0;
 }
 
 static void real_watch_cancel(void *self, struct agent_watch *w)
 {
+	uintptr_t h = (uintptr_t)w;
+
 	(void)self;
-	feed_cancel((struct feed_watch *)w);
+	if (h & 1)
+		rpc_watch_cancel((struct rpc_watch *)(h & ~(uintptr_t)1));
+	else
+		feed_cancel((struct feed_watch *)w);
 }
 
 static int grpc_open_stream(void *self, struct agent_conn *c, const char *method,
@@ -339,6 +435,8 @@ void agent_grpc_free(struct agent_client *c)
 	if (!r)
 		return;
 	feed_loop_free(r->feeds);
+	if (r->grpc_watches)
+		rpc_loop_free(r->grpc_watches);
 	SSL_CTX_free(r->ctx);
 	free(r->ctx_cert);
 	pthread_mutex_destroy(&r->lock);
