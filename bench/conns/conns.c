@@ -24,7 +24,12 @@
 #include "feed.h"
 #include "pki.h"
 #include "rpc.h"
+#include "clock.h"
 #include "xalloc.h"
+
+/* The throughput run: log chunks of the agent's size, this many MiB over one connection. */
+#define CHUNK (256 * 1024)
+#define BULK_MIB 256
 
 struct certs {
 	char *ca, *ca_key;
@@ -57,33 +62,80 @@ static Kiyot__Cell__V1__WatchEvent synced(void)
 	return ev;
 }
 
-/* The agent's side of both: one event, then nothing until the client goes. */
-static void feed_session(void *arg, struct feed_conn *c, const ProtobufCMessage *req)
+/* How many log chunks of CHUNK bytes a request asks for in one go ("bulk" offset), or 0. */
+static uint64_t bulk_of(const ProtobufCMessage *req)
+{
+	const Kiyot__Cell__V1__WatchRequest *r = (const void *)req;
+
+	return r->n_offsets && strcmp(r->offsets[0]->unit_id, "bulk") == 0 ? r->offsets[0]->offset
+									   : 0;
+}
+
+/* The agent's side of both: a bulk request's chunks then the end, else one event and nothing
+ * until the client goes. */
+static int agent_watch(const ProtobufCMessage *req,
+		       int (*send)(void *, const ProtobufCMessage *, struct err *),
+		       bool (*gone)(void *), void *to, struct err *err)
 {
 	Kiyot__Cell__V1__WatchEvent ev = synced();
+	uint64_t bulk = bulk_of(req);
+	int ret = 0;
+
+	if (bulk) {
+		uint8_t *chunk = xcalloc(1, CHUNK);
+
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG;
+		ev.unit_id = (char *)"bulk";
+		ev.data.data = chunk;
+		ev.data.len = CHUNK;
+		for (uint64_t i = 0; i < bulk && ret == 0; i++, ev.offset += CHUNK)
+			ret = send(to, &ev.base, err);
+		free(chunk);
+		return ret;
+	}
+	if ((ret = send(to, &ev.base, err)) < 0)
+		return ret;
+	while (!gone(to))
+		usleep(100 * 1000);
+	return 0;
+}
+
+static int feed_sink(void *to, const ProtobufCMessage *m, struct err *err)
+{
+	return feed_send(to, m, err);
+}
+
+static bool feed_sink_gone(void *to)
+{
+	return feed_gone(to);
+}
+
+static void feed_session(void *arg, struct feed_conn *c, const ProtobufCMessage *req)
+{
 	struct err err = ERR_INIT;
 
 	(void)arg;
-	(void)req;
-	if (feed_send(c, &ev.base, &err) < 0)
-		return;
-	while (!feed_gone(c))
-		usleep(100 * 1000);
+	agent_watch(req, feed_sink, feed_sink_gone, c, &err);
+}
+
+static int grpc_sink(void *to, const ProtobufCMessage *m, struct err *err)
+{
+	return rpc_send(to, m, err);
+}
+
+static bool grpc_sink_gone(void *to)
+{
+	return rpc_cancelled(to);
 }
 
 static int grpc_watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		      ProtobufCMessage *resp, struct err *err)
 {
-	Kiyot__Cell__V1__WatchEvent ev = synced();
-
 	(void)svc;
-	(void)req;
 	(void)resp;
-	if (rpc_send(call, &ev.base, err) < 0)
+	if (agent_watch(req, grpc_sink, grpc_sink_gone, call, err) < 0)
 		return -err->code;
-	while (!rpc_cancelled(call))
-		usleep(100 * 1000);
-	return err_set(err, ECANCELED, "watch ended");
+	return bulk_of(req) ? 0 : err_set(err, ECANCELED, "watch ended");
 }
 
 static const struct rpc_method methods[] = {
@@ -262,6 +314,96 @@ static struct mark grpc_cost(const struct certs *c, int n, const char *target)
 	return (struct mark){ m1.heap - m0.heap, m1.rss - m0.rss };
 }
 
+/* A bulk request: BULK_MIB of chunks. */
+static void bulk_request(Kiyot__Cell__V1__WatchRequest *req, Kiyot__Cell__V1__LogOffset *o,
+			 Kiyot__Cell__V1__LogOffset **list)
+{
+	kiyot__cell__v1__log_offset__init(o);
+	o->unit_id = (char *)"bulk";
+	o->offset = (uint64_t)BULK_MIB * 1024 * 1024 / CHUNK;
+	list[0] = o;
+	req->offsets = list;
+	req->n_offsets = 1;
+}
+
+/* Seconds to read BULK_MIB over one feed. */
+static double feed_bulk(const struct certs *c, const char *target)
+{
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	Kiyot__Cell__V1__LogOffset o, *list[1];
+	struct feeds f = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	struct feed_loop *loop = NULL;
+	struct feed_watch *w = NULL;
+	struct err err = ERR_INIT;
+	SSL_CTX *ctx = NULL;
+	int64_t t0;
+
+	bulk_request(&req, &o, list);
+	if (feed_loop_new(2, &loop, &err) < 0 ||
+	    pki_tls_ctx(c->ca, c->kiyot_cert, c->kiyot_key, PKI_CLIENT, NULL, &ctx, &err) < 0)
+		die("feed client", &err);
+	t0 = clock_mono_ns();
+	{
+		struct feed_open_args a = { .ctx = ctx,
+					    .target = target,
+					    .peer_name = "cell-a",
+					    .request = &req.base,
+					    .msg_desc = &kiyot__cell__v1__watch_event__descriptor,
+					    .max_frame = 1u << 20,
+					    .on_msg = on_msg,
+					    .on_end = on_end,
+					    .arg = &f };
+
+		if (feed_open(loop, &a, &w, &err) < 0)
+			die("feed", &err);
+	}
+	wait_count(&f, &f.ended, 1);
+	t0 = clock_mono_ns() - t0;
+	if ((uint64_t)f.got != o.offset) {
+		fprintf(stderr, "conns: the feed brought %d chunks of %llu\n", f.got,
+			(unsigned long long)o.offset);
+		exit(1);
+	}
+	feed_loop_free(loop);
+	SSL_CTX_free(ctx);
+	return (double)t0 / 1e9;
+}
+
+/* Seconds to read BULK_MIB over one gRPC server stream. */
+static double grpc_bulk(const struct certs *c, const char *target)
+{
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	Kiyot__Cell__V1__LogOffset o, *list[1];
+	struct rpc_tls tls = { c->ca, c->kiyot_cert, c->kiyot_key, "cell-a" };
+	struct rpc_channel *ch = NULL;
+	struct rpc_stream *s = NULL;
+	ProtobufCMessage *msg = NULL;
+	struct err err = ERR_INIT;
+	uint64_t got = 0;
+	int64_t t0;
+	int ret;
+
+	bulk_request(&req, &o, list);
+	t0 = clock_mono_ns();
+	if (rpc_channel_new_tls(target, &tls, &ch, &err) < 0 ||
+	    rpc_stream_open(ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+			    &kiyot__cell__v1__watch_event__descriptor, 0, &s, &err) < 0)
+		die("gRPC stream", &err);
+	while ((ret = rpc_stream_next(s, &msg, &err)) == 1) {
+		got++;
+		protobuf_c_message_free_unpacked(msg, NULL);
+	}
+	t0 = clock_mono_ns() - t0;
+	if (ret < 0 || got != o.offset) {
+		fprintf(stderr, "conns: the gRPC stream brought %llu chunks of %llu: %s\n",
+			(unsigned long long)got, (unsigned long long)o.offset, err.msg);
+		exit(1);
+	}
+	rpc_stream_free(s);
+	rpc_channel_free(ch);
+	return (double)t0 / 1e9;
+}
+
 int main(void)
 {
 	const char *env = getenv("KIYOT_BENCH_CONNS");
@@ -274,6 +416,7 @@ int main(void)
 	int up[2], down[2], port = 0;
 	struct rlimit rl;
 	struct mark feed, grpc;
+	double feed_s, grpc_s;
 	pid_t child;
 
 	if ((env && (end == env || *end)) || nl < 1 || nl > 5000) {
@@ -309,6 +452,8 @@ int main(void)
 	rpc_global_init();
 	feed = feeds_cost(&c, n, target);
 	grpc = grpc_cost(&c, n, grpc_addr);
+	feed_s = feed_bulk(&c, target);
+	grpc_s = grpc_bulk(&c, grpc_addr);
 	close(down[1]);
 	waitpid(child, NULL, 0);
 	unlink(sock);
@@ -326,5 +471,12 @@ int main(void)
 	       (double)feed.rss / (double)grpc.rss);
 	printf("  heap: glibc's bytes in use (mallinfo2) after opening them, over before; RSS the "
 	       "same in VmRSS, after malloc_trim\n");
+	printf("\n14b. One connection's throughput: %d MiB of 256 KiB log chunks, as a cell's "
+	       "Watch sends a busy unit's log\n",
+	       BULK_MIB);
+	printf("%-34s %14s %14s\n", "kind", "seconds", "MiB/s");
+	printf("%-34s %14.2f %14.0f\n", "gRPC server stream (baseline)", grpc_s, BULK_MIB / grpc_s);
+	printf("%-34s %14.2f %14.0f\n", "cell feed", feed_s, BULK_MIB / feed_s);
+	printf("%-34s %14s %13.2fx\n", "cell feed / gRPC", "", grpc_s / feed_s);
 	return 0;
 }
