@@ -3,6 +3,12 @@
  * table: a doubly linked list in answer order and a hash of the ids' first KEY_LEN characters
  * (the whole id when shorter), so the ids a prefix of KEY_LEN or more matches all share its
  * bucket. A shorter prefix, which only a person types, walks the list.
+ *
+ * Two more ways in, so what the kubelet's calls and the cells' Watches do walks no list: the
+ * cell id of a sandbox kiyot made is the sandbox id's first CELL_ID_LEN characters
+ * (cri_sandbox.c), so that sandbox is in the bucket of the cell id (only a miss walks the
+ * list); and the containers of a sandbox are chained in an index hashed by sandbox id, each
+ * chain in list order, with as many buckets as the containers' table.
  */
 #include "records.h"
 
@@ -28,11 +34,18 @@ struct table {
 	size_t n;
 };
 
+/* The containers by sandbox id: chains through sb_hnext. */
+struct sb_index {
+	struct container **buckets;
+	size_t n_buckets; /* the containers' table's, once built */
+};
+
 struct records {
 	struct store *store;
 	pthread_mutex_t *lock;
 	pthread_cond_t phase_changed; /* a sandbox went back to IDLE */
 	struct table sandboxes, containers, images;
+	struct sb_index by_sandbox;
 };
 
 #define REC_OF(type, h) ((type *)((char *)(h)-offsetof(type, rec)))
@@ -166,6 +179,57 @@ static struct rec_head *table_find(const struct table *t, const char *id)
 	return hit;
 }
 
+static struct container **sb_bucket(const struct sb_index *x, const char *sandbox_id)
+{
+	return &x->buckets[key_hash(sandbox_id, strlen(sandbox_id)) & (x->n_buckets - 1)];
+}
+
+/* Rebuilds the index for the containers' table as it is (after it grew): walking the list
+ * from its end and putting each first keeps every chain in list order. */
+static void sb_rebuild(struct records *r)
+{
+	const struct table *t = &r->containers;
+
+	free(r->by_sandbox.buckets);
+	r->by_sandbox.n_buckets = t->n_buckets;
+	r->by_sandbox.buckets = xcalloc(t->n_buckets, sizeof(*r->by_sandbox.buckets));
+	for (struct rec_head *h = t->head.prev; h != &t->head; h = h->prev) {
+		struct container *c = REC_OF(struct container, h);
+		struct container **b = sb_bucket(&r->by_sandbox, c->sandbox_id);
+
+		c->sb_hnext = *b;
+		*b = c;
+	}
+}
+
+/* Indexes c, just listed first (at_end: last). */
+static void sb_add(struct records *r, struct container *c, bool at_end)
+{
+	struct container **b;
+
+	if (r->by_sandbox.n_buckets != r->containers.n_buckets) {
+		sb_rebuild(r); /* c among them */
+		return;
+	}
+	b = sb_bucket(&r->by_sandbox, c->sandbox_id);
+	if (at_end)
+		while (*b)
+			b = &(*b)->sb_hnext;
+	c->sb_hnext = *b;
+	*b = c;
+}
+
+static void sb_remove(struct records *r, struct container *c)
+{
+	struct container **b = sb_bucket(&r->by_sandbox, c->sandbox_id);
+
+	while (*b && *b != c)
+		b = &(*b)->sb_hnext;
+	if (*b)
+		*b = c->sb_hnext;
+	c->sb_hnext = NULL;
+}
+
 struct records *records_new(struct store *st, pthread_mutex_t *lock)
 {
 	struct records *r = xcalloc(1, sizeof(*r));
@@ -194,12 +258,17 @@ void records_free(struct records *r)
 		return;
 	while (r->sandboxes.n)
 		sandbox_put(REC_OF(struct sandbox, table_pop(&r->sandboxes)));
-	while (r->containers.n)
-		container_put(REC_OF(struct container, table_pop(&r->containers)));
+	while (r->containers.n) {
+		struct container *c = REC_OF(struct container, table_pop(&r->containers));
+
+		c->sb_hnext = NULL;
+		container_put(c);
+	}
 	while (r->images.n)
 		image_rec_put(REC_OF(struct image_rec, table_pop(&r->images)));
 	free(r->sandboxes.buckets);
 	free(r->containers.buckets);
+	free(r->by_sandbox.buckets);
 	free(r->images.buckets);
 	pthread_cond_destroy(&r->phase_changed);
 	free(r);
@@ -213,8 +282,10 @@ int records_load(struct records *r, struct err *err)
 		return -err->code;
 	for (size_t i = 0; i < c.n_sandboxes; i++)
 		table_add(&r->sandboxes, &c.sandboxes[i]->rec, c.sandboxes[i]->id, true);
-	for (size_t i = 0; i < c.n_containers; i++)
+	for (size_t i = 0; i < c.n_containers; i++) {
 		table_add(&r->containers, &c.containers[i]->rec, c.containers[i]->id, true);
+		sb_add(r, c.containers[i], true);
+	}
 	for (size_t i = 0; i < c.n_images; i++)
 		table_add(&r->images, &c.images[i]->rec, c.images[i]->id, true);
 	c.n_sandboxes = c.n_containers = c.n_images = 0; /* listed: not freed below */
@@ -259,6 +330,18 @@ struct image_rec *records_image_exact(struct records *r, const char *id)
 
 struct sandbox *records_sandbox_of_cell(struct records *r, const char *cell_id)
 {
+	size_t len = strlen(cell_id);
+
+	/* where kiyot's own cells are: a sandbox id's first CELL_ID_LEN characters */
+	if (len >= KEY_LEN)
+		for (struct rec_head *h = *bucket_of(&r->sandboxes, cell_id, len); h;
+		     h = h->hnext) {
+			struct sandbox *sb = REC_OF(struct sandbox, h);
+
+			if (sb->cell_id[0] && strcmp(sb->cell_id, cell_id) == 0)
+				return sb;
+		}
+	/* else (a cell no sandbox here made, or records written otherwise) every one */
 	for (struct rec_head *h = r->sandboxes.head.next; h != &r->sandboxes.head; h = h->next) {
 		struct sandbox *sb = REC_OF(struct sandbox, h);
 
@@ -276,6 +359,7 @@ void records_add_sandbox(struct records *r, struct sandbox *sb)
 void records_add_container(struct records *r, struct container *c)
 {
 	table_add(&r->containers, &c->rec, c->id, false);
+	sb_add(r, c, false);
 }
 
 void records_add_image(struct records *r, struct image_rec *i)
@@ -316,6 +400,7 @@ int records_remove_container(struct records *r, struct container *c, struct err 
 
 	if (!table_remove(&r->containers, &c->rec))
 		return 0;
+	sb_remove(r, c);
 	ret = store_delete_container(r->store, c->id, err);
 	container_put(c);
 	return ret;
@@ -348,15 +433,26 @@ size_t records_sandboxes(struct records *r, struct sandbox ***out)
 size_t records_containers(struct records *r, const char *sandbox_id, struct container ***out)
 {
 	const struct table *t = &r->containers;
-	struct container **v = xcalloc(t->n + 1, sizeof(*v));
+	struct container **v, *c;
 	size_t n = 0;
 
-	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next) {
-		struct container *c = REC_OF(struct container, h);
+	if (sandbox_id) {
+		struct container *first =
+			r->by_sandbox.n_buckets ? *sb_bucket(&r->by_sandbox, sandbox_id) : NULL;
 
-		if (!sandbox_id || strcmp(c->sandbox_id, sandbox_id) == 0)
-			v[n++] = container_get(c);
+		for (c = first; c; c = c->sb_hnext)
+			n += strcmp(c->sandbox_id, sandbox_id) == 0;
+		v = xcalloc(n + 1, sizeof(*v));
+		n = 0;
+		for (c = first; c; c = c->sb_hnext)
+			if (strcmp(c->sandbox_id, sandbox_id) == 0)
+				v[n++] = container_get(c);
+		*out = v;
+		return n;
 	}
+	v = xcalloc(t->n + 1, sizeof(*v));
+	for (struct rec_head *h = t->head.next; h != &t->head; h = h->next)
+		v[n++] = container_get(REC_OF(struct container, h));
 	*out = v;
 	return n;
 }

@@ -96,6 +96,9 @@ struct container {
 	 * did not store them has them derived from the state when loaded). */
 	int desired;
 	int64_t stop_timeout_s;
+	/* Memory only: the next container in its bucket of the records' index by sandbox
+	 * (records.c); guarded by k->lock. */
+	struct container *sb_hnext;
 };
 
 /* A remembered image: pulled in some cell. The node itself stores no layers. */

@@ -349,6 +349,81 @@ static void test_records__sandbox_of_cell_skips_sandboxes_without_one(void **sta
 	sandboxes_put(v, n);
 }
 
+/* The containers of one sandbox, as the whole list has them in its order: what the index by
+ * sandbox must give. */
+static void check_by_sandbox(struct records *r, const char *sandbox_id)
+{
+	struct container **all, **mine;
+	size_t n_all = records_containers(r, NULL, &all);
+	size_t n_mine = records_containers(r, sandbox_id, &mine), k = 0;
+
+	for (size_t i = 0; i < n_all; i++) {
+		if (strcmp(all[i]->sandbox_id, sandbox_id) != 0)
+			continue;
+		if (k >= n_mine || mine[k] != all[i])
+			fail_msg("sandbox %s: container %zu of %zu is not %s", sandbox_id, k,
+				 n_mine, all[i]->id);
+		k++;
+	}
+	assert_int_equal(k, n_mine);
+	containers_put(all, n_all);
+	containers_put(mine, n_mine);
+}
+
+/* A sandbox's containers and a cell's sandbox come from indexes: 300 containers over 25
+ * sandboxes (the tables grow past their first buckets, the index is rebuilt), some removed,
+ * then the same from the store: each sandbox gets exactly its containers in list order, and
+ * each cell (its sandbox id's first 20 characters, as kiyot names cells) its sandbox. */
+static void test_records__indexes_agree_with_the_lists(void **state)
+{
+	struct fixture *f = *state;
+	struct records *again;
+	struct err err = ERR_INIT;
+	char sbid[25][65], cell[25][21], cid[65];
+
+	for (int s = 0; s < 25; s++) {
+		struct sandbox *sb;
+
+		snprintf(sbid[s], sizeof(sbid[s]), "%02d%062d", s, s);
+		snprintf(cell[s], sizeof(cell[s]), "%.20s", sbid[s]);
+		sb = sandbox_new(sbid[s], cell[s]);
+		records_add_sandbox(f->r, sb);
+		assert_int_equal(records_save_sandbox(f->r, sb, &err), 0);
+	}
+	for (int i = 0; i < 300; i++) {
+		struct container *c;
+
+		snprintf(cid, sizeof(cid), "c%03d", i);
+		c = container_new(cid, sbid[(i * 7) % 25]);
+		records_add_container(f->r, c);
+		assert_int_equal(records_save_container(f->r, c, &err), 0);
+	}
+	for (int i = 0; i < 300; i += 3) {
+		snprintf(cid, sizeof(cid), "c%03d", i);
+		assert_int_equal(records_remove_container(f->r, records_container(f->r, cid), &err),
+				 0);
+	}
+	for (int s = 0; s < 25; s++) {
+		check_by_sandbox(f->r, sbid[s]);
+		assert_ptr_equal(records_sandbox_of_cell(f->r, cell[s]),
+				 records_sandbox_exact(f->r, sbid[s]));
+	}
+	check_by_sandbox(f->r, "no-such-sandbox");
+
+	again = records_new(f->st, &f->lock);
+	assert_int_equal(records_load(again, &err), 0);
+	for (int i = 0; i < 20; i++) { /* newer ones, listed first */
+		snprintf(cid, sizeof(cid), "n%03d", i);
+		records_add_container(again, container_new(cid, sbid[i % 5]));
+	}
+	for (int s = 0; s < 25; s++) {
+		check_by_sandbox(again, sbid[s]);
+		assert_ptr_equal(records_sandbox_of_cell(again, cell[s]),
+				 records_sandbox_exact(again, sbid[s]));
+	}
+	records_free(again);
+}
+
 struct stopper {
 	struct fixture *f;
 	struct sandbox *sb;
@@ -434,6 +509,7 @@ int main(void)
 		T(test_records__a_removed_record_lives_while_held),
 		T(test_records__changes_reach_the_store),
 		T(test_records__sandbox_of_cell_skips_sandboxes_without_one),
+		T(test_records__indexes_agree_with_the_lists),
 		T(test_records__a_sandbox_does_one_thing_at_a_time),
 	};
 
