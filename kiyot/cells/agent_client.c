@@ -11,9 +11,14 @@
 #include "agent_client.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "feed.h"
 #include "log.h"
@@ -125,6 +130,41 @@ static void grpc_disconnect(void *self, struct agent_conn *c)
 	free(c->feed_target);
 	free(c->cell_id);
 	free(c);
+}
+
+static bool real_listening(void *self, const char *target, int timeout_ms)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai = NULL;
+	struct pollfd p = { .events = POLLOUT };
+	const char *colon = strrchr(target, ':');
+	char host[64];
+	socklen_t len;
+	int e = 0;
+	bool up = false;
+
+	(void)self;
+	/* an IPv4 "ip:port" (cells' addresses); anything else is left to gRPC to judge */
+	if (!colon || (size_t)(colon - target) >= sizeof(host))
+		return true;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - target), target);
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
+		return true;
+	p.fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (p.fd < 0) {
+		freeaddrinfo(ai);
+		return true;
+	}
+	if (connect(p.fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+		up = true;
+	} else if (errno == EINPROGRESS && poll(&p, 1, timeout_ms) == 1) {
+		len = sizeof(e);
+		up = getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e == 0;
+	}
+	close(p.fd);
+	freeaddrinfo(ai);
+	return up;
 }
 
 /* A plaintext channel of its own for each Enroll: the cell serves nothing else over it. */
@@ -398,6 +438,7 @@ const struct agent_ops agent_grpc_ops = {
 	.name = "grpc",
 	.connect = grpc_connect,
 	.disconnect = grpc_disconnect,
+	.listening = real_listening,
 	.enroll = grpc_enroll,
 	.hello = grpc_hello,
 	.apply = grpc_apply,

@@ -17,6 +17,7 @@
 #ifndef KIYOT_AGENT_CLIENT_H
 #define KIYOT_AGENT_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cellagent.pb-c.h"
@@ -51,6 +52,9 @@ struct agent_ops {
 	/* Frees a connection; no stream or call may still use it. */
 	void (*disconnect)(void *self, struct agent_conn *c);
 
+	/* Whether anything accepts connections at target within timeout_ms: what a boot polls
+	 * before it spends a channel on Enroll or Hello. */
+	bool (*listening)(void *self, const char *target, int timeout_ms);
 	/* Enroll, over plaintext at target: a new cell holds no certificate to talk TLS with
 	 * yet (see cell-agent/enroll.h). */
 	int (*enroll)(void *self, const char *target, const Kiyot__Cell__V1__EnrollRequest *req,

@@ -589,12 +589,15 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 	for (;;) {
 		struct err eerr = ERR_INIT;
 
-		if (hello(m, id, target, err) == 0) {
+		/* a gRPC channel (dozens of KB of allocations) only for an agent that listens */
+		if (!m->agent.ops->listening(m->agent.self, target, 200)) {
+			err_set(&eerr, ECONNREFUSED, "%s: nothing listens yet", target);
+			err_set(err, ECONNREFUSED, "%s: nothing listens yet", target);
+		} else if (hello(m, id, target, err) == 0) {
 			enroll_forget(m, id);
 			return 0;
-		}
-		/* not serving TLS: a new cell, or one still starting */
-		if (enroll_at(m, id, target, secret, &eerr) == 0) {
+		} else if (enroll_at(m, id, target, secret, &eerr) == 0) {
+			/* it did not serve TLS: a new cell, now enrolled */
 			log_info("cell %s enrolled", id);
 			enroll_forget(m, id);
 			continue;

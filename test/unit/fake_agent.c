@@ -251,6 +251,21 @@ static int enroll_request(struct fake_cell *c, Kiyot__Cell__V1__EnrollResponse *
 	return 0;
 }
 
+/* A cell's agent listens from its boot while it serves. */
+static bool fa_listening(void *self, const char *target, int timeout_ms)
+{
+	struct fake_agent *fa = self;
+	struct fake_cell *c;
+	bool up;
+
+	(void)timeout_ms;
+	pthread_mutex_lock(&fa->lock);
+	c = cell_at_target(fa, target);
+	up = c && c->serving;
+	pthread_mutex_unlock(&fa->lock);
+	return up;
+}
+
 static int fa_enroll(void *self, const char *target, const Kiyot__Cell__V1__EnrollRequest *req,
 		     int64_t timeout_ms, Kiyot__Cell__V1__EnrollResponse **resp, struct err *err)
 {
@@ -640,6 +655,7 @@ static const struct agent_ops fake_agent_ops = {
 	.exec_sync = fa_exec_sync,
 	.stats = fa_stats,
 	.write_volume = fa_write_volume,
+	.listening = fa_listening,
 	.watch = fa_watch,
 	.watch_cancel = fa_watch_cancel,
 	.open_stream = fa_open_stream,
