@@ -181,7 +181,9 @@ static struct feed_server *start_feed(struct agent *a)
 	fc.address = addr;
 	fc.req_desc = &kiyot__cell__v1__watch_request__descriptor;
 	fc.max_request = 1u << 20;
-	fc.max_conns = 8;
+	fc.max_conns = 64;
+	fc.max_pending_per_peer = FEED_PENDING_PER_PEER;
+	fc.max_sessions = 4; /* kiyot holds one; a few while a restarted one replaces it */
 	fc.session = agent_feed_session;
 	fc.arg = a;
 	if (pki_tls_ctx(a->cfg.ca, enroll_cert(a->enroll), enroll_key(a->enroll), PKI_SERVER,

@@ -33,6 +33,7 @@
 #define FEED_ALPN "kiyot-feed/1"
 /* A TCP connect and the TLS handshake, and on the server the request, within this. */
 #define FEED_HANDSHAKE_MS 10000
+#define FEED_PENDING_PER_PEER 4
 
 /* ---- client ---- */
 
@@ -89,6 +90,13 @@ struct feed_server_config {
 	const ProtobufCMessageDescriptor *req_desc;
 	size_t max_request;
 	int max_conns; /* connections served at once; more are closed at accept */
+	/* Connections one address may have open before they become a session (handshaking,
+	 * or sending nothing): more are closed at accept, so a neighbour holding handshakes
+	 * open cannot keep kiyot out. 0: FEED_PENDING_PER_PEER. */
+	int max_pending_per_peer;
+	/* Sessions at once; 0: no limit. Past it a new session ends the oldest (most likely
+	 * one whose kiyot went away without its connection closing). */
+	int max_sessions;
 	feed_session_fn *session;
 	void *arg;
 };

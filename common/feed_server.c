@@ -32,6 +32,7 @@ struct feed_server {
 	pthread_cond_t cond; /* a connection ended */
 	struct feed_conn *conns;
 	int n_conns;
+	uint64_t sessions_started;
 	bool stopping;
 };
 
@@ -40,6 +41,8 @@ struct feed_conn {
 	int fd;
 	SSL *ssl;
 	char peer[64];
+	bool session;	  /* authenticated, its session running (under the server's lock) */
+	uint64_t started; /* when it became one: the order sessions are ended in */
 	struct feed_conn *next;
 };
 
@@ -103,6 +106,33 @@ static int read_request(struct feed_conn *c, ProtobufCMessage **req, struct err 
 	return ret < 0 ? ret : 0;
 }
 
+/* c is a session now: past max_sessions the oldest other one ends (its client is most likely
+ * a kiyot that went away without its connection closing, and this one its successor). */
+static void admit(struct feed_conn *c)
+{
+	struct feed_server *s = c->s;
+	struct feed_conn *oldest = NULL;
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct feed_conn *o = s->conns; o; o = o->next) {
+		if (!o->session)
+			continue;
+		n++;
+		if (!oldest || o->started < oldest->started)
+			oldest = o;
+	}
+	if (s->cfg.max_sessions > 0 && n >= s->cfg.max_sessions && oldest) {
+		log_info("feed from %s ends: a newer one from %s took its place", oldest->peer,
+			 c->peer);
+		shutdown(oldest->fd, SHUT_RDWR); /* its sends fail, feed_gone turns true */
+		oldest->session = false;
+	}
+	c->session = true;
+	c->started = ++s->sessions_started;
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void serve(struct feed_conn *c)
 {
 	struct feed_server *s = c->s;
@@ -135,6 +165,7 @@ static void serve(struct feed_conn *c)
 	}
 	set_timeout(c->fd, SO_RCVTIMEO, 0);
 	set_timeout(c->fd, SO_SNDTIMEO, SEND_TIMEOUT_MS);
+	admit(c);
 	s->cfg.session(s->cfg.arg, c, req);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (!feed_gone(c))
@@ -173,6 +204,16 @@ static void peer_text(const struct sockaddr_storage *ss, char *out, size_t n)
 		snprintf(out, n, "?");
 }
 
+/* Connections from peer not (yet) a session; needs the server's lock. */
+static int pending_from(const struct feed_server *s, const char *peer)
+{
+	int n = 0;
+
+	for (const struct feed_conn *o = s->conns; o; o = o->next)
+		n += !o->session && strcmp(o->peer, peer) == 0;
+	return n;
+}
+
 static void *accept_main(void *arg)
 {
 	struct feed_server *s = arg;
@@ -200,11 +241,20 @@ static void *accept_main(void *arg)
 				usleep(100 * 1000);
 			continue;
 		}
-		feed_tune_socket(fd);
 		c = xcalloc(1, sizeof(*c));
 		c->s = s;
 		c->fd = fd;
 		peer_text(&ss, c->peer, sizeof(c->peer));
+		if (pending_from(s, c->peer) >= (s->cfg.max_pending_per_peer > 0
+							 ? s->cfg.max_pending_per_peer
+							 : FEED_PENDING_PER_PEER)) {
+			/* one address holding handshakes open must not starve kiyot's */
+			pthread_mutex_unlock(&s->lock);
+			close(fd);
+			free(c);
+			continue;
+		}
+		feed_tune_socket(fd);
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&th, &attr, conn_main, c) != 0) {

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,10 +76,30 @@ static void session(void *arg, struct feed_conn *c, const ProtobufCMessage *req)
 	pthread_mutex_unlock(&sc->lock);
 }
 
+/* The agent's side, with pending connections per address and sessions capped as asked
+ * (0 sessions: no cap). */
+static void start_server(struct fix *f, int max_pending, int max_sessions)
+{
+	struct feed_server_config cfg = { 0 };
+	struct err err = ERR_INIT;
+
+	cfg.address = "127.0.0.1:0";
+	cfg.ctx = f->server_ctx;
+	cfg.req_desc = &kiyot__cell__v1__watch_request__descriptor;
+	cfg.max_request = 4096;
+	cfg.max_conns = 300;
+	cfg.max_pending_per_peer = max_pending;
+	cfg.max_sessions = max_sessions;
+	cfg.session = session;
+	cfg.arg = &f->sc;
+	if (feed_server_start(&cfg, &f->srv, &err) < 0)
+		fail_msg("%s", err.msg);
+	snprintf(f->target, sizeof(f->target), "127.0.0.1:%d", feed_server_port(f->srv));
+}
+
 static int setup(void **state)
 {
 	struct fix *f = xcalloc(1, sizeof(*f));
-	struct feed_server_config cfg = { 0 };
 	struct err err = ERR_INIT;
 
 	if (pki_ca_new("kiyot-ca", 1, &f->ca, &f->ca_key, &err) < 0)
@@ -95,16 +116,9 @@ static int setup(void **state)
 		fail_msg("%s", err.msg);
 	pthread_mutex_init(&f->sc.lock, NULL);
 	pthread_cond_init(&f->sc.cond, NULL);
-	cfg.address = "127.0.0.1:0";
-	cfg.ctx = f->server_ctx;
-	cfg.req_desc = &kiyot__cell__v1__watch_request__descriptor;
-	cfg.max_request = 4096;
-	cfg.max_conns = 300;
-	cfg.session = session;
-	cfg.arg = &f->sc;
-	if (feed_server_start(&cfg, &f->srv, &err) < 0 || feed_loop_new(2, &f->loop, &err) < 0)
+	start_server(f, 300, 0);
+	if (feed_loop_new(2, &f->loop, &err) < 0)
 		fail_msg("%s", err.msg);
-	snprintf(f->target, sizeof(f->target), "127.0.0.1:%d", feed_server_port(f->srv));
 	*state = f;
 	return 0;
 }
@@ -406,6 +420,101 @@ static void test_feed__server_stops(void **state)
 	got_release(&g);
 }
 
+/* A TCP connection from 127.0.0.2 to the server that sends nothing (a neighbour holding a
+ * handshake open); its descriptor. */
+static int idle_conn_from_neighbour(struct fix *f)
+{
+	struct sockaddr_in from = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	from.sin_addr.s_addr = htonl(0x7f000002);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons((uint16_t)feed_server_port(f->srv));
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	return fd;
+}
+
+/* Whether the server closed fd within 1 s. */
+static bool closed_soon(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char b;
+
+	return poll(&p, 1, 1000) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+}
+
+/* A neighbour holding ten handshakes open gets four (the rest are closed at accept), and
+ * kiyot's feed from another address still comes through. */
+static void test_feed__a_neighbour_cannot_hold_the_door(void **state)
+{
+	struct fix *f = *state;
+	int fds[10], closed = 0;
+	struct got g;
+	struct feed_watch *w;
+	struct err err = ERR_INIT;
+
+	feed_server_stop(f->srv);
+	start_server(f, 0, 0);
+	for (int i = 0; i < 10; i++)
+		fds[i] = idle_conn_from_neighbour(f);
+	for (int i = 0; i < 10; i++)
+		closed += closed_soon(fds[i]);
+	assert_int_equal(closed, 10 - FEED_PENDING_PER_PEER);
+	f->sc.events = 1;
+	f->sc.size = 10;
+	f->sc.hold = true;
+	got_init(&g);
+	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
+			 0);
+	for (int i = 0; i < 500 && !g.n; i++)
+		usleep(10000);
+	assert_int_equal(g.n, 1);
+	feed_cancel(w);
+	wait_end(&g);
+	got_release(&g);
+	for (int i = 0; i < 10; i++)
+		close(fds[i]);
+}
+
+/* Past max_sessions a new session ends the oldest: a restarted kiyot's feed replaces the one
+ * its predecessor left open. */
+static void test_feed__a_new_session_ends_the_oldest(void **state)
+{
+	struct fix *f = *state;
+	struct got g[3];
+	struct feed_watch *w[3];
+	struct err err = ERR_INIT;
+
+	feed_server_stop(f->srv);
+	start_server(f, 0, 2);
+	f->sc.events = 1;
+	f->sc.size = 10;
+	f->sc.hold = true;
+	for (int i = 0; i < 3; i++) {
+		got_init(&g[i]);
+		assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g[i],
+					   &w[i], &err),
+				 0);
+		for (int t = 0; t < 500 && !g[i].n; t++)
+			usleep(10000);
+		assert_int_equal(g[i].n, 1);
+	}
+	wait_end(&g[0]); /* ended by the server */
+	assert_true(g[0].ret <= 0 && g[0].ret != -ECANCELED);
+	usleep(200 * 1000);
+	assert_false(g[1].ended);
+	assert_false(g[2].ended);
+	for (int i = 1; i < 3; i++) {
+		feed_cancel(w[i]);
+		wait_end(&g[i]);
+		assert_int_equal(g[i].ret, -ECANCELED);
+	}
+	for (int i = 0; i < 3; i++)
+		got_release(&g[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +524,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_feed__frame_over_the_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed__unreachable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed__server_stops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_feed__a_neighbour_cannot_hold_the_door, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_feed__a_new_session_ends_the_oldest, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
