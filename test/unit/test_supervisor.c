@@ -22,11 +22,14 @@
 #include <cmocka.h>
 
 #include "image.h"
+#include "../../cell-agent/agent.h"
 #include "../../cell-agent/supervisor.h"
 #include "../../cell-agent/supervisor_internal.h"
 #include "clock.h"
 #include "crilog.h"
+#include "feed.h"
 #include "fsutil.h"
+#include "testcert.h"
 #include "xalloc.h"
 
 #define BUSYBOX "/bin/busybox"
@@ -418,6 +421,161 @@ static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
 	}
 }
 
+/* What one Watch over the cell feed brought, until its first STATS event. */
+struct watch_seen {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char kinds[64]; /* 'T'atus, 'L'og, 'S'ynced, 'U'sage, in order */
+	size_t n;
+	bool exited, usage_of_cell, ended;
+	char log[4096];
+};
+
+static void seen_msg(void *arg, const ProtobufCMessage *msg)
+{
+	struct watch_seen *w = arg;
+	const Kiyot__Cell__V1__WatchEvent *ev = (const void *)msg;
+	static const char kind[] = "TLSU";
+
+	pthread_mutex_lock(&w->lock);
+	if (w->n + 1 < sizeof(w->kinds) && ev->kind < 4)
+		w->kinds[w->n++] = kind[ev->kind];
+	if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS && ev->status &&
+	    strcmp(ev->status->id, "t-watch") == 0)
+		w->exited = ev->status->state == KIYOT__CELL__V1__UNIT_STATE__UNIT_EXITED;
+	if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG)
+		snprintf(w->log + strlen(w->log), sizeof(w->log) - strlen(w->log), "%.*s",
+			 (int)ev->data.len, (const char *)ev->data.data);
+	if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__STATS && ev->stats)
+		w->usage_of_cell = ev->stats->cell && ev->stats->cell->timestamp_ns > 0;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void seen_end(void *arg, int ret, const struct err *err)
+{
+	struct watch_seen *w = arg;
+
+	(void)ret;
+	(void)err;
+	pthread_mutex_lock(&w->lock);
+	w->ended = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* One Watch of the agent's over a real feed from offset (of t-watch's log), until its first
+ * usage event. */
+static void watch_over_feed(struct feed_loop *loop, SSL_CTX *ctx, const char *target,
+			    uint64_t offset, struct watch_seen *w)
+{
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	Kiyot__Cell__V1__LogOffset o = KIYOT__CELL__V1__LOG_OFFSET__INIT, *os[1] = { &o };
+	struct feed_open_args a = { .ctx = ctx,
+				    .target = target,
+				    .peer_name = "cell-a",
+				    .request = &req.base,
+				    .msg_desc = &kiyot__cell__v1__watch_event__descriptor,
+				    .max_frame = 1u << 20,
+				    .on_msg = seen_msg,
+				    .on_end = seen_end,
+				    .arg = w };
+	struct feed_watch *fw = NULL;
+	struct err err = ERR_INIT;
+
+	o.unit_id = (char *)"t-watch";
+	o.offset = offset;
+	req.offsets = os;
+	req.n_offsets = offset ? 1 : 0;
+	req.stats_interval_ms = 100;
+	if (feed_open(loop, &a, &fw, &err) < 0)
+		fail_msg("%s", err.msg);
+	pthread_mutex_lock(&w->lock);
+	while (!strchr(w->kinds, 'U') && !w->ended)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	feed_cancel(fw);
+	pthread_mutex_lock(&w->lock);
+	while (!w->ended)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* The agent's Watch (cell-agent/watch.c) served over a real cell feed: a client gets the
+ * unit's status, its log lines, SYNCED and then the cell's usage; one that resumes at the
+ * end of the log gets no log again. */
+static void test_supervisor__watch_over_the_cell_feed(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def u;
+	struct unit_def *us[] = { &u };
+	struct pod_def p;
+	struct unit_status st;
+	struct agent a;
+	struct feed_server_config fc = { 0 };
+	struct feed_server *srv = NULL;
+	struct feed_loop *loop = NULL;
+	struct test_ident agent_id, kiyot_id;
+	struct watch_seen w1 = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER };
+	struct watch_seen w2 = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER };
+	_cleanup_free_ char *log = NULL;
+	char *ca = NULL, *ca_key = NULL, target[64];
+	SSL_CTX *client = NULL;
+	struct err err = ERR_INIT;
+
+	unit_def(f, &u, "t-watch", "echo line-one; echo line-two");
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 1);
+	apply(f, &p);
+	st = wait_unit(f, "t-watch", is_exited, NULL);
+	unit_status_release(&st);
+	log = read_log(f, "t-watch");
+
+	memset(&a, 0, sizeof(a));
+	a.sup = f->sup;
+	a.hub = watch_hub_new();
+	a.cfg.state_dir = f->state;
+	if (pki_ca_new("ca", 1, &ca, &ca_key, &err) < 0)
+		fail_msg("%s", err.msg);
+	test_ident_make(ca, ca_key, "cell-a", PKI_SERVER, &agent_id);
+	test_ident_make(ca, ca_key, "kiyot", PKI_CLIENT, &kiyot_id);
+	if (pki_tls_ctx(ca, agent_id.cert, agent_id.key, PKI_SERVER, "kiyot", &fc.ctx, &err) < 0 ||
+	    pki_tls_ctx(ca, kiyot_id.cert, kiyot_id.key, PKI_CLIENT, NULL, &client, &err) < 0)
+		fail_msg("%s", err.msg);
+	fc.address = "127.0.0.1:0";
+	fc.req_desc = &kiyot__cell__v1__watch_request__descriptor;
+	fc.max_request = 4096;
+	fc.max_conns = 8;
+	fc.session = agent_feed_session;
+	fc.arg = &a;
+	if (feed_server_start(&fc, &srv, &err) < 0 || feed_loop_new(1, &loop, &err) < 0)
+		fail_msg("%s", err.msg);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", feed_server_port(srv));
+
+	watch_over_feed(loop, client, target, 0, &w1);
+	if (!strstr(w1.kinds, "TLSU") && !strstr(w1.kinds, "TLLSU"))
+		fail_msg("events %s: want the status, the log, SYNCED, then the usage", w1.kinds);
+	assert_true(w1.exited);
+	assert_true(w1.usage_of_cell);
+	assert_string_equal(w1.log, log);
+	assert_non_null(strstr(w1.log, " stdout F line-two\n"));
+
+	watch_over_feed(loop, client, target, strlen(log), &w2);
+	assert_null(strchr(w2.kinds, 'L'));
+	assert_non_null(strstr(w2.kinds, "TSU"));
+
+	feed_loop_free(loop);
+	feed_server_stop(srv);
+	SSL_CTX_free(fc.ctx);
+	SSL_CTX_free(client);
+	watch_hub_free(a.hub);
+	test_ident_release(&agent_id);
+	test_ident_release(&kiyot_id);
+	free(ca);
+	free(ca_key);
+}
+
 /* A unit exiting 3 reports 3 and "Error"; a missing executable reports StartError. */
 static void test_supervisor__failing_units_report_exit(void **state)
 {
@@ -633,6 +791,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__on_failure_restarts_with_count,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__watch_over_the_cell_feed, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__stop_kills_after_grace, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__init_unit_runs_before_app, setup,
