@@ -379,7 +379,7 @@ static void test_records__indexes_agree_with_the_lists(void **state)
 	struct fixture *f = *state;
 	struct records *again;
 	struct err err = ERR_INIT;
-	char sbid[25][65], cell[25][21], cid[65];
+	char sbid[25][80], cell[25][21], cid[65];
 
 	for (int s = 0; s < 25; s++) {
 		struct sandbox *sb;
