@@ -280,7 +280,7 @@ static int watch_serve(struct agent *a, const Kiyot__Cell__V1__WatchRequest *r,
 	struct stream s = { 0 };
 	char *buf = xmalloc(LOG_CHUNK);
 	struct unit_status *st = NULL;
-	int64_t every_ms = r->stats_interval_ms ? (int64_t)r->stats_interval_ms : 0;
+	int64_t every_ms = r->stats_interval_ms;
 	int64_t stats_due = 0;
 	size_t n = 0;
 	int ret;

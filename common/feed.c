@@ -4,45 +4,12 @@
 #include "feed_internal.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-
-int feed_addr(const char *target, struct sockaddr_storage *ss, socklen_t *len, struct err *err)
-{
-	const char *colon = target ? strrchr(target, ':') : NULL;
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai = NULL;
-	char host[64];
-	size_t n;
-
-	if (!colon || colon == target || !colon[1])
-		return err_set(err, EINVAL, "feed address \"%s\": want ip:port",
-			       target ? target : "");
-	n = (size_t)(colon - target);
-	if (target[0] == '[' && n >= 2 && target[n - 1] == ']') {
-		target++;
-		n -= 2;
-	}
-	if (n >= sizeof(host))
-		return err_set(err, EINVAL, "feed address \"%s\": want ip:port", target);
-	memcpy(host, target, n);
-	host[n] = '\0';
-	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai) {
-		if (ai)
-			freeaddrinfo(ai);
-		return err_set(err, EINVAL, "feed address \"%s\": want a numeric ip:port", target);
-	}
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	*len = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	return 0;
-}
 
 int feed_tls_error(struct err *err, int code, const char *what, SSL *ssl)
 {
@@ -89,4 +56,13 @@ void feed_block_sigpipe(void)
 	sigemptyset(&set);
 	sigaddset(&set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+bool feed_alpn_ok(SSL *ssl)
+{
+	const unsigned char *p = NULL;
+	unsigned int len = 0;
+
+	SSL_get0_alpn_selected(ssl, &p, &len);
+	return len == strlen(FEED_ALPN) && memcmp(p, FEED_ALPN, len) == 0;
 }

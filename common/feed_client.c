@@ -11,7 +11,6 @@
 #include "feed.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -26,6 +25,7 @@
 #include "clock.h"
 #include "feed_internal.h"
 #include "frame.h"
+#include "netaddr.h"
 #include "xalloc.h"
 
 enum phase {
@@ -157,8 +157,6 @@ static int step_connect(struct feed_watch *w, struct err *err)
 
 static int step_handshake(struct feed_watch *w, struct err *err)
 {
-	const unsigned char *proto = NULL;
-	unsigned int len = 0;
 	int ret;
 
 	ERR_clear_error();
@@ -169,8 +167,7 @@ static int step_handshake(struct feed_watch *w, struct err *err)
 
 		return ssl_wait(w, ret, what, err);
 	}
-	SSL_get0_alpn_selected(w->ssl, &proto, &len);
-	if (len != strlen(FEED_ALPN) || memcmp(proto, FEED_ALPN, len) != 0)
+	if (!feed_alpn_ok(w->ssl))
 		return err_set(err, ECONNREFUSED, "%s does not speak the cell feed (ALPN %s)",
 			       w->target, FEED_ALPN);
 	return reached(w, PH_SEND);
@@ -248,8 +245,7 @@ static int step_read(struct feed_watch *w, bool woken, struct err *err)
 		uint8_t *p;
 		int ret;
 
-		/* epoll said readable (bytes, or the end): read; else only when something is
-		 * there */
+		/* woken by epoll: read; else only when something is there */
 		if (!woken && !readable(w)) {
 			want(w, EPOLLIN);
 			frame_reader_idle(&w->r);
@@ -276,10 +272,12 @@ static int step_read(struct feed_watch *w, bool woken, struct err *err)
 	}
 }
 
-static void step(struct feed_watch *w, uint32_t events)
+static void step(struct feed_watch *w)
 {
 	struct err err = ERR_INIT;
-	bool woken = w->phase == PH_READ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR));
+	/* in the read phase every event calls for SSL_read: bytes, the end, or (EPOLLOUT,
+	 * armed only when OpenSSL asked) the write a read of its left pending */
+	bool woken = w->phase == PH_READ;
 	int ret = 0;
 
 	if (w->phase == PH_CONNECT)
@@ -343,7 +341,7 @@ static void *thread_main(void *arg)
 		n = epoll_wait(t->ep, ev, 64, next_timeout(t, now));
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr) {
-				step(ev[i].data.ptr, ev[i].events);
+				step(ev[i].data.ptr);
 			} else {
 				uint64_t v;
 
@@ -446,7 +444,7 @@ static int dial(struct feed_watch *w, const struct feed_open_args *a, struct err
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	if (feed_addr(a->target, &ss, &len, err) < 0)
+	if (netaddr_parse(a->target, &ss, &len, err) < 0)
 		return -err->code;
 	w->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (w->fd < 0)

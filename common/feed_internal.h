@@ -4,15 +4,13 @@
 #ifndef KIYOT_FEED_INTERNAL_H
 #define KIYOT_FEED_INTERNAL_H
 
-#include <sys/socket.h>
-
 #include "feed.h"
 
 /* The ALPN list both sides offer, in wire form. */
 #define FEED_ALPN_WIRE "\x0c" FEED_ALPN
 
-/* A numeric "ip:port" ("[v6]:port" too) as a socket address. */
-int feed_addr(const char *target, struct sockaddr_storage *ss, socklen_t *len, struct err *err);
+/* Whether the handshake agreed on the feed's protocol (ALPN). */
+bool feed_alpn_ok(SSL *ssl);
 /* Keepalive, a user timeout and no delay on a feed's socket: a peer that vanished (a cell
  * cut off, a kiyot gone) ends the feed within about a minute on either side. */
 void feed_tune_socket(int fd);

@@ -17,6 +17,7 @@
 
 #include "feed_internal.h"
 #include "frame.h"
+#include "netaddr.h"
 #include "log.h"
 #include "xalloc.h"
 
@@ -66,15 +67,6 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	*out = sel;
 	return SSL_TLSEXT_ERR_OK;
-}
-
-static bool alpn_is_feed(SSL *ssl)
-{
-	const unsigned char *p = NULL;
-	unsigned int len = 0;
-
-	SSL_get0_alpn_selected(ssl, &p, &len);
-	return len == strlen(FEED_ALPN) && memcmp(p, FEED_ALPN, len) == 0;
 }
 
 /* The request, after the handshake: 0 with *req, else < 0 with err. */
@@ -154,7 +146,7 @@ static void serve(struct feed_conn *c)
 		log_info("feed from %s refused: %s", c->peer, err.msg);
 		return;
 	}
-	if (!alpn_is_feed(c->ssl)) {
+	if (!feed_alpn_ok(c->ssl)) {
 		/* a client that offered no protocol: select_alpn never ran */
 		log_info("feed from %s refused: it does not ask for %s (ALPN)", c->peer, FEED_ALPN);
 		return;
@@ -278,7 +270,7 @@ int feed_server_start(const struct feed_server_config *cfg, struct feed_server *
 	socklen_t len;
 	int fd, one = 1, rc;
 
-	if (feed_addr(cfg->address, &ss, &len, err) < 0)
+	if (netaddr_parse(cfg->address, &ss, &len, err) < 0)
 		return -err->code;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

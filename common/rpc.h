@@ -80,8 +80,9 @@ struct rpc_pool {
  * presents cert/key and takes only clients whose certificate the CA issued and whose identity
  * (its certificate's DNS name, or its common name without one) is peer_name; a client trusts
  * only servers the CA certified for peer_name (whatever the target's address), and presents
- * cert/key. A TLS client channel closes its connection after RPC_CLIENT_IDLE_MS without a
- * call; the next call opens one again. */
+ * cert/key. A TLS client channel closes its connection once it carried no call for
+ * RPC_CLIENT_IDLE_MS (gRPC's idle timer: closed 5-10 s after the last call, seen with ss);
+ * the next call opens one again. */
 #define RPC_CLIENT_IDLE_MS 5000
 struct rpc_tls {
 	const char *ca_pem;

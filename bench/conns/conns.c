@@ -160,6 +160,7 @@ static void serve(const struct certs *c, int n, const char *grpc_addr, int wfd, 
 	fc.req_desc = &kiyot__cell__v1__watch_request__descriptor;
 	fc.max_request = 4096;
 	fc.max_conns = n + 8;
+	fc.max_pending_per_peer = n + 8; /* all of them come from this process at once */
 	fc.session = feed_session;
 	rc.address = grpc_addr;
 	rc.methods = methods;
@@ -223,8 +224,11 @@ static void on_end(void *arg, int ret, const struct err *err)
 {
 	struct feeds *f = arg;
 
-	if (ret < 0 && ret != -ECANCELED)
+	if (ret < 0 && ret != -ECANCELED) {
+		/* the figures would be of fewer connections than said: none at all */
 		fprintf(stderr, "conns: a feed ended: %s\n", err->msg);
+		exit(1);
+	}
 	pthread_mutex_lock(&f->lock);
 	f->ended++;
 	pthread_cond_broadcast(&f->cond);
@@ -239,7 +243,28 @@ static void wait_count(struct feeds *f, int *what, int n)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* n idle feeds: their cost over m0. */
+/* A Watch of the test's agent over a feed; dies on failure. */
+static struct feed_watch *open_feed(struct feed_loop *loop, SSL_CTX *ctx, const char *target,
+				    const Kiyot__Cell__V1__WatchRequest *req, struct feeds *f)
+{
+	struct feed_open_args a = { .ctx = ctx,
+				    .target = target,
+				    .peer_name = "cell-a",
+				    .request = &req->base,
+				    .msg_desc = &kiyot__cell__v1__watch_event__descriptor,
+				    .max_frame = 1u << 20,
+				    .on_msg = on_msg,
+				    .on_end = on_end,
+				    .arg = f };
+	struct feed_watch *w = NULL;
+	struct err err = ERR_INIT;
+
+	if (feed_open(loop, &a, &w, &err) < 0)
+		die("feed", &err);
+	return w;
+}
+
+/* n idle feeds: what they cost (heap and RSS, after over before). */
 static struct mark feeds_cost(const struct certs *c, int n, const char *target)
 {
 	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
@@ -255,18 +280,7 @@ static struct mark feeds_cost(const struct certs *c, int n, const char *target)
 		die("feed client", &err);
 	m0 = mark();
 	for (int i = 0; i < n; i++) {
-		struct feed_open_args a = { .ctx = ctx,
-					    .target = target,
-					    .peer_name = "cell-a",
-					    .request = &req.base,
-					    .msg_desc = &kiyot__cell__v1__watch_event__descriptor,
-					    .max_frame = 1u << 20,
-					    .on_msg = on_msg,
-					    .on_end = on_end,
-					    .arg = &f };
-
-		if (feed_open(loop, &a, &w[i], &err) < 0)
-			die("feed", &err);
+		w[i] = open_feed(loop, ctx, target, &req, &f);
 	}
 	wait_count(&f, &f.got, n);
 	usleep(200 * 1000);
@@ -333,7 +347,6 @@ static double feed_bulk(const struct certs *c, const char *target)
 	Kiyot__Cell__V1__LogOffset o, *list[1];
 	struct feeds f = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 	struct feed_loop *loop = NULL;
-	struct feed_watch *w = NULL;
 	struct err err = ERR_INIT;
 	SSL_CTX *ctx = NULL;
 	int64_t t0;
@@ -343,20 +356,7 @@ static double feed_bulk(const struct certs *c, const char *target)
 	    pki_tls_ctx(c->ca, c->kiyot_cert, c->kiyot_key, PKI_CLIENT, NULL, &ctx, &err) < 0)
 		die("feed client", &err);
 	t0 = clock_mono_ns();
-	{
-		struct feed_open_args a = { .ctx = ctx,
-					    .target = target,
-					    .peer_name = "cell-a",
-					    .request = &req.base,
-					    .msg_desc = &kiyot__cell__v1__watch_event__descriptor,
-					    .max_frame = 1u << 20,
-					    .on_msg = on_msg,
-					    .on_end = on_end,
-					    .arg = &f };
-
-		if (feed_open(loop, &a, &w, &err) < 0)
-			die("feed", &err);
-	}
+	open_feed(loop, ctx, target, &req, &f); /* it ends once the agent sent all */
 	wait_count(&f, &f.ended, 1);
 	t0 = clock_mono_ns() - t0;
 	if ((uint64_t)f.got != o.offset) {

@@ -684,7 +684,7 @@ class Run:
               ["CPU: utime+stime from /proc/PID/stat over the phase; RSS in MiB (VmRSS "
                "sampled every %.1f s)" % SAMPLE_S,
                "KB/pod: (RSS all up - RSS idle) / pods; %d s later: every pod still up, "
-               "kiyot's connections to agents idle (gRPC closes them after 5 s) and its "
+               "kiyot's connections to agents idle (gRPC closes them 5-10 s after their last call) and its "
                "periodic trim passed" % SETTLE_S,
                "RSS after: once every pod of the step is removed; %d s later: after kiyot's "
                "periodic trim" % SETTLE_S] + self.marginal(steps))

@@ -11,17 +11,13 @@
 #include "agent_client.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "feed.h"
 #include "log.h"
+#include "netaddr.h"
 #include "pki.h"
 #include "rpc.h"
 #include "rpc_loop.h"
@@ -134,37 +130,8 @@ static void grpc_disconnect(void *self, struct agent_conn *c)
 
 static bool real_listening(void *self, const char *target, int timeout_ms)
 {
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai = NULL;
-	struct pollfd p = { .events = POLLOUT };
-	const char *colon = strrchr(target, ':');
-	char host[64];
-	socklen_t len;
-	int e = 0;
-	bool up = false;
-
 	(void)self;
-	/* an IPv4 "ip:port" (cells' addresses); anything else is left to gRPC to judge */
-	if (!colon || (size_t)(colon - target) >= sizeof(host))
-		return true;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - target), target);
-	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
-		return true;
-	p.fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (p.fd < 0) {
-		freeaddrinfo(ai);
-		return true;
-	}
-	if (connect(p.fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-		up = true;
-	} else if (errno == EINPROGRESS && poll(&p, 1, timeout_ms) == 1) {
-		len = sizeof(e);
-		up = getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e == 0;
-	}
-	close(p.fd);
-	freeaddrinfo(ai);
-	return up;
+	return netaddr_listening(target, timeout_ms);
 }
 
 /* A plaintext channel of its own for each Enroll: the cell serves nothing else over it. */
@@ -289,18 +256,15 @@ static void watch_end(void *arg, int ret, const struct err *err)
  * restarter's), which may wait for the Hello. */
 static bool watch_over_grpc(struct agent_real *r, struct agent_conn *c)
 {
-	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
-	ProtobufCMessage *resp = NULL;
+	Kiyot__Cell__V1__HelloResponse *resp = NULL;
 	struct err err = ERR_INIT;
 	bool probe, tell = false;
 
 	pthread_mutex_lock(&r->lock);
 	probe = !c->grpc_only && c->feed_refused >= FEED_REFUSALS_BEFORE_PROBE;
 	pthread_mutex_unlock(&r->lock);
-	if (probe && rpc_unary(c->ch, AGENT_METHOD("Hello"), &req.base,
-			       &kiyot__cell__v1__hello_response__descriptor, PROBE_TIMEOUT_MS,
-			       &resp, &err) == 0) {
-		protobuf_c_message_free_unpacked(resp, NULL);
+	if (probe && grpc_hello(r, c, PROBE_TIMEOUT_MS, &resp, &err) == 0) {
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
 		pthread_mutex_lock(&r->lock);
 		c->grpc_only = true;
 		c->feed_refused = 0;

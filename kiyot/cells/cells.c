@@ -591,7 +591,6 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 
 		/* a gRPC channel (dozens of KB of allocations) only for an agent that listens */
 		if (!m->agent.ops->listening(m->agent.self, target, 200)) {
-			err_set(&eerr, ECONNREFUSED, "%s: nothing listens yet", target);
 			err_set(err, ECONNREFUSED, "%s: nothing listens yet", target);
 		} else if (hello(m, id, target, err) == 0) {
 			enroll_forget(m, id);

@@ -179,6 +179,7 @@ static void on_msg(void *arg, const ProtobufCMessage *msg)
 		g->in_order = false;
 	g->n++;
 	g->bytes += ev->data.len;
+	pthread_cond_broadcast(&g->cond);
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -192,6 +193,19 @@ static void on_end(void *arg, int ret, const struct err *err)
 	snprintf(g->msg, sizeof(g->msg), "%s", ret < 0 ? err->msg : "");
 	pthread_cond_broadcast(&g->cond);
 	pthread_mutex_unlock(&g->lock);
+}
+
+/* Waits for the feed's first message (or its end); how many came. */
+static int wait_first(struct got *g)
+{
+	int n;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->n && !g->ended)
+		pthread_cond_wait(&g->cond, &g->lock);
+	n = g->n;
+	pthread_mutex_unlock(&g->lock);
+	return n;
 }
 
 static void wait_end(struct got *g)
@@ -282,15 +296,7 @@ static void test_feed__cancel(void **state)
 	f->sc.hold = true;
 	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
 			 0);
-	for (int i = 0; i < 500; i++) {
-		pthread_mutex_lock(&g.lock);
-		int n = g.n;
-		pthread_mutex_unlock(&g.lock);
-		if (n)
-			break;
-		usleep(10000);
-	}
-	assert_int_equal(g.n, 1);
+	assert_int_equal(wait_first(&g), 1);
 	feed_cancel(w);
 	wait_end(&g);
 	assert_int_equal(g.ret, -ECANCELED);
@@ -468,9 +474,7 @@ static void test_feed__a_neighbour_cannot_hold_the_door(void **state)
 	got_init(&g);
 	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
 			 0);
-	for (int i = 0; i < 500 && !g.n; i++)
-		usleep(10000);
-	assert_int_equal(g.n, 1);
+	assert_int_equal(wait_first(&g), 1);
 	feed_cancel(w);
 	wait_end(&g);
 	got_release(&g);
@@ -497,9 +501,7 @@ static void test_feed__a_new_session_ends_the_oldest(void **state)
 		assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g[i],
 					   &w[i], &err),
 				 0);
-		for (int t = 0; t < 500 && !g[i].n; t++)
-			usleep(10000);
-		assert_int_equal(g[i].n, 1);
+		assert_int_equal(wait_first(&g[i]), 1);
 	}
 	wait_end(&g[0]); /* ended by the server */
 	assert_true(g[0].ret <= 0 && g[0].ret != -ECANCELED);
