@@ -148,7 +148,9 @@ void rpc_call_cancel(struct rpc_call *c);
 int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
 	     struct err *err);
 
-/* ---- clients ---- */
+/* ---- clients ----
+ * Blocking calls here; calls that many threads' worth of peers keep open (watches,
+ * bidirectional calls) run on a completion-queue loop instead: rpc_loop.h. */
 struct rpc_channel;
 struct rpc_stream;
 
@@ -177,16 +179,6 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
 		    struct rpc_stream **out, struct err *err);
-/* A bidirectional call: like rpc_stream_open, but the client's side stays open for
- * rpc_stream_send until rpc_stream_close_send. One thread may send while another reads. */
-int rpc_bidi_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *first,
-		  const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
-		  struct rpc_stream **out, struct err *err);
-/* Sends one more message (blocking until gRPC took it; flow control applies); -ECANCELED once
- * the call ended. */
-int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg, struct err *err);
-/* Closes the client's side: the server's rpc_recv returns 0. */
-int rpc_stream_close_send(struct rpc_stream *s, struct err *err);
 /* Waits for the next message: 1 with *msg set (free as above), 0 at a clean end, <0 on error
  * (the server's status, or -ECANCELED after rpc_stream_cancel). */
 int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *err);

@@ -23,7 +23,6 @@ struct rpc_stream {
 	grpc_metadata_array initial_md;
 	int finished;
 	int got_initial;
-	char send_tag;	       /* its address tags sends, s itself tags reads */
 	char *target, *method; /* for errors */
 };
 
@@ -263,74 +262,6 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 	(void)ev; /* a failed send shows as the stream's status on the first read */
 	*out = s;
 	return 0;
-}
-
-int rpc_bidi_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *first,
-		  const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
-		  struct rpc_stream **out, struct err *err)
-{
-	struct rpc_stream *s = xcalloc(1, sizeof(*s));
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
-	grpc_op op;
-
-	s->cq = grpc_completion_queue_create_for_pluck(NULL);
-	s->desc = msg_desc;
-	s->target = xstrdup(ch->target);
-	s->method = xstrdup(method);
-	grpc_metadata_array_init(&s->initial_md);
-	s->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice,
-					   NULL, deadline_in(timeout_ms), NULL);
-	grpc_slice_unref(mslice);
-	memset(&op, 0, sizeof(op));
-	initial_metadata(&op);
-	if (grpc_call_start_batch(s->call, &op, 1, &s->send_tag, NULL) != GRPC_CALL_OK) {
-		rpc_stream_free(s);
-		return err_set(err, EIO, "%s %s: cannot start the stream", ch->target, method);
-	}
-	grpc_completion_queue_pluck(s->cq, &s->send_tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	if (rpc_stream_send(s, first, err) < 0) {
-		rpc_stream_free(s);
-		return err_wrap(err, "%s %s", ch->target, method);
-	}
-	*out = s;
-	return 0;
-}
-
-/* Runs one send-side op and waits for it; 0 when gRPC accepted it. */
-static int stream_send_op(struct rpc_stream *s, grpc_op *op, struct err *err)
-{
-	grpc_event ev;
-
-	if (grpc_call_start_batch(s->call, op, 1, &s->send_tag, NULL) != GRPC_CALL_OK)
-		return err_set(err, ECANCELED, "stream closed");
-	ev = grpc_completion_queue_pluck(s->cq, &s->send_tag, gpr_inf_future(GPR_CLOCK_REALTIME),
-					 NULL);
-	if (ev.type != GRPC_OP_COMPLETE || !ev.success)
-		return err_set(err, ECANCELED, "stream ended");
-	return 0;
-}
-
-int rpc_stream_send(struct rpc_stream *s, const ProtobufCMessage *msg, struct err *err)
-{
-	grpc_byte_buffer *bb = rpc_pack(msg);
-	grpc_op op;
-	int ret;
-
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_SEND_MESSAGE;
-	op.data.send_message.send_message = bb;
-	ret = stream_send_op(s, &op, err);
-	grpc_byte_buffer_destroy(bb);
-	return ret;
-}
-
-int rpc_stream_close_send(struct rpc_stream *s, struct err *err)
-{
-	grpc_op op;
-
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	return stream_send_op(s, &op, err);
 }
 
 int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *err)

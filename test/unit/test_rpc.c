@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -59,49 +58,7 @@ static int watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	return 0;
 }
 
-/* Echoes every message of the client back with its value reversed, from the first (req) on,
- * then "end" once the client closed its side. */
-static int echo(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
-		ProtobufCMessage *resp, struct err *err)
-{
-	const ProtobufCMessage *m = req;
-	ProtobufCMessage *next = NULL;
-	int ret = 1;
-
-	(void)svc;
-	(void)resp;
-	while (ret > 0) {
-		const Kiyot__Cell__V1__KeyValue *in = (const Kiyot__Cell__V1__KeyValue *)m;
-		Kiyot__Cell__V1__KeyValue out = KIYOT__CELL__V1__KEY_VALUE__INIT;
-		size_t n = strlen(in->value);
-		char *rev = rpc_alloc(call, n + 1);
-
-		for (size_t i = 0; i < n; i++)
-			rev[i] = in->value[n - 1 - i];
-		out.key = in->key;
-		out.value = rev;
-		ret = rpc_send(call, &out.base, err);
-		if (next)
-			protobuf_c_message_free_unpacked(next, NULL);
-		next = NULL;
-		if (ret == 0)
-			ret = rpc_recv(call, &kiyot__cell__v1__key_value__descriptor, &next, err);
-		m = next;
-	}
-	if (ret < 0)
-		return ret;
-	{
-		Kiyot__Cell__V1__KeyValue end = KIYOT__CELL__V1__KEY_VALUE__INIT;
-
-		end.key = "end";
-		end.value = "";
-		return rpc_send(call, &end.base, err);
-	}
-}
-
 static const struct rpc_method methods[] = {
-	{ "/kiyot.test.Echo/Bidi", &kiyot__cell__v1__key_value__descriptor,
-	  &kiyot__cell__v1__key_value__descriptor, echo, RPC_BIDI_STREAM, 0 },
 	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
 	  &kiyot__cell__v1__hello_response__descriptor, hello, 0, 0 },
 	{ "/kiyot.cell.v1.CellAgent/ExecSync", &kiyot__cell__v1__exec_sync_request__descriptor,
@@ -223,68 +180,6 @@ static void test_rpc__server_stream_delivers_messages_in_order_then_ends(void **
 	rpc_stream_free(s);
 }
 
-struct reader {
-	struct rpc_stream *s;
-	int got, in_order, ended;
-};
-
-/* Reads the echoes while the test sends: both directions at once. */
-static void *read_echoes(void *arg)
-{
-	struct reader *r = arg;
-	ProtobufCMessage *m = NULL;
-	struct err err = ERR_INIT;
-
-	r->in_order = 1;
-	while (rpc_stream_next(r->s, &m, &err) == 1) {
-		Kiyot__Cell__V1__KeyValue *kv = (Kiyot__Cell__V1__KeyValue *)m;
-		char want[32];
-
-		if (strcmp(kv->key, "end") == 0) {
-			r->ended = 1;
-		} else {
-			char sent[32];
-			size_t n = (size_t)snprintf(sent, sizeof(sent), "hello-%d", r->got);
-
-			for (size_t i = 0; i < n; i++)
-				want[i] = sent[n - 1 - i];
-			want[n] = '\0';
-			r->in_order = r->in_order && strcmp(kv->value, want) == 0;
-			r->got++;
-		}
-		protobuf_c_message_free_unpacked(m, NULL);
-	}
-	return NULL;
-}
-
-static void test_rpc__bidi_stream_sends_and_receives_at_once(void **state)
-{
-	struct fixture *f = *state;
-	Kiyot__Cell__V1__KeyValue kv = KIYOT__CELL__V1__KEY_VALUE__INIT;
-	struct reader r = { 0 };
-	struct err err = ERR_INIT;
-	char val[32];
-	pthread_t t;
-
-	kv.key = "k";
-	kv.value = "hello-0";
-	assert_int_equal(rpc_bidi_open(f->ch, "/kiyot.test.Echo/Bidi", &kv.base,
-				       &kiyot__cell__v1__key_value__descriptor, 10000, &r.s, &err),
-			 0);
-	assert_int_equal(pthread_create(&t, NULL, read_echoes, &r), 0);
-	for (int i = 1; i < 200; i++) {
-		snprintf(val, sizeof(val), "hello-%d", i);
-		kv.value = val;
-		assert_int_equal(rpc_stream_send(r.s, &kv.base, &err), 0);
-	}
-	assert_int_equal(rpc_stream_close_send(r.s, &err), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	assert_int_equal(r.got, 200);
-	assert_true(r.in_order);
-	assert_true(r.ended);
-	rpc_stream_free(r.s);
-}
-
 static void test_rpc__unreachable_server_is_unavailable(void **state)
 {
 	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
@@ -355,7 +250,6 @@ int main(void)
 		cmocka_unit_test(test_rpc__content_errors_have_precise_statuses),
 		cmocka_unit_test(test_rpc__unknown_method_is_unimplemented_not_a_hang),
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
-		cmocka_unit_test(test_rpc__bidi_stream_sends_and_receives_at_once),
 		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
 		cmocka_unit_test(test_rpc__a_second_server_on_the_same_tcp_port_fails_to_bind),
 	};
