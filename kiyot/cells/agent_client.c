@@ -1,6 +1,8 @@
 /*
  * agent_client.c: the real agents' client (see agent_client.h): calls over gRPC, the Watch
- * over the cell feed (feed.h), on the port after the agent's gRPC one.
+ * over the cell feed (feed.h), on the port after the agent's gRPC one. Exec, Attach and
+ * PortForward are bidirectional gRPC calls read and written from a completion-queue loop of
+ * GRPC_LOOP_THREADS threads (rpc_loop.h), however many are open.
  *
  * An agent older than the cell feed (an EC2 cell booted from an earlier image) serves the
  * same Watch over gRPC only. Its feed is refused; after two refusals in a row a Watch asks the
@@ -29,7 +31,7 @@
 /* Feeds refused in a row before a Watch asks whether the agent serves gRPC only. */
 #define FEED_REFUSALS_BEFORE_PROBE 2
 #define PROBE_TIMEOUT_MS 2000
-#define GRPC_WATCH_THREADS 2
+#define GRPC_LOOP_THREADS 2
 
 /* The implementation's state: the loop that reads the feeds, and the TLS context for them,
  * made for the certificate kiyot presents (the same for every cell; a new one if it
@@ -39,7 +41,9 @@ struct agent_real {
 	pthread_mutex_t lock;
 	SSL_CTX *ctx;
 	char *ctx_cert;
-	struct rpc_loop *grpc_watches; /* for agents without a feed; made when first needed */
+	/* the completion-queue loop of streams (Exec, Attach, PortForward) and of Watches over
+	 * gRPC; made when first needed */
+	struct rpc_loop *grpc_calls;
 };
 
 struct agent_conn {
@@ -94,7 +98,8 @@ static int feed_target(const char *target, char **out, struct err *err)
 }
 
 struct agent_stream {
-	struct rpc_stream *rs;
+	struct rpc_bidi *b;
+	struct rpc_bidi_cbs cbs; /* the caller's, which rpc_bidi_open borrows */
 };
 
 static int grpc_connect(void *self, const struct agent_tls *tls, const char *cell_id,
@@ -287,9 +292,9 @@ static int grpc_loop(struct agent_real *r, struct rpc_loop **out, struct err *er
 	int ret = 0;
 
 	pthread_mutex_lock(&r->lock);
-	if (!r->grpc_watches)
-		ret = rpc_loop_new(GRPC_WATCH_THREADS, &r->grpc_watches, err);
-	*out = r->grpc_watches;
+	if (!r->grpc_calls)
+		ret = rpc_loop_new(GRPC_LOOP_THREADS, &r->grpc_calls, err);
+	*out = r->grpc_calls;
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -348,45 +353,51 @@ static void real_watch_cancel(void *self, struct agent_watch *w)
 		feed_cancel((struct feed_watch *)w);
 }
 
+/* Exec, Attach and PortForward: bidirectional calls on the client's completion-queue loop,
+ * whose callbacks are the caller's own (the two tables say the same). */
 static int grpc_open_stream(void *self, struct agent_conn *c, const char *method,
 			    const ProtobufCMessage *first,
-			    const ProtobufCMessageDescriptor *out_desc, struct agent_stream **out,
-			    struct err *err)
+			    const ProtobufCMessageDescriptor *out_desc,
+			    const struct agent_stream_cbs *cbs, void *arg,
+			    struct agent_stream **out, struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf(AGENT_METHOD("%s"), method);
-	struct rpc_stream *rs = NULL;
+	struct agent_stream *s = xcalloc(1, sizeof(*s));
+	struct rpc_loop *loop = NULL;
 
-	(void)self;
-	if (rpc_bidi_open(c->ch, path, first, out_desc, 0, &rs, err) < 0)
+	s->cbs = (struct rpc_bidi_cbs){ cbs->on_msg, cbs->on_sent, cbs->on_end };
+	if (grpc_loop(self, &loop, err) < 0 ||
+	    rpc_bidi_open(loop, c->ch, path, first, out_desc, &s->cbs, arg, &s->b, err) < 0) {
+		free(s);
 		return -err->code;
-	*out = xmalloc(sizeof(**out));
-	(*out)->rs = rs;
+	}
+	*out = s;
 	return 0;
 }
 
-static int grpc_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
-		     struct err *err)
+static void grpc_stream_read(void *self, struct agent_stream *s)
 {
 	(void)self;
-	return rpc_stream_send(s->rs, msg, err);
+	rpc_bidi_read(s->b);
 }
 
-static int grpc_close_send(void *self, struct agent_stream *s, struct err *err)
+static int grpc_stream_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
+			    struct err *err)
 {
 	(void)self;
-	return rpc_stream_close_send(s->rs, err);
+	return rpc_bidi_send(s->b, msg, err);
 }
 
-static int grpc_next(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err)
+static void grpc_stream_close_send(void *self, struct agent_stream *s)
 {
 	(void)self;
-	return rpc_stream_next(s->rs, msg, err);
+	rpc_bidi_close_send(s->b);
 }
 
-static void grpc_cancel(void *self, struct agent_stream *s)
+static void grpc_stream_cancel(void *self, struct agent_stream *s)
 {
 	(void)self;
-	rpc_stream_cancel(s->rs);
+	rpc_bidi_cancel(s->b);
 }
 
 static void grpc_stream_free(void *self, struct agent_stream *s)
@@ -394,7 +405,7 @@ static void grpc_stream_free(void *self, struct agent_stream *s)
 	(void)self;
 	if (!s)
 		return;
-	rpc_stream_free(s->rs);
+	rpc_bidi_free(s->b);
 	free(s);
 }
 
@@ -413,10 +424,10 @@ const struct agent_ops agent_grpc_ops = {
 	.watch = real_watch,
 	.watch_cancel = real_watch_cancel,
 	.open_stream = grpc_open_stream,
-	.send = grpc_send,
-	.close_send = grpc_close_send,
-	.next = grpc_next,
-	.cancel = grpc_cancel,
+	.stream_read = grpc_stream_read,
+	.stream_send = grpc_stream_send,
+	.stream_close_send = grpc_stream_close_send,
+	.stream_cancel = grpc_stream_cancel,
 	.stream_free = grpc_stream_free,
 };
 
@@ -440,8 +451,8 @@ void agent_grpc_free(struct agent_client *c)
 	if (!r)
 		return;
 	feed_loop_free(r->feeds);
-	if (r->grpc_watches)
-		rpc_loop_free(r->grpc_watches);
+	if (r->grpc_calls)
+		rpc_loop_free(r->grpc_calls);
 	SSL_CTX_free(r->ctx);
 	free(r->ctx_cert);
 	pthread_mutex_destroy(&r->lock);

@@ -11,8 +11,7 @@
  * -ECANCELED when the CRI call the thread serves went away, the agent's own code otherwise.
  *
  * Thread safety: every operation may be called from several threads at once, on one
- * connection too. A stream is read by one thread (next) while another sends on it or cancels
- * it.
+ * connection too.
  */
 #ifndef KIYOT_AGENT_CLIENT_H
 #define KIYOT_AGENT_CLIENT_H
@@ -41,6 +40,15 @@ struct agent_watch;
  * the error as above). */
 typedef void agent_watch_event_fn(void *arg, const Kiyot__Cell__V1__WatchEvent *ev);
 typedef void agent_watch_end_fn(void *arg, int ret, const struct err *err);
+
+/* What a stream tells its caller (see open_stream): a message of the agent's, which the callee
+ * owns (protobuf_c_message_free_unpacked); that a message of kiyot's left (ret 0) or never
+ * will (-ECANCELED); the stream's end (ret 0 for a clean end, else the error as above). */
+struct agent_stream_cbs {
+	void (*on_msg)(void *arg, ProtobufCMessage *msg);
+	void (*on_sent)(void *arg, int ret);
+	void (*on_end)(void *arg, int ret, const struct err *err);
+};
 
 struct agent_ops {
 	const char *name;
@@ -90,23 +98,31 @@ struct agent_ops {
 	/* Ends a watch: on_end follows (-ECANCELED). From any thread. */
 	void (*watch_cancel)(void *self, struct agent_watch *w);
 
-	/* Streams without a deadline, which live as long as their reader: open_stream opens a
-	 * bidirectional one, method "Exec", "Attach" or "PortForward", started with first,
-	 * whose messages are of out_desc. */
+	/* Exec, Attach and PortForward: bidirectional streams without a deadline and without a
+	 * thread of the caller's (method "Exec", "Attach" or "PortForward"), started with first,
+	 * whose messages are of out_desc. The caller asks for each message (stream_read: one at
+	 * a time) and sends one at a time (stream_send, then wait for on_sent), so what is in
+	 * flight either way is what it asked for. cbs run on the implementation's threads, with
+	 * none of the caller's locks held, and may run at once (on_msg with on_sent); on_end
+	 * comes once, after every other callback returned, and is the implementation's last use
+	 * of the stream: the caller may stream_free it from then on. Returns at once; on success
+	 * on_sent follows for first; on failure no callback comes. */
 	int (*open_stream)(void *self, struct agent_conn *c, const char *method,
 			   const ProtobufCMessage *first,
-			   const ProtobufCMessageDescriptor *out_desc, struct agent_stream **out,
+			   const ProtobufCMessageDescriptor *out_desc,
+			   const struct agent_stream_cbs *cbs, void *arg, struct agent_stream **out,
 			   struct err *err);
-	/* One more message to a bidirectional stream; -ECANCELED once it ended. */
-	int (*send)(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
-		    struct err *err);
-	/* Closes kiyot's side of a bidirectional stream. */
-	int (*close_send)(void *self, struct agent_stream *s, struct err *err);
-	/* Waits for the next message: 1 with *msg set (the caller frees it), 0 at a clean end,
-	 * < 0 on error (-ECANCELED after cancel). */
-	int (*next)(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err);
-	/* Makes a blocked next return, from any thread. */
-	void (*cancel)(void *self, struct agent_stream *s);
+	/* Asks for the next message (on_msg), or the end (on_end) once the stream ended. */
+	void (*stream_read)(void *self, struct agent_stream *s);
+	/* One more message: 0 and on_sent follows; -EBUSY while one is in flight, -ECANCELED
+	 * once kiyot's side closed or the stream ended. */
+	int (*stream_send)(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
+			   struct err *err);
+	/* Closes kiyot's side, after the message in flight. */
+	void (*stream_close_send)(void *self, struct agent_stream *s);
+	/* Ends the stream from any thread: on_end follows (-ECANCELED), asked for or not. */
+	void (*stream_cancel)(void *self, struct agent_stream *s);
+	/* Frees a stream whose on_end came. */
 	void (*stream_free)(void *self, struct agent_stream *s);
 };
 

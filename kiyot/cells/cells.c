@@ -792,7 +792,8 @@ struct cell_stream {
 
 int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
 		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
-		      struct cell_stream **out, struct err *err)
+		      const struct agent_stream_cbs *cbs, void *arg, struct cell_stream **out,
+		      struct err *err)
 {
 	struct cell_entry *e = call_begin(m, cell_id, err);
 	struct cell_stream *s;
@@ -802,8 +803,8 @@ int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method
 	s = xcalloc(1, sizeof(*s));
 	s->m = m;
 	s->e = e;
-	if (m->agent.ops->open_stream(m->agent.self, e->conn, method, first, out_desc, &s->as,
-				      err) < 0) {
+	if (m->agent.ops->open_stream(m->agent.self, e->conn, method, first, out_desc, cbs, arg,
+				      &s->as, err) < 0) {
 		entry_put(m, e);
 		free(s);
 		return err_wrap(err, "cell %s", cell_id);
@@ -812,24 +813,24 @@ int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method
 	return 0;
 }
 
+void cells_stream_read(struct cell_stream *s)
+{
+	s->m->agent.ops->stream_read(s->m->agent.self, s->as);
+}
+
 int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err)
 {
-	return s->m->agent.ops->send(s->m->agent.self, s->as, msg, err);
+	return s->m->agent.ops->stream_send(s->m->agent.self, s->as, msg, err);
 }
 
-int cells_stream_close_send(struct cell_stream *s, struct err *err)
+void cells_stream_close_send(struct cell_stream *s)
 {
-	return s->m->agent.ops->close_send(s->m->agent.self, s->as, err);
-}
-
-int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err)
-{
-	return s->m->agent.ops->next(s->m->agent.self, s->as, msg, err);
+	s->m->agent.ops->stream_close_send(s->m->agent.self, s->as);
 }
 
 void cells_stream_cancel(struct cell_stream *s)
 {
-	s->m->agent.ops->cancel(s->m->agent.self, s->as);
+	s->m->agent.ops->stream_cancel(s->m->agent.self, s->as);
 }
 
 void cells_stream_free(struct cell_stream *s)

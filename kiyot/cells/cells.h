@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "agent_client.h"
 #include "cellagent.pb-c.h"
 #include "err.h"
 #include "providers/provider.h"
@@ -59,19 +60,22 @@ int cells_write_volume(struct cellmgr *m, const char *cell_id,
 		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err);
 
 /*
- * A bidirectional stream to a cell's agent (method "Exec" or "PortForward" of CellAgent): the
- * first message starts it, then one thread may send (cells_stream_send, _close_send) while
- * another reads (cells_stream_next, as rpc_stream_next). The cell's channel is held until
- * cells_stream_free. No deadline: the stream lives as long as its user.
+ * A bidirectional stream to a cell's agent (method "Exec", "Attach" or "PortForward" of
+ * CellAgent), started with first, driven by its caller without a thread of its own: the
+ * caller asks for each message (cells_stream_read), sends one at a time (cells_stream_send,
+ * then on_sent) and learns the end from cbs->on_end, as agent_client.h's open_stream says.
+ * The cell's connection is held until cells_stream_free, which comes after on_end. No
+ * deadline: the stream lives as long as its user.
  */
 struct cell_stream;
 int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
 		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
-		      struct cell_stream **out, struct err *err);
+		      const struct agent_stream_cbs *cbs, void *arg, struct cell_stream **out,
+		      struct err *err);
+void cells_stream_read(struct cell_stream *s);
 int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err);
-int cells_stream_close_send(struct cell_stream *s, struct err *err);
-int cells_stream_next(struct cell_stream *s, ProtobufCMessage **msg, struct err *err);
-/* Ends the stream from any thread: a blocked cells_stream_next returns. */
+void cells_stream_close_send(struct cell_stream *s);
+/* Ends the stream from any thread: on_end follows. */
 void cells_stream_cancel(struct cell_stream *s);
 void cells_stream_free(struct cell_stream *s);
 

@@ -16,22 +16,20 @@
  * close a channel, so a connection that ends says nothing; once all have ended the WebSocket
  * is closed.
  *
- * The pairs themselves, the pod's side of each connection, are portforward_pair.c's.
+ * The pairs themselves, the pod's side of each connection, are portforward_pair.c's. The
+ * session runs on the streaming server's loop; it ends when the client leaves (SPDY) or once
+ * every connection ended (WebSocket), and is freed once every pair wound down its pod side.
  */
 #include "portforward_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "http.h"
+#include "log.h"
 #include "spdy.h"
-#include "stream_internal.h"
 #include "ws.h"
 #include "xalloc.h"
 
@@ -44,9 +42,29 @@ static struct pf_pair *pair_of_stream(struct pf *pf, uint32_t sid)
 	return NULL;
 }
 
+struct pf *pf_enter(struct pf *pf)
+{
+	pf->depth++;
+	return pf;
+}
+
+void pf_leave(struct pf *pf)
+{
+	if (--pf->depth)
+		return;
+	pairs_sweep(pf);
+	if (pf->c || pf->all)
+		return;
+	stream_request_free(pf->req);
+	free(pf->req);
+	stream_release(pf->srv);
+	free(pf);
+}
+
 /* A new stream of the client: half of a pair, by requestID. */
 static void pf_new_stream(struct pf *pf, const struct spdy_event *ev)
 {
+	struct spdy_session *sp = pf->c->sp;
 	const char *type = spdy_header_get(ev->headers, ev->nheaders, "streamtype");
 	const char *port = spdy_header_get(ev->headers, ev->nheaders, "port");
 	const char *rid = spdy_header_get(ev->headers, ev->nheaders, "requestid");
@@ -54,65 +72,26 @@ static void pf_new_stream(struct pf *pf, const struct spdy_event *ev)
 	struct err err = ERR_INIT;
 	char *end = NULL;
 	long n = port ? strtol(port, &end, 10) : 0;
-	int free_slot = -1;
 
 	if (!type || !rid || (strcmp(type, "data") != 0 && strcmp(type, "error") != 0) || !end ||
 	    *end || n < 1 || n > 65535) {
-		spdy_reset(pf->sp, ev->stream_id, SPDY_PROTOCOL_ERROR, &err);
+		spdy_reset(sp, ev->stream_id, SPDY_PROTOCOL_ERROR, &err);
 		return;
 	}
-	for (int i = 0; i < PF_MAX_PAIRS; i++) {
+	for (int i = 0; i < PF_MAX_PAIRS && !p; i++)
 		if (pf->pairs[i] && strcmp(pf->pairs[i]->request_id, rid) == 0)
 			p = pf->pairs[i];
-		else if (!pf->pairs[i] && free_slot < 0)
-			free_slot = i;
-	}
-	if (!p && free_slot < 0) {
-		spdy_reset(pf->sp, ev->stream_id, SPDY_REFUSED_STREAM, &err);
+	if (!p && !(p = pair_new(pf, rid, (uint32_t)n))) {
+		spdy_reset(sp, ev->stream_id, SPDY_REFUSED_STREAM, &err);
 		return;
-	}
-	if (!p) {
-		p = pair_new(pf, rid, (uint32_t)n);
-		pf->pairs[free_slot] = p;
 	}
 	if (strcmp(type, "data") == 0)
 		p->data_sid = ev->stream_id;
 	else
 		p->error_sid = ev->stream_id;
-	spdy_reply(pf->sp, ev->stream_id, NULL, 0, false, &err);
+	spdy_reply(sp, ev->stream_id, NULL, 0, false, &err);
 	if (p->data_sid && p->error_sid && !p->started)
 		pair_start(p);
-}
-
-/* Writes out what the client's protocol has queued; false when the client is gone. */
-static bool pf_flush(struct pf *pf)
-{
-	const uint8_t *o;
-	size_t n;
-
-	for (;;) {
-		o = pf->sp ? spdy_output(pf->sp, &n) : ws_output(pf->ws, &n);
-		if (!o || !n)
-			return true;
-		if (!stream_write_all(pf->fd, o, n))
-			return false;
-		if (pf->sp)
-			spdy_output_consume(pf->sp, n);
-		else
-			ws_output_consume(pf->ws, n);
-	}
-}
-
-/* The bytes the client's protocol has queued. */
-static size_t pf_pending(const struct pf *pf)
-{
-	size_t n = 0;
-
-	if (pf->sp)
-		spdy_output(pf->sp, &n);
-	else
-		ws_output(pf->ws, &n);
-	return n;
 }
 
 /* Sends bytes on a pair's data or error stream (channel, over WebSocket). */
@@ -120,70 +99,83 @@ static void pf_send(struct pf *pf, uint32_t id, const void *data, size_t len)
 {
 	struct err err = ERR_INIT;
 
-	if (pf->sp)
-		spdy_send(pf->sp, id, data, len, false, &err);
+	if (pf->c->sp)
+		spdy_send(pf->c->sp, id, data, len, false, &err);
 	else if (len)
-		ws_send(pf->ws, (uint8_t)id, data, len, &err);
+		ws_send(pf->c->ws, (uint8_t)id, data, len, &err);
 }
 
-/* A pair's connection ended: its error said, its streams closed (SPDY), the pair finished.
- * Over WebSocket the last one to end closes the session. */
-static void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error)
+void pf_update_pause(struct pf *pf)
 {
-	struct err err = ERR_INIT;
+	bool full = false;
 
-	if (error)
-		pf_send(pf, p->error_sid, error, strlen(error));
-	if (pf->sp) {
-		spdy_send(pf->sp, p->error_sid, NULL, 0, true, &err);
-		spdy_send(pf->sp, p->data_sid, NULL, 0, true, &err);
-	}
-	pair_finish(pf, p, false);
-	if (pf->ws && --pf->live == 0) {
-		ws_close(pf->ws, WS_CLOSE_NORMAL, "", &err);
-		pf->over = true;
-	}
+	if (!pf->c)
+		return;
+	for (int i = 0; i < PF_MAX_PAIRS; i++)
+		if (pf->pairs[i] && pair_full(pf->pairs[i]))
+			full = true;
+	conn_pause(pf->c, full);
+}
+
+/* Whether the client has room for the pods' output; the pods are told when that changes. */
+static void pf_output_room(struct pf *pf)
+{
+	bool paused = pf->c && conn_pending(pf->c) > CONN_OUT_HIGH;
+
+	if (paused == pf->out_paused)
+		return;
+	pf->out_paused = paused;
+	for (int i = 0; i < PF_MAX_PAIRS; i++)
+		if (pf->pairs[i])
+			pair_output_update(pf->pairs[i]);
+}
+
+void pf_pod_data(struct pf *pf, struct pf_pair *p, const uint8_t *data, size_t len)
+{
+	if (!pf->c)
+		return;
+	pf_send(pf, p->data_sid, data, len);
+	conn_flush(pf->c);
+	pf_output_room(pf);
 }
 
 /* The pod's output ended: over SPDY the data stream's end (a second one, when the pair
  * ends, is refused by the session and says nothing); WebSocket v4 cannot end a channel. */
-static void pf_output_ended(struct pf *pf, struct pf_pair *p)
+void pf_pod_output_ended(struct pf *pf, struct pf_pair *p)
 {
 	struct err err = ERR_INIT;
 
-	if (pf->sp)
-		spdy_send(pf->sp, p->data_sid, NULL, 0, true, &err);
+	if (pf->c && pf->c->sp) {
+		spdy_send(pf->c->sp, p->data_sid, NULL, 0, true, &err);
+		conn_flush(pf->c);
+	}
 }
 
-/* Sends what the pods' sides queued; a pair whose pod side ended is finished. */
-static bool pf_drain(struct pf *pf)
+/* A pair's connection ended: its error said, its streams closed (SPDY), its slot free. Over
+ * WebSocket the last one to end closes the session. */
+void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error, bool tell)
 {
-	for (;;) {
-		struct pf_msg *m;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *text =
+		error ? xasprintf("an error occurred forwarding %u: %s", p->port, error) : NULL;
 
-		pthread_mutex_lock(&pf->mu);
-		m = pf->out_head;
-		if (m) {
-			pf->out_head = m->next;
-			if (!pf->out_head)
-				pf->out_tail = NULL;
-			m->pair->out_bytes -= m->len;
-			pthread_cond_broadcast(&pf->cond);
-		}
-		pthread_mutex_unlock(&pf->mu);
-		if (!m)
-			return pf_flush(pf);
-		if (m->end)
-			pf_pair_ended(pf, m->pair, m->error);
-		else if (m->fin)
-			pf_output_ended(pf, m->pair);
-		else
-			pf_send(pf, m->pair->data_sid, m->data, m->len);
-		free(m->error);
-		free(m);
-		/* what queued up goes out together, in writes of some size */
-		if (pf_pending(pf) >= PF_SEND_MAX && !pf_flush(pf))
-			return false;
+	for (int i = 0; i < PF_MAX_PAIRS; i++)
+		if (pf->pairs[i] == p)
+			pf->pairs[i] = NULL;
+	if (!pf->c || !tell)
+		return;
+	if (text)
+		pf_send(pf, p->error_sid, text, strlen(text));
+	if (pf->c->sp) {
+		spdy_send(pf->c->sp, p->error_sid, NULL, 0, true, &err);
+		spdy_send(pf->c->sp, p->data_sid, NULL, 0, true, &err);
+	}
+	pf_update_pause(pf);
+	conn_flush(pf->c);
+	if (pf->c->ws && --pf->live == 0) {
+		ws_close(pf->c->ws, WS_CLOSE_NORMAL, "", &err);
+		conn_end(pf->c, CONN_LINGER_MS);
+		pf->c = NULL;
 	}
 }
 
@@ -196,7 +188,7 @@ static bool pf_event(struct pf *pf, const struct spdy_event *ev)
 		pf_new_stream(pf, ev);
 		return true;
 	case SPDY_EV_DATA:
-		spdy_consume(pf->sp, ev->stream_id, ev->len);
+		spdy_consume(pf->c->sp, ev->stream_id, ev->len);
 		if (p && pair_live(p) && ev->stream_id == p->data_sid)
 			pair_input(p, ev->data, ev->len, false);
 		return true;
@@ -206,7 +198,7 @@ static bool pf_event(struct pf *pf, const struct spdy_event *ev)
 		return true;
 	case SPDY_EV_RESET:
 		if (p)
-			pair_finish(pf, p, true);
+			pair_drop(p);
 		return true;
 	case SPDY_EV_GOAWAY:
 		return false;
@@ -243,124 +235,97 @@ static bool pf_feed(struct pf *pf, const uint8_t *data, size_t len)
 		ssize_t n;
 		bool more, none;
 
-		if (pf->sp) {
-			n = spdy_feed(pf->sp, data + off, len - off, &ev, &err);
+		if (!pf->c) /* every connection ended (WebSocket) */
+			return true;
+		if (pf->c->sp) {
+			n = spdy_feed(pf->c->sp, data + off, len - off, &ev, &err);
 			more = n >= 0 && pf_event(pf, &ev);
 			none = ev.type == SPDY_EV_NONE;
 		} else {
-			n = ws_feed(pf->ws, data + off, len - off, &wev, &err);
+			n = ws_feed(pf->c->ws, data + off, len - off, &wev, &err);
 			more = n >= 0 && pf_ws_event(pf, &wev);
 			none = wev.type == WS_EV_NONE;
 		}
-		if (!more)
+		if (!more) {
+			if (n < 0)
+				log_debug("stream port-forward: %s", err.msg);
 			return false;
+		}
 		off += (size_t)n;
 		if (none && off >= len)
 			return true;
 	}
 }
 
-/* Whether every pair's queue toward the agent has room for more of the client's bytes. */
-static bool pf_room(struct pf *pf)
+/* The client's side ends: every pair still open is dropped. */
+static void pf_end(struct pf *pf, int linger_ms)
 {
-	bool room = true;
-
-	pthread_mutex_lock(&pf->mu);
-	for (int i = 0; i < PF_MAX_PAIRS; i++)
-		if (pf->pairs[i] && pf->pairs[i]->in_bytes > PF_QUEUE_MAX)
-			room = false;
-	pthread_mutex_unlock(&pf->mu);
-	return room;
-}
-
-/* The socket loop: client bytes in, the pods' bytes out, until either side ends it; then
- * every pair is finished. */
-static int pf_run(struct pf *pf, const uint8_t *rest, size_t rest_len, struct err *err)
-{
-	uint8_t buf[65536];
-	int ret = 0;
-
-	if ((rest_len && !pf_feed(pf, rest, rest_len)) || !pf_flush(pf))
-		ret = err_set(err, EPIPE, "the client went away");
-	while (ret == 0 && !pf->over) {
-		struct pollfd p[2] = { { pf->fd, pf_room(pf) ? POLLIN : 0, 0 },
-				       { pf->wake[0], POLLIN, 0 } };
-		ssize_t n;
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents) {
-			char drain[64];
-
-			if (read(pf->wake[0], drain, sizeof(drain)) < 0) {
-				/* nothing */
-			}
-			if (!pf_drain(pf))
-				break;
-		}
-		if (!p[0].revents || pf->over)
-			continue;
-		n = read(pf->fd, buf, sizeof(buf));
-		if (n <= 0)
-			break;
-		if (!pf_feed(pf, buf, (size_t)n)) {
-			pf_flush(pf); /* the GOAWAY or close saying why */
-			break;
-		}
-		if (!pf_flush(pf))
-			break;
-	}
-	pthread_mutex_lock(&pf->mu);
-	pf->gone = true;
-	pthread_cond_broadcast(&pf->cond);
-	pthread_mutex_unlock(&pf->mu);
+	conn_end(pf->c, linger_ms);
+	pf->c = NULL;
 	for (int i = 0; i < PF_MAX_PAIRS; i++)
 		if (pf->pairs[i])
-			pair_finish(pf, pf->pairs[i], true);
-	while (pf->out_head) {
-		struct pf_msg *m = pf->out_head;
-
-		pf->out_head = m->next;
-		free(m->error);
-		free(m);
-	}
-	return ret;
+			pair_drop(pf->pairs[i]);
 }
 
-static int pf_init(struct pf *pf, struct cellmgr *cells, int fd, const struct stream_request *req,
-		   struct err *err)
+static void pf_input(void *arg, const uint8_t *data, size_t len)
 {
-	*pf = (struct pf){
-		.cells = cells, .cell_id = req->cell_id, .host_network = req->host_network, .fd = fd
-	};
-	if (pipe2(pf->wake, O_CLOEXEC | O_NONBLOCK) < 0)
-		return err_errno(err, "pipe");
-	pthread_mutex_init(&pf->mu, NULL);
-	pthread_cond_init(&pf->cond, NULL);
-	return 0;
+	struct pf *pf = pf_enter(arg);
+
+	if (!pf_feed(pf, data, len))
+		pf_end(pf, CONN_LINGER_MS); /* the GOAWAY or close saying why goes first */
+	else if (pf->c)
+		conn_flush(pf->c);
+	pf_leave(pf);
 }
 
-static void pf_release(struct pf *pf)
+static void pf_writable(void *arg)
 {
-	close(pf->wake[0]);
-	close(pf->wake[1]);
-	pthread_mutex_destroy(&pf->mu);
-	pthread_cond_destroy(&pf->cond);
+	struct pf *pf = pf_enter(arg);
+
+	pf_output_room(pf);
+	pf_leave(pf);
 }
 
-int stream_port_forward(struct cellmgr *cells, int fd, const struct stream_request *req,
-			struct spdy_session *sp, const uint8_t *rest, size_t rest_len,
-			struct err *err)
+static void pf_gone(void *arg)
 {
-	struct pf pf;
-	int ret = pf_init(&pf, cells, fd, req, err);
+	struct pf *pf = pf_enter(arg);
 
-	if (ret < 0)
-		return ret;
-	pf.sp = sp;
-	ret = pf_run(&pf, rest, rest_len, err);
-	pf_release(&pf);
-	return ret;
+	pf_end(pf, 0);
+	pf_leave(pf);
+}
+
+static const struct conn_ops pf_conn_ops = { pf_input, pf_writable, pf_gone };
+
+static struct pf *pf_new(struct conn *c, struct stream_request *req)
+{
+	struct pf *pf = xcalloc(1, sizeof(*pf));
+
+	pf->srv = c->srv;
+	pf->c = c;
+	pf->req = req;
+	stream_hold(pf->srv);
+	return pf;
+}
+
+/* Runs the session on its connection: what the client sent with its request first. Called
+ * with the session held. */
+static void pf_run(struct pf *pf, const uint8_t *rest, size_t rest_len)
+{
+	if (pf->c)
+		conn_attach(pf->c, &pf_conn_ops, pf);
+	if (rest_len && pf->c)
+		pf_input(pf, rest, rest_len);
+	if (pf->c)
+		conn_flush(pf->c);
+}
+
+void stream_port_forward(struct conn *c, struct stream_request *req, const uint8_t *rest,
+			 size_t rest_len)
+{
+	struct pf *pf = pf_enter(pf_new(c, req));
+
+	pf_run(pf, rest, rest_len);
+	pf_leave(pf);
 }
 
 /* ---- over WebSocket ---- */
@@ -469,8 +434,8 @@ static int ws_ports(const struct http_req *http, const struct stream_request *re
 }
 
 /* Answers the upgrade with a subprotocol the kubelet's port-forward speaks (403 when the
- * client offers none of them), or an HTTP error; the session is then in pf->ws. */
-static int ws_upgrade(struct pf *pf, const struct http_req *http, size_t nports, struct err *err)
+ * client offers none of them), or an HTTP error; the session is then in c->ws. */
+static int ws_upgrade(struct conn *c, const struct http_req *http, size_t nports, struct err *err)
 {
 	const char *offered = http_header_get(http, "Sec-WebSocket-Protocol");
 	const char *proto = http_negotiate(http, "Sec-WebSocket-Protocol", pf_ws_protocols);
@@ -483,7 +448,7 @@ static int ws_upgrade(struct pf *pf, const struct http_req *http, size_t nports,
 			      "requested protocol(s) are not supported: %s; port-forward speaks "
 			      "v4.channel.k8s.io, v4.base64.channel.k8s.io",
 			      offered);
-		stream_answer_error(pf->fd, 403, err->msg);
+		conn_fail(c, 403, err->msg);
 		return ret;
 	}
 	ws_codec_of(proto, &codec);
@@ -493,17 +458,18 @@ static int ws_upgrade(struct pf *pf, const struct http_req *http, size_t nports,
 			      "%zu ports: v4.base64.channel.k8s.io carries at most 5; use "
 			      "v4.channel.k8s.io",
 			      nports);
-		stream_answer_error(pf->fd, 400, err->msg);
+		conn_fail(c, 400, err->msg);
 		return ret;
 	}
 	ret = http_answer_ws(&out, http, proto, err);
 	if (ret < 0) {
-		stream_answer_error(pf->fd, 400, err->msg);
-	} else if (!stream_write_all(pf->fd, (const uint8_t *)out.data, out.len)) {
-		ret = err_set(err, EPIPE, "the client went away");
+		conn_fail(c, 400, err->msg);
 	} else {
-		pf->ws = ws_session_new(codec, err);
-		ret = pf->ws ? 0 : -err->code;
+		conn_put(c, out.data, out.len);
+		c->ws = ws_session_new(codec, err);
+		ret = c->ws ? 0 : -err->code;
+		if (ret < 0)
+			conn_end(c, 0);
 	}
 	buf_release(&out);
 	return ret;
@@ -513,6 +479,7 @@ static int ws_upgrade(struct pf *pf, const struct http_req *http, size_t nports,
 static void ws_start_pairs(struct pf *pf, const int32_t *ports, size_t nports)
 {
 	struct err err = ERR_INIT;
+	struct pf_pair *pairs[PF_MAX_PAIRS];
 
 	for (size_t i = 0; i < nports; i++) {
 		struct pf_pair *p = pair_new(pf, "", (uint32_t)ports[i]);
@@ -520,37 +487,32 @@ static void ws_start_pairs(struct pf *pf, const int32_t *ports, size_t nports)
 
 		p->data_sid = (uint32_t)(2 * i);
 		p->error_sid = (uint32_t)(2 * i + 1);
-		pf->pairs[i] = p;
-		ws_send(pf->ws, (uint8_t)p->data_sid, le, sizeof(le), &err);
-		ws_send(pf->ws, (uint8_t)p->error_sid, le, sizeof(le), &err);
+		pairs[i] = p;
+		ws_send(pf->c->ws, (uint8_t)p->data_sid, le, sizeof(le), &err);
+		ws_send(pf->c->ws, (uint8_t)p->error_sid, le, sizeof(le), &err);
 	}
 	pf->live = (int)nports;
-	for (size_t i = 0; i < nports; i++)
-		pair_start(pf->pairs[i]);
+	for (size_t i = 0; i < nports && pf->c; i++)
+		pair_start(pairs[i]);
 }
 
-int stream_port_forward_ws(struct cellmgr *cells, int fd, const struct http_req *http,
-			   const struct stream_request *req, const uint8_t *rest, size_t rest_len,
-			   struct err *err)
+void stream_port_forward_ws(struct conn *c, const struct http_req *http, struct stream_request *req,
+			    const uint8_t *rest, size_t rest_len)
 {
 	int32_t ports[PF_MAX_PAIRS];
 	size_t nports = 0;
-	struct pf pf;
-	int ret = pf_init(&pf, cells, fd, req, err);
+	struct err err = ERR_INIT;
+	struct pf *pf = pf_enter(pf_new(c, req));
 
-	if (ret < 0)
-		return ret;
-	ret = ws_ports(http, req, ports, &nports, err);
-	if (ret < 0)
-		stream_answer_error(fd, 400, err->msg);
-	else
-		ret = ws_upgrade(&pf, http, nports, err);
-	if (ret == 0) {
-		ws_start_pairs(&pf, ports, nports);
-		ret = pf_run(&pf, rest, rest_len, err);
-		pf_flush(&pf); /* the close, when every connection ended */
+	if (ws_ports(http, req, ports, &nports, &err) < 0) {
+		conn_fail(c, 400, err.msg);
+	} else if (ws_upgrade(c, http, nports, &err) == 0) {
+		ws_start_pairs(pf, ports, nports);
+		pf_run(pf, rest, rest_len);
+		pf_leave(pf);
+		return;
 	}
-	ws_session_free(pf.ws);
-	pf_release(&pf);
-	return ret;
+	log_info("stream port-forward: %s", err.msg);
+	pf->c = NULL;
+	pf_leave(pf);
 }

@@ -1,7 +1,8 @@
 /*
  * server.c: the streaming server's listener, its single-use URLs and its connections (see
- * server.h). A connection reads one HTTP request head, takes its token, upgrades and hands
- * the socket to the session of the token's kind (stream_internal.h).
+ * server.h). All of it but the URLs runs on one event loop: a connection reads one HTTP
+ * request head (within HEAD_TIMEOUT_MS), takes its token and becomes the session of the
+ * token's kind (stream_internal.h).
  */
 #include "server.h"
 
@@ -10,17 +11,18 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/rand.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "clock.h"
 #include "codec.h"
+#include "evloop.h"
 #include "http.h"
 #include "log.h"
 #include "stream_internal.h"
@@ -39,27 +41,30 @@ struct token {
 
 struct stream_server {
 	struct cellmgr *cells;
+	struct evloop *loop;
 	int lfd;
+	struct evloop_io *lio;
 	int port;
-	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
 	struct token *tokens; /* newest first */
 	size_t ntokens, token_bytes;
 	size_t forgotten;	  /* URLs forgotten for room since the last warning */
 	int64_t forgotten_log_ns; /* when that warning was written */
-	int conns;
-	int fds[STREAM_MAX_CONNECTIONS]; /* the connections' sockets (-1: free), shut at stop */
+	int work;		  /* connections and sessions not yet ended (under mu) */
+	int conns;		  /* connections (the loop's) */
+	struct conn *conn_list;	  /* the loop's */
 	bool stopping;
 };
 
-struct conn_arg {
-	struct stream_server *s;
-	int fd;
-	int slot;
+/* A connection reading its request head. */
+struct head {
+	struct conn *c;
+	struct buf b;
+	struct evloop_timer *timer;
 };
 
-static void request_free(struct stream_request *r)
+void stream_request_free(struct stream_request *r)
 {
 	free((char *)r->cell_id);
 	free((char *)r->unit_id);
@@ -79,7 +84,7 @@ static const char *const kind_names[] = {
 
 static void token_free(struct token *t)
 {
-	request_free(&t->req);
+	stream_request_free(&t->req);
 	free(t);
 }
 
@@ -186,146 +191,196 @@ static struct token *token_take(struct stream_server *s, const char *id, size_t 
 	return found;
 }
 
-/* Reads the request head (bounded in size and time) into buf; the bytes after it stay in buf
- * at *used. */
-static int read_head(int fd, struct buf *b, struct http_req *req, size_t *used, struct err *err)
+void stream_hold(struct stream_server *s)
 {
-	int64_t deadline = clock_mono_ns() + (int64_t)HEAD_TIMEOUT_MS * 1000000;
+	pthread_mutex_lock(&s->mu);
+	s->work++;
+	pthread_mutex_unlock(&s->mu);
+}
 
-	for (;;) {
-		char chunk[4096];
-		struct pollfd p = { fd, POLLIN, 0 };
-		int64_t left = (deadline - clock_mono_ns()) / 1000000;
-		ssize_t n, h;
+void stream_release(struct stream_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (--s->work == 0)
+		pthread_cond_broadcast(&s->idle);
+	pthread_mutex_unlock(&s->mu);
+}
 
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return err_set(err, ETIMEDOUT, "no request head within %d ms",
-				       HEAD_TIMEOUT_MS);
-		n = read(fd, chunk, sizeof(chunk));
-		if (n <= 0)
-			return err_set(err, EPIPE, "the client closed before its request");
-		buf_append(b, chunk, (size_t)n, NULL);
-		h = http_parse_head(b->data, b->len, req, err);
-		if (h < 0)
-			return (int)h;
-		if (h > 0) {
-			*used = (size_t)h;
-			return 0;
-		}
-		if (b->len > HTTP_MAX_HEAD)
-			return err_set(err, EFBIG, "request head over %d bytes", HTTP_MAX_HEAD);
+struct evloop *stream_loop(const struct stream_server *s)
+{
+	return s->loop;
+}
+
+struct cellmgr *stream_cells(const struct stream_server *s)
+{
+	return s->cells;
+}
+
+void stream_conn_track(struct stream_server *s, struct conn *c, bool live)
+{
+	if (live) {
+		c->next = s->conn_list;
+		if (c->next)
+			c->next->prev = c;
+		s->conn_list = c;
+		s->conns++;
+		return;
 	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conn_list = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->conns--;
 }
 
-void stream_answer_error(int fd, int status, const char *text)
+static void head_free(struct head *h)
 {
-	struct buf b = BUF_INIT;
-	struct err err = ERR_INIT;
-
-	if (http_answer_error(&b, status, NULL, text, &err) == 0)
-		stream_write_all(fd, (const uint8_t *)b.data, b.len);
-	buf_release(&b);
+	evloop_timer_del(h->timer);
+	buf_release(&h->b);
+	free(h);
 }
 
-static void serve(struct stream_server *s, int fd)
+/* The request head is in: its token's session takes the connection. */
+static void head_done(struct head *h, const struct http_req *req, size_t used)
 {
-	struct buf b = BUF_INIT;
-	struct http_req req = { 0 };
-	struct err err = ERR_INIT;
+	struct stream_server *s = h->c->srv;
+	struct conn *c = h->c;
+	const char *target = req->target;
+	const char *id = strrchr(target, '/');
+	size_t idlen = id ? strcspn(id + 1, "?") : 0;
 	struct token *t = NULL;
-	const char *target, *id;
-	size_t used = 0, idlen;
-	int ret;
+	struct stream_request *r;
 
-	if (read_head(fd, &b, &req, &used, &err) < 0) {
-		log_debug("stream: %s", err.msg);
-		stream_answer_error(fd, 400, err.msg);
-		goto out;
-	}
-	target = req.target;
-	id = strrchr(target, '/');
-	idlen = id ? strcspn(id + 1, "?") : 0;
 	if (id && (strncmp(target, "/exec/", 6) == 0 || strncmp(target, "/attach/", 8) == 0 ||
 		   strncmp(target, "/portforward/", 13) == 0))
 		t = token_take(s, id + 1, idlen);
 	if (!t) {
-		stream_answer_error(fd, 404,
-				    "unknown or expired stream URL: ask the runtime for a new one");
-		goto out;
+		conn_fail(c, 404, "unknown or expired stream URL: ask the runtime for a new one");
+		return;
 	}
-	if (t->req.kind == STREAM_PORTFORWARD && http_upgrade_of(&req) == HTTP_UPGRADE_WS)
-		ret = stream_port_forward_ws(s->cells, fd, &req, &t->req,
-					     (const uint8_t *)b.data + used, b.len - used, &err);
-	else
-		ret = stream_session(s->cells, fd, &req, &t->req, (const uint8_t *)b.data + used,
-				     b.len - used, &err);
-	if (ret < 0)
-		log_info("stream %s: %s", kind_names[t->req.kind], err.msg);
-out:
-	if (t)
-		token_free(t);
-	http_req_release(&req);
-	buf_release(&b);
+	log_debug("stream %s for cell %s", kind_names[t->req.kind], t->req.cell_id);
+	r = xmalloc(sizeof(*r));
+	*r = t->req; /* the session owns the request's copies now */
+	free(t);
+	stream_session_start(c, req, r, (const uint8_t *)h->b.data + used, h->b.len - used);
 }
 
-static void *conn_thread(void *arg)
+static void head_input(void *arg, const uint8_t *data, size_t len)
 {
-	struct conn_arg *a = arg;
-	struct stream_server *s = a->s;
+	struct head *h = arg;
+	struct http_req req = { 0 };
+	struct err err = ERR_INIT;
+	ssize_t n;
 
-	serve(s, a->fd);
-	pthread_mutex_lock(&s->mu);
-	s->fds[a->slot] = -1;
-	close(a->fd);
-	free(a);
-	s->conns--;
-	pthread_cond_broadcast(&s->idle);
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
+	buf_append(&h->b, data, len, NULL);
+	n = http_parse_head(h->b.data, h->b.len, &req, &err);
+	if (n == 0 && h->b.len > HTTP_MAX_HEAD)
+		n = err_set(&err, EFBIG, "request head over %d bytes", HTTP_MAX_HEAD);
+	if (n < 0) {
+		log_debug("stream: %s", err.msg);
+		conn_fail(h->c, 400, err.msg);
+	} else if (n > 0) {
+		head_done(h, &req, (size_t)n);
+	}
+	http_req_release(&req);
+	if (n != 0)
+		head_free(h);
 }
 
-static void *accept_thread(void *arg)
+static void head_gone(void *arg)
+{
+	struct head *h = arg;
+
+	conn_end(h->c, 0);
+	head_free(h);
+}
+
+static void head_timeout(void *arg)
+{
+	struct head *h = arg;
+	struct err err = ERR_INIT;
+
+	h->timer = NULL;
+	err_set(&err, ETIMEDOUT, "no request head within %d ms", HEAD_TIMEOUT_MS);
+	log_debug("stream: %s", err.msg);
+	conn_fail(h->c, 400, err.msg);
+	head_free(h);
+}
+
+static const struct conn_ops head_ops = { .input = head_input, .gone = head_gone };
+
+/* Answers a connection the server cannot take, without waiting for it. */
+static void refuse(int fd, const char *text)
+{
+	struct buf b = BUF_INIT;
+	struct err err = ERR_INIT;
+
+	if (http_answer_error(&b, 500, NULL, text, &err) == 0 &&
+	    send(fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the client learns it from the close */
+	}
+	buf_release(&b);
+	close(fd);
+}
+
+static void on_accept(void *arg, uint32_t events)
 {
 	struct stream_server *s = arg;
 
+	(void)events;
 	for (;;) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
-		struct conn_arg *a;
-		pthread_t t;
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+		struct head *h;
 
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			return NULL; /* the listener was shut down */
+			return; /* EAGAIN: all taken; else the next turn tries again */
 		}
 		/* small frames (a reply, an exit status) go out at once: with Nagle's algorithm
 		 * they waited for the client's delayed ACK, 40 ms */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		pthread_mutex_lock(&s->mu);
 		if (s->stopping || s->conns >= STREAM_MAX_CONNECTIONS) {
-			pthread_mutex_unlock(&s->mu);
-			stream_answer_error(fd, 500, "too many streams at once; try again");
-			close(fd);
+			refuse(fd, "too many streams at once; try again");
 			continue;
 		}
-		s->conns++;
-		a = xcalloc(1, sizeof(*a));
-		a->s = s;
-		a->fd = fd;
-		for (a->slot = 0; s->fds[a->slot] >= 0; a->slot++)
-			;
-		s->fds[a->slot] = fd;
-		pthread_mutex_unlock(&s->mu);
-		if (pthread_create(&t, NULL, conn_thread, a) != 0) {
-			pthread_mutex_lock(&s->mu);
-			s->fds[a->slot] = -1;
-			s->conns--;
-			pthread_mutex_unlock(&s->mu);
-			close(fd);
-			free(a);
-			continue;
+		h = xcalloc(1, sizeof(*h));
+		h->c = conn_new(s, fd);
+		conn_attach(h->c, &head_ops, h);
+		h->timer = evloop_timer_add(s->loop, HEAD_TIMEOUT_MS, head_timeout, h);
+	}
+}
+
+static void listen_start(void *arg)
+{
+	struct stream_server *s = arg;
+
+	s->lio = evloop_io_add(s->loop, s->lfd, EPOLLIN, on_accept, s);
+}
+
+/* The stop, on the loop: no more connections; every one left is told its client is gone,
+ * so its session ends it and cancels what it has open. */
+static void stop_all(void *arg)
+{
+	struct stream_server *s = arg;
+
+	s->stopping = true;
+	evloop_io_del(s->lio);
+	s->lio = NULL;
+	while (s->conn_list) {
+		struct conn *c = s->conn_list;
+
+		shutdown(c->fd, SHUT_RDWR);
+		if (c->ops && c->ops->gone) {
+			const struct conn_ops *ops = c->ops;
+
+			c->ops = NULL;
+			ops->gone(c->sess); /* ends c */
+		} else {
+			conn_end(c, 0);
 		}
-		pthread_detach(t);
 	}
 }
 
@@ -359,7 +414,7 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 
 	if (parse_address(address, &sa, err) < 0)
 		return -err->code;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return err_errno(err, "socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -372,15 +427,14 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 	s->cells = cells;
 	s->lfd = fd;
 	s->port = ntohs(sa.sin_port);
-	for (int i = 0; i < STREAM_MAX_CONNECTIONS; i++)
-		s->fds[i] = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->idle, NULL);
-	if (pthread_create(&s->thread, NULL, accept_thread, s) != 0) {
+	if (evloop_new("kiyot-stream", &s->loop, err) < 0) {
 		close(fd);
 		free(s);
-		return err_set(err, EAGAIN, "no thread for the streaming server");
+		return err_wrap(err, "streaming server");
 	}
+	evloop_post(s->loop, listen_start, s);
 	log_info("streaming server on 127.0.0.1:%d (exec, attach, port-forward)", s->port);
 	*out = s;
 	return 0;
@@ -390,25 +444,21 @@ void stream_server_stop(struct stream_server *s)
 {
 	if (!s)
 		return;
+	evloop_post(s->loop, stop_all, s);
+	/* sessions end once their agent streams did, which cancel makes quick */
 	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
-	pthread_mutex_unlock(&s->mu);
-	shutdown(s->lfd, SHUT_RDWR);
-	pthread_join(s->thread, NULL);
-	close(s->lfd);
-	pthread_mutex_lock(&s->mu);
-	/* every session sees its client leave: its command is killed, its threads end */
-	for (int i = 0; i < STREAM_MAX_CONNECTIONS; i++)
-		if (s->fds[i] >= 0)
-			shutdown(s->fds[i], SHUT_RDWR);
-	while (s->conns > 0)
+	while (s->work > 0)
 		pthread_cond_wait(&s->idle, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	evloop_free(s->loop);
+	close(s->lfd);
 	while (s->tokens) {
 		struct token *t = s->tokens;
 
 		s->tokens = t->next;
 		token_free(t);
 	}
-	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->idle);
 	free(s);
 }

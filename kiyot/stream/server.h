@@ -6,9 +6,10 @@
  * expires after STREAM_TOKEN_TTL_S; the request it stands for was checked when the URL was
  * made. The bytes go to the cell's agent (cells_stream_open) and back.
  *
- * Threads: one accepting thread, and per connection one thread for the socket and its
- * protocol, one reading the agent and one writing to it, so that neither side's pace can
- * stall the other; bounded queues between them give backpressure both ways.
+ * Threads: one, an event loop (evloop.h) that accepts, reads and writes every connection and
+ * runs every session, however many; the agents' streams are read and written from the agent
+ * client's completion-queue loop (rpc_loop.h), whose callbacks come back to this loop. Each
+ * session bounds what it holds either way and stops reading the side that is ahead.
  */
 #ifndef KIYOT_STREAM_SERVER_H
 #define KIYOT_STREAM_SERVER_H

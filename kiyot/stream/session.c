@@ -2,11 +2,12 @@
  * session.c: an exec or attach session of the streaming server. The client's channels (stdin,
  * stdout, stderr, error, resize) arrive as SPDY streams named by their streamType header, or
  * as WebSocket channels 0-4; they are joined to the cell agent's Exec stream (a new command)
- * or Attach stream (the container's own stdio, held by its shim). Three threads: this one owns
- * the socket and the protocol; a reader takes the agent's output into a bounded queue; a
- * writer sends the client's input to the agent from another bounded queue. A full queue stops
- * its producer (TCP or gRPC flow control then holds the far end), so neither direction can
- * stall the other.
+ * or Attach stream (the container's own stdio, held by its shim). No thread of its own: the
+ * session is a state machine on the streaming server's loop, driven by its connection and by
+ * its agent stream's callbacks (stream_internal.h). Each direction is bounded: the agent's
+ * next message is asked for only while the client's output is under CONN_OUT_HIGH, and the
+ * client is read only while its input waiting for the agent is under QUEUE_MAX (TCP or gRPC
+ * flow control then holds the far end), so neither direction can stall the other.
  *
  * The end of an exec: the command's exit code goes on the error channel as a Status (protocol
  * v4 and later: Success, or Failure with reason NonZeroExitCode and the code as an ExitCode
@@ -19,29 +20,25 @@
 #include "stream_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "buf.h"
-#include "cells/cells.h"
-#include "clock.h"
+#include "cellagent.pb-c.h"
+#include "chunkq.h"
+#include "evloop.h"
 #include "log.h"
 #include "spdy.h"
 #include "ws.h"
 #include "xalloc.h"
 
-/* Bytes queued each way before the producer waits. */
+/* The client's input held for the agent before the client is no longer read. */
 #define QUEUE_MAX (1024 * 1024)
-/* How long a finished session waits for its client to close. */
-#define LINGER_MS 2000
 /* How long the client has to open the channels it asked for. */
 #define CHANNELS_TIMEOUT_MS 30000
+/* The most of the client's stdin joined into one message to the agent. */
+#define IN_SEND_MAX (256 * 1024)
 /* A resize message is a small JSON object. */
 #define RESIZE_MAX 4096
 
@@ -60,139 +57,60 @@ static const char *const chan_names[NCHAN] = { "stdin", "stdout", "stderr", "err
 static const char *const spdy_protocols[] = { "v4.channel.k8s.io", "v3.channel.k8s.io",
 					      "v2.channel.k8s.io", "channel.k8s.io", NULL };
 
-struct msg {
-	struct msg *next;
-	enum chan ch;  /* output: CH_STDOUT/CH_STDERR; input: CH_STDIN or CH_RESIZE */
-	bool end;      /* input: stdin closed; output: the command ended (code) */
-	int code;      /* output with end: exit code */
-	unsigned w, h; /* input resize */
-	size_t len;
-	uint8_t data[];
-};
-
-struct queue {
-	struct msg *head, *tail;
-	size_t bytes;
-	bool closed; /* no more messages will come */
-};
-
 struct sess {
-	struct cellmgr *cells;
-	int fd;
-	const struct stream_request *req;
+	struct stream_server *srv;
+	struct conn *c; /* NULL once the client's side ended */
+	struct stream_request *req;
 	bool spdy, status_json;
-	struct spdy_session *sp;
-	struct ws_session *ws;
 	uint32_t sid[NCHAN]; /* SPDY stream of each channel; 0 none */
 	struct buf resize;   /* partial resize JSON */
-	struct cell_stream *cs;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct queue out, in;
-	char *agent_error; /* why the agent's stream ended, when it did not end well */
-	int wake[2];	   /* the reader pokes the socket thread */
-	bool gone;	   /* the client went away */
+	struct astream as;
+	struct chunkq in;	     /* stdin for the agent */
+	unsigned resize_w, resize_h; /* the terminal's last size, */
+	bool resize_pending;	     /* not yet sent */
+	bool started;		     /* the agent's stream was opened */
+	bool over;		     /* the end went to the client */
+	bool stdin_ended;	     /* the client's stdin ended: nothing more of it is taken */
+	bool agent_closed;	     /* the agent takes no more input */
+	struct evloop_timer *channels_timer;
+	int depth; /* calls into the session running */
 };
 
-bool stream_write_all(int fd, const uint8_t *data, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+static void sess_maybe_free(struct sess *s);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		data += n;
-		len -= (size_t)n;
-	}
-	return true;
+static struct sess *sess_enter(void *arg)
+{
+	struct sess *s = arg;
+
+	s->depth++;
+	return s;
 }
 
-/* ---- queues ---- */
-
-static struct msg *msg_new(enum chan ch, const void *data, size_t len)
+static void sess_leave(struct sess *s)
 {
-	struct msg *m = xcalloc(1, sizeof(*m) + len);
-
-	m->ch = ch;
-	m->len = len;
-	if (len)
-		memcpy(m->data, data, len);
-	return m;
+	s->depth--;
+	sess_maybe_free(s);
 }
 
-/* Appends m, with wait while the queue is full (unless the session is gone: m is freed). The
- * socket loop never waits (it must keep seeing the client leave): it bounds the input queue by
- * reading the client only while there is room, one read past QUEUE_MAX at most. */
-static void queue_put(struct sess *s, struct queue *q, struct msg *m, bool wait)
+/* Frees the session once neither its client nor its agent stream is left, and no call into
+ * it is still running (every way in holds it: sess_enter, sess_leave). */
+static void sess_maybe_free(struct sess *s)
 {
-	pthread_mutex_lock(&s->mu);
-	while (wait && q->bytes > QUEUE_MAX && !s->gone)
-		pthread_cond_wait(&s->cond, &s->mu);
-	if (s->gone) {
-		pthread_mutex_unlock(&s->mu);
-		free(m);
+	if (s->depth || s->c || (s->started && !s->as.ended))
 		return;
+	evloop_timer_del(s->channels_timer);
+	astream_free(&s->as);
+	chunkq_drop(&s->in);
+	buf_release(&s->resize);
+	if (s->req) {
+		stream_request_free(s->req);
+		free(s->req);
 	}
-	if (q->tail)
-		q->tail->next = m;
-	else
-		q->head = m;
-	q->tail = m;
-	q->bytes += m->len;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* Takes the first message; NULL when empty (wait: until one comes or the queue closes). */
-static struct msg *queue_take(struct sess *s, struct queue *q, bool wait)
-{
-	struct msg *m;
-
-	pthread_mutex_lock(&s->mu);
-	while (wait && !q->head && !q->closed && !s->gone)
-		pthread_cond_wait(&s->cond, &s->mu);
-	m = q->head;
-	if (m) {
-		q->head = m->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->bytes -= m->len;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return m;
-}
-
-static void queue_close(struct sess *s, struct queue *q)
-{
-	pthread_mutex_lock(&s->mu);
-	q->closed = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static void queue_drop(struct queue *q)
-{
-	while (q->head) {
-		struct msg *m = q->head;
-
-		q->head = m->next;
-		free(m);
-	}
-	q->tail = NULL;
-	q->bytes = 0;
+	stream_release(s->srv);
+	free(s);
 }
 
 /* ---- the agent's side ---- */
-
-static void poke(struct sess *s)
-{
-	if (write(s->wake[1], "x", 1) < 0) {
-		/* the pipe is full: the socket thread is awake anyway */
-	}
-}
 
 /* What one message of the agent's stream says, whichever the call. */
 struct agent_out {
@@ -215,56 +133,22 @@ static void agent_out_of(const struct sess *s, const ProtobufCMessage *m, struct
 	}
 }
 
-/* The agent's output into the out queue, then its end (with the exit code or an error). */
-static void *reader_thread(void *arg)
-{
-	struct sess *s = arg;
-	struct err err = ERR_INIT;
-	ProtobufCMessage *m = NULL;
-	int ret;
-
-	while ((ret = cells_stream_next(s->cs, &m, &err)) == 1) {
-		struct agent_out o;
-
-		agent_out_of(s, m, &o);
-		if (o.out.len)
-			queue_put(s, &s->out, msg_new(CH_STDOUT, o.out.data, o.out.len), true);
-		if (o.err.len)
-			queue_put(s, &s->out, msg_new(CH_STDERR, o.err.data, o.err.len), true);
-		if (o.end) {
-			struct msg *e = msg_new(CH_ERROR, NULL, 0);
-
-			e->end = true;
-			e->code = o.code;
-			queue_put(s, &s->out, e, true);
-		}
-		protobuf_c_message_free_unpacked(m, NULL);
-		poke(s);
-	}
-	pthread_mutex_lock(&s->mu);
-	if (ret < 0 && !s->agent_error)
-		s->agent_error = xstrdup(err.msg);
-	pthread_mutex_unlock(&s->mu);
-	queue_close(s, &s->out);
-	poke(s);
-	return NULL;
-}
-
-/* Sends one input message (stdin bytes or their end, or a size) on the agent's stream. */
-static int agent_send(struct sess *s, const struct msg *m, struct err *err)
+/* Sends one input message on the agent's stream: stdin bytes (and their end) when k, else the
+ * terminal's size. */
+static int agent_send(struct sess *s, const struct chunk *k, struct err *err)
 {
 	Kiyot__Cell__V1__TerminalSize size = KIYOT__CELL__V1__TERMINAL_SIZE__INIT;
 	Kiyot__Cell__V1__TerminalSize *resize = NULL;
 	ProtobufCBinaryData data = { 0, NULL };
 	bool close = false;
 
-	if (m->ch == CH_RESIZE) {
-		size.width = m->w;
-		size.height = m->h;
+	if (!k) {
+		size.width = s->resize_w;
+		size.height = s->resize_h;
 		resize = &size;
 	} else {
-		data = (ProtobufCBinaryData){ m->len, (uint8_t *)m->data };
-		close = m->end;
+		data = (ProtobufCBinaryData){ k->len, (uint8_t *)k->data };
+		close = k->end;
 	}
 	if (s->req->kind == STREAM_ATTACH) {
 		Kiyot__Cell__V1__AttachInput in = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
@@ -272,91 +156,46 @@ static int agent_send(struct sess *s, const struct msg *m, struct err *err)
 		in.resize = resize;
 		in.stdin_data = data;
 		in.stdin_close = close;
-		return cells_stream_send(s->cs, &in.base, err);
+		return astream_send(&s->as, &in.base, err);
 	} else {
 		Kiyot__Cell__V1__ExecInput in = KIYOT__CELL__V1__EXEC_INPUT__INIT;
 
 		in.resize = resize;
 		in.stdin_data = data;
 		in.stdin_close = close;
-		return cells_stream_send(s->cs, &in.base, err);
+		return astream_send(&s->as, &in.base, err);
 	}
 }
 
-/* The client's input to the agent, in order, until stdin ends or the session does. */
-static void *writer_thread(void *arg)
+/* Sends the client's input to the agent, one message in flight: the terminal's size first
+ * when it changed, then the stdin bytes waiting, joined up to IN_SEND_MAX (each message costs
+ * a round through gRPC). The client is read again once what waits is under the bound. */
+static void pump(struct sess *s)
 {
-	struct sess *s = arg;
 	struct err err = ERR_INIT;
-	struct msg *m;
 
-	while ((m = queue_take(s, &s->in, true))) {
-		bool was_full;
-		int ret;
+	while (s->started && !s->agent_closed && !s->as.sending && !s->as.ended &&
+	       (s->resize_pending || chunkq_head(&s->in))) {
+		struct chunk *k = s->resize_pending ? NULL : chunkq_take(&s->in, IN_SEND_MAX);
+		int ret = agent_send(s, k, &err);
 
-		/* the socket loop stops reading the client while the queue is full: wake it once
-		 * there is room, whether or not the command says anything */
-		pthread_mutex_lock(&s->mu);
-		was_full = s->in.bytes + m->len > QUEUE_MAX;
-		pthread_mutex_unlock(&s->mu);
-		if (was_full)
-			poke(s);
-		ret = agent_send(s, m, &err);
-		free(m);
-		if (ret < 0)
-			break;
+		if (!k)
+			s->resize_pending = false;
+		if (ret == 0 && k && k->end)
+			s->agent_closed = true;
+		free(k);
+		if (ret < 0) {
+			log_debug("stream: %s", err.msg);
+			s->agent_closed = true; /* the command's end says the rest */
+		}
 	}
-	return NULL;
-}
-
-/* Opens the agent's stream: Exec with the command, or Attach to the container. */
-static int agent_open(struct sess *s, struct err *err)
-{
-	const struct stream_request *r = s->req;
-
-	if (r->kind == STREAM_ATTACH) {
-		Kiyot__Cell__V1__AttachInput first = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
-
-		first.unit_id = (char *)r->unit_id;
-		first.stdin = r->in;
-		return cells_stream_open(s->cells, r->cell_id, "Attach", &first.base,
-					 &kiyot__cell__v1__attach_output__descriptor, &s->cs, err);
-	} else {
-		Kiyot__Cell__V1__ExecInput first = KIYOT__CELL__V1__EXEC_INPUT__INIT;
-
-		first.unit_id = (char *)r->unit_id;
-		first.cmd = (char **)r->cmd;
-		first.n_cmd = r->n_cmd;
-		first.tty = r->tty;
-		first.stdin = r->in;
-		return cells_stream_open(s->cells, r->cell_id, "Exec", &first.base,
-					 &kiyot__cell__v1__exec_output__descriptor, &s->cs, err);
-	}
+	if (s->agent_closed)
+		chunkq_drop(&s->in);
+	if (s->c && s->in.bytes <= QUEUE_MAX)
+		conn_pause(s->c, false);
 }
 
 /* ---- the client's side ---- */
-
-/* Writes out what the protocol has queued; false when the client is gone. */
-static bool flush(struct sess *s)
-{
-	const uint8_t *p;
-	size_t n;
-
-	if (s->spdy) {
-		while ((p = spdy_output(s->sp, &n)) && n) {
-			if (!stream_write_all(s->fd, p, n))
-				return false;
-			spdy_output_consume(s->sp, n);
-		}
-	} else {
-		while ((p = ws_output(s->ws, &n)) && n) {
-			if (!stream_write_all(s->fd, p, n))
-				return false;
-			ws_output_consume(s->ws, n);
-		}
-	}
-	return true;
-}
 
 /* Sends data on a channel (nothing if the client did not ask for it). */
 static void send_chan(struct sess *s, enum chan ch, const void *data, size_t len, bool fin)
@@ -365,9 +204,9 @@ static void send_chan(struct sess *s, enum chan ch, const void *data, size_t len
 
 	if (s->spdy) {
 		if (s->sid[ch])
-			spdy_send(s->sp, s->sid[ch], data, len, fin, &err);
+			spdy_send(s->c->sp, s->sid[ch], data, len, fin, &err);
 	} else if (len) {
-		ws_send(s->ws, (uint8_t)ch, data, len, &err);
+		ws_send(s->c->ws, (uint8_t)ch, data, len, &err);
 	}
 }
 
@@ -385,17 +224,15 @@ static void resize_input(struct sess *s, const uint8_t *data, size_t len)
 		json_error_t jerr;
 		json_t *j = json_loadb(s->resize.data + used, s->resize.len - used,
 				       JSON_DISABLE_EOF_CHECK, &jerr);
-		struct msg *m;
-
 		if (!j)
 			break;
 		used += jerr.position;
-		m = msg_new(CH_RESIZE, NULL, 0);
-		m->w = (unsigned)json_integer_value(json_object_get(j, "Width"));
-		m->h = (unsigned)json_integer_value(json_object_get(j, "Height"));
+		s->resize_w = (unsigned)json_integer_value(json_object_get(j, "Width"));
+		s->resize_h = (unsigned)json_integer_value(json_object_get(j, "Height"));
+		s->resize_pending = true;
 		json_decref(j);
-		queue_put(s, &s->in, m, false);
 	}
+	pump(s);
 	if (used) {
 		char *rest = xstrndup(s->resize.data + used, s->resize.len - used);
 
@@ -408,11 +245,12 @@ static void resize_input(struct sess *s, const uint8_t *data, size_t len)
 /* One input event from the client: stdin bytes or its end, or a resize. */
 static void client_input(struct sess *s, enum chan ch, const uint8_t *data, size_t len, bool end)
 {
-	if (ch == CH_STDIN && s->req->in) {
-		struct msg *m = msg_new(CH_STDIN, data, len);
-
-		m->end = end;
-		queue_put(s, &s->in, m, false);
+	if (ch == CH_STDIN && s->req->in && !s->stdin_ended && !s->agent_closed) {
+		s->stdin_ended = end;
+		chunkq_put(&s->in, data, len, end);
+		if (s->in.bytes > QUEUE_MAX)
+			conn_pause(s->c, true);
+		pump(s);
 	} else if (ch == CH_RESIZE && len) {
 		resize_input(s, data, len);
 	}
@@ -439,16 +277,16 @@ static bool spdy_event(struct sess *s, const struct spdy_event *ev)
 		for (ch = 0; ch < NCHAN && (!type || strcmp(type, chan_names[ch]) != 0); ch++)
 			;
 		if (ch == NCHAN || s->sid[ch]) {
-			spdy_reset(s->sp, ev->stream_id, SPDY_REFUSED_STREAM, &err);
+			spdy_reset(s->c->sp, ev->stream_id, SPDY_REFUSED_STREAM, &err);
 			return true;
 		}
 		s->sid[ch] = ev->stream_id;
-		spdy_reply(s->sp, ev->stream_id, NULL, 0, false, &err);
+		spdy_reply(s->c->sp, ev->stream_id, NULL, 0, false, &err);
 		return true;
 	}
 	case SPDY_EV_DATA:
 		ch = chan_of_stream(s, ev->stream_id);
-		spdy_consume(s->sp, ev->stream_id, ev->len);
+		spdy_consume(s->c->sp, ev->stream_id, ev->len);
 		if (ch != NCHAN)
 			client_input(s, ch, ev->data, ev->len, false);
 		return true;
@@ -497,7 +335,7 @@ static bool feed(struct sess *s, const uint8_t *data, size_t len)
 		if (s->spdy) {
 			struct spdy_event ev;
 
-			n = spdy_feed(s->sp, data + off, len - off, &ev, &err);
+			n = spdy_feed(s->c->sp, data + off, len - off, &ev, &err);
 			more = n >= 0 && spdy_event(s, &ev);
 			if (n >= 0 && ev.type == SPDY_EV_NONE && off + (size_t)n >= len) {
 				off += (size_t)n;
@@ -506,7 +344,7 @@ static bool feed(struct sess *s, const uint8_t *data, size_t len)
 		} else {
 			struct ws_event ev;
 
-			n = ws_feed(s->ws, data + off, len - off, &ev, &err);
+			n = ws_feed(s->c->ws, data + off, len - off, &ev, &err);
 			more = n >= 0 && ws_event(s, &ev);
 			if (n >= 0 && ev.type == WS_EV_NONE && off + (size_t)n >= len) {
 				off += (size_t)n;
@@ -572,132 +410,183 @@ static void send_status(struct sess *s, int code, const char *failure)
 	free(text);
 }
 
-/* Sends what the agent queued; true once the command ended and all was sent. */
-static bool drain_output(struct sess *s, bool *over)
+/* The client's side ends: it learns the end at once (kubectl returns on it), its connection
+ * closes once it read everything; the agent's stream is wound up after (its end frees the
+ * session). */
+static void finish(struct sess *s, int code, const char *failure)
 {
-	struct msg *m;
+	struct err err = ERR_INIT;
 
-	while ((m = queue_take(s, &s->out, false))) {
-		if (m->end) {
-			send_status(s, m->code, NULL);
-			*over = true;
-		} else {
-			send_chan(s, m->ch, m->data, m->len, false);
-		}
-		free(m);
-		if (!flush(s))
-			return false;
-	}
-	pthread_mutex_lock(&s->mu);
-	if (s->out.closed && !s->out.head && !*over) {
-		send_status(s, 0,
-			    s->agent_error ? s->agent_error
-					   : "the cell's agent ended the "
-					     "stream");
-		*over = true;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return flush(s);
-}
-
-/* Reads what the client still sends until it closes (at most LINGER_MS): a socket closed with
- * unread input is reset, and a reset makes the client's kernel drop output it has not read. */
-static void linger_drain(int fd)
-{
-	int64_t deadline = clock_mono_ns() + (int64_t)LINGER_MS * 1000000;
-	uint8_t buf[4096];
-
-	for (;;) {
-		int64_t left = (deadline - clock_mono_ns()) / 1000000;
-		struct pollfd p = { fd, POLLIN, 0 };
-
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0 || read(fd, buf, sizeof(buf)) <= 0)
-			return;
+	s->over = true;
+	evloop_timer_del(s->channels_timer);
+	s->channels_timer = NULL;
+	send_status(s, code, failure);
+	for (int c = CH_STDOUT; c <= CH_ERROR; c++)
+		send_chan(s, (enum chan)c, NULL, 0, true);
+	if (s->spdy)
+		spdy_goaway(s->c->sp, SPDY_GOAWAY_OK);
+	else
+		ws_close(s->c->ws, WS_CLOSE_NORMAL, "", &err);
+	conn_end(s->c, CONN_LINGER_MS);
+	s->c = NULL;
+	chunkq_drop(&s->in);
+	if (s->started && !s->as.ended) {
+		astream_close_send(&s->as);
+		astream_read(&s->as); /* on to its end */
 	}
 }
 
-/* The socket loop: client bytes in, agent output out, until the command ends. */
-static int run(struct sess *s, const uint8_t *rest, size_t rest_len, struct err *err)
+/* The client is gone (or broke the protocol, or never opened its channels): an exec's
+ * command is killed with its stream, an attached container runs on. */
+static void client_gone(struct sess *s, const char *why, int linger_ms)
 {
-	int64_t channels_deadline = clock_mono_ns() + (int64_t)CHANNELS_TIMEOUT_MS * 1000000;
-	bool started = false, over = false;
-	pthread_t rt, wt;
-	uint8_t buf[16384];
+	log_info("stream %s: %s", s->req->kind == STREAM_ATTACH ? "attach" : "exec", why);
+	evloop_timer_del(s->channels_timer);
+	s->channels_timer = NULL;
+	conn_end(s->c, linger_ms);
+	s->c = NULL;
+	chunkq_drop(&s->in);
+	if (s->started && !s->as.ended)
+		astream_cancel(&s->as);
+}
 
-	if ((rest_len && !feed(s, rest, rest_len)) || !flush(s))
-		return err_set(err, EPIPE, "the client went away");
-	while (!over) {
-		struct pollfd p[2] = { { s->fd, POLLIN, 0 }, { s->wake[0], POLLIN, 0 } };
-		bool room;
+static void agent_msg(void *owner, ProtobufCMessage *m)
+{
+	struct sess *s = sess_enter(owner);
+	struct agent_out o;
 
-		if (!started && channels_ready(s)) {
-			if (agent_open(s, err) < 0) {
-				send_status(s, 0, err->msg);
-				flush(s);
-				return -err->code;
-			}
-			pthread_create(&rt, NULL, reader_thread, s);
-			pthread_create(&wt, NULL, writer_thread, s);
-			started = true;
-		}
-		if (!started && clock_mono_ns() > channels_deadline)
-			return err_set(err, ETIMEDOUT, "the client did not open its channels");
-		pthread_mutex_lock(&s->mu);
-		room = s->in.bytes <= QUEUE_MAX;
-		pthread_mutex_unlock(&s->mu);
-		/* with no room, still see the client hang up (it would go unseen while the command
-		 * is quiet, holding the session and the command) */
-		p[0].events = room ? POLLIN : POLLRDHUP;
-		if (poll(p, 2, started ? -1 : 1000) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents) {
-			char drain[64];
-
-			if (read(s->wake[0], drain, sizeof(drain)) < 0) {
-				/* nothing to drain */
-			}
-			if (!drain_output(s, &over))
-				break;
-		}
-		if (p[0].revents) {
-			ssize_t n = room ? read(s->fd, buf, sizeof(buf)) : 0;
-
-			bool ok = n > 0 && feed(s, buf, (size_t)n);
-
-			/* a protocol error's GOAWAY or close frame goes out before the end */
-			if (!flush(s) || !ok) {
-				pthread_mutex_lock(&s->mu);
-				s->gone = true;
-				pthread_cond_broadcast(&s->cond);
-				pthread_mutex_unlock(&s->mu);
-				break;
-			}
-		}
+	if (!s->c) { /* after the end: read on to the stream's end */
+		protobuf_c_message_free_unpacked(m, NULL);
+		astream_read(&s->as);
+		sess_leave(s);
+		return;
 	}
-	if (over) {
-		/* the client learns the end at once (kubectl returns on it); the agent's call is
-		 * wound up after */
-		for (int c = CH_STDOUT; c <= CH_ERROR; c++)
-			send_chan(s, (enum chan)c, NULL, 0, true);
-		if (s->spdy)
-			spdy_goaway(s->sp, SPDY_GOAWAY_OK);
-		else
-			ws_close(s->ws, WS_CLOSE_NORMAL, "", err);
-		flush(s);
-		shutdown(s->fd, SHUT_WR); /* the connection's end follows them */
+	agent_out_of(s, m, &o);
+	if (o.out.len)
+		send_chan(s, CH_STDOUT, o.out.data, o.out.len, false);
+	if (o.err.len)
+		send_chan(s, CH_STDERR, o.err.data, o.err.len, false);
+	if (o.end) {
+		finish(s, o.code, NULL);
+	} else {
+		conn_flush(s->c);
+		if (conn_pending(s->c) <= CONN_OUT_HIGH)
+			astream_read(&s->as);
 	}
-	if (started) {
-		if (!over)
-			cells_stream_cancel(s->cs); /* the client left: a command is killed */
-		queue_close(s, &s->in);
-		pthread_join(wt, NULL);
-		if (over)
-			cells_stream_close_send(s->cs, err);
-		pthread_join(rt, NULL);
+	protobuf_c_message_free_unpacked(m, NULL);
+	sess_leave(s);
+}
+
+static void agent_sent(void *owner, int ret)
+{
+	struct sess *s = sess_enter(owner);
+
+	if (ret < 0)
+		s->agent_closed = true;
+	pump(s);
+	sess_leave(s);
+}
+
+static void agent_end(void *owner, int ret, const char *error)
+{
+	struct sess *s = sess_enter(owner);
+
+	(void)ret;
+	if (s->c)
+		finish(s, 0, error ? error : "the cell's agent ended the stream");
+	sess_leave(s);
+}
+
+static const struct astream_ops agent_ops = { agent_msg, agent_sent, agent_end };
+
+/* Opens the agent's stream: Exec with the command, or Attach to the container. */
+static int agent_open(struct sess *s, struct err *err)
+{
+	const struct stream_request *r = s->req;
+
+	if (r->kind == STREAM_ATTACH) {
+		Kiyot__Cell__V1__AttachInput first = KIYOT__CELL__V1__ATTACH_INPUT__INIT;
+
+		first.unit_id = (char *)r->unit_id;
+		first.stdin = r->in;
+		return astream_open(&s->as, s->c, r->cell_id, "Attach", &first.base,
+				    &kiyot__cell__v1__attach_output__descriptor, &agent_ops, s,
+				    err);
+	} else {
+		Kiyot__Cell__V1__ExecInput first = KIYOT__CELL__V1__EXEC_INPUT__INIT;
+
+		first.unit_id = (char *)r->unit_id;
+		first.cmd = (char **)r->cmd;
+		first.n_cmd = r->n_cmd;
+		first.tty = r->tty;
+		first.stdin = r->in;
+		return astream_open(&s->as, s->c, r->cell_id, "Exec", &first.base,
+				    &kiyot__cell__v1__exec_output__descriptor, &agent_ops, s, err);
 	}
-	if (over)
-		linger_drain(s->fd);
-	return over ? 0 : err_set(err, EPIPE, "the client went away");
+}
+
+/* Once the client opened the channels it asked for, the agent's stream. */
+static void maybe_start(struct sess *s)
+{
+	struct err err = ERR_INIT;
+
+	if (s->started || s->over || !s->c || !channels_ready(s))
+		return;
+	evloop_timer_del(s->channels_timer);
+	s->channels_timer = NULL;
+	if (agent_open(s, &err) < 0) {
+		log_info("stream %s: %s", s->req->kind == STREAM_ATTACH ? "attach" : "exec",
+			 err.msg);
+		finish(s, 0, err.msg);
+		return;
+	}
+	s->started = true;
+	astream_read(&s->as);
+	pump(s);
+}
+
+static void sess_input(void *arg, const uint8_t *data, size_t len)
+{
+	struct sess *s = sess_enter(arg);
+
+	if (!feed(s, data, len)) {
+		/* a protocol error's GOAWAY or close frame goes out before the end */
+		client_gone(s, "the client ended the session or broke the protocol",
+			    CONN_LINGER_MS);
+	} else {
+		maybe_start(s);
+		if (s->c)
+			conn_flush(s->c);
+	}
+	sess_leave(s);
+}
+
+static void sess_writable(void *arg)
+{
+	struct sess *s = sess_enter(arg);
+
+	if (s->started && !s->over)
+		astream_read(&s->as);
+	sess_leave(s);
+}
+
+static void sess_gone(void *arg)
+{
+	struct sess *s = sess_enter(arg);
+
+	client_gone(s, "the client went away", 0);
+	sess_leave(s);
+}
+
+static const struct conn_ops sess_conn_ops = { sess_input, sess_writable, sess_gone };
+
+static void channels_timeout(void *arg)
+{
+	struct sess *s = sess_enter(arg);
+
+	s->channels_timer = NULL;
+	client_gone(s, "the client did not open its channels", 0);
+	sess_leave(s);
 }
 
 /* Answers the upgrade: SPDY/3.1 with a remotecommand protocol, or WebSocket with a channel
@@ -722,7 +611,7 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 				&out, 403,
 				"X-Accepted-Stream-Protocol-Versions: portforward.k8s.io\r\n",
 				"port-forward speaks portforward.k8s.io", err);
-		if (ret == 0 && !(s->sp = spdy_session_new(NULL, err)))
+		if (ret == 0 && !(s->c->sp = spdy_session_new(NULL, err)))
 			ret = -err->code;
 	} else if (up == HTTP_UPGRADE_SPDY) {
 		proto = http_negotiate(http, "X-Stream-Protocol-Version", spdy_protocols);
@@ -738,7 +627,7 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 		s->spdy = true;
 		s->status_json = strcmp(proto, "v4.channel.k8s.io") == 0;
 		ret = http_answer_spdy(&out, proto, err);
-		if (ret == 0 && !(s->sp = spdy_session_new(NULL, err)))
+		if (ret == 0 && !(s->c->sp = spdy_session_new(NULL, err)))
 			ret = -err->code;
 	} else if (up == HTTP_UPGRADE_WS) {
 		proto = http_negotiate(http, "Sec-WebSocket-Protocol", ws_subprotocols);
@@ -747,7 +636,7 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 		ws_codec_of(proto, &codec);
 		s->status_json = proto && (strstr(proto, "v4.") || strstr(proto, "v5."));
 		ret = http_answer_ws(&out, http, proto, err);
-		if (ret == 0 && !(s->ws = ws_session_new(codec, err)))
+		if (ret == 0 && !(s->c->ws = ws_session_new(codec, err)))
 			ret = -err->code;
 	} else {
 		http_answer_error(&out, 400, NULL,
@@ -755,42 +644,44 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 		ret = err_set(err, EPROTO, "not an upgrade request");
 	}
 out:
-	if (!stream_write_all(s->fd, (const uint8_t *)out.data, out.len) && ret == 0)
-		ret = err_set(err, EPIPE, "the client went away");
+	conn_put(s->c, out.data, out.len);
 	buf_release(&out);
 	return ret;
 }
 
-int stream_session(struct cellmgr *cells, int fd, const struct http_req *http,
-		   const struct stream_request *req, const uint8_t *head_rest, size_t rest_len,
-		   struct err *err)
+void stream_session_start(struct conn *c, const struct http_req *http, struct stream_request *req,
+			  const uint8_t *head_rest, size_t rest_len)
 {
-	struct sess s = { .cells = cells, .fd = fd, .req = req, .wake = { -1, -1 } };
-	int ret;
+	struct sess *s;
+	struct err err = ERR_INIT;
 
-	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cond, NULL);
-	ret = upgrade(&s, http, err);
-	if (ret == 0 && pipe2(s.wake, O_CLOEXEC | O_NONBLOCK) < 0)
-		ret = err_errno(err, "pipe");
-	if (ret == 0 && req->kind == STREAM_PORTFORWARD && s.spdy)
-		ret = stream_port_forward(cells, fd, req, s.sp, head_rest, rest_len, err);
-	else if (req->kind == STREAM_PORTFORWARD && ret == 0)
-		ret = err_set(err, ENOSYS, "port-forward over WebSocket is not served yet");
-	else if (ret == 0)
-		ret = run(&s, head_rest, rest_len, err);
-	cells_stream_free(s.cs);
-	queue_drop(&s.out);
-	queue_drop(&s.in);
-	buf_release(&s.resize);
-	free(s.agent_error);
-	if (s.wake[0] >= 0) {
-		close(s.wake[0]);
-		close(s.wake[1]);
+	if (req->kind == STREAM_PORTFORWARD && http_upgrade_of(http) == HTTP_UPGRADE_WS) {
+		stream_port_forward_ws(c, http, req, head_rest, rest_len);
+		return;
 	}
-	spdy_session_free(s.sp);
-	ws_session_free(s.ws);
-	pthread_mutex_destroy(&s.mu);
-	pthread_cond_destroy(&s.cond);
-	return ret;
+	s = sess_enter(xcalloc(1, sizeof(*s)));
+	s->srv = c->srv;
+	s->c = c;
+	s->req = req;
+	stream_hold(s->srv);
+	if (upgrade(s, http, &err) < 0) {
+		log_info("stream: %s", err.msg);
+		conn_end(c, CONN_LINGER_MS); /* the answer says why */
+		s->c = NULL;
+	} else if (req->kind == STREAM_PORTFORWARD) {
+		s->req = NULL; /* the port-forward takes it */
+		s->c = NULL;
+		stream_port_forward(c, req, head_rest, rest_len);
+	} else {
+		conn_attach(c, &sess_conn_ops, s);
+		s->channels_timer =
+			evloop_timer_add(c->loop, CHANNELS_TIMEOUT_MS, channels_timeout, s);
+		if (rest_len)
+			sess_input(s, head_rest, rest_len);
+		else
+			maybe_start(s);
+		if (s->c) /* the answer, and a SETTINGS frame */
+			conn_flush(s->c);
+	}
+	sess_leave(s);
 }

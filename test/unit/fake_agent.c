@@ -659,10 +659,10 @@ static const struct agent_ops fake_agent_ops = {
 	.watch = fa_watch,
 	.watch_cancel = fa_watch_cancel,
 	.open_stream = fa_open_stream,
-	.send = fa_send,
-	.close_send = fa_close_send,
-	.next = fa_next,
-	.cancel = fa_cancel,
+	.stream_read = fa_stream_read,
+	.stream_send = fa_stream_send,
+	.stream_close_send = fa_stream_close_send,
+	.stream_cancel = fa_cancel,
 	.stream_free = fa_stream_free,
 };
 
@@ -683,7 +683,7 @@ void fake_agent_free(struct fake_agent *fa)
 {
 	if (!fa)
 		return;
-	pthread_mutex_lock(&fa->lock); /* the Watches' threads are done with fa */
+	pthread_mutex_lock(&fa->lock); /* the streams' threads are done with fa */
 	while (fa->watch_threads)
 		pthread_cond_wait(&fa->cond, &fa->lock);
 	pthread_mutex_unlock(&fa->lock);

@@ -65,6 +65,13 @@ struct agent_stream {
 	bool cancelled;
 	int end;  /* 0 open, 1 ends once q is empty, < 0 ended with that error */
 	bool cat; /* an Exec of cat: stdin comes back as stdout */
+	/* Exec, Attach, PortForward: the caller's callbacks, run by the stream's thread */
+	struct fake_agent *fa;
+	struct agent_stream_cbs cbs;
+	void *arg;
+	unsigned asked;	 /* messages asked for and not yet given */
+	unsigned unsent; /* messages taken whose on_sent has not come */
+	bool closed;	 /* kiyot's side closed */
 	struct agent_stream *next;
 };
 
@@ -86,7 +93,7 @@ struct fake_agent {
 	struct refused *refused;
 	size_t n_refused, cap_refused;
 	bool resend_logs;  /* Watch sends whole logs, whatever the offsets */
-	int watch_threads; /* each Watch runs its callbacks on a thread of its own */
+	int watch_threads; /* each stream runs its callbacks on a thread of its own */
 };
 
 /* Cells and units. */
@@ -129,9 +136,13 @@ int fa_watch(void *self, struct agent_conn *conn, const Kiyot__Cell__V1__WatchRe
 void fa_watch_cancel(void *self, struct agent_watch *w);
 int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
 		   const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
-		   struct agent_stream **out, struct err *err);
-int fa_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg, struct err *err);
-int fa_close_send(void *self, struct agent_stream *s, struct err *err);
+		   const struct agent_stream_cbs *cbs, void *arg, struct agent_stream **out,
+		   struct err *err);
+void fa_stream_read(void *self, struct agent_stream *s);
+int fa_stream_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
+		   struct err *err);
+void fa_stream_close_send(void *self, struct agent_stream *s);
+/* A Watch's reading (its thread's) and the end of a stream of either kind. */
 int fa_next(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err);
 void fa_cancel(void *self, struct agent_stream *s);
 void fa_stream_free(void *self, struct agent_stream *s);

@@ -248,13 +248,63 @@ static void stream_input(struct fake_agent *fa, struct agent_stream *s, const Pr
 	}
 }
 
+/* The thread of an Exec, Attach or PortForward: the callbacks as the real client makes them,
+ * each message when asked for (s->asked), on_sent for each message taken, then on_end once
+ * the end is asked for (or at once when cancelled), as the last use of s. */
+static void *stream_thread(void *arg)
+{
+	struct agent_stream *s = arg;
+	struct fake_agent *fa = s->fa;
+	struct err err = ERR_INIT;
+	int ret;
+
+	pthread_mutex_lock(&fa->lock);
+	for (;;) {
+		ProtobufCMessage *m;
+
+		if (s->unsent) {
+			s->unsent--;
+			pthread_mutex_unlock(&fa->lock);
+			s->cbs.on_sent(s->arg, 0);
+			pthread_mutex_lock(&fa->lock);
+			continue;
+		}
+		if (s->cancelled) {
+			ret = err_set(&err, ECANCELED, "the stream was cancelled");
+			break;
+		}
+		if (s->asked && s->n) {
+			s->asked--;
+			m = s->q[s->head++];
+			s->n--;
+			pthread_mutex_unlock(&fa->lock);
+			s->cbs.on_msg(s->arg, m);
+			pthread_mutex_lock(&fa->lock);
+			continue;
+		}
+		if (s->asked && s->end) {
+			ret = s->end > 0 ? 0 : err_set(&err, -s->end, "the agent went away");
+			break;
+		}
+		pthread_cond_wait(&fa->cond, &fa->lock);
+	}
+	fa->watch_threads--;
+	pthread_cond_broadcast(&fa->cond);
+	pthread_mutex_unlock(&fa->lock);
+	s->cbs.on_end(s->arg, ret, &err);
+	return NULL;
+}
+
 int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
 		   const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
-		   struct agent_stream **out, struct err *err)
+		   const struct agent_stream_cbs *cbs, void *arg, struct agent_stream **out,
+		   struct err *err)
 {
 	struct fake_agent *fa = self;
 	struct agent_stream *s;
 	enum stream_kind kind;
+	pthread_attr_t attr;
+	pthread_t t;
 
 	(void)out_desc;
 	if (fa_op_enter(fa, FAKE_AGENT_STREAM, 0, err) < 0)
@@ -273,6 +323,10 @@ int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
 		return -err->code;
 	}
 	s = stream_new(fa, kind, conn->cell_id);
+	s->fa = fa;
+	s->cbs = *cbs;
+	s->arg = arg;
+	s->unsent = 1; /* first */
 	if (kind == STREAM_EXEC) {
 		exec_start(fa, s, (const void *)first);
 	} else if (kind == STREAM_ATTACH) {
@@ -281,38 +335,61 @@ int fa_open_stream(void *self, struct agent_conn *conn, const char *method,
 		fa_stream_push(fa, s, attach_output(NULL, 0, 1, in->stdin, 0));
 	}
 	stream_input(fa, s, first);
+	fa->watch_threads++;
 	pthread_mutex_unlock(&fa->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, stream_thread, s) != 0)
+		abort();
+	pthread_attr_destroy(&attr);
 	*out = s;
 	return 0;
 }
 
-int fa_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg, struct err *err)
+void fa_stream_read(void *self, struct agent_stream *s)
+{
+	struct fake_agent *fa = self;
+
+	pthread_mutex_lock(&fa->lock);
+	s->asked++;
+	pthread_cond_broadcast(&fa->cond);
+	pthread_mutex_unlock(&fa->lock);
+}
+
+int fa_stream_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg, struct err *err)
 {
 	struct fake_agent *fa = self;
 	int ret = 0;
 
 	pthread_mutex_lock(&fa->lock);
-	if (s->cancelled || s->end)
+	if (s->cancelled || s->closed)
+		ret = err_set(err, ECANCELED, "the stream ended");
+	else if (s->unsent)
+		ret = err_set(err, EBUSY, "a message is in flight");
+	else if (s->end)
 		ret = err_set(err, ECANCELED, "the stream ended");
 	else
 		stream_input(fa, s, msg);
+	if (ret == 0)
+		s->unsent++;
+	pthread_cond_broadcast(&fa->cond);
 	pthread_mutex_unlock(&fa->lock);
 	return ret;
 }
 
-int fa_close_send(void *self, struct agent_stream *s, struct err *err)
+void fa_stream_close_send(void *self, struct agent_stream *s)
 {
 	struct fake_agent *fa = self;
 
-	(void)err;
 	pthread_mutex_lock(&fa->lock);
+	s->closed = true;
 	if (!s->end)
 		s->end = 1;
 	pthread_cond_broadcast(&fa->cond);
 	pthread_mutex_unlock(&fa->lock);
-	return 0;
 }
 
+/* Watches' own reading, as their thread does it. */
 int fa_next(void *self, struct agent_stream *s, ProtobufCMessage **msg, struct err *err)
 {
 	struct fake_agent *fa = self;

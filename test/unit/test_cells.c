@@ -136,6 +136,97 @@ static void test_cells__the_bootstrap_carries_prepulls_and_pull_bounds(void **st
 	json_decref(doc);
 }
 
+/* A stream driven as a blocking reader would: each callback recorded under a lock. */
+struct sync_stream {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct cell_stream *s;
+	ProtobufCMessage *msg; /* the message asked for, once it came */
+	int sent;	       /* on_sent calls */
+	bool ended;
+	int ret;
+	bool late; /* a callback came after on_end */
+};
+
+static void sync_msg(void *arg, ProtobufCMessage *msg)
+{
+	struct sync_stream *ss = arg;
+
+	pthread_mutex_lock(&ss->mu);
+	ss->late |= ss->ended;
+	ss->msg = msg;
+	pthread_cond_broadcast(&ss->cond);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+static void sync_sent(void *arg, int ret)
+{
+	struct sync_stream *ss = arg;
+
+	pthread_mutex_lock(&ss->mu);
+	ss->late |= ss->ended;
+	ss->sent += ret == 0;
+	pthread_cond_broadcast(&ss->cond);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+static void sync_end(void *arg, int ret, const struct err *err)
+{
+	struct sync_stream *ss = arg;
+
+	(void)err;
+	pthread_mutex_lock(&ss->mu);
+	ss->late |= ss->ended;
+	ss->ended = true;
+	ss->ret = ret;
+	pthread_cond_broadcast(&ss->cond);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+static const struct agent_stream_cbs sync_cbs = { sync_msg, sync_sent, sync_end };
+
+static int sync_open(struct kfix *f, struct sync_stream *ss, const char *cell, const char *method,
+		     const ProtobufCMessage *first, const ProtobufCMessageDescriptor *desc,
+		     struct err *err)
+{
+	*ss = (struct sync_stream){ .mu = PTHREAD_MUTEX_INITIALIZER,
+				    .cond = PTHREAD_COND_INITIALIZER };
+	return cells_stream_open(f->k.cells, cell, method, first, desc, &sync_cbs, ss, &ss->s, err);
+}
+
+/* Asks for the next message and waits: 1 with *m, or 0 / the error at the end. */
+static int sync_next(struct sync_stream *ss, ProtobufCMessage **m)
+{
+	int ret;
+
+	cells_stream_read(ss->s);
+	pthread_mutex_lock(&ss->mu);
+	while (!ss->msg && !ss->ended)
+		pthread_cond_wait(&ss->cond, &ss->mu);
+	*m = ss->msg;
+	ss->msg = NULL;
+	ret = *m ? 1 : ss->ret;
+	pthread_mutex_unlock(&ss->mu);
+	return ret;
+}
+
+/* Waits for n on_sent calls in all. */
+static void sync_wait_sent(struct sync_stream *ss, int n)
+{
+	pthread_mutex_lock(&ss->mu);
+	while (ss->sent < n && !ss->ended)
+		pthread_cond_wait(&ss->cond, &ss->mu);
+	assert_int_equal(ss->sent, n);
+	pthread_mutex_unlock(&ss->mu);
+}
+
+static void sync_free(struct sync_stream *ss)
+{
+	assert_true(ss->ended);
+	assert_false(ss->late);
+	cells_stream_free(ss->s);
+}
+
 /* Every call to a cell kiyot does not run is ENOENT, saying so. */
 static void test_cells__calls_to_a_cell_that_is_not_running_are_enoent(void **state)
 {
@@ -159,7 +250,8 @@ static void test_cells__calls_to_a_cell_that_is_not_running_are_enoent(void **st
 	assert_int_equal(cells_write_volume(f->k.cells, "nosuch", &wv, &err), -ENOENT);
 	assert_int_equal(cells_apply(f->k.cells, "nosuch", &pod, 1000, &ar, &err), -ENOENT);
 	assert_int_equal(cells_stream_open(f->k.cells, "nosuch", "Attach", &first.base,
-					   &kiyot__cell__v1__attach_output__descriptor, &s, &err),
+					   &kiyot__cell__v1__attach_output__descriptor, &sync_cbs,
+					   NULL, &s, &err),
 			 -ENOENT);
 	assert_null(cells_apply_lock(f->k.cells, "nosuch"));
 	cells_apply_unlock(f->k.cells, NULL);
@@ -455,8 +547,8 @@ static void test_cells__a_cell_failed_at_launch_is_healed(void **state)
 	assert_non_null(strstr(err.msg, "its agent cannot be restarted"));
 }
 
-/* Exec, Attach and PortForward streams reach the cell's agent and come back; a cancelled
- * stream's reader returns. */
+/* Exec, Attach and PortForward streams reach the cell's agent and come back, each message
+ * when asked for; a cancelled stream ends without a read; nothing comes after the end. */
 static void test_cells__streams_reach_the_agent_and_back(void **state)
 {
 	struct kfix *f = *state;
@@ -467,7 +559,7 @@ static void test_cells__streams_reach_the_agent_and_back(void **state)
 	ProtobufCMessage *m = NULL;
 	char *echo[] = { "echo", "hi" };
 	char *cat[] = { "cat" };
-	struct cell_stream *s = NULL;
+	static struct sync_stream ss, ss2, ss3, ss4; /* their callbacks may still return */
 	struct err err = ERR_INIT;
 	_cleanup_free_ char *sb = NULL;
 	_cleanup_free_ char *ctr = NULL;
@@ -478,51 +570,57 @@ static void test_cells__streams_reach_the_agent_and_back(void **state)
 	ex.unit_id = ctr;
 	ex.cmd = echo;
 	ex.n_cmd = 2;
-	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
-					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+	assert_int_equal(sync_open(f, &ss, cell, "Exec", &ex.base,
+				   &kiyot__cell__v1__exec_output__descriptor, &err),
 			 0);
-	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	sync_wait_sent(&ss, 1); /* the first message */
+	assert_int_equal(sync_next(&ss, &m), 1);
 	eo = (Kiyot__Cell__V1__ExecOutput *)m;
 	assert_memory_equal(eo->stdout.data, "hi\n", 3);
 	assert_true(eo->exited);
 	protobuf_c_message_free_unpacked(m, NULL);
-	assert_int_equal(cells_stream_next(s, &m, &err), 0);
-	cells_stream_free(s);
+	assert_int_equal(sync_next(&ss, &m), 0);
+	sync_free(&ss);
 
 	pf.port = 80;
 	pf.data.data = (uint8_t *)"ping";
 	pf.data.len = 4;
-	assert_int_equal(cells_stream_open(f->k.cells, cell, "PortForward", &pf.base,
-					   &kiyot__cell__v1__port_forward_output__descriptor, &s,
-					   &err),
+	assert_int_equal(sync_open(f, &ss2, cell, "PortForward", &pf.base,
+				   &kiyot__cell__v1__port_forward_output__descriptor, &err),
 			 0);
-	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	assert_int_equal(sync_next(&ss2, &m), 1);
 	po = (Kiyot__Cell__V1__PortForwardOutput *)m;
 	assert_memory_equal(po->data.data, "ping", 4);
 	protobuf_c_message_free_unpacked(m, NULL);
+	sync_wait_sent(&ss2, 1);
 	pf.data.len = 0;
 	pf.close = 1;
-	assert_int_equal(cells_stream_send(s, &pf.base, &err), 0);
-	assert_int_equal(cells_stream_next(s, &m, &err), 1);
+	assert_int_equal(cells_stream_send(ss2.s, &pf.base, &err), 0);
+	sync_wait_sent(&ss2, 2);
+	cells_stream_close_send(ss2.s);
+	assert_int_equal(sync_next(&ss2, &m), 1);
 	assert_true(((Kiyot__Cell__V1__PortForwardOutput *)m)->closed);
 	protobuf_c_message_free_unpacked(m, NULL);
-	assert_int_equal(cells_stream_next(s, &m, &err), 0);
-	assert_int_equal(cells_stream_send(s, &pf.base, &err), -ECANCELED);
-	cells_stream_free(s);
+	assert_int_equal(sync_next(&ss2, &m), 0);
+	assert_int_equal(cells_stream_send(ss2.s, &pf.base, &err), -ECANCELED);
+	sync_free(&ss2);
 
 	ex.cmd = cat;
 	ex.n_cmd = 1;
-	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
-					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+	assert_int_equal(sync_open(f, &ss3, cell, "Exec", &ex.base,
+				   &kiyot__cell__v1__exec_output__descriptor, &err),
 			 0);
-	cells_stream_cancel(s);
-	assert_int_equal(cells_stream_next(s, &m, &err), -ECANCELED);
-	assert_int_equal(cells_stream_close_send(s, &err), 0);
-	cells_stream_free(s);
+	cells_stream_cancel(ss3.s); /* no read asked: the end comes all the same */
+	pthread_mutex_lock(&ss3.mu);
+	while (!ss3.ended)
+		pthread_cond_wait(&ss3.cond, &ss3.mu);
+	pthread_mutex_unlock(&ss3.mu);
+	assert_int_equal(ss3.ret, -ECANCELED);
+	sync_free(&ss3);
 
 	fake_agent_fail(f->fa, FAKE_AGENT_STREAM, ECONNREFUSED, 1);
-	assert_int_equal(cells_stream_open(f->k.cells, cell, "Exec", &ex.base,
-					   &kiyot__cell__v1__exec_output__descriptor, &s, &err),
+	assert_int_equal(sync_open(f, &ss4, cell, "Exec", &ex.base,
+				   &kiyot__cell__v1__exec_output__descriptor, &err),
 			 -ECONNREFUSED);
 	assert_non_null(strstr(err.msg, cell));
 }

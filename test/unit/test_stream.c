@@ -758,6 +758,79 @@ static void test_stream__exec_carries_input(void **state)
 	assert_non_null(strstr(l->run.err, "was not created with stdin: attach without stdin"));
 }
 
+struct big_writer {
+	int fd;
+	const char *data;
+	size_t len;
+};
+
+static void *big_write(void *arg)
+{
+	struct big_writer *w = arg;
+
+	for (size_t off = 0; off < w->len;) {
+		ssize_t n = write(w->fd, w->data + off, w->len - off);
+
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	return NULL;
+}
+
+struct pf_live_run {
+	struct live *l;
+	char port[16];
+	int status;
+};
+
+static void *pf_live_main(void *arg)
+{
+	struct pf_live_run *r = arg;
+
+	r->status = clirun(&r->l->run, "port-forward", "web", r->port, NULL);
+	return NULL;
+}
+
+/* Port-forward through the agent's PortForward stream (the fake provider's cells do not share
+ * the node): 8 MiB each way at once, over eight times what either side queues, come back
+ * whole and in order while the client writes faster than it reads; a second connection then
+ * works too. */
+static void test_stream__port_forward_through_the_agent(void **state)
+{
+	struct live *l = *state;
+	struct pf_live_run r = { l, "", -1 };
+	const size_t len = 8u << 20;
+	char *big = xmalloc(len), *back = xmalloc(len);
+	struct big_writer w;
+	pthread_t t, wt;
+	int lport, lfd = listen_any(&lport), fd;
+
+	close(lfd);
+	snprintf(r.port, sizeof(r.port), "%d:80", lport);
+	for (size_t i = 0; i < len; i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	assert_int_equal(pthread_create(&t, NULL, pf_live_main, &r), 0);
+	fd = connect_local(lport);
+	assert_true(fd >= 0);
+	w = (struct big_writer){ fd, big, len };
+	assert_int_equal(pthread_create(&wt, NULL, big_write, &w), 0);
+	assert_int_equal(read_n(fd, back, len), len);
+	pthread_join(wt, NULL);
+	assert_memory_equal(back, big, len);
+	close(fd);
+	fd = connect_local(lport);
+	assert_int_equal(write(fd, "again", 5), 5);
+	assert_int_equal(read_n(fd, back, 5), 5);
+	assert_memory_equal(back, "again", 5);
+	close(fd);
+	kill(getpid(), SIGTERM);
+	pthread_join(t, NULL);
+	assert_int_equal(r.status, 0);
+	free(big);
+	free(back);
+}
+
 /* Over WebSocket v4: stdout on channel 1, then a Success Status on channel 3. */
 static void test_stream__websocket_exec_through_to_the_agent(void **state)
 {
@@ -802,6 +875,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stream__exec_carries_input, setup_live,
 						teardown_live),
 		cmocka_unit_test_setup_teardown(test_stream__websocket_exec_through_to_the_agent,
+						setup_live, teardown_live),
+		cmocka_unit_test_setup_teardown(test_stream__port_forward_through_the_agent,
 						setup_live, teardown_live),
 	};
 
