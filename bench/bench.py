@@ -87,6 +87,7 @@ T_READY = 30
 # 8. streaming next to containerd
 EXEC_N = 200
 EXEC_WARMUP = 5
+HELD_N = 60  # 8c: exec sessions open at once (a cell takes 64 streams)
 PF_BYTES = 256 << 20
 PF_REPS = 3
 PF_DOWN, PF_UP, PF_READY = 9000, 9001, 9002
@@ -867,6 +868,11 @@ class Bench:
                                            (s.name, got, PF_BYTES))
                     res[s.name]["up"].append(data)
                     res[s.name]["up_end"].append(end)
+            log("8c. %d exec sessions of cat held open at once, each runtime in turn" %
+                HELD_N)
+            pids = {"kiyot": self.env.kiyot.pid, "containerd": self.ctrd.proc.pid}
+            for s in sides:
+                res[s.name]["held"] = held_sessions(s, pods[s.name][2], pids[s.name])
         finally:
             for proc, _ in procs.values():
                 proc.kill()
@@ -1116,6 +1122,22 @@ class Bench:
                "throughput: connect to the last byte (pod -> client) or to the pod's count "
                "(client -> pod); the end rows: until the connection's end reaches the client "
                "after the pod closed"])
+        if k.get("held") and c.get("held"):
+            rows = []
+            for name, h in (("kiyot", k["held"]), ("containerd", c["held"])):
+                b, o, a = h["before"], h["held"], h["after"]
+                rows.append([name, b["threads"], o["threads"], a["threads"],
+                             "%.2f" % ((o["threads"] - b["threads"]) / h["n"]),
+                             mib(b["mem"]["rss"]), mib(o["mem"]["rss"]), mib(a["mem"]["rss"]),
+                             "%.1f" % ((o["mem"]["rss"] - b["mem"]["rss"]) / h["n"] / 1024)])
+            table("8c. %d exec sessions of `cat` open at once: the runtime's process" %
+                  k["held"]["n"],
+                  ["", "threads before", "open", "after", "per session", "RSS MiB before",
+                   "open", "after", "KB per session"], rows,
+                  ["each session: Exec (stdin, stdout, stderr), SPDY/3.1 as kubectl, a line "
+                   "echoed before the next opens; after: stdin closed, every end waited for",
+                   "containerd's sessions are served by its shim (containerd-shim-runc-v2), a "
+                   "process of its own, which this does not count; kiyot's by kiyot itself"])
         lat = ratio(med([x["total"] for x in k["exec"]]),
                     med([x["total"] for x in c["exec"]]), 2)
         print("  goals: exec p50 ratio <= 1.50x (%s); throughput ratio >= 0.80x (pod -> client "
@@ -1168,6 +1190,46 @@ def turns(sides, i):
     """The runtimes in turn, first one then the other, so that load from elsewhere on the
     machine falls on both alike."""
     return sides if i % 2 == 0 else sides[::-1]
+
+
+def proc_threads(pid):
+    """The number of threads of process pid."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return None
+
+
+def held_sessions(side, cid, pid):
+    """HELD_N exec sessions of `cat` with stdin, open at once (SPDY/3.1 as kubectl's), each
+    answering a line before the next opens: the runtime process's threads and memory before,
+    with all of them open, and after they ended (stdin closed, each waited for)."""
+    pb = side.t.pb
+    before = {"threads": proc_threads(pid), "mem": smaps_rollup(pid)}
+    sessions = []
+    try:
+        for i in range(HELD_N):
+            url = side.cl.runtime.Exec(pb.ExecRequest(container_id=cid, cmd=["cat"], stdin=True,
+                                                      stdout=True, stderr=True),
+                                       timeout=harness.T_CALL).url
+            sess = streamclient.Session(url)
+            sessions.append(sess)
+            line = b"held %d\n" % i
+            sess.write(line)
+            sess.read_until(line)
+        time.sleep(0.5)
+        held = {"threads": proc_threads(pid), "mem": smaps_rollup(pid)}
+        for sess in sessions:
+            sess.close_stdin()
+        for sess in sessions:
+            sess.wait_end()
+    finally:
+        for sess in sessions:
+            sess.close()
+    time.sleep(0.5)
+    after = {"threads": proc_threads(pid), "mem": smaps_rollup(pid)}
+    return {"n": HELD_N, "before": before, "held": held, "after": after}
 
 
 def timed_exec(side, cid):

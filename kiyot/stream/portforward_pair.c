@@ -202,7 +202,7 @@ static const char *sock_error(int fd)
 static void sock_read(struct pf_pair *p, uint32_t events)
 {
 	bool hup = events & (EPOLLHUP | EPOLLERR);
-	uint8_t *buf;
+	uint8_t buf[PF_READ_MAX]; /* the loop's thread has a stack to spare */
 	ssize_t n;
 
 	if (p->out_ended) {
@@ -218,11 +218,9 @@ static void sock_read(struct pf_pair *p, uint32_t events)
 		return;
 	if (p->pf->out_paused && !hup)
 		return;
-	buf = xmalloc(PF_READ_MAX);
-	n = read(p->sock, buf, PF_READ_MAX);
+	n = read(p->sock, buf, sizeof(buf));
 	if (n > 0)
 		pf_pod_data(p->pf, p, buf, (size_t)n);
-	free(buf);
 	if (n == 0)
 		output_ended(p);
 	else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)

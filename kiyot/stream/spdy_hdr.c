@@ -52,13 +52,20 @@ const char spdy_dictionary[] =
 
 const size_t spdy_dictionary_len = sizeof(spdy_dictionary) - 1;
 
+/* The deflate window: 2 KiB, above the dictionary's 1.4 KiB so all of it stays usable. */
+#define SPDY_DEFLATE_WINDOW_BITS 11
+
 int spdy_zip_init(struct spdy_zip *z, struct err *err)
 {
 	memset(z, 0, sizeof(*z));
 	if (inflateInit(&z->in) != Z_OK)
 		return err_set(err, ENOMEM, "zlib: inflateInit failed");
 	z->in_ready = true;
-	if (deflateInit(&z->out, Z_DEFAULT_COMPRESSION) != Z_OK ||
+	/* header blocks are a few hundred bytes: a 2 KiB window and the smallest hash table
+	 * compress them as well, for 9 KB of state instead of 256 (the default's 64 KiB hash is
+	 * zeroed at once, in every session); the peer's inflate takes any window */
+	if (deflateInit2(&z->out, Z_DEFAULT_COMPRESSION, Z_DEFLATED, SPDY_DEFLATE_WINDOW_BITS, 1,
+			 Z_DEFAULT_STRATEGY) != Z_OK ||
 	    deflateSetDictionary(&z->out, (const Bytef *)spdy_dictionary,
 				 (uInt)spdy_dictionary_len) != Z_OK) {
 		spdy_zip_release(z);

@@ -273,6 +273,37 @@ class StreamingTest(KiyotTest):
         self.env.start_kiyot()
         self.c = self.env.client
 
+    def test_sessions_held_open_take_no_thread_each(self):
+        """60 exec sessions of cat open at once, each echoing its line: kiyot serves them all
+        from its streaming loop and the agent client's completion queue, so its threads do not
+        grow with them (a thread per connection and two per session used to add 180); the
+        cell's own cap (64 streams) refuses the 65th saying so; they all end cleanly."""
+        cid = self.running()
+        threads = lambda: int(open("/proc/%d/status" % self.env.kiyot.pid).read()
+                              .split("Threads:")[1].split()[0])
+        before = threads()
+        sessions = []
+        try:
+            for i in range(64):
+                s = streamclient.Session(self.url(cid, ["cat"], stdin=True))
+                sessions.append(s)
+                s.write(b"line %d\n" % i)
+                s.read_until(b"line %d\n" % i)
+                if i == 59:
+                    self.assertLess(threads(), before + 8,
+                                    "kiyot's threads grew with the sessions")
+            extra = streamclient.Session(self.url(cid, ["cat"], stdin=True))
+            sessions.append(extra)
+            self.assertIn("64 exec, attach and port-forward streams open", extra.wait_end())
+            for s in sessions[:64]:
+                s.close_stdin()
+            for s in sessions[:64]:
+                s.wait_end()
+                self.assertEqual(self.status(s.out)["status"], "Success")
+        finally:
+            for s in sessions:
+                s.close()
+
     def swallow(self, fn, *a, **kw):
         try:
             fn(*a, **kw)
