@@ -1,6 +1,7 @@
 /*
- * cells.c: cell lifecycle and the calls to cells' agents (see cells.h), which go through the
- * agent client (agent_client.h): gRPC, or a test's fake.
+ * cells.c: a cell's life (see cells.h): kiyot's CA and certificates, launch, enrollment and
+ * the wait for its agent, its Watch and the restarter that opens it again, resume and
+ * teardown. The calls made of a running cell's agent are cells_calls.c's.
  */
 #include "cells.h"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "cells_internal.h"
 #include "clock.h"
 #include "codec.h"
 #include "state/kiyot.h"
@@ -22,73 +24,6 @@
 #include "state/store.h"
 #include "xalloc.h"
 
-#define AGENT_CALL_TIMEOUT_MS 10000
-#define PULL_TIMEOUT_MS (15 * 60 * 1000)
-#define WRITE_VOLUME_TIMEOUT_MS 60000
-/* The agent ends an ExecSync without a timeout, or with a longer one, after a day. */
-#define EXEC_TIMEOUT_MAX_S (24LL * 3600)
-
-struct cell_entry {
-	char *id;
-	char *target;		 /* "ip:port" of the agent */
-	struct agent_conn *conn; /* NULL when it could not be made */
-	pthread_mutex_t apply_lock;
-	/* The cell's Watch, guarded by the manager's lock: the live one (NULL between two),
-	 * whether the restarter is opening one (and whether that one already ended), when the
-	 * next one is due (0: none is), the pause before the one after, how many ended refused
-	 * in a row, whether the provider should heal the cell first, and whether the cell is
-	 * being stopped (no Watch is opened any more). */
-	struct agent_watch *watch;
-	int runs; /* Watches whose callbacks have not all returned */
-	bool opening, ended_early, heal, stop;
-	int64_t due_ns;
-	int backoff_ms, refused;
-	/* References, guarded by the manager's lock: one for the list while the cell is in it,
-	 * one for each call in flight. The last one frees the entry. A Watch holds none: the
-	 * list's is dropped only once entry_stop_watch saw its callbacks done (runs 0). */
-	int refs;
-	/* The cell's resource usage its Watch pushed last (packed StatsResponse), when it came,
-	 * and whether no unit changed since; guarded by the manager's lock. */
-	uint8_t *stats;
-	size_t stats_len;
-	int64_t stats_ns;
-	bool stats_current;
-	struct cell_entry *next;
-};
-
-/* Certificates: the CA's for ten years, the cells' and kiyot's own as long. kiyot's is made
- * anew at each start and never stored. */
-#define CERT_DAYS 3650
-/* Bytes of a cell's one-time enrollment secret (hex in its bootstrap document). */
-#define ENROLL_SECRET_BYTES 32
-
-/* Watches run on the agent client's threads (two for gRPC), and one restarter thread opens
- * them again when they end: the threads do not grow with the number of cells. */
-#define WATCH_THREADS 2
-#define WATCH_BACKOFF_MIN_MS 100
-#define WATCH_BACKOFF_MAX_MS 2000
-/* A cell's Watch brings its resource usage at this pace, and cells_stats answers from the
- * latest while it is younger than the max age and no unit changed since; else it asks the
- * agent. The kubelet asks every 10-15 s: usage a few seconds old is what cadvisor gives it
- * too, and its rates come from the samples' own timestamps. */
-#define STATS_PUSH_MS 10000
-#define STATS_MAX_AGE_MS 25000
-
-struct cellmgr {
-	struct kiyot *k;
-	struct agent_client agent;
-	bool own_agent; /* made here (gRPC), freed here */
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* a Watch due, ended or opened; quit */
-	pthread_t restarter;
-	bool restarting, quit;
-	struct cell_entry *cells;
-	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
-	char *ca, *ca_key;
-	char *cert, *key;
-};
-
-static void entry_put(struct cellmgr *m, struct cell_entry *e);
 static void *restarter_main(void *arg);
 
 static void wipe_free(char *s)
@@ -209,7 +144,7 @@ void cells_free(struct cellmgr *m)
 
 		m->cells = e->next;
 		entry_stop_watch(m, e);
-		entry_put(m, e);
+		cell_entry_put(m, e);
 	}
 	if (m->restarting) {
 		pthread_mutex_lock(&m->lock);
@@ -238,8 +173,8 @@ static struct cell_entry *entry_find(struct cellmgr *m, const char *id)
 }
 
 /* Keeps st as the cell's latest usage. */
-static void stats_keep(struct cellmgr *m, struct cell_entry *e,
-		       const Kiyot__Cell__V1__StatsResponse *st)
+void cell_stats_keep(struct cellmgr *m, struct cell_entry *e,
+		     const Kiyot__Cell__V1__StatsResponse *st)
 {
 	size_t n = protobuf_c_message_get_packed_size(&st->base);
 	uint8_t *p = xmalloc(n ? n : 1);
@@ -268,7 +203,7 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATS:
 		if (ev->stats)
-			stats_keep(m, e, ev->stats);
+			cell_stats_keep(m, e, ev->stats);
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
 		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
@@ -416,7 +351,7 @@ static void *restarter_main(void *arg)
 		e->runs++;
 		pthread_mutex_unlock(&m->lock);
 		watch_open(m, e, heal);
-		entry_put(m, e);
+		cell_entry_put(m, e);
 		pthread_mutex_lock(&m->lock);
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -444,9 +379,9 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	return e;
 }
 
-/* The entry of a cell with a reference the caller drops with entry_put; NULL (ENOENT) when
+/* The entry of a cell with a reference the caller drops with cell_entry_put; NULL (ENOENT) when
  * the cell is not running. */
-static struct cell_entry *entry_get(struct cellmgr *m, const char *id, struct err *err)
+struct cell_entry *cell_entry_get(struct cellmgr *m, const char *id, struct err *err)
 {
 	struct cell_entry *e;
 
@@ -460,7 +395,7 @@ static struct cell_entry *entry_get(struct cellmgr *m, const char *id, struct er
 	return e;
 }
 
-static void entry_put(struct cellmgr *m, struct cell_entry *e)
+void cell_entry_put(struct cellmgr *m, struct cell_entry *e)
 {
 	int last;
 
@@ -725,207 +660,8 @@ int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)
 	pthread_mutex_unlock(&m->lock);
 	if (e) {
 		entry_stop_watch(m, e);
-		entry_put(m, e); /* calls in flight hold their own references */
+		cell_entry_put(m, e); /* calls in flight hold their own references */
 	}
 	enroll_forget(m, cell_id); /* a cell that never enrolled */
 	return m->k->provider.ops->terminate(m->k->provider.self, cell_id, err);
-}
-
-int cells_dial(struct cellmgr *m, const char *cell_id, uint16_t port, int host_network,
-	       struct err *err)
-{
-	const struct provider *pv = &m->k->provider;
-
-	if (!pv->ops->dial)
-		return err_set(err, ENOTSUP, "%s cells are reached through their agent",
-			       pv->ops->name);
-	return pv->ops->dial(pv->self, cell_id, port, host_network, err);
-}
-
-struct cell_entry *cells_apply_lock(struct cellmgr *m, const char *cell_id)
-{
-	struct err err = ERR_INIT;
-	struct cell_entry *e = entry_get(m, cell_id, &err);
-
-	if (e)
-		pthread_mutex_lock(&e->apply_lock);
-	return e;
-}
-
-void cells_apply_unlock(struct cellmgr *m, struct cell_entry *e)
-{
-	if (!e)
-		return;
-	pthread_mutex_unlock(&e->apply_lock);
-	entry_put(m, e);
-}
-
-/* A running cell's entry for one call to its agent, held until call_end; NULL (ENOENT) when
- * the cell is not running, or ENOTCONN when it has no connection. */
-static struct cell_entry *call_begin(struct cellmgr *m, const char *cell_id, struct err *err)
-{
-	struct cell_entry *e = entry_get(m, cell_id, err);
-
-	if (e && !e->conn) {
-		entry_put(m, e);
-		err_set(err, ENOTCONN, "cell %s: no connection to its agent", cell_id);
-		return NULL;
-	}
-	return e;
-}
-
-/* Ends a call begun with call_begin that returned ret. */
-static int call_end(struct cellmgr *m, struct cell_entry *e, const char *cell_id, int ret,
-		    struct err *err)
-{
-	entry_put(m, e);
-	if (ret < 0 && err->code == ECONNREFUSED)
-		return err_wrap(err, "cell %s: agent unreachable", cell_id);
-	return ret;
-}
-
-struct cell_stream {
-	struct cellmgr *m;
-	struct cell_entry *e;
-	struct agent_stream *as;
-};
-
-int cells_stream_open(struct cellmgr *m, const char *cell_id, const char *method,
-		      const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
-		      const struct agent_stream_cbs *cbs, void *arg, struct cell_stream **out,
-		      struct err *err)
-{
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	struct cell_stream *s;
-
-	if (!e)
-		return -err->code;
-	s = xcalloc(1, sizeof(*s));
-	s->m = m;
-	s->e = e;
-	if (m->agent.ops->open_stream(m->agent.self, e->conn, method, first, out_desc, cbs, arg,
-				      &s->as, err) < 0) {
-		entry_put(m, e);
-		free(s);
-		return err_wrap(err, "cell %s", cell_id);
-	}
-	*out = s;
-	return 0;
-}
-
-void cells_stream_read(struct cell_stream *s)
-{
-	s->m->agent.ops->stream_read(s->m->agent.self, s->as);
-}
-
-int cells_stream_send(struct cell_stream *s, const ProtobufCMessage *msg, struct err *err)
-{
-	return s->m->agent.ops->stream_send(s->m->agent.self, s->as, msg, err);
-}
-
-void cells_stream_close_send(struct cell_stream *s)
-{
-	s->m->agent.ops->stream_close_send(s->m->agent.self, s->as);
-}
-
-void cells_stream_cancel(struct cell_stream *s)
-{
-	s->m->agent.ops->stream_cancel(s->m->agent.self, s->as);
-}
-
-void cells_stream_free(struct cell_stream *s)
-{
-	if (!s)
-		return;
-	s->m->agent.ops->stream_free(s->m->agent.self, s->as);
-	entry_put(s->m, s->e);
-	free(s);
-}
-
-/* The agent's own deadline for the pod is timeout_ms; the call's is 10 s later. */
-int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__Pod *pod,
-		int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
-{
-	Kiyot__Cell__V1__ApplyRequest req = KIYOT__CELL__V1__APPLY_REQUEST__INIT;
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	int ret;
-
-	if (!e)
-		return -err->code;
-	req.pod = (Kiyot__Cell__V1__Pod *)pod;
-	req.timeout_ms = timeout_ms;
-	ret = m->agent.ops->apply(m->agent.self, e->conn, &req, timeout_ms + 10000, resp, err);
-	return call_end(m, e, cell_id, ret, err);
-}
-
-int cells_pull_image(struct cellmgr *m, const char *cell_id,
-		     const Kiyot__Cell__V1__PullImageRequest *req,
-		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err)
-{
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	int ret;
-
-	if (!e)
-		return -err->code;
-	ret = m->agent.ops->pull_image(m->agent.self, e->conn, req, PULL_TIMEOUT_MS, resp, err);
-	return call_end(m, e, cell_id, ret, err);
-}
-
-int cells_exec_sync(struct cellmgr *m, const char *cell_id,
-		    const Kiyot__Cell__V1__ExecSyncRequest *req,
-		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err)
-{
-	int64_t s = req->timeout_s > 0 && req->timeout_s < EXEC_TIMEOUT_MAX_S ? req->timeout_s
-									      : EXEC_TIMEOUT_MAX_S;
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	int ret;
-
-	if (!e)
-		return -err->code;
-	/* the call outlasts the command's own timeout, which the agent enforces */
-	ret = m->agent.ops->exec_sync(m->agent.self, e->conn, req, s * 1000 + AGENT_CALL_TIMEOUT_MS,
-				      resp, err);
-	return call_end(m, e, cell_id, ret, err);
-}
-
-int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
-		struct err *err)
-{
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	_cleanup_free_ uint8_t *kept = NULL;
-	size_t len = 0;
-	int ret;
-
-	if (!e)
-		return -err->code;
-	pthread_mutex_lock(&m->lock);
-	if (e->stats && e->stats_current &&
-	    clock_mono_ns() - e->stats_ns < (int64_t)STATS_MAX_AGE_MS * 1000000) {
-		len = e->stats_len;
-		kept = xmalloc(len ? len : 1);
-		memcpy(kept, e->stats, len);
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (kept && (*resp = kiyot__cell__v1__stats_response__unpack(NULL, len, kept)))
-		return call_end(m, e, cell_id, 0, err);
-	ret = m->agent.ops->stats(m->agent.self, e->conn, AGENT_CALL_TIMEOUT_MS, resp, err);
-	if (ret == 0)
-		stats_keep(m, e, *resp);
-	return call_end(m, e, cell_id, ret, err);
-}
-
-int cells_write_volume(struct cellmgr *m, const char *cell_id,
-		       const Kiyot__Cell__V1__WriteVolumeRequest *req, struct err *err)
-{
-	Kiyot__Cell__V1__WriteVolumeResponse *resp = NULL;
-	struct cell_entry *e = call_begin(m, cell_id, err);
-	int ret;
-
-	if (!e)
-		return -err->code;
-	ret = m->agent.ops->write_volume(m->agent.self, e->conn, req, WRITE_VOLUME_TIMEOUT_MS,
-					 &resp, err);
-	if (ret == 0)
-		protobuf_c_message_free_unpacked(&resp->base, NULL);
-	return call_end(m, e, cell_id, ret, err);
 }

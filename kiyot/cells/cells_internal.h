@@ -1,0 +1,90 @@
+/*
+ * cells_internal.h: what the cell manager's files share: cells.c (a cell's life, its Watch)
+ * and cells_calls.c (the calls made of a running cell's agent).
+ */
+#ifndef KIYOT_CELLS_INTERNAL_H
+#define KIYOT_CELLS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent_client.h"
+#include "cells.h"
+
+#define AGENT_CALL_TIMEOUT_MS 10000
+#define PULL_TIMEOUT_MS (15 * 60 * 1000)
+#define WRITE_VOLUME_TIMEOUT_MS 60000
+/* The agent ends an ExecSync without a timeout, or with a longer one, after a day. */
+#define EXEC_TIMEOUT_MAX_S (24LL * 3600)
+
+struct cell_entry {
+	char *id;
+	char *target;		 /* "ip:port" of the agent */
+	struct agent_conn *conn; /* NULL when it could not be made */
+	pthread_mutex_t apply_lock;
+	/* The cell's Watch, guarded by the manager's lock: the live one (NULL between two),
+	 * whether the restarter is opening one (and whether that one already ended), when the
+	 * next one is due (0: none is), the pause before the one after, how many ended refused
+	 * in a row, whether the provider should heal the cell first, and whether the cell is
+	 * being stopped (no Watch is opened any more). */
+	struct agent_watch *watch;
+	int runs; /* Watches whose callbacks have not all returned */
+	bool opening, ended_early, heal, stop;
+	int64_t due_ns;
+	int backoff_ms, refused;
+	/* References, guarded by the manager's lock: one for the list while the cell is in it,
+	 * one for each call in flight. The last one frees the entry. A Watch holds none: the
+	 * list's is dropped only once entry_stop_watch saw its callbacks done (runs 0). */
+	int refs;
+	/* The cell's resource usage its Watch pushed last (packed StatsResponse), when it came,
+	 * and whether no unit changed since; guarded by the manager's lock. */
+	uint8_t *stats;
+	size_t stats_len;
+	int64_t stats_ns;
+	bool stats_current;
+	struct cell_entry *next;
+};
+
+/* Certificates: the CA's for ten years, the cells' and kiyot's own as long. kiyot's is made
+ * anew at each start and never stored. */
+#define CERT_DAYS 3650
+/* Bytes of a cell's one-time enrollment secret (hex in its bootstrap document). */
+#define ENROLL_SECRET_BYTES 32
+
+/* Watches run on the agent client's threads (two for gRPC), and one restarter thread opens
+ * them again when they end: the threads do not grow with the number of cells. */
+#define WATCH_THREADS 2
+#define WATCH_BACKOFF_MIN_MS 100
+#define WATCH_BACKOFF_MAX_MS 2000
+/* A cell's Watch brings its resource usage at this pace, and cells_stats answers from the
+ * latest while it is younger than the max age and no unit changed since; else it asks the
+ * agent. The kubelet asks every 10-15 s: usage a few seconds old is what cadvisor gives it
+ * too, and its rates come from the samples' own timestamps. */
+#define STATS_PUSH_MS 10000
+#define STATS_MAX_AGE_MS 25000
+
+struct cellmgr {
+	struct kiyot *k;
+	struct agent_client agent;
+	bool own_agent; /* made here (gRPC), freed here */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a Watch due, ended or opened; quit */
+	pthread_t restarter;
+	bool restarting, quit;
+	struct cell_entry *cells;
+	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
+	char *ca, *ca_key;
+	char *cert, *key;
+};
+
+/* The entry of a running cell with a reference (put it back with cell_entry_put), or NULL
+ * with err (-ENOENT: not running). */
+struct cell_entry *cell_entry_get(struct cellmgr *m, const char *id, struct err *err);
+void cell_entry_put(struct cellmgr *m, struct cell_entry *e);
+/* Keeps the usage an agent reported as the cell's latest. */
+void cell_stats_keep(struct cellmgr *m, struct cell_entry *e,
+		     const Kiyot__Cell__V1__StatsResponse *stats);
+
+#endif
