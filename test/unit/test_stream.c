@@ -831,6 +831,82 @@ static void test_stream__port_forward_through_the_agent(void **state)
 	free(back);
 }
 
+/* Appends one masked WebSocket frame of opcode op with payload p[0..n) to b. */
+static size_t ws_frame(uint8_t *b, uint8_t op, const uint8_t *p, size_t n)
+{
+	const uint8_t mask[4] = { 0x21, 0x43, 0x65, 0x87 };
+	size_t k = 0;
+
+	assert_true(n < 126);
+	b[k++] = (uint8_t)(0x80 | op);
+	b[k++] = (uint8_t)(0x80 | n);
+	memcpy(b + k, mask, 4);
+	k += 4;
+	for (size_t i = 0; i < n; i++)
+		b[k + i] = p[i] ^ mask[i % 4];
+	return k + n;
+}
+
+/* A client may leave at any byte of its session: an exec of cat over WebSocket cut after
+ * every byte of the request head, its frames and its close, the connection then closed at
+ * once or half-closed and read to its end. The server goes on serving (an exec afterwards
+ * works) and its stop finds nothing left running (under ASan, nothing freed twice or used
+ * after). */
+static void test_stream__clients_leaving_at_every_step(void **state)
+{
+	struct live *l = *state;
+	static char *const cmd[] = { "cat" };
+	struct stream_request r = { .kind = STREAM_EXEC };
+	_cleanup_free_ char *cell = kfix_cell_of(l->k, l->sb);
+	uint8_t script[1024];
+	size_t len = 0;
+
+	r.cell_id = cell;
+	r.unit_id = l->ctr;
+	r.cmd = cmd;
+	r.n_cmd = 1;
+	r.in = r.out = r.err = true;
+	for (size_t cut = 0;; cut++) {
+		_cleanup_free_ char *url = stream_server_url(l->k->k.stream, &r);
+		_cleanup_free_ char *rest = NULL;
+		const char *path = strchr(url + 7, '/');
+		int fd;
+
+		if (cut == 0) { /* the script, once: the head names the first URL's token */
+			const uint8_t in[][3] = { { 0, 'a', '\n' }, { 0, 'b', '\n' } };
+
+			len = (size_t)snprintf((char *)script, sizeof(script),
+					       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					       "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+					       "Sec-WebSocket-Version: 13\r\n"
+					       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+					       "Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n",
+					       path);
+			for (size_t i = 0; i < ARRAY_SIZE(in); i++)
+				len += ws_frame(script + len, 0x2, in[i], sizeof(in[i]));
+			len += ws_frame(script + len, 0x8, (const uint8_t *)"\x03\xe8", 2);
+		} else if (cut > len) {
+			break;
+		} else {
+			/* the same script under this URL's token (of the same length) */
+			memcpy(strstr((char *)script, "/exec/") + 6, strstr(path, "/exec/") + 6,
+			       32);
+		}
+		fd = dial(url);
+		assert_int_equal(write(fd, script, cut), (ssize_t)cut);
+		if (cut % 2) {
+			size_t n;
+
+			shutdown(fd, SHUT_WR);
+			rest = read_all(fd, &n);
+		}
+		close(fd);
+	}
+	assert_true(len > 250); /* every cut above ran, up to the whole script */
+	assert_int_equal(clirun(&l->run, "exec", "web", "--", "echo", "still", "here", NULL), 0);
+	assert_string_equal(l->run.out, "still here\n");
+}
+
 /* Over WebSocket v4: stdout on channel 1, then a Success Status on channel 3. */
 static void test_stream__websocket_exec_through_to_the_agent(void **state)
 {
@@ -877,6 +953,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stream__websocket_exec_through_to_the_agent,
 						setup_live, teardown_live),
 		cmocka_unit_test_setup_teardown(test_stream__port_forward_through_the_agent,
+						setup_live, teardown_live),
+		cmocka_unit_test_setup_teardown(test_stream__clients_leaving_at_every_step,
 						setup_live, teardown_live),
 	};
 
