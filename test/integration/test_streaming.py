@@ -304,6 +304,52 @@ class StreamingTest(KiyotTest):
             for s in sessions:
                 s.close()
 
+    def test_a_client_that_reads_nothing_holds_the_command_not_kiyots_memory(self):
+        """32 MiB to cat while the client reads none of its output: every queue on the way is
+        bounded, so the client's writes stall and kiyot's memory grows by a few MiB, not by
+        what was sent; once the client reads, every byte comes back in order."""
+        cid = self.running()
+        s = streamclient.Spdy(self.url(cid, ["cat"], stdin=True))
+        self.addCleanup(s.close)
+        s.open({"streamtype": "error"})
+        sin = s.open({"streamtype": "stdin"})
+        out = s.open({"streamtype": "stdout"})
+        s.open({"streamtype": "stderr"})
+        rss = lambda: int(open("/proc/%d/status" % self.env.kiyot.pid).read()
+                          .split("VmRSS:")[1].split()[0])
+        big = hashlib.shake_256(b"reads nothing").digest(32 << 20)
+        sent = [0]
+
+        def writer():
+            try:
+                for off in range(0, len(big), 1 << 16):
+                    s.send(sin, big[off:off + (1 << 16)])
+                    sent[0] = off + (1 << 16)
+                s.send(sin, b"", fin=True)
+            except OSError:
+                pass
+
+        before = rss()
+        t = threading.Thread(target=writer, daemon=True)
+        t.start()
+        last, still, deadline = -1, 0, time.monotonic() + 30
+        while still < 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            still, last = (still + 1 if sent[0] == last else 0), sent[0]
+        grown = rss() - before
+        self.assertLess(sent[0], len(big), "nothing held the client back")
+        self.assertLess(grown, 16 * 1024, "kiyot grew by %d KiB for a client reading nothing"
+                        % grown)
+        digest, got = hashlib.sha256(), 0
+        s.sock.settimeout(30)
+        while got < len(big) and s.read_frame():
+            chunk, s.data[out] = s.data.get(out, b""), b""
+            digest.update(chunk)
+            got += len(chunk)
+        t.join(30)
+        self.assertEqual(got, len(big))
+        self.assertEqual(digest.hexdigest(), hashlib.sha256(big).hexdigest())
+
     def swallow(self, fn, *a, **kw):
         try:
             fn(*a, **kw)

@@ -1,7 +1,8 @@
 /* test_agent_client: the real agents' client (kiyot/cells/agent_client.h) against a gRPC
  * agent of the test's own over TLS: a Watch comes over the cell feed when the agent serves
  * one, and over gRPC from an agent older than the feed (its feed port refused twice, Hello
- * answered), the next Watch trying the feed again. */
+ * answered), the next Watch trying the feed again; Exec, Attach and PortForward are
+ * asynchronous gRPC calls. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,9 +60,43 @@ static int grpc_hello(void *svc, struct rpc_call *call, const ProtobufCMessage *
 	return 0;
 }
 
+/* PortForward as an echo: each message's bytes come back; its close is answered with closed,
+ * then the call ends. */
+static int grpc_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			     ProtobufCMessage *resp, struct err *err)
+{
+	ProtobufCMessage *m = NULL;
+	bool closed = false;
+	int ret = 1;
+
+	(void)svc;
+	(void)resp;
+	while (!closed && ret == 1) {
+		const Kiyot__Cell__V1__PortForwardInput *in = m ? (const void *)m
+								: (const void *)req;
+		Kiyot__Cell__V1__PortForwardOutput o = KIYOT__CELL__V1__PORT_FORWARD_OUTPUT__INIT;
+
+		o.data = in->data;
+		o.closed = closed = in->close;
+		ret = rpc_send(call, &o.base, err);
+		if (m)
+			protobuf_c_message_free_unpacked(m, NULL);
+		m = NULL;
+		if (ret < 0)
+			return ret;
+		if (!closed)
+			ret = rpc_recv(call, &kiyot__cell__v1__port_forward_input__descriptor, &m,
+				       err);
+	}
+	return closed ? 0 : ret < 0 ? ret : err_set(err, EPIPE, "the client closed first");
+}
+
 static const struct rpc_method methods[] = {
 	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
 	  &kiyot__cell__v1__hello_response__descriptor, grpc_hello, 0, 0 },
+	{ "/kiyot.cell.v1.CellAgent/PortForward", &kiyot__cell__v1__port_forward_input__descriptor,
+	  &kiyot__cell__v1__port_forward_output__descriptor, grpc_port_forward, RPC_BIDI_STREAM,
+	  0 },
 	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
 	  &kiyot__cell__v1__watch_event__descriptor, grpc_watch, RPC_SERVER_STREAM, 0 },
 };
@@ -131,7 +166,7 @@ static void start(struct fix *f, bool with_feed)
 	snprintf(f->feed_addr, sizeof(f->feed_addr), "127.0.0.1:%d", port + 1);
 	rc.address = f->target;
 	rc.methods = methods;
-	rc.n_methods = 2;
+	rc.n_methods = sizeof(methods) / sizeof(methods[0]);
 	rc.tls = (struct rpc_tls){ f->ca, f->agent.cert, f->agent.key, "kiyot" };
 	if (rpc_server_start(&rc, &f->grpc, &err) < 0)
 		fail_msg("%s", err.msg);
@@ -249,6 +284,127 @@ static void test_agent_client__a_watch_comes_over_the_feed(void **state)
 	}
 }
 
+/* A stream as the streaming server drives it: callbacks recorded under a lock. */
+struct bidi {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char got[64];
+	size_t got_len;
+	int msgs, sent;
+	bool closed, ended, late;
+	int ret;
+};
+
+static void bidi_msg(void *arg, ProtobufCMessage *m)
+{
+	struct bidi *b = arg;
+	const Kiyot__Cell__V1__PortForwardOutput *o = (const void *)m;
+
+	pthread_mutex_lock(&b->lock);
+	b->late |= b->ended;
+	if (o->data.len && b->got_len + o->data.len < sizeof(b->got)) {
+		memcpy(b->got + b->got_len, o->data.data, o->data.len);
+		b->got_len += o->data.len;
+	}
+	b->closed |= o->closed;
+	b->msgs++;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void bidi_sent(void *arg, int ret)
+{
+	struct bidi *b = arg;
+
+	pthread_mutex_lock(&b->lock);
+	b->late |= b->ended;
+	b->sent += ret == 0;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void bidi_end(void *arg, int ret, const struct err *err)
+{
+	struct bidi *b = arg;
+
+	(void)err;
+	pthread_mutex_lock(&b->lock);
+	b->late |= b->ended;
+	b->ended = true;
+	b->ret = ret;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static const struct agent_stream_cbs bidi_cbs = { bidi_msg, bidi_sent, bidi_end };
+
+/* Waits until the callbacks say cond (a field test on b). */
+#define BIDI_WAIT(bp, what)                                                                        \
+	do {                                                                                       \
+		pthread_mutex_lock(&(bp)->lock);                                                   \
+		while (!(what))                                                                    \
+			pthread_cond_wait(&(bp)->cond, &(bp)->lock);                               \
+		pthread_mutex_unlock(&(bp)->lock);                                                 \
+	} while (0)
+
+/* Exec, Attach and PortForward go over gRPC bidirectional calls on the client's completion
+ * queue: each message when asked for, one sent at a time, the end after everything; a
+ * cancelled stream ends without a read. */
+static void test_agent_client__streams_are_asynchronous_grpc_calls(void **state)
+{
+	struct fix *f = *state;
+	static struct bidi b = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER };
+	static struct bidi c = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				 .cond = PTHREAD_COND_INITIALIZER };
+	Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
+	const struct agent_ops *ops;
+	struct agent_stream *s = NULL;
+	struct err err = ERR_INIT;
+
+	start(f, true);
+	ops = f->client.ops;
+	in.port = 80;
+	in.data = (ProtobufCBinaryData){ 5, (uint8_t *)"ping " };
+	assert_int_equal(ops->open_stream(f->client.self, f->conn, "PortForward", &in.base,
+					  &kiyot__cell__v1__port_forward_output__descriptor,
+					  &bidi_cbs, &b, &s, &err),
+			 0);
+	BIDI_WAIT(&b, b.sent == 1);
+	ops->stream_read(f->client.self, s);
+	BIDI_WAIT(&b, b.msgs == 1);
+	in.data = (ProtobufCBinaryData){ 4, (uint8_t *)"pong" };
+	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), 0);
+	BIDI_WAIT(&b, b.sent == 2);
+	in.data.len = 0;
+	in.close = 1;
+	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), 0);
+	ops->stream_close_send(f->client.self, s);
+	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), -ECANCELED);
+	for (int asked = 1; !b.ended; asked++) {
+		ops->stream_read(f->client.self, s);
+		BIDI_WAIT(&b, b.msgs == asked || b.ended);
+	}
+	assert_int_equal(b.ret, 0);
+	assert_true(b.closed);
+	assert_int_equal(b.got_len, 9);
+	assert_memory_equal(b.got, "ping pong", 9);
+	assert_false(b.late);
+	ops->stream_free(f->client.self, s);
+
+	in.close = 0;
+	assert_int_equal(ops->open_stream(f->client.self, f->conn, "PortForward", &in.base,
+					  &kiyot__cell__v1__port_forward_output__descriptor,
+					  &bidi_cbs, &c, &s, &err),
+			 0);
+	ops->stream_cancel(f->client.self, s);
+	BIDI_WAIT(&c, c.ended);
+	assert_int_equal(c.ret, -ECANCELED);
+	assert_false(c.late);
+	ops->stream_free(f->client.self, s);
+}
+
 static void test_agent_client__an_agent_without_a_feed_is_watched_over_grpc(void **state)
 {
 	struct fix *f = *state;
@@ -277,6 +433,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_agent_client__an_agent_without_a_feed_is_watched_over_grpc, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_agent_client__streams_are_asynchronous_grpc_calls, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
