@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -172,6 +173,9 @@ static void *conn_main(void *arg)
 	feed_block_sigpipe();
 	serve(c);
 	SSL_free(c->ssl);
+	/* the thread's own OpenSSL state (its random generators) goes now, not in a destructor
+	 * after the server's stop already returned */
+	OPENSSL_thread_stop();
 	pthread_mutex_lock(&s->lock);
 	for (struct feed_conn **pp = &s->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
