@@ -359,23 +359,31 @@ static void add_both(void *arg)
 	reader_add(&r[1]);
 }
 
-static void test_evloop__io_del_of_an_io_later_in_the_batch_skips_it(void **state)
+/* Two readers of pipes a and b, each the other's peer, both readable before either is
+ * watched, so that the first epoll_wait reports both; then watched and a turn run. */
+static void readable_pair(struct evloop *l, struct reader r[2], int a[2], int b[2], bool mute)
 {
-	struct evloop *l = *state;
-	struct reader r[2] = { { .l = l, .want = EPOLLIN }, { .l = l, .want = EPOLLIN } };
-	int a[2], b[2];
-
+	for (int i = 0; i < 2; i++)
+		r[i] = (struct reader){ .l = l, .want = EPOLLIN, .mute = mute };
 	open_pipe(a);
 	open_pipe(b);
 	r[0].fd = a[0];
 	r[1].fd = b[0];
 	r[0].peer = &r[1];
 	r[1].peer = &r[0];
-	/* both readable before either is watched: the first epoll_wait reports both */
 	assert_int_equal(write(a[1], "a", 1), 1);
 	assert_int_equal(write(b[1], "b", 1), 1);
 	run_on_loop(l, add_both, r);
 	settle(l);
+}
+
+static void test_evloop__io_del_of_an_io_later_in_the_batch_skips_it(void **state)
+{
+	struct evloop *l = *state;
+	struct reader r[2];
+	int a[2], b[2];
+
+	readable_pair(l, r, a, b, false);
 	assert_int_equal(count_now(&r[0].calls) + count_now(&r[1].calls), 1);
 	assert_null(r[0].io);
 	assert_null(r[1].io);
@@ -388,20 +396,10 @@ static void test_evloop__io_del_of_an_io_later_in_the_batch_skips_it(void **stat
 static void test_evloop__io_set_to_nothing_applies_within_the_batch(void **state)
 {
 	struct evloop *l = *state;
-	struct reader r[2] = { { .l = l, .want = EPOLLIN, .mute = true },
-			       { .l = l, .want = EPOLLIN, .mute = true } };
+	struct reader r[2];
 	int a[2], b[2];
 
-	open_pipe(a);
-	open_pipe(b);
-	r[0].fd = a[0];
-	r[1].fd = b[0];
-	r[0].peer = &r[1];
-	r[1].peer = &r[0];
-	assert_int_equal(write(a[1], "a", 1), 1);
-	assert_int_equal(write(b[1], "b", 1), 1);
-	run_on_loop(l, add_both, r);
-	settle(l);
+	readable_pair(l, r, a, b, true);
 	/* the second's EPOLLIN of the batch is not for what it is watched for now */
 	assert_int_equal(count_now(&r[0].calls) + count_now(&r[1].calls), 1);
 	run_on_loop(l, reader_del, &r[0]);
