@@ -330,10 +330,13 @@ void evloop_post(struct evloop *l, evloop_fn *fn, void *arg)
 	was_empty = !l->posts;
 	*l->posts_tail = p;
 	l->posts_tail = &p->next;
-	pthread_mutex_unlock(&l->lock);
-	/* a queue that was not empty has woken the thread already, or is yet to be taken */
+	/* a queue that was not empty has woken the thread already, or is yet to be taken. The
+	 * wake is made under the lock: once it is released the post may have run, and what it
+	 * ended may have let another thread free the loop (a server's stop waits for its last
+	 * session's end, which comes as a post) */
 	if (was_empty)
 		wake(l);
+	pthread_mutex_unlock(&l->lock);
 }
 
 bool evloop_on_loop(const struct evloop *l)
