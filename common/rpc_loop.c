@@ -83,18 +83,26 @@ static void watch_free(struct rpc_watch *w)
 	free(w);
 }
 
+/* How a call ended, as on_end tells it: a message that did not parse (bad), else the
+ * server's status; 0 for OK. */
+static int end_result(const struct err *bad, grpc_status_code status, grpc_slice details,
+		      const char *target, const char *method, struct err *err)
+{
+	if (bad->code) {
+		*err = *bad;
+		return -err->code;
+	}
+	if (status == GRPC_STATUS_OK)
+		return 0;
+	return rpc_status_err(err, status, details, target, method);
+}
+
 /* The end: the callback, then the watch is gone. */
 static void watch_end(struct rpc_watch *w)
 {
 	struct err err = ERR_INIT;
-	int ret = 0;
+	int ret = end_result(&w->bad, w->status, w->details, w->target, w->method, &err);
 
-	if (w->bad.code) {
-		err = w->bad;
-		ret = -err.code;
-	} else if (w->status != GRPC_STATUS_OK) {
-		ret = rpc_status_err(&err, w->status, w->details, w->target, w->method);
-	}
 	w->on_end(w->arg, ret, &err);
 	watch_free(w);
 }
@@ -365,14 +373,8 @@ static void bidi_close(struct rpc_bidi *b)
 static void bidi_end(struct rpc_bidi *b)
 {
 	struct err err = ERR_INIT;
-	int ret = 0;
+	int ret = end_result(&b->bad, b->status, b->details, b->target, b->method, &err);
 
-	if (b->bad.code) {
-		err = b->bad;
-		ret = -err.code;
-	} else if (b->status != GRPC_STATUS_OK) {
-		ret = rpc_status_err(&err, b->status, b->details, b->target, b->method);
-	}
 	b->cbs.on_end(b->arg, ret, &err);
 }
 

@@ -97,11 +97,6 @@ static int feed_target(const char *target, char **out, struct err *err)
 	return 0;
 }
 
-struct agent_stream {
-	struct rpc_bidi *b;
-	struct rpc_bidi_cbs cbs; /* the caller's, which rpc_bidi_open borrows */
-};
-
 static int grpc_connect(void *self, const struct agent_tls *tls, const char *cell_id,
 			const char *target, struct agent_conn **out, struct err *err)
 {
@@ -355,6 +350,12 @@ static void real_watch_cancel(void *self, struct agent_watch *w)
 
 /* Exec, Attach and PortForward: bidirectional calls on the client's completion-queue loop,
  * whose callbacks are the caller's own (the two tables say the same). */
+/* A stream's handle is its rpc_bidi, as a Watch's is its feed. */
+static struct rpc_bidi *bidi_of(struct agent_stream *s)
+{
+	return (struct rpc_bidi *)s;
+}
+
 static int grpc_open_stream(void *self, struct agent_conn *c, const char *method,
 			    const ProtobufCMessage *first,
 			    const ProtobufCMessageDescriptor *out_desc,
@@ -362,51 +363,46 @@ static int grpc_open_stream(void *self, struct agent_conn *c, const char *method
 			    struct agent_stream **out, struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf(AGENT_METHOD("%s"), method);
-	struct agent_stream *s = xcalloc(1, sizeof(*s));
+	struct rpc_bidi_cbs bcbs = { cbs->on_msg, cbs->on_sent, cbs->on_end }; /* copied */
 	struct rpc_loop *loop = NULL;
+	struct rpc_bidi *b = NULL;
 
-	s->cbs = (struct rpc_bidi_cbs){ cbs->on_msg, cbs->on_sent, cbs->on_end };
 	if (grpc_loop(self, &loop, err) < 0 ||
-	    rpc_bidi_open(loop, c->ch, path, first, out_desc, &s->cbs, arg, &s->b, err) < 0) {
-		free(s);
+	    rpc_bidi_open(loop, c->ch, path, first, out_desc, &bcbs, arg, &b, err) < 0)
 		return -err->code;
-	}
-	*out = s;
+	*out = (struct agent_stream *)b;
 	return 0;
 }
 
 static void grpc_stream_read(void *self, struct agent_stream *s)
 {
 	(void)self;
-	rpc_bidi_read(s->b);
+	rpc_bidi_read(bidi_of(s));
 }
 
 static int grpc_stream_send(void *self, struct agent_stream *s, const ProtobufCMessage *msg,
 			    struct err *err)
 {
 	(void)self;
-	return rpc_bidi_send(s->b, msg, err);
+	return rpc_bidi_send(bidi_of(s), msg, err);
 }
 
 static void grpc_stream_close_send(void *self, struct agent_stream *s)
 {
 	(void)self;
-	rpc_bidi_close_send(s->b);
+	rpc_bidi_close_send(bidi_of(s));
 }
 
 static void grpc_stream_cancel(void *self, struct agent_stream *s)
 {
 	(void)self;
-	rpc_bidi_cancel(s->b);
+	rpc_bidi_cancel(bidi_of(s));
 }
 
 static void grpc_stream_free(void *self, struct agent_stream *s)
 {
 	(void)self;
-	if (!s)
-		return;
-	rpc_bidi_free(s->b);
-	free(s);
+	rpc_bidi_free(bidi_of(s));
 }
 
 const struct agent_ops agent_grpc_ops = {

@@ -56,7 +56,6 @@ void pf_leave(struct pf *pf)
 	if (pf->c || pf->all)
 		return;
 	stream_request_free(pf->req);
-	free(pf->req);
 	stream_release(pf->srv);
 	free(pf);
 }
@@ -151,6 +150,15 @@ void pf_pod_output_ended(struct pf *pf, struct pf_pair *p)
 	}
 }
 
+/* Whether the client still addresses any pair. */
+static bool pf_any_pair(const struct pf *pf)
+{
+	for (int i = 0; i < PF_MAX_PAIRS; i++)
+		if (pf->pairs[i])
+			return true;
+	return false;
+}
+
 /* A pair's connection ended: its error said, its streams closed (SPDY), its slot free. Over
  * WebSocket the last one to end closes the session. */
 void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error, bool tell)
@@ -172,7 +180,7 @@ void pf_pair_ended(struct pf *pf, struct pf_pair *p, const char *error, bool tel
 	}
 	pf_update_pause(pf);
 	conn_flush(pf->c);
-	if (pf->c->ws && --pf->live == 0) {
+	if (pf->c->ws && !pf_any_pair(pf)) {
 		ws_close(pf->c->ws, WS_CLOSE_NORMAL, "", &err);
 		conn_end(pf->c, CONN_LINGER_MS);
 		pf->c = NULL;
@@ -491,7 +499,6 @@ static void ws_start_pairs(struct pf *pf, const int32_t *ports, size_t nports)
 		ws_send(pf->c->ws, (uint8_t)p->data_sid, le, sizeof(le), &err);
 		ws_send(pf->c->ws, (uint8_t)p->error_sid, le, sizeof(le), &err);
 	}
-	pf->live = (int)nports;
 	for (size_t i = 0; i < nports && pf->c; i++)
 		pair_start(pairs[i]);
 }

@@ -56,7 +56,6 @@ struct pf {
 	struct pf_pair *all;		     /* every pair not yet freed */
 	int depth;			     /* calls into the session running */
 	bool out_paused;		     /* the client has too much to read: pods wait */
-	int live;			     /* WebSocket: pairs whose connection has not ended */
 };
 
 /* A pair for a connection to port, in a free slot (NULL when none is). */

@@ -34,8 +34,8 @@
 struct token {
 	char id[33];
 	int64_t expires_ns;
-	size_t bytes;		   /* what its request holds, for the server's bound */
-	struct stream_request req; /* owned copies */
+	size_t bytes;		    /* what its request holds, for the server's bound */
+	struct stream_request *req; /* owned copies, handed to the session that uses it */
 	struct token *next;
 };
 
@@ -66,12 +66,15 @@ struct head {
 
 void stream_request_free(struct stream_request *r)
 {
+	if (!r)
+		return;
 	free((char *)r->cell_id);
 	free((char *)r->unit_id);
 	for (size_t i = 0; i < r->n_cmd; i++)
 		free(r->cmd[i]);
 	free((char **)r->cmd);
 	free((int32_t *)r->ports);
+	free(r);
 }
 
 /* The URL path's first element, and the name in messages, of each kind. */
@@ -84,7 +87,7 @@ static const char *const kind_names[] = {
 
 static void token_free(struct token *t)
 {
-	stream_request_free(&t->req);
+	stream_request_free(t->req);
 	free(t);
 }
 
@@ -141,21 +144,22 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
 		abort(); /* no randomness: no unguessable URL */
 	hex_encode(rnd, sizeof(rnd), t->id);
-	t->req = *req;
-	t->req.cell_id = xstrdup(req->cell_id ? req->cell_id : "");
-	t->req.unit_id = xstrdup(req->unit_id ? req->unit_id : "");
-	t->bytes = sizeof(*t) + req->n_ports * sizeof(int32_t);
+	t->req = xmalloc(sizeof(*t->req));
+	*t->req = *req;
+	t->req->cell_id = xstrdup(req->cell_id ? req->cell_id : "");
+	t->req->unit_id = xstrdup(req->unit_id ? req->unit_id : "");
+	t->bytes = sizeof(*t) + sizeof(*t->req) + req->n_ports * sizeof(int32_t);
 	for (size_t i = 0; i < req->n_cmd; i++) {
 		cmd[i] = xstrdup(req->cmd[i]);
 		t->bytes += sizeof(char *) + strlen(cmd[i]) + 1;
 	}
-	t->req.cmd = cmd;
-	t->req.ports = NULL;
+	t->req->cmd = cmd;
+	t->req->ports = NULL;
 	if (req->n_ports) {
 		int32_t *ports = xcalloc(req->n_ports, sizeof(*ports));
 
 		memcpy(ports, req->ports, req->n_ports * sizeof(*ports));
-		t->req.ports = ports;
+		t->req->ports = ports;
 	}
 	t->expires_ns = clock_mono_ns() + (int64_t)STREAM_TOKEN_TTL_S * 1000000000LL;
 	pthread_mutex_lock(&s->mu);
@@ -260,10 +264,10 @@ static void head_done(struct head *h, const struct http_req *req, size_t used)
 		conn_fail(c, 404, "unknown or expired stream URL: ask the runtime for a new one");
 		return;
 	}
-	log_debug("stream %s for cell %s", kind_names[t->req.kind], t->req.cell_id);
-	r = xmalloc(sizeof(*r));
-	*r = t->req; /* the session owns the request's copies now */
-	free(t);
+	log_debug("stream %s for cell %s", kind_names[t->req->kind], t->req->cell_id);
+	r = t->req; /* the session's now */
+	t->req = NULL;
+	token_free(t);
 	stream_session_start(c, req, r, (const uint8_t *)h->b.data + used, h->b.len - used);
 }
 

@@ -61,7 +61,7 @@ struct sess {
 	struct stream_server *srv;
 	struct conn *c; /* NULL once the client's side ended */
 	struct stream_request *req;
-	bool spdy, status_json;
+	bool status_json;
 	uint32_t sid[NCHAN]; /* SPDY stream of each channel; 0 none */
 	struct buf resize;   /* partial resize JSON */
 	struct astream as;
@@ -102,10 +102,7 @@ static void sess_maybe_free(struct sess *s)
 	astream_free(&s->as);
 	chunkq_drop(&s->in);
 	buf_release(&s->resize);
-	if (s->req) {
-		stream_request_free(s->req);
-		free(s->req);
-	}
+	stream_request_free(s->req);
 	stream_release(s->srv);
 	free(s);
 }
@@ -202,7 +199,7 @@ static void send_chan(struct sess *s, enum chan ch, const void *data, size_t len
 {
 	struct err err = ERR_INIT;
 
-	if (s->spdy) {
+	if (s->c->sp) {
 		if (s->sid[ch])
 			spdy_send(s->c->sp, s->sid[ch], data, len, fin, &err);
 	} else if (len) {
@@ -332,7 +329,7 @@ static bool feed(struct sess *s, const uint8_t *data, size_t len)
 		ssize_t n;
 		bool more;
 
-		if (s->spdy) {
+		if (s->c->sp) {
 			struct spdy_event ev;
 
 			n = spdy_feed(s->c->sp, data + off, len - off, &ev, &err);
@@ -366,7 +363,7 @@ static bool channels_ready(const struct sess *s)
 {
 	const struct stream_request *r = s->req;
 
-	if (!s->spdy)
+	if (!s->c->sp)
 		return true;
 	return s->sid[CH_ERROR] && (!r->in || s->sid[CH_STDIN]) && (!r->out || s->sid[CH_STDOUT]) &&
 	       (r->tty || !r->err || s->sid[CH_STDERR]);
@@ -423,7 +420,7 @@ static void finish(struct sess *s, int code, const char *failure)
 	send_status(s, code, failure);
 	for (int c = CH_STDOUT; c <= CH_ERROR; c++)
 		send_chan(s, (enum chan)c, NULL, 0, true);
-	if (s->spdy)
+	if (s->c->sp)
 		spdy_goaway(s->c->sp, SPDY_GOAWAY_OK);
 	else
 		ws_close(s->c->ws, WS_CLOSE_NORMAL, "", &err);
@@ -603,7 +600,6 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 		static const char *const pf_protocols[] = { "portforward.k8s.io", NULL };
 
 		proto = http_negotiate(http, "X-Stream-Protocol-Version", pf_protocols);
-		s->spdy = true;
 		ret = proto ? http_answer_spdy(&out, proto, err)
 			    : err_set(err, EPROTO, "port-forward speaks portforward.k8s.io");
 		if (!proto)
@@ -624,7 +620,6 @@ static int upgrade(struct sess *s, const struct http_req *http, struct err *err)
 			ret = err_set(err, EPROTO, "no stream protocol in common");
 			goto out;
 		}
-		s->spdy = true;
 		s->status_json = strcmp(proto, "v4.channel.k8s.io") == 0;
 		ret = http_answer_spdy(&out, proto, err);
 		if (ret == 0 && !(s->c->sp = spdy_session_new(NULL, err)))

@@ -136,6 +136,7 @@ void stream_port_forward(struct conn *c, struct stream_request *req, const uint8
 			 size_t rest_len);
 void stream_port_forward_ws(struct conn *c, const struct http_req *http, struct stream_request *req,
 			    const uint8_t *rest, size_t rest_len);
+/* Frees a request the server made for a URL, its copies with it; NULL is ignored. */
 void stream_request_free(struct stream_request *r);
 
 /*

@@ -21,6 +21,7 @@
 #include "cells/agent_client.h"
 #include "feed.h"
 #include "rpc.h"
+#include "streamrec.h"
 #include "testcert.h"
 #include "xalloc.h"
 
@@ -284,123 +285,70 @@ static void test_agent_client__a_watch_comes_over_the_feed(void **state)
 	}
 }
 
-/* A stream as the streaming server drives it: callbacks recorded under a lock. */
-struct bidi {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char got[64];
-	size_t got_len;
-	int msgs, sent;
-	bool closed, ended, late;
-	int ret;
-};
-
-static void bidi_msg(void *arg, ProtobufCMessage *m)
-{
-	struct bidi *b = arg;
-	const Kiyot__Cell__V1__PortForwardOutput *o = (const void *)m;
-
-	pthread_mutex_lock(&b->lock);
-	b->late |= b->ended;
-	if (o->data.len && b->got_len + o->data.len < sizeof(b->got)) {
-		memcpy(b->got + b->got_len, o->data.data, o->data.len);
-		b->got_len += o->data.len;
-	}
-	b->closed |= o->closed;
-	b->msgs++;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-	protobuf_c_message_free_unpacked(m, NULL);
-}
-
-static void bidi_sent(void *arg, int ret)
-{
-	struct bidi *b = arg;
-
-	pthread_mutex_lock(&b->lock);
-	b->late |= b->ended;
-	b->sent += ret == 0;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-}
-
-static void bidi_end(void *arg, int ret, const struct err *err)
-{
-	struct bidi *b = arg;
-
-	(void)err;
-	pthread_mutex_lock(&b->lock);
-	b->late |= b->ended;
-	b->ended = true;
-	b->ret = ret;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-}
-
-static const struct agent_stream_cbs bidi_cbs = { bidi_msg, bidi_sent, bidi_end };
-
-/* Waits until the callbacks say cond (a field test on b). */
-#define BIDI_WAIT(bp, what)                                                                        \
-	do {                                                                                       \
-		pthread_mutex_lock(&(bp)->lock);                                                   \
-		while (!(what))                                                                    \
-			pthread_cond_wait(&(bp)->cond, &(bp)->lock);                               \
-		pthread_mutex_unlock(&(bp)->lock);                                                 \
-	} while (0)
-
 /* Exec, Attach and PortForward go over gRPC bidirectional calls on the client's completion
  * queue: each message when asked for, one sent at a time, the end after everything; a
  * cancelled stream ends without a read. */
 static void test_agent_client__streams_are_asynchronous_grpc_calls(void **state)
 {
 	struct fix *f = *state;
-	static struct bidi b = { .lock = PTHREAD_MUTEX_INITIALIZER,
-				 .cond = PTHREAD_COND_INITIALIZER };
-	static struct bidi c = { .lock = PTHREAD_MUTEX_INITIALIZER,
-				 .cond = PTHREAD_COND_INITIALIZER };
+	static struct streamrec b, c; /* their callbacks may still return */
 	Kiyot__Cell__V1__PortForwardInput in = KIYOT__CELL__V1__PORT_FORWARD_INPUT__INIT;
 	const struct agent_ops *ops;
 	struct agent_stream *s = NULL;
 	struct err err = ERR_INIT;
+	ProtobufCMessage *m = NULL;
+	char got[64];
+	size_t got_len = 0;
+	bool closed = false;
+	int ret;
 
 	start(f, true);
 	ops = f->client.ops;
+	streamrec_init(&b);
 	in.port = 80;
 	in.data = (ProtobufCBinaryData){ 5, (uint8_t *)"ping " };
 	assert_int_equal(ops->open_stream(f->client.self, f->conn, "PortForward", &in.base,
 					  &kiyot__cell__v1__port_forward_output__descriptor,
-					  &bidi_cbs, &b, &s, &err),
+					  &streamrec_cbs, &b, &s, &err),
 			 0);
-	BIDI_WAIT(&b, b.sent == 1);
-	ops->stream_read(f->client.self, s);
-	BIDI_WAIT(&b, b.msgs == 1);
+	assert_int_equal(streamrec_wait_sent(&b, 1), 1);
 	in.data = (ProtobufCBinaryData){ 4, (uint8_t *)"pong" };
 	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), 0);
-	BIDI_WAIT(&b, b.sent == 2);
+	assert_int_equal(streamrec_wait_sent(&b, 2), 2);
 	in.data.len = 0;
 	in.close = 1;
 	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), 0);
 	ops->stream_close_send(f->client.self, s);
 	assert_int_equal(ops->stream_send(f->client.self, s, &in.base, &err), -ECANCELED);
-	for (int asked = 1; !b.ended; asked++) {
+	/* each message when asked for, then the end */
+	for (;;) {
+		const Kiyot__Cell__V1__PortForwardOutput *o;
+
 		ops->stream_read(f->client.self, s);
-		BIDI_WAIT(&b, b.msgs == asked || b.ended);
+		if ((ret = streamrec_take(&b, &m)) != 1)
+			break;
+		o = (const void *)m;
+		assert_true(got_len + o->data.len <= sizeof(got));
+		memcpy(got + got_len, o->data.data, o->data.len);
+		got_len += o->data.len;
+		closed |= o->closed;
+		protobuf_c_message_free_unpacked(m, NULL);
 	}
-	assert_int_equal(b.ret, 0);
-	assert_true(b.closed);
-	assert_int_equal(b.got_len, 9);
-	assert_memory_equal(b.got, "ping pong", 9);
+	assert_int_equal(ret, 0);
+	assert_true(closed);
+	assert_int_equal(got_len, 9);
+	assert_memory_equal(got, "ping pong", 9);
 	assert_false(b.late);
 	ops->stream_free(f->client.self, s);
 
+	streamrec_init(&c);
 	in.close = 0;
 	assert_int_equal(ops->open_stream(f->client.self, f->conn, "PortForward", &in.base,
 					  &kiyot__cell__v1__port_forward_output__descriptor,
-					  &bidi_cbs, &c, &s, &err),
+					  &streamrec_cbs, &c, &s, &err),
 			 0);
-	ops->stream_cancel(f->client.self, s);
-	BIDI_WAIT(&c, c.ended);
-	assert_int_equal(c.ret, -ECANCELED);
+	ops->stream_cancel(f->client.self, s); /* no read asked: the end comes all the same */
+	assert_int_equal(streamrec_wait_end(&c), -ECANCELED);
 	assert_false(c.late);
 	ops->stream_free(f->client.self, s);
 }

@@ -21,6 +21,7 @@
 #include "kiyot_fixture.h"
 #include "state/ctrlog.h"
 #include "state/store.h"
+#include "streamrec.h"
 #include "xalloc.h"
 
 /* The enrollment secret kiyot keeps for a cell, or NULL (caller frees). */
@@ -136,94 +137,32 @@ static void test_cells__the_bootstrap_carries_prepulls_and_pull_bounds(void **st
 	json_decref(doc);
 }
 
-/* A stream driven as a blocking reader would: each callback recorded under a lock. */
+/* A stream of the cell manager's driven as a blocking reader would (streamrec.h). */
 struct sync_stream {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
+	struct streamrec r;
 	struct cell_stream *s;
-	ProtobufCMessage *msg; /* the message asked for, once it came */
-	int sent;	       /* on_sent calls */
-	bool ended;
-	int ret;
-	bool late; /* a callback came after on_end */
 };
-
-static void sync_msg(void *arg, ProtobufCMessage *msg)
-{
-	struct sync_stream *ss = arg;
-
-	pthread_mutex_lock(&ss->mu);
-	ss->late |= ss->ended;
-	ss->msg = msg;
-	pthread_cond_broadcast(&ss->cond);
-	pthread_mutex_unlock(&ss->mu);
-}
-
-static void sync_sent(void *arg, int ret)
-{
-	struct sync_stream *ss = arg;
-
-	pthread_mutex_lock(&ss->mu);
-	ss->late |= ss->ended;
-	ss->sent += ret == 0;
-	pthread_cond_broadcast(&ss->cond);
-	pthread_mutex_unlock(&ss->mu);
-}
-
-static void sync_end(void *arg, int ret, const struct err *err)
-{
-	struct sync_stream *ss = arg;
-
-	(void)err;
-	pthread_mutex_lock(&ss->mu);
-	ss->late |= ss->ended;
-	ss->ended = true;
-	ss->ret = ret;
-	pthread_cond_broadcast(&ss->cond);
-	pthread_mutex_unlock(&ss->mu);
-}
-
-static const struct agent_stream_cbs sync_cbs = { sync_msg, sync_sent, sync_end };
 
 static int sync_open(struct kfix *f, struct sync_stream *ss, const char *cell, const char *method,
 		     const ProtobufCMessage *first, const ProtobufCMessageDescriptor *desc,
 		     struct err *err)
 {
-	*ss = (struct sync_stream){ .mu = PTHREAD_MUTEX_INITIALIZER,
-				    .cond = PTHREAD_COND_INITIALIZER };
-	return cells_stream_open(f->k.cells, cell, method, first, desc, &sync_cbs, ss, &ss->s, err);
+	streamrec_init(&ss->r);
+	return cells_stream_open(f->k.cells, cell, method, first, desc, &streamrec_cbs, &ss->r,
+				 &ss->s, err);
 }
 
 /* Asks for the next message and waits: 1 with *m, or 0 / the error at the end. */
 static int sync_next(struct sync_stream *ss, ProtobufCMessage **m)
 {
-	int ret;
-
 	cells_stream_read(ss->s);
-	pthread_mutex_lock(&ss->mu);
-	while (!ss->msg && !ss->ended)
-		pthread_cond_wait(&ss->cond, &ss->mu);
-	*m = ss->msg;
-	ss->msg = NULL;
-	ret = *m ? 1 : ss->ret;
-	pthread_mutex_unlock(&ss->mu);
-	return ret;
-}
-
-/* Waits for n on_sent calls in all. */
-static void sync_wait_sent(struct sync_stream *ss, int n)
-{
-	pthread_mutex_lock(&ss->mu);
-	while (ss->sent < n && !ss->ended)
-		pthread_cond_wait(&ss->cond, &ss->mu);
-	assert_int_equal(ss->sent, n);
-	pthread_mutex_unlock(&ss->mu);
+	return streamrec_take(&ss->r, m);
 }
 
 static void sync_free(struct sync_stream *ss)
 {
-	assert_true(ss->ended);
-	assert_false(ss->late);
+	assert_true(ss->r.ended);
+	assert_false(ss->r.late);
 	cells_stream_free(ss->s);
 }
 
@@ -250,8 +189,8 @@ static void test_cells__calls_to_a_cell_that_is_not_running_are_enoent(void **st
 	assert_int_equal(cells_write_volume(f->k.cells, "nosuch", &wv, &err), -ENOENT);
 	assert_int_equal(cells_apply(f->k.cells, "nosuch", &pod, 1000, &ar, &err), -ENOENT);
 	assert_int_equal(cells_stream_open(f->k.cells, "nosuch", "Attach", &first.base,
-					   &kiyot__cell__v1__attach_output__descriptor, &sync_cbs,
-					   NULL, &s, &err),
+					   &kiyot__cell__v1__attach_output__descriptor,
+					   &streamrec_cbs, NULL, &s, &err),
 			 -ENOENT);
 	assert_null(cells_apply_lock(f->k.cells, "nosuch"));
 	cells_apply_unlock(f->k.cells, NULL);
@@ -573,7 +512,7 @@ static void test_cells__streams_reach_the_agent_and_back(void **state)
 	assert_int_equal(sync_open(f, &ss, cell, "Exec", &ex.base,
 				   &kiyot__cell__v1__exec_output__descriptor, &err),
 			 0);
-	sync_wait_sent(&ss, 1); /* the first message */
+	assert_int_equal(streamrec_wait_sent(&ss.r, 1), 1); /* the first message */
 	assert_int_equal(sync_next(&ss, &m), 1);
 	eo = (Kiyot__Cell__V1__ExecOutput *)m;
 	assert_memory_equal(eo->stdout.data, "hi\n", 3);
@@ -592,11 +531,11 @@ static void test_cells__streams_reach_the_agent_and_back(void **state)
 	po = (Kiyot__Cell__V1__PortForwardOutput *)m;
 	assert_memory_equal(po->data.data, "ping", 4);
 	protobuf_c_message_free_unpacked(m, NULL);
-	sync_wait_sent(&ss2, 1);
+	assert_int_equal(streamrec_wait_sent(&ss2.r, 1), 1);
 	pf.data.len = 0;
 	pf.close = 1;
 	assert_int_equal(cells_stream_send(ss2.s, &pf.base, &err), 0);
-	sync_wait_sent(&ss2, 2);
+	assert_int_equal(streamrec_wait_sent(&ss2.r, 2), 2);
 	cells_stream_close_send(ss2.s);
 	assert_int_equal(sync_next(&ss2, &m), 1);
 	assert_true(((Kiyot__Cell__V1__PortForwardOutput *)m)->closed);
@@ -611,11 +550,7 @@ static void test_cells__streams_reach_the_agent_and_back(void **state)
 				   &kiyot__cell__v1__exec_output__descriptor, &err),
 			 0);
 	cells_stream_cancel(ss3.s); /* no read asked: the end comes all the same */
-	pthread_mutex_lock(&ss3.mu);
-	while (!ss3.ended)
-		pthread_cond_wait(&ss3.cond, &ss3.mu);
-	pthread_mutex_unlock(&ss3.mu);
-	assert_int_equal(ss3.ret, -ECANCELED);
+	assert_int_equal(streamrec_wait_end(&ss3.r), -ECANCELED);
 	sync_free(&ss3);
 
 	fake_agent_fail(f->fa, FAKE_AGENT_STREAM, ECONNREFUSED, 1);

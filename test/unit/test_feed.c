@@ -282,21 +282,29 @@ static void test_feed__many_feeds_in_order(void **state)
 	free(g);
 }
 
+/* Opens a feed to a session that sends one event of 10 bytes and then holds on until its
+ * client goes; waits for that event. */
+static void open_held_feed(struct fix *f, struct got *g, struct feed_watch **w)
+{
+	struct err err = ERR_INIT;
+
+	f->sc.events = 1;
+	f->sc.size = 10;
+	f->sc.hold = true;
+	got_init(g);
+	if (open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, g, w, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(wait_first(g), 1);
+}
+
 /* A cancel ends the feed at once (-ECANCELED), and the agent's session sees its client go. */
 static void test_feed__cancel(void **state)
 {
 	struct fix *f = *state;
 	struct got g;
 	struct feed_watch *w;
-	struct err err = ERR_INIT;
 
-	got_init(&g);
-	f->sc.events = 1;
-	f->sc.size = 10;
-	f->sc.hold = true;
-	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
-			 0);
-	assert_int_equal(wait_first(&g), 1);
+	open_held_feed(f, &g, &w);
 	feed_cancel(w);
 	wait_end(&g);
 	assert_int_equal(g.ret, -ECANCELED);
@@ -406,18 +414,8 @@ static void test_feed__server_stops(void **state)
 	struct fix *f = *state;
 	struct got g;
 	struct feed_watch *w;
-	struct err err = ERR_INIT;
 
-	f->sc.events = 1;
-	f->sc.size = 10;
-	f->sc.hold = true;
-	got_init(&g);
-	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
-			 0);
-	pthread_mutex_lock(&f->sc.lock);
-	while (f->sc.sessions < 1)
-		pthread_cond_wait(&f->sc.cond, &f->sc.lock);
-	pthread_mutex_unlock(&f->sc.lock);
+	open_held_feed(f, &g, &w); /* its session runs */
 	feed_server_stop(f->srv);
 	f->srv = NULL;
 	wait_end(&g);
@@ -459,7 +457,6 @@ static void test_feed__a_neighbour_cannot_hold_the_door(void **state)
 	int fds[10], closed = 0;
 	struct got g;
 	struct feed_watch *w;
-	struct err err = ERR_INIT;
 
 	feed_server_stop(f->srv);
 	start_server(f, 0, 0);
@@ -468,13 +465,7 @@ static void test_feed__a_neighbour_cannot_hold_the_door(void **state)
 	for (int i = 0; i < 10; i++)
 		closed += closed_soon(fds[i]);
 	assert_int_equal(closed, 10 - FEED_PENDING_PER_PEER);
-	f->sc.events = 1;
-	f->sc.size = 10;
-	f->sc.hold = true;
-	got_init(&g);
-	assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g, &w, &err),
-			 0);
-	assert_int_equal(wait_first(&g), 1);
+	open_held_feed(f, &g, &w);
 	feed_cancel(w);
 	wait_end(&g);
 	got_release(&g);
@@ -489,20 +480,11 @@ static void test_feed__a_new_session_ends_the_oldest(void **state)
 	struct fix *f = *state;
 	struct got g[3];
 	struct feed_watch *w[3];
-	struct err err = ERR_INIT;
 
 	feed_server_stop(f->srv);
 	start_server(f, 0, 2);
-	f->sc.events = 1;
-	f->sc.size = 10;
-	f->sc.hold = true;
-	for (int i = 0; i < 3; i++) {
-		got_init(&g[i]);
-		assert_int_equal(open_feed(f, f->client_ctx, f->target, "cell-a", 1 << 20, 0, &g[i],
-					   &w[i], &err),
-				 0);
-		assert_int_equal(wait_first(&g[i]), 1);
-	}
+	for (int i = 0; i < 3; i++)
+		open_held_feed(f, &g[i], &w[i]);
 	wait_end(&g[0]); /* ended by the server */
 	assert_true(g[0].ret <= 0 && g[0].ret != -ECANCELED);
 	usleep(200 * 1000);
