@@ -409,7 +409,10 @@ int pki_tls_ctx(const char *ca_cert_pem, const char *cert_pem, const char *key_p
 		X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 		if (peer_name && !X509_VERIFY_PARAM_set1_host(p, peer_name, 0))
 			ret = ssl_fail(err, ENOMEM, "TLS context");
-		SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+		/* only the certificate itself goes to the peer: it has the CA (the chain OpenSSL
+		 * builds otherwise adds the CA's certificate, which the peer parses and keeps
+		 * with the session: 4 KB a connection) */
+		SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
 		/* no resumption: no session cache, no tickets (a TLS 1.3 server sends two after
 		 * each handshake otherwise, which its client would parse and keep) */
 		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);

@@ -34,6 +34,7 @@
 #define KIYOT_RPC_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -161,6 +162,17 @@ int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *er
 int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rpc_channel **out,
 			struct err *err);
 void rpc_channel_free(struct rpc_channel *ch);
+
+/* A channel holds gRPC's channel (~8 KB: its resolver, balancer, subchannel and filters, kept
+ * after the connection closed) only while it is used: once no call used it for
+ * RPC_CHANNEL_RELEASE_MS it lets it go, and the next call makes it again. A thread of the
+ * process looks every RPC_CHANNEL_TICK_MS. Channels made from one CA, certificate and key
+ * share their credentials. */
+#define RPC_CHANNEL_RELEASE_MS 15000
+#define RPC_CHANNEL_TICK_MS 1000
+/* For tests: ch's release time, and whether it holds gRPC's channel now. */
+void rpc_channel_set_release_ms(struct rpc_channel *ch, int64_t ms);
+bool rpc_channel_holds(struct rpc_channel *ch);
 
 /* One unary call. On success *resp is a message of resp_desc the caller frees with
  * protobuf_c_message_free_unpacked(*resp, NULL). timeout_ms <= 0 means 2 minutes. */

@@ -11,12 +11,21 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
+#include "log.h"
 #include "rpc_internal.h"
 #include "xalloc.h"
 
 struct rpc_stream {
+	struct rpc_channel *ch; /* taken until the stream is freed */
 	grpc_call *call;
 	grpc_completion_queue *cq;
 	const ProtobufCMessageDescriptor *desc;
@@ -26,17 +35,85 @@ struct rpc_stream {
 	char *target, *method; /* for errors */
 };
 
-/* A channel with creds (released here); override, when set, is the name the server's
- * certificate must carry. */
-static int channel_new(const char *target, grpc_channel_credentials *creds, const char *override,
-		       struct rpc_channel **out, struct err *err)
+/* Credentials, shared by the channels made from one CA, certificate and key (every channel a
+ * kiyot opens to its cells presents its one certificate): gRPC keeps a copy of the PEM texts
+ * in each, 1.5 KB. */
+struct creds {
+	struct creds *next;
+	unsigned char id[SHA256_DIGEST_LENGTH]; /* of the texts; all zero for plaintext */
+	unsigned refs;				/* channels using it */
+	grpc_channel_credentials *core;
+};
+
+/* A channel: gRPC's channel while it is in use, and what it takes to make it again. */
+struct rpc_channel {
+	struct rpc_channel *prev, *next; /* every channel, for the releaser (chans.lock) */
+	pthread_mutex_t lock;		 /* the fields below it; after chans.lock */
+	grpc_channel *core;		 /* NULL once released, until the next call */
+	unsigned calls;			 /* taken and not given back */
+	bool freed;			 /* its owner let go: the last call's end frees it */
+	int64_t idle_since;		 /* monotonic ns: the last call's end */
+	int64_t release_ns;
+	struct creds *creds;
+	char *override; /* the name the server's certificate carries; NULL for plaintext */
+	char *target;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_once_t once;
+	struct rpc_channel *head;
+	struct creds *creds;
+} chans = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_ONCE_INIT, NULL, NULL };
+
+/* The credentials of id, a new reference; made by make (consumed) when none are kept. */
+static struct creds *creds_get(const unsigned char id[SHA256_DIGEST_LENGTH],
+			       grpc_channel_credentials *(*make)(const struct rpc_tls *),
+			       const struct rpc_tls *tls)
 {
-	struct rpc_channel *c;
+	struct creds *c;
+
+	pthread_mutex_lock(&chans.lock);
+	for (c = chans.creds; c; c = c->next)
+		if (memcmp(c->id, id, sizeof(c->id)) == 0)
+			break;
+	if (!c) {
+		grpc_channel_credentials *core = make(tls);
+
+		if (core) {
+			c = xcalloc(1, sizeof(*c));
+			memcpy(c->id, id, sizeof(c->id));
+			c->core = core;
+			c->next = chans.creds;
+			chans.creds = c;
+		}
+	}
+	if (c)
+		c->refs++;
+	pthread_mutex_unlock(&chans.lock);
+	return c;
+}
+
+/* chans.lock held. */
+static void creds_put(struct creds *c)
+{
+	struct creds **pp;
+
+	if (--c->refs)
+		return;
+	for (pp = &chans.creds; *pp != c; pp = &(*pp)->next)
+		;
+	*pp = c->next;
+	grpc_channel_credentials_release(c->core);
+	free(c);
+}
+
+/* gRPC's channel for c. */
+static grpc_channel *core_new(const struct rpc_channel *c)
+{
 	grpc_arg args[7];
 	grpc_channel_args cargs = { 4, args };
 
-	if (!creds)
-		return err_set(err, EINVAL, "cannot make credentials for a channel to %s", target);
 	args[0].type = GRPC_ARG_INTEGER;
 	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
 	args[0].value.integer = (int)RPC_CLIENT_MAX_MESSAGE;
@@ -52,10 +129,10 @@ static int channel_new(const char *target, grpc_channel_credentials *creds, cons
 	args[3].type = GRPC_ARG_INTEGER;
 	args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
 	args[3].value.integer = 2000;
-	if (override) {
+	if (c->override) {
 		args[4].type = GRPC_ARG_STRING;
 		args[4].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
-		args[4].value.string = (char *) override;
+		args[4].value.string = c->override;
 		/* the TLS records this side writes: 4 KiB instead of 16 shrinks the buffer each
 		 * connection keeps for them (183 -> 171 KB a connection with a stream open); a
 		 * client here sends little (requests, a session's input) */
@@ -69,28 +146,130 @@ static int channel_new(const char *target, grpc_channel_credentials *creds, cons
 		args[6].value.integer = RPC_CLIENT_IDLE_MS;
 		cargs.num_args = 7;
 	}
+	return grpc_channel_create(c->target, c->creds->core, &cargs);
+}
+
+/* Lets go of the gRPC channels no call used for their release time; each tick of the
+ * releaser's thread. */
+static void release_idle(int64_t now)
+{
+	grpc_channel **gone = NULL;
+	size_t n = 0, cap = 0;
+	struct rpc_channel *c;
+
+	pthread_mutex_lock(&chans.lock);
+	for (c = chans.head; c; c = c->next) {
+		pthread_mutex_lock(&c->lock);
+		if (c->core && !c->calls && now - c->idle_since >= c->release_ns) {
+			if (n == cap)
+				gone = xrealloc(gone, (cap = cap ? 2 * cap : 16) * sizeof(*gone));
+			gone[n++] = c->core;
+			c->core = NULL;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&chans.lock);
+	while (n)
+		grpc_channel_destroy(gone[--n]);
+	free(gone);
+}
+
+static void *releaser_main(void *unused)
+{
+	(void)unused;
+	for (;;) {
+		struct timespec ts = { RPC_CHANNEL_TICK_MS / 1000,
+				       (RPC_CHANNEL_TICK_MS % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		release_idle(clock_mono_ns());
+	}
+	return NULL;
+}
+
+/* The releaser: one thread for the process, made with the first channel, with every signal
+ * blocked (the process's own threads take them). */
+static void releaser_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	if (pthread_create(&t, &attr, releaser_main, NULL) != 0)
+		log_warn("rpc: no thread to release idle channels; they stay until freed");
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int channel_new(const char *target, struct creds *creds, const char *override,
+		       struct rpc_channel **out, struct err *err)
+{
+	struct rpc_channel *c;
+
+	if (!creds)
+		return err_set(err, EINVAL, "cannot make credentials for a channel to %s", target);
 	c = xcalloc(1, sizeof(*c));
-	c->ch = grpc_channel_create(target, creds, &cargs);
-	grpc_channel_credentials_release(creds);
-	if (!c->ch) {
+	pthread_mutex_init(&c->lock, NULL);
+	c->creds = creds;
+	c->override = override ? xstrdup(override) : NULL;
+	c->target = xstrdup(target);
+	c->release_ns = RPC_CHANNEL_RELEASE_MS * 1000000LL;
+	c->idle_since = clock_mono_ns();
+	/* made now, so that a target gRPC cannot take fails here */
+	c->core = core_new(c);
+	if (!c->core) {
+		pthread_mutex_lock(&chans.lock);
+		creds_put(creds);
+		pthread_mutex_unlock(&chans.lock);
+		free(c->override);
+		free(c->target);
 		free(c);
 		return err_set(err, EINVAL, "cannot create a channel to %s", target);
 	}
-	c->target = xstrdup(target);
+	pthread_once(&chans.once, releaser_start);
+	pthread_mutex_lock(&chans.lock);
+	c->next = chans.head;
+	if (c->next)
+		c->next->prev = c;
+	chans.head = c;
+	pthread_mutex_unlock(&chans.lock);
 	*out = c;
 	return 0;
 }
 
+static grpc_channel_credentials *plain_creds(const struct rpc_tls *unused)
+{
+	(void)unused;
+	return grpc_insecure_credentials_create();
+}
+
+static grpc_channel_credentials *tls_creds(const struct rpc_tls *tls)
+{
+	grpc_ssl_pem_key_cert_pair pair = { tls->key_pem, tls->cert_pem };
+
+	return grpc_ssl_credentials_create_ex(tls->ca_pem, &pair, NULL, NULL);
+}
+
 int rpc_channel_new(const char *target, struct rpc_channel **out, struct err *err)
 {
+	static const unsigned char plain[SHA256_DIGEST_LENGTH];
+
 	rpc_global_init();
-	return channel_new(target, grpc_insecure_credentials_create(), NULL, out, err);
+	return channel_new(target, creds_get(plain, plain_creds, NULL), NULL, out, err);
 }
 
 int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rpc_channel **out,
 			struct err *err)
 {
-	grpc_ssl_pem_key_cert_pair pair = { tls->key_pem, tls->cert_pem };
+	unsigned char id[SHA256_DIGEST_LENGTH];
+	EVP_MD_CTX *md;
+	bool ok;
 
 	if (!tls->ca_pem || !tls->cert_pem || !tls->key_pem || !tls->peer_name)
 		return err_set(err, EINVAL,
@@ -98,17 +277,104 @@ int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rp
 			       "and the name the server's certificate carries",
 			       target);
 	rpc_global_init();
-	return channel_new(target, grpc_ssl_credentials_create_ex(tls->ca_pem, &pair, NULL, NULL),
-			   tls->peer_name, out, err);
+	/* each text with its NUL, so that no two sets of texts run together the same */
+	md = EVP_MD_CTX_new();
+	ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+	     EVP_DigestUpdate(md, tls->ca_pem, strlen(tls->ca_pem) + 1) &&
+	     EVP_DigestUpdate(md, tls->cert_pem, strlen(tls->cert_pem) + 1) &&
+	     EVP_DigestUpdate(md, tls->key_pem, strlen(tls->key_pem) + 1) &&
+	     EVP_DigestFinal_ex(md, id, NULL);
+	EVP_MD_CTX_free(md);
+	if (!ok)
+		return err_set(err, ENOMEM, "a TLS channel to %s: cannot digest its credentials",
+			       target);
+	return channel_new(target, creds_get(id, tls_creds, tls), tls->peer_name, out, err);
+}
+
+/* c->lock held or c unreachable. */
+static void channel_destroy(struct rpc_channel *c)
+{
+	if (c->core)
+		grpc_channel_destroy(c->core);
+	pthread_mutex_lock(&chans.lock);
+	creds_put(c->creds);
+	pthread_mutex_unlock(&chans.lock);
+	pthread_mutex_destroy(&c->lock);
+	free(c->override);
+	free(c->target);
+	free(c);
 }
 
 void rpc_channel_free(struct rpc_channel *c)
 {
+	bool last;
+
 	if (!c)
 		return;
-	grpc_channel_destroy(c->ch);
-	free(c->target);
-	free(c);
+	pthread_mutex_lock(&chans.lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		chans.head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	pthread_mutex_unlock(&chans.lock);
+	pthread_mutex_lock(&c->lock);
+	c->freed = true;
+	last = c->calls == 0;
+	pthread_mutex_unlock(&c->lock);
+	if (last)
+		channel_destroy(c);
+}
+
+grpc_channel *rpc_channel_take(struct rpc_channel *c, struct err *err)
+{
+	grpc_channel *core;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->core)
+		c->core = core_new(c);
+	core = c->core;
+	if (core)
+		c->calls++;
+	pthread_mutex_unlock(&c->lock);
+	if (!core)
+		err_set(err, EINVAL, "cannot create a channel to %s", c->target);
+	return core;
+}
+
+void rpc_channel_give(struct rpc_channel *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&c->lock);
+	c->idle_since = clock_mono_ns();
+	last = --c->calls == 0 && c->freed;
+	pthread_mutex_unlock(&c->lock);
+	if (last)
+		channel_destroy(c);
+}
+
+const char *rpc_channel_target(const struct rpc_channel *c)
+{
+	return c->target;
+}
+
+void rpc_channel_set_release_ms(struct rpc_channel *c, int64_t ms)
+{
+	pthread_mutex_lock(&c->lock);
+	c->release_ns = ms * 1000000LL;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool rpc_channel_holds(struct rpc_channel *c)
+{
+	bool held;
+
+	pthread_mutex_lock(&c->lock);
+	held = c->core != NULL;
+	pthread_mutex_unlock(&c->lock);
+	return held;
 }
 
 static gpr_timespec deadline_in(int64_t ms)
@@ -169,10 +435,11 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 		  const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
 		  int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
 {
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_channel *core = rpc_channel_take(ch, err);
+	grpc_completion_queue *cq;
+	grpc_slice mslice;
 	grpc_metadata_array imd, tmd;
-	grpc_byte_buffer *sendbb = rpc_pack(req), *recvbb = NULL;
+	grpc_byte_buffer *sendbb, *recvbb = NULL;
 	grpc_status_code st = GRPC_STATUS_UNKNOWN;
 	grpc_slice details = grpc_empty_slice();
 	grpc_op ops[6];
@@ -180,11 +447,16 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 	grpc_event ev;
 	int ret = 0;
 
+	if (!core)
+		return -err->code;
 	if (timeout_ms <= 0)
 		timeout_ms = 120000;
+	cq = grpc_completion_queue_create_for_pluck(NULL);
+	mslice = grpc_slice_from_copied_string(method);
+	sendbb = rpc_pack(req);
 	grpc_metadata_array_init(&imd);
 	grpc_metadata_array_init(&tmd);
-	call = grpc_channel_create_call(ch->ch, parent ? rpc_call_core(parent) : NULL,
+	call = grpc_channel_create_call(core, parent ? rpc_call_core(parent) : NULL,
 					GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
 					deadline_in(timeout_ms), NULL);
 	memset(ops, 0, sizeof(ops));
@@ -201,21 +473,23 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 	ops[5].data.recv_status_on_client.status = &st;
 	ops[5].data.recv_status_on_client.status_details = &details;
 	if (grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
-		ret = err_set(err, EIO, "%s %s: cannot start the call", ch->target, method);
+		ret = err_set(err, EIO, "%s %s: cannot start the call", rpc_channel_target(ch),
+			      method);
 		goto out;
 	}
 	ev = grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	if (ev.type != GRPC_OP_COMPLETE) {
-		ret = err_set(err, EIO, "%s %s: call did not complete", ch->target, method);
+		ret = err_set(err, EIO, "%s %s: call did not complete", rpc_channel_target(ch),
+			      method);
 		goto out;
 	}
 	if (st != GRPC_STATUS_OK) {
-		ret = rpc_status_err(err, st, details, ch->target, method);
+		ret = rpc_status_err(err, st, details, rpc_channel_target(ch), method);
 		goto out;
 	}
 	*resp = rpc_unpack(resp_desc, recvbb, RPC_CLIENT_MAX_MESSAGE, err);
 	if (!*resp)
-		ret = err_wrap(err, "%s %s", ch->target, method);
+		ret = err_wrap(err, "%s %s", rpc_channel_target(ch), method);
 out:
 	if (recvbb)
 		grpc_byte_buffer_destroy(recvbb);
@@ -226,6 +500,7 @@ out:
 	grpc_metadata_array_destroy(&tmd);
 	grpc_call_unref(call);
 	cq_drain_destroy(cq);
+	rpc_channel_give(ch);
 	return ret;
 }
 
@@ -233,19 +508,26 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 		    const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,
 		    struct rpc_stream **out, struct err *err)
 {
-	struct rpc_stream *s = xcalloc(1, sizeof(*s));
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
-	grpc_byte_buffer *bb = rpc_pack(req);
+	grpc_channel *core = rpc_channel_take(ch, err);
+	struct rpc_stream *s;
+	grpc_slice mslice;
+	grpc_byte_buffer *bb;
 	grpc_op ops[4];
 	grpc_event ev;
 
+	if (!core)
+		return -err->code;
+	s = xcalloc(1, sizeof(*s));
+	s->ch = ch;
+	mslice = grpc_slice_from_copied_string(method);
+	bb = rpc_pack(req);
 	s->cq = grpc_completion_queue_create_for_pluck(NULL);
 	s->desc = msg_desc;
-	s->target = xstrdup(ch->target);
+	s->target = xstrdup(rpc_channel_target(ch));
 	s->method = xstrdup(method);
 	grpc_metadata_array_init(&s->initial_md);
-	s->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice,
-					   NULL, deadline_in(timeout_ms), NULL);
+	s->call = grpc_channel_create_call(core, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice, NULL,
+					   deadline_in(timeout_ms), NULL);
 	grpc_slice_unref(mslice);
 	memset(ops, 0, sizeof(ops));
 	initial_metadata(&ops[0]);
@@ -255,7 +537,8 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 	if (grpc_call_start_batch(s->call, ops, 3, s, NULL) != GRPC_CALL_OK) {
 		grpc_byte_buffer_destroy(bb);
 		rpc_stream_free(s);
-		return err_set(err, EIO, "%s %s: cannot start the stream", ch->target, method);
+		return err_set(err, EIO, "%s %s: cannot start the stream", rpc_channel_target(ch),
+			       method);
 	}
 	ev = grpc_completion_queue_pluck(s->cq, s, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	grpc_byte_buffer_destroy(bb);
@@ -328,6 +611,7 @@ void rpc_stream_free(struct rpc_stream *s)
 	grpc_call_unref(s->call);
 	grpc_metadata_array_destroy(&s->initial_md);
 	cq_drain_destroy(s->cq);
+	rpc_channel_give(s->ch);
 	free(s->target);
 	free(s->method);
 	free(s);

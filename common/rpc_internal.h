@@ -15,10 +15,12 @@ grpc_call *rpc_call_core(struct rpc_call *c);
 /* Messages a client takes: 64 MiB at most. */
 #define RPC_CLIENT_MAX_MESSAGE (64u << 20)
 
-struct rpc_channel {
-	grpc_channel *ch;
-	char *target;
-};
+/* The gRPC channel of ch for a call, made again if it was released (NULL with err when it
+ * cannot be made); every take is given back with rpc_channel_give once the call is unref'd.
+ * A channel's owner may free it while calls are taken: the last give frees it then. */
+grpc_channel *rpc_channel_take(struct rpc_channel *ch, struct err *err);
+void rpc_channel_give(struct rpc_channel *ch);
+const char *rpc_channel_target(const struct rpc_channel *ch);
 
 /* A message packed into a byte buffer the caller destroys. */
 grpc_byte_buffer *rpc_pack(const ProtobufCMessage *msg);

@@ -52,7 +52,8 @@ enum watch_phase {
 };
 
 struct rpc_watch {
-	struct rpc_tag tag; /* of every batch: they come one at a time */
+	struct rpc_tag tag;	/* of every batch: they come one at a time */
+	struct rpc_channel *ch; /* taken until the watch is freed */
 	grpc_call *call;
 	const ProtobufCMessageDescriptor *desc;
 	rpc_watch_msg_fn *on_msg;
@@ -78,6 +79,7 @@ static void watch_free(struct rpc_watch *w)
 	grpc_metadata_array_destroy(&w->trailing_md);
 	grpc_slice_unref(w->details);
 	grpc_call_unref(w->call);
+	rpc_channel_give(w->ch);
 	free(w->target);
 	free(w->method);
 	free(w);
@@ -227,10 +229,16 @@ int rpc_watch_open(struct rpc_loop *l, struct rpc_channel *ch, const char *metho
 		   rpc_watch_msg_fn *on_msg, rpc_watch_end_fn *on_end, void *arg,
 		   struct rpc_watch **out, struct err *err)
 {
-	struct rpc_watch *w = xcalloc(1, sizeof(*w));
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_channel *core = rpc_channel_take(ch, err);
+	struct rpc_watch *w;
+	grpc_slice mslice;
 	grpc_op ops[5];
 
+	if (!core)
+		return -err->code;
+	w = xcalloc(1, sizeof(*w));
+	w->ch = ch;
+	mslice = grpc_slice_from_copied_string(method);
 	w->tag.done = watch_step;
 	w->desc = msg_desc;
 	w->on_msg = on_msg;
@@ -238,13 +246,13 @@ int rpc_watch_open(struct rpc_loop *l, struct rpc_channel *ch, const char *metho
 	w->arg = arg;
 	w->phase = WATCH_READING;
 	w->details = grpc_empty_slice();
-	w->target = xstrdup(ch->target);
+	w->target = xstrdup(rpc_channel_target(ch));
 	w->method = xstrdup(method);
 	w->request = rpc_pack(req);
 	grpc_metadata_array_init(&w->initial_md);
 	grpc_metadata_array_init(&w->trailing_md);
-	w->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, l->cq, mslice,
-					   NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	w->call = grpc_channel_create_call(core, NULL, GRPC_PROPAGATE_DEFAULTS, l->cq, mslice, NULL,
+					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	grpc_slice_unref(mslice);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -272,6 +280,7 @@ void rpc_watch_cancel(struct rpc_watch *w)
 }
 
 struct rpc_bidi {
+	struct rpc_channel *ch; /* taken until the call is freed */
 	grpc_call *call;
 	const ProtobufCMessageDescriptor *desc;
 	struct rpc_bidi_cbs cbs;
@@ -463,11 +472,17 @@ int rpc_bidi_open(struct rpc_loop *l, struct rpc_channel *ch, const char *method
 		  const ProtobufCMessage *first, const ProtobufCMessageDescriptor *msg_desc,
 		  const struct rpc_bidi_cbs *cbs, void *arg, struct rpc_bidi **out, struct err *err)
 {
-	struct rpc_bidi *b = xcalloc(1, sizeof(*b));
-	grpc_slice mslice = grpc_slice_from_copied_string(method);
+	grpc_channel *core = rpc_channel_take(ch, err);
+	struct rpc_bidi *b;
+	grpc_slice mslice;
 	grpc_op ops[2];
 	int ret;
 
+	if (!core)
+		return -err->code;
+	b = xcalloc(1, sizeof(*b));
+	b->ch = ch;
+	mslice = grpc_slice_from_copied_string(method);
 	b->desc = msg_desc;
 	b->cbs = *cbs;
 	b->arg = arg;
@@ -477,12 +492,12 @@ int rpc_bidi_open(struct rpc_loop *l, struct rpc_channel *ch, const char *method
 	b->status_tag.done = bidi_status_done;
 	pthread_mutex_init(&b->lock, NULL);
 	b->details = grpc_empty_slice();
-	b->target = xstrdup(ch->target);
+	b->target = xstrdup(rpc_channel_target(ch));
 	b->method = xstrdup(method);
 	grpc_metadata_array_init(&b->initial_md);
 	grpc_metadata_array_init(&b->trailing_md);
-	b->call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, l->cq, mslice,
-					   NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	b->call = grpc_channel_create_call(core, NULL, GRPC_PROPAGATE_DEFAULTS, l->cq, mslice, NULL,
+					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	grpc_slice_unref(mslice);
 	b->sending_bb = rpc_pack(first);
 	memset(ops, 0, sizeof(ops));
@@ -499,8 +514,9 @@ int rpc_bidi_open(struct rpc_loop *l, struct rpc_channel *ch, const char *method
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (ret < 0) {
+		ret = err_set(err, EIO, "%s %s: cannot start the call", b->target, method);
 		rpc_bidi_free(b);
-		return err_set(err, EIO, "%s %s: cannot start the call", ch->target, method);
+		return ret;
 	}
 	return 0;
 }
@@ -581,6 +597,7 @@ void rpc_bidi_free(struct rpc_bidi *b)
 	grpc_metadata_array_destroy(&b->trailing_md);
 	grpc_slice_unref(b->details);
 	grpc_call_unref(b->call);
+	rpc_channel_give(b->ch);
 	pthread_mutex_destroy(&b->lock);
 	free(b->target);
 	free(b->method);

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -196,6 +197,77 @@ static void test_rpc__unreachable_server_is_unavailable(void **state)
 	rpc_channel_free(ch);
 }
 
+/* Whether ch holds gRPC's channel within 5 s (polled; the releaser looks once a second). */
+static bool holds_within(struct rpc_channel *ch, bool want)
+{
+	for (int i = 0; i < 500; i++) {
+		if (rpc_channel_holds(ch) == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static int hello_on(struct rpc_channel *ch)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+	int ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+			    &kiyot__cell__v1__hello_response__descriptor, 5000, &resp, &err);
+
+	if (ret == 0)
+		assert_string_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->cell_id, "cell-1");
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return ret;
+}
+
+/* An idle channel costs kiyot ~8 KB a cell: it lets gRPC's go, and the next call makes it
+ * again. */
+static void test_rpc__an_idle_channel_lets_go_and_the_next_call_makes_it_again(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(hello_on(f->ch), 0);
+	assert_true(rpc_channel_holds(f->ch));
+	rpc_channel_set_release_ms(f->ch, 50);
+	assert_true(holds_within(f->ch, false));
+	assert_int_equal(hello_on(f->ch), 0);
+	assert_true(rpc_channel_holds(f->ch));
+	assert_true(holds_within(f->ch, false));
+	rpc_channel_set_release_ms(f->ch, RPC_CHANNEL_RELEASE_MS);
+	assert_int_equal(hello_on(f->ch), 0);
+}
+
+/* A call in progress keeps its channel whatever the release time, and a channel its owner
+ * frees while a stream is open lives until the stream is freed (ASan tells a leak or a use
+ * after free). */
+static void test_rpc__an_open_stream_keeps_its_channel_even_past_its_owner(void **state)
+{
+	struct fixture *f = *state;
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	struct rpc_channel *ch = NULL;
+	struct rpc_stream *s = NULL;
+	ProtobufCMessage *m = NULL;
+	struct err err = ERR_INIT;
+
+	assert_int_equal(rpc_channel_new(f->addr, &ch, &err), 0);
+	rpc_channel_set_release_ms(ch, 0);
+	assert_int_equal(rpc_stream_open(ch, "/kiyot.cell.v1.CellAgent/Watch", &req.base,
+					 &kiyot__cell__v1__watch_event__descriptor, 5000, &s, &err),
+			 0);
+	usleep((RPC_CHANNEL_TICK_MS + 500) * 1000);
+	assert_true(rpc_channel_holds(ch));
+	rpc_channel_free(ch);
+	for (uint64_t i = 0; i < 3; i++) {
+		assert_int_equal(rpc_stream_next(s, &m, &err), 1);
+		assert_int_equal(((Kiyot__Cell__V1__WatchEvent *)m)->offset, i);
+		protobuf_c_message_free_unpacked(m, NULL);
+	}
+	assert_int_equal(rpc_stream_next(s, &m, &err), 0);
+	rpc_stream_free(s);
+}
+
 /* A TCP port of 127.0.0.1 that nothing listens on right now. */
 static int free_port(void)
 {
@@ -252,6 +324,9 @@ int main(void)
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
 		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
 		cmocka_unit_test(test_rpc__a_second_server_on_the_same_tcp_port_fails_to_bind),
+		cmocka_unit_test(
+			test_rpc__an_idle_channel_lets_go_and_the_next_call_makes_it_again),
+		cmocka_unit_test(test_rpc__an_open_stream_keeps_its_channel_even_past_its_owner),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
