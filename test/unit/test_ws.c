@@ -113,7 +113,7 @@ static void feed_in_steps(struct fixture *f, size_t step)
 			s->len = ev.len;
 			if (ev.type == WS_EV_CLOSE)
 				snprintf(s->data, sizeof(s->data), "%s", ev.reason);
-			else if (ev.len < sizeof(s->data))
+			else if (ev.len && ev.len < sizeof(s->data)) /* no data: NULL */
 				memcpy(s->data, ev.data, ev.len);
 		}
 	} while (off < f->in_len || ev.type != WS_EV_NONE);
