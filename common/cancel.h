@@ -1,8 +1,8 @@
 /*
  * cancel.h: whether the caller a thread works for has given up.
  *
- * Work done for a caller that can go away (an RPC handler: rpc.c opens a scope around every
- * handler) runs inside a cancel scope. Code deep below that blocks for long (a registry
+ * Work done for a caller that can go away (an RPC handler: rpc_call.c opens a scope around
+ * every handler) runs inside a cancel scope. Code deep below that blocks for long (a registry
  * transfer, a wait for another thread's download, a wait for a free slot) polls
  * cancel_requested() and stops early with -ECANCELED, so an abandoned call frees its thread,
  * its connections and its share of the bandwidth at once. Outside any scope nothing is ever

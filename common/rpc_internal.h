@@ -1,4 +1,4 @@
-/* rpc_internal.h: what rpc.c, rpc_client.c and rpc_loop.c share; not for other modules. */
+/* rpc_internal.h: what rpc_call.c, rpc_client.c and rpc_loop.c share; not for other modules. */
 #ifndef KIYOT_RPC_INTERNAL_H
 #define KIYOT_RPC_INTERNAL_H
 

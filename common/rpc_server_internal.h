@@ -1,0 +1,70 @@
+/*
+ * rpc_server_internal.h: what rpc.c (the server: slots, pools, the acceptor) and rpc_call.c (a
+ * served call's life) share; not for other modules.
+ */
+#ifndef KIYOT_RPC_SERVER_INTERNAL_H
+#define KIYOT_RPC_SERVER_INTERNAL_H
+
+#include <grpc/grpc.h>
+#include <pthread.h>
+
+#include "arena.h"
+#include "rpc.h"
+
+#define RPC_SLOTS 8
+
+struct rpc_call {
+	struct rpc_server *srv;
+	grpc_call *call;
+	grpc_completion_queue *cq;
+	grpc_call_details details;
+	grpc_metadata_array md;
+	struct arena arena;
+	ProtobufCMessage **adopted; /* rpc_adopt: freed with the arena */
+	size_t n_adopted;
+	int close_done; /* RECV_CLOSE_ON_SERVER completed */
+	int cancelled;	/* what it reported */
+	int sent_initial;
+	const struct rpc_method *method; /* NULL: unknown */
+	struct rpc_call *next_job;
+};
+
+/* One pool of unary workers and its queue (guarded by the server's lock). */
+struct pool {
+	struct rpc_server *srv;
+	char name[32];
+	pthread_t *threads;
+	int n_threads;
+	int max_queue;
+	int queued;
+	struct rpc_call *head, *tail;
+	pthread_cond_t cond;
+};
+
+struct rpc_server {
+	grpc_server *server;
+	grpc_completion_queue *notify_cq;
+	const struct rpc_method *methods;
+	size_t n_methods;
+	void *svc;
+	size_t max_message;
+	char *peer_name; /* TLS: the identity every caller's certificate must carry, or NULL */
+	struct rpc_call *slots[RPC_SLOTS];
+	pthread_t acceptor;
+	struct pool pools[RPC_MAX_POOLS];
+	size_t n_pools;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* streams ending */
+	int stopping;
+	int streams; /* streaming calls in flight */
+};
+
+/* Runs one call from its request to its status, on the thread that owns it. */
+void rpc_call_run(struct rpc_call *c);
+/* Frees a call: its core call, its memory and its queue. */
+void rpc_call_free(struct rpc_call *c);
+/* Answers a call that will not run (no thread, a full queue) with status and msg, and frees
+ * it. */
+void rpc_call_refuse(struct rpc_call *c, int status, const char *msg);
+
+#endif
