@@ -82,20 +82,6 @@ static void call_memory_free(struct rpc_call *c)
 	arena_release(&c->arena);
 }
 
-/* Shuts a call's private queue down and frees it. */
-static void cq_destroy_pluck(grpc_completion_queue *cq)
-{
-	grpc_completion_queue_shutdown(cq);
-	for (;;) {
-		grpc_event ev = grpc_completion_queue_pluck(
-			cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-
-		if (ev.type == GRPC_QUEUE_SHUTDOWN)
-			break;
-	}
-	grpc_completion_queue_destroy(cq);
-}
-
 void rpc_call_free(struct rpc_call *c)
 {
 	if (c->call)
@@ -103,7 +89,7 @@ void rpc_call_free(struct rpc_call *c)
 	grpc_call_details_destroy(&c->details);
 	grpc_metadata_array_destroy(&c->md);
 	call_memory_free(c);
-	cq_destroy_pluck(c->cq);
+	rpc_cq_drain_destroy(c->cq);
 	free(c);
 }
 
@@ -150,18 +136,6 @@ int rpc_cancelled(struct rpc_call *c)
 	return gpr_time_cmp(deadline, gpr_now(deadline.clock_type)) < 0;
 }
 
-static grpc_byte_buffer *pack_message(const ProtobufCMessage *msg)
-{
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	grpc_slice sl = grpc_slice_malloc(n);
-	grpc_byte_buffer *bb;
-
-	protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(sl));
-	bb = grpc_raw_byte_buffer_create(&sl, 1);
-	grpc_slice_unref(sl);
-	return bb;
-}
-
 /* Unpacks a received buffer; NULL buffer decodes as the empty message. */
 ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb,
 			     size_t max, struct err *err)
@@ -194,7 +168,7 @@ ProtobufCMessage *rpc_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_b
 int rpc_send(struct rpc_call *c, const ProtobufCMessage *msg, struct err *err)
 {
 	grpc_op ops[2];
-	grpc_byte_buffer *bb = pack_message(msg);
+	grpc_byte_buffer *bb = rpc_pack(msg);
 	size_t n = 0;
 	int ok;
 
@@ -258,7 +232,7 @@ static void call_finish(struct rpc_call *c, const ProtobufCMessage *resp, int st
 			const char *msg)
 {
 	grpc_op ops[3];
-	grpc_byte_buffer *bb = resp ? pack_message(resp) : NULL;
+	grpc_byte_buffer *bb = resp ? rpc_pack(resp) : NULL;
 	grpc_slice details = grpc_slice_from_copied_string(msg ? msg : "");
 	size_t n = 0;
 

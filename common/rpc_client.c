@@ -384,7 +384,7 @@ static gpr_timespec deadline_in(int64_t ms)
 	return gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
-static void cq_drain_destroy(grpc_completion_queue *cq)
+void rpc_cq_drain_destroy(grpc_completion_queue *cq)
 {
 	grpc_completion_queue_shutdown(cq);
 	while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
@@ -499,7 +499,7 @@ out:
 	grpc_metadata_array_destroy(&imd);
 	grpc_metadata_array_destroy(&tmd);
 	grpc_call_unref(call);
-	cq_drain_destroy(cq);
+	rpc_cq_drain_destroy(cq);
 	rpc_channel_give(ch);
 	return ret;
 }
@@ -610,7 +610,7 @@ void rpc_stream_free(struct rpc_stream *s)
 		grpc_call_cancel(s->call, NULL);
 	grpc_call_unref(s->call);
 	grpc_metadata_array_destroy(&s->initial_md);
-	cq_drain_destroy(s->cq);
+	rpc_cq_drain_destroy(s->cq);
 	rpc_channel_give(s->ch);
 	free(s->target);
 	free(s->method);

@@ -22,6 +22,8 @@ grpc_channel *rpc_channel_take(struct rpc_channel *ch, struct err *err);
 void rpc_channel_give(struct rpc_channel *ch);
 const char *rpc_channel_target(const struct rpc_channel *ch);
 
+/* Shuts a pluck queue down, takes what is left on it and destroys it. */
+void rpc_cq_drain_destroy(grpc_completion_queue *cq);
 /* A message packed into a byte buffer the caller destroys. */
 grpc_byte_buffer *rpc_pack(const ProtobufCMessage *msg);
 /* A finished call's status as an error naming the target and method; its errno. */
