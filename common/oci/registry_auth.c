@@ -89,10 +89,8 @@ void reg_client_free(struct reg_client *c)
 	free(c);
 }
 
-/* Parses `Bearer realm="...",service="...",scope="..."` (or Basic ...). Values are bounded by
- * the header, which curl bounds. */
-static void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service,
-				char **scope)
+void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service,
+			 char **scope)
 {
 	const char *p = h;
 	size_t n = strcspn(p, " ");

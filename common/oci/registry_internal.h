@@ -59,4 +59,11 @@ struct httpc_req reg_req(const char *url, size_t max_answer, struct httpc_watch 
  * the transport's error when the token service cannot be reached in time. */
 int reg_answer_challenge(struct reg_client *c, size_t i, const char *challenge, struct err *err);
 
+/* Parses a WWW-Authenticate header, `Bearer realm="...",service="...",scope="..."` (or
+ * `Basic realm="..."`): *scheme is what comes before the first space, the others the first
+ * value of that (case-insensitive) key, unquoted, or left as they were (NULL) when absent.
+ * Every value is a new string no longer than h. */
+void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service,
+			 char **scope);
+
 #endif

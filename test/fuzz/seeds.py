@@ -3,7 +3,8 @@
 outside: image layers (unpack), WriteVolume requests (volume), registry manifests and configs
 (image_manifest), EC2's XML (ec2_xml), YAML (yaml), kiyot's config (config), kubeconfigs
 (kubeconfig), Pod objects (podobject), the bootstrap document (agent_config) and the cell
-feed's frames of WatchEvents (frame). Each gets a
+feed's frames of WatchEvents (frame) and registries' WWW-Authenticate headers (registry). Each
+gets a
 handful of valid inputs, some taken from test/fixtures, and invalid or hostile ones.
 
 Layers mix what images hold (Debian's /var/run -> /run, whiteouts, opaque directories, hard
@@ -418,6 +419,27 @@ def frames():
     write("frame", "bad_not_protobuf", b"\x07" + frame(b"\xff" * 20) + frame(synced))
 
 
+def challenges():
+    # even first byte: the header as sent; odd: a value the target quotes into realm and scope
+    for seed, body in (
+            ("bearer", 'Bearer realm="https://auth.example.com/token",service="registry.example.com",'
+                       'scope="repository:library/busybox:pull"'),
+            ("basic", 'Basic realm="Registry Realm"'),
+            ("unquoted", "Bearer realm=https://a/t,service=reg,scope=repository:x:pull"),
+            ("escaped", r'Bearer realm="a\"b\\c",scope="x"'),
+            ("case", 'bearer REALM="r",Service="s",SCOPE="p"'),
+            ("repeated", 'Bearer realm="first",realm="second"'),
+            ("bad_unterminated", 'Bearer realm="never ends'),
+            ("bad_no_value", "Bearer realm,service=,=x,,  ,scope"),
+            ("bad_empty", ""),
+            ("bad_spaces", "   ")):
+        write("registry", seed, b"\x00" + body.encode())
+    for seed, value in (("value_plain", "https://auth.example.com/token"),
+                        ("value_quotes", 'he said "hi" \\ bye'),
+                        ("value_empty", "")):
+        write("registry", seed, b"\x01" + value.encode())
+
+
 if __name__ == "__main__":
     layers()
     volumes()
@@ -429,3 +451,4 @@ if __name__ == "__main__":
     pods()
     bootstraps()
     frames()
+    challenges()
