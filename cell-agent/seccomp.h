@@ -41,7 +41,8 @@
  *   - two rules may not give one syscall the same comparisons of its arguments with
  *     different actions (libseccomp refuses to load such a filter; without args they may).
  *
- * RuntimeDefault's table is in seccomp_default.c, the parser in seccomp.c.
+ * RuntimeDefault's table is in seccomp_default.c; the parser is in seccomp.c (the top level)
+ * and seccomp_rule.c (the rules).
  *
  * Thread safety: all functions are reentrant.
  */
