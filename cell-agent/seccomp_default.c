@@ -1,3 +1,9 @@
+/*
+ * seccomp_default.c: the agent's RuntimeDefault profile, as profile JSON for crun: a
+ * default-deny allow-list of syscall groups, those a capability opens added when the unit has
+ * it, and argument rules (socket families, personalities, clone without new namespaces
+ * unless CAP_SYS_ADMIN). seccomp.c and seccomp_rule.c parse Localhost profiles.
+ */
 #include "seccomp.h"
 
 #include <errno.h>

@@ -89,8 +89,7 @@ void reg_client_free(struct reg_client *c)
 	free(c);
 }
 
-void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service,
-			 char **scope)
+void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service, char **scope)
 {
 	const char *p = h;
 	size_t n = strcspn(p, " ");

@@ -63,7 +63,6 @@ int reg_answer_challenge(struct reg_client *c, size_t i, const char *challenge, 
  * `Basic realm="..."`): *scheme is what comes before the first space, the others the first
  * value of that (case-insensitive) key, unquoted, or left as they were (NULL) when absent.
  * Every value is a new string no longer than h. */
-void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service,
-			 char **scope);
+void reg_parse_challenge(const char *h, char **scheme, char **realm, char **service, char **scope);
 
 #endif
