@@ -195,21 +195,32 @@ void rpc_call_cancel(struct rpc_call *c)
 	grpc_call_cancel_with_status(c->call, GRPC_STATUS_CANCELLED, "the stream was ended", NULL);
 }
 
-int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
-	     struct err *err)
+/* Receives the client's next message into *bb (NULL at the end of its input); -1 when the
+ * call ended first. */
+static int recv_one(struct rpc_call *c, grpc_byte_buffer **bb)
 {
-	grpc_byte_buffer *bb = NULL;
 	grpc_op op;
 
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_MESSAGE;
-	op.data.recv_message.recv_message = &bb;
+	op.data.recv_message.recv_message = bb;
 	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_RECV), NULL) != GRPC_CALL_OK ||
 	    !call_wait(c, TAG_RECV)) {
-		if (bb)
-			grpc_byte_buffer_destroy(bb);
-		return err_set(err, ECANCELED, "client went away");
+		if (*bb)
+			grpc_byte_buffer_destroy(*bb);
+		*bb = NULL;
+		return -1;
 	}
+	return 0;
+}
+
+int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg,
+	     struct err *err)
+{
+	grpc_byte_buffer *bb = NULL;
+
+	if (recv_one(c, &bb) < 0)
+		return err_set(err, ECANCELED, "client went away");
 	if (!bb) {
 		/* the client's end of input, or its cancel, whose close lands right after */
 		if (!c->close_done) {
@@ -319,7 +330,6 @@ void rpc_call_run(struct rpc_call *c)
 	grpc_byte_buffer *bb = NULL;
 	ProtobufCMessage *req = NULL, *resp = NULL;
 	struct err err = ERR_INIT;
-	grpc_op op;
 	int ret;
 
 	if (call_watch_close(c) < 0)
@@ -339,13 +349,7 @@ void rpc_call_run(struct rpc_call *c)
 		call_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, err.msg);
 		return;
 	}
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_RECV_MESSAGE;
-	op.data.recv_message.recv_message = &bb;
-	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_RECV), NULL) != GRPC_CALL_OK ||
-	    !call_wait(c, TAG_RECV)) {
-		if (bb)
-			grpc_byte_buffer_destroy(bb);
+	if (recv_one(c, &bb) < 0) {
 		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
 		return;
 	}
