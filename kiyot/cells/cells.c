@@ -510,7 +510,10 @@ static void enroll_forget(struct cellmgr *m, const char *cell_id)
 }
 
 /* Waits until the agent at ip answers Hello over TLS, enrolling it first when it is new, or
- * the boot timeout passes. */
+ * the boot timeout passes. Enroll is tried first, over plaintext: a launch is most often of a
+ * new cell, whose agent serves nothing else yet, and a TLS Hello to it fails its handshake,
+ * which gRPC logs as a warning; an agent that enrolled before (a launch retried after kiyot
+ * restarted) refuses the plaintext call at once. */
 static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
 		      int timeout_s, struct err *err)
 {
@@ -518,6 +521,7 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 	int64_t start = clock_mono_ns();
 	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
 	int delay_ms = 5;
+	bool enrolled = false;
 
 	/* 5 ms steps for the first second, then 100 ms until the deadline */
 
@@ -527,14 +531,15 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 		/* a gRPC channel (dozens of KB of allocations) only for an agent that listens */
 		if (!m->agent.ops->listening(m->agent.self, target, 200)) {
 			err_set(err, ECONNREFUSED, "%s: nothing listens yet", target);
+		} else if (!enrolled && enroll_at(m, id, target, secret, &eerr) == 0) {
+			/* a new cell, now enrolled: it serves TLS from now on */
+			log_info("cell %s enrolled", id);
+			enroll_forget(m, id);
+			enrolled = true;
+			continue;
 		} else if (hello(m, id, target, err) == 0) {
 			enroll_forget(m, id);
 			return 0;
-		} else if (enroll_at(m, id, target, secret, &eerr) == 0) {
-			/* it did not serve TLS: a new cell, now enrolled */
-			log_info("cell %s enrolled", id);
-			enroll_forget(m, id);
-			continue;
 		}
 		if (eerr.code == EKEYREJECTED)
 			log_warn("%s", eerr.msg);
