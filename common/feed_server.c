@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,18 @@ static void admit(struct feed_conn *c)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Whether the peer closed the connection without sending a byte (waits for the first, within
+ * the handshake's time limit). */
+static bool closed_unused(int fd)
+{
+	char b;
+	ssize_t n;
+
+	while ((n = recv(fd, &b, 1, MSG_PEEK)) < 0 && errno == EINTR)
+		;
+	return n == 0;
+}
+
 static void serve(struct feed_conn *c)
 {
 	struct feed_server *s = c->s;
@@ -142,6 +155,11 @@ static void serve(struct feed_conn *c)
 	}
 	ERR_clear_error();
 	errno = 0;
+	if (closed_unused(c->fd)) {
+		/* a probe of whether the port is open (kiyot's, while the agent comes up) */
+		log_debug("feed from %s: closed before its handshake", c->peer);
+		return;
+	}
 	if (SSL_accept(c->ssl) != 1) {
 		feed_tls_error(&err, EPROTO, "TLS", c->ssl);
 		log_info("feed from %s refused: %s", c->peer, err.msg);

@@ -509,19 +509,24 @@ static void enroll_forget(struct cellmgr *m, const char *cell_id)
 		log_warn("cell %s: forgetting its enrollment secret: %s", cell_id, err.msg);
 }
 
+/* How long a freshly enrolled agent may take to switch to TLS before Hello is tried anyway. */
+#define SWITCH_WAIT_NS 2000000000LL
+
 /* Waits until the agent at ip answers Hello over TLS, enrolling it first when it is new, or
- * the boot timeout passes. Enroll is tried first, over plaintext: a launch is most often of a
- * new cell, whose agent serves nothing else yet, and a TLS Hello to it fails its handshake,
- * which gRPC logs as a warning; an agent that enrolled before (a launch retried after kiyot
- * restarted) refuses the plaintext call at once. */
+ * the boot timeout passes. A TLS Hello to an agent that still serves plaintext fails its
+ * handshake, which gRPC logs as a warning, so Enroll comes first (a launch is most often of a
+ * new cell; an agent that enrolled before, as on a launch retried after kiyot restarted,
+ * refuses the plaintext call at once), and once it enrolled, Hello waits for the agent's feed
+ * port: the agent opens it after its TLS server, having stopped the plaintext one. */
 static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
 		      int timeout_s, struct err *err)
 {
 	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
+	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, m->k->cfg.agent_port + 1);
 	int64_t start = clock_mono_ns();
 	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
+	int64_t enrolled_at = 0;
 	int delay_ms = 5;
-	bool enrolled = false;
 
 	/* 5 ms steps for the first second, then 100 ms until the deadline */
 
@@ -531,12 +536,16 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 		/* a gRPC channel (dozens of KB of allocations) only for an agent that listens */
 		if (!m->agent.ops->listening(m->agent.self, target, 200)) {
 			err_set(err, ECONNREFUSED, "%s: nothing listens yet", target);
-		} else if (!enrolled && enroll_at(m, id, target, secret, &eerr) == 0) {
+		} else if (!enrolled_at && enroll_at(m, id, target, secret, &eerr) == 0) {
 			/* a new cell, now enrolled: it serves TLS from now on */
 			log_info("cell %s enrolled", id);
 			enroll_forget(m, id);
-			enrolled = true;
+			enrolled_at = clock_mono_ns();
 			continue;
+		} else if (enrolled_at && clock_mono_ns() < enrolled_at + SWITCH_WAIT_NS &&
+			   !m->agent.ops->listening(m->agent.self, feed, 200)) {
+			/* (an agent older than the feed has none: Hello after SWITCH_WAIT_NS) */
+			err_set(err, EAGAIN, "%s: the agent is not serving TLS yet", target);
 		} else if (hello(m, id, target, err) == 0) {
 			enroll_forget(m, id);
 			return 0;

@@ -153,6 +153,22 @@ class CellTlsTest(KiyotTest):
                                           timeout=T_CALL)
         self.assertEqual(r.stats.attributes.id, cid)
 
+    def test_new_cells_enroll_without_a_failed_handshake(self):
+        # a TLS Hello to an agent still serving plaintext (before it enrolled, or in the
+        # moment it switches) fails its handshake, which gRPC logs as a warning: kiyot
+        # enrolls first and waits for the agent's TLS side before its Hello
+        with open(self.env.kiyot_log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            start = f.tell()
+        for _ in range(3):
+            pod, _ = self.run_pod()
+            self.assertTrue(cellcert.cell_id_of(self.env.state_dir, pod))
+        with open(self.env.kiyot_log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        self.assertNotIn("Handshake failed", text)
+        self.assertNotIn("wrong version number", text)
+
     def test_bootstrap_secret_is_refused_after_enrollment(self):
         pod, cid, ip, cell = self.running_pod()
         # what a pod could read of its cell's bootstrap (EC2 user-data): the CA, the secret

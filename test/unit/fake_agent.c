@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -252,6 +253,8 @@ static int enroll_request(struct fake_cell *c, Kiyot__Cell__V1__EnrollResponse *
 }
 
 /* A cell's agent listens from its boot while it serves. */
+/* Whether target is a cell's gRPC port that serves, or the feed port after it, which an
+ * agent opens once it serves TLS (enrolled). */
 static bool fa_listening(void *self, const char *target, int timeout_ms)
 {
 	struct fake_agent *fa = self;
@@ -262,6 +265,16 @@ static bool fa_listening(void *self, const char *target, int timeout_ms)
 	pthread_mutex_lock(&fa->lock);
 	c = cell_at_target(fa, target);
 	up = c && c->serving;
+	for (c = fa->cells; c && !up; c = c->next) {
+		_cleanup_free_ char *feed = NULL;
+		const char *colon = strrchr(c->target, ':');
+
+		if (!colon || !c->serving || !c->enrolled)
+			continue;
+		feed = xasprintf("%.*s:%ld", (int)(colon - c->target), c->target,
+				 strtol(colon + 1, NULL, 10) + 1);
+		up = strcmp(feed, target) == 0;
+	}
 	pthread_mutex_unlock(&fa->lock);
 	return up;
 }
