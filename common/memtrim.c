@@ -33,16 +33,16 @@ uint64_t mem_trim_check(struct mem_trim *t)
 	uint64_t before = mem_rss(), after;
 	int64_t t0;
 
-	if (!t->floor) {
-		t->floor = before;
-		return 0;
-	}
-	if (!before || before <= t->floor + MEM_TRIM_SLACK)
+	/* the first check gives back what start-up left free (kiyot's catalog is parsed into a
+	 * 4 MB tree and let go) before it takes the floor */
+	if (t->floor && (!before || before <= t->floor + MEM_TRIM_SLACK))
 		return 0;
 	t0 = clock_mono_ns();
 	malloc_trim(0);
 	after = mem_rss();
 	t->trims++;
+	if (!t->floor)
+		t->floor = after ? after : 1;
 	if (after >= before)
 		return 0;
 	t->released += before - after;

@@ -29,7 +29,7 @@
 #define MEM_TRIM_PERIOD_S 10
 
 struct mem_trim {
-	uint64_t floor;	   /* RSS at the first check (0: none yet) */
+	uint64_t floor;	   /* RSS after the first check's trim (0: none yet) */
 	uint64_t released; /* what the trims gave back, in all (RSS before - after) */
 	unsigned trims;
 };
@@ -42,7 +42,8 @@ uint64_t mem_rss(void);
 
 /* When RSS is more than MEM_TRIM_SLACK above t's floor, gives the free memory of every arena
  * back to the kernel (malloc_trim) and logs what it released at debug level. Returns the bytes
- * RSS dropped by (0 when it did not trim). The first call only records the floor. */
+ * RSS dropped by (0 when it did not trim). The first call trims (what start-up left free) and
+ * takes the RSS after it as the floor. */
 uint64_t mem_trim_check(struct mem_trim *t);
 
 #endif

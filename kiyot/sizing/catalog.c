@@ -28,24 +28,6 @@ struct catalog {
 	struct catalog *current;
 };
 
-/* The embedded catalog, parsed once; NULL with embedded_error set when it did not parse. */
-static json_t *embedded_root;
-static char embedded_error[256];
-static pthread_once_t embedded_once = PTHREAD_ONCE_INIT;
-
-/* Parses the embedded catalog; run once, at the first catalog_load(). */
-static void catalog_parse_embedded(void)
-{
-	json_error_t jerr;
-	size_t len;
-	const char *text = catalog_embedded(&len);
-
-	embedded_root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!embedded_root)
-		snprintf(embedded_error, sizeof(embedded_error), "line %d: %s", jerr.line,
-			 jerr.text);
-}
-
 /* Compares two C strings through pointers, for qsort. */
 static int catalog_strcmp(const void *a, const void *b)
 {
@@ -176,13 +158,18 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 	return 0;
 }
 
-/* Loads a region of the embedded catalog, parsing it on first use. */
+/* Loads a region of the embedded catalog. Its text is parsed at each load and the tree let go:
+ * kept, the tree of every region would hold 4 MB of kiyot's heap for its one load. */
 int catalog_load(const char *region, struct catalog **out, struct err *err)
 {
-	pthread_once(&embedded_once, catalog_parse_embedded);
-	if (!embedded_root)
-		return err_set(err, EINVAL, "embedded instance catalog: %s", embedded_error);
-	return catalog_from_root(embedded_root, region, out, err);
+	size_t len;
+	const char *text = catalog_embedded(&len);
+	int ret = catalog_load_text(text, len, region, out, err);
+
+	/* an unknown region is the caller's; anything else, the embedded text's */
+	if (ret < 0 && ret != -ENOENT)
+		return err_wrap(err, "embedded instance catalog");
+	return ret;
 }
 
 /* Loads a region from catalog JSON text. */

@@ -2,8 +2,9 @@
  * catalog.h: EC2 instance types of one region, with their size and prices.
  *
  * The catalog shipped inside the binary is kiyot/sizing/data/aws-instance-catalog.json (a December
- * 2020 public pricing snapshot), embedded by kiyot/sizing/catalog_data.c and parsed once, at the first
- * catalog_load(). A refreshed catalog in the same format can be read from a file instead:
+ * 2020 public pricing snapshot), embedded by kiyot/sizing/catalog_data.c and parsed at each
+ * catalog_load() (kiyot loads once; the parsed tree is not kept). A refreshed catalog in the
+ * same format can be read from a file instead:
  *
  *	{"<region>": [{"instanceType": "t3.nano", "cpu": 2, "memory": 0.5, "gpu": 0,
  *	               "burstable": true, "baseline": 0.1, "price": 0.0052,
