@@ -25,6 +25,16 @@
 #define CHUNK 4096
 #define CHUNKS (16384) /* 64 MiB in small blocks, below the mmap threshold */
 
+/* CHUNKS blocks of CHUNK bytes, touched. */
+static void fill(char **blocks)
+{
+	for (int i = 0; i < CHUNKS; i++) {
+		blocks[i] = malloc(CHUNK);
+		assert_non_null(blocks[i]);
+		memset(blocks[i], 1, CHUNK);
+	}
+}
+
 static void test_memtrim__freed_small_blocks_go_back_at_the_next_check(void **state)
 {
 	struct mem_trim t = { 0 };
@@ -39,11 +49,7 @@ static void test_memtrim__freed_small_blocks_go_back_at_the_next_check(void **st
 	assert_non_null(blocks);
 	mem_tune();
 	mem_trim_check(&t); /* the floor */
-	for (int i = 0; i < CHUNKS; i++) {
-		blocks[i] = malloc(CHUNK);
-		assert_non_null(blocks[i]);
-		memset(blocks[i], 1, CHUNK);
-	}
+	fill(blocks);
 	peak = mem_rss();
 	/* all but the last block: the one at the top keeps glibc from trimming on free */
 	for (int i = 0; i < CHUNKS - 1; i++)
@@ -73,11 +79,7 @@ static void test_memtrim__the_first_check_gives_back_what_start_up_freed(void **
 	blocks = calloc(CHUNKS, sizeof(*blocks));
 	assert_non_null(blocks);
 	mem_tune();
-	for (int i = 0; i < CHUNKS; i++) {
-		blocks[i] = malloc(CHUNK);
-		assert_non_null(blocks[i]);
-		memset(blocks[i], 1, CHUNK);
-	}
+	fill(blocks);
 	for (int i = 0; i < CHUNKS - 1; i++)
 		free(blocks[i]);
 	held = mem_rss();
