@@ -25,6 +25,16 @@
 #define CHUNK 4096
 #define CHUNKS (16384) /* 64 MiB in small blocks, below the mmap threshold */
 
+/* Room for CHUNKS blocks, with the allocator tuned as kiyot's. */
+static char **blocks_new(void)
+{
+	char **blocks = calloc(CHUNKS, sizeof(*blocks));
+
+	assert_non_null(blocks);
+	mem_tune();
+	return blocks;
+}
+
 /* CHUNKS blocks of CHUNK bytes, touched. */
 static void fill(char **blocks)
 {
@@ -45,9 +55,7 @@ static void test_memtrim__freed_small_blocks_go_back_at_the_next_check(void **st
 #ifdef SANITIZED
 	skip();
 #endif
-	blocks = calloc(CHUNKS, sizeof(*blocks));
-	assert_non_null(blocks);
-	mem_tune();
+	blocks = blocks_new();
 	mem_trim_check(&t); /* the floor */
 	fill(blocks);
 	peak = mem_rss();
@@ -76,9 +84,7 @@ static void test_memtrim__the_first_check_gives_back_what_start_up_freed(void **
 #ifdef SANITIZED
 	skip();
 #endif
-	blocks = calloc(CHUNKS, sizeof(*blocks));
-	assert_non_null(blocks);
-	mem_tune();
+	blocks = blocks_new();
 	fill(blocks);
 	for (int i = 0; i < CHUNKS - 1; i++)
 		free(blocks[i]);
