@@ -3,6 +3,11 @@
  * pluck completion queue, so any number of threads may call at once on one channel. A call made
  * on behalf of a served one (rpc_unary_for) is core's child of it: core cancels it when the
  * parent's client goes away and caps its deadline at the parent's, with no thread polling.
+ *
+ * Channels: an rpc_channel holds gRPC's channel only while calls use it. Every call (here and
+ * in rpc_loop.c) takes it for its life and gives it back; a releaser thread, one for the
+ * process, lets go of those no call took for their release time, and the next take makes one
+ * again from the channel's target, name and shared credentials.
  */
 #include "rpc.h"
 
