@@ -176,7 +176,7 @@ static struct feed_server *start_feed(struct agent *a)
 	struct feed_server_config fc = { 0 };
 	struct feed_server *feed = NULL;
 	struct err err = ERR_INIT;
-	_cleanup_free_ char *addr = xasprintf("%s:%d", a->ip, a->cfg.port + 1);
+	_cleanup_free_ char *addr = xasprintf("%s:%d", a->ip, FEED_PORT(a->cfg.port));
 
 	fc.address = addr;
 	fc.req_desc = &kiyot__cell__v1__watch_request__descriptor;
@@ -253,7 +253,7 @@ static int run_agent(struct agent *a)
 		log_info("cell %s (pod %s/%s) serving on %s over TLS (its feed on port %d), "
 			 "incarnation %llu",
 			 a->cfg.cell_id, a->cfg.pod_namespace, a->cfg.pod_name, addr,
-			 a->cfg.port + 1, (unsigned long long)a->incarnation);
+			 FEED_PORT(a->cfg.port), (unsigned long long)a->incarnation);
 		do {
 			if (sigwait(&sigs, &sig) != 0)
 				sig = SIGTERM;

@@ -9,7 +9,23 @@
 #include <openssl/err.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "xalloc.h"
+
+int feed_address(const char *grpc_target, char **out, struct err *err)
+{
+	const char *colon = strrchr(grpc_target, ':');
+	char *end = NULL;
+	long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+	if (!colon || !end || *end || port < 1 || port > 65534)
+		return err_set(err, EINVAL, "agent address \"%s\": want ip:port, port 1-65534",
+			       grpc_target);
+	*out = xasprintf("%.*s:%ld", (int)(colon - grpc_target), grpc_target, FEED_PORT(port));
+	return 0;
+}
 
 int feed_tls_error(struct err *err, int code, const char *what, SSL *ssl)
 {

@@ -31,9 +31,14 @@
 #include "err.h"
 
 #define FEED_ALPN "kiyot-feed/1"
+/* An agent serves its feed on the port after its gRPC one. */
+#define FEED_PORT(grpc_port) ((grpc_port) + 1)
 /* A TCP connect and the TLS handshake, and on the server the request, within this. */
 #define FEED_HANDSHAKE_MS 10000
 #define FEED_PENDING_PER_PEER 4
+
+/* The feed's "ip:port" for an agent's gRPC "ip:port" (port 1-65534); *out is the caller's. */
+int feed_address(const char *grpc_target, char **out, struct err *err);
 
 /* ---- client ---- */
 

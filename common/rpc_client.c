@@ -37,7 +37,7 @@ struct rpc_stream {
 	grpc_metadata_array initial_md;
 	int finished;
 	int got_initial;
-	char *target, *method; /* for errors */
+	char *method; /* for errors, with its channel's target */
 };
 
 /* Credentials, shared by the channels made from one CA, certificate and key (every channel a
@@ -205,7 +205,6 @@ static void releaser_start(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
 	if (pthread_create(&t, &attr, releaser_main, NULL) != 0)
 		log_warn("rpc: no thread to release idle channels; they stay until freed");
 	pthread_attr_destroy(&attr);
@@ -296,7 +295,8 @@ int rpc_channel_new_tls(const char *target, const struct rpc_tls *tls, struct rp
 	return channel_new(target, creds_get(id, tls_creds, tls), tls->peer_name, out, err);
 }
 
-/* c->lock held or c unreachable. */
+/* Frees c, which nothing reaches any more: off the releaser's list, freed by its owner, no
+ * call taken. */
 static void channel_destroy(struct rpc_channel *c)
 {
 	if (c->core)
@@ -528,7 +528,6 @@ int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCM
 	bb = rpc_pack(req);
 	s->cq = grpc_completion_queue_create_for_pluck(NULL);
 	s->desc = msg_desc;
-	s->target = xstrdup(rpc_channel_target(ch));
 	s->method = xstrdup(method);
 	grpc_metadata_array_init(&s->initial_md);
 	s->call = grpc_channel_create_call(core, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq, mslice, NULL,
@@ -595,7 +594,8 @@ int rpc_stream_next(struct rpc_stream *s, ProtobufCMessage **msg, struct err *er
 						    NULL);
 		s->finished = 1;
 		if (st != GRPC_STATUS_OK)
-			ret = rpc_status_err(err, st, details, s->target, s->method);
+			ret = rpc_status_err(err, st, details, rpc_channel_target(s->ch),
+					     s->method);
 		grpc_slice_unref(details);
 		grpc_metadata_array_destroy(&tmd);
 		return ret;
@@ -617,7 +617,6 @@ void rpc_stream_free(struct rpc_stream *s)
 	grpc_metadata_array_destroy(&s->initial_md);
 	rpc_cq_drain_destroy(s->cq);
 	rpc_channel_give(s->ch);
-	free(s->target);
 	free(s->method);
 	free(s);
 }

@@ -66,7 +66,7 @@ struct rpc_watch {
 	grpc_status_code status;
 	grpc_slice details;
 	struct err bad; /* a message that did not parse ends the watch with it */
-	char *target, *method;
+	char *method;	/* for errors, with its channel's target */
 };
 
 static void watch_free(struct rpc_watch *w)
@@ -80,7 +80,6 @@ static void watch_free(struct rpc_watch *w)
 	grpc_slice_unref(w->details);
 	grpc_call_unref(w->call);
 	rpc_channel_give(w->ch);
-	free(w->target);
 	free(w->method);
 	free(w);
 }
@@ -103,7 +102,8 @@ static int end_result(const struct err *bad, grpc_status_code status, grpc_slice
 static void watch_end(struct rpc_watch *w)
 {
 	struct err err = ERR_INIT;
-	int ret = end_result(&w->bad, w->status, w->details, w->target, w->method, &err);
+	int ret = end_result(&w->bad, w->status, w->details, rpc_channel_target(w->ch), w->method,
+			     &err);
 
 	w->on_end(w->arg, ret, &err);
 	watch_free(w);
@@ -160,7 +160,7 @@ static void watch_step(struct rpc_tag *t, bool ok)
 	grpc_byte_buffer_destroy(w->recv);
 	w->recv = NULL;
 	if (!msg) {
-		err_wrap(&w->bad, "%s %s", w->target, w->method);
+		err_wrap(&w->bad, "%s %s", rpc_channel_target(w->ch), w->method);
 		grpc_call_cancel(w->call, NULL);
 		watch_ask_status(w);
 		return;
@@ -246,7 +246,6 @@ int rpc_watch_open(struct rpc_loop *l, struct rpc_channel *ch, const char *metho
 	w->arg = arg;
 	w->phase = WATCH_READING;
 	w->details = grpc_empty_slice();
-	w->target = xstrdup(rpc_channel_target(ch));
 	w->method = xstrdup(method);
 	w->request = rpc_pack(req);
 	grpc_metadata_array_init(&w->initial_md);
@@ -264,7 +263,8 @@ int rpc_watch_open(struct rpc_loop *l, struct rpc_channel *ch, const char *metho
 	ops[4].op = GRPC_OP_RECV_MESSAGE;
 	ops[4].data.recv_message.recv_message = &w->recv;
 	if (grpc_call_start_batch(w->call, ops, 5, &w->tag, NULL) != GRPC_CALL_OK) {
-		err_set(err, EIO, "%s %s: cannot start the stream", w->target, method);
+		err_set(err, EIO, "%s %s: cannot start the stream", rpc_channel_target(w->ch),
+			method);
 		watch_free(w);
 		return -EIO;
 	}
@@ -305,7 +305,7 @@ struct rpc_bidi {
 	grpc_status_code status;
 	grpc_slice details;
 	struct err bad; /* a message that did not parse ends the call with it */
-	char *target, *method;
+	char *method;	/* for errors, with its channel's target */
 };
 
 /* Starts a batch of b tagged t and counts it outstanding; b->lock held. -1 when gRPC refused
@@ -382,7 +382,8 @@ static void bidi_close(struct rpc_bidi *b)
 static void bidi_end(struct rpc_bidi *b)
 {
 	struct err err = ERR_INIT;
-	int ret = end_result(&b->bad, b->status, b->details, b->target, b->method, &err);
+	int ret = end_result(&b->bad, b->status, b->details, rpc_channel_target(b->ch), b->method,
+			     &err);
 
 	b->cbs.on_end(b->arg, ret, &err);
 }
@@ -425,7 +426,7 @@ static void bidi_read_done(struct rpc_tag *t, bool ok)
 	b->reading = false;
 	if (!msg && bad.code) {
 		b->bad = bad;
-		err_wrap(&b->bad, "%s %s", b->target, b->method);
+		err_wrap(&b->bad, "%s %s", rpc_channel_target(b->ch), b->method);
 		grpc_call_cancel(b->call, NULL);
 	}
 	if (msg && b->cancelled) {
@@ -492,7 +493,6 @@ int rpc_bidi_open(struct rpc_loop *l, struct rpc_channel *ch, const char *method
 	b->status_tag.done = bidi_status_done;
 	pthread_mutex_init(&b->lock, NULL);
 	b->details = grpc_empty_slice();
-	b->target = xstrdup(rpc_channel_target(ch));
 	b->method = xstrdup(method);
 	grpc_metadata_array_init(&b->initial_md);
 	grpc_metadata_array_init(&b->trailing_md);
@@ -514,7 +514,8 @@ int rpc_bidi_open(struct rpc_loop *l, struct rpc_channel *ch, const char *method
 	}
 	pthread_mutex_unlock(&b->lock);
 	if (ret < 0) {
-		ret = err_set(err, EIO, "%s %s: cannot start the call", b->target, method);
+		ret = err_set(err, EIO, "%s %s: cannot start the call", rpc_channel_target(b->ch),
+			      method);
 		rpc_bidi_free(b);
 		return ret;
 	}
@@ -537,13 +538,13 @@ int rpc_bidi_send(struct rpc_bidi *b, const ProtobufCMessage *msg, struct err *e
 	/* a closed side first: it is for good, while -EBUSY tells the caller to try again;
 	 * status_asked covers ended and status_done, which come after it */
 	if (b->close_wanted || b->closed || b->status_asked) {
-		ret = err_set(err, ECANCELED, "%s %s: %s", b->target, b->method,
+		ret = err_set(err, ECANCELED, "%s %s: %s", rpc_channel_target(b->ch), b->method,
 			      b->status_asked ? "the call ended" : "the client's side is closed");
 		goto out;
 	}
 	if (b->sending) {
 		ret = err_set(err, EBUSY, "%s %s: the message before is still being sent",
-			      b->target, b->method);
+			      rpc_channel_target(b->ch), b->method);
 		goto out;
 	}
 	b->sending_bb = rpc_pack(msg);
@@ -553,8 +554,8 @@ int rpc_bidi_send(struct rpc_bidi *b, const ProtobufCMessage *msg, struct err *e
 	if (bidi_start(b, &op, 1, &b->send_tag) < 0) {
 		grpc_byte_buffer_destroy(b->sending_bb);
 		b->sending_bb = NULL;
-		ret = err_set(err, ECANCELED, "%s %s: the call takes no more messages", b->target,
-			      b->method);
+		ret = err_set(err, ECANCELED, "%s %s: the call takes no more messages",
+			      rpc_channel_target(b->ch), b->method);
 		goto out;
 	}
 	b->sending = true;
@@ -599,7 +600,6 @@ void rpc_bidi_free(struct rpc_bidi *b)
 	grpc_call_unref(b->call);
 	rpc_channel_give(b->ch);
 	pthread_mutex_destroy(&b->lock);
-	free(b->target);
 	free(b->method);
 	free(b);
 }

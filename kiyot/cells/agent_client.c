@@ -83,27 +83,13 @@ static int feed_ctx(struct agent_real *r, const struct agent_tls *tls, SSL_CTX *
 	return ret;
 }
 
-/* The feed's address: the agent's, the port after its gRPC one. */
-static int feed_target(const char *target, char **out, struct err *err)
-{
-	const char *colon = strrchr(target, ':');
-	char *end = NULL;
-	long port = colon ? strtol(colon + 1, &end, 10) : 0;
-
-	if (!colon || !end || *end || port < 1 || port > 65534)
-		return err_set(err, EINVAL, "agent address \"%s\": want ip:port, port 1-65534",
-			       target);
-	*out = xasprintf("%.*s:%ld", (int)(colon - target), target, port + 1);
-	return 0;
-}
-
 static int grpc_connect(void *self, const struct agent_tls *tls, const char *cell_id,
 			const char *target, struct agent_conn **out, struct err *err)
 {
 	struct rpc_tls rt = { tls->ca, tls->cert, tls->key, cell_id };
 	struct agent_conn *c = xcalloc(1, sizeof(*c));
 
-	if (feed_target(target, &c->feed_target, err) < 0 ||
+	if (feed_address(target, &c->feed_target, err) < 0 ||
 	    feed_ctx(self, tls, &c->ctx, err) < 0 ||
 	    rpc_channel_new_tls(target, &rt, &c->ch, err) < 0) {
 		SSL_CTX_free(c->ctx);

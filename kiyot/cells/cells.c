@@ -18,6 +18,7 @@
 #include "cells_internal.h"
 #include "clock.h"
 #include "codec.h"
+#include "feed.h"
 #include "state/kiyot.h"
 #include "log.h"
 #include "pki.h"
@@ -522,7 +523,7 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 		      int timeout_s, struct err *err)
 {
 	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
-	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, m->k->cfg.agent_port + 1);
+	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, FEED_PORT(m->k->cfg.agent_port));
 	int64_t start = clock_mono_ns();
 	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
 	int64_t enrolled_at = 0;

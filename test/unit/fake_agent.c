@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "cri/cri.h"
+#include "feed.h"
 #include "pki.h"
 #include "xalloc.h"
 
@@ -267,13 +268,10 @@ static bool fa_listening(void *self, const char *target, int timeout_ms)
 	up = c && c->serving;
 	for (c = fa->cells; c && !up; c = c->next) {
 		_cleanup_free_ char *feed = NULL;
-		const char *colon = strrchr(c->target, ':');
+		struct err err = ERR_INIT;
 
-		if (!colon || !c->serving || !c->enrolled)
-			continue;
-		feed = xasprintf("%.*s:%ld", (int)(colon - c->target), c->target,
-				 strtol(colon + 1, NULL, 10) + 1);
-		up = strcmp(feed, target) == 0;
+		if (c->serving && c->enrolled && feed_address(c->target, &feed, &err) == 0)
+			up = strcmp(feed, target) == 0;
 	}
 	pthread_mutex_unlock(&fa->lock);
 	return up;
