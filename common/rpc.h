@@ -85,6 +85,10 @@ struct rpc_pool {
  * RPC_CLIENT_IDLE_MS (gRPC's idle timer: closed 5-10 s after the last call, seen with ss);
  * the next call opens one again. */
 #define RPC_CLIENT_IDLE_MS 5000
+/* The least a client channel's connection attempt is given (connect, TLS handshake, the
+ * peer's first HTTP/2 SETTINGS), whatever its reconnect back-off; a call's own deadline still
+ * bounds its wait. A busy node or a slow link takes hundreds of milliseconds for a handshake. */
+#define RPC_CONNECT_TIMEOUT_MS 10000
 struct rpc_tls {
 	const char *ca_pem;
 	const char *cert_pem;

@@ -124,13 +124,16 @@ static grpc_channel *core_new(const struct rpc_channel *c)
 	args[0].value.integer = (int)RPC_CLIENT_MAX_MESSAGE;
 	/* gRPC's default reconnect back-off starts at 1 s: a server that is just coming up (an
 	 * agent in a new cell) would cost every caller a second. Peers here are local or in the
-	 * same network, so retry soon, and cap the back-off at 2 s. */
+	 * same network, so retry soon, and cap the back-off at 2 s. The minimum back-off is not
+	 * back-off at all but the floor of a connection attempt's deadline (TCP, TLS handshake
+	 * and the peer's first SETTINGS): it stays in seconds, or every handshake slower than it
+	 * fails ("timed out before receiving SETTINGS frame"), as they do on a busy node. */
 	args[1].type = GRPC_ARG_INTEGER;
 	args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
 	args[1].value.integer = 20;
 	args[2].type = GRPC_ARG_INTEGER;
 	args[2].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-	args[2].value.integer = 20;
+	args[2].value.integer = RPC_CONNECT_TIMEOUT_MS;
 	args[3].type = GRPC_ARG_INTEGER;
 	args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
 	args[3].value.integer = 2000;

@@ -9,7 +9,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cellagent.pb-c.h"
@@ -139,6 +144,105 @@ static void test_rpc_tls__kiyot_reaches_the_cell_its_ca_certified(void **state)
 	struct err err = ERR_INIT;
 
 	assert_int_equal(call_hello(f->addr, &tls, &err), 0);
+}
+
+/* A relay between a client and the server's socket that holds every chunk the server sends for
+ * delay_ms before passing it on: a peer whose handshake is slow, as an agent on a busy node or
+ * across a slow network is. One connection at a time; stopped by shutting its listener. */
+struct slow_relay {
+	char path[100], addr[120];
+	int lfd, delay_ms;
+	const char *server_path;
+	pthread_t thread;
+};
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Copies what fd has to readable into to; 0 at the end of fd's stream. */
+static ssize_t pass_on(int fd, int to)
+{
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	if (n > 0 && write(to, buf, (size_t)n) != n)
+		return -1;
+	return n;
+}
+
+static void *slow_relay_run(void *arg)
+{
+	struct slow_relay *r = arg;
+	int cfd;
+
+	while ((cfd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		int sfd = unix_connect(r->server_path);
+		struct pollfd p[2] = { { cfd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
+
+		while (poll(p, 2, -1) > 0) {
+			if (p[1].revents) {
+				struct timespec ts = { 0, r->delay_ms * 1000000L };
+
+				nanosleep(&ts, NULL);
+				if (pass_on(sfd, cfd) <= 0)
+					break;
+			}
+			if (p[0].revents && pass_on(cfd, sfd) <= 0)
+				break;
+		}
+		close(sfd);
+		close(cfd);
+	}
+	return NULL;
+}
+
+static void slow_relay_start(struct slow_relay *r, const char *server_path, int delay_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(r->path, sizeof(r->path), "/tmp/kiyot-test-rpc-relay-%d.sock", (int)getpid());
+	snprintf(r->addr, sizeof(r->addr), "unix://%s", r->path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", r->path);
+	unlink(r->path);
+	r->server_path = server_path;
+	r->delay_ms = delay_ms;
+	r->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(r->lfd, 4), 0);
+	assert_int_equal(pthread_create(&r->thread, NULL, slow_relay_run, r), 0);
+}
+
+static void slow_relay_stop(struct slow_relay *r)
+{
+	shutdown(r->lfd, SHUT_RDWR);
+	pthread_join(r->thread, NULL);
+	close(r->lfd);
+	unlink(r->path);
+}
+
+/* A handshake that takes a few hundred milliseconds (a busy node, a slow link) still connects:
+ * the connection attempt is given seconds, not the reconnect back-off's 20 ms. */
+static void test_rpc_tls__a_slow_handshake_still_connects(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_tls tls = { f->ca, f->kiyot.cert, f->kiyot.key, "cell-a" };
+	struct slow_relay relay;
+	struct err err = ERR_INIT;
+	int ret;
+
+	slow_relay_start(&relay, f->path, 150);
+	ret = call_hello(relay.addr, &tls, &err);
+	if (ret < 0)
+		print_message("%s\n", err.msg);
+	assert_int_equal(ret, 0);
+	slow_relay_stop(&relay);
 }
 
 /* A message of 1 MiB each way: kiyot writes TLS records of 4 KiB (rpc_client.c), the server
@@ -300,6 +404,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rpc_tls__kiyot_reaches_the_cell_its_ca_certified),
 		cmocka_unit_test(test_rpc_tls__a_large_message_crosses_both_ways),
+		cmocka_unit_test(test_rpc_tls__a_slow_handshake_still_connects),
 		cmocka_unit_test(
 			test_rpc_tls__a_server_naming_another_cell_is_refused_by_the_client),
 		cmocka_unit_test(test_rpc_tls__a_server_of_another_ca_is_refused_by_the_client),
