@@ -1,7 +1,8 @@
 # Kiyot: one non-recursive build. Each part adds itself in <part>/module.mk.
 #   make            build/kiyot and build/cell-agent
-#   make test       install what the tests need, then unit tests, the fuzz targets (each over
-#                   its corpus and 20 s of new inputs: make fuzz-check) and integration tests
+#   make test       install what the tests need, build in parallel, then the unit tests (several
+#                   binaries at once), the fuzz targets each replaying its corpus (make
+#                   fuzz-check; make fuzz is what looks for new inputs) and integration tests
 #   make demo       install, build and run the main job (a pod in a local cell)
 #   make bench      benchmarks (figures only)
 #   make asan       unit tests under AddressSanitizer + UBSan
@@ -10,6 +11,7 @@
 #   make lint       clang-format check and banned functions
 
 BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CC ?= gcc
 PKGS := grpc libprotobuf-c libcurl jansson openssl sqlite3 libarchive yaml-0.1 libxml-2.0 zlib
 

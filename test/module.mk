@@ -41,7 +41,8 @@ integration: all
 	@KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all unit
+	@$(MAKE) --no-print-directory -j$(JOBS) all unit-bins fuzz-build
+	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-check
 	@$(MAKE) --no-print-directory integration
 

@@ -2,6 +2,8 @@
 # Runs fuzz targets, each for a bounded time over its seed corpus, and prints one line of
 # figures per target.
 #   test/fuzz/run.sh FUZZ_DIR SECONDS NAME...
+# SECONDS 0 replays each corpus (the seeds and what earlier runs kept) without new inputs: what
+# `make test` runs, in seconds; fuzzing for new inputs is `make fuzz`'s.
 # FUZZ_DIR holds the binaries (fuzz_<name>); inputs found are kept in FUZZ_DIR/corpus/<name>,
 # inputs that crash in FUZZ_DIR/artifacts/, each run's output in FUZZ_DIR/<name>.log.
 # FUZZ_FLAGS adds libFuzzer options. Exits non-zero when a target finds a crash, and then
@@ -17,10 +19,16 @@ for name in "$@"; do
 	bin=$dir/fuzz_$name
 	log=$dir/$name.log
 	mkdir -p "$dir/corpus/$name" "$dir/artifacts"
-	set -- -max_total_time="$seconds" -print_final_stats=1 \
-		-artifact_prefix="$dir/artifacts/$name-"
+	if [ "$seconds" = 0 ]; then
+		set -- -runs=0
+		what="its corpus"
+	else
+		set -- -max_total_time="$seconds"
+		what="$seconds s"
+	fi
+	set -- "$@" -print_final_stats=1 -artifact_prefix="$dir/artifacts/$name-"
 	[ -f "test/fuzz/$name.dict" ] && set -- "$@" -dict="test/fuzz/$name.dict"
-	echo "  FUZZ $name for $seconds s (log: $log)"
+	echo "  FUZZ $name over $what (log: $log)"
 	# shellcheck disable=SC2086 # FUZZ_FLAGS is a list of options
 	if "$bin" "$@" $FUZZ_FLAGS "$dir/corpus/$name" "test/fuzz/corpus/$name" >"$log" 2>&1; then
 		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
