@@ -59,11 +59,13 @@ struct cell_entry {
 #define WATCH_BACKOFF_MIN_MS 100
 #define WATCH_BACKOFF_MAX_MS 2000
 /* A cell's Watch brings its resource usage at this pace, and cells_stats answers from the
- * latest while it is younger than the max age and no unit changed since; else it asks the
- * agent. The kubelet asks every 10-15 s: usage a few seconds old is what cadvisor gives it
- * too, and its rates come from the samples' own timestamps. */
+ * latest while it was received less than the max age ago and no unit changed since; else it
+ * asks the agent for a new reading. Rates are computed from two samples' own timestamps:
+ * crictl stats takes its samples a second apart and fails when the second carries the same
+ * timestamp, so a figure a second old is measured again (a sample asked for a second after
+ * another is at least that much younger than the reading the first was answered with). */
 #define STATS_PUSH_MS 10000
-#define STATS_MAX_AGE_MS 25000
+#define STATS_MAX_AGE_MS 1000
 
 struct cellmgr {
 	struct kiyot *k;

@@ -302,6 +302,52 @@ static void test_cri_stats__usage_from_the_watch(void **state)
 	fake_agent_fail(c->k->fa, FAKE_AGENT_STATS, 0, 0);
 }
 
+/* crictl stats takes two samples a second apart and divides the CPU used between them by the
+ * time between their timestamps: the second must be a newer measurement than the first, even
+ * while the Watch's figure is still the latest kiyot has (pushed every few seconds). */
+static void test_cri_stats__a_second_sample_is_measured_again(void **state)
+{
+	struct cells *c = *state;
+	Runtime__V1__ContainerStatsRequest one = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
+	Runtime__V1__ContainerStatsResponse *first = NULL, *second = NULL;
+	Runtime__V1__PodSandboxStatsRequest preq = RUNTIME__V1__POD_SANDBOX_STATS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatsResponse *pfirst = NULL, *psecond = NULL;
+	_cleanup_free_ char *cell0 = kfix_cell_of(c->k, c->sb[0]);
+	unsigned calls;
+	struct err err;
+
+	one.container_id = c->ctr[0];
+	preq.pod_sandbox_id = c->sb[0];
+	assert_int_equal(fake_agent_push_stats(c->k->fa, cell0), 0);
+	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
+				   &runtime__v1__container_stats_response__descriptor, &first,
+				   &err),
+			 0);
+	assert_int_equal(kfix_call(c->k, "PodSandboxStats", &preq.base,
+				   &runtime__v1__pod_sandbox_stats_response__descriptor, &pfirst,
+				   &err),
+			 0);
+	calls = fake_agent_calls(c->k->fa, FAKE_AGENT_STATS);
+	sleep(1); /* crictl's default sample */
+	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
+				   &runtime__v1__container_stats_response__descriptor, &second,
+				   &err),
+			 0);
+	assert_int_equal(kfix_call(c->k, "PodSandboxStats", &preq.base,
+				   &runtime__v1__pod_sandbox_stats_response__descriptor, &psecond,
+				   &err),
+			 0);
+	/* measured again by the agent, once: the pod's call is answered with the same reading */
+	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 1);
+	assert_true(second->stats->cpu->timestamp > first->stats->cpu->timestamp);
+	assert_true(psecond->stats->linux->cpu->timestamp > pfirst->stats->linux->cpu->timestamp);
+	check_first_unit(second->stats);
+	protobuf_c_message_free_unpacked(&first->base, NULL);
+	protobuf_c_message_free_unpacked(&second->base, NULL);
+	protobuf_c_message_free_unpacked(&pfirst->base, NULL);
+	protobuf_c_message_free_unpacked(&psecond->base, NULL);
+}
+
 /* A pod's stats are its cell's figures, with its containers'. */
 static void test_cri_stats__pods_in_cells(void **state)
 {
@@ -390,6 +436,8 @@ int main(void)
 						teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__usage_from_the_watch, setup_cells,
 						teardown_cells),
+		cmocka_unit_test_setup_teardown(test_cri_stats__a_second_sample_is_measured_again,
+						setup_cells, teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__a_cell_that_cannot_answer,
 						setup_cells, teardown_cells),
 	};
