@@ -102,9 +102,10 @@ struct local_provider_config {
 	const char *cgroup_root; /* cgroup v1 subtree under each controller, default "kiyot" */
 	const char *cluster_id;
 	const char *node_images; /* the node's image store the agents read images from, or NULL */
-	/* at start, the anti-spoofing rules of every recorded cell are written and cells made
-	 * before them get their address-derived Ethernet address (kiyot serve; a one-shot
-	 * `kiyot local-cell` writes them with its cell) */
+	/* at start, the bridge is made with the gateway address (what the node pulls through a
+	 * mirror on that address works before the first cell), the anti-spoofing rules of every
+	 * recorded cell are written and cells made before them get their address-derived
+	 * Ethernet address (kiyot serve; a one-shot `kiyot local-cell` does it with its cell) */
 	int restore_network;
 };
 

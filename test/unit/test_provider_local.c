@@ -1124,6 +1124,52 @@ static void test_provider_local__bad_cell_id_refused(void **state)
 	assert_int_equal(f->prov.ops->terminate(f->prov.self, "A/b", &err), -EINVAL);
 }
 
+/* The addresses of the test bridge as `ip -o -4 addr` prints them, "" when it has none or
+ * does not exist. */
+static void bridge_addrs(char *out, size_t size)
+{
+	FILE *f = popen("ip -o -4 addr show dev " T_BRIDGE " 2>/dev/null", "r");
+	size_t n = f ? fread(out, 1, size - 1, f) : 0;
+
+	out[n] = '\0';
+	if (f)
+		pclose(f);
+}
+
+/* kiyot's provider (restore_network, as `kiyot serve` makes it) has the bridge up with the
+ * gateway address from its start: a pull through a mirror on that address, before the first
+ * cell, leaves the node by the bridge and not by the default route. */
+static void test_provider_local__a_serving_provider_makes_the_bridge_before_any_cell(void **state)
+{
+	struct fixture *f = *state;
+	struct local_provider_config cfg = {
+		.state_dir = f->state_dir,
+		.bridge = T_BRIDGE,
+		.cidr = T_CIDR,
+		.agent_path = f->agent,
+		.cgroup_root = T_CGROUP_ROOT,
+		.cluster_id = T_CLUSTER,
+		.restore_network = 1,
+	};
+	struct err err = ERR_INIT;
+	char addrs[512];
+	int nl;
+
+	f->prov.ops->destroy(f->prov.self);
+	f->have_prov = 0;
+	nl = nl_open(-1, &err);
+	assert_true(nl >= 0);
+	nl_link_delete(nl, T_BRIDGE, &err);
+	close(nl);
+	bridge_addrs(addrs, sizeof(addrs));
+	assert_string_equal(addrs, "");
+	if (provider_local_new(&cfg, &f->prov, &err) < 0)
+		fail_msg("%s", err.msg);
+	f->have_prov = 1;
+	bridge_addrs(addrs, sizeof(addrs));
+	assert_non_null(strstr(addrs, "inet 10.199.0.1/24"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest pure[] = {
@@ -1151,6 +1197,7 @@ int main(void)
 		CELL_TEST(test_provider_local__relaunch_without_a_netns_builds_the_cell_again),
 		CELL_TEST(
 			test_provider_local__cells_come_and_go_while_another_process_writes_ebtables),
+		CELL_TEST(test_provider_local__a_serving_provider_makes_the_bridge_before_any_cell),
 	};
 	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
 	int lock;

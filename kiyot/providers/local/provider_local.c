@@ -793,7 +793,8 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	leases_rebuild(p);
 	for (size_t i = 0; cfg->restore_network && i < p->nleases; i++)
 		mac_repair(&p->leases[i]);
-	if (cfg->restore_network && local_spoof_sync(p, err) < 0) {
+	if (cfg->restore_network &&
+	    (local_bridge_setup(p, err) < 0 || local_spoof_sync(p, err) < 0)) {
 		local_destroy(p);
 		return err_wrap(err, "local provider");
 	}

@@ -104,6 +104,10 @@ int local_cell_teardown(struct local_provider *p, const char *id, struct err *er
  * kiyot processes take turns (SPOOF_LOCK), and a write another program spoiled is tried again
  * from a fresh read. */
 int local_spoof_sync(struct local_provider *p, struct err *err);
+/* The bridge, with the cells' gateway address, up: made when the provider starts, so what the
+ * node reaches through it (a registry mirror on the gateway address) works before the first
+ * cell, and again by each cell's launch should anyone have removed it. */
+int local_bridge_setup(struct local_provider *p, struct err *err);
 /* The cell's network: a fresh netns (replacing a stale one) and cell_net_setup. Returns an fd
  * of the netns for the agent to join. */
 int local_cell_net_create(struct local_provider *p, const char *id, uint32_t ip, struct err *err);

@@ -119,6 +119,15 @@ static int bridge_ensure(struct local_provider *p, int nl, struct err *err)
 	return index;
 }
 
+int local_bridge_setup(struct local_provider *p, struct err *err)
+{
+	_cleanup_close_ int nl = nl_open(-1, err);
+
+	if (nl < 0)
+		return nl;
+	return bridge_ensure(p, nl, err) < 0 ? -err->code : 0;
+}
+
 /* Creates the veth with its peer as eth0 in the cell's netns. A host name still held by a
  * stale link (a cell whose netns the kernel is still freeing) is deleted and retried. */
 static int veth_create(int nl, const char *veth, int bridge, int ns_fd, struct err *err)
