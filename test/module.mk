@@ -14,6 +14,13 @@ $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 	@echo "  LD $@"
 	@$(CC) -o $@ $< $(TEST_LIBS) $(LDLIBS_ALL) -lcmocka
 
+# netdelay: the load mode's slow, lossy cell link where the kernel has no netem (test/netdelay)
+NETDELAY := $(BUILD)/test-tools/netdelay
+$(NETDELAY): $(BUILD)/obj/test/netdelay/netdelay.o
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) -o $@ $< -lnetfilter_queue -lnfnetlink
+
 unit: $(UNIT_BINS)
 	@test/run-unit.sh $(UNIT_BINS)
 
@@ -34,11 +41,19 @@ coverage:
 # the test endpoints against real clients first (signatures vs botocore, ec2sim vs the AWS
 # CLI, the Kubernetes API endpoint vs kubectl and python3-kubernetes),
 # then the suite against the real daemons, whose summary line ends the run
-integration: all
+integration: all $(NETDELAY)
 	@BUILD=$(BUILD) test/ec2sign/run.sh
 	@test/ec2/run.sh
 	@test/kubeapi/run.sh
 	@KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
+	@$(MAKE) --no-print-directory integration-load
+
+# the pod lifecycle, streaming and crash tests again on a busy node (KIYOT_ITEST_LOAD: CPU
+# workers beyond the cores, a slow and lossy link to the cells)
+LOAD_TESTS ?= Lifecycle Streaming CrashStarts
+integration-load: all $(NETDELAY)
+	@echo "integration on a busy node: $(LOAD_TESTS)"
+	@KIYOT_ITEST_LOAD=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh $(LOAD_TESTS)
 
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all unit-bins fuzz-build

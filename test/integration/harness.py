@@ -16,6 +16,11 @@ traced to this run are touched.
 
     harness.py run [SUBSTRING...]   set up, run the test_*.py tests (filtered), tear down;
                                     prints "integration: N passed, N failed"
+
+KIYOT_ITEST_LOAD=1 runs the tests on a busy node: stress-ng keeps LOAD_CPU_PER_CORE CPU
+workers per core busy, and the bridge's traffic toward the cells is held LINK_DELAY_MS and
+LINK_LOSS_PERMILLE of it lost (tc netem where the kernel has it, else test/netdelay through
+an NFQUEUE rule), from before kiyot starts to the run's end.
     harness.py cleanup DIR          tear down what the run in DIR left
     harness.py check                set up the parts that do not need kiyot, verify them,
                                     tear down (for working on the suite itself)
@@ -52,6 +57,11 @@ REGISTRY = HOST_IP + ":5000"
 NETNS_PREFIX = "kiyot-"
 CGROUP_ROOT = "kiyot"
 CACHE = os.environ.get("KIYOT_ITEST_CACHE", "/var/tmp/kiyot-itest")
+LOAD = os.environ.get("KIYOT_ITEST_LOAD", "") not in ("", "0")
+LOAD_CPU_PER_CORE = 3
+LINK_DELAY_MS = 100
+LINK_LOSS_PERMILLE = 10
+LINK_QUEUE = 7411  # the NFQUEUE number netdelay serves
 BUILD = os.path.abspath(os.environ.get("KIYOT_BUILD", os.path.join(REPO, "build")))
 
 # Bounded waits (seconds). Generous: a cell boots and pulls before a container can start.
@@ -325,12 +335,15 @@ class Env:
         # reach it there (EC2 cells pull themselves); nothing else of the node answers them
         self.node_ports = [REGISTRY.rsplit(":", 1)[1] + "/tcp"]
         self.kiyot_args = []  # extra `kiyot serve` flags a test class sets (and resets)
+        self.load_pids = []  # stress-ng and netdelay (process group leaders) in load mode
+        self.link_slowed = ""  # "netem" or "nfqueue" once the bridge's link is slowed
 
     # -- persistence for cleanup --
     def _save(self):
         d = {"kiyot_pid": self.kiyot.pid if self.kiyot else None,
              "registry_pid": self.registry.pid if self.registry else None,
-             "netns_before": self.netns_before, "made_bridge": self.made_bridge}
+             "netns_before": self.netns_before, "made_bridge": self.made_bridge,
+             "load_pids": self.load_pids, "link_slowed": self.link_slowed}
         with open(os.path.join(self.work, "env.json"), "w") as f:
             json.dump(d, f)
 
@@ -471,6 +484,34 @@ class Env:
             self.kill_kiyot()
             self.start_kiyot()
 
+    def start_load(self):
+        """The busy node of load mode: CPU workers beyond the cores, a slow and lossy link to
+        the cells."""
+        cpus = LOAD_CPU_PER_CORE * (os.cpu_count() or 1)
+        p = subprocess.Popen(["stress-ng", "--cpu", str(cpus), "--timeout", "6h", "--quiet"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        self.load_pids.append(p.pid)
+        netem = ["tc", "qdisc", "add", "dev", BRIDGE, "root", "netem", "delay",
+                 "%dms" % LINK_DELAY_MS, "loss", "%.1f%%" % (LINK_LOSS_PERMILLE / 10)]
+        if subprocess.run(netem, capture_output=True).returncode == 0:
+            self.link_slowed = "netem"
+        else:
+            tool = os.path.join(BUILD, "test-tools", "netdelay")
+            if not os.access(tool, os.X_OK):
+                raise RuntimeError("%s is missing: make %s" % (tool, tool))
+            p = subprocess.Popen([tool, str(LINK_QUEUE), str(LINK_DELAY_MS),
+                                  str(LINK_LOSS_PERMILLE)], stdout=subprocess.DEVNULL,
+                                 stderr=open(os.path.join(self.work, "netdelay.log"), "w"),
+                                 start_new_session=True)
+            self.load_pids.append(p.pid)
+            time.sleep(0.2)  # its queue bound before packets are sent to it
+            sh("iptables", "-w", "-t", "mangle", "-A", "POSTROUTING", *_link_rule())
+            self.link_slowed = "nfqueue"
+        self._save()
+        log("load: stress-ng --cpu %d; the link to the cells delays %d ms and loses %.1f%% "
+            "(%s)" % (cpus, LINK_DELAY_MS, LINK_LOSS_PERMILLE / 10, self.link_slowed))
+
     def setup(self, with_kiyot=True):
         if os.geteuid() != 0:
             raise RuntimeError("the integration tests need root (network namespaces, cgroups)")
@@ -479,6 +520,8 @@ class Env:
         self.setup_bridge()
         self.start_registry()
         self.push_images()
+        if LOAD:
+            self.start_load()
         if with_kiyot:
             self.start_kiyot()
 
@@ -492,6 +535,11 @@ class Env:
 
     def tag_info(self, name):
         return self.catalog["tags"][name]
+
+
+def _link_rule():
+    """The mangle rule sending the bridge's traffic toward the cells to netdelay."""
+    return ["-o", BRIDGE, "-j", "NFQUEUE", "--queue-num", str(LINK_QUEUE), "--queue-bypass"]
 
 
 def cleanup(work, env=None):
@@ -593,6 +641,20 @@ def cleanup(work, env=None):
         if pid and pid_alive(pid) and any(work in a for a in pid_cmdline(pid)):
             kill_pid(pid, signal.SIGTERM)
     step("registry", registry)
+
+    def load():
+        slowed = (env and env.link_slowed) or saved.get("link_slowed")
+        if slowed == "netem":
+            sh("tc", "qdisc", "del", "dev", BRIDGE, "root", check=False, quiet=True)
+        elif slowed == "nfqueue":
+            sh("iptables", "-w", "-t", "mangle", "-D", "POSTROUTING", *_link_rule(),
+               check=False, quiet=True)
+        for pid in (env.load_pids if env else []) or saved.get("load_pids", []):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+    step("load", load)
 
     def bridge():
         if saved.get("made_bridge") or (env and env.made_bridge):
