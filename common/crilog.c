@@ -156,13 +156,16 @@ int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char 
 	return 0;
 }
 
-/* Flushes held text of a stream that ended as a final F record. */
+/* Flushes held text of a stream that ended as a final P record: the output did not end its
+ * line, and a reader that appends a newline after every F record (the kubelet's
+ * FallbackToLogsOnError message, `kubectl logs`) must not invent one. containerd does the
+ * same. */
 int crilog_close_stream(struct crilog_writer *w, enum crilog_stream stream, struct err *err)
 {
 	stream = stream == CRILOG_STDERR ? CRILOG_STDERR : CRILOG_STDOUT;
 	if (w->held[stream].len == 0)
 		return 0;
-	return emit(w, stream, false, err);
+	return emit(w, stream, true, err);
 }
 
 /* Checks that a timestamp looks like RFC 3339: digits, dashes, a 'T', colons, a zone. */

@@ -6,7 +6,8 @@
  * A line longer than the maximum record text (16 KiB by default) is split into P (partial)
  * records followed by one F (full) record that ends the line. Output that does not end in a
  * newline is held per stream until the newline arrives, the held text reaches the maximum, or
- * the stream is closed (then it is written as an F record).
+ * the stream is closed (then it is written as a P record: the line never ended, as containerd
+ * writes it, so a reader adds no newline the output did not have).
  *
  * Thread safety: a writer belongs to one thread; the parser is pure.
  */
@@ -39,7 +40,7 @@ void crilog_writer_free(struct crilog_writer *w);
 /* Appends output of one stream; writes every completed line and every full chunk. */
 int crilog_write(struct crilog_writer *w, enum crilog_stream stream, const char *data, size_t len,
 		 struct err *err);
-/* The stream reached EOF: held text without a newline is written as an F record. */
+/* The stream reached EOF: held text without a newline is written as a P record. */
 int crilog_close_stream(struct crilog_writer *w, enum crilog_stream stream, struct err *err);
 
 /* Formats one record (text must not contain a newline) and appends it to the caller's buffer

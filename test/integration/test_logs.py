@@ -28,6 +28,21 @@ class LogsTest(KiyotTest):
         self.assertIn("no newline at end", by_text,
                       "a last line without a newline is lost: %s" % entries)
 
+    def test_last_line_without_newline_is_a_partial_record(self):
+        # The kubelet's FallbackToLogsOnError message joins records and ends each F record
+        # with a newline: output that never ended its line must stay P, as containerd
+        # writes it, or "DONE" becomes "DONE\n".
+        pod, cfg = self.run_pod()
+        cid, log = self.create(pod, cfg, self.env.ref("busybox:1"),
+                               command=["printf", "DONE"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_EXITED")
+        self.wait_log(log, lambda t: "DONE" in t, "the output")
+        with open(log, "rb") as f:
+            records = f.read().decode().splitlines()
+        self.assertTrue(records[-1].endswith(" stdout P DONE"),
+                        "last record of printf DONE: %r" % records)
+
     def test_reopen_container_log_moves_new_lines_to_a_new_file(self):
         pod, cfg = self.run_pod()
         cid, log = self.create(pod, cfg, self.env.ref("busybox:1"),

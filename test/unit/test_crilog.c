@@ -77,12 +77,14 @@ static const struct split_case split_cases[] = {
 	  { 0 },
 	  TS "stdout P abcd\n" TS "stdout P efgh\n" TS "stdout F ij\n" },
 	{ "line of exactly max is one F", 4, { "abcd\n" }, { 0 }, TS "stdout F abcd\n" },
-	{ "final chunk without newline becomes F at close",
+	{ "final chunk without newline stays P at close",
 	  0,
 	  { "a\nlast" },
 	  { 0 },
-	  TS "stdout F a\n" TS "stdout F last\n" },
-	{ "long tail at close", 4, { "abcdef" }, { 0 }, TS "stdout P abcd\n" TS "stdout F ef\n" },
+	  TS "stdout F a\n" TS "stdout P last\n" },
+	{ "output of printf DONE is one P record", 0, { "DONE" }, { 0 }, TS "stdout P DONE\n" },
+	{ "long tail at close", 4, { "abcdef" }, { 0 }, TS "stdout P abcd\n" TS "stdout P ef\n" },
+	{ "tail of exactly max at close", 4, { "abcd" }, { 0 }, TS "stdout P abcd\n" },
 };
 
 /* Lines are split and tagged as the kubelet expects. */
