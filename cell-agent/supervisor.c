@@ -284,6 +284,15 @@ static int resolve_image(struct supervisor *s, const Kiyot__Cell__V1__Unit *spec
 	return image_pull(s->cfg.images, spec->image, &auth, out, err);
 }
 
+/* CRI's image_ref of a unit: the repository digest its image resolved to, else the
+ * reference it was asked by. */
+static const char *image_ref_of(const struct image_info *info, const Kiyot__Cell__V1__Unit *spec)
+{
+	if (info->repo_digest && info->repo_digest[0])
+		return info->repo_digest;
+	return info->ref && info->ref[0] ? info->ref : spec->image;
+}
+
 /* True when the unit joins a namespace the pod's units share (PID or IPC in mode POD). */
 static bool unit_needs_podns(const Kiyot__Cell__V1__Pod *pod, const Kiyot__Cell__V1__Unit *u)
 {
@@ -353,8 +362,7 @@ static void prepare_unit(struct supervisor *s, const char *id)
 			u->podns = podns;
 			unit_set_str(&u->image_rootfs, info->rootfs);
 			unit_set_str(&u->st.image_id, info->image_id);
-			unit_set_str(&u->st.image_ref,
-				     info->ref && info->ref[0] ? info->ref : spec->image);
+			unit_set_str(&u->st.image_ref, image_ref_of(info, spec));
 			unit_set_str(&u->st.reason, "");
 			unit_set_str(&u->st.message, "");
 		} else {

@@ -65,6 +65,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	const Runtime__V1__CreateContainerRequest *r = (const void *)req;
 	Runtime__V1__CreateContainerResponse *out = (void *)resp;
 	struct kiyot *k = svc;
+	const struct image_rec *img;
 	struct container *c;
 	struct sandbox *sb;
 	char *id, *profile = NULL;
@@ -104,8 +105,11 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	c->created_ns = clock_now_ns();
 	c->reason = xstrdup("");
 	c->message = xstrdup("");
-	c->image_ref = xstrdup("");
-	c->image_id = xstrdup("");
+	img = kiyot_find_image(k, r->config->image->image);
+	/* what the node pulled it as; the cell says what it runs once it made the unit */
+	c->image_ref = img ? xstrndup(img->repo_digests, strcspn(img->repo_digests, "\n"))
+			   : xstrdup("");
+	c->image_id = xstrdup(img ? img->id : "");
 	c->seccomp_profile = profile;
 	c->desired = DESIRED_CREATED;
 	records_add_container(k->records, c);
@@ -310,6 +314,62 @@ static Runtime__V1__ImageSpec *image_dup(struct rpc_call *call, const Runtime__V
 	return o;
 }
 
+/* The record of the image a container runs: by the id its cell reported (or the node
+ * resolved at CreateContainer), else by the reference it was created with; NULL when the
+ * node does not know it. Needs k->lock. */
+static const struct image_rec *image_of(struct kiyot *k, const struct container *c)
+{
+	const struct image_rec *i = NULL;
+
+	if (c->image_id[0])
+		i = records_image_exact(k->records, c->image_id);
+	if (!i && c->config->image && c->config->image->image[0])
+		i = kiyot_find_image(k, c->config->image->image);
+	return i;
+}
+
+/* A newline-separated list's first entry, or NULL for an empty list. */
+static char *first_of(struct rpc_call *call, const char *list)
+{
+	size_t n = strcspn(list, "\n");
+
+	return n ? rpc_strndup(call, list, n) : NULL;
+}
+
+/* ContainerStatus's image_ref as containerd gives it: the image's repo digest
+ * ("registry/app@sha256:..."; the kubelet shows it as the pod's containerStatuses[].imageID),
+ * else the image's id, else the reference it was created with. Needs k->lock. */
+static char *status_image_ref(struct kiyot *k, struct rpc_call *call, const struct container *c)
+{
+	const struct image_rec *i = image_of(k, c);
+	char *digest = i ? first_of(call, i->repo_digests) : NULL;
+
+	if (digest)
+		return digest;
+	if (strchr(c->image_ref, '@'))
+		return rpc_strdup(call, c->image_ref); /* as the cell resolved it */
+	if (i)
+		return rpc_strdup(call, i->id);
+	if (c->image_id[0])
+		return rpc_strdup(call, c->image_id);
+	return rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+}
+
+/* ContainerStatus's image as containerd gives it: the image's first tag when the node knows
+ * one, else the reference it was created with (the kubelet creates by image id). Needs
+ * k->lock. */
+static Runtime__V1__ImageSpec *status_image(struct kiyot *k, struct rpc_call *call,
+					    const struct container *c)
+{
+	const struct image_rec *i = image_of(k, c);
+	Runtime__V1__ImageSpec *o = image_dup(call, c->config->image);
+	char *tag = i ? first_of(call, i->repo_tags) : NULL;
+
+	if (tag)
+		o->image = tag;
+	return o;
+}
+
 static Runtime__V1__ContainerState cri_state(enum container_state s)
 {
 	switch (s) {
@@ -348,8 +408,8 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	st->started_at = c->started_ns;
 	st->finished_at = c->finished_ns;
 	st->exit_code = c->exit_code;
-	st->image = image_dup(call, c->config->image);
-	st->image_ref = rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+	st->image = status_image(k, call, c);
+	st->image_ref = status_image_ref(k, call, c);
 	st->reason = rpc_strdup(call, c->reason);
 	st->message = rpc_strdup(call, c->message);
 	st->n_labels = c->config->n_labels;
@@ -421,8 +481,9 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 		o->pod_sandbox_id = rpc_strdup(call, c->sandbox_id);
 		o->metadata = metadata_dup(call, c->config->metadata);
 		o->image = image_dup(call, c->config->image);
-		o->image_ref =
-			rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+		/* the image's id, as containerd lists it (the kubelet's image GC matches it) */
+		o->image_ref = c->image_id[0] ? rpc_strdup(call, c->image_id)
+					      : status_image_ref(k, call, c);
 		o->state = cri_state(c->state);
 		o->created_at = c->created_ns;
 		o->n_labels = c->config->n_labels;

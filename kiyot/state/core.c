@@ -114,7 +114,8 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 	c->restart_count = st->restart_count;
 	set_str(&c->reason, st->reason);
 	set_str(&c->message, st->message);
-	if (st->image_ref[0])
+	/* a digest reference the cell resolved; not the tag an older agent reports over one */
+	if (st->image_ref[0] && (strchr(st->image_ref, '@') || !strchr(c->image_ref, '@')))
 		set_str(&c->image_ref, st->image_ref);
 	if (st->image_id[0])
 		set_str(&c->image_id, st->image_id);

@@ -753,6 +753,54 @@ static void test_cri_container__a_termination_message_reaches_the_node(void **st
 	assert_true(KFIX_WAIT(kfix_file_is(host, "disk full\n"), 5000));
 }
 
+/* An image the node pulled for a pod is named as containerd names it: ContainerStatus's
+ * image_ref is its repo digest (the kubelet's containerStatuses[].imageID) and its image the
+ * tag, whether the container was created by tag or, as the kubelet does, by the image id
+ * PullImage answered; ListContainers' image_ref is the image's id (what image GC matches). */
+static void test_cri_container__status_names_the_image_by_digest(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PullImageRequest pull = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
+	Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__PullImageResponse *pulled = NULL;
+	Runtime__V1__ContainerStatusResponse *resp = NULL;
+	Runtime__V1__ListContainersResponse *lresp;
+	Runtime__V1__ContainerStatus *st;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *by_tag = NULL;
+	_cleanup_free_ char *by_id = NULL;
+	const char *ids[2];
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	pull.sandbox_config = kfix_pod_config(f, "web", "uid-web", 0);
+	spec.image = "registry.test/app:1";
+	pull.image = &spec;
+	assert_int_equal(kfix_call(f, "PullImage", &pull.base,
+				   &runtime__v1__pull_image_response__descriptor, &pulled, &err),
+			 0);
+	protobuf_c_message_free_unpacked(&pull.sandbox_config->base, NULL);
+	assert_int_equal(kfix_create(f, sb, "tag", "registry.test/app:1", &by_tag, &err), 0);
+	assert_int_equal(kfix_create(f, sb, "id", pulled->image_ref, &by_id, &err), 0);
+	assert_int_equal(kfix_start(f, by_id, &err), 0);
+	ids[0] = by_tag;
+	ids[1] = by_id;
+	for (size_t i = 0; i < 2; i++) {
+		st = container_status(f, ids[i], &resp);
+		if (strncmp(st->image_ref, "registry.test/app@sha256:", 25) != 0)
+			fail_msg("%s: image_ref %s is no repo digest", ids[i], st->image_ref);
+		assert_int_equal(strlen(st->image_ref), 25 + 64);
+		assert_string_equal(st->image->image, "registry.test/app:1");
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
+	lresp = list(f, NULL);
+	assert_int_equal(lresp->n_containers, 2);
+	for (size_t i = 0; i < 2; i++)
+		assert_string_equal(lresp->containers[i]->image_ref, pulled->image_ref);
+	protobuf_c_message_free_unpacked(&lresp->base, NULL);
+	protobuf_c_message_free_unpacked(&pulled->base, NULL);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -773,6 +821,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_container__exec_and_attach_answer_urls),
 	TEST(test_cri_container__the_cell_gets_volumes_dns_and_kube_proxy),
 	TEST(test_cri_container__a_termination_message_reaches_the_node),
+	TEST(test_cri_container__status_names_the_image_by_digest),
 };
 
 int main(void)

@@ -59,7 +59,7 @@ static int fake_image(void *ctx, const char *ref, struct image_info **out, struc
 
 	(void)err;
 	info->ref = xstrdup(ref);
-	info->repo_digest = xstrdup("");
+	info->repo_digest = xstrdup("registry.test/busybox@sha256:fedcba9876543210");
 	info->image_id = xstrdup("sha256:0123456789abcdef");
 	info->rootfs = xstrdup(f->rootfs);
 	info->entrypoint = xcalloc(1, sizeof(char *));
@@ -388,6 +388,8 @@ static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
 		fail_msg("exit %d %s: %s", st.exit_code, st.reason, st.message);
 	assert_string_equal(st.reason, "Completed");
 	assert_string_equal(st.image_id, "sha256:0123456789abcdef");
+	/* CRI's image_ref: the digest the image resolved to, not the tag it was asked by */
+	assert_string_equal(st.image_ref, "registry.test/busybox@sha256:fedcba9876543210");
 	assert_true(st.finished_at_ns >= st.started_at_ns);
 	unit_status_release(&st);
 	log = read_log(f, "t-echo");
