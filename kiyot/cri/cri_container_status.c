@@ -1,0 +1,218 @@
+/*
+ * cri_container_status.c: what the kubelet and crictl read of containers: ContainerStatus and
+ * ListContainers, answered from kiyot's records (what the cells last reported) as containerd
+ * answers them.
+ */
+#include "cri.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state/kiyot.h"
+
+static Runtime__V1__ContainerMetadata *metadata_dup(struct rpc_call *call,
+						    const Runtime__V1__ContainerMetadata *m)
+{
+	Runtime__V1__ContainerMetadata *o =
+		rpc_msg_new(call, &runtime__v1__container_metadata__descriptor);
+
+	o->name = rpc_strdup(call, m->name);
+	o->attempt = m->attempt;
+	return o;
+}
+
+static Runtime__V1__ImageSpec *image_dup(struct rpc_call *call, const Runtime__V1__ImageSpec *i)
+{
+	Runtime__V1__ImageSpec *o = rpc_msg_new(call, &runtime__v1__image_spec__descriptor);
+
+	o->image = rpc_strdup(call, i ? i->image : "");
+	return o;
+}
+
+/* The record of the image a container runs: by the id its cell reported (or the node
+ * resolved at CreateContainer), else by the reference it was created with; NULL when the
+ * node does not know it. Needs k->lock. */
+static const struct image_rec *image_of(struct kiyot *k, const struct container *c)
+{
+	const struct image_rec *i = NULL;
+
+	if (c->image_id[0])
+		i = records_image_exact(k->records, c->image_id);
+	if (!i && c->config->image && c->config->image->image[0])
+		i = kiyot_find_image(k, c->config->image->image);
+	return i;
+}
+
+/* A newline-separated list's first entry, or NULL for an empty list. */
+static char *first_of(struct rpc_call *call, const char *list)
+{
+	size_t n = strcspn(list, "\n");
+
+	return n ? rpc_strndup(call, list, n) : NULL;
+}
+
+/* ContainerStatus's image_ref as containerd gives it: the image's repo digest
+ * ("registry/app@sha256:..."; the kubelet shows it as the pod's containerStatuses[].imageID),
+ * else the image's id, else the reference it was created with. Needs k->lock. */
+static char *status_image_ref(struct kiyot *k, struct rpc_call *call, const struct container *c)
+{
+	const struct image_rec *i = image_of(k, c);
+	char *digest = i ? first_of(call, i->repo_digests) : NULL;
+
+	if (digest)
+		return digest;
+	if (strchr(c->image_ref, '@'))
+		return rpc_strdup(call, c->image_ref); /* as the cell resolved it */
+	if (i)
+		return rpc_strdup(call, i->id);
+	if (c->image_id[0])
+		return rpc_strdup(call, c->image_id);
+	return rpc_strdup(call, c->image_ref[0] ? c->image_ref : c->config->image->image);
+}
+
+/* ContainerStatus's image as containerd gives it: the image's first tag when the node knows
+ * one, else the reference it was created with (the kubelet creates by image id). Needs
+ * k->lock. */
+static Runtime__V1__ImageSpec *status_image(struct kiyot *k, struct rpc_call *call,
+					    const struct container *c)
+{
+	const struct image_rec *i = image_of(k, c);
+	Runtime__V1__ImageSpec *o = image_dup(call, c->config->image);
+	char *tag = i ? first_of(call, i->repo_tags) : NULL;
+
+	if (tag)
+		o->image = tag;
+	return o;
+}
+
+static Runtime__V1__ContainerState cri_state(enum container_state s)
+{
+	switch (s) {
+	case CTR_CREATED:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_CREATED;
+	case CTR_RUNNING:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
+	case CTR_EXITED:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED;
+	default:
+		return RUNTIME__V1__CONTAINER_STATE__CONTAINER_UNKNOWN;
+	}
+}
+
+int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			 ProtobufCMessage *resp, struct err *err)
+{
+	const Runtime__V1__ContainerStatusRequest *r = (const void *)req;
+	Runtime__V1__ContainerStatusResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	Runtime__V1__ContainerStatus *st;
+	struct container *c;
+	char *logf;
+
+	pthread_mutex_lock(&k->lock);
+	c = records_container(k->records, r->container_id);
+	if (!c) {
+		pthread_mutex_unlock(&k->lock);
+		return err_set(err, ENOENT, "container %s not found", r->container_id);
+	}
+	st = rpc_msg_new(call, &runtime__v1__container_status__descriptor);
+	st->id = rpc_strdup(call, c->id);
+	st->metadata = metadata_dup(call, c->config->metadata);
+	st->state = cri_state(c->state);
+	st->created_at = c->created_ns;
+	st->started_at = c->started_ns;
+	st->finished_at = c->finished_ns;
+	st->exit_code = c->exit_code;
+	st->image = status_image(k, call, c);
+	st->image_ref = status_image_ref(k, call, c);
+	st->reason = rpc_strdup(call, c->reason);
+	st->message = rpc_strdup(call, c->message);
+	st->n_labels = c->config->n_labels;
+	st->labels = (void *)cri_map_dup(call,
+					 &runtime__v1__container_status__labels_entry__descriptor,
+					 (void **)c->config->labels, c->config->n_labels);
+	st->n_annotations = c->config->n_annotations;
+	st->annotations = (void *)cri_map_dup(
+		call, &runtime__v1__container_status__annotations_entry__descriptor,
+		(void **)c->config->annotations, c->config->n_annotations);
+	st->n_mounts = c->config->n_mounts;
+	st->mounts = rpc_alloc(call, (c->config->n_mounts + 1) * sizeof(*st->mounts));
+	for (size_t i = 0; i < c->config->n_mounts; i++) {
+		Runtime__V1__Mount *m = rpc_msg_new(call, &runtime__v1__mount__descriptor);
+
+		m->container_path = rpc_strdup(call, c->config->mounts[i]->container_path);
+		m->host_path = rpc_strdup(call, c->config->mounts[i]->host_path);
+		m->readonly = c->config->mounts[i]->readonly;
+		m->selinux_relabel = c->config->mounts[i]->selinux_relabel;
+		m->propagation = c->config->mounts[i]->propagation;
+		st->mounts[i] = m;
+	}
+	logf = kiyot_log_file(k, c);
+	st->log_path = rpc_strdup(call, logf ? logf : "");
+	free(logf);
+	out->status = st;
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+static int container_matches(struct kiyot *k, const struct container *c,
+			     const Runtime__V1__ContainerFilter *f)
+{
+	(void)k;
+	if (!f)
+		return 1;
+	if (f->id[0] && strncmp(c->id, f->id, strlen(f->id)) != 0)
+		return 0;
+	if (f->state && f->state->state != cri_state(c->state))
+		return 0;
+	if (f->pod_sandbox_id[0] &&
+	    strncmp(c->sandbox_id, f->pod_sandbox_id, strlen(f->pod_sandbox_id)) != 0)
+		return 0;
+	return cri_labels_match((void **)c->config->labels, c->config->n_labels,
+				(void **)f->label_selector, f->n_label_selector);
+}
+
+int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
+{
+	const Runtime__V1__ListContainersRequest *r = (const void *)req;
+	Runtime__V1__ListContainersResponse *out = (void *)resp;
+	struct kiyot *k = svc;
+	struct container **cs;
+	size_t n;
+
+	(void)err;
+	pthread_mutex_lock(&k->lock);
+	n = records_containers(k->records, NULL, &cs);
+	out->containers = rpc_alloc(call, (n + 1) * sizeof(*out->containers));
+	for (size_t i = 0; i < n; i++) {
+		const struct container *c = cs[i];
+		Runtime__V1__Container *o;
+
+		if (!container_matches(k, c, r->filter))
+			continue;
+		o = rpc_msg_new(call, &runtime__v1__container__descriptor);
+		o->id = rpc_strdup(call, c->id);
+		o->pod_sandbox_id = rpc_strdup(call, c->sandbox_id);
+		o->metadata = metadata_dup(call, c->config->metadata);
+		o->image = image_dup(call, c->config->image);
+		/* the image's id, as containerd lists it (the kubelet's image GC matches it) */
+		o->image_ref = c->image_id[0] ? rpc_strdup(call, c->image_id)
+					      : status_image_ref(k, call, c);
+		o->state = cri_state(c->state);
+		o->created_at = c->created_ns;
+		o->n_labels = c->config->n_labels;
+		o->labels = (void *)cri_map_dup(call,
+						&runtime__v1__container__labels_entry__descriptor,
+						(void **)c->config->labels, c->config->n_labels);
+		o->n_annotations = c->config->n_annotations;
+		o->annotations = (void *)cri_map_dup(
+			call, &runtime__v1__container__annotations_entry__descriptor,
+			(void **)c->config->annotations, c->config->n_annotations);
+		out->containers[out->n_containers++] = o;
+	}
+	pthread_mutex_unlock(&k->lock);
+	containers_put(cs, n);
+	return 0;
+}
