@@ -281,9 +281,7 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		return err_wrap(err, "remove container %s", r->container_id);
 	}
 	err_clear(err);
-	int64_t T0 = clock_mono_ns();
 	pthread_mutex_lock(&k->lock);
-	int64_t T1 = clock_mono_ns();
 	c = records_container(k->records, cid);
 	if (c) {
 		events_publish_deleted(k, c);
@@ -292,7 +290,6 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		ret = 0;
 	}
 	pthread_mutex_unlock(&k->lock);
-	log_info("TIMING remove tail: lock %.2f work %.2f", (T1-T0)/1e6, (clock_mono_ns()-T1)/1e6);
 	free(cid);
 	free(sid);
 	return ret;
