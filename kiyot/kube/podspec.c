@@ -18,7 +18,9 @@
 /* Largest total size of a pod's annotations, keys and values, as the API server allows. */
 #define PODSPEC_MAX_ANNOTATIONS (256 * 1024)
 
-/* True when s is an RFC 1123 subdomain: dot-separated labels, at most 253 chars. */
+/* True when s is a DNS-1123 subdomain as Kubernetes checks one (IsDNS1123Subdomain): at most
+ * 253 chars of dot-separated parts of [a-z0-9-], alphanumeric at both ends. As there, a part
+ * is not held to a label's 63: a Pod named with 64 or more characters and no dot is valid. */
 static bool pis_subdomain(const char *s, size_t len)
 {
 	size_t start = 0;
@@ -28,7 +30,7 @@ static bool pis_subdomain(const char *s, size_t len)
 	for (size_t i = 0; i <= len; i++) {
 		if (i < len && s[i] != '.')
 			continue;
-		if (!podspec_is_label(s + start, i - start))
+		if (!podspec_is_label_chars(s + start, i - start))
 			return false;
 		start = i + 1;
 	}

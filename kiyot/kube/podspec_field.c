@@ -207,10 +207,11 @@ int podspec_quantity_text(const json_t *v, const char *path, char *buf, size_t s
 	return 0;
 }
 
-/* True when s is an RFC 1123 label: [a-z0-9-], 1-63 chars, alphanumeric at both ends. */
-bool podspec_is_label(const char *s, size_t len)
+/* True when s is made as an RFC 1123 label is, of any length: [a-z0-9-], alphanumeric at both
+ * ends, not empty. */
+bool podspec_is_label_chars(const char *s, size_t len)
 {
-	if (len == 0 || len > 63)
+	if (len == 0)
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
@@ -220,6 +221,12 @@ bool podspec_is_label(const char *s, size_t len)
 			return false;
 	}
 	return true;
+}
+
+/* True when s is an RFC 1123 label: [a-z0-9-], 1-63 chars, alphanumeric at both ends. */
+bool podspec_is_label(const char *s, size_t len)
+{
+	return len <= 63 && podspec_is_label_chars(s, len);
 }
 
 /* Checks a name that must be an RFC 1123 label, in the API server's words. */

@@ -56,6 +56,8 @@ int podspec_quantity_text(const json_t *v, const char *path, char *buf, size_t s
 			  struct err *err);
 /* True when s[0..len) is an RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends. */
 bool podspec_is_label(const char *s, size_t len);
+/* The same without the 63: a part of a DNS-1123 subdomain, which Kubernetes does not bound. */
+bool podspec_is_label_chars(const char *s, size_t len);
 /* Checks that s (the value at path) is an RFC 1123 label, in the API server's words. */
 int podspec_check_label(const char *s, const char *path, struct err *err);
 

@@ -274,6 +274,64 @@ static void test_podobject__malformed_pod_names_the_field(void **state)
 	assert_null(p);
 }
 
+/* Reads the fixture under another metadata.name (and namespace, when given). */
+static int read_named(const char *name, const char *ns, struct podspec **out, struct err *err)
+{
+	json_t *pod = fixture();
+	json_t *md = json_object_get(pod, "metadata");
+
+	json_object_set_new(md, "name", json_string(name));
+	if (ns)
+		json_object_set_new(md, "namespace", json_string(ns));
+	return read_pod(pod, UID, out, err);
+}
+
+/* A pod's name is a DNS subdomain as Kubernetes checks one: 253 characters at most, in parts
+ * that no label length bounds (the API server takes a 70-character name without a dot); its
+ * namespace is a label, of 63 at most. */
+static void test_podobject__long_pod_names_are_read(void **state)
+{
+	char name[300];
+	struct podspec *p = NULL;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	memset(name, 'a', 70);
+	name[70] = '\0';
+	assert_int_equal(read_named(name, NULL, &p, &err), 0);
+	assert_string_equal(p->name, name);
+	podspec_free(p);
+	p = NULL;
+
+	/* 253 in parts of 63, 64 and more */
+	memset(name, 'b', 253);
+	name[63] = name[128] = '.';
+	name[253] = '\0';
+	assert_int_equal(read_named(name, NULL, &p, &err), 0);
+	podspec_free(p);
+	p = NULL;
+
+	name[253] = 'b';
+	name[254] = '\0';
+	assert_int_equal(read_named(name, NULL, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "metadata.name"));
+	assert_non_null(strstr(err.msg, "253"));
+
+	/* still refused: an empty part, a part ending in '-', upper case */
+	assert_int_equal(read_named("web..x", NULL, &p, &err), -EINVAL);
+	assert_int_equal(read_named("web-.x", NULL, &p, &err), -EINVAL);
+	assert_int_equal(read_named("Web", NULL, &p, &err), -EINVAL);
+
+	/* a namespace is a label: 63 at most */
+	memset(name, 'n', 64);
+	name[64] = '\0';
+	assert_int_equal(read_named("web", name, &p, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "metadata.namespace"));
+	name[63] = '\0';
+	assert_int_equal(read_named("web", name, &p, &err), 0);
+	podspec_free(p);
+}
+
 /* The cell pre-pulls init containers' then containers' images, each image once (busybox:1.36
  * and docker.io/library/busybox:1.36 are one), never those with imagePullPolicy Never. */
 static void test_podobject__prepull_lists_each_image_once(void **state)
@@ -399,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_podobject__annotations_win_over_the_pod_object),
 		cmocka_unit_test(test_podobject__other_uid_is_not_used),
 		cmocka_unit_test(test_podobject__malformed_pod_names_the_field),
+		cmocka_unit_test(test_podobject__long_pod_names_are_read),
 		cmocka_unit_test(test_podobject__prepull_lists_each_image_once),
 		cmocka_unit_test(test_podobject__prepull_is_bounded),
 		cmocka_unit_test(test_podobject__no_api_server_fails_at_once),
