@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "cancel.h"
 #include "clock.h"
@@ -129,8 +130,24 @@ static void watch_attach(CURL *h, struct httpc_watch *w)
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, w);
 }
 
+/* libcurl's socket opener: the guard sees the address first, and a refused one gets no
+ * socket (libcurl then tries the name's next address, or fails CURLE_COULDNT_CONNECT). */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *sa)
+{
+	struct httpc_answer *a = ud;
+	int fd;
+
+	if (purpose != CURLSOCKTYPE_IPCXN ||
+	    a->guard->check(a->guard->ud, a->h, &sa->addr, (socklen_t)sa->addrlen) < 0) {
+		a->refused = true;
+		return CURL_SOCKET_BAD;
+	}
+	fd = socket(sa->family, sa->socktype | SOCK_CLOEXEC, sa->protocol);
+	return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
 /* The options of req that are not always there. */
-static void prepare_options(CURL *h, const struct httpc_req *req)
+static void prepare_options(CURL *h, const struct httpc_req *req, struct httpc_answer *a)
 {
 	if (req->max_redirects > 0) {
 		curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -146,6 +163,10 @@ static void prepare_options(CURL *h, const struct httpc_req *req)
 	}
 	if (req->watch)
 		watch_attach(h, req->watch);
+	if (req->guard) {
+		curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+		curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, a);
+	}
 }
 
 void httpc_prepare(CURL *h, const struct httpc_req *req, struct httpc_answer *a)
@@ -154,11 +175,13 @@ void httpc_prepare(CURL *h, const struct httpc_req *req, struct httpc_answer *a)
 	a->status = 0;
 	a->overflow = false;
 	a->sink_err = 0;
+	a->refused = false;
 	a->rc = CURLE_OK;
 	a->error[0] = '\0';
 	a->h = h;
 	a->sink = req->sink;
 	a->watch = req->watch;
+	a->guard = req->guard;
 	buf_init(&a->body, req->max_answer);
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
@@ -177,7 +200,7 @@ void httpc_prepare(CURL *h, const struct httpc_req *req, struct httpc_answer *a)
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, req->connect_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	prepare_options(h, req);
+	prepare_options(h, req, a);
 }
 
 CURLcode httpc_exchange(CURL *h, struct httpc_answer *a)
@@ -214,6 +237,8 @@ int httpc_perform(CURL *h, struct httpc_answer *a, const char *what, struct err 
 		return err_set(err, EFBIG, "%s: the answer exceeds %zu bytes", what, a->body.max);
 	if (a->sink_err)
 		return err_set(err, a->sink_err, "%s: %s", what, strerror(a->sink_err));
+	if (rc != CURLE_OK && a->refused)
+		return err_set(err, EPERM, "%s: the guard refused a connection", what);
 	if (rc != CURLE_OK)
 		return err_set(err, EIO, "%s: %s", what, curl_easy_strerror(rc));
 	return 0;

@@ -13,9 +13,10 @@
  *	... a.status, buf_str(&a.body) ...
  *	httpc_answer_release(&a);
  *
- * A large body (a registry blob) goes to a sink as it arrives instead of into the answer, and
- * a watch stops an exchange that moves too little, passes its deadline or whose caller went
- * away (cancel.h). Retrying is the caller's: what changes between attempts (credentials, a
+ * A large body (a registry blob) goes to a sink as it arrives instead of into the answer, a
+ * watch stops an exchange that moves too little, passes its deadline or whose caller went
+ * away (cancel.h), and a guard vets every address the exchange connects to, redirects
+ * included, before a packet leaves (a registry must not send a pull to the node itself). Retrying is the caller's: what changes between attempts (credentials, a
  * token, the next endpoint, a backoff) is its protocol's.
  */
 #ifndef KIYOT_HTTPC_H
@@ -25,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "buf.h"
 #include "err.h"
@@ -67,6 +69,17 @@ struct httpc_sink {
 	void *ud;
 };
 
+/* Vets each address an exchange is about to connect to, on every hop (the first and each
+ * redirect's), before any packet is sent there: check returns 0 to connect, or a negative errno
+ * to refuse, and the exchange then fails with CURLE_COULDNT_CONNECT and answer.refused set (the
+ * guard keeps what it refused and why, for the caller's error). h is the exchange's handle
+ * (CURLINFO_REDIRECT_COUNT tells a redirect's hop from the first). Runs on the caller's
+ * thread. A connection kept from an earlier exchange of the handle was vetted when made. */
+struct httpc_guard {
+	int (*check)(void *ud, CURL *h, const struct sockaddr *sa, socklen_t len);
+	void *ud;
+};
+
 struct httpc_req {
 	const char *method; /* NULL or "GET"; else sent as the request method */
 	const char *url;
@@ -83,8 +96,9 @@ struct httpc_req {
 	const char *user_agent; /* NULL: no User-Agent */
 	const char *user;	/* with password: HTTP Basic credentials; NULL: none */
 	const char *password;
-	const struct httpc_sink *sink; /* borrowed until httpc_perform returns */
-	struct httpc_watch *watch;     /* armed by httpc_prepare; stays the caller's */
+	const struct httpc_sink *sink;	 /* borrowed until httpc_perform returns */
+	struct httpc_watch *watch;	 /* armed by httpc_prepare; stays the caller's */
+	const struct httpc_guard *guard; /* borrowed until httpc_perform returns */
 };
 
 struct httpc_answer {
@@ -92,12 +106,14 @@ struct httpc_answer {
 	struct buf body;
 	bool overflow; /* the body outgrew max_answer (the transfer was cut) */
 	int sink_err;  /* what the sink's write returned to stop the exchange; 0: none */
+	bool refused;  /* the guard refused a connection (the exchange failed or went elsewhere) */
 	CURLcode rc;   /* what libcurl said of the exchange */
 	char error[CURL_ERROR_SIZE]; /* libcurl's detailed reason of a failure; "" if none */
 	/* private */
 	CURL *h;
 	const struct httpc_sink *sink;
 	const struct httpc_watch *watch;
+	const struct httpc_guard *guard;
 };
 
 /* libcurl's global state, once per process; httpc_prepare calls it too. Thread safe. */
@@ -108,7 +124,9 @@ void httpc_prepare(CURL *h, const struct httpc_req *req, struct httpc_answer *a)
 /* Runs the exchange: a->rc, a->status and the rest are set; returns a->rc. For callers that
  * word their own errors (httpc_perform words them generically). */
 CURLcode httpc_exchange(CURL *h, struct httpc_answer *a);
-/* Runs the exchange. 0 when an HTTP answer came, whatever its status; -EFBIG ("<what>: the
+/* Runs the exchange. 0 when an HTTP answer came, whatever its status; -EPERM ("<what>: the
+ * guard refused a connection"; the guard's own record says where) when the guard refused
+ * one; -EFBIG ("<what>: the
  * answer exceeds N bytes") when the body outgrew max_answer, the sink's errno ("<what>: <its
  * strerror>") when the sink stopped it, -ECANCELED or -ETIMEDOUT when the watch did, -EIO
  * ("<what>: <curl's reason>") when the exchange failed (no connection, timeout, TLS). The

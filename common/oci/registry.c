@@ -294,28 +294,34 @@ static char *reg_xfer_digest(struct reg_xfer *x)
 }
 
 /* What every registry exchange asks for: redirects bounded, the connect timeout, our
- * User-Agent, watched by w (no overall timeout: the watch's deadline scales with the size). */
-struct httpc_req reg_req(const char *url, size_t max_answer, struct httpc_watch *w)
+ * User-Agent, watched by w (no overall timeout: the watch's deadline scales with the size),
+ * every address vetted by the client's guard. */
+struct httpc_req reg_req(struct reg_client *c, const char *url, size_t max_answer,
+			 struct httpc_watch *w)
 {
 	return (struct httpc_req){ .url = url,
 				   .max_answer = max_answer,
 				   .connect_timeout_ms = REG_CONNECT_TIMEOUT_MS,
 				   .max_redirects = REG_MAX_REDIRECTS,
 				   .user_agent = REG_USER_AGENT,
-				   .watch = w };
+				   .watch = w,
+				   .guard = &c->guard.hg };
 }
 
 /* Whether a failed transfer is worth trying the next endpoint for: a mirror that cannot be
- * reached or redirects in a loop is passed over. */
+ * reached, redirects in a loop or to where the guard refuses (EPERM) is passed over. */
 static bool reg_is_network_errno(int code)
 {
 	return code == ECONNREFUSED || code == ETIMEDOUT || code == EHOSTUNREACH ||
-	       code == ENETUNREACH || code == ELOOP;
+	       code == ENETUNREACH || code == ELOOP || code == EPERM;
 }
 
-/* What stopped a transfer, for the user. */
-static int reg_xfer_error(struct reg_xfer *x, CURLcode rc, struct err *err)
+/* What stopped a transfer, for the user. A connection the guard refused is said as such,
+ * whatever libcurl made of it, and nothing else of the exchange is told. */
+static int reg_xfer_error(struct reg_client *c, struct reg_xfer *x, CURLcode rc, struct err *err)
 {
+	if (x->answer.refused)
+		return reg_guard_error(&c->guard, false, err);
 	if (x->watch.stop != HTTPC_GOING)
 		return reg_watch_error(&x->watch, x->limit_s, err);
 	if (x->too_big)
@@ -344,7 +350,7 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 	const struct httpc_sink sink = { .status = 200, .write = reg_on_body, .ud = x };
 
 	for (int attempt = 0;; attempt++) {
-		struct httpc_req req = reg_req(url, REG_MAX_ERRBODY, &x->watch);
+		struct httpc_req req = reg_req(c, url, REG_MAX_ERRBODY, &x->watch);
 		struct curl_slist *hdrs = NULL;
 		_cleanup_free_ char *authz = NULL;
 		CURLcode rc;
@@ -375,7 +381,7 @@ static int reg_perform(struct reg_client *c, size_t i, const char *url, bool man
 		if (authz)
 			explicit_bzero(authz, strlen(authz));
 		if (rc != CURLE_OK)
-			return reg_xfer_error(x, rc, err);
+			return reg_xfer_error(c, x, rc, err);
 		*code = x->answer.status;
 		if (*code == 200)
 			reg_xfer_keep_headers(x, c->curl);
@@ -480,14 +486,17 @@ int reg_fetch_manifest(struct reg_client *c, const char *reference, struct reg_m
 	if (x.docker_digest && !strncmp(x.docker_digest, "sha256:", 7) &&
 	    strcmp(x.docker_digest, digest)) {
 		ret = err_set(err, EBADMSG,
-			      "manifest %s: content hash %s does not match the registry's "
-			      "Docker-Content-Digest %.80s",
-			      reference, digest, x.docker_digest);
+			      "manifest %s: the content does not match the registry's own "
+			      "Docker-Content-Digest; it was altered on the way or the registry "
+			      "is corrupt",
+			      reference);
 		goto out;
 	}
 	if (!strncmp(reference, "sha256:", 7) && strcmp(reference, digest)) {
-		ret = err_set(err, EBADMSG, "manifest %s: content hash %s does not match",
-			      reference, digest);
+		ret = err_set(err, EBADMSG,
+			      "manifest %s: the content does not match the digest asked for; it "
+			      "was altered on the way or the registry is corrupt",
+			      reference);
 		goto out;
 	}
 	out->len = x.body.len;
@@ -499,17 +508,21 @@ out:
 	return ret;
 }
 
-/* Checks what a blob transfer hashed against the digest asked for. */
+/* Checks what a blob transfer hashed against the digest asked for. The error tells nothing of
+ * what came but that it is not the blob (no hash, no size of an answer that is unverified). */
 static int reg_check_blob(struct reg_xfer *x, const char *digest, int64_t size, struct err *err)
 {
 	_cleanup_free_ char *got = reg_xfer_digest(x);
 
 	if (size >= 0 && x->got != (uint64_t)size)
-		return err_set(err, EBADMSG, "blob %s: received %llu bytes, the manifest says %lld",
-			       digest, (unsigned long long)x->got, (long long)size);
+		return err_set(err, EBADMSG,
+			       "blob %s: the registry sent %s than the manifest's %lld bytes",
+			       digest, x->got < (uint64_t)size ? "fewer" : "more", (long long)size);
 	if (strcmp(got, digest))
-		return err_set(err, EBADMSG, "blob %s: content hash %s does not match", digest,
-			       got);
+		return err_set(err, EBADMSG,
+			       "blob %s: the content does not match its digest; it was altered "
+			       "on the way or the registry is corrupt",
+			       digest);
 	return 0;
 }
 

@@ -54,6 +54,7 @@ int reg_client_new(const struct regconf *rc, const char *host, const char *repos
 	c->repo = xstrdup(repository);
 	c->auth = auth;
 	c->st = xcalloc(c->n_eps, sizeof(*c->st));
+	reg_guard_init(&c->guard, c->eps, c->n_eps);
 	if (auth && auth->username && *auth->username) {
 		c->user = xstrdup(auth->username);
 		c->pass = xstrdup(auth->password ? auth->password : "");
@@ -79,6 +80,7 @@ void reg_client_free(struct reg_client *c)
 	for (size_t i = 0; i < c->n_eps; i++)
 		free(c->st[i].token);
 	free(c->st);
+	reg_guard_release(&c->guard);
 	reg_endpoints_free(c->eps, c->n_eps);
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
@@ -201,7 +203,7 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 		abort();
 	url = reg_token_url(c, i, realm, service, scope, &form);
 	reg_watch_init(&watch, reg_deadline(REG_MAX_TOKEN_BODY, &limit_s));
-	req = reg_req(url, REG_MAX_TOKEN_BODY, &watch);
+	req = reg_req(c, url, REG_MAX_TOKEN_BODY, &watch);
 	if (form) {
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/x-www-form-urlencoded");
 		req.headers = hdrs;
@@ -213,7 +215,9 @@ static int reg_fetch_token(struct reg_client *c, size_t i, const char *realm, co
 	}
 	httpc_prepare(curl, &req, &ans);
 	if (httpc_exchange(curl, &ans) != CURLE_OK) {
-		if (watch.stop != HTTPC_GOING)
+		if (ans.refused)
+			reg_guard_error(&c->guard, true, err);
+		else if (watch.stop != HTTPC_GOING)
 			reg_watch_error(&watch, limit_s, err);
 		else
 			err_set(err, httpc_errno(ans.rc), "%s", httpc_reason(&ans));

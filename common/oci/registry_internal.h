@@ -13,9 +13,28 @@
 
 #include "err.h"
 #include "httpc.h"
+#include "netguard.h"
 #include "registry.h"
 
 struct reg_endpoint;
+
+/* Where a client's exchanges may connect (registry_guard.c): anywhere but this host's own
+ * addresses and the loopback, link-local, metadata, multicast, broadcast and unspecified ones,
+ * unless the address and port are those of one of the client's endpoints as configured (a test
+ * registry on 127.0.0.1:5000, a mirror on the cells' bridge), resolved the first time it
+ * matters. So a registry's redirect, a token realm or a mirror's answer cannot send the pull to
+ * the node itself. Keeps what it refused last, for the error. */
+struct reg_guard {
+	const struct reg_endpoint *eps; /* borrowed from the client */
+	size_t n_eps;
+	struct sockaddr_storage *home; /* the endpoints' addresses, once resolved */
+	size_t n_home;
+	bool resolved;
+	char refused[64]; /* "127.0.0.1:8080" of the last refusal; "" none */
+	enum netguard_kind kind;
+	bool redirect; /* the refused hop was a redirect's */
+	struct httpc_guard hg;
+};
 
 /* What an endpoint has taught us about authenticating to it. */
 struct reg_ep_state {
@@ -33,7 +52,16 @@ struct reg_client {
 	CURL *curl;
 	char *user; /* basic credentials, from username/password or auth */
 	char *pass;
+	struct reg_guard guard;
 };
+
+/* Sets g up for the client's endpoints eps (borrowed; they must outlive g). */
+void reg_guard_init(struct reg_guard *g, const struct reg_endpoint *eps, size_t n_eps);
+void reg_guard_release(struct reg_guard *g);
+/* The error for an exchange the guard stopped (its answer's refused set): EPERM, "redirect to
+ * 127.0.0.1:8080 refused: ..." naming what the address is and why nothing answered from
+ * there is used; token says the exchange was a token realm's. Nothing of any answer is in it. */
+int reg_guard_error(const struct reg_guard *g, bool token, struct err *err);
 
 /* The monotonic deadline (clock_mono_ns) of a fetch of up to size bytes starting now, under
  * the process's policy; *limit_s gets its length in seconds, for messages. */
@@ -47,9 +75,11 @@ void reg_watch_init(struct httpc_watch *w, int64_t deadline_ns);
  * seconds: ECANCELED when the caller went away, else ETIMEDOUT, too late or stalled. */
 int reg_watch_error(const struct httpc_watch *w, int64_t limit_s, struct err *err);
 
-/* The request every registry exchange starts from: url and w borrowed, answer bodies (but a
- * sink's) bounded by max_answer, redirects and the connect timeout bounded, our User-Agent. */
-struct httpc_req reg_req(const char *url, size_t max_answer, struct httpc_watch *w);
+/* The request every registry exchange of c starts from: url and w borrowed, answer bodies (but
+ * a sink's) bounded by max_answer, redirects and the connect timeout bounded, our User-Agent,
+ * every connection vetted by c's guard. */
+struct httpc_req reg_req(struct reg_client *c, const char *url, size_t max_answer,
+			 struct httpc_watch *w);
 
 /* Answers endpoint i's 401 with its WWW-Authenticate challenge (NULL or "" when it sent
  * none): fetches a Bearer token into c->st[i].token, or turns on c->st[i].basic when the
