@@ -491,6 +491,45 @@ static int fits_cell(struct kiyot *k, const struct sandbox *sb, int64_t cpu_mill
 	return ret;
 }
 
+/* The resources an update leaves a container: those it names (its non-zero numbers, non-empty
+ * sets and unified keys) over what the container had, as containerd updates a runtime spec,
+ * so that crictl update --memory keeps the CPU quota. The OOM score stays the one the
+ * container was created with. A heap message. */
+static Runtime__V1__LinuxContainerResources *
+resources_merge(const Runtime__V1__LinuxContainerResources *old,
+		const Runtime__V1__LinuxContainerResources *up)
+{
+	Runtime__V1__LinuxContainerResources m = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	size_t n_old = old ? old->n_unified : 0;
+	_cleanup_free_ Runtime__V1__LinuxContainerResources__UnifiedEntry **unified =
+		xcalloc(n_old + up->n_unified + 1, sizeof(*unified));
+
+	if (old)
+		m = *old; /* borrowed: the result is a deep copy */
+	m.cpu_period = up->cpu_period ? up->cpu_period : m.cpu_period;
+	m.cpu_quota = up->cpu_quota ? up->cpu_quota : m.cpu_quota;
+	m.cpu_shares = up->cpu_shares ? up->cpu_shares : m.cpu_shares;
+	m.memory_limit_in_bytes = up->memory_limit_in_bytes ? up->memory_limit_in_bytes
+							    : m.memory_limit_in_bytes;
+	m.memory_swap_limit_in_bytes = up->memory_swap_limit_in_bytes
+					       ? up->memory_swap_limit_in_bytes
+					       : m.memory_swap_limit_in_bytes;
+	m.cpuset_cpus = up->cpuset_cpus[0] ? up->cpuset_cpus : m.cpuset_cpus;
+	m.cpuset_mems = up->cpuset_mems[0] ? up->cpuset_mems : m.cpuset_mems;
+	if (up->n_hugepage_limits) {
+		m.n_hugepage_limits = up->n_hugepage_limits;
+		m.hugepage_limits = up->hugepage_limits;
+	}
+	m.n_unified = 0;
+	for (size_t i = 0; i < n_old; i++)
+		if (!cri_map_get((void **)up->unified, up->n_unified, old->unified[i]->key))
+			unified[m.n_unified++] = old->unified[i];
+	for (size_t i = 0; i < up->n_unified; i++)
+		unified[m.n_unified++] = up->unified[i];
+	m.unified = unified;
+	return cri_msg_copy(&m.base);
+}
+
 /* New CPU and memory limits for a container: kept in its record, applied to the running unit
  * in place (the OCI runtime's update) and to every later start of it. */
 int cri_update_container_resources(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
@@ -499,6 +538,7 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 	const Runtime__V1__UpdateContainerResourcesRequest *r = (const void *)req;
 	const Runtime__V1__LinuxContainerResources *res = r->linux;
 	struct kiyot *k = svc;
+	Runtime__V1__LinuxContainerResources *merged;
 	struct container *c;
 	struct sandbox *sb;
 	_cleanup_free_ char *sid = NULL;
@@ -511,8 +551,6 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		return -err->code;
 	if (!res)
 		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
-	if (res->cpu_quota > 0 && res->cpu_period > 0)
-		cpu = res->cpu_quota * 1000 / res->cpu_period;
 	pthread_mutex_lock(&k->lock);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
@@ -520,7 +558,10 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		pthread_mutex_unlock(&k->lock);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
 	}
-	ret = fits_cell(k, sb, cpu, res->memory_limit_in_bytes, err);
+	merged = resources_merge(c->config->linux ? c->config->linux->resources : NULL, res);
+	if (merged->cpu_quota > 0 && merged->cpu_period > 0)
+		cpu = merged->cpu_quota * 1000 / merged->cpu_period;
+	ret = fits_cell(k, sb, cpu, merged->memory_limit_in_bytes, err);
 	if (ret == 0) {
 		if (!c->config->linux) {
 			c->config->linux = xcalloc(1, sizeof(*c->config->linux));
@@ -528,11 +569,13 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		}
 		if (c->config->linux->resources)
 			protobuf_c_message_free_unpacked(&c->config->linux->resources->base, NULL);
-		c->config->linux->resources = cri_msg_copy(&res->base);
+		c->config->linux->resources = steal_ptr(merged);
 		ret = records_save_container(k->records, c, err);
 		sid = xstrdup(c->sandbox_id);
 	}
 	pthread_mutex_unlock(&k->lock);
+	if (merged)
+		protobuf_c_message_free_unpacked(&merged->base, NULL);
 	if (ret < 0)
 		return err_wrap(err, "update container %s", r->container_id);
 	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "state/kiyot.h"
 
 static Runtime__V1__ContainerMetadata *metadata_dup(struct rpc_call *call,
@@ -86,6 +87,50 @@ static Runtime__V1__ImageSpec *status_image(struct kiyot *k, struct rpc_call *ca
 	return o;
 }
 
+static void *arena_pb_alloc(void *arena, size_t n)
+{
+	return arena_alloc(arena, n);
+}
+
+static void arena_pb_free(void *arena, void *p)
+{
+	(void)arena;
+	(void)p; /* the arena goes all at once */
+}
+
+/* A deep copy of m in the call's arena, for the response. */
+static void *msg_copy_in(struct rpc_call *call, const ProtobufCMessage *m)
+{
+	ProtobufCAllocator a = { .alloc = arena_pb_alloc,
+				 .free = arena_pb_free,
+				 .allocator_data = rpc_arena(call) };
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = rpc_alloc(call, n ? n : 1);
+	void *copy;
+
+	protobuf_c_message_pack(m, buf);
+	copy = protobuf_c_message_unpack(m->descriptor, &a, n, buf);
+	if (!copy)
+		abort(); /* packed here: only out of memory fails */
+	return copy;
+}
+
+/* ContainerStatus's resources: the container's linux.resources as created and updated since
+ * (containerd answers those of the runtime spec it made of them). */
+static Runtime__V1__ContainerResources *status_resources(struct rpc_call *call,
+							 const struct container *c)
+{
+	Runtime__V1__ContainerResources *r =
+		rpc_msg_new(call, &runtime__v1__container_resources__descriptor);
+	const Runtime__V1__LinuxContainerConfig *l = c->config->linux;
+
+	if (l && l->resources)
+		r->linux = msg_copy_in(call, &l->resources->base);
+	else
+		r->linux = rpc_msg_new(call, &runtime__v1__linux_container_resources__descriptor);
+	return r;
+}
+
 static Runtime__V1__ContainerState cri_state(enum container_state s)
 {
 	switch (s) {
@@ -126,6 +171,7 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	st->exit_code = c->exit_code;
 	st->image = status_image(k, call, c);
 	st->image_ref = status_image_ref(k, call, c);
+	st->resources = status_resources(call, c);
 	st->reason = rpc_strdup(call, c->reason);
 	st->message = rpc_strdup(call, c->message);
 	st->n_labels = c->config->n_labels;

@@ -801,6 +801,66 @@ static void test_cri_container__status_names_the_image_by_digest(void **state)
 	protobuf_c_message_free_unpacked(&pulled->base, NULL);
 }
 
+/* ContainerStatus's resources are the container's: CreateContainer's linux.resources, then
+ * each UpdateContainerResources, which changes what it names and keeps the rest (crictl
+ * update --memory keeps the CPU quota). */
+static void test_cri_container__status_carries_the_resources(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__LinuxContainerConfig lc = RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT;
+	Runtime__V1__LinuxContainerResources res = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	Runtime__V1__UpdateContainerResourcesRequest up =
+		RUNTIME__V1__UPDATE_CONTAINER_RESOURCES_REQUEST__INIT;
+	Runtime__V1__LinuxContainerResources more = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	Runtime__V1__ContainerStatusResponse *resp = NULL;
+	const Runtime__V1__LinuxContainerResources *got;
+	Runtime__V1__ContainerStatus *st;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *id = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	md.name = "app";
+	img.image = "registry.test/app:1";
+	res.cpu_period = 100000;
+	res.cpu_quota = 50000;
+	res.cpu_shares = 512;
+	res.memory_limit_in_bytes = 64 << 20;
+	res.oom_score_adj = 999;
+	res.cpuset_cpus = "0";
+	lc.resources = &res;
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.linux = &lc;
+	assert_int_equal(kfix_create_config(f, sb, &cfg, &id, &err), 0);
+	st = container_status(f, id, &resp);
+	assert_non_null(st->resources);
+	got = st->resources->linux;
+	assert_non_null(got);
+	assert_int_equal(got->cpu_period, 100000);
+	assert_int_equal(got->cpu_quota, 50000);
+	assert_int_equal(got->cpu_shares, 512);
+	assert_int_equal(got->memory_limit_in_bytes, 64 << 20);
+	assert_int_equal(got->oom_score_adj, 999);
+	assert_string_equal(got->cpuset_cpus, "0");
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	up.container_id = id;
+	more.memory_limit_in_bytes = 32 << 20;
+	up.linux = &more;
+	assert_int_equal(kfix_call0(f, "UpdateContainerResources", &up.base, &err), 0);
+	got = container_status(f, id, &resp)->resources->linux;
+	assert_int_equal(got->memory_limit_in_bytes, 32 << 20);
+	assert_int_equal(got->cpu_quota, 50000);
+	assert_int_equal(got->cpu_period, 100000);
+	assert_int_equal(got->cpu_shares, 512);
+	assert_int_equal(got->oom_score_adj, 999);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -822,6 +882,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_container__the_cell_gets_volumes_dns_and_kube_proxy),
 	TEST(test_cri_container__a_termination_message_reaches_the_node),
 	TEST(test_cri_container__status_names_the_image_by_digest),
+	TEST(test_cri_container__status_carries_the_resources),
 };
 
 int main(void)
