@@ -55,7 +55,7 @@ int provision_demand(const Runtime__V1__PodSandboxConfig *cfg, const struct pods
 	    (has_mem = ann_quantity(cfg, ANN_MEMORY_REQUEST, 0, &d->memory_bytes, err)) < 0 ||
 	    (has_gpu = ann_quantity(cfg, ANN_GPU_REQUEST, 1, &gpu_milli, err)) < 0)
 		return -err->code;
-	d->gpus = (gpu_milli + 999) / 1000;
+	d->gpus = gpu_milli / 1000 + (gpu_milli % 1000 != 0); /* up, without overflow */
 	if (has_cpu || has_mem || has_gpu)
 		*from |= PROVISION_FROM_ANNOTATIONS;
 	if (pod) {

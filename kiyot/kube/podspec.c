@@ -202,10 +202,8 @@ static int pvolume_sizes(const json_t *spec, struct podspec *ps, struct err *err
 		if (ret < 0)
 			return ret;
 		ret = quantity_parse_bytes(text, &ps->volumes[i].size_limit_bytes, err);
-		if (ret < 0) {
-			err->code = EINVAL; /* not quantity.h's ERANGE: the manifest is bad */
+		if (ret < 0)
 			return err_wrap(err, "%s", p);
-		}
 	}
 	return 0;
 }

@@ -65,10 +65,8 @@ static int presource_side(const json_t *res, const char *key, const char *path,
 				       "memory, nvidia.com/gpu, ephemeral-storage)",
 				       kp);
 		}
-		if (ret < 0) {
-			err->code = EINVAL; /* not quantity.h's ERANGE: the manifest is bad */
+		if (ret < 0)
 			return err_wrap(err, "%s", kp);
-		}
 	}
 	return 0;
 }

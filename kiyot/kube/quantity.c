@@ -165,7 +165,8 @@ static int quantity_parse_scaled(const char *s, int scale, const char *unit, int
 	if (!qround_up(&q, &v)) {
 		if (neg)
 			return err_set(err, EINVAL, "\"%s\" must not be negative", s);
-		return err_set(err, ERANGE, "\"%s\" is too large (more than %lld %s)", s,
+		return err_set(err, EINVAL,
+			       "\"%s\" is out of range: more than %lld %s; use a smaller value", s,
 			       (long long)INT64_MAX, unit);
 	}
 	if (neg && v != 0)

@@ -8,10 +8,11 @@
  *
  * Arithmetic is exact; the result is rounded up to the next whole unit, as the API server does
  * ("0.0001" CPU is 1 milli-CPU, "100m" bytes is 1 byte). Negative quantities, blanks and values
- * past INT64_MAX units are errors whose message quotes the text:
+ * past INT64_MAX units (whatever the exponent: "1e400", "1e99999999999") are errors, all
+ * -EINVAL as the text is what is wrong, whose message quotes the text:
  *	"abc" is not a quantity (examples: 500m, 2, 128Mi, 1Gi)
  *	"-1" must not be negative
- *	"1e30" is too large (more than 9223372036854775807 milli-units)
+ *	"1e30" is out of range: more than 9223372036854775807 milli-units; use a smaller value
  * Callers prefix the field they read it from. Pure functions, thread-safe.
  */
 #ifndef KIYOT_QUANTITY_H

@@ -517,6 +517,44 @@ static void test_cri_sandbox__invalid_configs_are_refused_naming_the_field(void 
 	protobuf_c_message_free_unpacked(&cfg->base, NULL);
 }
 
+/* A demand annotation too large for a quantity ("1e400" CPUs) is the caller's fault:
+ * INVALID_ARGUMENT saying it is out of range, and no cell is launched for it. */
+static void test_cri_sandbox__out_of_range_demand_is_invalid_argument(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__PodSandboxConfig *cfg = kfix_pod_config(f, "huge", "uid-huge", 0);
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry ann =
+		RUNTIME__V1__POD_SANDBOX_CONFIG__ANNOTATIONS_ENTRY__INIT;
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry *anns[] = { &ann };
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry **own = cfg->annotations;
+	size_t n_own = cfg->n_annotations;
+	static const char *const values[] = { "1e400", "1e99999999999", "9223372036854776" };
+	struct err err = ERR_INIT;
+
+	ann.key = "pod.elotl.co/cpu";
+	cfg->annotations = anns;
+	cfg->n_annotations = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(values); i++) {
+		ann.value = (char *)values[i];
+		if (run_with(f, cfg, "", &err) != -EINVAL)
+			fail_msg("%s: %s (%d), not INVALID_ARGUMENT", values[i], err.msg, err.code);
+		assert_non_null(strstr(err.msg, "pod.elotl.co/cpu"));
+		assert_non_null(strstr(err.msg, values[i]));
+		assert_non_null(strstr(err.msg, "out of range"));
+	}
+	ann.key = "pod.elotl.co/memory";
+	ann.value = "8Ei";
+	assert_int_equal(run_with(f, cfg, "", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "out of range"));
+	ann.value = "1e400";
+	assert_int_equal(run_with(f, cfg, "", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "out of range"));
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 0);
+	cfg->annotations = own;
+	cfg->n_annotations = n_own;
+	protobuf_c_message_free_unpacked(&cfg->base, NULL);
+}
+
 /* PortForward answers a URL of the streaming server for a ready pod; a pod that is not ready
  * is FAILED_PRECONDITION and a port out of range INVALID_ARGUMENT. */
 static void test_cri_sandbox__port_forward_needs_a_ready_pod(void **state)
@@ -567,6 +605,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_unique_id_prefix_names_the_sandbox),
 	TEST(test_cri_sandbox__invalid_configs_are_refused_naming_the_field),
 	TEST(test_cri_sandbox__port_forward_needs_a_ready_pod),
+	TEST(test_cri_sandbox__out_of_range_demand_is_invalid_argument),
 };
 
 int main(void)

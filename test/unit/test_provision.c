@@ -404,6 +404,59 @@ static void test_provision__gpu_annotation(void **state)
 	size_choice_release(&ch);
 }
 
+/* A demand annotation past what a quantity holds, whatever its exponent or resource, is the
+ * pod's fault (-EINVAL, INVALID_ARGUMENT over CRI), named with the annotation and the pod. */
+static void test_provision__out_of_range_quantity_is_invalid(void **state)
+{
+	static const struct {
+		const char *key, *value;
+	} cases[] = {
+		{ ANN_CPU_REQUEST, "1e400" },
+		{ ANN_CPU_REQUEST, "1e99999999999" },
+		{ ANN_CPU_REQUEST, "9223372036854776" },
+		{ ANN_MEMORY_REQUEST, "8Ei" },
+		{ ANN_MEMORY_REQUEST, "1E400" },
+		{ ANN_GPU_REQUEST, "1e400" },
+	};
+	struct kiyot *k = *state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pod p;
+		struct size_choice ch = { 0 };
+		struct err err = ERR_INIT;
+
+		pod_init(&p, "huge");
+		pod_annotate(&p, cases[i].key, cases[i].value);
+		if (provision_size(k, &p.cfg, &ch, &err) != -EINVAL)
+			fail_msg("%s: %s: %s (%d), not -EINVAL", cases[i].key, cases[i].value,
+				 err.msg, err.code);
+		assert_null(ch.instance_type);
+		assert_non_null(strstr(err.msg, "pod \"huge\""));
+		assert_non_null(strstr(err.msg, cases[i].key));
+		assert_non_null(strstr(err.msg, cases[i].value));
+		assert_non_null(strstr(err.msg, "out of range"));
+	}
+}
+
+/* The largest GPU demand a quantity holds rounds up to whole GPUs without wrapping around to
+ * none (which would have fitted the pod on a type without a GPU). */
+static void test_provision__largest_gpu_demand_does_not_wrap(void **state)
+{
+	struct kiyot *k = *state;
+	struct pod p;
+	struct pod_demand d;
+	struct size_choice ch = { 0 };
+	struct err err = ERR_INIT;
+	unsigned from;
+
+	pod_init(&p, "greedy");
+	pod_annotate(&p, ANN_GPU_REQUEST, "9223372036854775807m");
+	assert_int_equal(provision_demand(&p.cfg, NULL, &d, &from, &err), 0);
+	assert_int_equal(d.gpus, 9223372036854776LL);
+	assert_int_equal(provision_size(k, &p.cfg, &ch, &err), -ENOENT);
+	assert_null(ch.instance_type);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -422,6 +475,8 @@ int main(void)
 		cmocka_unit_test(test_provision__reserve_is_added),
 		cmocka_unit_test(test_provision__default_instance_type),
 		cmocka_unit_test(test_provision__gpu_annotation),
+		cmocka_unit_test(test_provision__out_of_range_quantity_is_invalid),
+		cmocka_unit_test(test_provision__largest_gpu_demand_does_not_wrap),
 	};
 
 	/* one kiyot for the group: the catalog is parsed once */

@@ -1,4 +1,5 @@
 /* Unit tests for kiyot/quantity: Kubernetes resource quantities. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,7 +101,14 @@ struct qbad {
 	const char *msg;
 };
 
-/* Every rejected input leaves the output alone and says what was wrong with the text. */
+/* The message of a value past INT64_MAX units. */
+#define MAX64 "9223372036854775807"
+#define RANGE(text, unit)                                                                          \
+	"\"" text "\" is out of range: more than " MAX64 " " unit "; use a smaller value"
+
+/* Every rejected input leaves the output alone, is -EINVAL whatever its fault (an overflow
+ * too: the text is what is wrong, which CRI answers INVALID_ARGUMENT), and says what was wrong
+ * with the text. */
 static void test_quantity__errors_name_the_text(void **state)
 {
 	static const struct qbad cases[] = {
@@ -119,18 +127,19 @@ static void test_quantity__errors_name_the_text(void **state)
 		{ "-1", 1, "\"-1\" must not be negative" },
 		{ "-100Mi", 0, "\"-100Mi\" must not be negative" },
 		{ "-1e400", 0, "\"-1e400\" must not be negative" },
-		{ "1e30", 1, "\"1e30\" is too large (more than 9223372036854775807 milli-units)" },
-		{ "9223372036854775808", 0,
-		  "\"9223372036854775808\" is too large (more than 9223372036854775807 bytes)" },
-		{ "9223372036854775807.1", 0,
-		  "\"9223372036854775807.1\" is too large (more than 9223372036854775807 bytes)" },
-		{ "8Ei", 0, "\"8Ei\" is too large (more than 9223372036854775807 bytes)" },
-		{ "10E", 0, "\"10E\" is too large (more than 9223372036854775807 bytes)" },
-		{ "9223372036854775808m", 1,
-		  "\"9223372036854775808m\" is too large (more than 9223372036854775807 "
-		  "milli-units)" },
-		{ "1e99999999999999999999", 0,
-		  "\"1e99999999999999999999\" is too large (more than 9223372036854775807 bytes)" },
+		{ "1e30", 1, RANGE("1e30", "milli-units") },
+		{ "1e400", 1, RANGE("1e400", "milli-units") },
+		{ "1E400", 0, RANGE("1E400", "bytes") },
+		{ "0.001e400", 1, RANGE("0.001e400", "milli-units") },
+		{ "9223372036854775808", 0, RANGE("9223372036854775808", "bytes") },
+		{ "9223372036854775807.1", 0, RANGE("9223372036854775807.1", "bytes") },
+		{ "8Ei", 0, RANGE("8Ei", "bytes") },
+		{ "10E", 0, RANGE("10E", "bytes") },
+		{ "9223372036854775808m", 1, RANGE("9223372036854775808m", "milli-units") },
+		{ "1e99999999999999999999", 0, RANGE("1e99999999999999999999", "bytes") },
+		{ "99999999999999999999999999999999999999999999999999999999999999Ei", 0,
+		  RANGE("99999999999999999999999999999999999999999999999999999999999999Ei",
+			"bytes") },
 		{ "11111111111111111111111111111111111111111111111111111111111111111", 0,
 		  "quantity is longer than 64 characters" },
 	};
@@ -144,6 +153,8 @@ static void test_quantity__errors_name_the_text(void **state)
 
 		if (ret >= 0)
 			fail_msg("%s: accepted as %lld", cases[i].text, (long long)v);
+		if (ret != -EINVAL || err.code != EINVAL)
+			fail_msg("%s: %d (%s), not -EINVAL", cases[i].text, ret, err.msg);
 		assert_int_equal(v, 42);
 		if (strcmp(err.msg, cases[i].msg) != 0)
 			fail_msg("%s: message %s", cases[i].text, err.msg);
