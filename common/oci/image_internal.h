@@ -39,15 +39,17 @@ void image_manifest_release(struct img_manifest *m);
  * doc; doc->digest names it in errors, reference too). An index, taken when index_ok and pick
  * is non-NULL, gives *pick: a copy of its linux/amd64 entry's digest, which the caller frees,
  * with m untouched; an image manifest fills m (*pick NULL), which the caller releases whatever
- * the outcome. Anything else is refused. Nothing is fetched. Errors: EPROTO for a document
- * that is malformed (not JSON, a descriptor without a sha256 digest or size, more than 256
- * layers or 1024 index entries) or of an unsupported media type (layers included), ENOENT
+ * the outcome. Anything else is refused. Nothing is fetched. Errors: EINVAL (what the
+ * registry holds is no usable image; INVALID_ARGUMENT to a CRI client) for a document that is
+ * malformed (not JSON, nested deeper than jansson reads, a descriptor without a sha256 digest
+ * or size, more than 256 layers or 1024 index entries), of an unsupported media type (layers
+ * included) or an index where the index's entry must be a manifest (index_ok false), ENOENT
  * for an index without linux/amd64. */
 int image_manifest_read(const struct reg_manifest *doc, const char *reference, bool index_ok,
 			struct img_manifest *m, char **pick, struct err *err);
 
 /* Reads an image config blob (JSON; digest names it in errors) into info's entrypoint, cmd,
- * env, user and working_dir, which the caller frees with info whatever the outcome. EPROTO
+ * env, user and working_dir, which the caller frees with info whatever the outcome. EINVAL
  * when it is not a JSON object or a field has the wrong type. */
 int image_config_read(const char *body, size_t len, const char *digest, struct image_info *info,
 		      struct err *err);

@@ -63,13 +63,13 @@ static int manifest_descriptor(const json_t *d, const char *what, const char **d
 
 	*digest = json_string_value(json_object_get(d, "digest"));
 	if (!json_is_object(d) || !*digest)
-		return err_set(err, EPROTO, "malformed manifest: %s: missing digest", what);
+		return err_set(err, EINVAL, "malformed manifest: %s: missing digest", what);
 	if (!image_digest_valid(*digest))
-		return err_set(err, EPROTO,
+		return err_set(err, EINVAL,
 			       "malformed manifest: %s: digest %.100s is not sha256:<64 hex>", what,
 			       *digest);
 	if (!json_is_integer(sz) || json_integer_value(sz) < 0)
-		return err_set(err, EPROTO, "malformed manifest: %s: missing or negative size",
+		return err_set(err, EINVAL, "malformed manifest: %s: missing or negative size",
 			       what);
 	*size = json_integer_value(sz);
 	return 0;
@@ -95,15 +95,15 @@ static int manifest_parse(const json_t *j, struct img_manifest *m, struct err *e
 	int ret;
 
 	if (!json_is_integer(sv) || json_integer_value(sv) != 2)
-		return err_set(err, EPROTO, "malformed manifest: schemaVersion must be 2");
+		return err_set(err, EINVAL, "malformed manifest: schemaVersion must be 2");
 	ret = manifest_descriptor(json_object_get(j, "config"), "config", &cd, &m->config_size,
 				  err);
 	if (ret < 0)
 		return ret;
 	if (!json_is_array(layers))
-		return err_set(err, EPROTO, "malformed manifest: missing layers");
+		return err_set(err, EINVAL, "malformed manifest: missing layers");
 	if (json_array_size(layers) > IMAGE_MAX_LAYERS)
-		return err_set(err, EPROTO, "manifest has more than %d layers", IMAGE_MAX_LAYERS);
+		return err_set(err, EINVAL, "manifest has more than %d layers", IMAGE_MAX_LAYERS);
 	m->config_digest = xstrdup(cd);
 	m->layers = xcalloc(json_array_size(layers) + 1, sizeof(*m->layers));
 	json_array_foreach (layers, i, l) {
@@ -116,7 +116,7 @@ static int manifest_parse(const json_t *j, struct img_manifest *m, struct err *e
 		if (ret < 0)
 			return ret;
 		if (!mt || !layer_type_supported(mt))
-			return err_set(err, EPROTO, "layer %s: unsupported media type %.100s", d,
+			return err_set(err, EINVAL, "layer %s: unsupported media type %.100s", d,
 				       mt ? mt : "(none)");
 		m->layers[i].digest = xstrdup(d);
 		m->layers[i].size = size;
@@ -134,9 +134,9 @@ static int index_pick(const json_t *j, const char **digest, struct err *err)
 	json_t *m;
 
 	if (!json_is_array(ms))
-		return err_set(err, EPROTO, "malformed index: missing manifests");
+		return err_set(err, EINVAL, "malformed index: missing manifests");
 	if (json_array_size(ms) > IMAGE_MAX_INDEX)
-		return err_set(err, EPROTO, "index has more than %d entries", IMAGE_MAX_INDEX);
+		return err_set(err, EINVAL, "index has more than %d entries", IMAGE_MAX_INDEX);
 	json_array_foreach (ms, i, m) {
 		json_t *p = json_object_get(m, "platform");
 		const char *os = json_string_value(json_object_get(p, "os"));
@@ -145,7 +145,7 @@ static int index_pick(const json_t *j, const char **digest, struct err *err)
 
 		if (os && arch && !strcmp(os, "linux") && !strcmp(arch, "amd64")) {
 			if (!image_digest_valid(d))
-				return err_set(err, EPROTO,
+				return err_set(err, EINVAL,
 					       "malformed index: manifests[%zu]: bad digest", i);
 			*digest = d;
 			return 0;
@@ -170,20 +170,30 @@ int image_manifest_read(const struct reg_manifest *doc, const char *reference, b
 	if (pick)
 		*pick = NULL;
 	j = json_loadb(doc->body, doc->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j && json_error_code(&jerr) == json_error_stack_overflow)
+		return err_set(err, EINVAL,
+			       "malformed manifest %s: its JSON nests deeper than %d levels, "
+			       "which no image needs",
+			       reference, JSON_PARSER_MAX_DEPTH);
 	if (!json_is_object(j)) {
 		json_decref(j);
-		return err_set(err, EPROTO, "malformed manifest %s: invalid JSON: %s", reference,
+		return err_set(err, EINVAL, "malformed manifest %s: invalid JSON: %s", reference,
 			       j ? "not an object" : jerr.text);
 	}
 	kind = manifest_kind(j, doc->media_type);
-	if (index_ok && pick && manifest_is_index(kind)) {
+	if (!index_ok && manifest_is_index(kind)) {
+		ret = err_set(err, EINVAL,
+			      "manifest %s: the index's linux/amd64 entry is itself an index; an "
+			      "index must point at image manifests (push the image again)",
+			      doc->digest);
+	} else if (index_ok && pick && manifest_is_index(kind)) {
 		const char *d = NULL;
 
 		ret = index_pick(j, &d, err);
 		if (ret == 0)
 			*pick = xstrdup(d);
 	} else if (strcmp(kind, MT_OCI_MANIFEST) && strcmp(kind, MT_DOCKER_MANIFEST)) {
-		ret = err_set(err, EPROTO, "manifest %s: unsupported media type %.100s%s",
+		ret = err_set(err, EINVAL, "manifest %s: unsupported media type %.100s%s",
 			      doc->digest, kind,
 			      strstr(kind, "manifest.v1") ? " (Docker schema 1 is not supported; "
 							    "push the image again with a current "
@@ -229,7 +239,7 @@ static int config_read(struct image_info *info, const json_t *cfg, struct err *e
 	int ret;
 
 	if (c && !json_is_null(c) && !json_is_object(c))
-		return err_set(err, EPROTO, "config: expected an object");
+		return err_set(err, EINVAL, "config: expected an object");
 	ret = image_strv_from_json(json_object_get(c, "Entrypoint"), "config.Entrypoint",
 				   &info->entrypoint, err);
 	if (ret == 0)
@@ -244,7 +254,7 @@ static int config_read(struct image_info *info, const json_t *cfg, struct err *e
 	wd = json_object_get(c, "WorkingDir");
 	if ((user && !json_is_string(user) && !json_is_null(user)) ||
 	    (wd && !json_is_string(wd) && !json_is_null(wd)))
-		return err_set(err, EPROTO, "config.User and config.WorkingDir must be strings");
+		return err_set(err, EINVAL, "config.User and config.WorkingDir must be strings");
 	info->user = xstrdup(json_is_string(user) ? json_string_value(user) : "");
 	info->working_dir = xstrdup(json_is_string(wd) ? json_string_value(wd) : "");
 	return 0;
@@ -258,9 +268,14 @@ int image_config_read(const char *body, size_t len, const char *digest, struct i
 	json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	int ret;
 
+	if (!j && json_error_code(&jerr) == json_error_stack_overflow)
+		return err_set(err, EINVAL,
+			       "image config %s: its JSON nests deeper than %d levels, which no "
+			       "image needs",
+			       digest, JSON_PARSER_MAX_DEPTH);
 	if (!json_is_object(j)) {
 		json_decref(j);
-		return err_set(err, EPROTO, "image config %s: invalid JSON: %s", digest,
+		return err_set(err, EINVAL, "image config %s: invalid JSON: %s", digest,
 			       j ? "not an object" : jerr.text);
 	}
 	ret = config_read(info, j, err);

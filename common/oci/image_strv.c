@@ -46,12 +46,12 @@ int image_strv_from_json(const json_t *j, const char *what, char ***out, struct 
 	json_t *v;
 
 	if (j && !json_is_null(j) && (!json_is_array(j) || json_array_size(j) > IMAGE_MAX_STRV))
-		return err_set(err, EPROTO, "%s: expected a list of at most %d strings", what,
+		return err_set(err, EINVAL, "%s: expected a list of at most %d strings", what,
 			       IMAGE_MAX_STRV);
 	json_array_foreach (j, i, v) {
 		if (!json_is_string(v)) {
 			strvec_clear(&sv);
-			return err_set(err, EPROTO, "%s[%zu]: expected a string", what, i);
+			return err_set(err, EINVAL, "%s[%zu]: expected a string", what, i);
 		}
 		strvec_push(&sv, json_string_value(v));
 	}

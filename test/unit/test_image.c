@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "buf.h"
 #include "image.h"
 #include "regconf.h"
 #include "fsutil.h"
@@ -815,6 +816,70 @@ static void test_image__malformed_manifests_are_refused(void **state)
 	assert_non_null(strstr(err.msg, "unsupported media type"));
 }
 
+/* A manifest that nests deeper than the JSON reader goes is not an image: INVALID_ARGUMENT
+ * (EINVAL), saying how deep it may nest, not an unknown error. */
+static void test_image__deeply_nested_manifest_is_invalid(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	_cleanup_free_ char *ref = ref_of(f, ":deep");
+	struct buf b = BUF_INIT;
+
+	buf_init(&b, 1 << 20);
+	buf_appendf(&b, &err, "{\"schemaVersion\":2,\"x\":");
+	for (int i = 0; i < 3000; i++)
+		buf_append(&b, "[", 1, &err);
+	for (int i = 0; i < 3000; i++)
+		buf_append(&b, "]", 1, &err);
+	buf_append(&b, "}", 1, &err);
+	route_add(&f->srv, "/v2/test/app/manifests/deep", 200,
+		  "application/vnd.oci.image.manifest.v1+json", buf_str(&b), b.len, false);
+	buf_release(&b);
+	assert_true(image_pull(f->store, ref, NULL, &info, &err) < 0);
+	assert_int_equal(err.code, EINVAL);
+	if (!strstr(err.msg, "nests deeper than"))
+		fail_msg("%s", err.msg);
+	assert_non_null(strstr(err.msg, ref));
+}
+
+/* An index whose linux/amd64 entry is another index: INVALID_ARGUMENT, saying so. */
+static void test_image__index_of_an_index_is_invalid(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	struct pub p = { 0 };
+	_cleanup_free_ char *ref = ref_of(f, ":nested");
+	_cleanup_free_ char *inner = NULL, *inner_digest = NULL, *outer = NULL, *path = NULL;
+
+	publish(&f->srv, "leaf", false, app_files, ARRAY_SIZE(app_files), false, &p);
+	inner = xasprintf(
+		"{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+		"\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+		"\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"architecture\":\"amd64\","
+		"\"os\":\"linux\"}}]}",
+		p.manifest_digest, strlen(p.manifest));
+	inner_digest = sha256_of(inner, strlen(inner));
+	path = xasprintf("/v2/test/app/manifests/%s", inner_digest);
+	route_add(&f->srv, path, 200, "application/vnd.oci.image.index.v1+json", inner,
+		  strlen(inner), false);
+	outer = xasprintf(
+		"{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+		"\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+		"\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"architecture\":\"amd64\","
+		"\"os\":\"linux\"}}]}",
+		inner_digest, strlen(inner));
+	route_add(&f->srv, "/v2/test/app/manifests/nested", 200,
+		  "application/vnd.oci.image.index.v1+json", outer, strlen(outer), false);
+	assert_true(image_pull(f->store, ref, NULL, &info, &err) < 0);
+	assert_int_equal(err.code, EINVAL);
+	if (!strstr(err.msg, "is itself an index"))
+		fail_msg("%s", err.msg);
+	assert_non_null(strstr(err.msg, inner_digest));
+	pub_release(&p);
+}
+
 static void test_image__mirror_failures_fall_through_to_the_host(void **state)
 {
 	struct fix *f = *state;
@@ -1030,6 +1095,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_image__connection_refused_names_the_endpoint,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image__deeply_nested_manifest_is_invalid,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image__index_of_an_index_is_invalid, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_image__malformed_manifests_are_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
