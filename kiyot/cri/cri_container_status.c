@@ -9,8 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "arena.h"
+#include "pbjson.h"
 #include "state/kiyot.h"
+#include "xalloc.h"
 
 static Runtime__V1__ContainerMetadata *metadata_dup(struct rpc_call *call,
 						    const Runtime__V1__ContainerMetadata *m)
@@ -131,6 +135,138 @@ static Runtime__V1__ContainerResources *status_resources(struct rpc_call *call,
 	return r;
 }
 
+/* The runtime spec's linux.resources (OCI's shape) of CRI resources, or NULL for none. */
+static json_t *spec_resources(const Runtime__V1__LinuxContainerResources *r)
+{
+	json_t *cpu = json_object(), *mem = json_object(), *out = json_object();
+
+	if (r->cpu_shares)
+		json_object_set_new(cpu, "shares", json_integer(r->cpu_shares));
+	if (r->cpu_quota)
+		json_object_set_new(cpu, "quota", json_integer(r->cpu_quota));
+	if (r->cpu_period)
+		json_object_set_new(cpu, "period", json_integer(r->cpu_period));
+	if (r->cpuset_cpus[0])
+		json_object_set_new(cpu, "cpus", json_string(r->cpuset_cpus));
+	if (r->cpuset_mems[0])
+		json_object_set_new(cpu, "mems", json_string(r->cpuset_mems));
+	if (r->memory_limit_in_bytes)
+		json_object_set_new(mem, "limit", json_integer(r->memory_limit_in_bytes));
+	if (r->memory_swap_limit_in_bytes)
+		json_object_set_new(mem, "swap", json_integer(r->memory_swap_limit_in_bytes));
+	json_object_set_new(out, "cpu", cpu);
+	json_object_set_new(out, "memory", mem);
+	return out;
+}
+
+/* A mount in the runtime spec's shape. */
+static json_t *spec_mount(const Runtime__V1__Mount *m)
+{
+	static const char *const propagation[] = { "rprivate", "rslave", "rshared" };
+	unsigned p = (unsigned)m->propagation < 3 ? (unsigned)m->propagation : 0;
+
+	return json_pack("{s:s, s:s, s:s, s:[s, s, s]}", "destination", m->container_path, "type",
+			 "bind", "source", m->host_path, "options", "rbind", propagation[p],
+			 m->readonly ? "ro" : "rw");
+}
+
+/* The runtime spec kiyot asks the cell for, in OCI's shape (containerd answers the spec it
+ * made): the command, environment, working directory, terminal, user, hostname, mounts,
+ * annotations and resources of the container's config. What the image adds (its entrypoint
+ * when no command is given, its user and environment) is resolved in the cell and not here.
+ */
+static json_t *runtime_spec(const struct container *c, const struct sandbox *sb)
+{
+	const Runtime__V1__ContainerConfig *cfg = c->config;
+	const Runtime__V1__LinuxContainerConfig *l = cfg->linux;
+	const Runtime__V1__LinuxContainerSecurityContext *sc = l ? l->security_context : NULL;
+	json_t *spec = json_pack("{s:s}", "ociVersion", "1.0.2");
+	json_t *proc = json_pack("{s:b}", "terminal", cfg->tty);
+	json_t *v;
+
+	if (cfg->n_command) {
+		v = json_array();
+		for (size_t i = 0; i < cfg->n_command; i++)
+			json_array_append_new(v, json_string(cfg->command[i]));
+		for (size_t i = 0; i < cfg->n_args; i++)
+			json_array_append_new(v, json_string(cfg->args[i]));
+		json_object_set_new(proc, "args", v);
+	}
+	v = json_array();
+	for (size_t i = 0; i < cfg->n_envs; i++) {
+		_cleanup_free_ char *kv =
+			xasprintf("%s=%s", cfg->envs[i]->key, cfg->envs[i]->value);
+
+		json_array_append_new(v, json_string(kv));
+	}
+	json_object_set_new(proc, "env", v);
+	if (cfg->working_dir[0])
+		json_object_set_new(proc, "cwd", json_string(cfg->working_dir));
+	if (sc && (sc->run_as_user || sc->run_as_group || sc->n_supplemental_groups)) {
+		json_t *user = json_object();
+
+		if (sc->run_as_user)
+			json_object_set_new(user, "uid", json_integer(sc->run_as_user->value));
+		if (sc->run_as_group)
+			json_object_set_new(user, "gid", json_integer(sc->run_as_group->value));
+		if (sc->n_supplemental_groups) {
+			json_t *g = json_array();
+
+			for (size_t i = 0; i < sc->n_supplemental_groups; i++)
+				json_array_append_new(g, json_integer(sc->supplemental_groups[i]));
+			json_object_set_new(user, "additionalGids", g);
+		}
+		json_object_set_new(proc, "user", user);
+	}
+	json_object_set_new(spec, "process", proc);
+	if (sb && sb->config->hostname[0])
+		json_object_set_new(spec, "hostname", json_string(sb->config->hostname));
+	v = json_array();
+	for (size_t i = 0; i < cfg->n_mounts; i++)
+		json_array_append_new(v, spec_mount(cfg->mounts[i]));
+	json_object_set_new(spec, "mounts", v);
+	v = json_object();
+	for (size_t i = 0; i < cfg->n_annotations; i++)
+		json_object_set_new(v, cfg->annotations[i]->key,
+				    json_string(cfg->annotations[i]->value));
+	json_object_set_new(spec, "annotations", v);
+	if (l && l->resources)
+		json_object_set_new(spec, "linux",
+				    json_pack("{s:o}", "resources", spec_resources(l->resources)));
+	return spec;
+}
+
+/* ContainerStatus's verbose info: info["info"], JSON in the shape containerd gives it (which
+ * crictl inspect's templates read): sandboxID, pid, removing, runtimeType, config and
+ * runtimeSpec, and the cell the container runs in. Needs k->lock. */
+static void status_info(struct kiyot *k, struct rpc_call *call, const struct container *c,
+			Runtime__V1__ContainerStatusResponse *out)
+{
+	const struct sandbox *sb = records_sandbox(k->records, c->sandbox_id);
+	Runtime__V1__ContainerStatusResponse__InfoEntry *e =
+		rpc_msg_new(call, &runtime__v1__container_status_response__info_entry__descriptor);
+	json_t *j = json_object();
+	char *text;
+
+	json_object_set_new(j, "sandboxID", json_string(c->sandbox_id));
+	json_object_set_new(j, "pid", json_integer(c->state == CTR_RUNNING ? c->pid : 0));
+	json_object_set_new(j, "removing", json_boolean(c->desired == DESIRED_REMOVED));
+	json_object_set_new(j, "runtimeType", json_string("kiyot.cell"));
+	json_object_set_new(j, "cellID", json_string(sb ? sb->cell_id : ""));
+	json_object_set_new(j, "config", pbjson_from_msg(&c->config->base));
+	json_object_set_new(j, "runtimeSpec", runtime_spec(c, sb));
+	text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text)
+		abort(); /* only out of memory: every string in it came through jansson */
+	e->key = rpc_strdup(call, "info");
+	e->value = rpc_strdup(call, text);
+	free(text);
+	out->info = rpc_alloc(call, sizeof(*out->info));
+	out->info[0] = e;
+	out->n_info = 1;
+}
+
 static Runtime__V1__ContainerState cri_state(enum container_state s)
 {
 	switch (s) {
@@ -198,6 +334,8 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	st->log_path = rpc_strdup(call, logf ? logf : "");
 	free(logf);
 	out->status = st;
+	if (r->verbose)
+		status_info(k, call, c, out);
 	pthread_mutex_unlock(&k->lock);
 	return 0;
 }

@@ -112,6 +112,7 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 	c->finished_ns = st->finished_at_ns;
 	c->exit_code = st->exit_code;
 	c->restart_count = st->restart_count;
+	c->pid = ns == CTR_RUNNING ? st->pid : 0;
 	set_str(&c->reason, st->reason);
 	set_str(&c->message, st->message);
 	/* a digest reference the cell resolved; not the tag an older agent reports over one */

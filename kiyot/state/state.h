@@ -88,6 +88,9 @@ struct container {
 	struct log_mark log_mark; /* where its log stood when loaded (the writer has it since) */
 	struct ctrlog *log;	  /* the writer of its log file (ctrlog.h), or NULL */
 	uint32_t restart_count;
+	/* The unit's process as its cell's agent reported it; 0 when not running. Memory only:
+	 * the cell's Watch reports it again after a restart of kiyot. */
+	int32_t pid;
 	/* A Localhost seccomp profile as the node's file held it at CreateContainer; "" for
 	 * none (shipped with the unit: a cell does not read the node's files). */
 	char *seccomp_profile;

@@ -100,6 +100,7 @@ void fa_unit_wire(const struct fake_unit *u, Kiyot__Cell__V1__UnitStatus *w)
 	w->reason = u->reason;
 	w->message = u->message;
 	w->image_ref = u->image;
+	w->pid = u->state == KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING ? u->pid : 0;
 	w->termination_message = u->termination_message ? u->termination_message : "";
 }
 
@@ -362,8 +363,11 @@ static int unit_reach(struct fake_unit *u)
 		return 0;
 	if (u->desired == KIYOT__CELL__V1__UNIT_DESIRED__RUNNING &&
 	    u->state == KIYOT__CELL__V1__UNIT_STATE__UNIT_CREATED) {
+		static int32_t next_pid = 1000; /* fa->lock holds it */
+
 		u->state = KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING;
 		u->started_ns = clock_now_ns();
+		u->pid = next_pid++;
 		return 1;
 	}
 	if (u->desired == KIYOT__CELL__V1__UNIT_DESIRED__STOPPED &&

@@ -99,6 +99,8 @@ int fake_agent_push_stats(struct fake_agent *fa, const char *cell_id);
 int fake_agent_unit_state(struct fake_agent *fa, const char *cell_id, const char *unit_id);
 /* The desired state the last Apply gave the unit (KIYOT__CELL__V1__UNIT_DESIRED__*), or -1. */
 int fake_agent_unit_desired(struct fake_agent *fa, const char *cell_id, const char *unit_id);
+/* The pid a running unit reports (0 when not running; -1 when there is no such unit). */
+int fake_agent_unit_pid(struct fake_agent *fa, const char *cell_id, const char *unit_id);
 /* A copy of the pod the cell's last Apply asked for (caller frees with
  * protobuf_c_message_free_unpacked), or NULL. */
 Kiyot__Cell__V1__Pod *fake_agent_pod(struct fake_agent *fa, const char *cell_id);

@@ -253,6 +253,19 @@ int fake_agent_unit_desired(struct fake_agent *fa, const char *cell_id, const ch
 	return desired;
 }
 
+int fake_agent_unit_pid(struct fake_agent *fa, const char *cell_id, const char *unit_id)
+{
+	struct fake_cell *c;
+	struct fake_unit *u = unit_locked(fa, cell_id, unit_id, &c);
+	int pid;
+
+	if (!u)
+		return -1;
+	pid = u->state == KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING ? u->pid : 0;
+	pthread_mutex_unlock(&fa->lock);
+	return pid;
+}
+
 Kiyot__Cell__V1__Pod *fake_agent_pod(struct fake_agent *fa, const char *cell_id)
 {
 	struct fake_cell *c;

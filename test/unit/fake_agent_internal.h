@@ -19,6 +19,7 @@ struct fake_unit {
 	int desired;
 	int64_t created_ns, started_ns, finished_ns;
 	int32_t exit_code;
+	int32_t pid; /* of its last start: 1000 and up, one more a start in the fake agent */
 	char *reason, *message;
 	char *termination_message;
 	char *log;

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "fsutil.h"
 #include "kiyot_fixture.h"
 #include "xalloc.h"
@@ -861,6 +863,94 @@ static void test_cri_container__status_carries_the_resources(void **state)
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
+/* ContainerStatus with verbose answers info["info"] as containerd does, which crictl inspect
+ * templates read: the sandbox, the process's pid while it runs, the container's config and a
+ * runtime spec with its command, environment, mounts and resources. Without verbose, none. */
+static void test_cri_container__verbose_status_carries_info(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__KeyValue env = RUNTIME__V1__KEY_VALUE__INIT;
+	Runtime__V1__KeyValue *envs[] = { &env };
+	Runtime__V1__LinuxContainerConfig lc = RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT;
+	Runtime__V1__LinuxContainerResources res = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	Runtime__V1__ContainerStatusRequest req = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+	Runtime__V1__ContainerStatusResponse *resp = NULL;
+	char *cmd[] = { "sleep", "1000" };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+	json_t *j, *spec;
+	json_error_t jerr;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	md.name = "app";
+	img.image = "registry.test/app:1";
+	env.key = "MODE";
+	env.value = "fast";
+	res.memory_limit_in_bytes = 64 << 20;
+	lc.resources = &res;
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.command = cmd;
+	cfg.n_command = 2;
+	cfg.envs = envs;
+	cfg.n_envs = 1;
+	cfg.linux = &lc;
+	assert_int_equal(kfix_create_config(f, sb, &cfg, &id, &err), 0);
+	assert_int_equal(kfix_start(f, id, &err), 0);
+	req.container_id = id;
+	assert_int_equal(kfix_call(f, "ContainerStatus", &req.base,
+				   &runtime__v1__container_status_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_info, 0);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+
+	req.verbose = 1;
+	assert_int_equal(kfix_call(f, "ContainerStatus", &req.base,
+				   &runtime__v1__container_status_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_info, 1);
+	assert_string_equal(resp->info[0]->key, "info");
+	j = json_loads(resp->info[0]->value, 0, &jerr);
+	if (!j)
+		fail_msg("info is no JSON (%s): %s", jerr.text, resp->info[0]->value);
+	assert_string_equal(json_string_value(json_object_get(j, "sandboxID")), sb);
+	assert_int_equal(json_integer_value(json_object_get(j, "pid")),
+			 fake_agent_unit_pid(f->fa, cell, id));
+	assert_true(json_integer_value(json_object_get(j, "pid")) > 0);
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "config"), "metadata"), "name")),
+		"app");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_object_get(json_object_get(j, "config"), "image"), "image")),
+		"registry.test/app:1");
+	spec = json_object_get(j, "runtimeSpec");
+	assert_non_null(spec);
+	assert_string_equal(json_string_value(json_array_get(
+				    json_object_get(json_object_get(spec, "process"), "args"), 1)),
+			    "1000");
+	assert_string_equal(json_string_value(json_array_get(
+				    json_object_get(json_object_get(spec, "process"), "env"), 0)),
+			    "MODE=fast");
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_object_get(json_object_get(json_object_get(spec, "linux"),
+								 "resources"),
+						 "memory"),
+				 "limit")),
+			 64 << 20);
+	json_decref(j);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, kfix_setup, kfix_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -883,6 +973,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_container__a_termination_message_reaches_the_node),
 	TEST(test_cri_container__status_names_the_image_by_digest),
 	TEST(test_cri_container__status_carries_the_resources),
+	TEST(test_cri_container__verbose_status_carries_info),
 };
 
 int main(void)
