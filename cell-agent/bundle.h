@@ -69,8 +69,10 @@ char **bundle_process_env(const Kiyot__Cell__V1__Unit *unit, const struct image_
 			  const char *hostname);
 
 /* Resolves user ("", "uid", "uid:gid", "name", "name:group", mixed) against root's
- * /etc/passwd and /etc/group, read without leaving root. "" means root (0:0). A name that
- * does not resolve is -ENOENT with a message naming it. */
+ * /etc/passwd and /etc/group, read without leaving root. "" means uid 0. A user with an entry
+ * in /etc/passwd gets its group (unless one is given) and, as supplementary groups, those
+ * /etc/group lists its name in (runc's rule: busybox's root is in wheel). A name that does
+ * not resolve is -ENOENT with a message naming it. */
 int bundle_resolve_user(const char *root, const char *user, struct bundle_user *out,
 			struct err *err);
 

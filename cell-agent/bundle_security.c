@@ -279,15 +279,25 @@ int bundle_resolve_user(const char *root, const char *user, struct bundle_user *
 	if (gstr)
 		*gstr++ = '\0';
 	if (!*ustr && (!gstr || !*gstr)) {
-		*out = u;
-		return 0;
+		/* root, with its passwd entry's group and the groups listing it, as runc does
+		 * for a container without a user; an image whose account files cannot be read
+		 * still runs as 0:0 */
+		struct err ignored = ERR_INIT;
+
+		if (read_in_root(root, "/etc/passwd", &passwd, &ignored) < 0 ||
+		    read_in_root(root, "/etc/group", &group, &ignored) < 0) {
+			*out = u;
+			return 0;
+		}
+		ustr = "0";
+	} else {
+		ret = read_in_root(root, "/etc/passwd", &passwd, err);
+		if (ret < 0)
+			return ret;
+		ret = read_in_root(root, "/etc/group", &group, err);
+		if (ret < 0)
+			return ret;
 	}
-	ret = read_in_root(root, "/etc/passwd", &passwd, err);
-	if (ret < 0)
-		return ret;
-	ret = read_in_root(root, "/etc/group", &group, err);
-	if (ret < 0)
-		return ret;
 	uid_numeric = parse_id(ustr, &u.uid);
 	pcopy = passwd ? xstrdup(passwd) : NULL;
 	if (!uid_numeric) {

@@ -183,20 +183,21 @@ def compile_static(src, out):
         return f.read()
 
 
-def base_layer():
+def base_layer(group="root:x:0:\nnogroup:x:65534:\n"):
     """Directories and the account files every image has."""
     lay = Layer()
     for d in ["bin", "dev", "etc", "proc", "root", "sys", "usr", "usr/bin", "var"]:
         lay.dir(d)
     lay.dir("tmp", 0o1777)
     lay.file("etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")
-    lay.file("etc/group", "root:x:0:\nnogroup:x:65534:\n")
+    lay.file("etc/group", group)
     return lay
 
 
 def busybox_layer():
-    """/bin/busybox and a symlink for every applet it has."""
-    lay = base_layer()
+    """/bin/busybox and a symlink for every applet it has; root is in wheel (10), as in
+    Docker Hub's busybox."""
+    lay = base_layer("root:x:0:\nwheel:x:10:root\nnogroup:x:65534:\n")
     with open(BUSYBOX, "rb") as f:
         lay.file("bin/busybox", f.read(), 0o755)
     applets = subprocess.run([BUSYBOX, "--list"], check=True, capture_output=True,

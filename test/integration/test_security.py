@@ -71,6 +71,16 @@ class SecurityTest(KiyotTest):
             self.assertEqual(groups[0], "1000")
             self.assertEqual(sorted(groups[1:]), ["1234", "50000", "5678"])
 
+    def test_root_gets_the_groups_the_image_lists_it_in(self):
+        # busybox's /etc/group lists root in wheel (10): root is in 0 and 10 with no user
+        # given, as containerd and runc make it, in the process and in every exec; the
+        # CRI's supplemental groups come on top
+        _, cid, log = self.running(command=["sh", "-c", "id -G; " + SLEEPER[2]])
+        self.assertEqual(self.wait_log(log, lambda t: t, "id -G")[0].split(), ["0", "10"])
+        self.assertEqual(self.exec(cid, "id -G")[1].split(), ["0", "10"])
+        _, cid, _ = self.running(security=self.sc(supplemental_groups=[1234]))
+        self.assertEqual(sorted(self.exec(cid, "id -G")[1].split()), ["0", "10", "1234"])
+
     def test_image_user_and_username(self):
         # the image's USER "app" (uid 1000); then a name the image's /etc/passwd resolves
         _, cid, _ = self.running("users:1")

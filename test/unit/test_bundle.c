@@ -165,8 +165,11 @@ struct user_case {
 };
 
 static const struct user_case user_cases[] = {
-	{ "", 0, 0, 0, "" },
-	{ "0", 0, 0, 0, "" },
+	/* root by default or by uid: the groups listing "root" (runc's rule, which containerd
+	 * follows: busybox's root is in wheel) */
+	{ "", 0, 0, 0, "10" },
+	{ "0", 0, 0, 0, "10" },
+	{ "root", 0, 0, 0, "10" },
 	{ "www", 0, 33, 33, "4" },
 	{ "app", 0, 1000, 1000, "4 50" },
 	{ "1000", 0, 1000, 1000, "4 50" },
