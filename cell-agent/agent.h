@@ -60,9 +60,15 @@ struct agent_config {
 /* Errors name the key at fault ("prepull[3]: must be a string"). */
 int agent_config_parse(const char *text, size_t len, struct agent_config *out, struct err *err);
 void agent_config_release(struct agent_config *c);
+/* Rewrites the bootstrap document at path (at most max bytes) without its "enroll_secret",
+ * through a temporary file and a rename, 0600; nothing when it has none. For an enrolled
+ * cell: its certificate is all a restarted agent needs, and the one-time secret should not
+ * stay on its disk. Errors name the file. */
+int agent_config_drop_secret(const char *path, size_t max, struct err *err);
 
 struct agent {
 	struct agent_config cfg;
+	const char *bootstrap; /* the bootstrap document's path */
 	struct regconf *regconf;
 	struct image_store *images;
 	struct supervisor *sup;

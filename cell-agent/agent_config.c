@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "pki.h"
 #include "strvec.h"
 #include "xalloc.h"
@@ -235,4 +236,41 @@ void agent_config_release(struct agent_config *c)
 	json_decref(c->registries);
 	strv_free(c->prepull);
 	memset(c, 0, sizeof(*c));
+}
+
+/* Overwrites and frees a document's text. */
+static void text_wipe_free(char *text, size_t len)
+{
+	if (text)
+		explicit_bzero(text, len);
+	free(text);
+}
+
+int agent_config_drop_secret(const char *path, size_t max, struct err *err)
+{
+	char *text = NULL, *out = NULL;
+	size_t len = 0;
+	json_error_t jerr;
+	json_t *doc;
+	int ret = 0;
+
+	if (fs_read_file(path, max, &text, &len, err) < 0)
+		return err_wrap(err, "bootstrap %s", path);
+	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	text_wipe_free(text, len);
+	if (!json_is_object(doc)) {
+		json_decref(doc);
+		return err_set(err, EINVAL, "bootstrap %s: no longer a JSON object", path);
+	}
+	if (json_object_get(doc, "enroll_secret")) {
+		json_object_del(doc, "enroll_secret");
+		out = json_dumps(doc, JSON_COMPACT);
+		if (!out)
+			abort(); /* read as JSON above: only out of memory fails */
+		if (fs_write_file(path, out, strlen(out), 0600, err) < 0)
+			ret = err_wrap(err, "bootstrap %s", path);
+		free(out);
+	}
+	json_decref(doc); /* the secret's string in it is gone with it, not overwritten */
+	return ret;
 }

@@ -169,6 +169,20 @@ static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
 	return sig == SIGUSR1 ? 0 : 1;
 }
 
+/* The cell holds its certificate, all a restarted agent needs: the one-time secret leaves
+ * the bootstrap document on its disk and the agent's memory. A document that cannot be
+ * rewritten is logged; its secret enrolls nothing any more (kiyot forgot it). */
+static void forget_secret(struct agent *a)
+{
+	struct err err = ERR_INIT;
+
+	if (!a->cfg.enroll_secret[0])
+		return;
+	if (agent_config_drop_secret(a->bootstrap, BOOTSTRAP_MAX, &err) < 0)
+		log_warn("the enrollment secret stays in the bootstrap document: %s", err.msg);
+	explicit_bzero(a->cfg.enroll_secret, strlen(a->cfg.enroll_secret));
+}
+
 /* The cell feed (feed.h) on the port after the gRPC one: kiyot's Watch of the cell, over the
  * same certificates, kiyot's alone. */
 static struct feed_server *start_feed(struct agent *a)
@@ -237,6 +251,7 @@ static int run_agent(struct agent *a)
 	if (!enroll_done(a->enroll))
 		stop = serve_enrollment(a, addr, &sigs);
 	if (!stop) {
+		forget_secret(a);
 		rc.address = addr;
 		rc.methods = agent_method_table(&rc.n_methods);
 		rc.svc = a;
@@ -303,8 +318,10 @@ int main(int argc, char **argv)
 	if (fs_read_file(boot, BOOTSTRAP_MAX, &text, &len, &err) < 0)
 		die("bootstrap: %s", err.msg);
 	memset(&a, 0, sizeof(a));
+	a.bootstrap = boot;
 	if (agent_config_parse(text, len, &a.cfg, &err) < 0)
 		die("bootstrap %s: %s", boot, err.msg);
+	explicit_bzero(text, len); /* it held the enrollment secret */
 	free(text);
 	if ((lvl = log_parse_level(a.cfg.log_level)) >= 0)
 		log_set_level((enum log_level)lvl);

@@ -171,11 +171,13 @@ class CellTlsTest(KiyotTest):
 
     def test_bootstrap_secret_is_refused_after_enrollment(self):
         pod, cid, ip, cell = self.running_pod()
-        # what a pod could read of its cell's bootstrap (EC2 user-data): the CA, the secret
+        # what a pod could read of its cell's bootstrap (EC2 user-data): the CA; the agent
+        # took the one-time secret out of the file once it enrolled
         boot = cellcert.bootstrap_of(self.env.state_dir, pod)
         self.assertNotIn("token", boot)
         self.assertIn("BEGIN CERTIFICATE", boot["ca"])
-        self.assertEqual(len(boot["enroll_secret"]), 64)
+        self.assertNotIn("enroll_secret", boot)
+        self.assertEqual(boot["cell_id"], cell)
         # kiyot forgot the secret once the cell enrolled
         db = sqlite3.connect(os.path.join(self.env.state_dir, "kiyot.db"))
         row = db.execute("SELECT value FROM meta WHERE key = ?",

@@ -3,6 +3,7 @@
  * images is read as untrusted input: an array of at most AGENT_MAX_PREPULL non-empty printable
  * strings of at most AGENT_MAX_PREPULL_REF bytes; anything else is refused naming the entry.
  * Its optional "pulls" object sets how the cell's pulls are bounded, within registry.h's ranges.
+ * Once the cell enrolled, the document on its disk loses its one-time enrollment secret.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -15,7 +16,11 @@
 
 #include <cmocka.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "agent.h"
+#include "fsutil.h"
 #include "xalloc.h"
 
 #define HEAD                                                                                       \
@@ -162,6 +167,49 @@ static void test_agent_config__bad_pulls_policy_is_refused(void **state)
 	assert_non_null(strstr(err.msg, "max_per_registry"));
 }
 
+/* An enrolled cell's bootstrap document loses its enrollment secret and keeps the rest (what
+ * a restarted agent reads: its CA, its id); a document without one is left as it is. */
+static void test_agent_config__enrolled_cell_drops_the_secret(void **state)
+{
+	char dir[] = "/tmp/agent-config-test-XXXXXX";
+	_cleanup_free_ char *path = NULL, *text = NULL, *again = NULL;
+	const char *secret = "5ec12e75ec12e75ec12e75ec12e75ec12e75ec12e75ec12e75ec12e75ec12e7";
+	struct agent_config c;
+	struct err err = ERR_INIT;
+	struct stat st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	path = xasprintf("%s/bootstrap.json", dir);
+	text = xasprintf("%s,\"ca\":\"PEM\",\"enroll_secret\":\"%s\",\"agent_port\":7500}", HEAD,
+			 secret);
+	assert_int_equal(fs_write_file(path, text, strlen(text), 0644, &err), 0);
+	free(text);
+	text = NULL;
+	if (agent_config_drop_secret(path, 1 << 20, &err) < 0)
+		fail_msg("agent_config_drop_secret: %s", err.msg);
+	assert_int_equal(fs_read_file(path, 1 << 20, &text, NULL, &err), 0);
+	assert_null(strstr(text, secret));
+	assert_null(strstr(text, "enroll_secret"));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	if (agent_config_parse(text, strlen(text), &c, &err) < 0)
+		fail_msg("the document left: %s", err.msg);
+	assert_string_equal(c.enroll_secret, "");
+	assert_string_equal(c.ca, "PEM");
+	assert_string_equal(c.cell_id, "c1");
+	assert_int_equal(c.port, 7500);
+	agent_config_release(&c);
+
+	assert_int_equal(agent_config_drop_secret(path, 1 << 20, &err), 0);
+	assert_int_equal(fs_read_file(path, 1 << 20, &again, NULL, &err), 0);
+	assert_string_equal(again, text);
+	unlink(path);
+	assert_int_equal(agent_config_drop_secret(path, 1 << 20, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, path));
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -171,6 +219,7 @@ int main(void)
 		cmocka_unit_test(test_agent_config__wrong_prepull_types_are_refused),
 		cmocka_unit_test(test_agent_config__pulls_policy_is_read),
 		cmocka_unit_test(test_agent_config__bad_pulls_policy_is_refused),
+		cmocka_unit_test(test_agent_config__enrolled_cell_drops_the_secret),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
