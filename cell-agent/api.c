@@ -69,6 +69,7 @@ void agent_status_to_wire(const struct unit_status *st, Kiyot__Cell__V1__UnitSta
 	w->image_id = st->image_id ? st->image_id : (char *)"";
 	w->pid = st->pid;
 	w->termination_message = st->termination_message ? st->termination_message : (char *)"";
+	w->error_status = st->error_code ? rpc_status_from_errno(st->error_code) : 0;
 }
 
 /* Enroll (enroll.h): the request and its proof, or the certificate taken; refused once the

@@ -365,9 +365,11 @@ static void prepare_unit(struct supervisor *s, const char *id)
 			unit_set_str(&u->st.image_ref, image_ref_of(info, spec));
 			unit_set_str(&u->st.reason, "");
 			unit_set_str(&u->st.message, "");
+			u->st.error_code = 0;
 		} else {
 			unit_set_str(&u->st.reason, "CreateContainerError");
 			unit_set_str(&u->st.message, err.msg);
+			u->st.error_code = err.code;
 		}
 		free(u->prep_error);
 		u->prep_error = ret < 0 ? xstrdup(err.msg) : NULL;

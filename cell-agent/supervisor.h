@@ -48,6 +48,7 @@ struct unit_status {
 	char *image_id;
 	int32_t pid;
 	char *termination_message; /* the unit's termination message file, once exited; "" */
+	int error_code; /* with reason CreateContainerError: the failure's errno; else 0 */
 };
 
 struct supervisor_callbacks {

@@ -123,7 +123,9 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	c = records_container(k->records, id);
 	if (ret == 0 && c && c->state == CTR_CREATED &&
 	    strcmp(c->reason, "CreateContainerError") == 0)
-		ret = err_set(err, EIO, "%s", c->message); /* e.g. the image could not be pulled */
+		/* e.g. the image could not be pulled: NOT_FOUND for one its registry lacks */
+		ret = err_set(err, c->error_status ? rpc_errno_from_status(c->error_status) : EIO,
+			      "%s", c->message);
 	if (ret == 0 && c)
 		ret = records_save_container(k->records, c, err);
 	if (ret < 0 && c) {

@@ -120,6 +120,7 @@ int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 		set_str(&c->image_ref, st->image_ref);
 	if (st->image_id[0])
 		set_str(&c->image_id, st->image_id);
+	c->error_status = st->error_status;
 	if (changed && ns == CTR_EXITED) {
 		write_termination_message(k, c, st->termination_message);
 		if (c->log)

@@ -83,6 +83,9 @@ struct container {
 	int32_t exit_code;
 	char *reason;
 	char *message;
+	/* With reason CreateContainerError, the gRPC status of the failure as the cell said it
+	 * (NOT_FOUND for an image its registry does not have); 0 when it did not. Memory only. */
+	int error_status;
 	char *image_ref; /* repo digest the unit runs */
 	char *image_id;
 	struct log_mark log_mark; /* where its log stood when loaded (the writer has it since) */

@@ -315,6 +315,23 @@ def build(out):
     b.tag("bad/manifest:2", d, mt)
     b.corrupt.append({"repo": "bad/manifest", "tag": "2", "with": b.blob(junk)})
 
+    # bad/deep: JSON the registry serves (Go reads 10000 levels) but nested deeper than any
+    # reader of images need go (jansson stops at 2048): a manifest like bad/manifest:2's.
+    deep = (b'{"schemaVersion": 2, "mediaType": "%s", "config": {"mediaType": "%s", '
+            b'"digest": "sha256:%s", "size": 2}, "layers": [], "x": '
+            % (OCI_MANIFEST.encode(), OCI_CONFIG.encode(), b"0" * 64)
+            + b"[" * 3000 + b"]" * 3000 + b"}")
+    d, mt, _, _ = b.image([bb, Layer().file("marker", "deep\n").finish()], bb_cfg)
+    b.tag("bad/deep:1", d, mt)
+    b.corrupt.append({"repo": "bad/deep", "tag": "1", "with": b.blob(deep)})
+
+    # bad/nested-index: an index whose linux/amd64 entry is another index (of hello:1).
+    hd, hmt, hsz, _ = b.image(hello_layers, hello_cfg)
+    inner, _ = b.index([(hd, hmt, hsz, "amd64")])
+    inner_size = os.path.getsize(os.path.join(out, "blobs", inner.split(":", 1)[1]))
+    d, mt = b.index([(inner, OCI_INDEX, inner_size, "amd64")])
+    b.tag("bad/nested-index:1", d, mt, inner=inner)
+
     # bad/escape: a layer with entries that climb out of the root.
     esc = Layer().dir("etc").file("etc/ok", "ok\n").file("../../etc/evil", "evil\n")
     d, mt, _, _ = b.image([bb, esc.finish()], bb_cfg)

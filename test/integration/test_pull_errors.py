@@ -1,14 +1,18 @@
 """Image pulls that must fail, clearly, without leaving anything behind or writing outside
 the image root: missing image, registry down, digest mismatch, malformed manifests, layers
-with entries that escape the root."""
+with entries that escape the root; and a hostile registry that tries to send the node's pull
+to the node itself."""
 
+import http.server
 import os
+import re
+import threading
 import unittest
 
 import grpc
 
 import cri
-from harness import Footprint, KiyotTest, T_PULL
+from harness import HOST_IP, Footprint, KiyotTest, T_PULL
 
 
 class PullErrorsTest(KiyotTest):
@@ -78,6 +82,38 @@ class PullErrorsTest(KiyotTest):
                             "a layer whose content does not match its digest")
         self.assertImageUnknown(image)
 
+    def test_create_container_of_missing_image_is_not_found(self):
+        # the kubelet pulls first; crictl create without a pull, or an image deleted from
+        # the registry since, makes the cell pull: the registry's 404 is NOT_FOUND
+        pod, cfg = self.run_pod()
+        image = self.env.ref("no-such-image:1")
+        details = self.assertCode(grpc.StatusCode.NOT_FOUND, self.create, pod, cfg, image,
+                                  pull=False)
+        self.assertIn("no-such-image", details)
+        self.assertMentions(details, ["manifest unknown", "not found"], image)
+
+    def test_deeply_nested_manifest_is_invalid_argument(self):
+        _, cfg = self.run_pod()
+        image = self.env.ref("bad/deep:1")
+        code, details = self.pull_error(image, cfg)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("bad/deep", details)
+        self.assertIn("nests deeper than", details)
+        self.assertImageUnknown(image)
+
+    def test_index_of_an_index_is_invalid_argument(self):
+        pod, cfg = self.run_pod()
+        image = self.env.ref("bad/nested-index:1")
+        code, details = self.pull_error(image, cfg)
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
+        self.assertIn("is itself an index", details)
+        self.assertIn(self.env.tag_info("bad/nested-index:1")["inner"], details)
+        self.assertImageUnknown(image)
+        # and when the cell pulls it for CreateContainer
+        details = self.assertCode(grpc.StatusCode.INVALID_ARGUMENT, self.create, pod, cfg,
+                                  image, pull=False)
+        self.assertIn("is itself an index", details)
+
     def test_manifest_that_is_not_json_fails(self):
         # The registry itself cannot serve it (500): the error must still be clear.
         _, cfg = self.run_pod()
@@ -122,6 +158,143 @@ class PullErrorsTest(KiyotTest):
         except grpc.RpcError:
             pass
         self.assertFalse(os.path.lexists("/etc/evil3"), "a layer wrote /etc/evil3 on the host")
+
+
+class _NodeService(http.server.ThreadingHTTPServer):
+    """A service of the node on 127.0.0.1 that answers anything with a secret, and counts
+    the connections it got."""
+
+    def __init__(self):
+        self.conns = 0
+        super().__init__(("127.0.0.1", 0), _SecretHandler)
+
+    def verify_request(self, request, client_address):
+        self.conns += 1
+        return True
+
+
+class _SecretHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"AccessKeyId": "ASIA-NODE-SECRET"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class _HostileRegistry(http.server.BaseHTTPRequestHandler):
+    """A registry whose every answer sends the pull somewhere on the node: the path's
+    repository says where (the node's service on 127.0.0.1, "localhost", the instance
+    metadata service, the suite's registry on another port of this host, a token realm)."""
+
+    victim = 0  # the node service's port
+
+    def do_GET(self):
+        m = re.match(r"/v2/evil/([a-z-]+)/", self.path)
+        where = m.group(1) if m else ""
+        to = {"node": "http://127.0.0.1:%d/latest/meta-data/iam?x=1" % self.victim,
+              "localhost": "http://localhost:%d/latest/meta-data/" % self.victim,
+              "metadata": "http://169.254.169.254/latest/meta-data/iam?x=1",
+              "registry": "http://%s:5000/v2/hello/manifests/1" % HOST_IP}.get(where)
+        if where == "realm":
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="http://127.0.0.1:%d/token",'
+                             'service="evil"' % self.victim)
+        elif to:
+            self.send_response(302)
+            self.send_header("Location", to)
+        else:
+            self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class HostileRegistryTest(KiyotTest):
+    """kiyot pulls a local cell's images on the node, as root with the node's network: no
+    answer of a registry may send that pull to the node's loopback, its own addresses or the
+    instance metadata service, and the error tells nothing of what answered there."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.node = _NodeService()
+        threading.Thread(target=cls.node.serve_forever, daemon=True).start()
+        _HostileRegistry.victim = cls.node.server_address[1]
+        cls.evil = http.server.ThreadingHTTPServer((HOST_IP, 0), _HostileRegistry)
+        threading.Thread(target=cls.evil.serve_forever, daemon=True).start()
+        cls.evil_host = "%s:%d" % (HOST_IP, cls.evil.server_address[1])
+        # continues the registries: section the suite's config ends with (plain HTTP)
+        cls.env.extra_config = '  "%s": { insecure: true }\n' % cls.evil_host
+        cls.env.ensure()
+        cls.env.restart_kiyot()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.env.extra_config = ""
+        cls.env.restart_kiyot()
+        for srv in (cls.evil, cls.node):
+            srv.shutdown()
+            srv.server_close()
+        super().tearDownClass()
+
+    def refused(self, repo, ref="1"):
+        """PullImage of evil/<repo> must fail PERMISSION_DENIED; returns the details."""
+        _, cfg = self.run_pod()
+        sep = "@" if ref.startswith("sha256:") else ":"
+        image = "%s/evil/%s%s%s" % (self.evil_host, repo, sep, ref)
+        try:
+            r = self.c.image.PullImage(self.pb.PullImageRequest(
+                image=self.pb.ImageSpec(image=image), sandbox_config=cfg), timeout=T_PULL)
+            self.fail("PullImage of %s succeeded (image_ref %s)" % (image, r.image_ref))
+        except grpc.RpcError as e:
+            code, details = e.code(), cri.details_of(e)
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, details)
+        self.assertIn("refused", details)
+        self.assertIn("a registry may not send a pull to this host", details)
+        self.assertNotIn("ASIA-NODE-SECRET", details)
+        self.assertNotIn("Couldn't connect", details)
+        self.assertEqual(self.node.conns, 0, "the node's service was reached: " + details)
+        return details
+
+    def test_redirect_to_a_loopback_service_is_refused(self):
+        details = self.refused("node")
+        self.assertIn("redirect to 127.0.0.1:%d refused" % self.node.server_address[1],
+                      details)
+        self.assertIn("loopback", details)
+
+    def test_redirect_by_digest_carries_no_digest_of_the_answer(self):
+        asked = "sha256:" + "1" * 64
+        details = self.refused("node", asked)
+        # the digest asked for is the only one: nothing hashed of what would have answered
+        self.assertEqual(set(re.findall(r"sha256:[0-9a-f]{64}", details)), {asked})
+
+    def test_redirect_to_localhost_is_refused(self):
+        details = self.refused("localhost")
+        self.assertRegex(details, r"redirect to (127\.0\.0\.1|\[::1\]):%d refused"
+                         % self.node.server_address[1])
+
+    def test_redirect_to_the_metadata_service_is_refused(self):
+        details = self.refused("metadata")
+        self.assertIn("redirect to 169.254.169.254:80 refused", details)
+        self.assertIn("link-local", details)
+
+    def test_redirect_to_another_port_of_the_node_is_refused(self):
+        # the suite's registry listens on this host's bridge address: another registry
+        # configured there may not send its pulls to it
+        details = self.refused("registry")
+        self.assertIn("redirect to %s:5000 refused" % HOST_IP, details)
+        self.assertIn("an address of this host", details)
+
+    def test_token_realm_on_the_node_is_refused(self):
+        details = self.refused("realm")
+        self.assertIn("token realm at 127.0.0.1:%d refused" % self.node.server_address[1],
+                      details)
 
 
 if __name__ == "__main__":

@@ -55,9 +55,11 @@ struct fixture {
 static int fake_image(void *ctx, const char *ref, struct image_info **out, struct err *err)
 {
 	struct fixture *f = ctx;
-	struct image_info *info = xcalloc(1, sizeof(*info));
+	struct image_info *info;
 
-	(void)err;
+	if (strstr(ref, "missing"))
+		return err_set(err, ENOENT, "image %s: manifest unknown (404)", ref);
+	info = xcalloc(1, sizeof(*info));
 	info->ref = xstrdup(ref);
 	info->repo_digest = xstrdup("registry.test/busybox@sha256:fedcba9876543210");
 	info->image_id = xstrdup("sha256:0123456789abcdef");
@@ -604,6 +606,30 @@ static void test_supervisor__failing_units_report_exit(void **state)
 	unit_status_release(&st);
 }
 
+/* A unit whose image cannot be had says why with the failure's code (kiyot answers
+ * CreateContainer with it: NOT_FOUND for an image its registry does not have). */
+static void test_supervisor__image_failure_carries_its_code(void **state)
+{
+	struct fixture *f = *state;
+	struct unit_def a;
+	struct unit_def *us[] = { &a };
+	struct pod_def p;
+	struct unit_status *st = NULL;
+	size_t n = 0;
+	struct err err = ERR_INIT;
+
+	unit_def(f, &a, "t-missing", "true");
+	a.u.image = "registry.test/missing:1";
+	pod_def(&p, KIYOT__CELL__V1__RESTART_POLICY__NEVER, us, 1);
+	if (supervisor_apply(f->sup, &p.pod, 20000, &st, &n, &err) < 0)
+		fail_msg("apply: %s", err.msg);
+	assert_int_equal(n, 1);
+	assert_string_equal(st[0].reason, "CreateContainerError");
+	assert_non_null(strstr(st[0].message, "manifest unknown (404)"));
+	assert_int_equal(st[0].error_code, ENOENT);
+	unit_status_array_free(st, n);
+}
+
 /* OnFailure restarts a failing unit and counts the restarts. */
 static void test_supervisor__on_failure_restarts_with_count(void **state)
 {
@@ -791,6 +817,8 @@ int main(int argc, char **argv)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__failing_units_report_exit, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_supervisor__image_failure_carries_its_code,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__on_failure_restarts_with_count,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_supervisor__watch_over_the_cell_feed, setup,
