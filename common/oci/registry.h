@@ -8,6 +8,15 @@
  * token) or Basic. Credentials are only ever sent to the registry host itself and its token
  * realm, never to mirrors, and are never logged.
  *
+ * A pull is made with the privileges and the network of the process (kiyot on the node, an
+ * agent in its cell), so no registry answer may send it to that host itself: every address a
+ * request connects to, redirects and token realms included, is vetted after name resolution,
+ * and loopback, link-local (the instance metadata service), multicast, broadcast, unspecified
+ * and the host's own addresses are refused (EPERM, naming the address) unless they are the
+ * address and port of one of the endpoints configured for the host (a registry at
+ * 127.0.0.1:5000, a mirror on the cells' bridge). Errors carry nothing of an answer that was
+ * not verified (no hash or size of a body that is not what was asked for).
+ *
  * Every transfer is watched: one that moves too little over a window fails, a blob has an
  * overall deadline scaled to its size, and a transfer made for a caller that went away (see
  * cancel.h: an RPC handler's client left) stops at once with -ECANCELED. Layer downloads also
