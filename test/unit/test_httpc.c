@@ -382,6 +382,69 @@ static void test_httpc__headers_of_the_last_answer_after_a_redirect(void **state
 	curl_easy_cleanup(h);
 }
 
+/* What a guard saw: each address's port and the redirects made before it; refuses one port. */
+struct seen {
+	int refuse_port;
+	int ports[4];
+	long redirects[4];
+	int n;
+};
+
+static int guard_check(void *ud, CURL *h, const struct sockaddr *sa, socklen_t len)
+{
+	struct seen *g = ud;
+	int port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+
+	(void)len;
+	if (g->n < 4) {
+		g->ports[g->n] = port;
+		curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &g->redirects[g->n]);
+		g->n++;
+	}
+	return port == g->refuse_port ? -EPERM : 0;
+}
+
+static void test_httpc__guard_vets_every_hop_before_connecting(void **state)
+{
+	struct server s1, s2;
+	struct seen seen = { 0 };
+	const struct httpc_guard guard = { guard_check, &seen };
+	struct httpc_answer a = { 0 };
+	struct err err = ERR_INIT;
+	CURL *h = curl_easy_init();
+	_cleanup_free_ char *url = NULL, *answer = NULL;
+
+	(void)state;
+	server_start(&s2, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret");
+	answer = xasprintf("HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:%d/meta\r\n"
+			   "Content-Length: 0\r\nConnection: close\r\n\r\n",
+			   s2.port);
+	server_start(&s1, answer);
+	seen.refuse_port = s2.port;
+	url = xasprintf("http://127.0.0.1:%d/", s1.port);
+	httpc_prepare(h,
+		      &(struct httpc_req){ .url = url,
+					   .max_answer = 64,
+					   .connect_timeout_ms = 2000,
+					   .timeout_ms = 5000,
+					   .max_redirects = 2,
+					   .guard = &guard },
+		      &a);
+	assert_int_equal(httpc_perform(h, &a, "GET", &err), -EPERM);
+	assert_true(a.refused);
+	assert_string_equal(err.msg, "GET: the guard refused a connection");
+	server_stop(&s1);
+	server_stop(&s2);
+	assert_string_equal(s2.request, ""); /* never connected to */
+	assert_int_equal(seen.n, 2);
+	assert_int_equal(seen.ports[0], s1.port);
+	assert_int_equal(seen.redirects[0], 0);
+	assert_int_equal(seen.ports[1], s2.port);
+	assert_int_equal(seen.redirects[1], 1); /* a redirect's hop tells itself apart */
+	httpc_answer_release(&a);
+	curl_easy_cleanup(h);
+}
+
 static void test_httpc__redirects_past_the_bound_are_a_loop(void **state)
 {
 	static const char *const answers[] = {
@@ -513,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_httpc__a_sink_takes_its_status_body_and_others_stay_bounded),
 		cmocka_unit_test(test_httpc__a_sink_that_fails_stops_with_its_errno),
 		cmocka_unit_test(test_httpc__headers_of_the_last_answer_after_a_redirect),
+		cmocka_unit_test(test_httpc__guard_vets_every_hop_before_connecting),
 		cmocka_unit_test(test_httpc__redirects_past_the_bound_are_a_loop),
 		cmocka_unit_test(test_httpc__without_max_redirects_a_redirect_is_the_answer),
 		cmocka_unit_test(test_httpc__a_watch_stops_a_stalled_exchange),
