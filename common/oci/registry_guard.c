@@ -59,19 +59,23 @@ static void guard_resolve_one(struct reg_guard *g, const char *base_url)
 	freeaddrinfo(ai);
 }
 
-/* Whether sa is the address and port of one of the client's endpoints. */
+/* Whether sa is the address and port of one of the client's endpoints. They are resolved in
+ * their order (mirrors first), each once, and only as far as needed: a mirror on the cells'
+ * bridge matches by its number, with no lookup of the registry's name behind it. */
 static bool guard_is_home(struct reg_guard *g, const struct sockaddr *sa)
 {
-	if (!g->resolved) {
+	size_t i = 0;
+
+	if (!g->home)
 		g->home = xcalloc(REG_GUARD_MAX_HOME, sizeof(*g->home));
-		for (size_t i = 0; i < g->n_eps; i++)
-			guard_resolve_one(g, g->eps[i].base_url);
-		g->resolved = true;
+	for (;;) {
+		for (; i < g->n_home; i++)
+			if (netguard_same((const struct sockaddr *)&g->home[i], sa))
+				return true;
+		if (g->n_resolved == g->n_eps)
+			return false;
+		guard_resolve_one(g, g->eps[g->n_resolved++].base_url);
 	}
-	for (size_t i = 0; i < g->n_home; i++)
-		if (netguard_same((const struct sockaddr *)&g->home[i], sa))
-			return true;
-	return false;
 }
 
 /* httpc's guard: refuses what netguard calls the host's own, unless it is an endpoint's. */
@@ -106,7 +110,7 @@ void reg_guard_release(struct reg_guard *g)
 	free(g->home);
 	g->home = NULL;
 	g->n_home = 0;
-	g->resolved = false;
+	g->n_resolved = 0;
 }
 
 int reg_guard_error(const struct reg_guard *g, bool token, struct err *err)

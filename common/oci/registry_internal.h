@@ -22,15 +22,15 @@ struct reg_endpoint;
  * addresses and the loopback, link-local, metadata, multicast, broadcast and unspecified ones,
  * unless the address and port are those of one of the client's endpoints as configured (a test
  * registry on 127.0.0.1:5000, a mirror on the cells' bridge), resolved the first time it
- * matters. So a registry's redirect, a token realm or a mirror's answer cannot send the pull to
+ * matters and no further than it must. So a registry's redirect, a token realm or a mirror's answer cannot send the pull to
  * the node itself. Keeps what it refused last, for the error. */
 struct reg_guard {
 	const struct reg_endpoint *eps; /* borrowed from the client */
 	size_t n_eps;
-	struct sockaddr_storage *home; /* the endpoints' addresses, once resolved */
+	struct sockaddr_storage *home; /* the addresses of the endpoints resolved so far */
 	size_t n_home;
-	bool resolved;
-	char refused[64]; /* "127.0.0.1:8080" of the last refusal; "" none */
+	size_t n_resolved; /* eps[0 .. n_resolved) are resolved into home */
+	char refused[64];  /* "127.0.0.1:8080" of the last refusal; "" none */
 	enum netguard_kind kind;
 	bool redirect; /* the refused hop was a redirect's */
 	struct httpc_guard hg;
