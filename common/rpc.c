@@ -96,7 +96,8 @@ static void *worker_thread(void *arg)
 		struct rpc_call *c;
 
 		pthread_mutex_lock(&s->lock);
-		while (!p->head && !s->stopping)
+		/* a stopping server's parked calls come back to be ended: wait for them too */
+		while (!p->head && !(s->stopping && !s->parked))
 			pthread_cond_wait(&p->cond, &s->lock);
 		c = p->head;
 		if (!c) {
@@ -108,9 +109,73 @@ static void *worker_thread(void *arg)
 			p->tail = NULL;
 		p->queued--;
 		pthread_mutex_unlock(&s->lock);
-		rpc_call_run(c);
-		rpc_call_free(c);
+		if (rpc_call_run(c) == RPC_PARKED)
+			rpc_call_parked(c);
+		else
+			rpc_call_free(c);
 	}
+}
+
+/* Puts a parked call back at the head of its pool's queue (it was let in once already, so no
+ * bound refuses it). Needs the server's lock. */
+static void requeue(struct rpc_server *s, struct rpc_call *c)
+{
+	struct pool *p = &s->pools[c->method->pool];
+
+	c->park = CALL_RUNNING;
+	c->next_job = p->head;
+	p->head = c;
+	if (!p->tail)
+		p->tail = c;
+	p->queued++;
+	pthread_cond_signal(&p->cond);
+	if (--s->parked == 0 && s->stopping)
+		for (size_t i = 0; i < s->n_pools; i++)
+			pthread_cond_broadcast(&s->pools[i].cond);
+}
+
+void rpc_park(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+
+	pthread_mutex_lock(&s->lock);
+	c->park = CALL_PARKING;
+	s->parked++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rpc_unpark(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+
+	pthread_mutex_lock(&s->lock);
+	if (c->park == CALL_PARKED)
+		requeue(s, c);
+	else if (c->park == CALL_PARKING) /* its worker has not let it go yet: it will queue it */
+		c->park = CALL_UNPARKED;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rpc_call_parked(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+
+	pthread_mutex_lock(&s->lock);
+	if (c->park == CALL_UNPARKED)
+		requeue(s, c);
+	else
+		c->park = CALL_PARKED;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rpc_set_note(struct rpc_call *c, void *note)
+{
+	c->note = note;
+}
+
+void *rpc_note(struct rpc_call *c)
+{
+	return c->note;
 }
 
 /* Hands an arrived call to its method's pool, or to a thread of its own if it streams. Unknown

@@ -75,7 +75,7 @@ struct rpc_pool {
 	int max_queue;	  /* 0 picks 4096 */
 };
 
-#define RPC_MAX_POOLS 4
+#define RPC_MAX_POOLS 5
 
 /* TLS both ways (PEM text, not copied: it must outlive the call it is passed to). A server
  * presents cert/key and takes only clients whose certificate the CA issued and whose identity
@@ -134,6 +134,22 @@ void *rpc_msg_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc);
 /* Hands the call a message unpacked elsewhere (e.g. an rpc_unary answer), so the response may
  * point into it: it is freed with protobuf_c_message_free_unpacked with the arena. */
 void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
+
+/* Parking: a unary handler that has to wait for its turn (a bound on calls in flight to one
+ * peer) gives its worker back rather than blocking it, so that calls queued behind it in its
+ * pool, for other peers, still run. It calls rpc_park and returns RPC_PARKED; the call then
+ * holds no thread until someone calls rpc_unpark, which puts it at the head of its pool's
+ * queue, and a worker runs the handler again from the start with the same request (and a new
+ * response). What the handler wants to find on that run it keeps with rpc_set_note (the note
+ * is the call's until the handler clears it). Every parked call must be unparked exactly once,
+ * also while the server stops: rpc_server_stop waits for parked calls, and a call's client
+ * having gone away shows (rpc_cancelled) only once it runs again. rpc_unpark may come from any
+ * thread at any time after rpc_park, even before the handler returned. */
+#define RPC_PARKED 0x7061726b /* "park": no handler's count or errno */
+void rpc_park(struct rpc_call *c);
+void rpc_unpark(struct rpc_call *c);
+void rpc_set_note(struct rpc_call *c, void *note);
+void *rpc_note(struct rpc_call *c);
 
 /* Streaming handlers: send one message, blocking until gRPC took it. Fails with -ECANCELED
  * once the client went away. */

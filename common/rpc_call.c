@@ -88,6 +88,8 @@ void rpc_call_free(struct rpc_call *c)
 		grpc_call_unref(c->call);
 	grpc_call_details_destroy(&c->details);
 	grpc_metadata_array_destroy(&c->md);
+	if (c->req)
+		protobuf_c_message_free_unpacked(c->req, NULL);
 	call_memory_free(c);
 	rpc_cq_drain_destroy(c->cq);
 	free(c);
@@ -323,7 +325,7 @@ static int call_handle(struct rpc_call *c, const ProtobufCMessage *req, Protobuf
 	return ret;
 }
 
-void rpc_call_run(struct rpc_call *c)
+int rpc_call_run(struct rpc_call *c)
 {
 	struct rpc_server *s = c->srv;
 	const struct rpc_method *m = c->method;
@@ -332,13 +334,17 @@ void rpc_call_run(struct rpc_call *c)
 	struct err err = ERR_INIT;
 	int ret;
 
+	if (c->req) { /* back from parking: read, checked and let in before */
+		req = steal_ptr(c->req);
+		goto handle;
+	}
 	if (call_watch_close(c) < 0)
-		return;
+		return 0;
 	if (s->peer_name && !peer_is(c->call, s->peer_name)) {
 		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
 			    "this server takes calls from its own peer only (a client certificate "
 			    "naming it)");
-		return;
+		return 0;
 	}
 	if (!m) {
 		char *path = grpc_slice_to_c_string(c->details.method);
@@ -347,28 +353,33 @@ void rpc_call_run(struct rpc_call *c)
 		snprintf(err.msg, sizeof(err.msg), "unknown method %s", path);
 		gpr_free(path);
 		call_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, err.msg);
-		return;
+		return 0;
 	}
 	if (recv_one(c, &bb) < 0) {
 		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
-		return;
+		return 0;
 	}
 	req = rpc_unpack(m->req, bb, s->max_message, &err);
 	if (bb)
 		grpc_byte_buffer_destroy(bb);
 	if (!req) {
 		call_finish(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
-		return;
+		return 0;
 	}
 	if (rpc_cancelled(c)) {
 		/* its client left while it waited for a worker: nobody wants the work */
 		protobuf_c_message_free_unpacked(req, NULL);
 		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "the client went away");
-		return;
+		return 0;
 	}
+handle:
 	if (!(m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM)))
 		resp = rpc_msg_new(c, m->resp);
 	ret = call_handle(c, req, resp, &err);
+	if (ret == RPC_PARKED) {
+		c->req = req;
+		return RPC_PARKED;
+	}
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (ret < 0) {
 		int code = err.code ? err.code : -ret;
@@ -378,6 +389,7 @@ void rpc_call_run(struct rpc_call *c)
 	} else {
 		call_finish(c, resp, GRPC_STATUS_OK, NULL);
 	}
+	return 0;
 }
 
 void rpc_call_refuse(struct rpc_call *c, int status, const char *msg)

@@ -27,6 +27,16 @@ struct rpc_call {
 	int sent_initial;
 	const struct rpc_method *method; /* NULL: unknown */
 	struct rpc_call *next_job;
+	/* Parking (rpc_park): the request kept while no thread holds the call, what its handler
+	 * noted for its next run, and where the call is (guarded by the server's lock). */
+	ProtobufCMessage *req;
+	void *note;
+	enum {
+		CALL_RUNNING,
+		CALL_PARKING,
+		CALL_PARKED,
+		CALL_UNPARKED
+	} park;
 };
 
 /* One pool of unary workers and its queue (guarded by the server's lock). */
@@ -57,10 +67,15 @@ struct rpc_server {
 	pthread_cond_t cond; /* streams ending */
 	int stopping;
 	int streams; /* streaming calls in flight */
+	int parked;  /* calls parked by their handler, not yet queued again */
 };
 
-/* Runs one call from its request to its status, on the thread that owns it. */
-void rpc_call_run(struct rpc_call *c);
+/* Runs one call from its request to its status, on the thread that owns it; RPC_PARKED when
+ * its handler parked it instead (the call is not freed then: rpc_call_parked). */
+int rpc_call_run(struct rpc_call *c);
+/* The worker of a call whose handler returned RPC_PARKED lets it go: it waits without a
+ * thread until rpc_unpark, or goes back to its pool at once when that came first. */
+void rpc_call_parked(struct rpc_call *c);
 /* Frees a call: its core call, its memory and its queue. */
 void rpc_call_free(struct rpc_call *c);
 /* Answers a call that will not run (no thread, a full queue) with status and msg, and frees

@@ -50,9 +50,18 @@ int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__P
 int cells_pull_image(struct cellmgr *m, const char *cell_id,
 		     const Kiyot__Cell__V1__PullImageRequest *req,
 		     Kiyot__Cell__V1__PullImageResponse **resp, struct err *err);
+/* At most CELL_EXECS_MAX (cells_internal.h) run in one cell at once, the others waiting for
+ * their turn in the order they came: a CRI call parked (RPC_PARKED is returned: its handler
+ * returns it as well, and is run again once the turn came, when this finds its turn given),
+ * another caller blocked. */
 int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 		    const Kiyot__Cell__V1__ExecSyncRequest *req,
 		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err);
+/* A handler run again after cells_exec_sync parked its call, that will not call it again
+ * (its container went away meanwhile), gives its turn up with this. */
+void cells_exec_forgo(struct cellmgr *m);
+/* The cell's usage: the latest its Watch pushed while fresh (no call), else a reading of its
+ * agent's, one for all the callers that ask meanwhile. */
 
 int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
 		struct err *err);

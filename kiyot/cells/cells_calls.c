@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "rpc.h"
 #include "state/kiyot.h"
 #include "xalloc.h"
 
@@ -154,46 +155,183 @@ int cells_pull_image(struct cellmgr *m, const char *cell_id,
 	return call_end(m, e, cell_id, ret, err);
 }
 
+/*
+ * ExecSync's turns in a cell: at most CELL_EXECS_MAX in flight to its agent, the others
+ * waiting in the order they came. A waiter is a CRI call parked without a thread (rpc_park:
+ * its handler runs again once its turn came, and finds its waiter as the call's note), or a
+ * thread outside any served call, which waits on the waiter's cond. A waiter holds its
+ * reference to the cell's entry until its exec ended.
+ */
+struct exec_waiter {
+	struct cell_entry *e;
+	struct rpc_call *call; /* NULL: a thread waits on cond */
+	pthread_cond_t cond;
+	bool granted;
+	struct exec_waiter *next;
+};
+
+/* Takes a turn in e for the caller (holding a reference to e): 0 when it has one, or
+ * RPC_PARKED when its call waits for one, parked. */
+static int exec_turn(struct cellmgr *m, struct cell_entry *e, struct rpc_call *call)
+{
+	struct exec_waiter *w, local;
+
+	pthread_mutex_lock(&m->lock);
+	if (e->execs < CELL_EXECS_MAX && !e->exec_head) {
+		e->execs++;
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
+	w = call ? xcalloc(1, sizeof(*w)) : memset(&local, 0, sizeof(local));
+	w->e = e;
+	w->call = call;
+	if (e->exec_tail)
+		e->exec_tail->next = w;
+	else
+		e->exec_head = w;
+	e->exec_tail = w;
+	if (call) {
+		rpc_set_note(call, w);
+		rpc_park(call);
+		pthread_mutex_unlock(&m->lock);
+		return RPC_PARKED;
+	}
+	pthread_cond_init(&w->cond, NULL);
+	while (!w->granted)
+		pthread_cond_wait(&w->cond, &m->lock);
+	pthread_mutex_unlock(&m->lock);
+	pthread_cond_destroy(&w->cond);
+	return 0;
+}
+
+/* Ends a turn in e: the oldest waiter takes it over. */
+static void exec_turn_end(struct cellmgr *m, struct cell_entry *e)
+{
+	struct exec_waiter *w;
+
+	pthread_mutex_lock(&m->lock);
+	w = e->exec_head;
+	if (!w) {
+		e->execs--;
+		pthread_mutex_unlock(&m->lock);
+		return;
+	}
+	e->exec_head = w->next;
+	if (!e->exec_head)
+		e->exec_tail = NULL;
+	w->granted = true;
+	if (w->call)
+		rpc_unpark(w->call); /* (w is the call's to free now) */
+	else
+		pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* The turn the CRI call this thread serves was given while it was parked, with the reference
+ * to its cell's entry it held, or NULL when it has none. */
+static struct cell_entry *exec_turn_given(void)
+{
+	struct rpc_call *call = rpc_current();
+	struct exec_waiter *w = call ? rpc_note(call) : NULL;
+	struct cell_entry *e;
+
+	if (!w)
+		return NULL;
+	rpc_set_note(call, NULL);
+	e = w->e;
+	free(w);
+	return e;
+}
+
+void cells_exec_forgo(struct cellmgr *m)
+{
+	struct cell_entry *e = exec_turn_given();
+
+	if (e) {
+		exec_turn_end(m, e);
+		cell_entry_put(m, e);
+	}
+}
+
 int cells_exec_sync(struct cellmgr *m, const char *cell_id,
 		    const Kiyot__Cell__V1__ExecSyncRequest *req,
 		    Kiyot__Cell__V1__ExecSyncResponse **resp, struct err *err)
 {
 	int64_t s = req->timeout_s > 0 && req->timeout_s < EXEC_TIMEOUT_MAX_S ? req->timeout_s
 									      : EXEC_TIMEOUT_MAX_S;
-	struct cell_entry *e = call_begin(m, cell_id, err);
+	struct cell_entry *e = exec_turn_given();
 	int ret;
 
-	if (!e)
-		return -err->code;
+	if (!e) {
+		e = call_begin(m, cell_id, err);
+		if (!e)
+			return -err->code;
+		if (exec_turn(m, e, rpc_current()) == RPC_PARKED)
+			return RPC_PARKED;
+	}
 	/* the call outlasts the command's own timeout, which the agent enforces */
 	ret = m->agent.ops->exec_sync(m->agent.self, e->conn, req, s * 1000 + AGENT_CALL_TIMEOUT_MS,
 				      resp, err);
+	exec_turn_end(m, e);
 	return call_end(m, e, cell_id, ret, err);
 }
 
+/* The cell's latest usage when it is fresh (a copy), else NULL. Needs the manager's lock. */
+static Kiyot__Cell__V1__StatsResponse *stats_fresh(struct cell_entry *e)
+{
+	if (!e->stats || !e->stats_current ||
+	    clock_mono_ns() - e->stats_ns >= (int64_t)STATS_MAX_AGE_MS * 1000000)
+		return NULL;
+	return kiyot__cell__v1__stats_response__unpack(NULL, e->stats_len, e->stats);
+}
+
+/* Answers from the usage the cell's Watch pushed while it is fresh, with no call to the agent;
+ * else asks the agent, once for every caller that finds it stale meanwhile. */
 int cells_stats(struct cellmgr *m, const char *cell_id, Kiyot__Cell__V1__StatsResponse **resp,
 		struct err *err)
 {
 	struct cell_entry *e = call_begin(m, cell_id, err);
-	_cleanup_free_ uint8_t *kept = NULL;
-	size_t len = 0;
+	Kiyot__Cell__V1__StatsResponse *kept = NULL;
 	int ret;
 
 	if (!e)
 		return -err->code;
 	pthread_mutex_lock(&m->lock);
-	if (e->stats && e->stats_current &&
-	    clock_mono_ns() - e->stats_ns < (int64_t)STATS_MAX_AGE_MS * 1000000) {
-		len = e->stats_len;
-		kept = xmalloc(len ? len : 1);
-		memcpy(kept, e->stats, len);
+	for (;;) {
+		uint64_t gen = e->stats_gen;
+
+		if ((kept = stats_fresh(e)) || !e->stats_asking)
+			break;
+		while (e->stats_asking && e->stats_gen == gen)
+			pthread_cond_wait(&m->cond, &m->lock);
+		/* the reading failed: its error is ours too, unless its own caller went away */
+		if (!(kept = stats_fresh(e)) && e->stats_err.code &&
+		    e->stats_err.code != ECANCELED) {
+			*err = e->stats_err;
+			pthread_mutex_unlock(&m->lock);
+			return call_end(m, e, cell_id, -err->code, err);
+		}
+		if (kept)
+			break;
 	}
-	pthread_mutex_unlock(&m->lock);
-	if (kept && (*resp = kiyot__cell__v1__stats_response__unpack(NULL, len, kept)))
+	if (kept) {
+		pthread_mutex_unlock(&m->lock);
+		*resp = kept;
 		return call_end(m, e, cell_id, 0, err);
+	}
+	e->stats_asking = true;
+	pthread_mutex_unlock(&m->lock);
 	ret = m->agent.ops->stats(m->agent.self, e->conn, AGENT_CALL_TIMEOUT_MS, resp, err);
 	if (ret == 0)
 		cell_stats_keep(m, e, *resp);
+	pthread_mutex_lock(&m->lock);
+	e->stats_asking = false;
+	e->stats_gen++;
+	err_clear(&e->stats_err);
+	if (ret < 0)
+		e->stats_err = *err;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
 	return call_end(m, e, cell_id, ret, err);
 }
 

@@ -44,8 +44,24 @@ struct cell_entry {
 	size_t stats_len;
 	int64_t stats_ns;
 	bool stats_current;
+	/* A reading asked of the agent for callers that found no fresh one: one at a time, the
+	 * callers meanwhile waiting for it on the manager's cond (stats_gen counts the readings that ended, stats_err
+	 * is how the last one failed); guarded by the manager's lock. */
+	bool stats_asking;
+	uint64_t stats_gen;
+	struct err stats_err;
+	/* ExecSync calls in flight to the agent (at most CELL_EXECS_MAX) and those waiting for a
+	 * turn, oldest first; guarded by the manager's lock. */
+	int execs;
+	struct exec_waiter *exec_head, *exec_tail;
 	struct cell_entry *next;
 };
+
+/* ExecSync calls one cell's agent runs at once: its exec workers (cell-agent/api.c). More
+ * would wait there holding a worker of kiyot's each; here they wait in order without one
+ * (rpc_park), so that a flood of execs into one cell holds up neither other cells' nor any
+ * other kind of call. */
+#define CELL_EXECS_MAX 8
 
 /* Certificates: the CA's for ten years, the cells' and kiyot's own as long. kiyot's is made
  * anew at each start and never stored. */

@@ -340,13 +340,12 @@ int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	pthread_mutex_lock(&k->lock);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
-	if (!c || !sb) {
+	if (!c || !sb || c->state != CTR_RUNNING) {
 		pthread_mutex_unlock(&k->lock);
-		return err_set(err, ENOENT, "container %s not found", r->container_id);
-	}
-	if (c->state != CTR_RUNNING) {
-		pthread_mutex_unlock(&k->lock);
-		return err_set(err, EBUSY, "container %s is not running", c->id);
+		cells_exec_forgo(k->cells); /* a turn it waited for, parked, it has no use for */
+		if (!c || !sb)
+			return err_set(err, ENOENT, "container %s not found", r->container_id);
+		return err_set(err, EBUSY, "container %s is not running", r->container_id);
 	}
 	areq.unit_id = xstrdup(c->id);
 	cell_id = xstrdup(sb->cell_id);
@@ -357,6 +356,8 @@ int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	ret = cells_exec_sync(k->cells, cell_id, &areq, &ares, err);
 	free(areq.unit_id);
 	free(cell_id);
+	if (ret == RPC_PARKED) /* waits for its turn in the cell: this runs again then */
+		return ret;
 	if (ret < 0)
 		return err_wrap(err, "exec in container %s", r->container_id);
 	/* an empty output comes unpacked without data (NULL), which memcpy may not take */

@@ -12,22 +12,25 @@
  * another kind holds: however many pulls stall on a slow registry or cells take to launch,
  * Version and Status still answer (the kubelet marks a runtime down when they time out).
  *	fast       kiyot's own state only: versions, statuses, lists, streaming URLs
- *	cell       a short call to one cell's agent: ExecSync (exec probes) and stats
+ *	stats      usage, from what cells' Watches pushed last, or a short call to a cell's agent
+ *	exec       ExecSync (exec probes): as long as the command, in one cell's agent; a cell
+ *	           runs CELL_EXECS_MAX at once and the rest wait their turn without a worker
+ *	           (cells.h), so a flood of execs into one cell holds up no other cell's
  *	lifecycle  cells launched, applied to and torn down (seconds, minutes on EC2)
  *	pull       registries (a pull is as slow as its registry)
  * Each pool is bounded; a call beyond its queue is refused at once rather than held.
  */
 enum {
 	POOL_FAST,
-	POOL_CELL,
+	POOL_STATS,
+	POOL_EXEC,
 	POOL_LIFECYCLE,
 	POOL_PULL
 };
 
 static const struct rpc_pool pools[] = {
-	[POOL_FAST] = { "fast", 16, 0 },
-	[POOL_CELL] = { "cell", 16, 0 },
-	[POOL_LIFECYCLE] = { "lifecycle", 32, 0 },
+	[POOL_FAST] = { "fast", 16, 0 }, [POOL_STATS] = { "stats", 8, 0 },
+	[POOL_EXEC] = { "exec", 32, 0 }, [POOL_LIFECYCLE] = { "lifecycle", 32, 0 },
 	[POOL_PULL] = { "pull", 16, 0 },
 };
 
@@ -58,14 +61,14 @@ static const struct rpc_method methods[] = {
 	RT("UpdateContainerResources", update_container_resources, update_container_resources, 0,
 	   POOL_LIFECYCLE),
 	RT("ReopenContainerLog", reopen_container_log, reopen_container_log, 0, POOL_FAST),
-	RT("ExecSync", exec_sync, exec_sync, 0, POOL_CELL),
+	RT("ExecSync", exec_sync, exec_sync, 0, POOL_EXEC),
 	RT("Exec", exec, exec, 0, POOL_FAST),
 	RT("Attach", attach, attach, 0, POOL_FAST),
 	RT("PortForward", port_forward, port_forward, 0, POOL_FAST),
-	RT("ContainerStats", container_stats, container_stats, 0, POOL_CELL),
-	RT("ListContainerStats", list_container_stats, list_container_stats, 0, POOL_CELL),
-	RT("PodSandboxStats", pod_sandbox_stats, pod_sandbox_stats, 0, POOL_CELL),
-	RT("ListPodSandboxStats", list_pod_sandbox_stats, list_pod_sandbox_stats, 0, POOL_CELL),
+	RT("ContainerStats", container_stats, container_stats, 0, POOL_STATS),
+	RT("ListContainerStats", list_container_stats, list_container_stats, 0, POOL_STATS),
+	RT("PodSandboxStats", pod_sandbox_stats, pod_sandbox_stats, 0, POOL_STATS),
+	RT("ListPodSandboxStats", list_pod_sandbox_stats, list_pod_sandbox_stats, 0, POOL_STATS),
 	RT("UpdateRuntimeConfig", update_runtime_config, update_runtime_config, 0, POOL_FAST),
 	RT("Status", status, status, 0, POOL_FAST),
 	RT("CheckpointContainer", checkpoint_container, checkpoint_container, 0, POOL_LIFECYCLE),
@@ -73,9 +76,10 @@ static const struct rpc_method methods[] = {
 	  &runtime__v1__get_events_request__descriptor,
 	  &runtime__v1__container_event_response__descriptor, router_get_container_events,
 	  RPC_SERVER_STREAM, POOL_FAST },
-	RT("ListMetricDescriptors", list_metric_descriptors, list_metric_descriptors, 0, POOL_CELL),
+	RT("ListMetricDescriptors", list_metric_descriptors, list_metric_descriptors, 0,
+	   POOL_STATS),
 	RT("ListPodSandboxMetrics", list_pod_sandbox_metrics, list_pod_sandbox_metrics, 0,
-	   POOL_CELL),
+	   POOL_STATS),
 	RT("RuntimeConfig", runtime_config, runtime_config, 0, POOL_FAST),
 	IMG("ListImages", list_images, list_images, POOL_FAST),
 	IMG("ImageStatus", image_status, image_status, POOL_FAST),

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cells/cells.h"
 #include "clock.h"
 #include "cri_validate.h"
 #include "events.h"
@@ -422,6 +423,7 @@ int router_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 
 	if (!k->router || kiyot_owns_container(k, r->container_id))
 		return cri_exec_sync(svc, call, req, resp, err);
+	cells_exec_forgo(k->cells); /* removed while it waited for its turn in the cell */
 	return forward(k, call, RT_PATH("ExecSync"), req, resp, t, err);
 }
 

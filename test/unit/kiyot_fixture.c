@@ -53,7 +53,7 @@ int kfix_open(struct kfix *f, struct err *err)
 	k->cfg.gc_interval_s = f->gc_interval_s;
 	k->cfg.gc_grace_s = f->gc_grace_s;
 	fake_provider_install(f->fp, &k->provider);
-	k->agent = fake_agent_client(f->fa);
+	k->agent = f->agent ? f->agent : fake_agent_client(f->fa);
 	f->open = true;
 	if (kiyot_open(k, err) < 0)
 		return -err->code;

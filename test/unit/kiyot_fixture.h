@@ -37,6 +37,9 @@ struct kfix {
 	/* Settings the next kfix_open gives kiyot (kfix_new: 3600 and 120, no periodic pass). */
 	int gc_interval_s;
 	int gc_grace_s;
+	/* The agent client the next kfix_open gives kiyot (NULL: the fake agent's own), e.g. one
+	 * that wraps some of the fake's operations. */
+	const struct agent_client *agent;
 };
 
 /* A new state directory and fakes (a cell boots within boot_timeout_s), not opened. */

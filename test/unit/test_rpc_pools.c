@@ -1,7 +1,8 @@
 /*
  * test_rpc_pools: the server's worker pools and cancellation, over a unix socket. A "slow"
  * method (one worker) blocks until the test releases it or its caller goes away; "fast" and
- * "relay" (which calls "slow" on behalf of its own caller) run on a pool of their own.
+ * "relay" (which calls "slow" on behalf of its own caller) run on a pool of their own. "park"
+ * (on the slow pool) parks its call on its first run and answers on its second.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,10 +21,12 @@
 #include "cellagent.pb-c.h"
 #include "clock.h"
 #include "rpc.h"
+#include "xalloc.h"
 
 #define SLOW "/kiyot.cell.v1.CellAgent/Stats"
 #define FAST "/kiyot.cell.v1.CellAgent/Hello"
 #define RELAY "/kiyot.cell.v1.CellAgent/PullImage"
+#define PARK "/kiyot.cell.v1.CellAgent/Apply"
 
 enum {
 	POOL_FAST,
@@ -105,6 +108,42 @@ static int relay_handler(void *svc, struct rpc_call *call, const ProtobufCMessag
 	return ret;
 }
 
+/* The park handler's calls, guarded by slow.mu: those parked, and its runs. */
+static struct {
+	struct rpc_call *parked[8];
+	int n_parked;
+	int runs;
+	bool at_once; /* unpark from within the handler, before it returns */
+} park;
+
+/* First run: parks the call (noting it); second run: answers. */
+static int park_handler(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			ProtobufCMessage *resp, struct err *err)
+{
+	static int mark;
+
+	(void)svc;
+	(void)req;
+	(void)resp;
+	(void)err;
+	pthread_mutex_lock(&slow.mu);
+	park.runs++;
+	pthread_cond_broadcast(&slow.cv);
+	if (rpc_note(call) == &mark) {
+		rpc_set_note(call, NULL);
+		pthread_mutex_unlock(&slow.mu);
+		return 0;
+	}
+	rpc_set_note(call, &mark);
+	rpc_park(call);
+	if (park.at_once)
+		rpc_unpark(call);
+	else
+		park.parked[park.n_parked++] = call;
+	pthread_mutex_unlock(&slow.mu);
+	return RPC_PARKED;
+}
+
 static const struct rpc_method methods[] = {
 	{ SLOW, &kiyot__cell__v1__stats_request__descriptor,
 	  &kiyot__cell__v1__stats_response__descriptor, slow_handler, 0, POOL_SLOW },
@@ -112,6 +151,8 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__hello_response__descriptor, fast_handler, 0, POOL_FAST },
 	{ RELAY, &kiyot__cell__v1__pull_image_request__descriptor,
 	  &kiyot__cell__v1__pull_image_response__descriptor, relay_handler, 0, POOL_FAST },
+	{ PARK, &kiyot__cell__v1__apply_request__descriptor,
+	  &kiyot__cell__v1__apply_response__descriptor, park_handler, 0, POOL_SLOW },
 };
 
 struct fixture {
@@ -145,6 +186,16 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Unparks the park handler's parked calls (also those a failed test left). */
+static void unpark_all(void)
+{
+	pthread_mutex_lock(&slow.mu);
+	for (int i = 0; i < park.n_parked; i++)
+		if (park.parked[i])
+			rpc_unpark(steal_ptr(park.parked[i]));
+	pthread_mutex_unlock(&slow.mu);
+}
+
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -153,6 +204,7 @@ static int teardown(void **state)
 	slow.released = true;
 	pthread_cond_broadcast(&slow.cv);
 	pthread_mutex_unlock(&slow.mu);
+	unpark_all();
 	rpc_channel_free(f->ch);
 	rpc_channel_free(relay_ch);
 	rpc_server_stop(f->srv);
@@ -164,6 +216,7 @@ static int teardown(void **state)
 static int reset(void **state)
 {
 	(void)state;
+	unpark_all();
 	pthread_mutex_lock(&slow.mu);
 	slow.released = true;
 	pthread_cond_broadcast(&slow.cv);
@@ -171,6 +224,7 @@ static int reset(void **state)
 		pthread_cond_wait(&slow.cv, &slow.mu);
 	slow.runs = slow.cancelled = 0;
 	slow.released = false;
+	memset(&park, 0, sizeof(park));
 	pthread_mutex_unlock(&slow.mu);
 	return 0;
 }
@@ -208,11 +262,12 @@ static void *bg_main(void *arg)
 	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
 	ProtobufCMessage *resp = NULL;
 
-	b->ret = rpc_unary(b->ch, b->method, &req.base,
-			   strcmp(b->method, SLOW) == 0
-				   ? &kiyot__cell__v1__stats_response__descriptor
-				   : &kiyot__cell__v1__pull_image_response__descriptor,
-			   b->timeout_ms, &resp, &b->err);
+	b->ret = rpc_unary(
+		b->ch, b->method, &req.base,
+		strcmp(b->method, SLOW) == 0   ? &kiyot__cell__v1__stats_response__descriptor
+		: strcmp(b->method, PARK) == 0 ? &kiyot__cell__v1__apply_response__descriptor
+					       : &kiyot__cell__v1__pull_image_response__descriptor,
+		b->timeout_ms, &resp, &b->err);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return NULL;
@@ -330,6 +385,41 @@ static void test_rpc_pools__calls_abandoned_in_the_queue_never_run(void **state)
 	assert_int_equal(slow.runs, 1);
 }
 
+/* A parked call holds no worker: with the slow pool's one worker, three calls all reach their
+ * handler and park, and a slow call still runs; unparked, each runs its handler again and
+ * answers, in the order they were unparked. One unparked before its handler even returned
+ * comes back too. */
+static void test_rpc_pools__a_parked_call_gives_its_worker_back(void **state)
+{
+	struct fixture *f = *state;
+	struct bg_call b[3], s, now;
+
+	for (int i = 0; i < 3; i++) {
+		bg_start(&b[i], f->ch, PARK, 30000);
+		assert_int_equal(wait_count(&park.n_parked, i + 1), i + 1);
+	}
+	assert_int_equal(park.runs, 3);
+	bg_start(&s, f->ch, SLOW, 30000);
+	assert_int_equal(wait_count(&slow.runs, 1), 1);
+	pthread_mutex_lock(&slow.mu);
+	slow.released = true;
+	pthread_cond_broadcast(&slow.cv);
+	pthread_mutex_unlock(&slow.mu);
+	pthread_join(s.t, NULL);
+	assert_int_equal(s.ret, 0);
+	unpark_all();
+	for (int i = 0; i < 3; i++) {
+		pthread_join(b[i].t, NULL);
+		assert_int_equal(b[i].ret, 0);
+	}
+	assert_int_equal(park.runs, 6);
+	park.at_once = true;
+	bg_start(&now, f->ch, PARK, 30000);
+	pthread_join(now.t, NULL);
+	assert_int_equal(now.ret, 0);
+	assert_int_equal(park.runs, 8);
+}
+
 /* A table naming a pool the server lacks is refused at start, naming the method. */
 static void test_rpc_pools__a_method_on_a_missing_pool_is_refused(void **state)
 {
@@ -358,6 +448,7 @@ int main(void)
 				       reset),
 		cmocka_unit_test_setup(test_rpc_pools__calls_abandoned_in_the_queue_never_run,
 				       reset),
+		cmocka_unit_test_setup(test_rpc_pools__a_parked_call_gives_its_worker_back, reset),
 		cmocka_unit_test(test_rpc_pools__a_method_on_a_missing_pool_is_refused),
 	};
 
