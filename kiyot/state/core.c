@@ -380,7 +380,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "node image store");
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
-	if (stream_server_start(k->cfg.streaming_address, k->cells, &k->stream, err) < 0)
+	if (stream_server_start(k->cfg.streaming_address, k->cells, NULL, &k->stream, err) < 0)
 		return err_wrap(err, "streaming.address");
 	k->events = events_new();
 	k->gc = gc_start(k);

@@ -221,11 +221,12 @@ static void conn_io(void *arg, uint32_t events)
 		conn_free(c);
 }
 
-struct conn *conn_new(struct stream_server *srv, int fd)
+struct conn *conn_new(struct stream_server *srv, int fd, uint32_t peer)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
 	c->srv = srv;
+	c->peer = peer;
 	c->loop = stream_loop(srv);
 	c->cells = stream_cells(srv);
 	c->fd = fd;

@@ -329,10 +329,16 @@ static const char *reason_of(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 410:
 		return "Gone";
+	case 429:
+		return "Too Many Requests";
 	case 500:
 		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
 	default:
 		return NULL;
 	}

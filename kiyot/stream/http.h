@@ -101,10 +101,10 @@ int http_answer_ws(struct buf *out, const struct http_req *req, const char *prot
 		   struct err *err);
 
 /*
- * Appends an error answer: status 400, 403, 404, 405, 410 or 500, a text/plain body of text and
- * a newline, Connection: close. extra, when not NULL, is more header lines, each ending in CRLF
- * ("X-Accepted-Stream-Protocol-Versions: v4.channel.k8s.io\r\n"). Fails with -EINVAL on another
- * status or an extra that does not end in CRLF.
+ * Appends an error answer: status 400, 403, 404, 405, 408, 410, 429, 500 or 503, a text/plain
+ * body of text and a newline, Connection: close. extra, when not NULL, is more header lines,
+ * each ending in CRLF ("X-Accepted-Stream-Protocol-Versions: v4.channel.k8s.io\r\n"). Fails
+ * with -EINVAL on another status or an extra that does not end in CRLF.
  */
 int http_answer_error(struct buf *out, int status, const char *extra, const char *text,
 		      struct err *err);

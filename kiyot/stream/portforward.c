@@ -55,7 +55,7 @@ void pf_leave(struct pf *pf)
 	pairs_sweep(pf);
 	if (pf->c || pf->all)
 		return;
-	stream_request_free(pf->req);
+	stream_session_done(pf->srv, pf->req);
 	stream_release(pf->srv);
 	free(pf);
 }

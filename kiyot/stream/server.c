@@ -1,8 +1,8 @@
 /*
- * server.c: the streaming server's listener, its single-use URLs and its connections (see
- * server.h). All of it but the URLs runs on one event loop: a connection reads one HTTP
- * request head (within HEAD_TIMEOUT_MS), takes its token and becomes the session of the
- * token's kind (stream_internal.h).
+ * server.c: the streaming server's listener, its single-use URLs, its connections and its
+ * bounds (see server.h). All of it but the URLs runs on one event loop: a connection reads
+ * one HTTP request head (within the limits' head_timeout_ms), takes its token on the token's
+ * own path and becomes the session of the token's kind (stream_internal.h).
  */
 #include "server.h"
 
@@ -28,8 +28,8 @@
 #include "stream_internal.h"
 #include "xalloc.h"
 
-/* How long a client has to send its request head. */
-#define HEAD_TIMEOUT_MS 10000
+/* The least time between two warnings of refusals at the bounds. */
+#define REFUSAL_NOTE_NS 10000000000LL
 
 struct token {
 	char id[33];
@@ -39,12 +39,21 @@ struct token {
 	struct token *next;
 };
 
+/* The sessions open for one pod (its cell), the loop's. */
+struct pod_count {
+	struct pod_count *next;
+	int n;
+	char cell_id[];
+};
+
 struct stream_server {
 	struct cellmgr *cells;
 	struct evloop *loop;
+	struct stream_limits lim;
 	int lfd;
 	struct evloop_io *lio;
 	int port;
+	char url_host[INET_ADDRSTRLEN]; /* what the URLs name: the address, 127.0.0.1 for any */
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
 	struct token *tokens; /* newest first */
@@ -54,6 +63,9 @@ struct stream_server {
 	int work;		  /* connections and sessions not yet ended (under mu) */
 	int conns;		  /* connections (the loop's) */
 	struct conn *conn_list;	  /* the loop's */
+	struct pod_count *pods;	  /* the loop's */
+	size_t refused;		  /* refusals at the bounds since the last warning (the loop's) */
+	int64_t refused_log_ns;	  /* when that warning was written */
 	bool stopping;
 };
 
@@ -169,30 +181,127 @@ char *stream_server_url(struct stream_server *s, const struct stream_request *re
 	s->ntokens++;
 	s->token_bytes += t->bytes;
 	pthread_mutex_unlock(&s->mu);
-	return xasprintf("http://127.0.0.1:%d/%s/%s", s->port, kind_paths[req->kind], t->id);
+	return xasprintf("http://%s:%d/%s/%s", s->url_host, s->port, kind_paths[req->kind], t->id);
 }
 
-/* Takes the token id out of the table: it is good once. NULL if unknown or expired. */
-static struct token *token_take(struct stream_server *s, const char *id, size_t len)
+/* ---- each pod's sessions (on the loop) ---- */
+
+static struct pod_count *pod_find(struct stream_server *s, const char *cell_id)
 {
+	for (struct pod_count *p = s->pods; p; p = p->next)
+		if (strcmp(p->cell_id, cell_id) == 0)
+			return p;
+	return NULL;
+}
+
+static int pod_sessions(struct stream_server *s, const char *cell_id)
+{
+	struct pod_count *p = pod_find(s, cell_id);
+
+	return p ? p->n : 0;
+}
+
+static void pod_hold(struct stream_server *s, const char *cell_id)
+{
+	struct pod_count *p = pod_find(s, cell_id);
+
+	if (!p) {
+		size_t len = strlen(cell_id) + 1;
+
+		p = xcalloc(1, sizeof(*p) + len);
+		memcpy(p->cell_id, cell_id, len);
+		p->next = s->pods;
+		s->pods = p;
+	}
+	p->n++;
+}
+
+static void pod_put(struct stream_server *s, const char *cell_id)
+{
+	for (struct pod_count **pp = &s->pods; *pp; pp = &(*pp)->next) {
+		struct pod_count *p = *pp;
+
+		if (strcmp(p->cell_id, cell_id) != 0)
+			continue;
+		if (--p->n == 0) {
+			*pp = p->next;
+			free(p);
+		}
+		return;
+	}
+}
+
+void stream_session_done(struct stream_server *s, struct stream_request *req)
+{
+	if (!req)
+		return;
+	pod_put(s, req->cell_id);
+	stream_request_free(req);
+}
+
+/* ---- taking a token ---- */
+
+/* Why a token was not taken. */
+enum claim {
+	CLAIM_OK,
+	CLAIM_UNKNOWN,	  /* no such token, or expired */
+	CLAIM_WRONG_PATH, /* the token is another kind's; it stays */
+	CLAIM_POD_FULL,	  /* its pod has its most sessions open; it stays */
+};
+
+/* Takes the token id, good once, for a request on kind's path; one of another kind, or of a
+ * pod at its bound, stays for its own request (*has_kind, *pod: what it is). */
+static enum claim token_claim(struct stream_server *s, enum stream_kind kind, const char *id,
+			      size_t len, struct token **out, enum stream_kind *has_kind,
+			      char **pod)
+{
+	enum claim why = CLAIM_UNKNOWN;
 	struct token *found = NULL;
 
 	pthread_mutex_lock(&s->mu);
 	for (struct token **pp = &s->tokens; *pp; pp = &(*pp)->next) {
-		if (strlen((*pp)->id) == len && memcmp((*pp)->id, id, len) == 0) {
-			found = *pp;
-			*pp = found->next;
+		struct token *t = *pp;
+
+		if (strlen(t->id) != len || memcmp(t->id, id, len) != 0)
+			continue;
+		*has_kind = t->req->kind;
+		if (t->expires_ns < clock_mono_ns()) {
+			token_drop(s, pp);
+		} else if (t->req->kind != kind) {
+			why = CLAIM_WRONG_PATH;
+		} else if (pod_sessions(s, t->req->cell_id) >= s->lim.max_pod_sessions) {
+			*pod = xstrdup(t->req->cell_id);
+			why = CLAIM_POD_FULL;
+		} else {
+			found = t;
+			*pp = t->next;
 			s->ntokens--;
-			s->token_bytes -= found->bytes;
-			break;
+			s->token_bytes -= t->bytes;
+			why = CLAIM_OK;
 		}
+		break;
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (found && found->expires_ns < clock_mono_ns()) {
-		token_free(found);
-		return NULL;
+	*out = found;
+	return why;
+}
+
+/* The kind and token of a stream URL's target, "/KIND/TOKEN" then a query or nothing; false
+ * for another path. */
+static bool target_parse(const char *target, enum stream_kind *kind, const char **id, size_t *len)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(kind_paths); k++) {
+		size_t n = strlen(kind_paths[k]);
+
+		if (target[0] != '/' || strncmp(target + 1, kind_paths[k], n) != 0 ||
+		    target[n + 1] != '/')
+			continue;
+		*kind = (enum stream_kind)k;
+		*id = target + n + 2;
+		*len = strcspn(*id, "?");
+		return *len && !memchr(*id, '/', *len);
 	}
-	return found;
+	return false;
 }
 
 void stream_hold(struct stream_server *s)
@@ -246,28 +355,84 @@ static void head_free(struct head *h)
 	free(h);
 }
 
+/* Counts a refusal at a bound, and warns of those since the last warning once in a while: a
+ * flood of clients must not flood the log too. */
+static void refusal_note(struct stream_server *s, const char *text)
+{
+	int64_t now = clock_mono_ns();
+
+	s->refused++;
+	if (s->refused_log_ns && now - s->refused_log_ns < REFUSAL_NOTE_NS)
+		return;
+	log_warn("streaming server: %zu stream(s) refused at its bounds, the latest: %s",
+		 s->refused, text);
+	s->refused = 0;
+	s->refused_log_ns = now;
+}
+
+/* An answer of status saying text with a Retry-After, then the end. */
+static void conn_busy(struct conn *c, int status, const char *text)
+{
+	struct buf b = BUF_INIT;
+	struct err err = ERR_INIT;
+
+	refusal_note(c->srv, text);
+	if (http_answer_error(&b, status, "Retry-After: 1\r\n", text, &err) == 0)
+		conn_put(c, b.data, b.len);
+	buf_release(&b);
+	conn_end(c, CONN_LINGER_MS);
+}
+
+/* Refuses the request for a token that is not taken, saying why. */
+static void claim_refuse(struct conn *c, enum claim why, enum stream_kind kind,
+			 enum stream_kind has_kind, const char *pod)
+{
+	_cleanup_free_ char *text = NULL;
+
+	switch (why) {
+	case CLAIM_WRONG_PATH:
+		text = xasprintf("this stream URL's token is for %s, not %s: use it as the runtime "
+				 "returned it, on /%s/",
+				 kind_names[has_kind], kind_names[kind], kind_paths[has_kind]);
+		conn_fail(c, 404, text);
+		return;
+	case CLAIM_POD_FULL:
+		text = xasprintf("pod sandbox %s has %d exec, attach and port-forward sessions "
+				 "open, the most for one pod: close some and try again (this URL "
+				 "stays good until it expires)",
+				 pod, c->srv->lim.max_pod_sessions);
+		conn_busy(c, 429, text);
+		return;
+	default:
+		conn_fail(c, 404, "unknown or expired stream URL: ask the runtime for a new one");
+		return;
+	}
+}
+
 /* The request head is in: its token's session takes the connection. */
 static void head_done(struct head *h, const struct http_req *req, size_t used)
 {
 	struct stream_server *s = h->c->srv;
 	struct conn *c = h->c;
-	const char *target = req->target;
-	const char *id = strrchr(target, '/');
-	size_t idlen = id ? strcspn(id + 1, "?") : 0;
+	enum stream_kind kind = STREAM_EXEC, has_kind = STREAM_EXEC;
+	enum claim why = CLAIM_UNKNOWN;
+	_cleanup_free_ char *pod = NULL;
 	struct token *t = NULL;
 	struct stream_request *r;
+	const char *id;
+	size_t idlen;
 
-	if (id && (strncmp(target, "/exec/", 6) == 0 || strncmp(target, "/attach/", 8) == 0 ||
-		   strncmp(target, "/portforward/", 13) == 0))
-		t = token_take(s, id + 1, idlen);
-	if (!t) {
-		conn_fail(c, 404, "unknown or expired stream URL: ask the runtime for a new one");
+	if (target_parse(req->target, &kind, &id, &idlen))
+		why = token_claim(s, kind, id, idlen, &t, &has_kind, &pod);
+	if (why != CLAIM_OK) {
+		claim_refuse(c, why, kind, has_kind, pod);
 		return;
 	}
 	log_debug("stream %s for cell %s", kind_names[t->req->kind], t->req->cell_id);
-	r = t->req; /* the session's now */
+	r = t->req; /* the session's now, counted for its pod until stream_session_done */
 	t->req = NULL;
 	token_free(t);
+	pod_hold(s, r->cell_id);
 	stream_session_start(c, req, r, (const uint8_t *)h->b.data + used, h->b.len - used);
 }
 
@@ -301,32 +466,87 @@ static void head_gone(void *arg)
 	head_free(h);
 }
 
+/* A client that did not send its request head in time: told so, and closed at once, so that
+ * connections sending nothing cannot hold the bounds. */
 static void head_timeout(void *arg)
 {
 	struct head *h = arg;
+	struct buf b = BUF_INIT;
 	struct err err = ERR_INIT;
 
 	h->timer = NULL;
-	err_set(&err, ETIMEDOUT, "no request head within %d ms", HEAD_TIMEOUT_MS);
+	err_set(&err, ETIMEDOUT,
+		"no request line and headers within %d ms of the connection: send the request "
+		"as soon as connected",
+		h->c->srv->lim.head_timeout_ms);
 	log_debug("stream: %s", err.msg);
-	conn_fail(h->c, 400, err.msg);
+	if (http_answer_error(&b, 408, NULL, err.msg, &err) == 0)
+		conn_put(h->c, b.data, b.len);
+	buf_release(&b);
+	conn_flush(h->c);
+	conn_end(h->c, 0);
 	head_free(h);
 }
 
 static const struct conn_ops head_ops = { .input = head_input, .gone = head_gone };
 
-/* Answers a connection the server cannot take, without waiting for it. */
-static void refuse(int fd, const char *text)
+/* Answers a connection the server cannot take, without waiting for it. What the client sent
+ * already is read first: a close with unread input would reset the connection, and the
+ * client might lose the answer. */
+static void refuse(struct stream_server *s, int fd, int status, const char *text)
 {
 	struct buf b = BUF_INIT;
 	struct err err = ERR_INIT;
+	char sink[4096];
 
-	if (http_answer_error(&b, 500, NULL, text, &err) == 0 &&
+	refusal_note(s, text);
+	for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	if (http_answer_error(&b, status, "Retry-After: 1\r\n", text, &err) == 0 &&
 	    send(fd, b.data, b.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 		/* the client learns it from the close */
 	}
 	buf_release(&b);
 	close(fd);
+}
+
+/* Connections open from peer. */
+static int client_connections(const struct stream_server *s, uint32_t peer)
+{
+	int n = 0;
+
+	for (const struct conn *c = s->conn_list; c; c = c->next)
+		n += c->peer == peer;
+	return n;
+}
+
+/* Whether the server takes a connection of peer; if not, it answered fd and closed it. */
+static bool admit(struct stream_server *s, int fd, uint32_t peer)
+{
+	char addr[INET_ADDRSTRLEN] = "?";
+	_cleanup_free_ char *text = NULL;
+
+	if (s->stopping) {
+		refuse(s, fd, 503, "the streaming server is stopping; try again once it is back");
+		return false;
+	}
+	if (s->conns >= s->lim.max_connections) {
+		text = xasprintf("the streaming server has %d connections open, the most it serves "
+				 "at once: try again when some end",
+				 s->lim.max_connections);
+		refuse(s, fd, 503, text);
+		return false;
+	}
+	if (client_connections(s, peer) >= s->lim.max_client_connections) {
+		inet_ntop(AF_INET, &peer, addr, sizeof(addr));
+		text = xasprintf("client %s has %d connections open to the streaming server, the "
+				 "most for one address: close some, or send their requests (one "
+				 "that sends none is closed after %d ms)",
+				 addr, s->lim.max_client_connections, s->lim.head_timeout_ms);
+		refuse(s, fd, 429, text);
+		return false;
+	}
+	return true;
 }
 
 static void on_accept(void *arg, uint32_t events)
@@ -335,7 +555,11 @@ static void on_accept(void *arg, uint32_t events)
 
 	(void)events;
 	for (;;) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+		struct sockaddr_in peer = { 0 };
+		socklen_t plen = sizeof(peer);
+		int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen,
+				 SOCK_CLOEXEC | SOCK_NONBLOCK),
+		    one = 1;
 		struct head *h;
 
 		if (fd < 0) {
@@ -346,14 +570,12 @@ static void on_accept(void *arg, uint32_t events)
 		/* small frames (a reply, an exit status) go out at once: with Nagle's algorithm
 		 * they waited for the client's delayed ACK, 40 ms */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (s->stopping || s->conns >= STREAM_MAX_CONNECTIONS) {
-			refuse(fd, "too many streams at once; try again");
+		if (!admit(s, fd, peer.sin_addr.s_addr))
 			continue;
-		}
 		h = xcalloc(1, sizeof(*h));
-		h->c = conn_new(s, fd);
+		h->c = conn_new(s, fd, peer.sin_addr.s_addr);
 		conn_attach(h->c, &head_ops, h);
-		h->timer = evloop_timer_add(s->loop, HEAD_TIMEOUT_MS, head_timeout, h);
+		h->timer = evloop_timer_add(s->loop, s->lim.head_timeout_ms, head_timeout, h);
 	}
 }
 
@@ -408,9 +630,31 @@ static int parse_address(const char *address, struct sockaddr_in *sa, struct err
 	return 0;
 }
 
-int stream_server_start(const char *address, struct cellmgr *cells, struct stream_server **out,
+/* Says where the server listens, where its URLs point, and its bounds. */
+static void log_start(const struct stream_server *s, const struct sockaddr_in *sa)
+{
+	char bound[INET_ADDRSTRLEN] = "?";
+	const struct stream_limits *l = &s->lim;
+
+	inet_ntop(AF_INET, &sa->sin_addr, bound, sizeof(bound));
+	log_info("streaming server on %s:%d%s (exec, attach, port-forward); its URLs name %s:%d; "
+		 "at most %d connections, %d from one client, %d sessions for one pod",
+		 bound, s->port,
+		 sa->sin_addr.s_addr == htonl(INADDR_ANY) ? ", every address of the node" : "",
+		 s->url_host, s->port, l->max_connections, l->max_client_connections,
+		 l->max_pod_sessions);
+}
+
+int stream_server_start(const char *address, struct cellmgr *cells,
+			const struct stream_limits *limits, struct stream_server **out,
 			struct err *err)
 {
+	static const struct stream_limits defaults = {
+		.max_connections = STREAM_MAX_CONNECTIONS,
+		.max_client_connections = STREAM_MAX_CLIENT_CONNECTIONS,
+		.max_pod_sessions = STREAM_MAX_POD_SESSIONS,
+		.head_timeout_ms = STREAM_HEAD_TIMEOUT_MS,
+	};
 	struct sockaddr_in sa = { 0 };
 	socklen_t len = sizeof(sa);
 	struct stream_server *s;
@@ -429,8 +673,13 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 	}
 	s = xcalloc(1, sizeof(*s));
 	s->cells = cells;
+	s->lim = limits ? *limits : defaults;
 	s->lfd = fd;
 	s->port = ntohs(sa.sin_port);
+	if (sa.sin_addr.s_addr == htonl(INADDR_ANY))
+		snprintf(s->url_host, sizeof(s->url_host), "127.0.0.1"); /* the kubelet's node */
+	else
+		inet_ntop(AF_INET, &sa.sin_addr, s->url_host, sizeof(s->url_host));
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	if (evloop_new("kiyot-stream", &s->loop, err) < 0) {
@@ -439,7 +688,7 @@ int stream_server_start(const char *address, struct cellmgr *cells, struct strea
 		return err_wrap(err, "streaming server");
 	}
 	evloop_post(s->loop, listen_start, s);
-	log_info("streaming server on 127.0.0.1:%d (exec, attach, port-forward)", s->port);
+	log_start(s, &sa);
 	*out = s;
 	return 0;
 }
@@ -461,6 +710,12 @@ void stream_server_stop(struct stream_server *s)
 
 		s->tokens = t->next;
 		token_free(t);
+	}
+	while (s->pods) { /* none: every session ended */
+		struct pod_count *p = s->pods;
+
+		s->pods = p->next;
+		free(p);
 	}
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->idle);

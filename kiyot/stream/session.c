@@ -102,7 +102,8 @@ static void sess_maybe_free(struct sess *s)
 	astream_free(&s->as);
 	chunkq_drop(&s->in);
 	buf_release(&s->resize);
-	stream_request_free(s->req);
+	if (s->req)
+		stream_session_done(s->srv, s->req);
 	stream_release(s->srv);
 	free(s);
 }

@@ -51,6 +51,7 @@ struct conn {
 	struct evloop *loop;
 	struct cellmgr *cells;
 	int fd;
+	uint32_t peer; /* the client's IPv4 address (network order): its bound's key */
 	struct evloop_io *io;
 	struct spdy_session *sp; /* the protocol, once upgraded: one of the two, the conn's */
 	struct ws_session *ws;
@@ -64,8 +65,9 @@ struct conn {
 	bool paused, high, ending, dead;
 };
 
-/* A connection for the accepted socket fd (taken); it counts toward the server's work. */
-struct conn *conn_new(struct stream_server *srv, int fd);
+/* A connection for the accepted socket fd (taken) of the client at peer; it counts toward the
+ * server's work and its bounds. */
+struct conn *conn_new(struct stream_server *srv, int fd, uint32_t peer);
 /* Hands the connection's events to a session. */
 void conn_attach(struct conn *c, const struct conn_ops *ops, void *sess);
 /* Queues raw bytes (an HTTP answer) ahead of the protocol's output. */
@@ -138,6 +140,9 @@ void stream_port_forward_ws(struct conn *c, const struct http_req *http, struct 
 			    const uint8_t *rest, size_t rest_len);
 /* Frees a request the server made for a URL, its copies with it; NULL is ignored. */
 void stream_request_free(struct stream_request *r);
+/* A session's end: its request, which the server handed to a session (stream_session_start),
+ * stops counting toward its pod's bound and is freed. */
+void stream_session_done(struct stream_server *s, struct stream_request *req);
 
 /*
  * The ports a port-forward URL's query names, as the kubelet reads them: every "port"

@@ -38,7 +38,8 @@ struct fix {
 	struct clirun run;
 };
 
-static int setup(void **state)
+/* The fixture with a streaming server of limits (NULL: the defaults). */
+static int setup_limits(void **state, const struct stream_limits *limits)
 {
 	struct fix *f = xcalloc(1, sizeof(*f));
 	struct err err = ERR_INIT;
@@ -48,7 +49,7 @@ static int setup(void **state)
 	if (crihost_start(&f->h) < 0)
 		return -1;
 	if (cells_new(&f->h.k, &f->h.k.cells, &err) < 0 ||
-	    stream_server_start("127.0.0.1:0", f->h.k.cells, &f->h.k.stream, &err) < 0) {
+	    stream_server_start("127.0.0.1:0", f->h.k.cells, limits, &f->h.k.stream, &err) < 0) {
 		fprintf(stderr, "setup: %s\n", err.msg);
 		return -1;
 	}
@@ -62,6 +63,37 @@ static int setup(void **state)
 	setenv("KIYOT_SOCKET", sock, 1);
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_limits(state, NULL);
+}
+
+/* Small bounds to reach in a test: two connections from one client, eight in all. */
+static int setup_small(void **state)
+{
+	static const struct stream_limits l = {
+		.max_connections = 8,
+		.max_client_connections = 2,
+		.max_pod_sessions = 64,
+		.head_timeout_ms = 60000,
+	};
+
+	return setup_limits(state, &l);
+}
+
+/* One connection from a client, which must send its request within 200 ms. */
+static int setup_short_deadline(void **state)
+{
+	static const struct stream_limits l = {
+		.max_connections = 8,
+		.max_client_connections = 1,
+		.max_pod_sessions = 64,
+		.head_timeout_ms = 200,
+	};
+
+	return setup_limits(state, &l);
 }
 
 static int teardown(void **state)
@@ -106,6 +138,23 @@ static int dial(const char *url)
 	return fd;
 }
 
+/* A connection to url's port from the loopback address src ("127.0.0.2": another client). */
+static int dial_from(const char *url, const char *src)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET }, me = { .sin_family = AF_INET };
+	int port = 0, fd;
+
+	assert_int_equal(sscanf(url, "http://127.0.0.1:%d/", &port), 1);
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
 /* Everything the server sends until it closes (5 s at most); *len its length. */
 static char *read_all(int fd, size_t *len)
 {
@@ -127,19 +176,25 @@ static char *read_all(int fd, size_t *len)
 	return buf;
 }
 
-/* Sends a request for url's path with extra header lines; the answer until the close. */
-static char *ask(const char *url, const char *headers, size_t *len)
+/* Sends a request for url's path with extra header lines from the client at src; the answer
+ * until the close. */
+static char *ask_from(const char *src, const char *url, const char *headers, size_t *len)
 {
 	const char *path = strchr(url + 7, '/');
 	_cleanup_free_ char *req =
 		xasprintf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, headers);
-	int fd = dial(url);
+	int fd = dial_from(url, src);
 	char *answer;
 
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	answer = read_all(fd, len);
 	close(fd);
 	return answer;
+}
+
+static char *ask(const char *url, const char *headers, size_t *len)
+{
+	return ask_from("127.0.0.1", url, headers, len);
 }
 
 static char *exec_url(struct fix *f)
@@ -152,6 +207,16 @@ static char *exec_url(struct fix *f)
 	r.cmd = cmd;
 	r.n_cmd = 1;
 	r.out = r.err = true;
+	return stream_server_url(f->h.k.stream, &r);
+}
+
+static char *pf_url(struct fix *f, const int32_t *ports, size_t n)
+{
+	struct stream_request r = { .kind = STREAM_PORTFORWARD };
+
+	r.cell_id = CELL;
+	r.ports = ports;
+	r.n_ports = n;
 	return stream_server_url(f->h.k.stream, &r);
 }
 
@@ -350,6 +415,161 @@ static void test_stream__stop_ends_open_connections(void **state)
 	assert_null(strstr(rest, "HTTP/1.1 101"));
 }
 
+/* ---- bounds, deadlines, paths ---- */
+
+/* One client holding its bound of connections (two here, sending nothing yet) is refused a
+ * third, 429 saying which bound and what to do, while another client (another address) is
+ * served with the same URL: the refusal did not use it. Once the first client's connections
+ * close, it is served again. */
+static void test_stream__one_client_at_its_bound_does_not_block_another(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f), *url2 = exec_url(f);
+	_cleanup_free_ char *refused = NULL, *other = NULL, *again = NULL;
+	int a1 = dial(url), a2 = dial(url);
+	size_t len;
+
+	refused = ask(url, "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", &len);
+	assert_int_equal(strncmp(refused, "HTTP/1.1 429", 12), 0);
+	assert_non_null(strstr(refused, "\r\nRetry-After: 1\r\n"));
+	if (!strstr(refused, "client 127.0.0.1 has 2 connections open to the streaming server, "
+			     "the most for one address: close some, or send their requests"))
+		fail_msg("the refusal does not say which bound: \"%s\"", refused);
+	other = ask_from("127.0.0.2", url, "", &len);
+	assert_int_equal(strncmp(other, "HTTP/1.1 400", 12), 0);
+	assert_non_null(strstr(other, "upgrade to SPDY/3.1 or websocket to use this stream"));
+	close(a1);
+	close(a2);
+	for (int i = 0; i < 500; i++) { /* until the server has seen them close */
+		free(again);
+		again = ask(url2, "", &len);
+		if (strncmp(again, "HTTP/1.1 429", 12) != 0)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(strncmp(again, "HTTP/1.1 400", 12), 0);
+}
+
+/* A connection that does not send its request line and headers within the deadline is told
+ * so (408) and closed, so it no longer holds its client's bound (one connection here): the
+ * same client's next connection is served. */
+static void test_stream__a_half_open_connection_is_closed_after_the_deadline(void **state)
+{
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f);
+	_cleanup_free_ char *answer = NULL, *later = NULL;
+	int fd = dial(url);
+	struct pollfd p = { fd, POLLIN, 0 };
+	char c;
+	size_t len;
+
+	assert_int_equal(write(fd, "GET /exec/", 10), 10); /* and no more */
+	answer = read_all(fd, &len);
+	assert_int_equal(strncmp(answer, "HTTP/1.1 408", 12), 0);
+	assert_non_null(strstr(answer, "no request line and headers within 200 ms"));
+	/* closed: the end is there to read, not a poll that ran out */
+	assert_int_equal(poll(&p, 1, 0), 1);
+	assert_true(read(fd, &c, 1) <= 0);
+	close(fd);
+	later = ask(url, "", &len);
+	assert_int_equal(strncmp(later, "HTTP/1.1 400", 12), 0);
+	assert_non_null(strstr(later, "upgrade to SPDY/3.1 or websocket to use this stream"));
+}
+
+/* url with its first path element replaced by kind ("portforward"), or with extra before
+ * the token. */
+static char *url_on_path(const char *url, const char *path)
+{
+	const char *token = strrchr(url, '/') + 1;
+	const char *first = strchr(url + 7, '/');
+
+	return xasprintf("%.*s/%s/%s", (int)(first - url), url, path, token);
+}
+
+/* A token is good only on its own kind's path: an exec's on /portforward/ or /attach/, a
+ * port-forward's on /exec/, or either under more path elements, is refused 404 saying whose
+ * token it is, and stays good on its own path (once). */
+static void test_stream__a_token_on_another_path_is_refused_and_kept(void **state)
+{
+	static const int32_t ports[] = { 80 };
+	struct fix *f = *state;
+	_cleanup_free_ char *url = exec_url(f), *pf = pf_url(f, ports, 1);
+	_cleanup_free_ char *as_pf = url_on_path(url, "portforward");
+	_cleanup_free_ char *as_attach = url_on_path(url, "attach");
+	_cleanup_free_ char *nested = url_on_path(url, "exec/more");
+	_cleanup_free_ char *pf_as_exec = url_on_path(pf, "exec");
+	_cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *g = NULL;
+	_cleanup_free_ char *h = NULL;
+	size_t len;
+
+	a = ask(as_pf, "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n", &len);
+	assert_int_equal(strncmp(a, "HTTP/1.1 404", 12), 0);
+	if (!strstr(a, "this stream URL's token is for exec, not port-forward: use it as the "
+		       "runtime returned it, on /exec/"))
+		fail_msg("the refusal does not say why: \"%s\"", a);
+	b = ask(as_attach, "", &len);
+	assert_int_equal(strncmp(b, "HTTP/1.1 404", 12), 0);
+	assert_non_null(strstr(b, "token is for exec, not attach"));
+	c = ask(nested, "", &len);
+	assert_int_equal(strncmp(c, "HTTP/1.1 404", 12), 0);
+	/* still good where it belongs, then used */
+	d = ask(url, "", &len);
+	assert_int_equal(strncmp(d, "HTTP/1.1 400", 12), 0);
+	assert_non_null(strstr(d, "upgrade to SPDY/3.1 or websocket to use this stream"));
+	e = ask(url, "", &len);
+	assert_int_equal(strncmp(e, "HTTP/1.1 404", 12), 0);
+	assert_non_null(strstr(e, "unknown or expired stream URL"));
+	/* a port-forward's token does not run on /exec/ */
+	g = ask(pf_as_exec, "", &len);
+	assert_int_equal(strncmp(g, "HTTP/1.1 404", 12), 0);
+	assert_non_null(strstr(g, "token is for port-forward, not exec"));
+	h = ask(pf, "", &len);
+	assert_int_equal(strncmp(h, "HTTP/1.1 400", 12), 0);
+}
+
+/* The start-up log names the address the server listens on (0.0.0.0 said to be every
+ * address) and the one its URLs carry; a server on one address gives URLs of it. */
+static void test_stream__start_up_names_the_address_it_listens_on(void **state)
+{
+	struct fix *f = *state;
+	char path[] = "/tmp/kiyot-test-stream-log.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2), port_any = 0, port_two = 0;
+	_cleanup_free_ char *text = NULL, *url_any = NULL, *url_two = NULL;
+	_cleanup_free_ char *want_any = NULL, *want_two = NULL;
+	static char *const cmd[] = { "ls" };
+	struct stream_request r = { .kind = STREAM_EXEC, .cmd = cmd, .n_cmd = 1 };
+	struct stream_server *any = NULL, *two = NULL;
+	struct err err = ERR_INIT;
+	size_t len = 0;
+
+	r.cell_id = CELL;
+	assert_true(fd >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
+	assert_int_equal(stream_server_start("0.0.0.0:0", f->h.k.cells, NULL, &any, &err), 0);
+	url_any = stream_server_url(any, &r);
+	stream_server_stop(any);
+	assert_int_equal(stream_server_start("127.0.0.2:0", f->h.k.cells, NULL, &two, &err), 0);
+	url_two = stream_server_url(two, &r);
+	stream_server_stop(two);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	assert_int_equal(fs_read_file(path, 1 << 20, &text, &len, &err), 0);
+	unlink(path);
+	assert_int_equal(sscanf(url_any, "http://127.0.0.1:%d/exec/", &port_any), 1);
+	assert_int_equal(sscanf(url_two, "http://127.0.0.2:%d/exec/", &port_two), 1);
+	want_any = xasprintf("streaming server on 0.0.0.0:%d, every address of the node (exec, "
+			     "attach, port-forward); its URLs name 127.0.0.1:%d;",
+			     port_any, port_any);
+	want_two = xasprintf("streaming server on 127.0.0.2:%d (exec, attach, port-forward); its "
+			     "URLs name 127.0.0.2:%d;",
+			     port_two, port_two);
+	if (!strstr(text, want_any) || !strstr(text, want_two))
+		fail_msg("the log \"%s\" does not say \"%s\" and \"%s\"", text, want_any, want_two);
+}
+
 /* ---- port-forward, with a provider whose cells share the node ---- */
 
 /* An echo server on 127.0.0.1 standing in for the pod's port 80: it answers every
@@ -416,11 +636,11 @@ static const struct provider_ops echo_ops = { .name = "echo", .dial = echo_dial 
 
 static struct echo echo;
 
-static int setup_pf(void **state)
+static int setup_pf_limits(void **state, const struct stream_limits *limits)
 {
 	struct fix *f;
 
-	if (setup(state) < 0)
+	if (setup_limits(state, limits) < 0)
 		return -1;
 	f = *state;
 	echo.lfd = listen_any(&echo.port);
@@ -428,6 +648,24 @@ static int setup_pf(void **state)
 	f->h.k.provider.ops = &echo_ops;
 	f->h.k.provider.self = &echo;
 	return 0;
+}
+
+static int setup_pf(void **state)
+{
+	return setup_pf_limits(state, NULL);
+}
+
+/* One session open for a pod at once. */
+static int setup_pf_one_a_pod(void **state)
+{
+	static const struct stream_limits l = {
+		.max_connections = 8,
+		.max_client_connections = 8,
+		.max_pod_sessions = 1,
+		.head_timeout_ms = 60000,
+	};
+
+	return setup_pf_limits(state, &l);
 }
 
 static int teardown_pf(void **state)
@@ -541,16 +779,6 @@ static void test_stream__port_forward_carries_bytes_both_ways(void **state)
 }
 
 /* ---- port-forward over WebSocket (kubectl 1.31 and later) ---- */
-
-static char *pf_url(struct fix *f, const int32_t *ports, size_t n)
-{
-	struct stream_request r = { .kind = STREAM_PORTFORWARD };
-
-	r.cell_id = CELL;
-	r.ports = ports;
-	r.n_ports = n;
-	return stream_server_url(f->h.k.stream, &r);
-}
 
 /* Sends one masked binary frame: the channel byte, then data (a client's frames are
  * masked). */
@@ -686,6 +914,45 @@ static void test_stream__websocket_port_forward_refusals(void **state)
 			fail_msg("%s: \"%s\" does not say \"%s\"", cases[i].query, body,
 				 cases[i].why);
 	}
+}
+
+/* A pod with its most sessions open (one here) is refused another, 429 saying so, while
+ * another pod's session opens; the refused URL was not used: once the first session ended,
+ * it opens. */
+static void test_stream__one_pod_at_its_bound_does_not_block_another(void **state)
+{
+	static const int32_t ports[] = { 80 };
+	struct fix *f = *state;
+	struct stream_request r = { .kind = STREAM_PORTFORWARD, .ports = ports, .n_ports = 1 };
+	_cleanup_free_ char *first = pf_url(f, ports, 1), *second = pf_url(f, ports, 1);
+	_cleanup_free_ char *other = NULL, *h1 = NULL, *h2 = NULL, *h3 = NULL, *body = NULL;
+	int fd1, fd2, fd3;
+	size_t len;
+
+	r.cell_id = "cell-other";
+	other = stream_server_url(f->h.k.stream, &r);
+	fd1 = ws_upgrade_pf(first, "", "v4.channel.k8s.io", &h1);
+	assert_int_equal(strncmp(h1, "HTTP/1.1 101", 12), 0);
+	fd2 = ws_upgrade_pf(second, "", "v4.channel.k8s.io", &h2);
+	body = read_all(fd2, &len);
+	close(fd2);
+	assert_int_equal(strncmp(h2, "HTTP/1.1 429", 12), 0);
+	if (!strstr(body, "pod sandbox " CELL " has 1 exec, attach and port-forward sessions "
+			  "open, the most for one pod: close some and try again"))
+		fail_msg("the refusal does not say which bound: \"%s\"", body);
+	fd3 = ws_upgrade_pf(other, "", "v4.channel.k8s.io", &h3);
+	assert_int_equal(strncmp(h3, "HTTP/1.1 101", 12), 0);
+	close(fd3);
+	close(fd1);
+	for (int i = 0; i < 500; i++) { /* until the first session ended */
+		free(h2);
+		fd2 = ws_upgrade_pf(second, "", "v4.channel.k8s.io", &h2);
+		close(fd2);
+		if (strncmp(h2, "HTTP/1.1 429", 12) != 0)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(strncmp(h2, "HTTP/1.1 101", 12), 0);
 }
 
 /* ---- through to an agent ---- */
@@ -940,6 +1207,17 @@ int main(void)
 		T(bad_requests_are_answered),
 		T(websocket_exec_gets_the_failure_as_a_status),
 		T(stop_ends_open_connections),
+		T(a_token_on_another_path_is_refused_and_kept),
+		T(start_up_names_the_address_it_listens_on),
+		cmocka_unit_test_setup_teardown(
+			test_stream__one_client_at_its_bound_does_not_block_another, setup_small,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_stream__a_half_open_connection_is_closed_after_the_deadline,
+			setup_short_deadline, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_stream__one_pod_at_its_bound_does_not_block_another,
+			setup_pf_one_a_pod, teardown_pf),
 		cmocka_unit_test_setup_teardown(test_stream__port_forward_carries_bytes_both_ways,
 						setup_pf, teardown_pf),
 		cmocka_unit_test_setup_teardown(test_stream__websocket_port_forward, setup_pf,
