@@ -47,6 +47,7 @@ REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(REPO, "test", "integration"))
 sys.path.insert(0, HERE)
 
+import cellq  # noqa: E402
 import containerd  # noqa: E402
 import crash  # noqa: E402
 import harness  # noqa: E402
@@ -1044,6 +1045,7 @@ class Bench:
             self.report_streaming(st)
         load.report(r)
         crash.report(r)
+        cellq.report(r)
         if self.failed:
             print()
             for f in self.failed:
@@ -1379,7 +1381,8 @@ def main():
                                (("10",), "1000 calls at once", lambda: load.section_burst(b)),
                                (("11",), "Version while pulls stall",
                                 lambda: load.section_stalled_pulls(b)),
-                               (("12",), "kill -9 during starts", lambda: crash.bench(b))):
+                               (("12",), "kill -9 during starts", lambda: crash.bench(b)),
+                               (("15",), "calls into one cell", lambda: cellq.section(b))):
             if not only or only & set(nums):
                 b.section(name, fn)
         b.report()
