@@ -1,12 +1,12 @@
 /*
- * hostmount.h: the host's mounts a unit shares with propagation. The agent lives in a mount
- * namespace of its own (made at start; see supervisor_private_cgroup_ns), so a host path
- * mounted on the host after that is invisible to it, and a mount made in it never reaches the
- * host. For a unit mount that asks for propagation (HOST_TO_CONTAINER, BIDIRECTIONAL), the
- * agent clones the host path's mount tree from the host's mount namespace (open_tree in a
- * child that joined it) and attaches the clone in its unit directory: a clone of a shared
- * mount is a peer of it, so the host's later mounts under it reach the unit (rslave) and,
- * for rshared, the unit's reach the host.
+ * hostmount.h: the host's mounts a unit shares with propagation. The agent may live in a mount
+ * namespace of its own (made at start; see supervisor_private_cgroup_ns), a slave of the
+ * host's: a host path mounted on the host after that reaches it only under a mount the host
+ * shares, and a mount made in it never reaches the host. For a unit mount that asks for
+ * propagation (HOST_TO_CONTAINER, BIDIRECTIONAL), the agent clones the host path's mount tree
+ * from the host's mount namespace (open_tree in a child that joined it) and attaches the
+ * clone in its unit directory: a clone of a shared mount is a peer of it, so the host's later
+ * mounts under it reach the unit (rslave) and, for rshared, the unit's reach the host.
  *
  * Thread safety: reentrant; hostmount_stage forks (the child makes only system calls).
  */

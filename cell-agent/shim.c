@@ -55,15 +55,17 @@ static bool unified_mounted(void)
 	return strstr(info, " " UNIFIED_CGROUP " ") != NULL;
 }
 
-/* See the header. */
+/* See the header. / becomes rslave, not rprivate: the host's mounts made later (the kubelet's
+ * subPath binds under its rshared root directory, volumes it mounts after the cell started)
+ * still reach the namespace, and nothing made in it, the unmount included, reaches the host. */
 int supervisor_private_cgroup_ns(struct err *err)
 {
 	if (!unified_mounted())
 		return 0;
 	if (unshare(CLONE_NEWNS) < 0)
 		return err_errno(err, "unshare mount namespace");
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return err_errno(err, "make / rprivate");
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return err_errno(err, "make / rslave");
 	if (umount2(UNIFIED_CGROUP, MNT_DETACH) < 0)
 		return err_errno(err, "unmount %s", UNIFIED_CGROUP);
 	return 0;

@@ -194,9 +194,11 @@ int shim_run_capture(char *const *argv, int64_t timeout_ms, size_t cap, char **o
 		     char **errout, size_t *err_len, int *status, struct err *err);
 
 /* Debian's crun 1.8 refuses the cgroup v1 hybrid layout while /sys/fs/cgroup/unified is
- * mounted: when it is, enter a private mount namespace (/ made rprivate) and unmount it there.
- * The host's mounts do not change. Call once at start-up in the agent; the shim and the
- * runtime commands do it themselves when needed. */
+ * mounted: when it is, enter a mount namespace of its own and unmount it there. / is made
+ * rslave in it, so what the host mounts later under its shared mounts (the kubelet's rshared
+ * root directory: subPath binds, volumes) still appears in it, while the host's mounts do not
+ * change. Call once at start-up in the agent; the shim and the runtime commands do it
+ * themselves when needed. */
 int supervisor_private_cgroup_ns(struct err *err);
 
 #endif
