@@ -206,6 +206,40 @@ static void test_cell_turns__a_flood_of_execs_holds_up_no_other_call(void **stat
 	free(x);
 }
 
+static void *close_main(void *arg)
+{
+	kfix_close(arg);
+	return NULL;
+}
+
+/* kiyot stops while execs wait their turn, parked: the stop waits for them, and they end
+ * (each exec its client sees answered or cancelled) once those in the agent return. */
+static void test_cell_turns__kiyot_stops_with_execs_waiting_their_turn(void **state)
+{
+	struct kfix *f = *state;
+	_cleanup_free_ char *sa = NULL, *ca = NULL;
+	struct exec_call *x = xcalloc(FLOOD, sizeof(*x));
+	pthread_t closer;
+
+	kfix_pod_with_container(f, "a", &sa, &ca);
+	held.unit = ca;
+	for (int i = 0; i < FLOOD; i++) {
+		x[i].f = f;
+		x[i].container = ca;
+		assert_int_equal(pthread_create(&x[i].t, NULL, exec_main, &x[i]), 0);
+	}
+	assert_true(KFIX_WAIT(in_agent() >= CELL_EXECS_MAX, 5000));
+	usleep(300 * 1000); /* the others parked */
+	assert_int_equal(pthread_create(&closer, NULL, close_main, f), 0);
+	usleep(200 * 1000);
+	release();
+	pthread_join(closer, NULL);
+	for (int i = 0; i < FLOOD; i++)
+		pthread_join(x[i].t, NULL);
+	assert_int_equal(held.max, CELL_EXECS_MAX);
+	free(x);
+}
+
 struct stats_call {
 	struct kfix *f;
 	const char *container;
@@ -262,6 +296,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
 			test_cell_turns__a_flood_of_execs_holds_up_no_other_call, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_cell_turns__kiyot_stops_with_execs_waiting_their_turn, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_cell_turns__stats_asked_at_once_make_one_call,
 						setup, teardown),
 	};
