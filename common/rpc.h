@@ -207,6 +207,15 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 		  const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
 		  int64_t timeout_ms, ProtobufCMessage **resp, struct err *err);
 
+/* rpc_unary_for for a call that may be made twice (it asks for a state, or sets one whole):
+ * when the first try fails UNAVAILABLE (no connection could be made or the connection broke:
+ * a busy peer, a restarted one) it is tried once more within what is left of timeout_ms,
+ * waiting at most RPC_RETRY_WAIT_MS for the channel to connect instead of failing at once. */
+#define RPC_RETRY_WAIT_MS 3000
+int rpc_unary_idempotent(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+			 const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+			 int64_t timeout_ms, ProtobufCMessage **resp, struct err *err);
+
 /* A server-streaming call. timeout_ms <= 0: no deadline. */
 int rpc_stream_open(struct rpc_channel *ch, const char *method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *msg_desc, int64_t timeout_ms,

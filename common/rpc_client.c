@@ -439,9 +439,41 @@ int rpc_unary(struct rpc_channel *ch, const char *method, const ProtobufCMessage
 	return rpc_unary_for(NULL, ch, method, req, resp_desc, timeout_ms, resp, err);
 }
 
+static int unary(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+		 const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		 int64_t timeout_ms, uint32_t flags, ProtobufCMessage **resp, struct err *err);
+
 int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
 		  const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
 		  int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+{
+	return unary(parent, ch, method, req, resp_desc, timeout_ms, 0, resp, err);
+}
+
+int rpc_unary_idempotent(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+			 const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+			 int64_t timeout_ms, ProtobufCMessage **resp, struct err *err)
+{
+	int64_t start = clock_mono_ns(), left;
+	int ret;
+
+	if (timeout_ms <= 0)
+		timeout_ms = 120000;
+	ret = unary(parent, ch, method, req, resp_desc, timeout_ms, 0, resp, err);
+	left = timeout_ms - (clock_mono_ns() - start) / 1000000;
+	if (ret != -ECONNREFUSED || left <= 0)
+		return ret;
+	log_debug("%s %s: %s; trying once more", rpc_channel_target(ch), method, err->msg);
+	err_clear(err);
+	return unary(parent, ch, method, req, resp_desc,
+		     left < RPC_RETRY_WAIT_MS ? left : RPC_RETRY_WAIT_MS,
+		     GRPC_INITIAL_METADATA_WAIT_FOR_READY, resp, err);
+}
+
+/* One unary call with the initial metadata's flags. */
+static int unary(struct rpc_call *parent, struct rpc_channel *ch, const char *method,
+		 const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+		 int64_t timeout_ms, uint32_t flags, ProtobufCMessage **resp, struct err *err)
 {
 	grpc_channel *core = rpc_channel_take(ch, err);
 	grpc_completion_queue *cq;
@@ -469,6 +501,7 @@ int rpc_unary_for(struct rpc_call *parent, struct rpc_channel *ch, const char *m
 					deadline_in(timeout_ms), NULL);
 	memset(ops, 0, sizeof(ops));
 	initial_metadata(&ops[0]);
+	ops[0].flags = flags;
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = sendbb;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

@@ -157,12 +157,22 @@ static int call_for(struct agent_conn *c, const char *method, const ProtobufCMes
 			     (ProtobufCMessage **)resp, err);
 }
 
+/* call_for of a call that may be made twice: the agent's API asks for state or sets it whole
+ * (Apply, PullImage, Stats, WriteVolume), so a connection that failed is tried once more. */
+static int call_twice_for(struct agent_conn *c, const char *method, const ProtobufCMessage *req,
+			  const ProtobufCMessageDescriptor *desc, int64_t timeout_ms, void *resp,
+			  struct err *err)
+{
+	return rpc_unary_idempotent(rpc_current(), c->ch, method, req, desc, timeout_ms,
+				    (ProtobufCMessage **)resp, err);
+}
+
 static int grpc_apply(void *self, struct agent_conn *c, const Kiyot__Cell__V1__ApplyRequest *req,
 		      int64_t timeout_ms, Kiyot__Cell__V1__ApplyResponse **resp, struct err *err)
 {
 	(void)self;
-	return call_for(c, AGENT_METHOD("Apply"), &req->base,
-			&kiyot__cell__v1__apply_response__descriptor, timeout_ms, resp, err);
+	return call_twice_for(c, AGENT_METHOD("Apply"), &req->base,
+			      &kiyot__cell__v1__apply_response__descriptor, timeout_ms, resp, err);
 }
 
 static int grpc_pull_image(void *self, struct agent_conn *c,
@@ -170,8 +180,9 @@ static int grpc_pull_image(void *self, struct agent_conn *c,
 			   Kiyot__Cell__V1__PullImageResponse **resp, struct err *err)
 {
 	(void)self;
-	return call_for(c, AGENT_METHOD("PullImage"), &req->base,
-			&kiyot__cell__v1__pull_image_response__descriptor, timeout_ms, resp, err);
+	return call_twice_for(c, AGENT_METHOD("PullImage"), &req->base,
+			      &kiyot__cell__v1__pull_image_response__descriptor, timeout_ms, resp,
+			      err);
 }
 
 static int grpc_exec_sync(void *self, struct agent_conn *c,
@@ -189,8 +200,8 @@ static int grpc_stats(void *self, struct agent_conn *c, int64_t timeout_ms,
 	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
 
 	(void)self;
-	return call_for(c, AGENT_METHOD("Stats"), &req.base,
-			&kiyot__cell__v1__stats_response__descriptor, timeout_ms, resp, err);
+	return call_twice_for(c, AGENT_METHOD("Stats"), &req.base,
+			      &kiyot__cell__v1__stats_response__descriptor, timeout_ms, resp, err);
 }
 
 static int grpc_write_volume(void *self, struct agent_conn *c,
@@ -198,8 +209,9 @@ static int grpc_write_volume(void *self, struct agent_conn *c,
 			     Kiyot__Cell__V1__WriteVolumeResponse **resp, struct err *err)
 {
 	(void)self;
-	return call_for(c, AGENT_METHOD("WriteVolume"), &req->base,
-			&kiyot__cell__v1__write_volume_response__descriptor, timeout_ms, resp, err);
+	return call_twice_for(c, AGENT_METHOD("WriteVolume"), &req->base,
+			      &kiyot__cell__v1__write_volume_response__descriptor, timeout_ms, resp,
+			      err);
 }
 
 /* A Watch's callbacks, between the feed's (or the gRPC loop's) and the agent client's, and

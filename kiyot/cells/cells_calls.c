@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 #include "rpc.h"
 #include "state/kiyot.h"
 #include "xalloc.h"
@@ -58,13 +59,17 @@ static struct cell_entry *call_begin(struct cellmgr *m, const char *cell_id, str
 	return e;
 }
 
-/* Ends a call begun with call_begin that returned ret. */
+/* Ends a call begun with call_begin that returned ret. A call that could not reach the agent
+ * is also a warning in kiyot's log, naming the cell: the caller (the kubelet) sees only the
+ * call's failure, the node's operator the cell it came from. */
 static int call_end(struct cellmgr *m, struct cell_entry *e, const char *cell_id, int ret,
 		    struct err *err)
 {
 	cell_entry_put(m, e);
-	if (ret < 0 && err->code == ECONNREFUSED)
-		return err_wrap(err, "cell %s: agent unreachable", cell_id);
+	if (ret >= 0 || err->code != ECONNREFUSED)
+		return ret;
+	ret = err_wrap(err, "cell %s: agent unreachable", cell_id);
+	log_warn("%s", err->msg);
 	return ret;
 }
 

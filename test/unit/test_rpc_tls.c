@@ -172,7 +172,7 @@ static ssize_t pass_on(int fd, int to)
 	char buf[65536];
 	ssize_t n = read(fd, buf, sizeof(buf));
 
-	if (n > 0 && write(to, buf, (size_t)n) != n)
+	if (n > 0 && send(to, buf, (size_t)n, MSG_NOSIGNAL) != n)
 		return -1;
 	return n;
 }
@@ -203,12 +203,18 @@ static void *slow_relay_run(void *arg)
 	return NULL;
 }
 
+/* The relay's socket path and gRPC address. */
+static void slow_relay_name(struct slow_relay *r)
+{
+	snprintf(r->path, sizeof(r->path), "/tmp/kiyot-test-rpc-relay-%d.sock", (int)getpid());
+	snprintf(r->addr, sizeof(r->addr), "unix://%s", r->path);
+}
+
 static void slow_relay_start(struct slow_relay *r, const char *server_path, int delay_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-	snprintf(r->path, sizeof(r->path), "/tmp/kiyot-test-rpc-relay-%d.sock", (int)getpid());
-	snprintf(r->addr, sizeof(r->addr), "unix://%s", r->path);
+	slow_relay_name(r);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", r->path);
 	unlink(r->path);
 	r->server_path = server_path;
@@ -243,6 +249,65 @@ static void test_rpc_tls__a_slow_handshake_still_connects(void **state)
 		print_message("%s\n", err.msg);
 	assert_int_equal(ret, 0);
 	slow_relay_stop(&relay);
+}
+
+/* Starts the relay of arg (its server_path set) 300 ms from now. */
+static void *relay_start_later(void *arg)
+{
+	struct slow_relay *r = arg;
+	struct timespec ts = { 0, 300 * 1000000L };
+
+	nanosleep(&ts, NULL);
+	slow_relay_start(r, r->server_path, 0);
+	return NULL;
+}
+
+/* Hello as an idempotent call (or not) to the relay, which starts listening 300 ms after the
+ * call is made. */
+static int hello_while_the_peer_comes_up(struct fix *f, int idempotent, struct err *err)
+{
+	Kiyot__Cell__V1__HelloRequest req = KIYOT__CELL__V1__HELLO_REQUEST__INIT;
+	struct rpc_tls tls = { f->ca, f->kiyot.cert, f->kiyot.key, "cell-a" };
+	struct slow_relay relay = { .server_path = f->path };
+	struct rpc_channel *ch = NULL;
+	ProtobufCMessage *resp = NULL;
+	pthread_t later;
+	int ret;
+
+	slow_relay_name(&relay);
+	unlink(relay.path);
+	assert_int_equal(rpc_channel_new_tls(relay.addr, &tls, &ch, err), 0);
+	assert_int_equal(pthread_create(&later, NULL, relay_start_later, &relay), 0);
+	if (idempotent)
+		ret = rpc_unary_idempotent(NULL, ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+					   &kiyot__cell__v1__hello_response__descriptor, 10000,
+					   &resp, err);
+	else
+		ret = rpc_unary(ch, "/kiyot.cell.v1.CellAgent/Hello", &req.base,
+				&kiyot__cell__v1__hello_response__descriptor, 10000, &resp, err);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_channel_free(ch);
+	pthread_join(later, NULL);
+	slow_relay_stop(&relay);
+	return ret;
+}
+
+/* A call that may be made twice is: a peer that refused the first try (an agent restarting,
+ * its socket not there yet) answers the second, which waits for the connection. Any other
+ * call fails at once. */
+static void test_rpc_tls__an_idempotent_call_is_tried_again_once_the_peer_is_up(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	int ret;
+
+	assert_int_equal(hello_while_the_peer_comes_up(f, 0, &err), -ECONNREFUSED);
+	err_clear(&err);
+	ret = hello_while_the_peer_comes_up(f, 1, &err);
+	if (ret < 0)
+		print_message("%s\n", err.msg);
+	assert_int_equal(ret, 0);
 }
 
 /* A message of 1 MiB each way: kiyot writes TLS records of 4 KiB (rpc_client.c), the server
@@ -405,6 +470,8 @@ int main(void)
 		cmocka_unit_test(test_rpc_tls__kiyot_reaches_the_cell_its_ca_certified),
 		cmocka_unit_test(test_rpc_tls__a_large_message_crosses_both_ways),
 		cmocka_unit_test(test_rpc_tls__a_slow_handshake_still_connects),
+		cmocka_unit_test(
+			test_rpc_tls__an_idempotent_call_is_tried_again_once_the_peer_is_up),
 		cmocka_unit_test(
 			test_rpc_tls__a_server_naming_another_cell_is_refused_by_the_client),
 		cmocka_unit_test(test_rpc_tls__a_server_of_another_ca_is_refused_by_the_client),
