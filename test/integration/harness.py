@@ -18,9 +18,12 @@ traced to this run are touched.
                                     prints "integration: N passed, N failed"
 
 KIYOT_ITEST_LOAD=1 runs the tests on a busy node: stress-ng keeps LOAD_CPU_PER_CORE CPU
-workers per core busy, and the bridge's traffic toward the cells is held LINK_DELAY_MS and
-LINK_LOSS_PERMILLE of it lost (tc netem where the kernel has it, else test/netdelay through
-an NFQUEUE rule), from before kiyot starts to the run's end.
+workers per core busy, and the link between node and cells is slowed, from before kiyot
+starts to the run's end: with tc netem where the kernel has it (the bridge's traffic toward
+the cells held LINK_DELAY_MS, LINK_LOSS_PERMILLE of it lost), else with test/netdelay holding
+and losing what arrives from the cells (an NFQUEUE rule on the bridge's way in: held on its
+way out, a packet would still count against its sender's socket, and TCP's small-queue limit
+would throttle the node's sends to a few packets a round trip, which no real link does).
     harness.py cleanup DIR          tear down what the run in DIR left
     harness.py check                set up the parts that do not need kiyot, verify them,
                                     tear down (for working on the suite itself)
@@ -506,11 +509,11 @@ class Env:
                                  start_new_session=True)
             self.load_pids.append(p.pid)
             time.sleep(0.2)  # its queue bound before packets are sent to it
-            sh("iptables", "-w", "-t", "mangle", "-A", "POSTROUTING", *_link_rule())
+            sh("iptables", "-w", "-t", "mangle", "-A", "PREROUTING", *_link_rule())
             self.link_slowed = "nfqueue"
         self._save()
-        log("load: stress-ng --cpu %d; the link to the cells delays %d ms and loses %.1f%% "
-            "(%s)" % (cpus, LINK_DELAY_MS, LINK_LOSS_PERMILLE / 10, self.link_slowed))
+        log("load: stress-ng --cpu %d; the link between node and cells delays %d ms and loses "
+            "%.1f%% (%s)" % (cpus, LINK_DELAY_MS, LINK_LOSS_PERMILLE / 10, self.link_slowed))
 
     def setup(self, with_kiyot=True):
         if os.geteuid() != 0:
@@ -538,8 +541,8 @@ class Env:
 
 
 def _link_rule():
-    """The mangle rule sending the bridge's traffic toward the cells to netdelay."""
-    return ["-o", BRIDGE, "-j", "NFQUEUE", "--queue-num", str(LINK_QUEUE), "--queue-bypass"]
+    """The mangle rule sending what arrives from the cells on the bridge to netdelay."""
+    return ["-i", BRIDGE, "-j", "NFQUEUE", "--queue-num", str(LINK_QUEUE), "--queue-bypass"]
 
 
 def cleanup(work, env=None):
@@ -647,7 +650,7 @@ def cleanup(work, env=None):
         if slowed == "netem":
             sh("tc", "qdisc", "del", "dev", BRIDGE, "root", check=False, quiet=True)
         elif slowed == "nfqueue":
-            sh("iptables", "-w", "-t", "mangle", "-D", "POSTROUTING", *_link_rule(),
+            sh("iptables", "-w", "-t", "mangle", "-D", "PREROUTING", *_link_rule(),
                check=False, quiet=True)
         for pid in (env.load_pids if env else []) or saved.get("load_pids", []):
             try:

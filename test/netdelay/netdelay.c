@@ -8,9 +8,12 @@
  *
  * Runs until SIGTERM or SIGINT. The rule sending packets here should carry --queue-bypass, so
  * that traffic flows again once netdelay is gone. Only the packets' ids cross to user space.
+ * It runs at a real-time priority: a link does not slow down with the node's CPU (netem works
+ * in the kernel's softirqs), and the load the tests make would otherwise starve it.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,6 +92,16 @@ static int release_due(struct nfq_q_handle *q)
 	return (int)((held[head].due_ns - now + 999999) / 1000000);
 }
 
+/* A real-time priority, so that the node's load does not slow the link. */
+static void realtime(void)
+{
+	struct sched_param sp = { .sched_priority = 10 };
+
+	if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
+		fprintf(stderr, "netdelay: no real-time priority (%s); the load may slow it\n",
+			strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct nfq_handle *h;
@@ -105,6 +118,7 @@ int main(int argc, char **argv)
 	delay_ns = strtoll(argv[2], NULL, 10) * 1000000;
 	loss_permille = (int)strtol(argv[3], NULL, 10);
 	srand((unsigned int)now_ns());
+	realtime();
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	h = nfq_open();
