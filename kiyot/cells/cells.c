@@ -359,7 +359,9 @@ static void *restarter_main(void *arg)
 	return NULL;
 }
 
-static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip)
+/* A cell's entry, with conn as its connection (taken) when given, else a new one. */
+static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip,
+				    struct agent_conn *conn)
 {
 	struct cell_entry *e = xcalloc(1, sizeof(*e));
 	struct err err = ERR_INIT;
@@ -369,7 +371,8 @@ static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const cha
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
 	e->backoff_ms = WATCH_BACKOFF_MIN_MS;
-	if (cell_connect(m, id, e->target, &e->conn, &err) < 0)
+	e->conn = conn;
+	if (!conn && cell_connect(m, id, e->target, &e->conn, &err) < 0)
 		log_error("cell %s: %s", id, err.msg);
 	pthread_mutex_lock(&m->lock);
 	e->next = m->cells;
@@ -409,8 +412,11 @@ void cell_entry_put(struct cellmgr *m, struct cell_entry *e)
 
 /* Asks the agent at target for Hello over TLS on a connection of its own: a gRPC channel
  * whose connection was refused waits out gRPC's reconnect back-off before it tries again, so
- * each attempt of the boot gets a fresh one. */
-static int hello(struct cellmgr *m, const char *id, const char *target, struct err *err)
+ * each attempt of the boot gets a fresh one. The connection that answered becomes the cell's
+ * (*out): the pod's first CreateContainer comes right after, and a new one would cost it a TCP
+ * and TLS handshake with the agent. */
+static int hello(struct cellmgr *m, const char *id, const char *target, struct agent_conn **out,
+		 struct err *err)
 {
 	Kiyot__Cell__V1__HelloResponse *resp = NULL;
 	struct agent_conn *conn = NULL;
@@ -419,8 +425,11 @@ static int hello(struct cellmgr *m, const char *id, const char *target, struct e
 	if (cell_connect(m, id, target, &conn, err) < 0)
 		return -err->code;
 	ret = m->agent.ops->hello(m->agent.self, conn, 2000, &resp, err);
-	if (ret == 0)
+	if (ret == 0) {
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
+		*out = conn;
+		return 0;
+	}
 	m->agent.ops->disconnect(m->agent.self, conn);
 	return ret;
 }
@@ -513,14 +522,14 @@ static void enroll_forget(struct cellmgr *m, const char *cell_id)
 /* How long a freshly enrolled agent may take to switch to TLS before Hello is tried anyway. */
 #define SWITCH_WAIT_NS 2000000000LL
 
-/* Waits until the agent at ip answers Hello over TLS, enrolling it first when it is new, or
- * the boot timeout passes. A TLS Hello to an agent that still serves plaintext fails its
+/* Waits until the agent at ip answers Hello over TLS (the connection it answered on in
+ * *conn), enrolling it first when it is new, or the boot timeout passes. A TLS Hello to an agent that still serves plaintext fails its
  * handshake, which gRPC logs as a warning, so Enroll comes first (a launch is most often of a
  * new cell; an agent that enrolled before, as on a launch retried after kiyot restarted,
  * refuses the plaintext call at once), and once it enrolled, Hello waits for the agent's feed
  * port: the agent opens it after its TLS server, having stopped the plaintext one. */
 static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
-		      int timeout_s, struct err *err)
+		      int timeout_s, struct agent_conn **conn, struct err *err)
 {
 	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, FEED_PORT(m->k->cfg.agent_port));
@@ -547,7 +556,7 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 			   !m->agent.ops->listening(m->agent.self, feed, 200)) {
 			/* (an agent older than the feed has none: Hello after SWITCH_WAIT_NS) */
 			err_set(err, EAGAIN, "%s: the agent is not serving TLS yet", target);
-		} else if (hello(m, id, target, err) == 0) {
+		} else if (hello(m, id, target, conn, err) == 0) {
 			enroll_forget(m, id);
 			return 0;
 		}
@@ -603,6 +612,20 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char 
 	return text;
 }
 
+/* cells_resume with the connection to use (taken), or NULL for a new one. */
+static void resume(struct cellmgr *m, const char *cell_id, const char *ip, struct agent_conn *conn)
+{
+	pthread_mutex_lock(&m->lock);
+	if (entry_find(m, cell_id)) {
+		pthread_mutex_unlock(&m->lock);
+		if (conn)
+			m->agent.ops->disconnect(m->agent.self, conn);
+		return;
+	}
+	pthread_mutex_unlock(&m->lock);
+	entry_add(m, cell_id, ip, conn);
+}
+
 int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
 {
 	struct kiyot *k = m->k;
@@ -610,6 +633,7 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	struct cell_info info = { 0 };
 	char *secret = NULL;
 	_cleanup_free_ char *boot = NULL;
+	struct agent_conn *conn = NULL;
 	int ret;
 
 	if (enroll_secret(m, req->cell_id, &secret, err) < 0)
@@ -634,10 +658,10 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	 * is not refused (and they never wait out a reconnect back-off) */
 	ret = wait_agent(m, req->cell_id, info.ip, secret,
 			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
-			 err);
+			 &conn, err);
 	wipe_free(secret);
 	if (ret == 0)
-		cells_resume(m, req->cell_id, info.ip);
+		resume(m, req->cell_id, info.ip, conn);
 	if (ret < 0) {
 		struct err terr = ERR_INIT;
 
@@ -653,13 +677,7 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)
 {
-	pthread_mutex_lock(&m->lock);
-	if (entry_find(m, cell_id)) {
-		pthread_mutex_unlock(&m->lock);
-		return;
-	}
-	pthread_mutex_unlock(&m->lock);
-	entry_add(m, cell_id, ip);
+	resume(m, cell_id, ip, NULL);
 }
 
 int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)

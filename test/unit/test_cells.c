@@ -73,6 +73,24 @@ static void test_cells__a_launch_enrolls_the_agent_and_forgets_its_secret(void *
 	assert_null(secret);
 }
 
+/* The connection a new cell's agent answered Hello on is the one kiyot keeps for the cell:
+ * the pod's first calls (CreateContainer, StartContainer) make no other, which would cost
+ * them a TCP and TLS handshake with the agent. */
+static void test_cells__the_pods_calls_use_the_connection_hello_answered_on(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	assert_int_equal(kfix_create(f, sb, "app", "busybox", &ctr, &err), 0);
+	assert_int_equal(kfix_start(f, ctr, &err), 0);
+	assert_int_equal(fake_agent_calls(f->fa, FAKE_AGENT_HELLO), 1);
+	assert_int_equal(fake_agent_calls(f->fa, FAKE_AGENT_CONNECT), 1);
+	assert_true(fake_agent_calls(f->fa, FAKE_AGENT_APPLY) >= 2);
+}
+
 /* A launch retried after kiyot restarted mid-launch finds the secret it stored for the cell
  * (the cell booted with it), not a new one. */
 static void test_cells__a_retried_launch_boots_with_the_stored_secret(void **state)
@@ -645,6 +663,7 @@ static void test_cells__a_restarted_kiyot_asks_the_cell_for_the_same_units(void 
 
 static const struct CMUnitTest tests[] = {
 	TEST(test_cells__a_launch_enrolls_the_agent_and_forgets_its_secret),
+	TEST(test_cells__the_pods_calls_use_the_connection_hello_answered_on),
 	TEST(test_cells__a_retried_launch_boots_with_the_stored_secret),
 	TEST(test_cells__the_bootstrap_carries_prepulls_and_pull_bounds),
 	TEST(test_cells__calls_to_a_cell_that_is_not_running_are_enoent),
