@@ -288,6 +288,21 @@ static int run_agent(struct agent *a)
 	return 0;
 }
 
+/* Starts the pod's namespace holder now, while the agent is one small thread and can fork it
+ * without an exec, rather than when the pod's first unit is created (in CreateContainer): the
+ * kubelet's pods all share their IPC namespace, so nearly every cell needs it. A holder of an
+ * earlier run of the agent is kept. Should this fail, a unit that needs the namespaces tries
+ * again and reports why. */
+static void start_podns(const struct agent *a)
+{
+	struct podns ns = { 0 };
+	struct err err = ERR_INIT;
+
+	if (podns_ensure(a->cfg.state_dir, NULL, &ns, &err) < 0)
+		log_info("the pod's namespaces are left for its first unit that needs them: %s",
+			 err.msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct agent a;
@@ -340,5 +355,6 @@ int main(int argc, char **argv)
 	if (supervisor_private_cgroup_ns(&err) < 0)
 		die("%s", err.msg);
 	a.cgroup = own_cgroup();
+	start_podns(&a);
 	return run_agent(&a);
 }

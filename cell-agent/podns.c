@@ -39,7 +39,8 @@ void podns_holder_main(void)
 }
 
 /* Forks the holder: a child makes the namespaces and forks the holder into them, reports
- * its pid and exits, so the holder belongs to no one's session and is reparented. */
+ * its pid and exits, so the holder belongs to no one's session and is reparented. The holder
+ * runs self, or with self NULL goes on in this process's image (see podns_ensure). */
 static int holder_start(const char *self, struct podns *ns, struct err *err)
 {
 	char *argv[] = { (char *)self, (char *)PODNS_HOLDER_ARG, NULL };
@@ -61,6 +62,8 @@ static int holder_start(const char *self, struct podns *ns, struct err *err)
 		h = fork();
 		if (h == 0) {
 			close_range(0, ~0U, 0);
+			if (!self)
+				podns_holder_main();
 			execve(self, argv, envp);
 			_exit(127);
 		}

@@ -25,7 +25,10 @@ struct podns {
 #define PODNS_HOLDER_ARG "podns-holder"
 
 /* Finds the holder recorded in <state_dir>/podns or starts a new one (and records it) from
- * the agent's binary at self. */
+ * the agent's binary at self. With self NULL the holder is a fork of the caller that never
+ * execs: no program to load (an exec of the agent's binary costs some 20 ms of CPU), and it
+ * shares the caller's pages until either writes them; only for a caller that has no other
+ * thread yet (the forked holder runs on after fork) and little memory of its own. */
 int podns_ensure(const char *state_dir, const char *self, struct podns *ns, struct err *err);
 /* The holder's body: main() calls it for PODNS_HOLDER_ARG; it never returns. */
 void __attribute__((noreturn)) podns_holder_main(void);
