@@ -18,12 +18,15 @@
 
 #define POD_FILE_MAX (16 * 1024 * 1024)
 
-/* Writes the packed desired pod to pod.pb, read back by supervisor_adopt after a restart. */
+/* Writes the packed desired pod to pod.pb, read back by supervisor_adopt after a restart of
+ * the agent, which the page cache survives. Not flushed to disk: every CRI call that changes
+ * a container rewrites it, and an fsync took 1 to 20 ms of each; a machine crash ends the
+ * cell's units with it, and kiyot, whose store holds the desired pod, sends it again. */
 int supervisor_save_pod(struct supervisor *s, const uint8_t *packed, size_t len, struct err *err)
 {
 	_cleanup_free_ char *podp = xasprintf("%s/pod.pb", s->state_dir);
 
-	return fs_write_file(podp, packed, len, 0600, err);
+	return fs_replace_file(podp, packed, len, 0600, err);
 }
 
 /* Writes a unit's status.json (atomically). Called with mu held. */
