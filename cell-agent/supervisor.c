@@ -120,10 +120,27 @@ struct unit *unit_find(struct supervisor *s, const char *id)
 	return NULL;
 }
 
-/* Creates the record and directory of a unit and appends it to the list. Called with mu. */
+/* Whether a removed unit of that id still has files to delete. Called with mu. */
+static bool unit_going(struct supervisor *s, const char *id)
+{
+	struct unit *lists[] = { s->gone, s->deleting };
+
+	for (size_t i = 0; i < 2; i++)
+		for (struct unit *l = lists[i]; l; l = l->next)
+			if (strcmp(l->id, id) == 0)
+				return true;
+	return false;
+}
+
+/* Creates the record and directory of a unit and appends it to the list, once the files of a
+ * removed unit of the same id are gone. Called with mu. */
 struct unit *unit_add(struct supervisor *s, const char *id, struct err *err)
 {
-	struct unit *u = xcalloc(1, sizeof(*u)), **tail;
+	struct unit *u, **tail;
+
+	while (unit_going(s, id))
+		pthread_cond_wait(&s->cond, &s->mu);
+	u = xcalloc(1, sizeof(*u));
 
 	u->id = xstrdup(id);
 	u->dir = xasprintf("%s/units/%s", s->state_dir, id);
@@ -226,6 +243,12 @@ void supervisor_free(struct supervisor *s)
 	if (started) {
 		wake(s);
 		pthread_join(s->thread, NULL);
+	}
+	while (s->gone) { /* the thread deletes their files before it looks at quit */
+		struct unit *u = s->gone;
+
+		s->gone = u->next;
+		unit_free(u);
 	}
 	while (s->units) {
 		struct unit *u = s->units;

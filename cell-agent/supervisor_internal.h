@@ -53,6 +53,9 @@ struct supervisor {
 	pthread_mutex_t mu, apply_mu;
 	pthread_cond_t cond;
 	struct unit *units;
+	/* removed units whose files the watcher thread deletes outside mu (unit_remove): those
+	 * waiting, and those it deletes now */
+	struct unit *gone, *deleting;
 	Kiyot__Cell__V1__Pod *pod;
 	struct unit_status *ev; /* status events waiting for delivery */
 	size_t nev, cap_ev;

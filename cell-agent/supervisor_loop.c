@@ -316,27 +316,52 @@ bool unit_init_failed(struct supervisor *s, struct unit *u)
 	return false;
 }
 
-/* Unmounts and deletes a stopped unit, reporting it as gone. Returns the next unit. */
+/* Reports a stopped unit as gone and moves it to s->gone, whose files remove_gone deletes
+ * once mu is released: the unmounts read the mount table, and the tree may be large, which
+ * under mu held up every Apply of the cell (RemoveContainer's own, 20 to 60 ms). */
 static void unit_remove(struct supervisor *s, struct unit *u)
 {
-	struct err err = ERR_INIT;
 	struct unit **pp;
 
-	_cleanup_free_ char *propagated = xasprintf("%s/" UNIT_PROPAGATED_DIR, u->dir);
-
-	/* the host's own files are mounted under propagated/: never removed through it */
-	if (hostmount_release(propagated, &err) < 0 || bundle_umount_rootfs(u->dir, &err) < 0 ||
-	    fs_remove_tree(u->dir, &err) < 0)
-		log_warn("unit %s: %s", u->id, err.msg);
 	if (u->wd >= 0)
 		inotify_rm_watch(s->ino, u->wd);
+	u->wd = -1;
 	u->st.state = UNIT_STATE_UNKNOWN;
 	xgrow((void **)&s->ev, &s->cap_ev, s->nev + 1, sizeof(*s->ev));
 	unit_status_copy(&s->ev[s->nev++], &u->st);
 	for (pp = &s->units; *pp != u; pp = &(*pp)->next)
 		;
 	*pp = u->next;
-	unit_free(u);
+	u->next = s->gone;
+	s->gone = u;
+}
+
+/* Unmounts and deletes the files of the units unit_remove took off the list, without mu;
+ * an Apply that adds a unit of the same id waits for it (unit_add). */
+static void remove_gone(struct supervisor *s)
+{
+	struct unit *u, *next;
+
+	pthread_mutex_lock(&s->mu);
+	u = s->deleting = steal_ptr(s->gone);
+	pthread_mutex_unlock(&s->mu);
+	for (; u; u = u->next) {
+		_cleanup_free_ char *propagated = xasprintf("%s/" UNIT_PROPAGATED_DIR, u->dir);
+		struct err err = ERR_INIT;
+
+		/* the host's own files are mounted under propagated/: never removed through it */
+		if (hostmount_release(propagated, &err) < 0 ||
+		    bundle_umount_rootfs(u->dir, &err) < 0 || fs_remove_tree(u->dir, &err) < 0)
+			log_warn("unit %s: %s", u->id, err.msg);
+	}
+	pthread_mutex_lock(&s->mu);
+	u = steal_ptr(s->deleting);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	for (; u; u = next) {
+		next = u->next;
+		unit_free(u);
+	}
 }
 
 /* One pass over all units: exits, starts, restarts, stops, removals. Called with mu held. */
@@ -481,6 +506,7 @@ void *supervisor_watch_thread(void *arg)
 		reconcile(s);
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->mu);
+		remove_gone(s);
 		deliver(s);
 	}
 	return NULL;
