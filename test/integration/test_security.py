@@ -175,6 +175,14 @@ class SecurityTest(KiyotTest):
         self.assertEqual(self.exec(d, "test -d /proc/%d && echo seen" % os.getpid())[1].strip(),
                          "seen")
 
+    def test_the_pods_namespace_holder_runs_before_its_first_container(self):
+        # made when the agent starts, not in the first CreateContainer (whose Apply it cost
+        # tens of ms): one holder in the cell once RunPodSandbox answered
+        pod, _ = self.run_pod()
+        holders = lambda: [p for p in os.listdir("/proc") if p.isdigit() and
+                           _comm(p) == "kiyot-pod-ns" and _cell_of(p) == pod[:20]]
+        self.assertEqual(len(holders()), 1, "the pod's namespace holder after RunPodSandbox")
+
     def test_host_network_pod_sees_the_nodes_listeners(self):
         pb = self.pb
         srv = socket.socket()
@@ -274,7 +282,9 @@ class SecurityTest(KiyotTest):
         with open(bad, "w") as f:
             f.write('{"defaultAction": "SCMP_ACT_NOPE"}')
         lh = pb.SecurityProfile(profile_type=pb.SecurityProfile.Localhost, localhost_ref=bad)
-        details = self.assertCode(grpc.StatusCode.UNKNOWN, self.create, pod, cfg,
+        # a profile that is no profile is the caller's to fix: INVALID_ARGUMENT, as the
+        # cell's agent reports the unit's failure with its code
+        details = self.assertCode(grpc.StatusCode.INVALID_ARGUMENT, self.create, pod, cfg,
                                   self.env.ref("busybox:1"), command=SLEEPER,
                                   security=self.sc(seccomp=lh))
         self.assertIn("SCMP_ACT_NOPE", details)
