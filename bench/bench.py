@@ -11,8 +11,9 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
   3. cell-agent and unit shim memory
   4. kiyot memory with 0 and 20 pods
   5. CRI Version call latency over the unix socket
-  7. the container lifecycle (Create/Start/Stop/Remove, and critest's pod flow) next to the
-     suite's private containerd, same client, same requests, in the same run
+  7. the container lifecycle (Create/Start/Stop/Remove) next to the suite's private
+     containerd, same client, same requests, in the same run; and critest's benchmark cases
+     (bench/critest.py), quiet and under stress-ng
   8. streaming next to that containerd: exec round trips through the Exec URL (SPDY), and
      port-forward throughput through one connection (kiyot port-forward as the client of both)
   9. kiyot's memory under mutated CRI requests, 10. 1000 CRI calls at once next to that
@@ -50,6 +51,7 @@ sys.path.insert(0, HERE)
 import cellq  # noqa: E402
 import containerd  # noqa: E402
 import crash  # noqa: E402
+import critest  # noqa: E402
 import harness  # noqa: E402
 import load  # noqa: E402
 import streamclient  # noqa: E402
@@ -81,8 +83,6 @@ LIFE_STOP_S = 2
 # SIGTERM that comes before the trap, which would cost the whole stop timeout.
 LIFE_CMD = ["sh", "-c", "trap 'kill $p; exit 0' TERM; sleep 3600 & p=$!; echo ready; wait"]
 WARM_CALLS = ("CreateContainer", "StartContainer", "StopContainer", "RemoveContainer")
-FRESH_CALLS = ("RunPodSandbox", "CreateContainer", "StartContainer", "ContainerStatus",
-               "StopContainer", "RemoveContainer", "StopPodSandbox", "RemovePodSandbox")
 T_READY = 30
 
 # 8. streaming next to containerd
@@ -264,8 +264,8 @@ class LifecycleSide:
         self.t.pull(self.ref, cfg)
         return self.cl.last["PullImage"]
 
-    def container(self, pod, cfg, name, rec, status=False):
-        """CreateContainer, StartContainer (ContainerStatus when status), then, once the
+    def container(self, pod, cfg, name, rec):
+        """CreateContainer, StartContainer, then, once the
         command says it is ready, StopContainer and RemoveContainer; each call's seconds
         into rec."""
         last = self.cl.last
@@ -273,9 +273,6 @@ class LifecycleSide:
         rec["CreateContainer"] = last["CreateContainer"]
         self.t.start(cid)
         rec["StartContainer"] = last["StartContainer"]
-        if status:
-            rec["state"] = self.t.pb.ContainerState.Name(self.t.cstatus(cid).state)
-            rec["ContainerStatus"] = last["ContainerStatus"]
         deadline = time.monotonic() + T_READY
         while "ready" not in harness.log_texts(path):
             if time.monotonic() > deadline:
@@ -785,11 +782,15 @@ class Bench:
         log("7. lifecycle next to containerd: starting containerd")
         self.vs_containerd(self.lifecycle)
 
+    def section_critest(self):
+        log("7b. critest's benchmark cases next to containerd: starting containerd")
+        critest.section(self, log, turns)
+
     def lifecycle(self, sides, version):
         res = {"containerd_version": version, "n": LIFE_N, "stop_timeout": LIFE_STOP_S,
                "command": LIFE_CMD, "image": BUSYBOX}
         for s in sides:
-            res[s.name] = {"warm_setup": {}, "warm": [], "fresh_setup": {}, "fresh": []}
+            res[s.name] = {"warm_setup": {}, "warm": []}
         self.results["lifecycle"] = res
 
         log("7a. warm pod: %d containers, each runtime in turn" % LIFE_N)
@@ -806,21 +807,6 @@ class Bench:
         for s in sides:
             s.drop_pod(warm[s.name][0])
 
-        log("7b. critest's flow: %d fresh pods, each runtime in turn" % LIFE_N)
-        for s in sides:
-            # the image pulled once, with the sandbox config of a pod made for it; the
-            # samples' pods do not pull (the kubelet's IfNotPresent finds the image known)
-            pod, cfg, run = s.run_pod("lifepull-%s-%s" % (s.name[:5], self.tag))
-            res[s.name]["fresh_setup"] = {"RunPodSandbox": run, "PullImage": s.pull(cfg)}
-            s.drop_pod(pod)
-        for i in range(LIFE_N):
-            for s in turns(sides, i):
-                rec = {"idx": i}
-                pod, cfg, rec["RunPodSandbox"] = s.run_pod(
-                    "lifef-%s-%s-%02d" % (s.name[:5], self.tag, i))
-                s.container(pod, cfg, "c", rec, status=True)
-                s.drop_pod(pod, rec)
-                res[s.name]["fresh"].append(rec)
 
     # -- 8. streaming next to containerd --
     def section_streaming(self):
@@ -1040,6 +1026,7 @@ class Bench:
         lc = r.get("lifecycle")
         if lc:
             self.report_lifecycle(lc)
+        critest.report(r)
         st = r.get("streaming")
         if st and st["kiyot"]["exec"]:
             self.report_streaming(st)
@@ -1059,13 +1046,7 @@ class Bench:
                  "7a. Containers in a warm pod, kiyot vs containerd (ms, %d containers each)",
                  ["one pod per runtime, %s pulled into it first; then Create, Start, Stop "
                   "(timeout %d s) and Remove of one container after another" %
-                  (lc["image"], lc["stop_timeout"])]),
-                ("fresh", FRESH_CALLS,
-                 "7b. critest's flow, a fresh pod per sample, kiyot vs containerd (ms, %d "
-                 "pods each)",
-                 ["%s pulled once before, not per pod: local cells take it from kiyot's "
-                  "node image store, as containerd's" % lc["image"],
-                  "containers take it from its own"])):
+                  (lc["image"], lc["stop_timeout"])]),):
             ks, cs = k[flow], c[flow]
             if not ks and not cs:
                 continue
@@ -1082,9 +1063,6 @@ class Bench:
                       lc["containerd_version"],
                       "samples: kiyot %d, containerd %d; p95 is the nearest rank (the %dth "
                       "of %d)" % (len(ks), len(cs), math.ceil(0.95 * len(ks)), len(ks))])
-            states = sorted(set(x.get("state") for x in ks + cs if x.get("state")))
-            if flow == "fresh" and states != ["CONTAINER_RUNNING"]:
-                print("  ContainerStatus answered: " + ", ".join(states))
 
     def report_streaming(self, st):
         k, c = st["kiyot"], st["containerd"]
@@ -1374,7 +1352,8 @@ def main():
                                (("2",), "image pull", b.section_pull),
                                (("3",), "cell-agent memory", b.section_agent_mem),
                                (("5",), "CRI Version", b.section_version),
-                               (("7",), "containerd baseline", b.section_vs_containerd),
+                               (("7", "7a"), "containerd baseline", b.section_vs_containerd),
+                               (("7", "7b"), "critest's benchmark cases", b.section_critest),
                                (("8",), "streaming", b.section_streaming),
                                (("9",), "memory under mutated requests",
                                 lambda: load.section_fuzz_memory(b)),
