@@ -319,6 +319,7 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], PODNS_HOLDER_ARG) == 0)
 		podns_holder_main();
 	log_set_prefix("cell-agent");
+	podns_set_args(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--bootstrap") == 0 && i + 1 < argc)
 			boot = argv[++i];

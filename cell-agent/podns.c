@@ -38,6 +38,34 @@ void podns_holder_main(void)
 	}
 }
 
+/* The process's argument area (podns_set_args), for a holder forked without an exec. */
+static char *args_start;
+static size_t args_size;
+
+void podns_set_args(int argc, char **argv)
+{
+	if (argc < 1)
+		return;
+	args_start = argv[0];
+	args_size = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
+}
+
+/* In a holder forked without an exec: its arguments read `<argv[0]> podns-holder`, the
+ * rest of the area zeroed (what ps shows, and how tests and operators tell it from the
+ * agent). */
+static void holder_retitle(void)
+{
+	size_t n;
+
+	if (!args_start)
+		return;
+	n = strlen(args_start) + 1;
+	if (n + sizeof(PODNS_HOLDER_ARG) > args_size)
+		return;
+	memset(args_start + n, 0, args_size - n);
+	memcpy(args_start + n, PODNS_HOLDER_ARG, sizeof(PODNS_HOLDER_ARG));
+}
+
 /* Forks the holder: a child makes the namespaces and forks the holder into them, reports
  * its pid and exits, so the holder belongs to no one's session and is reparented. The holder
  * runs self, or with self NULL goes on in this process's image (see podns_ensure). */
@@ -62,8 +90,10 @@ static int holder_start(const char *self, struct podns *ns, struct err *err)
 		h = fork();
 		if (h == 0) {
 			close_range(0, ~0U, 0);
-			if (!self)
+			if (!self) {
+				holder_retitle();
 				podns_holder_main();
+			}
 			execve(self, argv, envp);
 			_exit(127);
 		}

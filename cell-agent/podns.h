@@ -30,6 +30,11 @@ struct podns {
  * shares the caller's pages until either writes them; only for a caller that has no other
  * thread yet (the forked holder runs on after fork) and little memory of its own. */
 int podns_ensure(const char *state_dir, const char *self, struct podns *ns, struct err *err);
+/* The process's arguments as the kernel laid them out (argv[0] to the end of argv[argc-1]),
+ * which a holder forked without an exec overwrites to read `<agent binary> podns-holder` in
+ * ps and /proc/PID/cmdline, as an exec'd one does, and not pass for a second agent. main()
+ * gives them before podns_ensure(..., NULL, ...). */
+void podns_set_args(int argc, char **argv);
 /* The holder's body: main() calls it for PODNS_HOLDER_ARG; it never returns. */
 void __attribute__((noreturn)) podns_holder_main(void);
 /* True while the holder recorded in ns runs. */
