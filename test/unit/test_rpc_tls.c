@@ -243,7 +243,7 @@ static void test_rpc_tls__a_slow_handshake_still_connects(void **state)
 	struct err err = ERR_INIT;
 	int ret;
 
-	slow_relay_start(&relay, f->path, 150);
+	slow_relay_start(&relay, f->path, 100);
 	ret = call_hello(relay.addr, &tls, &err);
 	if (ret < 0)
 		print_message("%s\n", err.msg);
