@@ -672,6 +672,10 @@ static int teardown_pf(void **state)
 {
 	struct fix *f = *state;
 
+	/* the server first: a session a failed test left open holds a connection to the echo
+	 * server, whose thread would not end */
+	stream_server_stop(f->h.k.stream);
+	f->h.k.stream = NULL;
 	shutdown(echo.lfd, SHUT_RDWR);
 	pthread_join(echo.thread, NULL);
 	close(echo.lfd);
