@@ -26,6 +26,7 @@
 #include "fdpass.h"
 #include "proc.h"
 #include "shim_attach.h"
+#include "console.h"
 #include "supervisor_internal.h"
 #include "buf.h"
 #include "clock.h"

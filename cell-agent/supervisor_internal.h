@@ -80,12 +80,6 @@ int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const ch
  * bounded time until they are gone. */
 void exec_kill_leftover(const char *pid_path);
 
-/* supervisor_session.c */
-
-/* A unix socket listening as <dir>/<name> (bound through dirfd, whatever dir's length), for a
- * runtime's --console-socket; the fd, or -errno. */
-int console_listen(int dirfd, const char *name, struct err *err);
-
 /* supervisor.c: unit records and helpers */
 
 /* Deep copy of a status into dst (released with unit_status_release). */

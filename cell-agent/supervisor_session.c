@@ -21,6 +21,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "fdpass.h"
 #include "shim_attach.h"
 #include "xalloc.h"
@@ -40,24 +41,6 @@ static void close_fd(int *fd)
 /* The runtime's view of the console socket: through the unit directory it inherits as fd 3,
  * since a unit directory's own path may be longer than a socket address holds. */
 #define CONSOLE_DIR_FD 3
-
-/* See supervisor_internal.h. */
-int console_listen(int dirfd, const char *name, struct err *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dirfd, name);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return err_errno(err, "socket");
-	unlinkat(dirfd, name, 0);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
-		close(fd);
-		return err_errno(err, "listen for the runtime's console");
-	}
-	return fd;
-}
 
 /* Waits for the runtime to connect and send the terminal's master. */
 static int console_accept(int lfd, pid_t runtime, struct err *err)

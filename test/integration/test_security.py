@@ -183,6 +183,16 @@ class SecurityTest(KiyotTest):
                            _comm(p) == "kiyot-pod-ns" and _cell_of(p) == pod[:20]]
         self.assertEqual(len(holders()), 1, "the pod's namespace holder after RunPodSandbox")
 
+    def test_a_units_shim_runs_the_lean_shim_program(self):
+        # cell-shim (libc and jansson) rather than the agent's binary, whose ~90 libraries
+        # took ~20 ms of CPU to load in every StartContainer
+        pod, _, _ = self.running()
+        shims = [p for p in os.listdir("/proc") if p.isdigit() and
+                 _cell_of(p) == pod[0][:20] and " shim --unit-dir " in _cmdline(p)]
+        self.assertTrue(shims, "the unit's shim in the cell")
+        for p in shims:
+            self.assertEqual(os.path.basename(os.readlink("/proc/%s/exe" % p)), "cell-shim")
+
     def test_host_network_pod_sees_the_nodes_listeners(self):
         pb = self.pb
         srv = socket.socket()
@@ -318,6 +328,14 @@ def _comm(pid):
             return f.read().strip()
     except OSError:
         return None
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _cell_of(pid):
