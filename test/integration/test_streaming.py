@@ -277,8 +277,10 @@ class StreamingTest(KiyotTest):
         """60 exec sessions of cat open at once, each echoing its line: kiyot serves them all
         from its streaming loop and the agent client's completion queue, so its threads do not
         grow with them (a thread per connection and two per session used to add 180); the
-        cell's own cap (64 streams) refuses the 65th saying so; they all end cleanly."""
+        pod's bound (64 sessions, the cell's own) refuses the 65th before its upgrade, 429
+        saying so, while another pod's exec runs; they all end cleanly."""
         cid = self.running()
+        other = self.running()
         threads = lambda: int(open("/proc/%d/status" % self.env.kiyot.pid).read()
                               .split("Threads:")[1].split()[0])
         before = threads()
@@ -292,9 +294,13 @@ class StreamingTest(KiyotTest):
                 if i == 59:
                     self.assertLess(threads(), before + 8,
                                     "kiyot's threads grew with the sessions")
-            extra = streamclient.Session(self.url(cid, ["cat"], stdin=True))
-            sessions.append(extra)
-            self.assertIn("64 exec, attach and port-forward streams open", extra.wait_end())
+            with self.assertRaises(ConnectionError) as e:
+                sessions.append(streamclient.Session(self.url(cid, ["cat"], stdin=True)))
+            self.assertIn("upgrade refused: 429", str(e.exception))
+            self.assertIn("has 64 exec, attach and port-forward sessions open, the most for "
+                          "one pod", str(e.exception))
+            out = streamclient.spdy_exec(self.url(other, ["echo", "another pod"]))
+            self.assertEqual(out["stdout"], b"another pod\n")
             for s in sessions[:64]:
                 s.close_stdin()
             for s in sessions[:64]:
@@ -303,6 +309,48 @@ class StreamingTest(KiyotTest):
         finally:
             for s in sessions:
                 s.close()
+
+    def test_a_token_works_only_on_its_own_path(self):
+        """An exec's URL under /portforward/ or /attach/ is refused 404 saying whose token it
+        is, and runs the command afterwards on its own path (it ran the exec before)."""
+        cid = self.running()
+        url = self.url(cid, ["echo", "on its path"])
+        for kind, name in (("portforward", "port-forward"), ("attach", "attach")):
+            wrong = url.replace("/exec/", "/%s/" % kind)
+            with self.assertRaises(ConnectionError) as e:
+                streamclient.spdy_exec(wrong)
+            self.assertIn("upgrade refused: 404", str(e.exception))
+            self.assertIn("token is for exec, not %s" % name, str(e.exception))
+        out = streamclient.spdy_exec(url)
+        self.assertEqual(out["stdout"], b"on its path\n")
+        self.assertEqual(self.status(out)["status"], "Success")
+
+    def test_start_up_log_names_the_address_listened_on(self):
+        """Bound to 0.0.0.0, kiyot's log says so (it said 127.0.0.1) and names the address its
+        URLs carry, which an exec then uses."""
+        def restore():
+            self.env.extra_config = saved
+            self.c = self.env.restart_kiyot()
+        saved = self.env.extra_config
+        self.addCleanup(restore)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        with open(self.env.kiyot_log) as f:
+            f.seek(0, 2)
+            start = f.tell()
+        self.env.extra_config += "streamingAddress: \"0.0.0.0:%d\"\n" % port
+        self.c = self.env.restart_kiyot()
+        with open(self.env.kiyot_log) as f:
+            f.seek(start)
+            text = f.read()
+        self.assertIn("streaming server on 0.0.0.0:%d, every address of the node (exec, "
+                      "attach, port-forward); its URLs name 127.0.0.1:%d;" % (port, port), text)
+        cid = self.running()
+        url = self.url(cid, ["echo", "any"])
+        self.assertTrue(url.startswith("http://127.0.0.1:%d/exec/" % port), url)
+        self.assertEqual(streamclient.spdy_exec(url)["stdout"], b"any\n")
 
     def test_a_client_that_reads_nothing_holds_the_command_not_kiyots_memory(self):
         """32 MiB to cat while the client reads none of its output: every queue on the way is
