@@ -144,6 +144,11 @@ int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__P
 	req.pod = (Kiyot__Cell__V1__Pod *)pod;
 	req.timeout_ms = timeout_ms;
 	ret = m->agent.ops->apply(m->agent.self, e->conn, &req, timeout_ms + 10000, resp, err);
+	/* units may have come or gone: the usage kept may not hold them, and the Watch's word of
+	 * it may come after the caller's next stats call (crictl's, right after a start) */
+	pthread_mutex_lock(&m->lock);
+	e->stats_current = false;
+	pthread_mutex_unlock(&m->lock);
 	return call_end(m, e, cell_id, ret, err);
 }
 
