@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "fsutil.h"
 #include "cells/cellsync.h"
 #include "state/kiyot.h"
@@ -166,6 +167,7 @@ static int serve(int argc, char **argv)
 	_cleanup_free_ char *addr = NULL;
 	_cleanup_free_ char *dir = NULL;
 	sigset_t sigs;
+	int64_t t;
 	int opt;
 
 	mem_tune(); /* before any thread: the allocator's settings (memtrim.h) */
@@ -261,10 +263,15 @@ static int serve(int argc, char **argv)
 		 k.cfg.cell_cidr, k.cfg.bridge);
 	wait_for_stop(&sigs);
 	log_info("stopping (cells keep running and are adopted at the next start)");
+	t = clock_mono_ns();
 	rpc_server_stop(srv);
+	t = kiyot_stop_step("the CRI server (the calls in progress)", t);
 	cellsync_stop(k.cellsync);
+	t = kiyot_stop_step("Cell object sync", t);
 	router_close(&k);
+	kiyot_stop_step("the fallback runtime's connection", t);
 	kiyot_close(&k);
+	log_info("stopped");
 	cellsync_free(k.cellsync);
 	kiyot_config_release(&k.cfg);
 	return 0;

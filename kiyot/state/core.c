@@ -390,15 +390,30 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	return 0;
 }
 
+int64_t kiyot_stop_step(const char *what, int64_t since)
+{
+	int64_t now = clock_mono_ns();
+
+	if (now - since >= (int64_t)KIYOT_SLOW_STOP_MS * 1000000)
+		log_warn("stopping: %s took %.1f s", what, (double)(now - since) / 1e9);
+	return now;
+}
+
 void kiyot_close(struct kiyot *k)
 {
+	int64_t t = clock_mono_ns();
+
 	volsync_stop(k->volsync);
+	t = kiyot_stop_step("volume sync", t);
 	gc_stop(k->gc);
+	t = kiyot_stop_step("the garbage collector", t);
 	podobject_reader_free(k->pod_reader);
 	k->pod_reader = NULL;
 	stream_server_stop(k->stream);
 	k->stream = NULL;
+	t = kiyot_stop_step("the streaming server (its sessions' ends)", t);
 	cells_free(k->cells);
+	t = kiyot_stop_step("the cells' Watches and calls", t);
 	/* the Watches have ended: the last log marks go to the store */
 	ctrlogs_free(k->logs);
 	k->logs = NULL;
@@ -410,8 +425,10 @@ void kiyot_close(struct kiyot *k)
 	records_free(k->records);
 	k->records = NULL;
 	kiyot_auths_free(k);
+	t = kiyot_stop_step("the provider", t);
 	if (kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
 		image_store_free(k->node_images);
+	kiyot_stop_step("the node's image pre-pulls", t);
 	k->node_images = NULL;
 	regconf_free(k->regconf);
 	store_close(k->store);

@@ -166,6 +166,10 @@ void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
 /* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
  * node's store may be freed. Takes k->lock. */
 int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
+/* One step of stopping kiyot ended: a warning naming it when it took KIYOT_SLOW_STOP_MS or
+ * more since `since` (clock_mono_ns), so a stop that hangs says where. Returns now. */
+#define KIYOT_SLOW_STOP_MS 2000
+int64_t kiyot_stop_step(const char *what, int64_t since);
 
 /* Called by the cell manager's Watch callbacks and its Watch restarter. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
