@@ -396,6 +396,8 @@ int64_t kiyot_stop_step(const char *what, int64_t since)
 
 	if (now - since >= (int64_t)KIYOT_SLOW_STOP_MS * 1000000)
 		log_warn("stopping: %s took %.1f s", what, (double)(now - since) / 1e9);
+	else
+		log_debug("stopping: %s done in %.1f ms", what, (double)(now - since) / 1e6);
 	return now;
 }
 

@@ -167,7 +167,8 @@ void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
  * node's store may be freed. Takes k->lock. */
 int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
 /* One step of stopping kiyot ended: a warning naming it when it took KIYOT_SLOW_STOP_MS or
- * more since `since` (clock_mono_ns), so a stop that hangs says where. Returns now. */
+ * more since `since` (clock_mono_ns), a debug line otherwise, so a stop that hangs says
+ * where (the step after the last one logged). Returns now. */
 #define KIYOT_SLOW_STOP_MS 2000
 int64_t kiyot_stop_step(const char *what, int64_t since);
 
