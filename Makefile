@@ -1,5 +1,5 @@
 # Kiyot: one non-recursive build. Each part adds itself in <part>/module.mk.
-#   make            build/kiyot and build/cell-agent
+#   make            build/kiyot, build/cell-agent and build/cell-shim (its units' shims)
 #   make test       install what the tests need, build in parallel, then the unit tests (several
 #                   binaries at once), the fuzz targets each replaying its corpus (make
 #                   fuzz-check; make fuzz is what looks for new inputs) and integration tests
