@@ -204,8 +204,10 @@ static void check_first_unit(const Runtime__V1__ContainerStats *s)
 	assert_true(s->cpu->timestamp > 0);
 }
 
-/* Each running container's usage, one Stats call per cell whose units changed since its
- * Watch last brought its usage, none after; a filter narrows to a pod or to labels. */
+/* Each running container's usage, at most one Stats call per cell for a list of every cell
+ * (none for a cell whose Watch brought a reading with its units in the last second: when the
+ * Watch opens after the pod's containers started, its first reading holds them); a filter
+ * narrows to a pod or to labels. */
 static void test_cri_stats__containers_in_cells(void **state)
 {
 	struct cells *c = *state;
@@ -229,7 +231,8 @@ static void test_cri_stats__containers_in_cells(void **state)
 			    strcmp(resp->stats[i]->attributes->id, c->ctr[1]) == 0);
 	}
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
-	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 2);
+	assert_true(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS) <= calls + 2);
+	calls = fake_agent_calls(c->k->fa, FAKE_AGENT_STATS);
 
 	flt.pod_sandbox_id = c->sb[1];
 	req.filter = &flt;
@@ -250,7 +253,8 @@ static void test_cri_stats__containers_in_cells(void **state)
 	assert_string_equal(oresp->stats->attributes->id, c->ctr[0]);
 	check_first_unit(oresp->stats);
 	protobuf_c_message_free_unpacked(&oresp->base, NULL);
-	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 2);
+	/* two more calls, one a cell: at most one reading more for each, should a second pass */
+	assert_true(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS) <= calls + 2);
 }
 
 /* Usage a cell's Watch brought answers without a call to its agent, until one of its units
