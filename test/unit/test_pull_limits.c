@@ -88,7 +88,7 @@ static void drip_layer(struct drip *d, int fd)
 			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
 			 d->layer_len);
 	size_t off = 0;
-	bool early = false;
+	bool early = false, last = false;
 
 	pthread_mutex_lock(&d->mu);
 	d->open++;
@@ -99,6 +99,14 @@ static void drip_layer(struct drip *d, int fd)
 	while (off < d->layer_len && !d->stop) {
 		size_t k = d->layer_len - off < d->chunk ? d->layer_len - off : d->chunk;
 
+		/* counted as closed before the last chunk goes out: the client may finish and
+		 * connect again before this thread runs after its send (a busy machine) */
+		if (off + k == d->layer_len && !last) {
+			pthread_mutex_lock(&d->mu);
+			d->open--;
+			last = true;
+			pthread_mutex_unlock(&d->mu);
+		}
 		if (send(fd, d->layer + off, k, MSG_NOSIGNAL) != (ssize_t)k) {
 			early = true; /* the client closed the connection */
 			break;
@@ -107,9 +115,9 @@ static void drip_layer(struct drip *d, int fd)
 		if (off < d->layer_len)
 			usleep((useconds_t)d->tick_ms * 1000);
 	}
-	/* counted as closed once the last byte is out: the client may connect again at once */
 	pthread_mutex_lock(&d->mu);
-	d->open--;
+	if (!last)
+		d->open--;
 	d->served++;
 	d->closed_early += early;
 	pthread_cond_broadcast(&d->cv);
