@@ -352,33 +352,6 @@ static void test_cri_stats__a_second_sample_is_measured_again(void **state)
 	protobuf_c_message_free_unpacked(&psecond->base, NULL);
 }
 
-/* A container started just now has its usage measured, not the reading kept from before it
- * ran (critest: create, start, then ContainerStats at once, whose CPU timestamp must not be
- * zero), whether or not the cell's Watch said yet that its units changed. */
-static void test_cri_stats__a_container_started_just_now_is_measured(void **state)
-{
-	struct cells *c = *state;
-	Runtime__V1__ContainerStatsRequest one = RUNTIME__V1__CONTAINER_STATS_REQUEST__INIT;
-	Runtime__V1__ContainerStatsResponse *resp = NULL;
-	_cleanup_free_ char *cell0 = kfix_cell_of(c->k, c->sb[0]);
-	_cleanup_free_ char *side = NULL;
-	unsigned calls;
-	struct err err = ERR_INIT;
-
-	assert_int_equal(kfix_create(c->k, c->sb[0], "side", "registry.test/app:1", &side, &err),
-			 0);
-	assert_int_equal(fake_agent_push_stats(c->k->fa, cell0), 0);
-	calls = fake_agent_calls(c->k->fa, FAKE_AGENT_STATS);
-	assert_int_equal(kfix_start(c->k, side, &err), 0);
-	one.container_id = side;
-	assert_int_equal(kfix_call(c->k, "ContainerStats", &one.base,
-				   &runtime__v1__container_stats_response__descriptor, &resp, &err),
-			 0);
-	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 1);
-	assert_true(resp->stats->cpu->timestamp > 0);
-	protobuf_c_message_free_unpacked(&resp->base, NULL);
-}
-
 /* A pod's stats are its cell's figures, with its containers'. */
 static void test_cri_stats__pods_in_cells(void **state)
 {
@@ -467,9 +440,6 @@ int main(void)
 						teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__usage_from_the_watch, setup_cells,
 						teardown_cells),
-		cmocka_unit_test_setup_teardown(
-			test_cri_stats__a_container_started_just_now_is_measured, setup_cells,
-			teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__a_second_sample_is_measured_again,
 						setup_cells, teardown_cells),
 		cmocka_unit_test_setup_teardown(test_cri_stats__a_cell_that_cannot_answer,
