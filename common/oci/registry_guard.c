@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "regconf.h"
@@ -22,34 +23,29 @@
 /* The most addresses the endpoints of one client resolve to that are kept. */
 #define REG_GUARD_MAX_HOME 64
 
-/* Adds the addresses "scheme://host[:port]" resolves to (the scheme's port when none). */
+/* Adds the addresses an endpoint's "scheme://host[:port]" resolves to (the scheme's port when
+ * it names none), as libcurl reads the URL. */
 static void guard_resolve_one(struct reg_guard *g, const char *base_url)
 {
-	const char *p = strstr(base_url, "://");
-	const char *port = !strncmp(base_url, "http://", 7) ? "80" : "443";
 	struct addrinfo hints = { .ai_flags = AI_NUMERICSERV, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai = NULL;
-	char host[300], portbuf[8];
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
 	size_t n;
 
-	p = p ? p + 3 : base_url;
-	if (*p == '[') {
-		p++;
-		n = strcspn(p, "]");
-	} else {
-		n = strcspn(p, ":/");
-	}
-	if (n == 0 || n >= sizeof(host))
-		return;
-	memcpy(host, p, n);
-	host[n] = '\0';
-	p += n + (p[n] == ']');
-	if (*p == ':') {
-		snprintf(portbuf, sizeof(portbuf), "%.*s", (int)strcspn(p + 1, "/"), p + 1);
-		port = portbuf;
+	if (!u)
+		abort();
+	if (curl_url_set(u, CURLUPART_URL, base_url, CURLU_DEFAULT_SCHEME) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+		goto out;
+	n = strlen(host);
+	if (n > 2 && host[0] == '[' && host[n - 1] == ']') { /* an IPv6 literal */
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
 	}
 	if (getaddrinfo(host, port, &hints, &ai) != 0)
-		return;
+		goto out;
 	for (const struct addrinfo *i = ai; i && g->n_home < REG_GUARD_MAX_HOME; i = i->ai_next) {
 		if (i->ai_addrlen > sizeof(struct sockaddr_storage))
 			continue;
@@ -57,6 +53,10 @@ static void guard_resolve_one(struct reg_guard *g, const char *base_url)
 		memcpy(&g->home[g->n_home++], i->ai_addr, i->ai_addrlen);
 	}
 	freeaddrinfo(ai);
+out:
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
 }
 
 /* Whether sa is the address and port of one of the client's endpoints. They are resolved in
