@@ -43,6 +43,7 @@ static void aev_run(void *arg)
 		a->ops->sent(a->owner, ev->ret);
 		break;
 	case AEV_END:
+		stream_astream_track(a->srv, a, false);
 		a->reading = false;
 		a->sending = false;
 		a->ended = true;
@@ -83,11 +84,14 @@ int astream_open(struct astream *a, struct conn *c, const char *cell_id, const c
 		 const ProtobufCMessage *first, const ProtobufCMessageDescriptor *out_desc,
 		 const struct astream_ops *ops, void *owner, struct err *err)
 {
-	*a = (struct astream){ .loop = c->loop, .ops = ops, .owner = owner };
+	*a = (struct astream){ .loop = c->loop, .srv = c->srv, .ops = ops, .owner = owner };
+	if (stream_stopping(c->srv))
+		return err_set(err, ESHUTDOWN, "the streaming server is stopping");
 	if (cells_stream_open(c->cells, cell_id, method, first, out_desc, &astream_cbs, a, &a->cs,
 			      err) < 0)
 		return -err->code;
 	a->sending = true; /* first */
+	stream_astream_track(a->srv, a, true);
 	return 0;
 }
 
@@ -127,6 +131,8 @@ void astream_cancel(struct astream *a)
 
 void astream_free(struct astream *a)
 {
+	if (a->cs && !a->ended) /* not expected: an owner frees its stream after its end */
+		stream_astream_track(a->srv, a, false);
 	cells_stream_free(a->cs);
 	a->cs = NULL;
 }

@@ -63,6 +63,7 @@ struct stream_server {
 	int work;		  /* connections and sessions not yet ended (under mu) */
 	int conns;		  /* connections (the loop's) */
 	struct conn *conn_list;	  /* the loop's */
+	struct astream *astreams; /* agent streams open (the loop's) */
 	struct pod_count *pods;	  /* the loop's */
 	size_t refused;		  /* refusals at the bounds since the last warning (the loop's) */
 	int64_t refused_log_ns;	  /* when that warning was written */
@@ -348,6 +349,30 @@ void stream_conn_track(struct stream_server *s, struct conn *c, bool live)
 	s->conns--;
 }
 
+void stream_astream_track(struct stream_server *s, struct astream *a, bool open)
+{
+	if (open) {
+		a->prev = NULL;
+		a->next = s->astreams;
+		if (a->next)
+			a->next->prev = a;
+		s->astreams = a;
+		return;
+	}
+	if (a->prev)
+		a->prev->next = a->next;
+	else if (s->astreams == a)
+		s->astreams = a->next;
+	if (a->next)
+		a->next->prev = a->prev;
+	a->prev = a->next = NULL;
+}
+
+bool stream_stopping(const struct stream_server *s)
+{
+	return s->stopping;
+}
+
 static void head_free(struct head *h)
 {
 	evloop_timer_del(h->timer);
@@ -608,6 +633,10 @@ static void stop_all(void *arg)
 			conn_end(c, 0);
 		}
 	}
+	/* sessions left without a client wait for their agent streams, which end once
+	 * cancelled; each end takes its stream off the list, on a later turn of the loop */
+	for (struct astream *a = s->astreams; a; a = a->next)
+		astream_cancel(a);
 }
 
 /* Parses "HOST:PORT" (IPv4). */

@@ -21,6 +21,7 @@
 #include "outq.h"
 #include "server.h"
 
+struct astream;
 struct cellmgr;
 struct evloop;
 struct spdy_session;
@@ -93,6 +94,12 @@ void stream_hold(struct stream_server *s);
 void stream_release(struct stream_server *s);
 /* Adds a live connection to the server's list (live) or takes it off: a stop ends them all. */
 void stream_conn_track(struct stream_server *s, struct conn *c, bool live);
+/* Adds an agent stream to the server's open ones or takes it off (on the loop). Its stop
+ * cancels every one still open, whether or not its session still has a client: a session
+ * whose client is gone waits for its stream's end, and only the stop can hurry that. */
+void stream_astream_track(struct stream_server *s, struct astream *a, bool open);
+/* Whether the server's stop began (on the loop): nothing new is opened to an agent then. */
+bool stream_stopping(const struct stream_server *s);
 struct evloop *stream_loop(const struct stream_server *s);
 struct cellmgr *stream_cells(const struct stream_server *s);
 
@@ -108,9 +115,11 @@ struct astream_ops {
 struct astream {
 	struct cell_stream *cs;
 	struct evloop *loop;
+	struct stream_server *srv;
 	const struct astream_ops *ops;
 	void *owner;
 	bool reading, sending, ended;
+	struct astream *prev, *next; /* the server's open streams, which its stop cancels */
 };
 
 /* Opens method on the cell's agent with first (see cells_stream_open); on success `sent`

@@ -1178,6 +1178,83 @@ static void test_stream__clients_leaving_at_every_step(void **state)
 	assert_string_equal(l->run.out, "still here\n");
 }
 
+struct stopper {
+	struct stream_server *srv;
+	volatile int done;
+};
+
+static void *stopper_main(void *arg)
+{
+	struct stopper *st = arg;
+
+	stream_server_stop(st->srv);
+	st->done = 1;
+	return NULL;
+}
+
+/* The streaming server stops whatever state its sessions are in: 16 execs of cat over
+ * WebSocket, their heads and an input frame written, and the stop asked 0 to 20 ms after,
+ * while the sessions' agent streams are being opened, carry input or wait for output. Each
+ * stop returns (a hang fails after 60 s), and the next server serves. */
+static void test_stream__stop_ends_sessions_just_opened(void **state)
+{
+	struct live *l = *state;
+	static char *const cmd[] = { "cat" };
+	static const int delays_us[] = { 0, 200, 1000, 3000, 8000, 20000 };
+	struct stream_request r = { .kind = STREAM_EXEC };
+	_cleanup_free_ char *cell = kfix_cell_of(l->k, l->sb);
+	struct err err = ERR_INIT;
+
+	r.cell_id = cell;
+	r.unit_id = l->ctr;
+	r.cmd = cmd;
+	r.n_cmd = 1;
+	r.in = r.out = r.err = true;
+	for (size_t d = 0; d < ARRAY_SIZE(delays_us); d++) {
+		int fds[16];
+		struct stopper st = { l->k->k.stream, 0 };
+		pthread_t t;
+		int64_t until;
+
+		for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+			_cleanup_free_ char *url = stream_server_url(l->k->k.stream, &r);
+			const char *path = strchr(url + 7, '/');
+			const uint8_t in[3] = { 0, 'a', '\n' };
+			uint8_t head[1024];
+			size_t len = (size_t)snprintf(
+				(char *)head, sizeof(head),
+				"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+				"Connection: Upgrade\r\nUpgrade: websocket\r\n"
+				"Sec-WebSocket-Version: 13\r\n"
+				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+				"Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n",
+				path);
+
+			len += ws_frame(head + len, 0x2, in, sizeof(in));
+			fds[i] = dial(url);
+			assert_int_equal(write(fds[i], head, len), (ssize_t)len);
+		}
+		usleep((useconds_t)delays_us[d]);
+		assert_int_equal(pthread_create(&t, NULL, stopper_main, &st), 0);
+		until = clock_mono_ns() + 60LL * 1000 * 1000 * 1000;
+		while (!st.done && clock_mono_ns() < until)
+			usleep(10000);
+		if (!st.done)
+			fail_msg("the streaming server's stop %d us after 16 sessions opened has "
+				 "not returned in 60 s",
+				 delays_us[d]);
+		pthread_join(t, NULL);
+		for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+			close(fds[i]);
+		l->k->k.stream = NULL;
+		assert_int_equal(stream_server_start("127.0.0.1:0", l->k->k.cells, NULL,
+						     &l->k->k.stream, &err),
+				 0);
+	}
+	assert_int_equal(clirun(&l->run, "exec", "web", "--", "echo", "still", "here", NULL), 0);
+	assert_string_equal(l->run.out, "still here\n");
+}
+
 /* Over WebSocket v4: stdout on channel 1, then a Success Status on channel 3. */
 static void test_stream__websocket_exec_through_to_the_agent(void **state)
 {
@@ -1235,6 +1312,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stream__websocket_exec_through_to_the_agent,
 						setup_live, teardown_live),
 		cmocka_unit_test_setup_teardown(test_stream__port_forward_through_the_agent,
+						setup_live, teardown_live),
+		cmocka_unit_test_setup_teardown(test_stream__stop_ends_sessions_just_opened,
 						setup_live, teardown_live),
 		cmocka_unit_test_setup_teardown(test_stream__clients_leaving_at_every_step,
 						setup_live, teardown_live),
