@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rpc_server_internal.h"
 #include "xalloc.h"
@@ -187,6 +188,7 @@ static void dispatch(struct rpc_server *s, struct rpc_call *c)
 	char msg[128];
 
 	c->method = m;
+	c->arrived_ns = clock_mono_ns();
 	if (m && (m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM))) {
 		pthread_t t;
 
@@ -350,6 +352,8 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 	s->n_methods = cfg->n_methods;
 	s->svc = cfg->svc;
 	s->max_message = cfg->max_message ? cfg->max_message : 16u << 20;
+	s->observe = cfg->observe;
+	s->observe_arg = cfg->observe_arg;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	args[0].type = GRPC_ARG_INTEGER;

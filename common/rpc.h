@@ -110,6 +110,12 @@ struct rpc_server_config {
 	/* When tls.ca_pem is set, the server speaks TLS only and answers a call from any other
 	 * peer than tls.peer_name UNAUTHENTICATED; plaintext otherwise. */
 	struct rpc_tls tls;
+	/* When set, called once for every call the server answers (refused ones included), on
+	 * the thread that sent its status: method is the table's path (NULL for a method not in
+	 * it), status the gRPC status code sent, seconds the time from the call's arrival to its
+	 * status. It runs on the calls' threads: it must be quick and must not block. */
+	void (*observe)(void *arg, const char *method, int status, double seconds);
+	void *observe_arg;
 };
 
 /* Initialises gRPC once per process (safe to call many times) and routes its logs to log.h. */

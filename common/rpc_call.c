@@ -19,6 +19,7 @@
 
 #include "arena.h"
 #include "cancel.h"
+#include "clock.h"
 #include "log.h"
 #include "rpc_internal.h"
 #include "rpc_server_internal.h"
@@ -263,6 +264,9 @@ static void call_finish(struct rpc_call *c, const ProtobufCMessage *resp, int st
 	ops[n++].data.send_status_from_server.status_details = &details;
 	if (grpc_call_start_batch(c->call, ops, n, TAG(TAG_SEND), NULL) == GRPC_CALL_OK)
 		call_wait(c, TAG_SEND);
+	if (c->srv->observe)
+		c->srv->observe(c->srv->observe_arg, c->method ? c->method->path : NULL, status,
+				(double)(clock_mono_ns() - c->arrived_ns) / 1e9);
 	if (bb)
 		grpc_byte_buffer_destroy(bb);
 	grpc_slice_unref(details);

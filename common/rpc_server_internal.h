@@ -26,6 +26,7 @@ struct rpc_call {
 	int cancelled;	/* what it reported */
 	int sent_initial;
 	const struct rpc_method *method; /* NULL: unknown */
+	int64_t arrived_ns;		 /* clock_mono_ns when the acceptor took it */
 	struct rpc_call *next_job;
 	/* Parking (rpc_park): the request kept while no thread holds the call, what its handler
 	 * noted for its next run, and where the call is (guarded by the server's lock). */
@@ -59,6 +60,8 @@ struct rpc_server {
 	void *svc;
 	size_t max_message;
 	char *peer_name; /* TLS: the identity every caller's certificate must carry, or NULL */
+	void (*observe)(void *arg, const char *method, int status, double seconds);
+	void *observe_arg;
 	struct rpc_call *slots[RPC_SLOTS];
 	pthread_t acceptor;
 	struct pool pools[RPC_MAX_POOLS];

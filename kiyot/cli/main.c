@@ -28,6 +28,7 @@
 #include "state/kiyot.h"
 #include "log.h"
 #include "memtrim.h"
+#include "metrics/metrics.h"
 #include "cri/router.h"
 #include "rpc.h"
 #include "xalloc.h"
@@ -256,6 +257,7 @@ static int serve(int argc, char **argv)
 	 * kubelet's status calls (cri_table.c) */
 	pools = cri_pool_table(&rc.n_pools);
 	memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
+	rc.observe = metrics_cri_observe; /* kiyot_cri_requests_total and their durations */
 	umask(0077);
 	if (rpc_server_start(&rc, &srv, &err) < 0)
 		die("%s", err.msg);

@@ -46,6 +46,9 @@
  *	  subnetId, securityGroupIds: [...], instanceProfile
  *	  profile, credentialsFile, noInstanceMetadata: false
  *	  launchTimeoutSeconds: 600
+ *	metrics:                      (Prometheus' scrape endpoint, GET /metrics; off when absent)
+ *	  listen: "127.0.0.1:9464"    (IPv4:PORT, or a port alone for 127.0.0.1; never the
+ *	                              streaming server's port)
  */
 #include "kiyot.h"
 
@@ -56,6 +59,7 @@
 #include <unistd.h>
 
 #include "providers/local/cellnet.h"
+#include "netaddr.h"
 #include "fsutil.h"
 #include "log.h"
 #include "kube/quantity.h"
@@ -103,6 +107,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->kubeconfig = xstrdup("");
 	c->fallback_runtime_endpoint = xstrdup("");
 	c->streaming_address = xstrdup("127.0.0.1:0");
+	c->metrics_listen = xstrdup("");
 	c->provider = xstrdup("local");
 	c->cell_cidr = xstrdup("10.77.0.0/16");
 	c->bridge = xstrdup("kiyot0");
@@ -126,6 +131,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->kubeconfig);
 	free(c->fallback_runtime_endpoint);
 	free(c->streaming_address);
+	free(c->metrics_listen);
 	free(c->provider);
 	free(c->cell_cidr);
 	free(c->bridge);
@@ -435,6 +441,71 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 			 &c->ec2.n_security_group_ids, err);
 }
 
+/* The port of an "IPv4:PORT" address; -1 when it has none. */
+static long address_port(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	char *end;
+	long port;
+
+	if (!colon || !colon[1])
+		return -1;
+	port = strtol(colon + 1, &end, 10);
+	return *end || port < 0 || port > 65535 ? -1 : port;
+}
+
+/* The metrics section: where GET /metrics is served. A port alone means 127.0.0.1. */
+static int load_metrics(struct kiyot_config *c, json_t *m, struct err *err)
+{
+	static const char *const known[] = { "listen", NULL };
+	json_t *v = json_is_object(m) ? json_object_get(m, "listen") : NULL;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char *addr;
+
+	if (!json_is_object(m))
+		return err_set(err, EINVAL,
+			       "metrics: must be a mapping (listen: \"127.0.0.1:9464\")");
+	if (check_keys(m, "metrics.", known, err) < 0)
+		return -err->code;
+	if (!v)
+		return err_set(err, EINVAL, "metrics.listen: required (e.g. \"127.0.0.1:9464\")");
+	if (json_is_integer(v))
+		addr = xasprintf("127.0.0.1:%lld", (long long)json_integer_value(v));
+	else if (json_is_string(v) &&
+		 strspn(json_string_value(v), "0123456789") == strlen(json_string_value(v)))
+		addr = xasprintf("127.0.0.1:%s", json_string_value(v));
+	else if (json_is_string(v))
+		addr = xstrdup(json_string_value(v));
+	else
+		return err_set(err, EINVAL, "metrics.listen: must be IPv4:PORT or a port");
+	if (netaddr_parse(addr, &ss, &len, err) < 0 || ss.ss_family != AF_INET ||
+	    address_port(addr) < 1) {
+		err_set(err, EINVAL,
+			"metrics.listen: \"%s\" is not IPv4:PORT with a port from 1 to 65535 "
+			"(e.g. \"127.0.0.1:9464\", or 9464)",
+			addr);
+		free(addr);
+		return -EINVAL;
+	}
+	free(c->metrics_listen);
+	c->metrics_listen = addr;
+	return 0;
+}
+
+/* The metrics server and the streaming server cannot share a port. */
+static int check_ports(const struct kiyot_config *c, struct err *err)
+{
+	long port = c->metrics_listen[0] ? address_port(c->metrics_listen) : -1;
+
+	if (port > 0 && port == address_port(c->streaming_address))
+		return err_set(err, EINVAL,
+			       "metrics.listen: port %ld is the streaming server's "
+			       "(streamingAddress %s): give the metrics another port, e.g. 9464",
+			       port, c->streaming_address);
+	return 0;
+}
+
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
 	_cleanup_free_ char *text = NULL;
@@ -461,6 +532,7 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 					     "kubeconfig",
 					     "streamingAddress",
 					     "pulls",
+					     "metrics",
 					     NULL };
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -490,6 +562,10 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 	if ((v = json_object_get(doc, "ec2")) && load_ec2(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "pulls")) && load_pulls(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "metrics")) && load_metrics(c, v, err) < 0)
+		goto wrap;
+	if (check_ports(c, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "registries"))) {
 		if (!json_is_object(v)) {

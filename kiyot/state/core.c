@@ -24,6 +24,8 @@
 #include "fsutil.h"
 #include "image.h"
 #include "log.h"
+#include "metrics/metrics.h"
+#include "metrics/server.h"
 #include "kube/podobject.h"
 #include "regconf.h"
 #include "store.h"
@@ -380,6 +382,14 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "node image store");
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
+	/* before the streaming server, whose free port then is not the one metrics asks for */
+	if (k->cfg.metrics_listen && k->cfg.metrics_listen[0]) {
+		metrics_figures_init();
+		k->metrics_cells = metrics_cells_add(k);
+		if (metrics_server_start(k->cfg.metrics_listen, metrics_default(), NULL,
+					 &k->metrics, err) < 0)
+			return err_wrap(err, "metrics.listen");
+	}
 	if (stream_server_start(k->cfg.streaming_address, k->cells, NULL, &k->stream, err) < 0)
 		return err_wrap(err, "streaming.address");
 	k->events = events_new();
@@ -405,6 +415,10 @@ void kiyot_close(struct kiyot *k)
 {
 	int64_t t = clock_mono_ns();
 
+	metrics_server_stop(k->metrics);
+	k->metrics = NULL;
+	metrics_cells_remove(k->metrics_cells);
+	k->metrics_cells = NULL;
 	volsync_stop(k->volsync);
 	t = kiyot_stop_step("volume sync", t);
 	gc_stop(k->gc);

@@ -49,6 +49,8 @@ struct router;
 struct podobject_reader;
 struct cellnet_port;
 struct agent_client;
+struct metrics_server;
+struct metrics_cells;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -88,6 +90,7 @@ struct kiyot_config {
 	/* "" or the CRI endpoint of the runtime for pods not annotated for kiyot (router.c) */
 	char *fallback_runtime_endpoint;
 	char *streaming_address; /* where Exec's URLs point: IPv4:PORT (0: any free port) */
+	char *metrics_listen;	 /* metrics.listen: IPv4:PORT of GET /metrics; "": off */
 };
 
 struct kiyot {
@@ -119,7 +122,9 @@ struct kiyot {
 	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
 	 * set once under lock */
 	struct podobject_reader *pod_reader;
-	struct volsync *volsync; /* shipped volumes of remote cells (volsync.c) */
+	struct volsync *volsync;	     /* shipped volumes of remote cells (volsync.c) */
+	struct metrics_server *metrics;	     /* GET /metrics, or NULL (metrics/server.h) */
+	struct metrics_cells *metrics_cells; /* the cells' figures (metrics/metrics.h) */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */
