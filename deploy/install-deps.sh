@@ -8,7 +8,7 @@ libarchive-dev libyaml-dev libxml2-dev zlib1g-dev libwslay-dev crun runc docker-
 python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-static curl procps psmisc
 containerd containernetworking-plugins
 python3-kubernetes python3-websocket python3-ruamel.yaml python3-cryptography
-clang libclang-rt-dev gcovr stress-ng libnetfilter-queue-dev"
+clang libclang-rt-dev gcovr stress-ng libnetfilter-queue-dev prometheus"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "feed.h"
+#include "clock.h"
 #include "log.h"
+#include "metrics/metrics.h"
 #include "netaddr.h"
 #include "pki.h"
 #include "rpc.h"
@@ -44,6 +46,9 @@ struct agent_real {
 	/* the completion-queue loop of streams (Exec, Attach, PortForward) and of Watches over
 	 * gRPC; made when first needed */
 	struct rpc_loop *grpc_calls;
+	/* the Watches open, for the feeds' figures (metrics.h), and their collector */
+	struct watch_arg *watches;
+	struct metrics_collector *figures;
 };
 
 struct agent_conn {
@@ -223,13 +228,69 @@ struct watch_arg {
 	agent_watch_event_fn *on_event;
 	agent_watch_end_fn *on_end;
 	void *arg;
+	/* in r->watches (r->lock); when its newest message came (clock_mono_ns, atomic; 0:
+	 * none yet) */
+	struct watch_arg *prev, *next;
+	int64_t last_ns;
 };
+
+/* Lists a new Watch, or takes one off the list. Need r->lock. */
+static void watch_list(struct agent_real *r, struct watch_arg *a)
+{
+	a->prev = NULL;
+	a->next = r->watches;
+	if (r->watches)
+		r->watches->prev = a;
+	r->watches = a;
+}
+
+static void watch_unlist(struct agent_real *r, struct watch_arg *a)
+{
+	if (a->prev)
+		a->prev->next = a->next;
+	else
+		r->watches = a->next;
+	if (a->next)
+		a->next->prev = a->prev;
+}
+
+/* kiyot_cell_feed_lag_seconds and kiyot_cell_feeds_connected, at each scrape: a Watch counts
+ * as connected from its first message to its end, and its lag is the age of its newest
+ * message (a cell pushes its usage every few seconds, so a quiet feed is a stalled one). */
+static void feeds_collect(void *ctx, struct metrics_writer *w)
+{
+	struct agent_real *r = ctx;
+	int64_t now = clock_mono_ns(), oldest = 0;
+	double connected = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (struct watch_arg *a = r->watches; a; a = a->next) {
+		int64_t last = __atomic_load_n(&a->last_ns, __ATOMIC_RELAXED);
+
+		if (!last)
+			continue;
+		connected++;
+		if (now - last > oldest)
+			oldest = now - last;
+	}
+	pthread_mutex_unlock(&r->lock);
+	metrics_write_family(w, "kiyot_cell_feeds_connected",
+			     "Cells' feeds (Watches) that delivered a message and have not ended.",
+			     METRICS_GAUGE);
+	metrics_write_sample(w, "kiyot_cell_feeds_connected", NULL, NULL, 0, connected);
+	metrics_write_family(w, "kiyot_cell_feed_lag_seconds",
+			     "The age of the newest message of the connected feed that has gone "
+			     "longest without one.",
+			     METRICS_GAUGE);
+	metrics_write_sample(w, "kiyot_cell_feed_lag_seconds", NULL, NULL, 0, (double)oldest / 1e9);
+}
 
 static void watch_msg(void *arg, const ProtobufCMessage *msg)
 {
 	struct watch_arg *a = arg;
 
 	a->got = true;
+	__atomic_store_n(&a->last_ns, clock_mono_ns(), __ATOMIC_RELAXED);
 	a->on_event(a->arg, (const Kiyot__Cell__V1__WatchEvent *)msg);
 }
 
@@ -237,6 +298,9 @@ static void watch_end(void *arg, int ret, const struct err *err)
 {
 	struct watch_arg a = *(struct watch_arg *)arg;
 
+	pthread_mutex_lock(&a.r->lock);
+	watch_unlist(a.r, arg);
+	pthread_mutex_unlock(&a.r->lock);
 	free(arg);
 	pthread_mutex_lock(&a.r->lock);
 	if (a.grpc)
@@ -292,6 +356,15 @@ static int grpc_loop(struct agent_real *r, struct rpc_loop **out, struct err *er
 	return ret;
 }
 
+/* A Watch that could not be opened: off the list and freed. */
+static void watch_forget(struct agent_real *r, struct watch_arg *a)
+{
+	pthread_mutex_lock(&r->lock);
+	watch_unlist(r, a);
+	pthread_mutex_unlock(&r->lock);
+	free(a);
+}
+
 static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__WatchRequest *req,
 		      agent_watch_event_fn *on_event, agent_watch_end_fn *on_end, void *arg,
 		      struct agent_watch **out, struct err *err)
@@ -313,7 +386,10 @@ static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__W
 	struct rpc_watch *gw = NULL;
 	struct rpc_loop *loop = NULL;
 
-	*a = (struct watch_arg){ r, c, false, false, on_event, on_end, arg };
+	*a = (struct watch_arg){ r, c, false, false, on_event, on_end, arg, NULL, NULL, 0 };
+	pthread_mutex_lock(&r->lock);
+	watch_list(r, a);
+	pthread_mutex_unlock(&r->lock);
 	if (watch_over_grpc(r, c)) {
 		/* a handle of either kind: its low bit says which (both are malloc'd) */
 		a->grpc = true;
@@ -321,14 +397,14 @@ static int real_watch(void *self, struct agent_conn *c, const Kiyot__Cell__V1__W
 		    rpc_watch_open(loop, c->ch, AGENT_METHOD("Watch"), &req->base,
 				   &kiyot__cell__v1__watch_event__descriptor, watch_msg, watch_end,
 				   a, &gw, err) < 0) {
-			free(a);
+			watch_forget(r, a);
 			return -err->code;
 		}
 		*out = (struct agent_watch *)((uintptr_t)gw | 1);
 		return 0;
 	}
 	if (feed_open(r->feeds, &fa, &fw, err) < 0) {
-		free(a);
+		watch_forget(r, a);
 		return -err->code;
 	}
 	*out = (struct agent_watch *)fw;
@@ -434,6 +510,7 @@ int agent_grpc_new(int threads, struct agent_client *out, struct err *err)
 		return err_wrap(err, "the agents' feed loop");
 	}
 	pthread_mutex_init(&r->lock, NULL);
+	r->figures = metrics_collector_add(metrics_default(), feeds_collect, r);
 	*out = (struct agent_client){ &agent_grpc_ops, r };
 	return 0;
 }
@@ -444,6 +521,7 @@ void agent_grpc_free(struct agent_client *c)
 
 	if (!r)
 		return;
+	metrics_collector_remove(metrics_default(), r->figures);
 	feed_loop_free(r->feeds);
 	if (r->grpc_calls)
 		rpc_loop_free(r->grpc_calls);

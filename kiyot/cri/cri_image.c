@@ -16,6 +16,7 @@
 
 #include "cells/cells.h"
 #include "clock.h"
+#include "metrics/metrics.h"
 #include "image.h"
 #include "log.h"
 #include "xalloc.h"
@@ -334,6 +335,8 @@ static int pull_on_node(struct kiyot *k, struct rpc_call *call,
 	Kiyot__Cell__V1__PullImageResponse p = KIYOT__CELL__V1__PULL_IMAGE_RESPONSE__INIT;
 	struct image_auth auth = { 0 };
 	struct image_info *info = NULL;
+	int64_t t0 = clock_mono_ns();
+	bool had = false;
 	int ret;
 
 	if (r->auth) {
@@ -343,10 +346,18 @@ static int pull_on_node(struct kiyot *k, struct rpc_call *call,
 		auth.identity_token = nz(r->auth->identity_token);
 		auth.registry_token = nz(r->auth->registry_token);
 	}
-	if (k->node_images)
+	if (k->node_images) {
+		had = image_lookup(k->node_images, r->image->image, &info, err) == 0;
+		image_info_free(steal_ptr(info));
+		err_clear(err);
 		ret = image_pull(k->node_images, r->image->image, &auth, &info, err);
-	else
+	} else {
 		ret = image_inspect(k->regconf, r->image->image, &auth, &info, err);
+	}
+	/* bytes: what came into the node's store (an inspect brings no layers) */
+	metrics_image_pull(ret < 0 ? "error" : "ok",
+			   ret < 0 || had || !k->node_images ? 0 : info->size,
+			   (double)(clock_mono_ns() - t0) / 1e9);
 	if (ret < 0)
 		return ret;
 	p.repo_digest = info->repo_digest;
@@ -373,6 +384,7 @@ int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req
 	struct kiyot *k = svc;
 	struct sandbox *sb;
 	char *cell_id;
+	int64_t t0;
 	int ret;
 
 	if (!r->image || !r->image->image[0])
@@ -395,8 +407,13 @@ int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req
 		auth.registry_token = r->auth->registry_token;
 		areq.auth = &auth;
 	}
+	t0 = clock_mono_ns();
 	ret = cells_pull_image(k->cells, cell_id, &areq, &ares, err);
 	free(cell_id);
+	/* bytes: the image's compressed size, as the cell says (whether it held some layers or
+	 * not, it does not say) */
+	metrics_image_pull(ret < 0 ? "error" : "ok", ret < 0 ? 0 : ares->size,
+			   (double)(clock_mono_ns() - t0) / 1e9);
 	if (ret < 0)
 		return -err->code;
 	pthread_mutex_lock(&k->lock);
