@@ -485,6 +485,86 @@ class BotocoreTests(unittest.TestCase):
         self.assertEqual(cm.exception.response["Error"]["Code"], "InvalidInstanceID.NotFound")
         self.assertEqual(cm.exception.response["ResponseMetadata"]["HTTPStatusCode"], 400)
 
+    def test_terminate_with_an_unknown_id_terminates_none(self):
+        # EC2 fails the whole call for one unknown or malformed id, naming the unknown ones
+        iid = run(self.ec2)["Instances"][0]["InstanceId"]
+        gone = ["i-0000000000000dead", "i-0000000000000beef"]
+        with self.assertRaises(ClientError) as cm:
+            self.ec2.terminate_instances(InstanceIds=[iid] + gone)
+        err = cm.exception.response["Error"]
+        self.assertEqual(err["Code"], "InvalidInstanceID.NotFound")
+        self.assertEqual(err["Message"], "The instance IDs '%s' do not exist" % ", ".join(gone))
+        with self.assertRaises(ClientError) as cm:
+            self.ec2.terminate_instances(InstanceIds=[iid, "i-nothex"])
+        self.assertEqual(cm.exception.response["Error"]["Code"], "InvalidInstanceID.Malformed")
+        self.assertIn(state_of(self.ec2, iid)["State"]["Name"], ("pending", "running"))
+        res = self.ec2.terminate_instances(InstanceIds=[iid])
+        self.assertEqual([i["InstanceId"] for i in res["TerminatingInstances"]], [iid])
+
+    def test_new_ids_are_unknown_for_the_consistency_delay(self):
+        self.sim.admin("/_admin/consistency", {"seconds": 600})
+        try:
+            iid = run(self.ec2)["Instances"][0]["InstanceId"]
+            for call in (lambda: self.ec2.describe_instances(InstanceIds=[iid]),
+                         lambda: self.ec2.create_tags(Resources=[iid],
+                                                      Tags=[{"Key": "a", "Value": "1"}]),
+                         lambda: self.ec2.terminate_instances(InstanceIds=[iid])):
+                with self.assertRaises(ClientError) as cm:
+                    call()
+                self.assertEqual(cm.exception.response["Error"]["Code"],
+                                 "InvalidInstanceID.NotFound")
+            listed = [i["InstanceId"] for r in self.ec2.describe_instances()["Reservations"]
+                      for i in r["Instances"]]
+            self.assertNotIn(iid, listed)
+            self.sim.admin("/_admin/consistency", {"seconds": 1})
+            wait_for(lambda: self._describable(iid), "the new id to be known")
+            self.ec2.create_tags(Resources=[iid], Tags=[{"Key": "a", "Value": "1"}])
+            self.ec2.terminate_instances(InstanceIds=[iid])
+        finally:
+            self.sim.admin("/_admin/consistency", {"seconds": 0})
+
+    def _describable(self, iid):
+        try:
+            return state_of(self.ec2, iid)
+        except ClientError:
+            return None
+
+    def test_capacity_and_limit_errors_by_zone_and_subnet(self):
+        self.sim.admin("/_admin/subnets", {"subnet-0000000000000000b": "us-east-1b"})
+        self.sim.admin("/_admin/fault", {"action": "RunInstances", "code": "Unsupported",
+                                         "instance_type": "t3.micro", "zone": "us-east-1a"})
+        self.sim.admin("/_admin/fault", {"action": "RunInstances",
+                                         "code": "InstanceLimitExceeded",
+                                         "instance_type": "c5.large",
+                                         "subnet": "subnet-0000000000000000b"})
+        self.sim.admin("/_admin/fault", {"action": "RunInstances", "code": "VcpuLimitExceeded",
+                                         "instance_type": "m5.large"})
+        self.sim.admin("/_admin/fault", {"action": "RunInstances",
+                                         "code": "MaxSpotInstanceCountExceeded",
+                                         "instance_type": "t3.small", "market": "spot"})
+        try:
+            for kw, code in (({"InstanceType": "t3.micro"}, "Unsupported"),
+                             ({"InstanceType": "c5.large",
+                               "SubnetId": "subnet-0000000000000000b"},
+                              "InstanceLimitExceeded"),
+                             ({"InstanceType": "m5.large"}, "VcpuLimitExceeded"),
+                             ({"InstanceType": "t3.small",
+                               "InstanceMarketOptions": {"MarketType": "spot"}},
+                              "MaxSpotInstanceCountExceeded")):
+                with self.assertRaises(ClientError) as cm:
+                    run(self.ec2, **kw)
+                self.assertEqual(cm.exception.response["Error"]["Code"], code, kw)
+                self.assertEqual(cm.exception.response["ResponseMetadata"]["HTTPStatusCode"],
+                                 400)
+            # the same type in another zone, the same subnet for another type: launched
+            res = run(self.ec2, InstanceType="t3.micro", SubnetId="subnet-0000000000000000b")
+            self.assertEqual(res["Instances"][0]["Placement"]["AvailabilityZone"],
+                             "us-east-1b")
+            run(self.ec2, InstanceType="c5.large")
+            run(self.ec2, InstanceType="t3.small")
+        finally:
+            self.sim.admin("/_admin/faults/clear", {})
+
     def test_throttling_is_retried_by_botocore(self):
         self.sim.admin("/_admin/stats/reset", {})
         self.sim.admin("/_admin/throttle", {"count": 2})

@@ -130,6 +130,13 @@ def _fingerprint(params):
     return hashlib.sha256(json.dumps(kept).encode()).hexdigest()
 
 
+def _subnet_zone(sim, subnet):
+    """The zone of a subnet: as POST /_admin/subnets set it; any other subnet is in the
+    first zone."""
+    with sim.store.lock:
+        return sim.store.subnet_zones.get(subnet, sim.cfg.azs[0])
+
+
 def run_instances(sim, params):
     min_count = P.integer(params, "MinCount", None, 1, 1000)
     max_count = P.integer(params, "MaxCount", None, 1, 1000)
@@ -193,7 +200,8 @@ def run_instances(sim, params):
                 raise Ec2Error("SpotMaxPriceTooLow",
                                f"Your Spot request price of {max_price} is lower than the "
                                f"minimum required Spot request fulfillment price of {spot}.")
-    az = params.get("Placement.AvailabilityZone") or sim.cfg.azs[0]
+    subnet = params.get("SubnetId", sim.cfg.subnet_id)
+    az = params.get("Placement.AvailabilityZone") or _subnet_zone(sim, subnet)
     if az not in sim.cfg.azs:
         raise Ec2Error("InvalidParameterValue",
                        f"Invalid availability zone: [{az}]")
@@ -210,7 +218,7 @@ def run_instances(sim, params):
     if P.boolean(params, "DryRun"):
         raise Ec2Error("DryRunOperation",
                        "Request would have succeeded, but DryRun flag is set.")
-    sim.faults.check("RunInstances", itype, market or "on-demand", az)
+    sim.faults.check("RunInstances", itype, market or "on-demand", az, subnet)
 
     rid = new_id("r")
     groups = P.indexed(params, "SecurityGroupId") or [sim.cfg.security_group]
@@ -227,13 +235,14 @@ def run_instances(sim, params):
             inst = Instance(id=new_id("i"), reservation_id=rid, instance_type=itype,
                             image_id=params.get("ImageId", "ami-00000000000000000"),
                             launch_time=now, launch_index=index,
-                            subnet_id=params.get("SubnetId", sim.cfg.subnet_id),
+                            subnet_id=subnet,
                             vpc_id=sim.cfg.vpc_id, az=az, security_groups=groups,
                             key_name=params.get("KeyName"), iam_profile=profile,
                             client_token=token, tags=tags, user_data=user_data,
                             market=market,
                             spot_request_id=new_id("sir") if market else None,
-                            architecture=sim.catalog.architecture(itype))
+                            architecture=sim.catalog.architecture(itype),
+                            eventual=True)
             sim.store.add(inst)
             insts.append(inst)
         if token:

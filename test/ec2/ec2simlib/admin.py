@@ -10,7 +10,16 @@ POST /_admin/capacity                    {"instance_type": GLOB, "times": N?, "m
                                          RunInstances of that type answers
                                          InsufficientInstanceCapacity (N times or always)
 POST /_admin/fault                       {"action": A or "*", "code": C, "instance_type"?,
-                                         "market"?, "times"?, "message"?, "status"?}
+                                         "market"?, "zone"?, "subnet"?, "times"?,
+                                         "message"?, "status"?} (zone and subnet: of a
+                                         RunInstances)
+POST /_admin/subnets                     {"SUBNET": "ZONE", ...}: the zones of subnets
+                                         (others are in the first zone)
+POST /_admin/consistency                 {"seconds": S}: for S seconds after RunInstances,
+                                         DescribeInstances, CreateTags and
+                                         TerminateInstances naming a new id answer
+                                         InvalidInstanceID.NotFound and listings leave it out
+                                         (as EC2's eventual consistency); 0 stops
 POST /_admin/faults/clear                drop every fault rule (capacity ones too)
 POST /_admin/throttle                    {"seconds": S} or {"count": N}: RequestLimitExceeded
                                          to every call for S seconds / the next N calls;
@@ -97,9 +106,32 @@ def _fault(sim, doc):
     status = doc.get("status")
     if status is not None and not isinstance(status, int):
         raise AdminError(400, "status must be an integer")
+    for key in ("instance_type", "market", "zone", "subnet", "message"):
+        if doc.get(key) is not None and not isinstance(doc[key], str):
+            raise AdminError(400, f"{key} must be a string")
     sim.faults.add(Rule(action, code, doc.get("instance_type"), doc.get("market"),
-                        _times(doc), doc.get("message"), status or status_for(code)))
+                        _times(doc), doc.get("message"), status or status_for(code),
+                        doc.get("zone"), doc.get("subnet")))
     return {"ok": True, "faults": sim.faults.describe()}
+
+
+def _subnets(sim, doc):
+    for subnet, zone in doc.items():
+        if not isinstance(zone, str) or zone not in sim.cfg.azs:
+            raise AdminError(400, f"subnet {subnet}: zone must be one of "
+                             f"{', '.join(sim.cfg.azs)}")
+    with sim.store.lock:
+        sim.store.subnet_zones.update(doc)
+        return {"ok": True, "subnets": dict(sim.store.subnet_zones)}
+
+
+def _consistency(sim, doc):
+    seconds = doc.get("seconds")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise AdminError(400, "seconds must be a number >= 0")
+    with sim.store.lock:
+        sim.store.consistency_delay = float(seconds)
+    return {"ok": True, "seconds": float(seconds)}
 
 
 def _clear(sim, _doc):
@@ -166,6 +198,8 @@ _ROUTES = {
     ("POST", "/_admin/capacity"): _capacity,
     ("POST", "/_admin/fault"): _fault,
     ("POST", "/_admin/faults/clear"): _clear,
+    ("POST", "/_admin/subnets"): _subnets,
+    ("POST", "/_admin/consistency"): _consistency,
     ("POST", "/_admin/throttle"): _throttle,
     ("POST", "/_admin/buckets"): _buckets,
     ("POST", "/_admin/foreign"): _foreign,

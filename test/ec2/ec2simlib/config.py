@@ -76,6 +76,8 @@ def parser():
       help="calls of ACTION (or *) answer error CODE, N times or always; repeatable")
     a("--throttle-for", type=float, default=0.0,
       help="answer RequestLimitExceeded to everything for this many seconds after start")
+    a("--consistency-delay", type=float, default=0.0, help="seconds a new instance id stays "
+      "unknown to DescribeInstances/CreateTags/TerminateInstances after RunInstances")
     a("--keep-cells-on-exit", action="store_true",
       help="do not run the terminate command for live cells on exit")
     a("--verbose", "-v", action="store_true", help="log every call on stderr")

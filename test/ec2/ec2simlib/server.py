@@ -61,6 +61,7 @@ class Sim:
         self.model = Model()
         self.verifier = Verifier(cfg.keys, cfg.region, cfg.max_skew)
         self.store = Store(cfg.terminated_ttl)
+        self.store.consistency_delay = cfg.consistency_delay
         self.throttler = Throttler(cfg.bucket_mutating, cfg.bucket_describe)
         self.faults = Faults()
         self.stats = Stats()

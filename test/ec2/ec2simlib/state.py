@@ -48,6 +48,8 @@ class Instance:
         self.cell_booted = False
         self.booting = False
         self.terminated_at = None
+        # launched by RunInstances: subject to the store's consistency delay
+        self.eventual = kw.get("eventual", False)
 
     def set_state(self, state, reason=None):
         self.state = state
@@ -126,6 +128,10 @@ class Store:
         self.instances = {}          # id -> Instance, in launch order
         self.tokens = {}             # client token -> (fingerprint, reservation id, [ids])
         self.terminated_ttl = terminated_ttl
+        # seconds after RunInstances during which the new ids are not known yet to
+        # DescribeInstances, CreateTags and TerminateInstances (EC2's eventual consistency)
+        self.consistency_delay = 0.0
+        self.subnet_zones = {}       # subnet id -> availability zone (others: the first)
 
     def add(self, inst):
         with self.lock:
@@ -135,21 +141,30 @@ class Store:
         return inst.state == "terminated" and inst.terminated_at is not None and \
             now - inst.terminated_at > self.terminated_ttl
 
+    def _unknown_yet(self, inst, now):
+        """Within the consistency delay after its RunInstances: calls naming the id answer
+        NotFound and listings leave it out."""
+        return inst.eventual and now < inst.launch_time + self.consistency_delay
+
     def visible(self):
-        """Instances DescribeInstances can see (terminated ones only for terminated_ttl)."""
+        """Instances DescribeInstances can see (terminated ones only for terminated_ttl, new
+        ones only once the consistency delay passed)."""
         now = time.time()
         with self.lock:
-            return [i for i in self.instances.values() if not self._expired(i, now)]
+            return [i for i in self.instances.values()
+                    if not self._expired(i, now) and not self._unknown_yet(i, now)]
 
     def lookup(self, ids):
-        """Instances by id, all or nothing: Malformed or NotFound errors like EC2's."""
+        """Instances by id, all or nothing: Malformed or NotFound errors like EC2's (an id
+        launched within the consistency delay is not found yet)."""
         for iid in ids:
             if not INSTANCE_ID_RE.match(iid):
                 raise Ec2Error("InvalidInstanceID.Malformed", f'Invalid id: "{iid}"')
         now = time.time()
         with self.lock:
             missing = [i for i in ids if i not in self.instances or
-                       self._expired(self.instances[i], now)]
+                       self._expired(self.instances[i], now) or
+                       self._unknown_yet(self.instances[i], now)]
             if missing:
                 if len(missing) == 1:
                     raise Ec2Error("InvalidInstanceID.NotFound",
