@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 
+from . import imds
 from . import params as P
 from .errors import Ec2Error
 from .state import OWNER_ID, Instance, match_values, new_id
@@ -81,8 +82,7 @@ def instance_xml(sim, inst):
                        "threadsPerCore": 2 if inst.architecture == "x86_64" else 1},
         "capacityReservationSpecification": {"capacityReservationPreference": "open"},
         "hibernationOptions": {"configured": False},
-        "metadataOptions": {"state": "applied", "httpTokens": "required",
-                            "httpPutResponseHopLimit": 2, "httpEndpoint": "enabled"},
+        "metadataOptions": imds.options_xml(inst),
         "enclaveOptions": {"enabled": False},
         "platformDetails": "Linux/UNIX",
         "usageOperation": "RunInstances",
@@ -205,6 +205,7 @@ def run_instances(sim, params):
     if az not in sim.cfg.azs:
         raise Ec2Error("InvalidParameterValue",
                        f"Invalid availability zone: [{az}]")
+    metadata_options = imds.launch_options(params)
     fingerprint = _fingerprint(params)
     with sim.store.lock:
         if token and token in sim.store.tokens:
@@ -243,6 +244,7 @@ def run_instances(sim, params):
                             spot_request_id=new_id("sir") if market else None,
                             architecture=sim.catalog.architecture(itype),
                             eventual=True)
+            inst.metadata_options = metadata_options
             sim.store.add(inst)
             insts.append(inst)
         if token:

@@ -78,6 +78,9 @@ def parser():
       help="answer RequestLimitExceeded to everything for this many seconds after start")
     a("--consistency-delay", type=float, default=0.0, help="seconds a new instance id stays "
       "unknown to DescribeInstances/CreateTags/TerminateInstances after RunInstances")
+    a("--imds-listen", metavar="ADDR:PORT", help="also serve the instance metadata service "
+      "(IMDSv2) there, e.g. 169.254.169.254:80, answering for the instance whose private IP "
+      "is the request's source address")
     a("--keep-cells-on-exit", action="store_true",
       help="do not run the terminate command for live cells on exit")
     a("--verbose", "-v", action="store_true", help="log every call on stderr")

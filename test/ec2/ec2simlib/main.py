@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-from . import config
+from . import config, imds
 from .catalog import CatalogError
 from .server import Server, Sim
 
@@ -23,6 +23,15 @@ def main(argv=None):
     except OSError as e:
         print(f"ec2sim: cannot listen on {cfg.listen}:{cfg.port}: {e}", file=sys.stderr)
         return 2
+    imds_url = None
+    if cfg.imds_listen:
+        try:
+            imds_server = imds.serve(sim.imds, cfg.imds_listen)
+        except (OSError, ValueError) as e:
+            print(f"ec2sim: cannot serve the metadata service on {cfg.imds_listen}: {e}",
+                  file=sys.stderr)
+            return 2
+        imds_url = "http://%s:%d" % imds_server.server_address[:2]
     host, port = server.server_address[:2]
     if cfg.port_file:
         tmp = cfg.port_file + ".tmp"
@@ -30,7 +39,8 @@ def main(argv=None):
             f.write(f"{port}\n")
         os.replace(tmp, cfg.port_file)
     print(json.dumps({"endpoint": f"http://{host}:{port}", "region": cfg.region,
-                      "access_keys": sorted(cfg.keys), "work_dir": cfg.work_dir}), flush=True)
+                      "access_keys": sorted(cfg.keys), "work_dir": cfg.work_dir,
+                      "imds": imds_url}), flush=True)
 
     def stop(_signum, _frame):
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -9,7 +9,7 @@ import threading
 import urllib.parse
 import uuid
 
-from . import API_VERSION, actions, admin, xmlout
+from . import API_VERSION, actions, admin, imds, xmlout
 from .catalog import Catalog
 from .cells import CellCommands
 from .errors import Ec2Error
@@ -65,6 +65,7 @@ class Sim:
         self.throttler = Throttler(cfg.bucket_mutating, cfg.bucket_describe)
         self.faults = Faults()
         self.stats = Stats()
+        self.imds = imds.Metadata(self)
         cells = None
         if cfg.boot_cmd:
             cells = CellCommands(cfg.boot_cmd, cfg.terminate_cmd, cfg.work_dir,
@@ -178,7 +179,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         split = urllib.parse.urlsplit(self.path)
         if split.path.startswith("/_admin/"):
-            status, doc = admin.handle(sim, method, split.path, body)
+            if method == "POST" and split.path.rstrip("/") in imds.ADMIN_PATHS:
+                status, doc = sim.imds.admin(split.path, body)
+            else:
+                status, doc = admin.handle(sim, method, split.path, body)
             self._send(status, (json.dumps(doc, indent=1) + "\n").encode(), "application/json")
             return
         host = self.headers.get("Host", "")
