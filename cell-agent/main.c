@@ -2,6 +2,10 @@
  * main.c: the cell-agent command.
  *
  *	cell-agent --bootstrap FILE   the agent of a cell
+ *	cell-agent --bootstrap-imds [--bootstrap-cache FILE] [--imds-endpoint URL]
+ *	                              the same on EC2: the document is the instance's user-data,
+ *	                              read from the metadata service into FILE (once: a restarted
+ *	                              agent reads FILE)
  *	cell-agent shim ...           the per-unit monitor the supervisor starts (see shim.c)
  *
  * The agent enters a private mount namespace first (crun needs the cgroup v1 layout without
@@ -16,6 +20,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +35,7 @@
 #include "feed.h"
 #include "fsutil.h"
 #include "image.h"
+#include "imds.h"
 #include "log.h"
 #include "pidlock.h"
 #include "pki.h"
@@ -38,6 +44,10 @@
 #include "xalloc.h"
 
 #define BOOTSTRAP_MAX (1u << 20)
+#define BOOTSTRAP_CACHE_DEFAULT "/run/cell-agent/bootstrap.json"
+#define USAGE                                                                                      \
+	"usage: cell-agent --bootstrap FILE | cell-agent --bootstrap-imds [--bootstrap-cache "     \
+	"FILE] [--imds-endpoint URL] | cell-agent shim ..."
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -307,7 +317,8 @@ int main(int argc, char **argv)
 {
 	struct agent a;
 	struct err err = ERR_INIT;
-	const char *boot = NULL;
+	const char *boot = NULL, *cache = BOOTSTRAP_CACHE_DEFAULT, *endpoint = NULL;
+	bool from_imds = false;
 	char *text = NULL;
 	size_t len = 0;
 	char self[PATH_MAX];
@@ -323,15 +334,27 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--bootstrap") == 0 && i + 1 < argc)
 			boot = argv[++i];
+		else if (strcmp(argv[i], "--bootstrap-imds") == 0)
+			from_imds = true;
+		else if (strcmp(argv[i], "--bootstrap-cache") == 0 && i + 1 < argc)
+			cache = argv[++i];
+		else if (strcmp(argv[i], "--imds-endpoint") == 0 && i + 1 < argc)
+			endpoint = argv[++i];
 		else if (strcmp(argv[i], "--version") == 0) {
 			puts("cell-agent 0.1.0");
 			return 0;
 		} else
-			die("usage: cell-agent --bootstrap FILE | cell-agent shim ...");
+			die(USAGE);
 	}
-	if (!boot)
-		die("usage: cell-agent --bootstrap FILE | cell-agent shim ...");
-	if (fs_read_file(boot, BOOTSTRAP_MAX, &text, &len, &err) < 0)
+	if (!boot == !from_imds || (cache[0] != '/'))
+		die(USAGE " (one of --bootstrap and --bootstrap-imds; an absolute cache path)");
+	if (from_imds) {
+		struct imds_config ic = { .endpoint = endpoint };
+
+		if (imds_bootstrap(&ic, NULL, cache, BOOTSTRAP_MAX, &text, &len, &err) < 0)
+			die("%s", err.msg);
+		boot = cache;
+	} else if (fs_read_file(boot, BOOTSTRAP_MAX, &text, &len, &err) < 0)
 		die("bootstrap: %s", err.msg);
 	memset(&a, 0, sizeof(a));
 	a.bootstrap = boot;
