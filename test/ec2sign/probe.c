@@ -61,7 +61,7 @@ static int probe_calls(struct ec2_client *c, struct err *err)
 	ec2_tags_release(&tags);
 	if (ret < 0)
 		return ret;
-	ret = ec2_terminate_instances(c, ids, 2, NULL, err);
+	ret = ec2_terminate_instances(c, ids, 2, (enum ec2_term[2]){ EC2_TERM_LEFT }, NULL, err);
 	if (ret < 0)
 		return ret;
 	ret = ec2_describe_spot_prices(c, (const char *[]){ "t3.nano" }, 1, "us-east-1a", &prices,

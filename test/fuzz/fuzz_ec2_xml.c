@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	body = xmalloc(len + 1); /* NUL-terminated for the timestamp, NULs inside kept */
 	memcpy(body, data + 1, len);
 	body[len] = '\0';
-	switch (data[0] % 6) {
+	switch (data[0] % 8) {
 	case 0:
 		ret = ec2_xml_error(body, len, &a, &b, &err);
 		outcome(ret, &err, ENOENT, body);
@@ -140,6 +140,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				fail("a spot price out of bounds", body);
 		ec2_spot_prices_free(arr, n);
 		break;
+	}
+	case 6: {
+		char **ids = NULL;
+
+		ret = ec2_xml_terminate_instances(body, len, &ids, &n, &err);
+		outcome(ret, &err, EPROTO, body);
+		if (n > EC2_MAX_IDS_PER_CALL || (n && ids[n] != NULL))
+			fail("terminated ids out of bounds", body);
+		for (size_t i = 0; i < n; i++)
+			free(ids[i]);
+		free(ids);
+		n = 0;
+		break;
+	}
+	case 7: {
+		/* an InvalidInstanceID.NotFound message: only ids asked are marked, once */
+		const char *ids[] = { "i-1", "i-0123456789abcdef0", "i-abc" };
+		enum ec2_term out[3] = { EC2_TERM_LEFT, EC2_TERM_LEFT, EC2_TERM_LEFT };
+		size_t k = ec2_not_found_ids(body, ids, 3, out), marked = 0;
+
+		for (size_t i = 0; i < 3; i++)
+			marked += out[i] == EC2_TERM_GONE;
+		if (k != marked || k > 3)
+			fail("not-found ids miscounted", body);
+		return 0;
 	}
 	default:
 		check_time(body);

@@ -349,10 +349,12 @@ static void test_ec2__retries_exhausted(void **state)
 	enum ec2_errclass cls = EC2_OK;
 	struct err err = ERR_INIT;
 	struct harness h;
+	enum ec2_term out[1];
 	(void)state;
 
 	harness_start(&h, script, 1, 3, NULL);
-	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, &cls, &err), -EAGAIN);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, out, &cls, &err), -EAGAIN);
+	assert_int_equal(out[0], EC2_TERM_LEFT);
 	assert_int_equal(cls, EC2_RETRY);
 	assert_int_equal(err.code, EAGAIN);
 	assert_int_equal(stub_count(&h.stub), 3);
@@ -390,22 +392,100 @@ static void test_ec2__capacity_error_not_retried(void **state)
 	harness_stop(&h);
 }
 
-/* An unknown instance is EC2_NOT_FOUND (ENOENT), not retried. */
-static void test_ec2__not_found_reported(void **state)
+/* EC2 fails a whole TerminateInstances for one unknown id, naming the unknown ones: those are
+ * gone, and the call is made again with the rest, whose answer lists what it terminated. */
+static void test_ec2__terminate_drops_the_ids_named_unknown(void **state)
 {
-	_cleanup_free_ char *nf = fixture("error_notfound.xml", NULL);
-	struct stub_reply script[] = { { 400, nf, NULL } };
-	const char *ids[] = { "i-0123456789abcdef0" };
-	enum ec2_errclass cls = EC2_OK;
+	static const char nf[] =
+		"<Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>The "
+		"instance IDs 'i-0000000000000000b, i-0000000000000000c' do not exist</Message>"
+		"</Error></Errors></Response>";
+	static const char ok[] = "<TerminateInstancesResponse><instancesSet><item><instanceId>"
+				 "i-0000000000000000a</instanceId></item></instancesSet>"
+				 "</TerminateInstancesResponse>";
+	struct stub_reply script[] = { { 400, nf, NULL }, { 200, ok, NULL } };
+	const char *ids[] = { "i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c" };
+	enum ec2_term out[3];
+	enum ec2_errclass cls = EC2_INVALID;
 	struct err err = ERR_INIT;
 	struct harness h;
 	(void)state;
 
-	harness_start(&h, script, 1, 0, NULL);
-	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, &cls, &err), -ENOENT);
-	assert_int_equal(cls, EC2_NOT_FOUND);
-	assert_int_equal(stub_count(&h.stub), 1);
+	harness_start(&h, script, 2, 0, NULL);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 3, out, &cls, &err), 0);
+	assert_int_equal(cls, EC2_OK);
+	assert_int_equal(out[0], EC2_TERM_DONE);
+	assert_int_equal(out[1], EC2_TERM_GONE);
+	assert_int_equal(out[2], EC2_TERM_GONE);
+	assert_int_equal(stub_count(&h.stub), 2);
+	assert_true(form_has(h.stub.reqs[0].body, "InstanceId.3=i-0000000000000000c"));
+	assert_true(form_has(h.stub.reqs[1].body, "InstanceId.1=i-0000000000000000a"));
+	assert_false(form_has(h.stub.reqs[1].body, "InstanceId.2=i-0000000000000000b"));
 	harness_stop(&h);
+}
+
+/* Only InvalidInstanceID.NotFound says ids are gone: another *.NotFound code, a NotFound that
+ * names none of the ids, and an answer that leaves an id out all leave the ids to the next
+ * attempt and fail. */
+static void test_ec2__terminate_other_failures_leave_the_ids(void **state)
+{
+	static const char other[] =
+		"<Response><Errors><Error><Code>InvalidAttachment.NotFound</Code><Message>The "
+		"attachment ID 'i-0000000000000000a' does not exist</Message></Error></Errors>"
+		"</Response>";
+	static const char nobody[] =
+		"<Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>The "
+		"instance ID 'i-0000000000000000f' does not exist</Message></Error></Errors>"
+		"</Response>";
+	static const char partial[] =
+		"<TerminateInstancesResponse><instancesSet><item><instanceId>i-0000000000000000a"
+		"</instanceId></item></instancesSet></TerminateInstancesResponse>";
+	const struct {
+		int status;
+		const char *body;
+		int ret;
+		enum ec2_term second;
+	} cases[] = {
+		{ 400, other, -ENOENT, EC2_TERM_LEFT },
+		{ 400, nobody, -ENOENT, EC2_TERM_LEFT },
+		{ 200, partial, -EAGAIN, EC2_TERM_LEFT },
+	};
+	const char *ids[] = { "i-0000000000000000a", "i-0000000000000000ab" };
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct stub_reply script[] = { { cases[i].status, cases[i].body, NULL } };
+		enum ec2_term out[2];
+		struct err err = ERR_INIT;
+		struct harness h;
+
+		harness_start(&h, script, 1, 1, NULL);
+		assert_int_equal(ec2_terminate_instances(h.client, ids, 2, out, NULL, &err),
+				 cases[i].ret);
+		assert_int_equal(out[1], cases[i].second);
+		assert_int_equal(out[0], i == 2 ? EC2_TERM_DONE : EC2_TERM_LEFT);
+		assert_int_equal(stub_count(&h.stub), 1);
+		assert_non_null(strstr(err.msg, "TerminateInstances"));
+		harness_stop(&h);
+	}
+}
+
+/* The ids a NotFound message names: whole words only, and only those asked. */
+static void test_ec2__not_found_ids_parsed(void **state)
+{
+	const char *ids[] = { "i-1a", "i-1", "i-2b", "i-9" };
+	enum ec2_term out[4] = { 0 };
+	(void)state;
+
+	assert_int_equal(ec2_not_found_ids("The instance IDs 'i-1, xi-9, i-2b, i-77' do not exist",
+					   ids, 4, out),
+			 2);
+	assert_int_equal(out[0], EC2_TERM_LEFT);
+	assert_int_equal(out[1], EC2_TERM_GONE);
+	assert_int_equal(out[2], EC2_TERM_GONE);
+	assert_int_equal(out[3], EC2_TERM_LEFT);
+	assert_int_equal(ec2_not_found_ids(NULL, ids, 4, out), 0);
+	assert_int_equal(ec2_not_found_ids("i-", ids, 4, out), 0);
 }
 
 /* A refused connection is a network error: retried, then EAGAIN. */
@@ -416,11 +496,12 @@ static void test_ec2__network_error_retried(void **state)
 	enum ec2_errclass cls = EC2_OK;
 	struct err err = ERR_INIT;
 	struct harness h;
+	enum ec2_term out[1];
 	(void)state;
 
 	harness_start(&h, script, 1, 2, NULL);
 	stub_stop(&h.stub);
-	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, &cls, &err), -EAGAIN);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, out, &cls, &err), -EAGAIN);
 	assert_int_equal(cls, EC2_RETRY);
 	assert_int_equal(h.sleeps.n, 1);
 	assert_non_null(strstr(err.msg, "ec2 TerminateInstances"));
@@ -594,9 +675,12 @@ static void test_ec2__run_spec_checked(void **state)
 /* CreateTags and TerminateInstances number their ids and tags from 1. */
 static void test_ec2__tags_and_terminate_requests(void **state)
 {
-	_cleanup_free_ char *ok = fixture("ok_terminate.xml", NULL);
+	static const char ok[] = "<TerminateInstancesResponse><instancesSet><item><instanceId>i-1"
+				 "</instanceId></item><item><instanceId>i-2</instanceId></item>"
+				 "</instancesSet></TerminateInstancesResponse>";
 	struct stub_reply script[] = { { 200, ok, NULL } };
 	const char *ids[] = { "i-1", "i-2" };
+	enum ec2_term out[2];
 	struct ec2_tags tags = EC2_TAGS_INIT;
 	struct err err = ERR_INIT;
 	struct harness h;
@@ -605,8 +689,9 @@ static void test_ec2__tags_and_terminate_requests(void **state)
 	ec2_tags_add(&tags, "k", "v=&");
 	harness_start(&h, script, 1, 0, NULL);
 	assert_int_equal(ec2_create_tags(h.client, ids, 2, &tags, NULL, &err), 0);
-	assert_int_equal(ec2_terminate_instances(h.client, ids, 2, NULL, &err), 0);
-	assert_int_equal(ec2_terminate_instances(h.client, ids, 0, NULL, &err), -EINVAL);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 2, out, NULL, &err), 0);
+	assert_int_equal(out[1], EC2_TERM_DONE);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 0, out, NULL, &err), -EINVAL);
 	assert_true(form_has(h.stub.reqs[0].body, "Action=CreateTags"));
 	assert_true(form_has(h.stub.reqs[0].body, "ResourceId.2=i-2"));
 	assert_true(form_has(h.stub.reqs[0].body, "Tag.1.Key=k"));
@@ -784,7 +869,9 @@ int main(void)
 		cmocka_unit_test(test_ec2__throttling_retried_then_succeeds),
 		cmocka_unit_test(test_ec2__retries_exhausted),
 		cmocka_unit_test(test_ec2__capacity_error_not_retried),
-		cmocka_unit_test(test_ec2__not_found_reported),
+		cmocka_unit_test(test_ec2__terminate_drops_the_ids_named_unknown),
+		cmocka_unit_test(test_ec2__terminate_other_failures_leave_the_ids),
+		cmocka_unit_test(test_ec2__not_found_ids_parsed),
 		cmocka_unit_test(test_ec2__network_error_retried),
 		cmocka_unit_test(test_ec2__describe_follows_pages),
 		cmocka_unit_test(test_ec2__repeated_token_stops),

@@ -34,6 +34,7 @@ struct instance {
 	char id[32], type[32], state[16], ip[24], token[80];
 	char cluster[64], cell[64], uid[64];
 	char user_data[512];
+	int hidden; /* not known yet to DescribeInstances and TerminateInstances */
 };
 
 enum after_launch {
@@ -51,6 +52,8 @@ struct fake_ec2 {
 	int runs, describes, terminates; /* calls of each action */
 	char terminated[256];		 /* the ids of the last TerminateInstances, ' '-separated */
 	char *xml;			 /* the last answer (the stub sends it after the handler) */
+	const char *term_fault;		 /* TerminateInstances answers this error body */
+	int hide_new;			 /* new instances are hidden (eventual consistency) */
 };
 
 struct param {
@@ -229,6 +232,7 @@ static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 			 run_tag(p, n, EC2_TAG_CLUSTER_ID));
 		snprintf(in->cell, sizeof(in->cell), "%.63s", run_tag(p, n, EC2_TAG_CELL_ID));
 		snprintf(in->uid, sizeof(in->uid), "%.63s", run_tag(p, n, EC2_TAG_POD_UID));
+		in->hidden = e->hide_new;
 		snprintf(in->user_data, sizeof(in->user_data), "%.511s",
 			 param(p, n, "UserData") ? param(p, n, "UserData") : "");
 	}
@@ -256,7 +260,7 @@ static void describe_instances(struct fake_ec2 *e, const struct param *p, size_t
 			if (e->after == TERMINATES)
 				in->ip[0] = '\0';
 		}
-		if (!matches(in, p, n))
+		if (in->hidden || !matches(in, p, n))
 			continue;
 		item = item_xml(in);
 		all = xasprintf("%s%s", items, item);
@@ -272,27 +276,61 @@ static void describe_instances(struct fake_ec2 *e, const struct param *p, size_t
 	free(items);
 }
 
+/* As EC2: one unknown id fails the whole call, naming the unknown ones, and terminates none;
+ * otherwise the answer lists every instance. fault (when set) answers instead. */
 static void terminate_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 				struct stub_reply *out)
 {
-	e->terminates++;
-	e->terminated[0] = '\0';
-	for (size_t i = 1;; i++) {
-		char k[32];
-		const char *id;
-		size_t used = strlen(e->terminated);
+	char unknown[1024] = "", items[2048] = "";
+	size_t n_unknown = 0;
 
-		snprintf(k, sizeof(k), "InstanceId.%zu", i);
-		if (!(id = param(p, n, k)))
-			break;
-		snprintf(e->terminated + used, sizeof(e->terminated) - used, "%s%s",
-			 used ? " " : "", id);
-		for (size_t j = 0; j < e->n; j++)
-			if (strcmp(e->inst[j].id, id) == 0)
-				snprintf(e->inst[j].state, sizeof(e->inst[j].state), "terminated");
+	e->terminates++;
+	if (e->term_fault) {
+		answer(e, out, 400, xstrdup(e->term_fault));
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		e->terminated[0] = '\0';
+		for (size_t i = 1;; i++) {
+			char k[32];
+			const char *id;
+			size_t used = strlen(e->terminated), j;
+
+			snprintf(k, sizeof(k), "InstanceId.%zu", i);
+			if (!(id = param(p, n, k)))
+				break;
+			for (j = 0; j < e->n; j++)
+				if (strcmp(e->inst[j].id, id) == 0 && !e->inst[j].hidden)
+					break;
+			if (pass == 0 && j == e->n) {
+				used = strlen(unknown);
+				snprintf(unknown + used, sizeof(unknown) - used, "%s%.64s",
+					 used ? ", " : "", id);
+				n_unknown++;
+			}
+			if (pass == 0 || j == e->n)
+				continue;
+			snprintf(e->terminated + used, sizeof(e->terminated) - used, "%s%.64s",
+				 used ? " " : "", id);
+			used = strlen(items);
+			snprintf(items + used, sizeof(items) - used,
+				 "<item><instanceId>%.64s</instanceId></item>", id);
+			snprintf(e->inst[j].state, sizeof(e->inst[j].state), "terminated");
+		}
+		if (n_unknown) {
+			answer(e, out, 400,
+			       xasprintf("<Response><Errors><Error><Code>InvalidInstanceID.NotFound"
+					 "</Code><Message>The instance ID%s '%s' do%s not exist"
+					 "</Message></Error></Errors></Response>",
+					 n_unknown > 1 ? "s" : "", unknown,
+					 n_unknown > 1 ? "" : "es"));
+			return;
+		}
 	}
 	answer(e, out, 200,
-	       xstrdup("<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>"));
+	       xasprintf("<TerminateInstancesResponse><instancesSet>%s</instancesSet>"
+			 "</TerminateInstancesResponse>",
+			 items));
 }
 
 static void ec2_handler(struct stub *s, const struct stub_request *rq, struct stub_reply *out)
@@ -650,6 +688,61 @@ static void test_provider_ec2__terminate_by_cell_or_instance(void **state)
 	assert_int_equal(f->ec2.terminates, 2);
 }
 
+/* Only InvalidInstanceID.NotFound says an instance is gone: another error (even another
+ * *.NotFound code) leaves the instance running, and the terminate fails saying it is left for
+ * the next attempt; the next attempt terminates it. */
+static void test_provider_ec2__terminate_fails_when_ec2_refuses(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), 0);
+	cell_info_release(&out);
+	f->ec2.term_fault = "<Response><Errors><Error><Code>InvalidAttachment.NotFound</Code>"
+			    "<Message>The attachment 'eni-attach-1' does not exist</Message>"
+			    "</Error></Errors></Response>";
+	err = (struct err)ERR_INIT;
+	assert_true(f->p.ops->terminate(f->p.self, "cell-1", &err) < 0);
+	assert_non_null(strstr(err.msg, "left for the next attempt"));
+	assert_non_null(strstr(err.msg, "InvalidAttachment.NotFound"));
+	assert_non_null(strstr(err.msg, f->ec2.inst[0].id));
+	assert_string_equal(f->ec2.inst[0].state, "running");
+	f->ec2.term_fault = NULL;
+	assert_int_equal(f->p.ops->terminate(f->p.self, "cell-1", &err), 0);
+	assert_string_equal(f->ec2.inst[0].state, "terminated");
+}
+
+/* Right after a launch EC2 may not list the instance nor know its id (eventual consistency):
+ * terminating its cell then fails for a retry instead of reporting nothing to terminate; once
+ * EC2 knows the id, the retry terminates it. */
+static void test_provider_ec2__terminate_of_a_launch_ec2_does_not_know_yet(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), 0);
+	cell_info_release(&out);
+	pthread_mutex_lock(&f->ec2.lock);
+	f->ec2.inst[0].hidden = 1;
+	pthread_mutex_unlock(&f->ec2.lock);
+	err = (struct err)ERR_INIT;
+	assert_true(f->p.ops->terminate(f->p.self, "cell-1", &err) < 0);
+	assert_int_equal(err.code, EAGAIN);
+	assert_non_null(strstr(err.msg, "left for the next attempt"));
+	assert_string_equal(f->ec2.inst[0].state, "running");
+	pthread_mutex_lock(&f->ec2.lock);
+	f->ec2.inst[0].hidden = 0;
+	pthread_mutex_unlock(&f->ec2.lock);
+	assert_int_equal(f->p.ops->terminate(f->p.self, "cell-1", &err), 0);
+	assert_string_equal(f->ec2.inst[0].state, "terminated");
+}
+
 struct term_arg {
 	struct fix *f;
 	const char *cell;
@@ -722,6 +815,8 @@ int main(void)
 		T(list_is_the_clusters_instances),
 		T(terminate_by_cell_or_instance),
 		T(terminates_together_are_batched),
+		T(terminate_fails_when_ec2_refuses),
+		T(terminate_of_a_launch_ec2_does_not_know_yet),
 		T(client_of_an_ec2_provider_only),
 	};
 

@@ -232,10 +232,10 @@ int ec2_fail(enum ec2_errclass k, enum ec2_errclass *cls, struct err *err)
 
 /*
  * Turns a non-2xx answer into err ("ec2 <Action>: <Code>: <Message>") and its class; *ec2_code
- * (the caller frees it) is the EC2 error code or NULL.
+ * and *ec2_msg (the caller frees them) are the EC2 error code and message, or NULL.
  */
 static enum ec2_errclass answer_error(const char *action, const struct httpc_answer *a,
-				      char **ec2_code, struct err *err)
+				      char **ec2_code, char **ec2_msg, struct err *err)
 {
 	_cleanup_free_ char *code = NULL;
 	_cleanup_free_ char *msg = NULL;
@@ -243,10 +243,12 @@ static enum ec2_errclass answer_error(const char *action, const struct httpc_ans
 	enum ec2_errclass k;
 
 	*ec2_code = NULL;
+	*ec2_msg = NULL;
 	if (a->body.len && ec2_xml_error(buf_str(&a->body), a->body.len, &code, &msg, &perr) == 0) {
 		k = ec2_classify((int)a->status, code, msg);
 		err_set(err, EIO, "ec2 %s: %s: %s", action, code, msg ? msg : "(no message)");
 		*ec2_code = steal_ptr(code);
+		*ec2_msg = steal_ptr(msg);
 	} else {
 		k = ec2_classify((int)a->status, NULL, NULL);
 		err_set(err, EIO, "ec2 %s: HTTP %ld without an EC2 error body", action, a->status);
@@ -256,6 +258,23 @@ static enum ec2_errclass answer_error(const char *action, const struct httpc_ans
 
 int ec2_call(struct ec2_client *c, const char *action, const char *params, char **body, size_t *len,
 	     enum ec2_errclass *cls, struct err *err)
+{
+	struct ec2_fault f = { NULL, NULL };
+	int ret = ec2_call_fault(c, action, params, body, len, cls, &f, err);
+
+	ec2_fault_release(&f);
+	return ret;
+}
+
+void ec2_fault_release(struct ec2_fault *f)
+{
+	free(f->code);
+	free(f->message);
+	f->code = f->message = NULL;
+}
+
+int ec2_call_fault(struct ec2_client *c, const char *action, const char *params, char **body,
+		   size_t *len, enum ec2_errclass *cls, struct ec2_fault *fault, struct err *err)
 {
 	struct buf form = BUF_INIT;
 	bool refreshed = false;
@@ -270,7 +289,7 @@ int ec2_call(struct ec2_client *c, const char *action, const char *params, char 
 		buf_appendf(&form, err, "&%s", params);
 	for (attempt = 1; attempt <= c->max_attempts; attempt++) {
 		struct aws_creds cr = { 0 };
-		_cleanup_free_ char *code = NULL;
+		char *code = NULL, *msg = NULL;
 		struct httpc_answer a = { 0 };
 		int ret;
 
@@ -295,9 +314,12 @@ int ec2_call(struct ec2_client *c, const char *action, const char *params, char 
 			k = ret == -EAGAIN ? EC2_RETRY : EC2_INVALID;
 			err_wrap(err, "ec2 %s", action);
 		} else {
-			k = answer_error(action, &a, &code, err);
+			k = answer_error(action, &a, &code, &msg, err);
 		}
 		httpc_answer_release(&a);
+		ec2_fault_release(fault);
+		fault->code = code;
+		fault->message = msg;
 		/* temporary credentials that ran out: fetch new ones once */
 		if (k == EC2_AUTH && !refreshed && code && strcmp(code, "ExpiredToken") == 0) {
 			refreshed = true;

@@ -195,9 +195,29 @@ int ec2_describe_instances(struct ec2_client *c, const struct ec2_describe_query
 			   struct ec2_instance **out, size_t *n, enum ec2_errclass *cls,
 			   struct err *err);
 
-/* Terminates instances (at most EC2_MAX_IDS_PER_CALL). Unknown ids: EC2_NOT_FOUND. */
+/* What a termination did with each instance id asked. */
+enum ec2_term {
+	EC2_TERM_LEFT, /* not done: the call failed (see err) or its answer left the id out */
+	EC2_TERM_DONE, /* listed in the answer: shutting down or terminated */
+	EC2_TERM_GONE, /* named by InvalidInstanceID.NotFound: no such instance (any more) */
+};
+
+/*
+ * Terminates instances (1 to EC2_MAX_IDS_PER_CALL); out[i] (n of them) says what became of
+ * ids[i]. EC2 fails the whole call when one id is unknown and terminates none, naming the
+ * unknown ids (InvalidInstanceID.NotFound "The instance IDs 'i-1, i-2' do not exist"): those
+ * are GONE and the call is made again with the rest. Any other failure (another code, or a
+ * NotFound naming none of the ids) leaves the ids not settled LEFT and returns it; an answer
+ * that does not list an id asked leaves it LEFT too (EC2_RETRY). 0 when every id is DONE or
+ * GONE. Right after RunInstances EC2 may not know a new id yet (eventual consistency): a
+ * caller that launched it recently should not take GONE for terminated.
+ */
 int ec2_terminate_instances(struct ec2_client *c, const char *const *ids, size_t n,
-			    enum ec2_errclass *cls, struct err *err);
+			    enum ec2_term *out, enum ec2_errclass *cls, struct err *err);
+
+/* Marks GONE each id of ids still LEFT that an InvalidInstanceID.NotFound message names (as a
+ * whole word "i-<hex>"); returns how many it marked. */
+size_t ec2_not_found_ids(const char *message, const char *const *ids, size_t n, enum ec2_term *out);
 
 /* Adds or overwrites tags on resources (at most EC2_MAX_IDS_PER_CALL, EC2_MAX_TAGS tags). */
 int ec2_create_tags(struct ec2_client *c, const char *const *resource_ids, size_t n,

@@ -141,20 +141,86 @@ int ec2_describe_instances(struct ec2_client *c, const struct ec2_describe_query
 	return 0;
 }
 
-int ec2_terminate_instances(struct ec2_client *c, const char *const *ids, size_t n,
-			    enum ec2_errclass *cls, struct err *err)
+/* Marks out[i] for every id the answer lists; those it leaves out stay as they were. */
+static void mark_listed(char **listed, size_t n_listed, const char *const *ids, size_t n,
+			enum ec2_term *out)
+{
+	for (size_t i = 0; i < n_listed; i++)
+		for (size_t j = 0; j < n; j++)
+			if (out[j] == EC2_TERM_LEFT && strcmp(listed[i], ids[j]) == 0)
+				out[j] = EC2_TERM_DONE;
+}
+
+/* One TerminateInstances of the ids not settled yet; 0, or the failure with *fault. */
+static int terminate_once(struct ec2_client *c, const char *const *ids, size_t n,
+			  enum ec2_term *out, enum ec2_errclass *cls, struct ec2_fault *fault,
+			  struct err *err)
 {
 	_cleanup_free_ char *body = NULL;
+	char **listed = NULL;
+	size_t len, n_listed = 0, k = 0;
 	struct buf f = BUF_INIT;
-	size_t len;
 	int ret;
 
-	if (ec2_form_ids(&f, "InstanceId", ids, n) < 0) {
-		buf_release(&f);
-		return invalid(cls, err, "TerminateInstances", "1 to 1000 instance ids are needed");
-	}
-	ret = ec2_call(c, "TerminateInstances", buf_str(&f), &body, &len, cls, err);
+	for (size_t i = 0; i < n; i++)
+		if (out[i] == EC2_TERM_LEFT)
+			ec2_form_addf(&f, ids[i], "InstanceId.%zu", ++k);
+	ret = ec2_call_fault(c, "TerminateInstances", buf_str(&f), &body, &len, cls, fault, err);
 	buf_release(&f);
+	if (ret < 0)
+		return ret;
+	if (ec2_xml_terminate_instances(body, len, &listed, &n_listed, err) < 0) {
+		err_wrap(err, "ec2 TerminateInstances");
+		return ec2_fail(EC2_INVALID, cls, err);
+	}
+	mark_listed(listed, n_listed, ids, n, out);
+	for (size_t i = 0; i < n_listed; i++)
+		free(listed[i]);
+	free(listed);
+	return 0;
+}
+
+int ec2_terminate_instances(struct ec2_client *c, const char *const *ids, size_t n,
+			    enum ec2_term *out, enum ec2_errclass *cls, struct err *err)
+{
+	size_t left = n;
+	int ret = 0;
+
+	if (cls)
+		*cls = EC2_OK;
+	if (n == 0 || n > EC2_MAX_IDS_PER_CALL)
+		return invalid(cls, err, "TerminateInstances", "1 to 1000 instance ids are needed");
+	for (size_t i = 0; i < n; i++)
+		out[i] = EC2_TERM_LEFT;
+	/* each round settles at least one id, or ends */
+	while (left) {
+		struct ec2_fault fault = { NULL, NULL };
+		size_t gone;
+
+		ret = terminate_once(c, ids, n, out, cls, &fault, err);
+		if (ret == 0) {
+			ec2_fault_release(&fault);
+			break;
+		}
+		gone = fault.code && strcmp(fault.code, "InvalidInstanceID.NotFound") == 0
+			       ? ec2_not_found_ids(fault.message, ids, n, out)
+			       : 0;
+		ec2_fault_release(&fault);
+		if (!gone)
+			break;
+		err_clear(err);
+		left -= gone;
+		ret = 0;
+	}
+	left = 0;
+	for (size_t i = 0; i < n; i++)
+		left += out[i] == EC2_TERM_LEFT;
+	if (ret == 0 && left) {
+		err_set(err, EIO,
+			"ec2 TerminateInstances: the answer did not list %zu of the instances",
+			left);
+		ret = ec2_fail(EC2_RETRY, cls, err);
+	}
 	return ret;
 }
 

@@ -3,6 +3,7 @@
  */
 #include "ec2.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -129,4 +130,36 @@ enum ec2_errclass ec2_classify(int http_status, const char *code, const char *me
 	if (http_status >= 200 && http_status < 300)
 		return EC2_OK;
 	return EC2_INVALID;
+}
+
+/* True for the characters of an instance id after "i-". */
+static bool id_char(char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+}
+
+size_t ec2_not_found_ids(const char *message, const char *const *ids, size_t n, enum ec2_term *out)
+{
+	size_t marked = 0;
+
+	if (!message)
+		return 0;
+	for (const char *p = message; (p = strstr(p, "i-"));) {
+		const char *start = p;
+		size_t len = 2;
+
+		while (len < 32 && id_char(p[len]))
+			len++;
+		p += len;
+		if (len == 2 || (start > message && (isalnum((unsigned char)start[-1]) ||
+						     start[-1] == '-' || start[-1] == '_')))
+			continue; /* not an id of its own */
+		for (size_t i = 0; i < n; i++)
+			if (out[i] == EC2_TERM_LEFT && strlen(ids[i]) == len &&
+			    strncmp(ids[i], start, len) == 0) {
+				out[i] = EC2_TERM_GONE;
+				marked++;
+			}
+	}
+	return marked;
 }

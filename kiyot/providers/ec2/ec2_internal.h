@@ -16,6 +16,18 @@ struct pager {
 	void *acc;
 };
 
+/* The EC2 error of the last answer of a failed call (owned strings, NULL when none came). */
+struct ec2_fault {
+	char *code;
+	char *message;
+};
+
+void ec2_fault_release(struct ec2_fault *f);
+/* ec2_call, also giving the EC2 error code and message of a failure in *fault (initialised by
+ * the caller to NULLs, released by the caller whatever the outcome). */
+int ec2_call_fault(struct ec2_client *c, const char *action, const char *params, char **body,
+		   size_t *len, enum ec2_errclass *cls, struct ec2_fault *fault, struct err *err);
+
 /* Calls action with params, then again with each NextToken, until a page has none. */
 int ec2_paginate(struct ec2_client *c, const struct pager *pg, const char *params,
 		 enum ec2_errclass *cls, struct err *err);

@@ -259,6 +259,46 @@ int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out
 	return ret;
 }
 
+int ec2_xml_terminate_instances(const char *body, size_t len, char ***ids, size_t *n,
+				struct err *err)
+{
+	xmlNode *root;
+	xmlDoc *doc;
+	size_t cap = 0;
+	int ret;
+
+	*ids = NULL;
+	*n = 0;
+	if (xml_load(body, len, &doc, err) < 0)
+		return -err->code;
+	ret = expect_root(doc, "TerminateInstancesResponse", &root, err);
+	for (xmlNode *it = ret ? NULL : child(child(root, "instancesSet"), "item"); it;
+	     it = next_elem(it, "item")) {
+		char *id = child_text(it, "instanceId");
+
+		if (!id)
+			continue;
+		if (*n >= EC2_MAX_IDS_PER_CALL) {
+			free(id);
+			ret = err_set(err, EPROTO, "more than %d instances in the answer",
+				      EC2_MAX_IDS_PER_CALL);
+			break;
+		}
+		xgrow((void **)ids, &cap, *n + 2, sizeof(**ids));
+		(*ids)[(*n)++] = id;
+		(*ids)[*n] = NULL;
+	}
+	if (ret < 0) {
+		for (size_t i = 0; i < *n; i++)
+			free((*ids)[i]);
+		free(*ids);
+		*ids = NULL;
+		*n = 0;
+	}
+	xmlFreeDoc(doc);
+	return ret;
+}
+
 /* Makes room for one more element in a growing result array, within EC2_MAX_ITEMS. */
 static int grow(void **arr, size_t *n, size_t *cap, size_t sz, struct err *err)
 {

@@ -23,6 +23,11 @@ int ec2_xml_error(const char *body, size_t len, char **code, char **message, str
 /* The first instance of a RunInstancesResponse. */
 int ec2_xml_run_instances(const char *body, size_t len, struct ec2_instance *out, struct err *err);
 
+/* The instance ids a TerminateInstancesResponse lists (at most EC2_MAX_IDS_PER_CALL) into *ids
+ * (NULL-terminated, the caller frees each and the array; NULL when none). */
+int ec2_xml_terminate_instances(const char *body, size_t len, char ***ids, size_t *n,
+				struct err *err);
+
 /*
  * Appends the instances of one DescribeInstancesResponse page to *arr (*n used, *cap
  * allocated, at most EC2_MAX_ITEMS in all); *next_token is the page's nextToken or NULL.

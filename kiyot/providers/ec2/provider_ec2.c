@@ -43,6 +43,21 @@ struct seen {
 	char *ip;
 };
 
+/* An instance this provider launched lately, for terminations EC2 cannot list yet. */
+struct recent {
+	char *cell_id;
+	char *instance_id;
+	int64_t at_ns; /* monotonic */
+};
+
+#define RECENT_NS (300 * 1000000000LL) /* how long a launch counts as recent */
+
+static void recent_release(struct recent *r)
+{
+	free(r->cell_id);
+	free(r->instance_id);
+}
+
 struct ec2p {
 	char *cluster_id;
 	char *image_id, *subnet_id, *instance_profile;
@@ -56,7 +71,9 @@ struct ec2p {
 	pthread_cond_t cond; /* the cache changed, or a waiter arrived, or stop */
 	struct seen *cache;
 	size_t n_cache;
-	uint64_t generation; /* bumped by every poll */
+	uint64_t generation;   /* bumped by every poll */
+	struct recent *recent; /* launches of the last RECENT_NS */
+	size_t n_recent, cap_recent;
 	int waiters;
 	int stop;
 	pthread_t poller;
@@ -183,6 +200,23 @@ static int wait_running(struct ec2p *p, const char *instance_id, char **ip, stru
 	return ret;
 }
 
+/* Remembers a launch (dropping those older than RECENT_NS). */
+static void recent_add(struct ec2p *p, const char *cell_id, const char *instance_id)
+{
+	int64_t now = clock_mono_ns();
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t j = 0; j < p->n_recent; j++)
+		if (now - p->recent[j].at_ns > RECENT_NS ||
+		    strcmp(p->recent[j].instance_id, instance_id) == 0) {
+			recent_release(&p->recent[j]);
+			p->recent[j--] = p->recent[--p->n_recent];
+		}
+	xgrow((void **)&p->recent, &p->cap_recent, p->n_recent + 1, sizeof(*p->recent));
+	p->recent[p->n_recent++] = (struct recent){ xstrdup(cell_id), xstrdup(instance_id), now };
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* The idempotency token of a launch: the same pod, cell and type always give the same one. */
 static void client_token(const struct ec2p *p, const struct cell_spec *spec, const char *type,
 			 char out[EC2_MAX_CLIENT_TOKEN + 1])
@@ -256,6 +290,7 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 		return err_wrap(err, "cell %s", spec->cell_id);
 	log_info("ec2: cell %s is instance %s (%s%s)", spec->cell_id, inst.instance_id,
 		 inst.instance_type, inst.spot ? ", spot" : "");
+	recent_add(p, spec->cell_id, inst.instance_id);
 	ret = wait_running(p, inst.instance_id, &ip, err);
 	if (ret == 0) {
 		out->cell_id = xstrdup(spec->cell_id);
@@ -323,6 +358,16 @@ struct term_req {
 	struct term_req *next;
 };
 
+/* How many requests a batch holds. */
+static size_t batch_length(const struct term_req *b)
+{
+	size_t n = 0;
+
+	for (; b; b = b->next)
+		n++;
+	return n;
+}
+
 #define TERM_BATCH_WINDOW_US 50000 /* how long a batch gathers company */
 #define TERM_FILTER_VALUES 100	   /* filter values per DescribeInstances */
 
@@ -342,13 +387,45 @@ static int find_live(struct ec2p *p, const char *filter, const char **ids, size_
 	return ec2_describe_instances(p->client, &q, out, nout, NULL, err);
 }
 
-/* Terminates the instances of every request of a batch: one DescribeInstances per hundred
- * cells and one TerminateInstances for all, instead of two calls per cell. */
-static int terminate_batch(struct ec2p *p, struct term_req *batch, struct err *err)
+/* One instance a batch terminates, and the request it is for. */
+struct target {
+	char *instance_id;
+	struct term_req *req;
+	bool recent; /* launched lately: EC2 may not know it yet */
+};
+
+/* Adds an instance to the batch's targets unless it is there already. */
+static void target_add(struct target **t, size_t *n, size_t *cap, const char *iid,
+		       struct term_req *req, bool recent)
 {
-	const char **cells = NULL, **iids = NULL, **kill = NULL;
-	size_t nc = 0, ni = 0, nk = 0, cap_c = 0, cap_i = 0, cap_k = 0;
-	enum ec2_errclass cls = EC2_OK;
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*t)[i].instance_id, iid) == 0) {
+			(*t)[i].recent |= recent;
+			return;
+		}
+	xgrow((void **)t, cap, *n + 1, sizeof(**t));
+	(*t)[(*n)++] = (struct target){ xstrdup(iid), req, recent };
+}
+
+/* The request of a batch a described instance is for: by its cell tag or its id. */
+static struct term_req *request_of(struct term_req *batch, const struct ec2_instance *in)
+{
+	const char *cell = ec2_tags_get(&in->tags, EC2_TAG_CELL_ID);
+
+	for (struct term_req *r = batch; r; r = r->next)
+		if ((cell && strcmp(r->cell_id, cell) == 0) ||
+		    strcmp(r->cell_id, in->instance_id) == 0)
+			return r;
+	return NULL;
+}
+
+/* The batch's instances: those EC2 lists for its cells (by tag, a hundred a call) and ids,
+ * and the ones this provider launched for its cells lately (EC2 may not list them yet). */
+static int find_targets(struct ec2p *p, struct term_req *batch, struct target **t, size_t *n,
+			struct err *err)
+{
+	const char **cells = NULL, **iids = NULL;
+	size_t nc = 0, ni = 0, cap_c = 0, cap_i = 0, cap = 0;
 	int ret = 0;
 
 	for (struct term_req *r = batch; r; r = r->next) {
@@ -361,42 +438,122 @@ static int terminate_batch(struct ec2p *p, struct term_req *batch, struct err *e
 		else
 			cells[nc++] = r->cell_id;
 	}
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->n_recent; i++)
+		for (struct term_req *r = batch; r; r = r->next)
+			if (strcmp(r->cell_id, p->recent[i].cell_id) == 0)
+				target_add(t, n, &cap, p->recent[i].instance_id, r, true);
+	pthread_mutex_unlock(&p->lock);
 	for (int pass = 0; pass < 2 && ret == 0; pass++) {
 		const char **ids = pass ? iids : cells;
-		size_t n = pass ? ni : nc;
+		size_t m_all = pass ? ni : nc;
 
-		for (size_t off = 0; off < n && ret == 0; off += TERM_FILTER_VALUES) {
-			size_t m = n - off < TERM_FILTER_VALUES ? n - off : TERM_FILTER_VALUES;
+		for (size_t off = 0; off < m_all && ret == 0; off += TERM_FILTER_VALUES) {
+			size_t m = m_all - off < TERM_FILTER_VALUES ? m_all - off
+								    : TERM_FILTER_VALUES;
 			struct ec2_instance *inst = NULL;
 			size_t found = 0;
 
 			ret = find_live(p, pass ? "instance-id" : "tag:" EC2_TAG_CELL_ID, ids + off,
 					m, &inst, &found, err);
 			for (size_t i = 0; ret == 0 && i < found; i++) {
-				xgrow((void **)&kill, &cap_k, nk + 1, sizeof(char *));
-				kill[nk++] = xstrdup(inst[i].instance_id);
+				struct term_req *r = request_of(batch, &inst[i]);
+
+				if (r)
+					target_add(t, n, &cap, inst[i].instance_id, r, false);
 			}
 			ec2_instances_free(inst, found);
 		}
 	}
-	for (size_t off = 0; ret == 0 && off < nk; off += EC2_MAX_IDS_PER_CALL) {
-		size_t m = nk - off < EC2_MAX_IDS_PER_CALL ? nk - off : EC2_MAX_IDS_PER_CALL;
-
-		ret = ec2_terminate_instances(p->client, kill + off, m, &cls, err);
-		if (ret < 0 && cls == EC2_NOT_FOUND) {
-			err_clear(err);
-			ret = 0; /* already gone: terminate is idempotent */
-		}
-	}
-	if (ret == 0 && nk)
-		log_info("ec2: terminated %zu instance%s of %zu cell%s", nk, nk == 1 ? "" : "s",
-			 nc + ni, nc + ni == 1 ? "" : "s");
-	for (size_t i = 0; i < nk; i++)
-		free((char *)kill[i]);
-	free(kill);
 	free(cells);
 	free(iids);
 	return ret;
+}
+
+/* Forgets the recent launches of instances that are terminated now or known gone. */
+static void recent_forget(struct ec2p *p, const struct target *t, const enum ec2_term *out,
+			  size_t n)
+{
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (out[i] != EC2_TERM_DONE && !(out[i] == EC2_TERM_GONE && !t[i].recent))
+			continue;
+		for (size_t j = 0; j < p->n_recent; j++)
+			if (strcmp(p->recent[j].instance_id, t[i].instance_id) == 0) {
+				recent_release(&p->recent[j]);
+				p->recent[j--] = p->recent[--p->n_recent];
+			}
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Terminates the instances of every request of a batch: one DescribeInstances per hundred
+ * cells and one TerminateInstances per thousand instances, instead of two calls per cell. An
+ * instance is settled when the answer lists it, or when EC2 names it unknown and it was not
+ * launched lately (then EC2 may only not know it yet); a request whose instances are not all
+ * settled fails, saying which are left for the next attempt and why.
+ */
+static void terminate_batch(struct ec2p *p, struct term_req *batch)
+{
+	struct target *t = NULL;
+	enum ec2_term *out;
+	size_t n = 0, done = 0, gone = 0;
+	struct err err = ERR_INIT;
+	int ret = find_targets(p, batch, &t, &n, &err);
+
+	out = xcalloc(n + 1, sizeof(*out));
+	for (size_t off = 0; ret == 0 && off < n; off += EC2_MAX_IDS_PER_CALL) {
+		size_t m = n - off < EC2_MAX_IDS_PER_CALL ? n - off : EC2_MAX_IDS_PER_CALL;
+		const char **ids = xcalloc(m, sizeof(*ids));
+		struct err cerr = ERR_INIT;
+
+		for (size_t i = 0; i < m; i++)
+			ids[i] = t[off + i].instance_id;
+		if (ec2_terminate_instances(p->client, ids, m, out + off, NULL, &cerr) < 0 &&
+		    err.code == 0)
+			err = cerr; /* the first failure stands for the batch's */
+		free(ids);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (out[i] == EC2_TERM_GONE && t[i].recent)
+			out[i] = EC2_TERM_LEFT;
+		done += out[i] == EC2_TERM_DONE;
+		gone += out[i] == EC2_TERM_GONE;
+	}
+	recent_forget(p, t, out, n);
+	if (done || gone)
+		log_info("ec2: terminated %zu instance%s (%zu already gone) of %zu cell%s", done,
+			 done == 1 ? "" : "s", gone, batch_length(batch),
+			 batch_length(batch) == 1 ? "" : "s");
+	for (struct term_req *r = batch; r; r = r->next) {
+		size_t left = 0;
+		const char *first = NULL;
+
+		r->ret = ret;
+		r->err = err;
+		if (ret < 0)
+			continue; /* finding the instances failed: all are left */
+		for (size_t i = 0; i < n; i++)
+			if (t[i].req == r && out[i] == EC2_TERM_LEFT) {
+				left++;
+				first = first ? first : t[i].instance_id;
+			}
+		if (!left) {
+			r->ret = 0;
+			continue;
+		}
+		if (err.code == 0)
+			err_set(&r->err, EAGAIN, "EC2 does not know it yet (just launched)");
+		else
+			r->err = err;
+		r->ret = err_wrap(&r->err, "instance %s%s left for the next attempt", first,
+				  left > 1 ? " and others" : "");
+	}
+	for (size_t i = 0; i < n; i++)
+		free(t[i].instance_id);
+	free(t);
+	free(out);
 }
 
 /* Leads one batch: gathers the requests that arrive within the window, runs them, and marks
@@ -404,8 +561,6 @@ static int terminate_batch(struct ec2p *p, struct term_req *batch, struct err *e
 static void terminate_lead(struct ec2p *p)
 {
 	struct term_req *batch;
-	struct err err = ERR_INIT;
-	int ret;
 
 	p->term_leader = 1;
 	pthread_mutex_unlock(&p->term_lock);
@@ -414,13 +569,10 @@ static void terminate_lead(struct ec2p *p)
 	batch = p->term_queue;
 	p->term_queue = NULL;
 	pthread_mutex_unlock(&p->term_lock);
-	ret = terminate_batch(p, batch, &err);
+	terminate_batch(p, batch);
 	pthread_mutex_lock(&p->term_lock);
-	for (struct term_req *r = batch; r; r = r->next) {
-		r->ret = ret;
-		r->err = err;
+	for (struct term_req *r = batch; r; r = r->next)
 		r->done = 1;
-	}
 	p->term_leader = 0;
 	pthread_cond_broadcast(&p->term_cond);
 }
@@ -460,6 +612,9 @@ static void ec2_destroy(void *self)
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->poller, NULL);
 	seen_free(p->cache, p->n_cache);
+	for (size_t i = 0; i < p->n_recent; i++)
+		recent_release(&p->recent[i]);
+	free(p->recent);
 	ec2_client_free(p->client);
 	aws_creds_provider_free(p->creds);
 	strv_free(p->security_groups);
