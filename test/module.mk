@@ -57,6 +57,13 @@ integration-load: all $(NETDELAY)
 	@echo "integration on a busy node: $(LOAD_TESTS)"
 	@KIYOT_ITEST_LOAD=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh $(LOAD_TESTS)
 
+# the EC2 cell boot in a real VM (test/integration/test_ec2_vm.py): the cell image built by
+# deploy/cell-image/build.sh (cached in $(BUILD)/cell-image by its inputs' hash), booted by QEMU
+# under TCG for ec2sim's RunInstances, its bootstrap read from ec2sim's metadata service
+.PHONY: test-vm
+test-vm: all
+	@KIYOT_ITEST_VM=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh Ec2VmTest
+
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all unit-bins fuzz-build
 	@$(MAKE) --no-print-directory unit

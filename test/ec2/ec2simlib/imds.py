@@ -235,6 +235,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 (the base class's name)
         pass
 
+    def version_string(self):
+        return self.server_version
+
     def _send(self, status, body="", content_type="text/plain", headers=()):
         if isinstance(body, str):
             body = body.encode()
@@ -333,6 +336,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send(404)
                 return
             self._send(200, inst.user_data, "application/octet-stream")
+            md.sim.log(f"{inst.id}: metadata: user-data ({len(inst.user_data)} bytes) "
+                       f"served to {self.client_address[0]}")
             return
         if path.startswith("/latest/meta-data"):
             node = _meta_tree(inst, md)

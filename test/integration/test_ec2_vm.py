@@ -1,0 +1,326 @@
+"""The EC2 cell boot in a real VM: a kiyot whose provider is ec2 launches, for RunInstances
+against the suite's EC2 endpoint (test/ec2/ec2sim.py), a QEMU VM of the cell image built by
+deploy/cell-image/build.sh (TCG, OVMF; test/ec2/qemu_cell.py). The VM takes its address by
+DHCP from a dnsmasq on a bridge of this test's own, reads its bootstrap (the user-data) from
+ec2sim's metadata service at 169.254.169.254 on that bridge (IMDSv2), and its agent enrolls.
+
+Slow under TCG, so it runs only when asked: `make test-vm` (KIYOT_ITEST_VM=1). Prints the
+image build time and the boot-to-enrolled time; asserts neither. Nothing leaves the machine:
+169.254.169.254 lives only on the test's bridge."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+import cri
+import streamclient
+from ec2env import KEY, SECRET, Ec2Sim, tags_of
+from harness import BUILD, REGISTRY, REPO, KiyotTest, http_get, log, sh, wait_for
+
+VM_BRIDGE = "kiyotvm0"
+VM_NET = "10.76.0.0/24"
+VM_HOST_IP = "10.76.0.1"
+IMDS_IP = "169.254.169.254"
+ENABLED = os.environ.get("KIYOT_ITEST_VM", "") not in ("", "0")
+BOOT_TIMEOUT = int(os.environ.get("KIYOT_ITEST_VM_BOOT_TIMEOUT", "900"))
+ACCEL = os.environ.get("KIYOT_ITEST_VM_ACCEL", "tcg")
+IMAGE_DIR = os.path.join(REPO, "deploy", "cell-image")
+QEMU_CELL = os.path.join(REPO, "test", "ec2", "qemu_cell.py")
+NEEDS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
+         "dnsmasq": "dnsmasq-base"}
+
+
+def image_inputs():
+    """What the image is made of: the kit's files and the binaries it installs."""
+    paths = []
+    for root, _, files in os.walk(IMAGE_DIR):
+        paths += [os.path.join(root, f) for f in files]
+    paths += [os.path.join(BUILD, b) for b in ("cell-agent", "cell-shim")]
+    return sorted(p for p in paths if os.path.isfile(p))
+
+
+def build_image():
+    """deploy/cell-image/build.sh into BUILD/cell-image/<hash of its inputs>/, once: (path,
+    seconds the build took or None when cached)."""
+    h = hashlib.sha256()
+    for p in image_inputs():
+        h.update(os.path.relpath(p, REPO).encode() + b"\0")
+        with open(p, "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+    out_dir = os.path.join(BUILD, "cell-image", h.hexdigest()[:16])
+    image = os.path.join(out_dir, "cell.raw")
+    if os.path.exists(image):
+        return image, None
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.monotonic()
+    logf = os.path.join(out_dir, "build.log")
+    with open(logf, "w") as f:
+        res = subprocess.run([os.path.join(IMAGE_DIR, "build.sh"), "--arch", "amd64",
+                              "--agent", os.path.join(BUILD, "cell-agent"),
+                              "--shim", os.path.join(BUILD, "cell-shim"),
+                              "--output", image + ".tmp"],
+                             stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if res.returncode != 0 or not os.path.exists(image + ".tmp"):
+        with open(logf, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError("deploy/cell-image/build.sh failed (exit %d); %s ends:\n%s"
+                           % (res.returncode, logf, tail))
+    os.replace(image + ".tmp", image)
+    return image, time.monotonic() - t0
+
+
+def host_boot_id():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+
+
+@unittest.skipUnless(ENABLED, "the VM boot runs with make test-vm (KIYOT_ITEST_VM=1)")
+class Ec2VmTest(KiyotTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        missing = [pkg for tool, pkg in NEEDS.items() if shutil.which(tool) is None]
+        if not os.path.exists("/usr/share/OVMF/OVMF_CODE_4M.fd"):
+            missing.append("ovmf")
+        if missing:
+            raise RuntimeError("the VM test needs: apt-get install -y " + " ".join(missing)
+                               + " (deploy/install-deps.sh)")
+        cls.vm_dir = os.path.join(cls.env.work, "vm")
+        os.makedirs(cls.vm_dir, exist_ok=True)
+        cls.image, cls.build_seconds = build_image()
+        log("cell image %s: %s" % (cls.image, "built in %.0f s" % cls.build_seconds
+                                   if cls.build_seconds is not None else "cached"))
+        cls.dnsmasq = cls.sim = cls.kiyot = None
+        cls.made_bridge = False
+        try:
+            cls._network()
+            cls._start_sim()
+            cls.env.kill_kiyot(signal.SIGTERM)  # the VM wants the CPUs; back in tearDownClass
+            cls.start_ec2_kiyot()
+        except BaseException:
+            cls._teardown()
+            raise
+
+    @classmethod
+    def _network(cls):
+        """The test's bridge: the VMs' gateway, DHCP, and the metadata address; the suite's
+        registry (on the suite's bridge) is reached through the host."""
+        links = json.loads(sh("ip", "-j", "link", "show", check=False, quiet=True) or "[]")
+        if VM_BRIDGE not in [x.get("ifname") for x in links]:
+            sh("ip", "link", "add", VM_BRIDGE, "type", "bridge")
+        cls.made_bridge = True
+        addrs = sh("ip", "-4", "-o", "addr", "show", check=False, quiet=True)
+        for line in addrs.splitlines():
+            if " %s/" % IMDS_IP in line and line.split()[1] != VM_BRIDGE:
+                raise RuntimeError("%s is already on %s: the test keeps it on its own bridge"
+                                   % (IMDS_IP, line.split()[1]))
+        for addr in (VM_HOST_IP + "/24", IMDS_IP + "/32"):
+            if " %s " % addr not in sh("ip", "-4", "-o", "addr", "show", "dev", VM_BRIDGE):
+                sh("ip", "addr", "add", addr, "dev", VM_BRIDGE)
+        sh("ip", "link", "set", VM_BRIDGE, "up")
+        cls.hosts = os.path.join(cls.vm_dir, "dhcp-hosts")
+        open(cls.hosts, "w").close()
+        cls.dnsmasq_pid = os.path.join(cls.vm_dir, "dnsmasq.pid")
+        cls.dnsmasq_log = os.path.join(cls.vm_dir, "dnsmasq.log")
+        # DHCP only (no DNS), only for the MACs qemu_cell.py writes into the hosts file
+        cls.dnsmasq = subprocess.Popen(
+            ["dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+             "--interface=" + VM_BRIDGE, "--bind-interfaces", "--except-interface=lo",
+             "--dhcp-range=%s,static,255.255.255.0,1h" % VM_NET.split("/")[0],
+             "--dhcp-hostsfile=" + cls.hosts, "--dhcp-leasefile=" +
+             os.path.join(cls.vm_dir, "leases"), "--dhcp-option=option:router," + VM_HOST_IP,
+             "--dhcp-authoritative", "--pid-file=" + cls.dnsmasq_pid, "--log-dhcp",
+             "--log-facility=" + cls.dnsmasq_log],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        wait_for(lambda: os.path.exists(cls.dnsmasq_pid) or cls.dnsmasq.poll() is not None,
+                 10, "dnsmasq to start")
+        if cls.dnsmasq.poll() is not None:
+            raise RuntimeError("dnsmasq exited %s; see %s" % (cls.dnsmasq.returncode,
+                                                               cls.dnsmasq_log))
+
+    @classmethod
+    def _start_sim(cls):
+        state = os.path.join(cls.vm_dir, "qemu")
+        common = "--state-dir %s --dhcp-hosts %s --dnsmasq-pid %s" % (state, cls.hosts,
+                                                                      cls.dnsmasq_pid)
+        boot = ("/usr/bin/python3 %s launch %s --id {id} --bootstrap {bootstrap} --cpus {cpus} "
+                "--memory {memory} --image %s --bridge %s --cidr %s --accel %s"
+                % (QEMU_CELL, common, cls.image, VM_BRIDGE, VM_NET, ACCEL))
+        term = "/usr/bin/python3 %s terminate %s --id {id}" % (QEMU_CELL, common)
+        cls.qemu_state = state
+        # the later --boot-cmd and --terminate-cmd replace Ec2Sim's local-cell ones
+        cls.sim = Ec2Sim(cls.vm_dir, VM_NET, ["--boot-cmd", boot, "--terminate-cmd", term,
+                                              "--imds-listen", IMDS_IP + ":80",
+                                              "--terminated-ttl", "600", "-v"],
+                         stop_timeout=120)
+
+    @classmethod
+    def start_ec2_kiyot(cls):
+        cls.state = os.path.join(cls.vm_dir, "kiyot-state")
+        cls.sock = os.path.join(cls.vm_dir, "kiyot.sock")
+        cfg = os.path.join(cls.vm_dir, "kiyot.yaml")
+        with open(cfg, "w") as f:
+            f.write("cells:\n  provider: ec2\n"
+                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcellvm\n  region: us-east-1\n"
+                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: %d\n"
+                    "registries:\n  \"%s\": { insecure: true }\n"
+                    % (cls.sim.endpoint, BOOT_TIMEOUT, REGISTRY))
+        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
+                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+        cls.kiyot_log = os.path.join(cls.vm_dir, "kiyot.log")
+        logf = open(cls.kiyot_log, "a")
+        cls.kiyot = subprocess.Popen(
+            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
+             cls.state, "--config", cfg, "--log-level", "debug"],
+            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
+            start_new_session=True)
+        logf.close()
+
+        def ready():
+            if cls.kiyot.poll() is not None:
+                raise RuntimeError("kiyot (ec2) exited; see " + cls.kiyot_log)
+            c = cri.Client(cls.sock)
+            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
+            return c
+        cls.client = wait_for(ready, 30, "the ec2 kiyot to answer")
+
+    @classmethod
+    def _teardown(cls):
+        if cls.kiyot and cls.kiyot.poll() is None:
+            cls.kiyot.send_signal(signal.SIGTERM)
+            try:
+                cls.kiyot.wait(60)
+            except subprocess.TimeoutExpired:
+                cls.kiyot.kill()
+                cls.kiyot.wait()
+        if cls.sim:
+            cls.sim.stop()      # terminates the VMs still up
+        if cls.dnsmasq and cls.dnsmasq.poll() is None:
+            cls.dnsmasq.terminate()
+            cls.dnsmasq.wait(10)
+        if cls.made_bridge:
+            sh("ip", "link", "del", VM_BRIDGE, check=False, quiet=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._teardown()
+        cls.env.start_kiyot()
+        super().tearDownClass()
+
+    def setUp(self):
+        self.c = self.client
+        self.pb = self.c.pb
+
+    def vm_record(self, instance_id):
+        path = os.path.join(self.qemu_state, instance_id + ".json")
+        with open(path) as f:
+            return json.load(f)
+
+    def qemu_alive(self, rec):
+        try:
+            with open(rec["pidfile"]) as f:
+                pid = int(f.read())
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                return rec["overlay"].encode() in f.read()
+        except (OSError, ValueError):
+            return False
+
+    def test_a_pod_runs_in_a_vm_booted_from_the_cell_image(self):
+        pb = self.pb
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        t0 = time.time()
+        try:
+            pod = self.c.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg),
+                                               timeout=BOOT_TIMEOUT + 60).pod_sandbox_id
+        except Exception:
+            for name in sorted(os.listdir(self.qemu_state)):
+                if name.endswith(".console"):
+                    with open(os.path.join(self.qemu_state, name), errors="replace") as f:
+                        log("---- %s ends:\n%s" % (name, f.read()[-4000:]))
+            raise
+        enrolled = time.time()
+        self.addCleanup(self._drop, pod)
+        mine = [i for i in self.sim.instances()
+                if tags_of(i).get("kiyot.elotl.co/pod-uid") == cfg.metadata.uid]
+        self.assertEqual(len(mine), 1, "one instance for the pod: %s" % mine)
+        iid = mine[0]["instance_id"]
+        rec = self.vm_record(iid)
+        self.assertTrue(self.qemu_alive(rec), "the pod's instance has no qemu running")
+        print("\nvm: image build %s; boot to enrolled %.0f s (RunInstances to RunPodSandbox's "
+              "answer %.0f s), accel %s"
+              % ("%.0f s" % self.build_seconds if self.build_seconds is not None
+                 else "cached", enrolled - mine[0]["launch_time"], enrolled - t0, ACCEL),
+              flush=True)
+        # the bootstrap reached the VM through the metadata service, not its disk
+        with open(self.sim.log_path, errors="replace") as f:
+            self.assertIn("%s: metadata: user-data" % iid, f.read())
+        ip = self.pod_status(pod).network.ip
+        self.assertEqual(ip, rec["ip"], "the pod's IP is not its VM's")
+
+        # the pod's output, in its log through the CRI: written by the VM's kernel
+        busy = self.env.ref("busybox:1")
+        cid, logp = self.create(pod, cfg, busy, command=[
+            "sh", "-c", "echo boot-id=$(cat /proc/sys/kernel/random/boot_id); "
+            "echo out-$((6*7)); exec nc -ll -p 9000 -e cat"])
+        self.start(cid)
+        self.wait_state(cid, "CONTAINER_RUNNING")
+        text = self.wait_log(logp, lambda t: "out-42" in t, "the pod's output")
+        boot_id = [w for w in text.split() if w.startswith("boot-id=")][0][len("boot-id="):]
+        self.assertNotEqual(boot_id, host_boot_id(), "the container runs on this machine's "
+                            "kernel, not in the VM")
+
+        # its IP answers: a server in the pod on the VM's address
+        web, _ = self.create(pod, cfg, self.env.ref("hello:1"), name="web")
+        self.start(web)
+        self.wait_state(web, "CONTAINER_RUNNING")
+        self.assertIn("hello from kiyot", self.wait_http(ip))
+
+        # exec, synchronous and streamed
+        r = self.c.runtime.ExecSync(pb.ExecSyncRequest(
+            container_id=cid, cmd=["sh", "-c", "echo exec-$((5*5)); exit 3"], timeout=60),
+            timeout=90)
+        self.assertEqual((r.stdout, r.exit_code), (b"exec-25\n", 3))
+        url = self.c.runtime.Exec(pb.ExecRequest(
+            container_id=cid, cmd=["sh", "-c", "read x; echo got:$x"], stdin=True,
+            stdout=True, stderr=True), timeout=30).url
+        self.assertEqual(streamclient.spdy_exec(url, stdin=b"vm\n")["stdout"], b"got:vm\n")
+
+        # port-forward to the echo server in the VM
+        data = hashlib.shake_256(b"vm-pf").digest(256 << 10)
+        pf = lambda: self.c.runtime.PortForward(pb.PortForwardRequest(
+            pod_sandbox_id=pod, port=[9000]), timeout=30).url
+        wait_for(lambda: streamclient.spdy_port_forward(pf(), [(9000, b"x")])[0][0] == b"x",
+                 60, "the echo server in the VM")
+        got = streamclient.spdy_port_forward(pf(), [(9000, data)])
+        self.assertEqual(hashlib.sha256(got[0][0]).hexdigest(),
+                         hashlib.sha256(data).hexdigest())
+
+        # removing the pod terminates the instance: its qemu is gone, and its tap
+        self.c.runtime.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod), timeout=120)
+        self.c.runtime.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod),
+                                        timeout=120)
+        wait_for(lambda: [i for i in self.sim.instances() if i["instance_id"] == iid and
+                          i["state"] == "terminated"], 120, "the pod's instance terminated")
+        wait_for(lambda: not self.qemu_alive(rec), 60, "the VM's qemu to exit")
+        self.assertNotIn(rec["tap"], sh("ip", "-o", "link", "show", check=False, quiet=True))
+        with self.assertRaises(OSError, msg="the pod's IP still answers"):
+            http_get(ip, 8080, timeout=3)
+
+    def _drop(self, pod):
+        try:
+            self.c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=pod),
+                                          timeout=120)
+            self.c.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(
+                pod_sandbox_id=pod), timeout=120)
+        except Exception as e:  # noqa: BLE001 - best effort after a failure
+            log("cleanup of pod %s: %s" % (pod, cri.details_of(e)))
+
+
+if __name__ == "__main__":
+    unittest.main()
