@@ -5,6 +5,7 @@
 #include "stats.h"
 
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include "xalloc.h"
 
 #define CGROUP_FILE_MAX 65536
+/* cgroup v1 says "no memory limit" with a number near 2^63 (rounded down to a page). */
+#define CGROUP_NO_LIMIT (1ULL << 62)
 
 /* One number from a cgroup file; 0 when unreadable. */
 static uint64_t read_u64(const char *ctrl, const char *cg, const char *file)
@@ -46,12 +49,60 @@ static int cgroup_exists(const char *cg)
 	return fs_exists(path);
 }
 
+/* The last readings the CPU rates are measured from: a cell runs one pod, so its cgroup and
+ * its units' fit; the least recently read slot goes to a new cgroup. */
+#define RATE_SLOTS 64
+/* Readings closer than this give the rate of the one before rather than a noisy one. */
+#define RATE_MIN_INTERVAL_NS (50 * 1000000LL)
+
+struct rate_slot {
+	char key[160];
+	int64_t ts;
+	uint64_t cpu;
+	uint64_t nano_cores;
+	bool known;
+	uint64_t used; /* the reading count when last used */
+};
+
+static struct rate_slot rates[RATE_SLOTS];
+static uint64_t rate_clock;
+static pthread_mutex_t rates_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void cpu_rate(const char *cg, struct resource_usage *u)
+{
+	struct rate_slot *s = NULL, *lru = &rates[0];
+
+	pthread_mutex_lock(&rates_lock);
+	rate_clock++;
+	for (size_t i = 0; i < RATE_SLOTS && !s; i++) {
+		if (rates[i].key[0] && strcmp(rates[i].key, cg) == 0)
+			s = &rates[i];
+		else if (rates[i].used < lru->used)
+			lru = &rates[i];
+	}
+	if (!s || u->cpu_usage_ns < s->cpu) { /* a new cgroup, or one made again */
+		s = s ? s : lru;
+		*s = (struct rate_slot){ .ts = u->timestamp_ns, .cpu = u->cpu_usage_ns };
+		snprintf(s->key, sizeof(s->key), "%s", cg);
+	} else if (u->timestamp_ns - s->ts >= RATE_MIN_INTERVAL_NS) {
+		s->nano_cores = (uint64_t)((double)(u->cpu_usage_ns - s->cpu) * 1e9 /
+					   (double)(u->timestamp_ns - s->ts));
+		s->known = true;
+		s->ts = u->timestamp_ns;
+		s->cpu = u->cpu_usage_ns;
+	}
+	s->used = rate_clock;
+	u->cpu_usage_nano_cores = s->nano_cores;
+	u->cpu_rate_known = s->known;
+	pthread_mutex_unlock(&rates_lock);
+}
+
 void stats_read_cgroup(const char *cg, struct resource_usage *u)
 {
 	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s/memory.stat", cg);
 	_cleanup_free_ char *text = NULL;
 	struct err err = ERR_INIT;
-	uint64_t inactive = 0;
+	uint64_t inactive = 0, limit;
 
 	u->timestamp_ns = clock_now_ns();
 	u->cpu_usage_ns = read_u64("cpuacct", cg, "cpuacct.usage");
@@ -64,6 +115,12 @@ void stats_read_cgroup(const char *cg, struct resource_usage *u)
 	}
 	u->memory_working_set_bytes =
 		u->memory_usage_bytes > inactive ? u->memory_usage_bytes - inactive : 0;
+	limit = read_u64("memory", cg, "memory.limit_in_bytes");
+	if (limit && limit < CGROUP_NO_LIMIT)
+		u->memory_available_bytes = limit > u->memory_working_set_bytes
+						    ? limit - u->memory_working_set_bytes
+						    : 0;
+	cpu_rate(cg, u);
 }
 
 /* nftw has no context argument; the walk is short and the agent serialises stats calls. */

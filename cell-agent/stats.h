@@ -5,6 +5,7 @@
 #ifndef AGENT_STATS_H
 #define AGENT_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct resource_usage {
@@ -17,9 +18,13 @@ struct resource_usage {
 	uint64_t memory_major_page_faults;
 	uint64_t writable_layer_bytes;
 	uint64_t writable_layer_inodes;
+	uint64_t cpu_usage_nano_cores; /* since the reading before, when cpu_rate_known */
+	bool cpu_rate_known;
+	uint64_t memory_available_bytes; /* limit less working set; 0 without a limit */
 };
 
-/* Usage of the cgroup at path cg (v1, e.g. "/kiyot/<cell>"); unreadable values stay 0. */
+/* Usage of the cgroup at path cg (v1, e.g. "/kiyot/<cell>"); unreadable values stay 0. The
+ * CPU rate is measured against the reading of the same cgroup before (by any caller). */
 void stats_read_cgroup(const char *cg, struct resource_usage *u);
 /* Disk blocks and inodes under dir. */
 void stats_read_dir(const char *dir, uint64_t *bytes, uint64_t *inodes);

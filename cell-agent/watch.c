@@ -119,6 +119,9 @@ static Kiyot__Cell__V1__ResourceUsage *usage_to_wire(struct arena *ar, const cha
 	w->memory_major_page_faults = u->memory_major_page_faults;
 	w->writable_layer_bytes = u->writable_layer_bytes;
 	w->writable_layer_inodes = u->writable_layer_inodes;
+	w->cpu_usage_nano_cores = u->cpu_usage_nano_cores;
+	w->cpu_rate_known = u->cpu_rate_known;
+	w->memory_available_bytes = u->memory_available_bytes;
 	return w;
 }
 

@@ -63,6 +63,8 @@ static Runtime__V1__CpuUsage *cpu_of(struct rpc_call *call, const Kiyot__Cell__V
 
 	c->timestamp = u->timestamp_ns;
 	c->usage_core_nano_seconds = u64(call, u->cpu_usage_ns);
+	if (u->cpu_rate_known) /* the kubelet takes a pod's rate from here, and none is 0 */
+		c->usage_nano_cores = u64(call, u->cpu_usage_nano_cores);
 	return c;
 }
 
@@ -77,6 +79,8 @@ static Runtime__V1__MemoryUsage *memory_of(struct rpc_call *call,
 	m->rss_bytes = u64(call, u->memory_rss_bytes);
 	m->page_faults = u64(call, u->memory_page_faults);
 	m->major_page_faults = u64(call, u->memory_major_page_faults);
+	if (u->memory_available_bytes)
+		m->available_bytes = u64(call, u->memory_available_bytes);
 	return m;
 }
 

@@ -589,6 +589,9 @@ Kiyot__Cell__V1__StatsResponse *fa_stats_msg(const struct fake_cell *c)
 	cell.cpu_usage_ns = 1000000000;
 	cell.memory_working_set_bytes = 64 << 20;
 	cell.memory_usage_bytes = 80 << 20;
+	cell.cpu_usage_nano_cores = 250000000;
+	cell.cpu_rate_known = true;
+	cell.memory_available_bytes = 448 << 20;
 	r.cell = &cell;
 	u = xcalloc(c->n_units + 1, sizeof(*u));
 	up = xcalloc(c->n_units + 1, sizeof(*up));

@@ -373,6 +373,12 @@ static void test_cri_stats__pods_in_cells(void **state)
 	assert_int_equal(resp->stats->linux->cpu->usage_core_nano_seconds->value, 1000000000);
 	assert_int_equal(resp->stats->linux->memory->working_set_bytes->value, 64 << 20);
 	assert_int_equal(resp->stats->linux->memory->usage_bytes->value, 80 << 20);
+	/* the rate the kubelet shows for the pod, and the memory left, as the agent gave them;
+	 * a unit whose rate is not known yet has none (not 0) */
+	assert_non_null(resp->stats->linux->cpu->usage_nano_cores);
+	assert_int_equal(resp->stats->linux->cpu->usage_nano_cores->value, 250000000);
+	assert_int_equal(resp->stats->linux->memory->available_bytes->value, 448 << 20);
+	assert_null(resp->stats->linux->containers[0]->cpu->usage_nano_cores);
 	assert_int_equal(resp->stats->linux->n_containers, 1);
 	check_first_unit(resp->stats->linux->containers[0]);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);

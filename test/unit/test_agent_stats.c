@@ -1,0 +1,158 @@
+/*
+ * Unit tests for cell-agent/stats.c: a cgroup's usage as the agent reports it, read from a
+ * cgroup v1 pair (cpuacct, memory) the test makes, with a child that burns CPU in it. The CPU
+ * rate is known from a cgroup's second reading on, and the memory left under a limit is
+ * reported. Needs root and cgroup v1 (the machines kiyot runs on); skipped otherwise.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fsutil.h"
+#include "stats.h"
+#include "xalloc.h"
+
+#define LIMIT (256LL << 20)
+
+struct fix {
+	char cg[64]; /* "/kiyot-stats-test-PID" */
+};
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ok;
+
+	if (!f)
+		return -1;
+	ok = fputs(text, f) >= 0;
+	return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	struct fix *f = xcalloc(1, sizeof(*f));
+	char path[160];
+
+	snprintf(f->cg, sizeof(f->cg), "/kiyot-stats-test-%d", (int)getpid());
+	*state = f;
+	if (geteuid() != 0 || !fs_exists("/sys/fs/cgroup/cpuacct/cpuacct.usage"))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/cpuacct%s", f->cg);
+	if (mkdir(path, 0755) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", f->cg);
+	if (mkdir(path, 0755) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", f->cg);
+	return write_text(path, "268435456");
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	char path[160];
+
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/cpuacct%s", f->cg);
+	rmdir(path);
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", f->cg);
+	rmdir(path);
+	free(f);
+	return 0;
+}
+
+/* A child that joins the cgroups and spins for ms of CPU time. */
+static void burn(const struct fix *f, int ms)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char path[160], me[32];
+		struct timespec t0, t;
+
+		snprintf(me, sizeof(me), "%d", (int)getpid());
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/cpuacct%s/cgroup.procs", f->cg);
+		if (write_text(path, me) < 0)
+			_exit(2);
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/cgroup.procs", f->cg);
+		if (write_text(path, me) < 0)
+			_exit(3);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+		do
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_agent_stats__cpu_rate_from_the_second_reading(void **state)
+{
+	struct fix *f = *state;
+	struct resource_usage first = { 0 }, second = { 0 }, again = { 0 };
+	double wall;
+
+	if (geteuid() != 0 || !fs_exists("/sys/fs/cgroup/cpuacct/cpuacct.usage"))
+		skip();
+	stats_read_cgroup(f->cg, &first);
+	assert_false(first.cpu_rate_known); /* nothing to measure from */
+	burn(f, 150);
+	usleep(100 * 1000);
+	stats_read_cgroup(f->cg, &second);
+	assert_true(second.cpu_rate_known);
+	assert_true(second.cpu_usage_ns >= first.cpu_usage_ns + 150 * 1000000ULL);
+	/* the rate is the CPU used over the time between the readings, whatever that was */
+	wall = (double)(second.timestamp_ns - first.timestamp_ns);
+	assert_true(second.cpu_usage_nano_cores > 0);
+	assert_true((double)second.cpu_usage_nano_cores * wall / 1e9 <=
+		    (double)(second.cpu_usage_ns - first.cpu_usage_ns) + 1e6);
+	assert_true((double)second.cpu_usage_nano_cores * wall / 1e9 >=
+		    (double)(second.cpu_usage_ns - first.cpu_usage_ns) - 1e6);
+	/* read again at once: the rate stands (too short a time to measure a new one) */
+	stats_read_cgroup(f->cg, &again);
+	assert_true(again.cpu_rate_known);
+	assert_int_equal(again.cpu_usage_nano_cores, second.cpu_usage_nano_cores);
+}
+
+static void test_agent_stats__memory_left_under_the_limit(void **state)
+{
+	struct fix *f = *state;
+	struct resource_usage u = { 0 };
+
+	if (geteuid() != 0 || !fs_exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+		skip();
+	stats_read_cgroup(f->cg, &u);
+	assert_int_equal(u.memory_available_bytes, (uint64_t)LIMIT - u.memory_working_set_bytes);
+	memset(&u, 0, sizeof(u));
+	stats_read_cgroup("", &u); /* the root has no limit: nothing said */
+	assert_int_equal(u.memory_available_bytes, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_agent_stats__cpu_rate_from_the_second_reading,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agent_stats__memory_left_under_the_limit,
+						setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
