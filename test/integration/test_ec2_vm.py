@@ -63,7 +63,7 @@ def build_image():
         res = subprocess.run([os.path.join(IMAGE_DIR, "build.sh"), "--arch", "amd64",
                               "--agent", os.path.join(BUILD, "cell-agent"),
                               "--shim", os.path.join(BUILD, "cell-shim"),
-                              "--output", image + ".tmp"],
+                              "--out", image + ".tmp"],
                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     if res.returncode != 0 or not os.path.exists(image + ".tmp"):
         with open(logf, errors="replace") as f:
