@@ -158,3 +158,67 @@ int stats_unit(const char *cell_cgroup, const char *state_dir, const char *unit_
 	stats_read_dir(upper, &u->writable_layer_bytes, &u->writable_layer_inodes);
 	return 1;
 }
+
+/* The interface of the default route in a /proc/net/route text, into name; false if none. */
+static bool default_interface(const char *text, char *name, size_t size)
+{
+	for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+		char iface[32], dest[16], gw[16], mask[16];
+		unsigned flags;
+
+		if (*line == '\n')
+			line++;
+		if (sscanf(line, "%31s %15s %15s %x %*s %*s %*s %15s", iface, dest, gw, &flags,
+			   mask) == 5 &&
+		    strcmp(dest, "00000000") == 0 && strcmp(mask, "00000000") == 0 &&
+		    (flags & 1) /* RTF_UP */ && strlen(iface) < size) {
+			snprintf(name, size, "%s", iface);
+			return true;
+		}
+	}
+	return false;
+}
+
+int stats_read_network(const char *route, const char *dev, struct net_usage *n)
+{
+	_cleanup_free_ char *rt = NULL, *text = NULL;
+	struct err err = ERR_INIT;
+	char want[sizeof(n->interface)] = "";
+
+	memset(n, 0, sizeof(*n));
+	if (fs_read_file(route, CGROUP_FILE_MAX, &rt, NULL, &err) == 0)
+		default_interface(rt, want, sizeof(want));
+	err_clear(&err);
+	if (fs_read_file(dev, CGROUP_FILE_MAX, &text, NULL, &err) < 0)
+		return -1;
+	n->timestamp_ns = clock_now_ns();
+	/* "  eth0: rx bytes packets errs drop fifo frame compressed multicast, tx bytes
+	 * packets errs ..." after two header lines */
+	for (char *line = text, *next; line && *line; line = next) {
+		char *colon, *name;
+		unsigned long long v[16];
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		*colon = '\0';
+		name = line + strspn(line, " ");
+		if (strcmp(name, "lo") == 0 || strlen(name) >= sizeof(n->interface) ||
+		    (want[0] && strcmp(name, want) != 0))
+			continue;
+		if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9],
+			   &v[10]) != 11)
+			continue;
+		snprintf(n->interface, sizeof(n->interface), "%s", name);
+		n->rx_bytes = v[0];
+		n->rx_errors = v[2];
+		n->tx_bytes = v[8];
+		n->tx_errors = v[10];
+		return 0;
+	}
+	return -1;
+}

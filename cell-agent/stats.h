@@ -23,6 +23,17 @@ struct resource_usage {
 	uint64_t memory_available_bytes; /* limit less working set; 0 without a limit */
 };
 
+struct net_usage {
+	int64_t timestamp_ns;
+	char interface[16]; /* IFNAMSIZ */
+	uint64_t rx_bytes, rx_errors, tx_bytes, tx_errors;
+};
+
+/* The counters of the interface holding the default route (else the first but lo) of this
+ * network namespace, from route and dev, e.g. /proc/net/route and /proc/net/dev; -1 when
+ * there is none. */
+int stats_read_network(const char *route, const char *dev, struct net_usage *n);
+
 /* Usage of the cgroup at path cg (v1, e.g. "/kiyot/<cell>"); unreadable values stay 0. The
  * CPU rate is measured against the reading of the same cgroup before (by any caller). */
 void stats_read_cgroup(const char *cg, struct resource_usage *u);

@@ -131,6 +131,7 @@ int agent_stats_fill(struct agent *a, struct arena *ar, Kiyot__Cell__V1__StatsRe
 	static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 	struct unit_status *st = NULL;
 	struct resource_usage u = { 0 };
+	struct net_usage net;
 	size_t n = 0;
 
 	if (supervisor_list(a->sup, &st, &n, err) < 0)
@@ -147,6 +148,18 @@ int agent_stats_fill(struct agent *a, struct arena *ar, Kiyot__Cell__V1__StatsRe
 	}
 	pthread_mutex_unlock(&walk_lock);
 	unit_status_array_free(st, n);
+	if (stats_read_network("/proc/net/route", "/proc/net/dev", &net) == 0) {
+		Kiyot__Cell__V1__NetworkUsage *w = arena_alloc(ar, sizeof(*w));
+
+		kiyot__cell__v1__network_usage__init(w);
+		w->timestamp_ns = net.timestamp_ns;
+		w->interface = arena_strdup(ar, net.interface);
+		w->rx_bytes = net.rx_bytes;
+		w->rx_errors = net.rx_errors;
+		w->tx_bytes = net.tx_bytes;
+		w->tx_errors = net.tx_errors;
+		out->network = w;
+	}
 	return 0;
 }
 

@@ -234,6 +234,23 @@ int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage
 	return 0;
 }
 
+static Runtime__V1__NetworkUsage *network_of(struct rpc_call *call,
+					     const Kiyot__Cell__V1__NetworkUsage *u)
+{
+	Runtime__V1__NetworkUsage *n = rpc_msg_new(call, &runtime__v1__network_usage__descriptor);
+	Runtime__V1__NetworkInterfaceUsage *i =
+		rpc_msg_new(call, &runtime__v1__network_interface_usage__descriptor);
+
+	i->name = rpc_strdup(call, u->interface);
+	i->rx_bytes = u64(call, u->rx_bytes);
+	i->rx_errors = u64(call, u->rx_errors);
+	i->tx_bytes = u64(call, u->tx_bytes);
+	i->tx_errors = u64(call, u->tx_errors);
+	n->timestamp = u->timestamp_ns;
+	n->default_interface = i;
+	return n;
+}
+
 /* PodSandboxStats of one sandbox from its cell's usage. Needs k->lock. */
 static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rpc_call *call,
 						      const struct sandbox *sb,
@@ -266,6 +283,8 @@ static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rp
 	s->linux = rpc_msg_new(call, &runtime__v1__linux_pod_sandbox_stats__descriptor);
 	s->linux->cpu = cpu_of(call, cell);
 	s->linux->memory = memory_of(call, cell);
+	if (sr && sr->network && sr->network->interface[0])
+		s->linux->network = network_of(call, sr->network);
 	n = records_containers(k->records, sb->id, &cs);
 	s->linux->containers = rpc_alloc(call, (n + 1) * sizeof(*s->linux->containers));
 	for (size_t i = 0; i < n; i++)

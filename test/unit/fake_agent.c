@@ -581,6 +581,7 @@ Kiyot__Cell__V1__StatsResponse *fa_stats_msg(const struct fake_cell *c)
 {
 	Kiyot__Cell__V1__StatsResponse r = KIYOT__CELL__V1__STATS_RESPONSE__INIT;
 	Kiyot__Cell__V1__ResourceUsage cell = KIYOT__CELL__V1__RESOURCE_USAGE__INIT;
+	Kiyot__Cell__V1__NetworkUsage net = KIYOT__CELL__V1__NETWORK_USAGE__INIT;
 	Kiyot__Cell__V1__ResourceUsage *u, **up;
 	Kiyot__Cell__V1__StatsResponse *out;
 	int64_t now = clock_now_ns();
@@ -593,6 +594,11 @@ Kiyot__Cell__V1__StatsResponse *fa_stats_msg(const struct fake_cell *c)
 	cell.cpu_rate_known = true;
 	cell.memory_available_bytes = 448 << 20;
 	r.cell = &cell;
+	net.timestamp_ns = now;
+	net.interface = "eth0";
+	net.rx_bytes = 5000;
+	net.tx_bytes = 7000;
+	r.network = &net;
 	u = xcalloc(c->n_units + 1, sizeof(*u));
 	up = xcalloc(c->n_units + 1, sizeof(*up));
 	for (size_t i = 0; i < c->n_units; i++) {

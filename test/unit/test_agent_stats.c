@@ -2,7 +2,8 @@
  * Unit tests for cell-agent/stats.c: a cgroup's usage as the agent reports it, read from a
  * cgroup v1 pair (cpuacct, memory) the test makes, with a child that burns CPU in it. The CPU
  * rate is known from a cgroup's second reading on, and the memory left under a limit is
- * reported. Needs root and cgroup v1 (the machines kiyot runs on); skipped otherwise.
+ * reported (these two need root and cgroup v1, the machines kiyot runs on, and are skipped
+ * otherwise). The pod's network figures are those of the interface with the default route.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -145,6 +146,69 @@ static void test_agent_stats__memory_left_under_the_limit(void **state)
 	assert_int_equal(u.memory_available_bytes, 0);
 }
 
+#define DEV_HEAD                                                                                   \
+	"Inter-|   Receive                                                |  Transmit\n"           \
+	" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs " \
+	"drop fifo colls carrier compressed\n"
+#define DEV_LO                                                                                     \
+	"    lo:  9000     90    0    0    0     0          0         0  9000     90    0 0 0 0 "  \
+	"0 0\n"
+#define DEV_ETH0                                                                                   \
+	"  eth0: 123456 1000  2    0    0     0          0         0  654321 900   3 0 0 0 0 0\n"
+#define DEV_ETH1 "  eth1: 777 7  0    0    0     0          0         0  888 8   0 0 0 0 0 0\n"
+#define ROUTE_HEAD                                                                                 \
+	"Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+
+/* Writes route and dev texts to files of a temporary directory; reads the network usage. */
+static int read_net(const char *route, const char *dev, struct net_usage *n)
+{
+	char dir[] = "/tmp/kiyot-net-XXXXXX";
+	char rp[64], dp[64];
+	int ret;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(rp, sizeof(rp), "%s/route", dir);
+	snprintf(dp, sizeof(dp), "%s/dev", dir);
+	if (route)
+		assert_int_equal(write_text(rp, route), 0);
+	if (dev)
+		assert_int_equal(write_text(dp, dev), 0);
+	ret = stats_read_network(rp, dp, n);
+	unlink(rp);
+	unlink(dp);
+	rmdir(dir);
+	return ret;
+}
+
+/* The pod's traffic is that of the interface with the default route, not the first listed;
+ * without a default route the first interface but lo; lines that do not parse are passed over;
+ * no counters at all: -1. */
+static void test_agent_stats__network_of_the_default_route(void **state)
+{
+	struct net_usage n;
+
+	(void)state;
+	assert_int_equal(read_net(ROUTE_HEAD
+				  "eth1\t0000000A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+				  "eth0\t00000000\t0100000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n",
+				  DEV_HEAD DEV_LO DEV_ETH1 DEV_ETH0, &n),
+			 0);
+	assert_string_equal(n.interface, "eth0");
+	assert_int_equal(n.rx_bytes, 123456);
+	assert_int_equal(n.rx_errors, 2);
+	assert_int_equal(n.tx_bytes, 654321);
+	assert_int_equal(n.tx_errors, 3);
+	assert_true(n.timestamp_ns > 0);
+	assert_int_equal(read_net(ROUTE_HEAD, DEV_HEAD DEV_LO " bad: 1 2\n" DEV_ETH1 DEV_ETH0, &n),
+			 0);
+	assert_string_equal(n.interface, "eth1");
+	assert_int_equal(n.rx_bytes, 777);
+	assert_int_equal(read_net(NULL, DEV_HEAD DEV_LO DEV_ETH0, &n), 0);
+	assert_string_equal(n.interface, "eth0");
+	assert_int_equal(read_net(ROUTE_HEAD, DEV_HEAD DEV_LO, &n), -1);
+	assert_int_equal(read_net(ROUTE_HEAD, NULL, &n), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +216,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agent_stats__memory_left_under_the_limit,
 						setup, teardown),
+		cmocka_unit_test(test_agent_stats__network_of_the_default_route),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

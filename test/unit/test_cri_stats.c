@@ -341,8 +341,9 @@ static void test_cri_stats__a_second_sample_is_measured_again(void **state)
 				   &runtime__v1__pod_sandbox_stats_response__descriptor, &psecond,
 				   &err),
 			 0);
-	/* measured again by the agent, once: the pod's call is answered with the same reading */
-	assert_int_equal(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS), calls + 1);
+	/* measured again, by the agent at most once (none when its feed pushed a reading in the
+	 * second): the pod's call is answered with the same reading */
+	assert_true(fake_agent_calls(c->k->fa, FAKE_AGENT_STATS) <= calls + 1);
 	assert_true(second->stats->cpu->timestamp > first->stats->cpu->timestamp);
 	assert_true(psecond->stats->linux->cpu->timestamp > pfirst->stats->linux->cpu->timestamp);
 	check_first_unit(second->stats);
@@ -379,6 +380,9 @@ static void test_cri_stats__pods_in_cells(void **state)
 	assert_int_equal(resp->stats->linux->cpu->usage_nano_cores->value, 250000000);
 	assert_int_equal(resp->stats->linux->memory->available_bytes->value, 448 << 20);
 	assert_null(resp->stats->linux->containers[0]->cpu->usage_nano_cores);
+	assert_string_equal(resp->stats->linux->network->default_interface->name, "eth0");
+	assert_int_equal(resp->stats->linux->network->default_interface->rx_bytes->value, 5000);
+	assert_int_equal(resp->stats->linux->network->default_interface->tx_bytes->value, 7000);
 	assert_int_equal(resp->stats->linux->n_containers, 1);
 	check_first_unit(resp->stats->linux->containers[0]);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
