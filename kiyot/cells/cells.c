@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "cancel.h"
 #include "cells_internal.h"
 #include "clock.h"
 #include "codec.h"
@@ -153,6 +154,13 @@ void cells_free(struct cellmgr *m)
 		pthread_cond_broadcast(&m->cond);
 		pthread_mutex_unlock(&m->lock);
 		pthread_join(m->restarter, NULL);
+	}
+	while (m->launches) { /* none is left once the CRI server stopped */
+		struct cell_launch *l = m->launches;
+
+		m->launches = l->next;
+		free(l->cell_id);
+		free(l);
 	}
 	if (m->own_agent)
 		agent_grpc_free(&m->agent);
@@ -522,12 +530,59 @@ static void enroll_forget(struct cellmgr *m, const char *cell_id)
 /* How long a freshly enrolled agent may take to switch to TLS before Hello is tried anyway. */
 #define SWITCH_WAIT_NS 2000000000LL
 
+/* What a phase the provider reports a cell in says of its instance, in an error. */
+static const char *phase_words(enum cell_phase phase)
+{
+	switch (phase) {
+	case CELL_TERMINATING:
+		return "shutting down";
+	case CELL_TERMINATED:
+		return "terminated";
+	case CELL_FAILED:
+		return "failed";
+	default:
+		return "still starting";
+	}
+}
+
+/* Asks the provider whether the cell can still come up: 0 while it may (or the provider does
+ * not know, or could not say: the wait goes on), EIO saying what became of it and why once it
+ * cannot. */
+static int check_instance(struct cellmgr *m, const char *id, struct err *err)
+{
+	const struct provider *p = &m->k->provider;
+	struct cell_info st = { 0 };
+	struct err serr = ERR_INIT;
+	int ret;
+
+	if (!p->ops->state)
+		return 0;
+	ret = p->ops->state(p->self, id, &st, &serr);
+	if (ret < 0) {
+		log_debug("cell %s: asking the provider for its state: %s", id, serr.msg);
+		return 0; /* a new instance EC2 does not list yet, a throttled call: ask again */
+	}
+	if (st.phase == CELL_PENDING || st.phase == CELL_RUNNING) {
+		cell_info_release(&st);
+		return 0;
+	}
+	ret = err_set(err, EIO, "the instance %s was %s during boot%s%s",
+		      st.instance_id && st.instance_id[0] ? st.instance_id : id,
+		      phase_words(st.phase), st.reason && st.reason[0] ? ": " : "",
+		      st.reason ? st.reason : "");
+	cell_info_release(&st);
+	return ret;
+}
+
 /* Waits until the agent at ip answers Hello over TLS (the connection it answered on in
- * *conn), enrolling it first when it is new, or the boot timeout passes. A TLS Hello to an agent that still serves plaintext fails its
- * handshake, which gRPC logs as a warning, so Enroll comes first (a launch is most often of a
- * new cell; an agent that enrolled before, as on a launch retried after kiyot restarted,
- * refuses the plaintext call at once), and once it enrolled, Hello waits for the agent's feed
- * port: the agent opens it after its TLS server, having stopped the plaintext one. */
+ * *conn), enrolling it first when it is new; ends early when the provider says the cell's
+ * instance cannot come up (asked every LAUNCH_STATE_EVERY_MS) or the launch is cancelled
+ * (cancel_requested), else after the boot timeout. A TLS Hello to an agent that still serves
+ * plaintext fails its handshake, which gRPC logs as a warning, so Enroll comes first (a launch
+ * is most often of a new cell; an agent that enrolled before, as on a launch retried after
+ * kiyot restarted, refuses the plaintext call at once), and once it enrolled, Hello waits for
+ * the agent's feed port: the agent opens it after its TLS server, having stopped the plaintext
+ * one. */
 static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
 		      int timeout_s, struct agent_conn **conn, struct err *err)
 {
@@ -535,6 +590,7 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, FEED_PORT(m->k->cfg.agent_port));
 	int64_t start = clock_mono_ns();
 	int64_t deadline = start + (int64_t)timeout_s * 1000000000LL;
+	int64_t next_check = start + (int64_t)LAUNCH_STATE_EVERY_MS * 1000000;
 	int64_t enrolled_at = 0;
 	int delay_ms = 5;
 
@@ -562,6 +618,13 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 		}
 		if (eerr.code == EKEYREJECTED)
 			log_warn("%s", eerr.msg);
+		if (cancel_requested())
+			return err_set(err, ECANCELED, "cell %s: its launch was cancelled", id);
+		if (clock_mono_ns() >= next_check) {
+			if (check_instance(m, id, err) < 0)
+				return err_wrap(err, "cell %s", id);
+			next_check = clock_mono_ns() + (int64_t)LAUNCH_STATE_EVERY_MS * 1000000;
+		}
 		if (clock_mono_ns() > deadline) {
 			if (eerr.code != ECONNREFUSED && eerr.code)
 				log_warn("cell %s: %s", id, eerr.msg);
@@ -626,7 +689,98 @@ static void resume(struct cellmgr *m, const char *cell_id, const char *ip, struc
 	entry_add(m, cell_id, ip, conn);
 }
 
-int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
+/* The launch of cell_id, or NULL. Needs the manager's lock. */
+static struct cell_launch *launch_find(struct cellmgr *m, const char *cell_id)
+{
+	for (struct cell_launch *l = m->launches; l; l = l->next)
+		if (strcmp(l->cell_id, cell_id) == 0)
+			return l;
+	return NULL;
+}
+
+/* The launch of cell_id, made when there is none, with one more hold. Needs the lock. */
+static struct cell_launch *launch_hold(struct cellmgr *m, const char *cell_id)
+{
+	struct cell_launch *l = launch_find(m, cell_id);
+
+	if (!l) {
+		l = xcalloc(1, sizeof(*l));
+		l->cell_id = xstrdup(cell_id);
+		l->next = m->launches;
+		m->launches = l;
+	}
+	l->holds++;
+	return l;
+}
+
+/* Drops a hold of l; the last one unlists and frees it. Needs the lock. */
+static void launch_release(struct cellmgr *m, struct cell_launch *l)
+{
+	if (--l->holds > 0)
+		return;
+	for (struct cell_launch **pp = &m->launches; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	free(l->cell_id);
+	free(l);
+}
+
+void cells_launch_begin(struct cellmgr *m, const char *cell_id)
+{
+	pthread_mutex_lock(&m->lock);
+	launch_hold(m, cell_id);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void cells_launch_end(struct cellmgr *m, const char *cell_id)
+{
+	struct cell_launch *l;
+
+	pthread_mutex_lock(&m->lock);
+	l = launch_find(m, cell_id);
+	if (l)
+		launch_release(m, l);
+	pthread_mutex_unlock(&m->lock);
+}
+
+enum cells_launch_state cells_launch_cancel(struct cellmgr *m, const char *cell_id)
+{
+	enum cells_launch_state st = CELLS_LAUNCH_NONE;
+	struct cell_launch *l;
+
+	pthread_mutex_lock(&m->lock);
+	l = launch_find(m, cell_id);
+	if (l && l->done) {
+		st = CELLS_LAUNCH_DONE;
+	} else if (l) {
+		__atomic_store_n(&l->cancelled, true, __ATOMIC_RELEASE);
+		st = CELLS_LAUNCH_CANCELLED;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return st;
+}
+
+/* The cancel scope of a launch: cancelled once a stop asked. */
+static bool launch_cancelled(void *ctx)
+{
+	struct cell_launch *l = ctx;
+
+	return __atomic_load_n(&l->cancelled, __ATOMIC_ACQUIRE);
+}
+
+/* A cell's boot timeout: cells.bootTimeoutSeconds, else the provider's. */
+static int boot_timeout(const struct kiyot *k)
+{
+	if (k->cfg.boot_timeout_s > 0)
+		return k->cfg.boot_timeout_s;
+	return k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s
+						   : BOOT_TIMEOUT_DEFAULT_S;
+}
+
+/* cells_launch's work, in the launch's cancel scope. */
+static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
 {
 	struct kiyot *k = m->k;
 	struct cell_spec spec = *req;
@@ -636,6 +790,9 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	struct agent_conn *conn = NULL;
 	int ret;
 
+	if (cancel_requested())
+		return err_set(err, ECANCELED, "launch cell %s: cancelled before it began",
+			       req->cell_id);
 	if (enroll_secret(m, req->cell_id, &secret, err) < 0)
 		return err_wrap(err, "launch cell %s", req->cell_id);
 	boot = cells_bootstrap(k, req, secret);
@@ -656,9 +813,7 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	}
 	/* the cell's channel and watch start once the agent serves, so their first connection
 	 * is not refused (and they never wait out a reconnect back-off) */
-	ret = wait_agent(m, req->cell_id, info.ip, secret,
-			 k->provider.ops->boot_timeout_s > 0 ? k->provider.ops->boot_timeout_s : 30,
-			 &conn, err);
+	ret = wait_agent(m, req->cell_id, info.ip, secret, boot_timeout(k), &conn, err);
 	wipe_free(secret);
 	if (ret == 0)
 		resume(m, req->cell_id, info.ip, conn);
@@ -673,6 +828,43 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	*ip = xstrdup(info.ip);
 	cell_info_release(&info);
 	return 0;
+}
+
+int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
+{
+	struct cancel_scope scope;
+	struct cell_launch *l;
+	bool cancelled;
+	int ret;
+
+	pthread_mutex_lock(&m->lock);
+	l = launch_hold(m, req->cell_id);
+	pthread_mutex_unlock(&m->lock);
+	cancel_scope_enter(&scope, launch_cancelled, l);
+	ret = launch_run(m, req, ip, err);
+	cancel_scope_leave(&scope);
+	/* a stop that came as the cell came up finds it done (and stops it as a running one),
+	 * or cancelled it first: then the cell goes here */
+	pthread_mutex_lock(&m->lock);
+	cancelled = l->cancelled;
+	if (ret == 0 && !cancelled)
+		l->done = true;
+	launch_release(m, l);
+	pthread_mutex_unlock(&m->lock);
+	if (!cancelled)
+		return ret;
+	if (ret == 0) {
+		struct err terr = ERR_INIT;
+
+		free(*ip);
+		*ip = NULL;
+		if (cells_terminate(m, req->cell_id, &terr) < 0)
+			log_error("cell %s: %s", req->cell_id, terr.msg);
+	}
+	err_clear(err);
+	return err_set(err, ECANCELED,
+		       "cell %s: its sandbox was stopped while starting; the cell is terminated",
+		       req->cell_id);
 }
 
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)

@@ -22,9 +22,39 @@ struct cellmgr;
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
 void cells_free(struct cellmgr *m);
 
-/* Launches the cell and waits until its agent answers; fills *ip (caller frees). The spec's
- * cluster_id and bootstrap are ignored: kiyot's own id and cells_bootstrap's document go. */
+/*
+ * Launches the cell and waits until its agent answers; fills *ip (caller frees). The spec's
+ * cluster_id and bootstrap are ignored: kiyot's own id and cells_bootstrap's document go.
+ *
+ * The wait ends early, and the cell is terminated, when the provider says the cell cannot come
+ * up any more (provider_ops.state, asked every LAUNCH_STATE_EVERY_MS: EIO with its reason,
+ * "the instance i-... was terminated during boot: Server.SpotInstanceTermination: ..."),
+ * when cells_launch_cancel cancels it or the caller's cancel scope ends (ECANCELED), and after
+ * the boot timeout (cells.bootTimeoutSeconds, else the provider's; ECONNREFUSED).
+ */
 int cells_launch(struct cellmgr *m, const struct cell_spec *spec, char **ip, struct err *err);
+
+/*
+ * A launch's life as its sandbox's handlers see it. cells_launch_begin announces the launch of
+ * cell_id before anything can find the sandbox launching (a handler that stops the sandbox
+ * then finds the launch to cancel), cells_launch_end forgets it once the sandbox no longer
+ * launches; cells_launch between them is the same launch. Each begin takes one end.
+ *
+ * cells_launch_cancel asks the launch of cell_id to stop: CELLS_LAUNCH_CANCELLED when it was
+ * under way (cells_launch ends with ECANCELED, "stopped while starting", terminating its cell
+ * itself: the caller may terminate it at once as well), CELLS_LAUNCH_DONE when its cell came up
+ * and is kept (too late: the caller stops the cell as a running one, once its sandbox is no
+ * longer launching), CELLS_LAUNCH_NONE when no launch of it is known (not begun yet, or
+ * ended).
+ */
+enum cells_launch_state {
+	CELLS_LAUNCH_NONE,
+	CELLS_LAUNCH_CANCELLED,
+	CELLS_LAUNCH_DONE,
+};
+void cells_launch_begin(struct cellmgr *m, const char *cell_id);
+void cells_launch_end(struct cellmgr *m, const char *cell_id);
+enum cells_launch_state cells_launch_cancel(struct cellmgr *m, const char *cell_id);
 /* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
  * offsets kiyot remembers). */
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);

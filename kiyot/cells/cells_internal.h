@@ -83,6 +83,24 @@ struct cell_entry {
 #define STATS_PUSH_MS 10000
 #define STATS_MAX_AGE_MS 1000
 
+/* A launch under way, found by its cell id (cells_launch_begin to cells_launch_end, and
+ * cells_launch itself): a stop of its sandbox cancels it (cells_launch_cancel). Guarded by the
+ * manager's lock, but `cancelled`, which the launch's cancel scope reads on its own thread
+ * without the lock (atomic). */
+struct cell_launch {
+	char *cell_id;
+	int holds;	/* begin's and cells_launch's own; the last release frees it */
+	bool cancelled; /* a stop asked: the launch ends with ECANCELED */
+	bool done;	/* its cell came up and is kept: too late to cancel */
+	struct cell_launch *next;
+};
+
+/* While a launch waits for its agent, the provider is asked for its cell's state this often
+ * (provider_ops.state): an instance terminated during boot ends the wait at once. */
+#define LAUNCH_STATE_EVERY_MS 3000
+/* A cell's boot timeout when neither cells.bootTimeoutSeconds nor the provider gives one. */
+#define BOOT_TIMEOUT_DEFAULT_S 30
+
 struct cellmgr {
 	struct kiyot *k;
 	struct agent_client agent;
@@ -92,6 +110,7 @@ struct cellmgr {
 	pthread_t restarter;
 	bool restarting, quit;
 	struct cell_entry *cells;
+	struct cell_launch *launches; /* under way (under lock) */
 	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
 	char *ca, *ca_key;
 	char *cert, *key;

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "providers/local/cellnat.h"
 #include "cells/cells.h"
@@ -309,6 +310,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	}
 	sb = dup ? sandbox_get(dup) : NULL;
 	pthread_mutex_unlock(&k->lock);
+	if (sb) /* (a stop that finds it launching before this waits for it) */
+		cells_launch_begin(k->cells, sb->cell_id);
 
 	pod = pod_object(k, r->config->metadata);
 	prepull = pod_prepull(pod, r->config->metadata);
@@ -320,6 +323,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 			pthread_mutex_lock(&k->lock);
 			sandbox_end(k->records, sb);
 			pthread_mutex_unlock(&k->lock);
+			cells_launch_end(k->cells, sb->cell_id);
 			sandbox_put(sb);
 		}
 		return -err->code;
@@ -336,6 +340,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		sb->instance_type = xstrdup(choice.instance_type);
 		sb->sizing_reason = xstrdup(choice.reason);
 		sb->phase = SANDBOX_LAUNCHING;
+		/* a stop that finds the record launching finds its launch to cancel */
+		cells_launch_begin(k->cells, sb->cell_id);
 		/* recorded before the launch, so a crash mid-launch leaves a record that owns
 		 * the cell */
 		pthread_mutex_lock(&k->lock);
@@ -397,6 +403,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	cellsync_kick(k->cellsync);
 	if (ret < 0)
 		goto fail;
+	cells_launch_end(k->cells, sb->cell_id);
 	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
 		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
 		 choice.instance_type, sb->ip);
@@ -410,6 +417,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
 	run_undo(k, sb);
+	cells_launch_end(k->cells, sb->cell_id);
 	sandbox_put(sb);
 	size_choice_release(&choice);
 	json_decref(prepull);
@@ -465,10 +473,30 @@ static int sandbox_remove_locked(struct kiyot *k, struct sandbox *sb, struct err
 	return records_remove_sandbox(k->records, sb, err);
 }
 
+/* How long a stop that finds a sandbox launching, with a launch it cannot cancel (one that
+ * is beginning, or whose cell just came up), waits before it looks again. */
+#define STOP_LAUNCHING_POLL_US 10000
+
+/*
+ * A stop of a sandbox whose launch it cancelled (cells_launch_cancel): the cell is terminated
+ * now, and the waiting RunPodSandbox ends CANCELLED and removes the record (its undo).
+ */
+static int stop_launching(struct kiyot *k, const char *cell_id, const char *id, struct err *err)
+{
+	if (cells_terminate(k->cells, cell_id, err) < 0)
+		return err_wrap(err, "stop pod sandbox %s while it starts", id);
+	log_info("sandbox %s: stopped while starting: its launch is cancelled and cell %s "
+		 "terminated",
+		 id, cell_id);
+	return 0;
+}
+
 /*
  * Stops the pod sb (the caller holds a reference; id is the one its request named): its cell
  * is terminated, which ends every unit in it. With remove, the records go too, before any
- * other handler may begin with it; one removed meanwhile is then no error.
+ * other handler may begin with it; one removed meanwhile is then no error. A sandbox still
+ * launching has its launch cancelled and its cell terminated; a launch that ends as the stop
+ * comes (its cell came up) is waited for, and its cell then stopped as a running one.
  */
 static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, bool remove,
 			struct err *err)
@@ -478,7 +506,20 @@ static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, boo
 
 	pthread_mutex_lock(&k->lock);
 	/* not while RunPodSandbox still works on this record (and its cell) */
-	ret = sandbox_begin(k->records, sb, SANDBOX_STOPPING, err);
+	while ((ret = sandbox_begin(k->records, sb, SANDBOX_STOPPING, err)) == -EAGAIN &&
+	       sb->phase == SANDBOX_LAUNCHING) {
+		cell_id = xstrdup(sb->cell_id);
+		pthread_mutex_unlock(&k->lock);
+		err_clear(err);
+		if (cells_launch_cancel(k->cells, cell_id) == CELLS_LAUNCH_CANCELLED) {
+			ret = stop_launching(k, cell_id, id, err);
+			free(cell_id);
+			return ret;
+		}
+		free(cell_id);
+		usleep(STOP_LAUNCHING_POLL_US);
+		pthread_mutex_lock(&k->lock);
+	}
 	cell_id = ret == 0 ? xstrdup(sb->cell_id) : NULL;
 	pthread_mutex_unlock(&k->lock);
 	if (ret < 0) {

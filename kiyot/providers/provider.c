@@ -12,6 +12,7 @@ void cell_info_release(struct cell_info *c)
 	free(c->instance_type);
 	free(c->ip);
 	free(c->pod_uid);
+	free(c->reason);
 	*c = (struct cell_info){ 0 };
 }
 

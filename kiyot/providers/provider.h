@@ -56,11 +56,16 @@ struct cell_info {
 	char *pod_uid;
 	int64_t launched_ns;
 	enum cell_phase phase;
+	/* Why it is in that phase, when the provider knows (state only; NULL otherwise): EC2's
+	 * state reason ("Server.SpotInstanceTermination: Spot instance termination"), the local
+	 * provider's word of its agent. */
+	char *reason;
 };
 
 struct provider_ops {
 	const char *name;
-	/* How long a launched cell may take until its agent answers. */
+	/* How long a launched cell may take until its agent answers, unless
+	 * cells.bootTimeoutSeconds says otherwise. */
 	int boot_timeout_s;
 	/* Cells run on other machines and do not see the node's files: volumes are shipped
 	 * (shipvol.h) instead of bind-mounted from the kubelet's directories. */
@@ -69,6 +74,13 @@ struct provider_ops {
 	 * launching an id that exists returns the existing cell. */
 	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,
 		      struct err *err);
+	/* What the provider sees of a cell right now, asked every few seconds while a launch
+	 * waits for its agent: phase PENDING or RUNNING while it may still come up; TERMINATING,
+	 * TERMINATED or FAILED (with the reason, when known) once it cannot (EC2: the instance
+	 * left pending and running; local: its agent process is gone). Fills *out (release it);
+	 * -ENOENT when the provider has no such cell (EC2 may not list a new instance for a few
+	 * seconds). NULL: launches wait for the agent alone. */
+	int (*state)(void *self, const char *cell_id, struct cell_info *out, struct err *err);
 	/* Tears a cell down. Idempotent: an unknown cell is not an error. */
 	int (*terminate)(void *self, const char *cell_id, struct err *err);
 	/* Every cell this provider owns (carrying our cluster id), whatever kiyot remembers. */

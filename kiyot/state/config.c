@@ -20,6 +20,9 @@
  *	  restartBackoffMs: 10000     (first restart delay of a unit; doubles to 5 min)
  *	  gcIntervalSeconds: 30       (how often cells and sandboxes are reconciled)
  *	  gcGraceSeconds: 120         (how long a cell nothing owns may live)
+ *	  bootTimeoutSeconds: 30      (how long a launched cell's agent may take to answer;
+ *	                              default the provider's: local 30, ec2 600. A launch ends
+ *	                              sooner when its instance stops being pending or running)
  *	  masquerade: false           (local cells: kiyot turns on forwarding and NAT on the node)
  *	  nodePorts: []               (local cells: the node's ports they may reach, e.g. [5000,
  *	                              "53/udp"]; nothing else on the node answers them)
@@ -327,11 +330,13 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 					     "restartBackoffMs",
 					     "gcIntervalSeconds",
 					     "gcGraceSeconds",
+					     "bootTimeoutSeconds",
 					     "kubeProxy",
 					     "masquerade",
 					     "nodePorts",
 					     NULL };
 	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
+	int64_t boot = c->boot_timeout_s;
 	json_t *v;
 
 	if (!json_is_object(cells))
@@ -345,7 +350,8 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	    take_int(cells, "restartBackoffMs", "cells.", 10, 3600000, &c->restart_backoff_ms,
 		     err) < 0 ||
 	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||
-	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0)
+	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0 ||
+	    take_int(cells, "bootTimeoutSeconds", "cells.", 1, 86400, &boot, err) < 0)
 		return -err->code;
 	if ((v = json_object_get(cells, "masquerade"))) {
 		if (!json_is_boolean(v))
@@ -360,6 +366,7 @@ static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
 	c->agent_port = (int)port;
 	c->gc_interval_s = (int)interval;
 	c->gc_grace_s = (int)grace;
+	c->boot_timeout_s = (int)boot;
 	return 0;
 }
 

@@ -71,6 +71,7 @@ struct kiyot_config {
 	int64_t restart_backoff_ms; /* the agents' restart back-off base */
 	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
 	int gc_grace_s;		    /* how long an unowned cell may live before it goes */
+	int boot_timeout_s;	    /* a launch's wait for its agent; 0: the provider's */
 	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
 	struct reg_policy pulls;    /* how kiyot's pulls and every cell's are bounded */
 	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */

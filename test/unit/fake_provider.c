@@ -13,6 +13,7 @@
 
 struct fp_cell {
 	char *id, *ip, *instance_type, *pod_uid;
+	char *reason; /* why it is in its phase (state), or NULL */
 	enum cell_phase phase;
 	int64_t launched_ns;
 	struct fp_cell *next;
@@ -40,7 +41,8 @@ struct fake_provider {
 	size_t n_terms, cap_terms;
 };
 
-static const char *const op_names[FAKE_PROVIDER_N_OPS] = { "launch", "terminate", "list", "heal" };
+static const char *const op_names[FAKE_PROVIDER_N_OPS] = { "launch", "terminate", "list", "heal",
+							   "state" };
 
 /* Counts a call of op; the error the test asked it to fail with, or 0. */
 static int op_enter(struct fake_provider *fp, enum fake_provider_op op, struct err *err)
@@ -75,6 +77,7 @@ static void cell_free(struct fp_cell *c)
 	free(c->ip);
 	free(c->instance_type);
 	free(c->pod_uid);
+	free(c->reason);
 	free(c);
 }
 
@@ -232,6 +235,26 @@ static int fp_heal(void *self, const char *cell_id, struct err *err)
 	return 0;
 }
 
+static int fp_state(void *self, const char *cell_id, struct cell_info *out, struct err *err)
+{
+	struct fake_provider *fp = self;
+	struct fp_cell *c;
+	int ret = 0;
+
+	if (op_enter(fp, FAKE_PROVIDER_STATE, err) < 0)
+		return -err->code;
+	pthread_mutex_lock(&fp->lock);
+	c = cell_find(fp, cell_id);
+	if (c) {
+		info_fill(c, out);
+		out->reason = c->reason ? xstrdup(c->reason) : NULL;
+	} else {
+		ret = err_set(err, ENOENT, "fake provider: no cell %s", cell_id);
+	}
+	pthread_mutex_unlock(&fp->lock);
+	return ret;
+}
+
 static void fp_destroy(void *self)
 {
 	(void)self; /* the test frees it, after kiyot_close: cells outlive kiyot */
@@ -245,6 +268,7 @@ struct fake_provider *fake_provider_new(struct fake_agent *fa, int agent_port, i
 	fp->ops.boot_timeout_s = boot_timeout_s;
 	fp->ops.remote_files = 1;
 	fp->ops.launch = fp_launch;
+	fp->ops.state = fp_state;
 	fp->ops.terminate = fp_terminate;
 	fp->ops.list = fp_list;
 	fp->ops.heal = fp_heal;
@@ -360,6 +384,21 @@ void fake_provider_set_phase(struct fake_provider *fp, const char *cell_id, enum
 	c = cell_find(fp, cell_id);
 	if (c)
 		c->phase = phase;
+	pthread_mutex_unlock(&fp->lock);
+}
+
+void fake_provider_end_cell(struct fake_provider *fp, const char *cell_id, enum cell_phase phase,
+			    const char *reason)
+{
+	struct fp_cell *c;
+
+	pthread_mutex_lock(&fp->lock);
+	c = cell_find(fp, cell_id);
+	if (c) {
+		c->phase = phase;
+		free(c->reason);
+		c->reason = xstrdup(reason);
+	}
 	pthread_mutex_unlock(&fp->lock);
 }
 

@@ -27,6 +27,7 @@ enum fake_provider_op {
 	FAKE_PROVIDER_TERMINATE,
 	FAKE_PROVIDER_LIST,
 	FAKE_PROVIDER_HEAL,
+	FAKE_PROVIDER_STATE,
 	FAKE_PROVIDER_N_OPS
 };
 
@@ -55,6 +56,10 @@ void fake_provider_launch_failed(struct fake_provider *fp, int failed);
 void fake_provider_add_cell(struct fake_provider *fp, const char *cell_id, enum cell_phase phase);
 /* The phase the provider reports the cell in from now on. */
 void fake_provider_set_phase(struct fake_provider *fp, const char *cell_id, enum cell_phase phase);
+/* The cell's instance left pending and running for reason (as a spot instance reclaimed during
+ * its boot): the provider's state says so from now on. */
+void fake_provider_end_cell(struct fake_provider *fp, const char *cell_id, enum cell_phase phase,
+			    const char *reason);
 /* The cell is gone without kiyot's asking (its instance died): its agent with it. */
 void fake_provider_vanish(struct fake_provider *fp, const char *cell_id);
 /* Whether the provider has the cell, how many it has, and the instance type it was launched

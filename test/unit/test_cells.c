@@ -123,6 +123,93 @@ static void test_cells__a_retried_launch_boots_with_the_stored_secret(void **sta
 	assert_int_equal(cells_terminate(f->k.cells, "cellsecret", &err), 0);
 }
 
+/* A launch spec of cell id for these tests. */
+static struct cell_spec launch_spec(const char *id)
+{
+	struct cell_spec spec = { 0 };
+
+	spec.cell_id = id;
+	spec.pod_uid = "uid-x";
+	spec.pod_name = "x";
+	spec.pod_namespace = "default";
+	spec.instance_type = "t3.micro";
+	return spec;
+}
+
+/* A launch cancelled before it began asks the provider for nothing and ends ECANCELED. */
+static void test_cells__a_launch_cancelled_before_it_began_makes_no_cell(void **state)
+{
+	struct kfix *f = *state;
+	struct cell_spec spec = launch_spec("cellcancel");
+	struct err err = ERR_INIT;
+	char *ip = NULL;
+
+	cells_launch_begin(f->k.cells, "cellcancel");
+	assert_int_equal(cells_launch_cancel(f->k.cells, "cellcancel"), CELLS_LAUNCH_CANCELLED);
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), -ECANCELED);
+	assert_non_null(strstr(err.msg, "stopped while starting"));
+	assert_null(ip);
+	cells_launch_end(f->k.cells, "cellcancel");
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 0);
+	assert_int_equal(cells_launch_cancel(f->k.cells, "cellcancel"), CELLS_LAUNCH_NONE);
+}
+
+struct launch_call {
+	struct kfix *f;
+	pthread_t thread;
+	int ret;
+	char *ip;
+	struct err err;
+};
+
+static void *launch_thread(void *arg)
+{
+	struct launch_call *c = arg;
+	struct cell_spec spec = launch_spec("cellrace");
+
+	c->ret = cells_launch(c->f->k.cells, &spec, &c->ip, &c->err);
+	return NULL;
+}
+
+/* A launch cancelled while the provider makes the cell, whose cell then comes up (its agent
+ * answers at once), does not keep it: the launch ends ECANCELED and the cell is terminated. */
+static void test_cells__a_launch_cancelled_as_its_cell_comes_up_leaves_no_cell(void **state)
+{
+	struct kfix *f = *state;
+	struct launch_call c = { .f = f, .err = ERR_INIT };
+
+	fake_provider_hold(f->fp, 1);
+	if (pthread_create(&c.thread, NULL, launch_thread, &c) != 0)
+		abort();
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	assert_int_equal(cells_launch_cancel(f->k.cells, "cellrace"), CELLS_LAUNCH_CANCELLED);
+	fake_provider_hold(f->fp, 0);
+	pthread_join(c.thread, NULL);
+	assert_int_equal(c.ret, -ECANCELED);
+	assert_null(c.ip);
+	assert_false(fake_provider_has(f->fp, "cellrace"));
+	assert_true(fake_provider_terminated(f->fp, "cellrace") >= 1);
+}
+
+/* Once a launch's cell came up and is kept, a cancel is too late (the stop then stops the cell
+ * as a running one); once the launch ended, nothing is known of it. */
+static void test_cells__a_launch_done_is_not_cancelled(void **state)
+{
+	struct kfix *f = *state;
+	struct cell_spec spec = launch_spec("celldone");
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *ip = NULL;
+
+	cells_launch_begin(f->k.cells, "celldone");
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), 0);
+	assert_int_equal(cells_launch_cancel(f->k.cells, "celldone"), CELLS_LAUNCH_DONE);
+	assert_true(fake_provider_has(f->fp, "celldone"));
+	cells_launch_end(f->k.cells, "celldone");
+	assert_int_equal(cells_launch_cancel(f->k.cells, "celldone"), CELLS_LAUNCH_NONE);
+	assert_int_equal(fake_provider_terminated(f->fp, "celldone"), 0);
+	assert_int_equal(cells_terminate(f->k.cells, "celldone", &err), 0);
+}
+
 /* The bootstrap document carries the images to pre-pull, the pull bounds and the registries
  * configuration every agent needs. */
 static void test_cells__the_bootstrap_carries_prepulls_and_pull_bounds(void **state)
@@ -666,6 +753,9 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__the_pods_calls_use_the_connection_hello_answered_on),
 	TEST(test_cells__a_retried_launch_boots_with_the_stored_secret),
 	TEST(test_cells__the_bootstrap_carries_prepulls_and_pull_bounds),
+	TEST(test_cells__a_launch_cancelled_before_it_began_makes_no_cell),
+	TEST(test_cells__a_launch_cancelled_as_its_cell_comes_up_leaves_no_cell),
+	TEST(test_cells__a_launch_done_is_not_cancelled),
 	TEST(test_cells__calls_to_a_cell_that_is_not_running_are_enoent),
 	TEST(test_cells__an_unreachable_agent_is_named),
 	TEST(test_cells__a_watch_that_ends_reconnects_and_heals_the_agent),

@@ -303,6 +303,26 @@ static void test_config__pulls_section_sets_the_policy(void **state)
 	kiyot_config_release(&c);
 }
 
+/* cells.bootTimeoutSeconds: unset by default (0: the provider's own, local 30 s, ec2 600 s);
+ * a number of seconds sets it; one out of range is refused naming the key. */
+static void test_config__boot_timeout_is_a_cells_setting(void **state)
+{
+	static const char good[] = "cells:\n  bootTimeoutSeconds: 90\n";
+	static const char zero[] = "cells:\n  bootTimeoutSeconds: 0\n";
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_int_equal(c.boot_timeout_s, 0);
+	assert_int_equal(kiyot_config_load_text(&c, good, sizeof(good) - 1, "k.yaml", &err), 0);
+	assert_int_equal(c.boot_timeout_s, 90);
+	assert_true(kiyot_config_load_text(&c, zero, sizeof(zero) - 1, "k.yaml", &err) < 0);
+	assert_non_null(strstr(err.msg, "cells.bootTimeoutSeconds"));
+	assert_int_equal(c.boot_timeout_s, 90);
+	kiyot_config_release(&c);
+}
+
 /* cells.nodePorts: none by default; numbers are TCP ports, strings name the protocol; a port
  * that is none is refused naming the entry and the forms taken. */
 static void test_config__node_ports_are_what_cells_may_reach_on_the_node(void **state)
@@ -422,6 +442,7 @@ int main(void)
 		cmocka_unit_test(test_config__bad_log_level),
 		cmocka_unit_test(test_config__missing_file_is_named),
 		cmocka_unit_test(test_config__pulls_section_sets_the_policy),
+		cmocka_unit_test(test_config__boot_timeout_is_a_cells_setting),
 		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 		cmocka_unit_test(test_config__ec2_section_sets_every_field),

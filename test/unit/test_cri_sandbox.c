@@ -162,9 +162,9 @@ static Runtime__V1__PodSandbox *only_sandbox(struct kfix *f,
 }
 
 /*
- * While its cell launches, a sandbox is listed not ready; a retried RunPodSandbox, a stop and
- * a removal are UNAVAILABLE, saying it is still starting (the kubelet retries), and none of
- * them disturbs the launch, which then answers the sandbox, ready.
+ * While its cell launches, a sandbox is listed not ready and a retried RunPodSandbox is
+ * UNAVAILABLE, saying it is still starting (the kubelet retries), without disturbing the
+ * launch, which then answers the sandbox, ready.
  */
 static void test_cri_sandbox__calls_while_launching_are_unavailable(void **state)
 {
@@ -188,9 +188,6 @@ static void test_cri_sandbox__calls_while_launching_are_unavailable(void **state
 	protobuf_c_message_free_unpacked(&list->base, NULL);
 	assert_int_equal(kfix_run_pod(f, "slow", "uid-slow", 0, &again, &err), -ECONNREFUSED);
 	assert_non_null(strstr(err.msg, "still starting"));
-	assert_int_equal(kfix_stop_pod(f, listed_id, &err), -ECONNREFUSED);
-	assert_non_null(strstr(err.msg, "still starting"));
-	assert_int_equal(kfix_remove_pod(f, listed_id, &err), -ECONNREFUSED);
 	cell = kfix_cell_of(f, listed_id);
 	assert_int_equal(fake_provider_terminated(f->fp, cell), 0);
 
@@ -201,6 +198,130 @@ static void test_cri_sandbox__calls_while_launching_are_unavailable(void **state
 	assert_int_equal(kfix_run_pod(f, "slow", "uid-slow", 0, &again, &err), 0);
 	assert_string_equal(again, r.id);
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
+	free(r.id);
+}
+
+/* The id of the only sandbox listed (caller frees), or NULL. */
+static char *only_sandbox_id(struct kfix *f)
+{
+	Runtime__V1__ListPodSandboxResponse *list = NULL;
+	Runtime__V1__PodSandbox *sb = only_sandbox(f, &list);
+	char *id = sb ? xstrdup(sb->id) : NULL;
+
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+	return id;
+}
+
+/* Whether no sandbox is listed. */
+static bool no_sandbox(struct kfix *f)
+{
+	Runtime__V1__ListPodSandboxResponse *list = NULL;
+	bool none;
+
+	only_sandbox(f, &list);
+	none = list->n_items == 0;
+	protobuf_c_message_free_unpacked(&list->base, NULL);
+	return none;
+}
+
+/*
+ * StopPodSandbox while the provider still makes the cell cancels the launch and terminates
+ * the cell, and answers OK at once; the RunPodSandbox ends CANCELLED, "stopped while
+ * starting", leaving neither a sandbox nor a cell. A RemovePodSandbox after it is OK too.
+ */
+static void test_cri_sandbox__a_stop_while_launching_cancels_the_launch(void **state)
+{
+	struct kfix *f = *state;
+	struct kfix_runner r;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	fake_provider_hold(f->fp, 1);
+	kfix_run_pod_start(f, &r, "slow", "uid-slow");
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	id = only_sandbox_id(f);
+	assert_non_null(id);
+	cell = kfix_cell_of(f, id);
+
+	assert_int_equal(kfix_stop_pod(f, id, &err), 0);
+	assert_int_equal(fake_provider_terminated(f->fp, cell), 1);
+	assert_false(fake_provider_has(f->fp, cell));
+	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
+
+	fake_provider_hold(f->fp, 0);
+	assert_int_equal(kfix_run_pod_wait(&r), -ECANCELED);
+	assert_non_null(strstr(r.err.msg, "stopped while starting"));
+	assert_true(no_sandbox(f));
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+	/* and the pod's next attempt starts afresh */
+	free(r.id);
+	r.id = NULL;
+	assert_int_equal(kfix_run_pod(f, "slow", "uid-slow", 0, &r.id, &err), 0);
+	assert_int_equal(kfix_pod_state(f, r.id, &err), READY);
+	free(r.id);
+}
+
+/*
+ * RemovePodSandbox while the launch waits for a cell's agent that does not come up cancels it
+ * (no wait for the boot timeout): OK, the cell terminated, and the RunPodSandbox ends
+ * CANCELLED with nothing left.
+ */
+static void test_cri_sandbox__a_remove_while_waiting_for_the_agent_cancels_it(void **state)
+{
+	struct kfix *f = *state;
+	struct kfix_runner r;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	f->k.cfg.boot_timeout_s = 600; /* cells.bootTimeoutSeconds; past the call's deadline */
+	fake_provider_dead_agents(f->fp, 1);
+	kfix_run_pod_start(f, &r, "web", "uid-web");
+	assert_true(KFIX_WAIT(fake_provider_n_cells(f->fp) == 1, 10000));
+	id = only_sandbox_id(f);
+	assert_non_null(id);
+	cell = kfix_cell_of(f, id);
+
+	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
+	assert_true(fake_provider_terminated(f->fp, cell) >= 1);
+	assert_int_equal(kfix_run_pod_wait(&r), -ECANCELED);
+	assert_non_null(strstr(r.err.msg, "stopped while starting"));
+	assert_true(no_sandbox(f));
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+	free(r.id);
+}
+
+/*
+ * A cell whose instance stops being pending or running while kiyot waits for its agent (a
+ * spot instance reclaimed during its boot) ends the RunPodSandbox within the provider's next
+ * look, not after the boot timeout: the error names the instance, what became of it and why,
+ * and the cell and sandbox are gone.
+ */
+static void test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch(void **state)
+{
+	struct kfix *f = *state;
+	struct kfix_runner r;
+	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	f->k.cfg.boot_timeout_s = 600;
+	fake_provider_dead_agents(f->fp, 1);
+	kfix_run_pod_start(f, &r, "web", "uid-web");
+	assert_true(KFIX_WAIT(fake_provider_n_cells(f->fp) == 1, 10000));
+	id = only_sandbox_id(f);
+	assert_non_null(id);
+	cell = kfix_cell_of(f, id);
+	fake_provider_end_cell(f->fp, cell, CELL_TERMINATED,
+			       "Server.SpotInstanceTermination: Spot instance termination");
+
+	assert_int_equal(kfix_run_pod_wait(&r), -EIO);
+	assert_non_null(strstr(r.err.msg, "was terminated during boot: "
+					  "Server.SpotInstanceTermination: Spot instance "
+					  "termination"));
+	assert_true(fake_provider_calls(f->fp, FAKE_PROVIDER_STATE) >= 1);
+	assert_true(no_sandbox(f));
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
 	free(r.id);
 }
 
@@ -592,6 +713,9 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_new_attempt_gets_a_new_sandbox),
 	TEST(test_cri_sandbox__running_a_stopped_attempt_again_already_exists),
 	TEST(test_cri_sandbox__calls_while_launching_are_unavailable),
+	TEST(test_cri_sandbox__a_stop_while_launching_cancels_the_launch),
+	TEST(test_cri_sandbox__a_remove_while_waiting_for_the_agent_cancels_it),
+	TEST(test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch),
 	TEST(test_cri_sandbox__a_stop_during_a_stop_waits_for_it),
 	TEST(test_cri_sandbox__a_failed_launch_leaves_nothing),
 	cmocka_unit_test_setup_teardown(

@@ -148,6 +148,9 @@ struct ec2_instance {
 	int64_t launch_ns; /* 0 if absent */
 	bool spot;	   /* instanceLifecycle is "spot" */
 	struct ec2_tags tags;
+	/* Why it is in its state (stateReason), or NULL: "Server.SpotInstanceTermination" and
+	 * "Server.SpotInstanceTermination: Spot instance termination" */
+	char *state_reason_code, *state_reason_message;
 };
 
 void ec2_instance_release(struct ec2_instance *i);

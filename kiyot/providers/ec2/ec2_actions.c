@@ -356,6 +356,8 @@ void ec2_instance_release(struct ec2_instance *i)
 	free(i->subnet_id);
 	free(i->client_token);
 	free(i->reservation_id);
+	free(i->state_reason_code);
+	free(i->state_reason_message);
 	ec2_tags_release(&i->tags);
 	memset(i, 0, sizeof(*i));
 }

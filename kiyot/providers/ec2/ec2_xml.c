@@ -225,6 +225,8 @@ static void parse_instance(const xmlNode *it, const char *reservation, struct ec
 		out->launch_ns = 0;
 	out->spot = lifecycle && strcmp(lifecycle, "spot") == 0;
 	parse_tags(child(it, "tagSet"), &out->tags);
+	out->state_reason_code = child_text(child(it, "stateReason"), "code");
+	out->state_reason_message = child_text(child(it, "stateReason"), "message");
 }
 
 /* Checks the root element's name; EPROTO naming what came instead. */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "awscreds.h"
+#include "cancel.h"
 #include "clock.h"
 #include "codec.h"
 #include "ec2.h"
@@ -158,10 +159,93 @@ static void *poller_thread(void *arg)
 	return NULL;
 }
 
-/* Waits until the poller sees the instance running with an address. Fills *ip. */
+/* An instance's state reason as one line: EC2's message, which starts with the code, or the
+ * code and the message; NULL when it has none. */
+static char *reason_of(const struct ec2_instance *in)
+{
+	const char *code = in->state_reason_code, *msg = in->state_reason_message;
+
+	if (!code && !msg)
+		return NULL;
+	if (!code || (msg && strncmp(msg, code, strlen(code)) == 0))
+		return xstrdup(msg);
+	return msg ? xasprintf("%s: %s", code, msg) : xstrdup(code);
+}
+
+/* Whether an EC2 state is one an instance may still come up from. */
+static bool state_live(const char *state)
+{
+	return state && (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0);
+}
+
+/* DescribeInstances of the cluster's instances whose `filter` is value, whatever their state
+ * (the poller lists only live ones): a pending or running one in *out if there is one, else
+ * the one launched last. -ENOENT when EC2 lists none (as it may for a few seconds after
+ * RunInstances). */
+static int describe_one(struct ec2p *p, const char *filter, const char *value,
+			struct ec2_instance *out, struct err *err)
+{
+	const char *cluster[] = { p->cluster_id };
+	const char *values[] = { value };
+	struct ec2_filter f[2] = {
+		{ "tag:" EC2_TAG_CLUSTER_ID, cluster, 1 }, /* only ever ours */
+		{ filter, values, 1 },
+	};
+	struct ec2_describe_query q = { f, 2, NULL, 0, 0 };
+	struct ec2_instance *inst = NULL;
+	size_t n = 0, best = 0;
+
+	if (ec2_describe_instances(p->client, &q, &inst, &n, NULL, err) < 0)
+		return -err->code;
+	for (size_t i = 1; i < n; i++)
+		if (!state_live(inst[best].state) &&
+		    (state_live(inst[i].state) || inst[i].launch_ns > inst[best].launch_ns))
+			best = i;
+	if (n) {
+		*out = inst[best];
+		inst[best] = (struct ec2_instance){ 0 };
+	}
+	ec2_instances_free(inst, n);
+	return n ? 0 : err_set(err, ENOENT, "EC2 lists no instance with %s %s", filter, value);
+}
+
+/* While a launch waits, the instance is described by itself this often when the poller does
+ * not list it: the poller leaves terminated instances out. */
+#define WAIT_DESCRIBE_NS (3 * 1000000000LL)
+
+/* EIO saying that an instance left pending and running while its launch waited, what it is
+ * now and why (EC2's state reason, from a DescribeInstances of it): seen is the state the
+ * poller saw it in, or NULL when the poller no longer lists it (terminated). 0 when nothing
+ * says it left: EC2 lists it live, or could not say and the poller saw nothing. */
+static int left_boot(struct ec2p *p, const char *instance_id, const char *seen, struct err *err)
+{
+	struct ec2_instance in = { 0 };
+	struct err derr = ERR_INIT;
+	_cleanup_free_ char *reason = NULL;
+	const char *state = seen;
+	int ret;
+
+	if (describe_one(p, "instance-id", instance_id, &in, &derr) < 0)
+		log_debug("ec2: describing instance %s: %s", instance_id, derr.msg);
+	else if (!state_live(in.state))
+		state = in.state;
+	if (!state) {
+		ec2_instance_release(&in);
+		return 0;
+	}
+	reason = reason_of(&in);
+	ret = err_set(err, EIO, "instance %s is %s, not running%s%s", instance_id, state,
+		      reason ? ": " : "", reason ? reason : "");
+	ec2_instance_release(&in);
+	return ret;
+}
+
+/* Waits until the poller sees the instance running with an address (fills *ip), or it left
+ * pending (EIO with EC2's state reason), or the launch is cancelled (ECANCELED). */
 static int wait_running(struct ec2p *p, const char *instance_id, char **ip, struct err *err)
 {
 	int64_t deadline = clock_mono_ns() + (int64_t)p->launch_timeout_s * 1000000000LL;
+	int64_t next_describe = clock_mono_ns() + WAIT_DESCRIBE_NS;
 	int ret = -ETIMEDOUT;
 
 	pthread_mutex_lock(&p->lock);
@@ -169,6 +253,8 @@ static int wait_running(struct ec2p *p, const char *instance_id, char **ip, stru
 	pthread_cond_broadcast(&p->cond);
 	while (!p->stop && clock_mono_ns() < deadline) {
 		uint64_t gen = p->generation;
+		_cleanup_free_ char *left = NULL; /* the state it left pending for */
+		bool listed = false;
 		struct timespec ts;
 
 		for (size_t i = 0; i < p->n_cache; i++) {
@@ -176,16 +262,30 @@ static int wait_running(struct ec2p *p, const char *instance_id, char **ip, stru
 
 			if (strcmp(s->instance_id, instance_id) != 0)
 				continue;
+			listed = true;
 			if (strcmp(s->state, "running") == 0 && s->ip[0]) {
 				*ip = xstrdup(s->ip);
 				ret = 0;
-			} else if (strcmp(s->state, "pending") != 0) {
-				ret = err_set(err, EIO, "instance %s is %s, not running",
-					      instance_id, s->state);
+			} else if (!state_live(s->state) && !left) {
+				left = xstrdup(s->state);
 			}
 		}
-		if (ret != -ETIMEDOUT)
+		if (ret == 0)
 			break;
+		if (cancel_requested()) {
+			ret = err_set(err, ECANCELED, "instance %s: its launch was cancelled",
+				      instance_id);
+			break;
+		}
+		if (left || (!listed && clock_mono_ns() >= next_describe)) {
+			pthread_mutex_unlock(&p->lock);
+			ret = left_boot(p, instance_id, left, err);
+			pthread_mutex_lock(&p->lock);
+			next_describe = clock_mono_ns() + WAIT_DESCRIBE_NS;
+			if (ret < 0)
+				break;
+			ret = -ETIMEDOUT;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += 1;
 		while (!p->stop && p->generation == gen)
@@ -346,6 +446,31 @@ static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err
 	ec2_instances_free(inst, n);
 	*out = a;
 	*nout = n;
+	return 0;
+}
+
+/* provider_ops.state: the cell's instance as EC2 describes it now (by its cell tag, or its
+ * id), whatever its state, with its state reason: one DescribeInstances, apart from the
+ * poller's batched one, which lists only live instances. */
+static int ec2_state(void *self, const char *cell_id, struct cell_info *out, struct err *err)
+{
+	struct ec2p *p = self;
+	struct ec2_instance in = { 0 };
+	const char *uid;
+
+	if (describe_one(p, strncmp(cell_id, "i-", 2) == 0 ? "instance-id" : "tag:" EC2_TAG_CELL_ID,
+			 cell_id, &in, err) < 0)
+		return err_wrap(err, "ec2: cell %s", cell_id);
+	uid = ec2_tags_get(&in.tags, EC2_TAG_POD_UID);
+	out->cell_id = xstrdup(cell_id);
+	out->instance_id = xstrdup(in.instance_id ? in.instance_id : "");
+	out->instance_type = xstrdup(in.instance_type ? in.instance_type : "");
+	out->ip = xstrdup(in.private_ip ? in.private_ip : "");
+	out->pod_uid = xstrdup(uid ? uid : "");
+	out->launched_ns = in.launch_ns;
+	out->phase = in.state ? phase_of(in.state) : CELL_FAILED;
+	out->reason = reason_of(&in);
+	ec2_instance_release(&in);
 	return 0;
 }
 
@@ -634,6 +759,7 @@ static const struct provider_ops ec2_ops = {
 	.boot_timeout_s = 600,
 	.remote_files = 1,
 	.launch = ec2_launch,
+	.state = ec2_state,
 	.terminate = ec2_terminate,
 	.list = ec2_list,
 	.heal = NULL, /* an instance's own init restarts its agent */

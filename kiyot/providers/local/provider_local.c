@@ -467,6 +467,34 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 	return ret;
 }
 
+/* provider_ops.state: a recorded cell is RUNNING while its agent process lives (PENDING while
+ * a launch or heal works on it), FAILED once it is gone, saying where its log is. */
+static int local_state(void *self, const char *cell_id, struct cell_info *out, struct err *err)
+{
+	struct local_provider *p = self;
+	struct cell_record r = { 0 };
+	enum cell_phase phase;
+	int ret;
+
+	if (!cellnet_id_valid(cell_id))
+		return err_set(err, EINVAL, "cell id \"%s\" is not valid", cell_id);
+	ret = local_record_load(p, cell_id, &r, err);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->lock);
+	phase = busy_find(p, cell_id) >= 0 ? CELL_PENDING : record_phase(p, &r);
+	pthread_mutex_unlock(&p->lock);
+	cell_record_to_info(&r, phase, out);
+	if (phase == CELL_FAILED) {
+		_cleanup_free_ char *logp = local_cell_path(p, cell_id, "agent.log");
+
+		out->reason = xasprintf("its agent (pid %ld) is not running; its log is %s",
+					r.agent_pid, logp);
+	}
+	cell_record_release(&r);
+	return 0;
+}
+
 /* provider_ops.dial: the pod's network is the cell's namespace; a host-network pod's is the
  * node's, which is kiyot's own. */
 static int local_dial(void *self, const char *cell_id, uint16_t port, int host_network,
@@ -626,6 +654,7 @@ static const struct provider_ops local_ops = {
 	.name = "local",
 	.boot_timeout_s = 30,
 	.launch = local_launch,
+	.state = local_state,
 	.terminate = local_terminate,
 	.list = local_list,
 	.heal = local_heal,
