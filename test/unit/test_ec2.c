@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "cancel.h"
 #include "providers/ec2/ec2.h"
 #include "providers/ec2/ec2_xml.h"
 #include "../fixtures/ec2/httpstub.h"
@@ -51,6 +52,11 @@ static void record_sleep(void *ctx, int64_t ns)
 	s->n++;
 }
 
+/* What the next harness_start gives its client besides the defaults. */
+static long harness_timeout_ms;
+static bool harness_real_sleep;
+static const struct stub_pace *harness_paces;
+
 /* A test client pointed at the stub's port, with static credentials. */
 struct harness {
 	struct stub stub;
@@ -71,6 +77,7 @@ static void harness_start(struct harness *h, const struct stub_reply *replies, s
 	memset(h, 0, sizeof(*h));
 	h->stub.replies = replies;
 	h->stub.n_replies = n;
+	h->stub.paces = harness_paces;
 	assert_int_equal(stub_start(&h->stub), 0);
 	snprintf(h->endpoint, sizeof(h->endpoint), "http://127.0.0.1:%d/", h->stub.port);
 	h->creds = aws_creds_provider_new_static(&cr);
@@ -78,7 +85,8 @@ static void harness_start(struct harness *h, const struct stub_reply *replies, s
 	cfg.endpoint = h->endpoint;
 	cfg.creds = h->creds;
 	cfg.max_attempts = max_attempts;
-	cfg.sleep = record_sleep;
+	cfg.timeout_ms = harness_timeout_ms;
+	cfg.sleep = harness_real_sleep ? NULL : record_sleep;
 	cfg.sleep_ctx = &h->sleeps;
 	if (ec2_client_new(&cfg, &h->client, &err) < 0)
 		fail_msg("%s", err.msg);
@@ -510,6 +518,119 @@ static void test_ec2__network_error_retried(void **state)
 	stub_release(&h.stub);
 }
 
+/* A page that keeps coming is not cut by a fixed limit: the deadline grows with the items the
+ * answer may hold (here 1000), far beyond the client's base time (300 ms). */
+static void test_ec2__slow_page_is_not_cut(void **state)
+{
+	_cleanup_free_ char *page = fixture("describe_instances_page2.xml", NULL);
+	struct stub_reply script[] = { { 200, page, NULL } };
+	struct stub_pace pace[1] = { { 0, 0 } };
+	struct ec2_describe_query q = { NULL, 0, NULL, 0, 1000 };
+	struct ec2_instance *arr = NULL;
+	struct err err = ERR_INIT;
+	struct harness h;
+	size_t n = 0;
+	(void)state;
+
+	/* a byte every 2 ms: longer than 300 ms for the whole page */
+	pace[0].drip_ms = (int)(600 / strlen(page)) + 2;
+	harness_timeout_ms = 300;
+	harness_paces = pace;
+	harness_start(&h, script, 1, 1, NULL);
+	harness_timeout_ms = 0;
+	harness_paces = NULL;
+	if (ec2_describe_instances(h.client, &q, &arr, &n, NULL, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(n > 0);
+	assert_int_equal(stub_count(&h.stub), 1);
+	ec2_instances_free(arr, n);
+	harness_stop(&h);
+}
+
+/* A call that timed out is tried again with twice the time: the first try's 1.1 s ends before
+ * its answer (1.5 s), the second's 2.2 s do not. */
+static void test_ec2__timed_out_call_retried_with_more_time(void **state)
+{
+	static const char ok[] = "<TerminateInstancesResponse><instancesSet><item><instanceId>i-1"
+				 "</instanceId></item></instancesSet></TerminateInstancesResponse>";
+	struct stub_reply script[] = { { 200, ok, NULL }, { 200, ok, NULL } };
+	static const struct stub_pace pace[] = { { 1500, 0 }, { 1200, 0 } };
+	const char *ids[] = { "i-1" };
+	enum ec2_term out[1];
+	struct err err = ERR_INIT;
+	struct harness h;
+	(void)state;
+
+	harness_timeout_ms = 1000;
+	harness_paces = pace;
+	harness_start(&h, script, 2, 3, NULL);
+	harness_timeout_ms = 0;
+	harness_paces = NULL;
+	if (ec2_terminate_instances(h.client, ids, 1, out, NULL, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(out[0], EC2_TERM_DONE);
+	assert_int_equal(stub_count(&h.stub), 2);
+	harness_stop(&h);
+}
+
+/* RequestLimitExceeded slows the client's one token bucket for every later call; successes
+ * bring its rate back. */
+static void test_ec2__throttling_slows_the_shared_bucket(void **state)
+{
+	_cleanup_free_ char *throttle = fixture("error_throttle.xml", NULL);
+	static const char ok[] = "<TerminateInstancesResponse><instancesSet><item><instanceId>i-1"
+				 "</instanceId></item></instancesSet></TerminateInstancesResponse>";
+	struct stub_reply script[] = { { 503, throttle, NULL },
+				       { 503, throttle, NULL },
+				       { 200, ok, NULL } };
+	const char *ids[] = { "i-1" };
+	enum ec2_term out[1];
+	struct err err = ERR_INIT;
+	struct harness h;
+	double full, after;
+	(void)state;
+
+	harness_start(&h, script, 3, 5, NULL);
+	full = ec2_client_rate(h.client);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, out, NULL, &err), 0);
+	after = ec2_client_rate(h.client);
+	assert_true(after < full / 2);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(ec2_terminate_instances(h.client, ids, 1, out, NULL, &err), 0);
+	assert_true(ec2_client_rate(h.client) == full);
+	harness_stop(&h);
+}
+
+static bool after_two_requests(void *ctx)
+{
+	return stub_count(ctx) >= 2;
+}
+
+/* A caller that gives up (cancel.h) ends a call between its tries at once, instead of after
+ * every try and back-off. */
+static void test_ec2__cancelled_caller_stops_retrying(void **state)
+{
+	_cleanup_free_ char *throttle = fixture("error_throttle.xml", NULL);
+	struct stub_reply script[] = { { 503, throttle, NULL } };
+	const char *ids[] = { "i-1" };
+	enum ec2_term out[1];
+	struct cancel_scope sc;
+	struct err err = ERR_INIT;
+	struct harness h;
+	(void)state;
+
+	harness_real_sleep = true;
+	harness_start(&h, script, 1, 12, NULL);
+	harness_real_sleep = false;
+	cancel_scope_enter(&sc, after_two_requests, &h.stub);
+	assert_int_equal(ec2_terminate_instances(h.client, ids, 1, out, NULL, &err), -ECANCELED);
+	cancel_scope_leave(&sc);
+	assert_int_equal(out[0], EC2_TERM_LEFT);
+	assert_int_equal(stub_count(&h.stub), 2);
+	assert_non_null(strstr(err.msg, "cancelled"));
+	harness_stop(&h);
+}
+
 /* DescribeInstances follows NextToken, keeping the filters on every page. */
 static void test_ec2__describe_follows_pages(void **state)
 {
@@ -873,6 +994,10 @@ int main(void)
 		cmocka_unit_test(test_ec2__terminate_other_failures_leave_the_ids),
 		cmocka_unit_test(test_ec2__not_found_ids_parsed),
 		cmocka_unit_test(test_ec2__network_error_retried),
+		cmocka_unit_test(test_ec2__slow_page_is_not_cut),
+		cmocka_unit_test(test_ec2__timed_out_call_retried_with_more_time),
+		cmocka_unit_test(test_ec2__throttling_slows_the_shared_bucket),
+		cmocka_unit_test(test_ec2__cancelled_caller_stops_retrying),
 		cmocka_unit_test(test_ec2__describe_follows_pages),
 		cmocka_unit_test(test_ec2__repeated_token_stops),
 		cmocka_unit_test(test_ec2__run_instances_request),

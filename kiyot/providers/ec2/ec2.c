@@ -15,6 +15,7 @@
 #include <libxml/parser.h>
 
 #include "buf.h"
+#include "cancel.h"
 #include "clock.h"
 #include "ec2_xml.h"
 #include "httpc.h"
@@ -25,6 +26,13 @@
 #define DEFAULT_CAP_NS (20 * (int64_t)1000000000)
 #define DEFAULT_TIMEOUT_MS 30000L
 #define DEFAULT_CONNECT_MS 5000L
+#define DEFAULT_RATE 20.0	  /* calls a second the shared bucket starts at */
+#define DEFAULT_BURST 20.0	  /* and the most it holds */
+#define MIN_RATE 0.5		  /* the least it slows to after RequestLimitExceeded */
+#define PER_ITEM_MS 100L	  /* a call's deadline grows by this per item it may answer */
+#define MAX_DEADLINE_MS 900000L	  /* the longest deadline, retries' included */
+#define STALL_WINDOW_S 60	  /* an answer that sends nothing for this long is stalled */
+#define WAIT_SLICE_NS 100000000LL /* waits wake this often to see a cancellation */
 
 struct ec2_client {
 	char *region;
@@ -42,6 +50,12 @@ struct ec2_client {
 	pthread_mutex_t rng_lock;
 	uint64_t rng;
 	uint64_t requests; /* atomic */
+	/* the token bucket every call of the client draws from (under bucket_lock): it refills
+	 * at rate a second up to burst; RequestLimitExceeded halves the rate, success brings it
+	 * back slowly, so many launches together slow down instead of being throttled */
+	pthread_mutex_t bucket_lock;
+	double tokens, rate, max_rate, burst;
+	int64_t refilled_ns;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -71,14 +85,19 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
 	pthread_mutex_unlock(&c->share_lock[data]);
 }
 
-/* Sleeps with nanosleep, resuming after signals. */
+/* Sleeps with nanosleep, resuming after signals, in slices: a cancellation (cancel.h) ends it
+ * early. */
 static void default_sleep(void *ctx, int64_t ns)
 {
-	struct timespec ts = { ns / 1000000000, ns % 1000000000 };
-
 	(void)ctx;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	while (ns > 0 && !cancel_requested()) {
+		int64_t step = ns < WAIT_SLICE_NS ? ns : WAIT_SLICE_NS;
+		struct timespec ts = { step / 1000000000, step % 1000000000 };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		ns -= step;
+	}
 }
 
 int ec2_client_new(const struct ec2_config *cfg, struct ec2_client **out, struct err *err)
@@ -107,6 +126,12 @@ int ec2_client_new(const struct ec2_config *cfg, struct ec2_client **out, struct
 	c->max_response = cfg->max_response > 0 ? cfg->max_response : EC2_MAX_RESPONSE;
 	c->sleep = cfg->sleep ? cfg->sleep : default_sleep;
 	c->sleep_ctx = cfg->sleep_ctx;
+	pthread_mutex_init(&c->bucket_lock, NULL);
+	c->max_rate = cfg->rate > 0 ? cfg->rate : DEFAULT_RATE;
+	c->rate = c->max_rate;
+	c->burst = cfg->burst > 0 ? cfg->burst : DEFAULT_BURST;
+	c->tokens = c->burst;
+	c->refilled_ns = clock_mono_ns();
 	for (size_t i = 0; i < ARRAY_SIZE(c->share_lock); i++)
 		pthread_mutex_init(&c->share_lock[i], NULL);
 	pthread_mutex_init(&c->rng_lock, NULL);
@@ -133,6 +158,7 @@ void ec2_client_free(struct ec2_client *c)
 	for (size_t i = 0; i < ARRAY_SIZE(c->share_lock); i++)
 		pthread_mutex_destroy(&c->share_lock[i]);
 	pthread_mutex_destroy(&c->rng_lock);
+	pthread_mutex_destroy(&c->bucket_lock);
 	free(c->region);
 	free(c->endpoint);
 	free(c->sigv4);
@@ -176,24 +202,105 @@ static int64_t backoff_ns(struct ec2_client *c, int attempt)
 	return random_upto(c, ceiling);
 }
 
+/* Takes a token from the shared bucket: 0 at once when one is there, else the time until the
+ * next is (the caller sleeps and asks again). */
+static int64_t bucket_take(struct ec2_client *c)
+{
+	int64_t now = clock_mono_ns(), wait = 0;
+
+	pthread_mutex_lock(&c->bucket_lock);
+	c->tokens += (double)(now - c->refilled_ns) / 1e9 * c->rate;
+	if (c->tokens > c->burst)
+		c->tokens = c->burst;
+	c->refilled_ns = now;
+	if (c->tokens >= 1.0)
+		c->tokens -= 1.0;
+	else
+		wait = (int64_t)((1.0 - c->tokens) / c->rate * 1e9) + 1;
+	pthread_mutex_unlock(&c->bucket_lock);
+	return wait;
+}
+
+/* What an answer says of EC2's own rate limit: throttled halves the bucket's rate (and empties
+ * it), success brings a twentieth of the rate back, up to the configured one. */
+static void bucket_learn(struct ec2_client *c, bool throttled)
+{
+	pthread_mutex_lock(&c->bucket_lock);
+	if (throttled) {
+		c->rate = c->rate / 2 < MIN_RATE ? MIN_RATE : c->rate / 2;
+		c->tokens = 0;
+	} else if (c->rate < c->max_rate) {
+		c->rate += c->max_rate / 20;
+		if (c->rate > c->max_rate)
+			c->rate = c->max_rate;
+	}
+	pthread_mutex_unlock(&c->bucket_lock);
+}
+
+double ec2_client_rate(const struct ec2_client *c)
+{
+	double r;
+
+	pthread_mutex_lock((pthread_mutex_t *)&c->bucket_lock);
+	r = c->rate;
+	pthread_mutex_unlock((pthread_mutex_t *)&c->bucket_lock);
+	return r;
+}
+
+/* Waits for a token; -ECANCELED when the caller went away meanwhile. */
+static int bucket_wait(struct ec2_client *c, const char *action, struct err *err)
+{
+	int64_t wait;
+
+	while ((wait = bucket_take(c)) > 0) {
+		if (cancel_requested())
+			break;
+		default_sleep(NULL, wait); /* real time: the bucket refills in it */
+	}
+	if (cancel_requested())
+		return err_set(err, ECANCELED, "ec2 %s: cancelled: the caller went away", action);
+	return 0;
+}
+
+/* How many items an answer to params may hold: MaxResults, the ids named, else one. */
+static long expected_items(const char *params)
+{
+	const char *m = params ? strstr(params, "MaxResults=") : NULL;
+	long n = 0;
+
+	if (m)
+		return strtol(m + strlen("MaxResults="), NULL, 10);
+	for (const char *p = params; p && (p = strstr(p, "nceId.")); p += 6)
+		n++; /* InstanceId.N */
+	for (const char *p = params; p && (p = strstr(p, "ResourceId.")); p += 11)
+		n++;
+	return n ? n : 1;
+}
+
 /*
  * One signed POST of body with the given credentials. 0 when an HTTP answer came (any status,
  * in a); a negative errno with err set when the exchange failed: EAGAIN for the network, EFBIG
  * for an answer over the cap.
  */
 static int http_post(struct ec2_client *c, const struct aws_creds *cr, const char *body,
-		     struct httpc_answer *a, struct err *err)
+		     long deadline_ms, struct httpc_answer *a, struct err *err)
 {
 	_cleanup_free_ char *tok = NULL;
 	struct curl_slist *hdrs = NULL;
 	CURL *h = curl_easy_init();
+	/* no fixed total: a deadline that grows with the answer, and an answer that sends
+	 * nothing for a while is stalled; a slow page that keeps coming is not cut */
+	struct httpc_watch watch = { .deadline_ns = clock_mono_ns() + deadline_ms * 1000000LL,
+				     .min_bytes = 1,
+				     .window_s = STALL_WINDOW_S };
 	struct httpc_req req = { .method = "POST",
 				 .url = c->endpoint,
 				 .body = body,
 				 .body_len = strlen(body),
 				 .max_answer = c->max_response,
 				 .connect_timeout_ms = c->connect_ms,
-				 .timeout_ms = c->timeout_ms };
+				 .timeout_ms = 0,
+				 .watch = &watch };
 	int ret;
 
 	if (!h)
@@ -216,9 +323,11 @@ static int http_post(struct ec2_client *c, const struct aws_creds *cr, const cha
 	ret = httpc_perform(h, a, c->endpoint, err);
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
-	if (ret == -EIO)
-		err->code = EAGAIN; /* the network: worth another attempt */
-	return ret < 0 ? -err->code : 0;
+	if (ret == -EIO || ret == -ETIMEDOUT)
+		err->code = EAGAIN; /* the network, or too slow: worth another attempt */
+	if (ret == -ETIMEDOUT)
+		err_wrap(err, "timed out");
+	return ret < 0 ? (ret == -ETIMEDOUT ? -ETIMEDOUT : -err->code) : 0;
 }
 
 /* Reports a failed call: the class in *cls and err, with code and errno. */
@@ -279,6 +388,7 @@ int ec2_call_fault(struct ec2_client *c, const char *action, const char *params,
 	struct buf form = BUF_INIT;
 	bool refreshed = false;
 	enum ec2_errclass k = EC2_RETRY;
+	long deadline_ms = c->timeout_ms + expected_items(params) * PER_ITEM_MS;
 	int attempt;
 
 	if (cls)
@@ -295,6 +405,12 @@ int ec2_call_fault(struct ec2_client *c, const char *action, const char *params,
 
 		if (attempt > 1)
 			c->sleep(c->sleep_ctx, backoff_ns(c, attempt - 1));
+		if (bucket_wait(c, action, err) < 0) {
+			buf_release(&form);
+			if (cls)
+				*cls = EC2_RETRY;
+			return -ECANCELED;
+		}
 		ret = aws_creds_provider_get(c->creds, &cr, err);
 		if (ret < 0) {
 			k = ret == -EAGAIN ? EC2_RETRY : EC2_AUTH;
@@ -303,18 +419,31 @@ int ec2_call_fault(struct ec2_client *c, const char *action, const char *params,
 				continue;
 			break;
 		}
-		ret = http_post(c, &cr, buf_str(&form), &a, err);
+		ret = http_post(c, &cr, buf_str(&form), deadline_ms, &a, err);
 		aws_creds_release(&cr);
 		if (ret == 0 && a.status >= 200 && a.status < 300) {
+			bucket_learn(c, false);
 			buf_release(&form);
 			*body = buf_detach(&a.body, len);
 			return 0;
 		}
+		if (ret == -ECANCELED) {
+			httpc_answer_release(&a);
+			buf_release(&form);
+			if (cls)
+				*cls = EC2_RETRY;
+			return err_wrap(err, "ec2 %s", action);
+		}
+		if (ret == -ETIMEDOUT) /* the next try waits longer */
+			deadline_ms = deadline_ms * 2 > MAX_DEADLINE_MS ? MAX_DEADLINE_MS
+									: deadline_ms * 2;
 		if (ret < 0) {
-			k = ret == -EAGAIN ? EC2_RETRY : EC2_INVALID;
+			k = ret == -EAGAIN || ret == -ETIMEDOUT ? EC2_RETRY : EC2_INVALID;
 			err_wrap(err, "ec2 %s", action);
 		} else {
 			k = answer_error(action, &a, &code, &msg, err);
+			if (code && strcmp(code, "RequestLimitExceeded") == 0)
+				bucket_learn(c, true);
 		}
 		httpc_answer_release(&a);
 		ec2_fault_release(fault);

@@ -3,8 +3,13 @@
  *
  * Each call POSTs a form-encoded "Action=...&Version=2016-11-15&..." body to the endpoint,
  * signed by libcurl's SigV4 (CURLOPT_AWS_SIGV4 "aws:amz:<region>:ec2"), and parses EC2's XML
- * answer with libxml2. Throttling, 5xx and network failures are retried with exponential
- * back-off and full jitter; every other failure comes back at once, classified:
+ * answer with libxml2. Every call of a client draws from one token bucket whose rate halves
+ * at each RequestLimitExceeded and recovers with successes; throttling, 5xx, network failures
+ * and timeouts are retried with exponential back-off and full jitter (a retried call that
+ * timed out gets twice the time). A call has no fixed time limit: its deadline grows with the
+ * items its answer may hold, and an answer that sends nothing for 60 s is cut. A caller in a
+ * cancel scope (cancel.h) that gives up ends waits and transfers at once (-ECANCELED). Every
+ * other failure comes back at once, classified:
  *
  *	enum ec2_errclass cls;
  *	if (ec2_run_instance(c, &spec, &inst, &cls, err) < 0) {
@@ -71,13 +76,16 @@ enum ec2_errclass ec2_errclass_of(int err_code);
 struct ec2_config {
 	const char *region;   /* required, e.g. "us-east-1" */
 	const char *endpoint; /* NULL: https://ec2.<region>.amazonaws.com/ (also http://host:port/) */
-	struct aws_creds_provider *creds;     /* required; borrowed, must outlive the client */
-	int max_attempts;		      /* tries per call on EC2_RETRY; 0: 8 */
-	int64_t backoff_base_ns;	      /* 0: 100 ms */
-	int64_t backoff_cap_ns;		      /* 0: 20 s */
-	long timeout_ms;		      /* whole request; 0: 30000 */
-	long connect_timeout_ms;	      /* 0: 5000 */
-	size_t max_response;		      /* 0: EC2_MAX_RESPONSE */
+	struct aws_creds_provider *creds; /* required; borrowed, must outlive the client */
+	int max_attempts;		  /* tries per call on EC2_RETRY; 0: 8 */
+	int64_t backoff_base_ns;	  /* 0: 100 ms */
+	int64_t backoff_cap_ns;		  /* 0: 20 s */
+	long timeout_ms; /* a call's deadline for a one-item answer, 100 ms more per item it may
+			  * answer (MaxResults, ids), doubled after a timeout; 0: 30000 */
+	long connect_timeout_ms; /* 0: 5000 */
+	size_t max_response;	 /* 0: EC2_MAX_RESPONSE */
+	double rate;		 /* calls a second of the client's token bucket; 0: 20 */
+	double burst;		 /* calls the bucket holds; 0: 20 */
 	void (*sleep)(void *ctx, int64_t ns); /* between retries; NULL: nanosleep */
 	void *sleep_ctx;
 };
@@ -89,6 +97,8 @@ void ec2_client_free(struct ec2_client *c);
 const char *ec2_client_endpoint(const struct ec2_client *c);
 /* HTTP requests sent so far, retries included (for figures such as calls per pod). */
 uint64_t ec2_client_requests(const struct ec2_client *c);
+/* The token bucket's rate now (calls a second; lower after RequestLimitExceeded). */
+double ec2_client_rate(const struct ec2_client *c);
 
 /* Tags: an owned, ordered list of key/value pairs. */
 struct ec2_tag {
