@@ -535,13 +535,13 @@ static const char *phase_words(enum cell_phase phase)
 {
 	switch (phase) {
 	case CELL_TERMINATING:
-		return "shutting down";
+		return "began shutting down";
 	case CELL_TERMINATED:
-		return "terminated";
+		return "was terminated";
 	case CELL_FAILED:
 		return "failed";
 	default:
-		return "still starting";
+		return "is still starting";
 	}
 }
 
@@ -566,7 +566,7 @@ static int check_instance(struct cellmgr *m, const char *id, struct err *err)
 		cell_info_release(&st);
 		return 0;
 	}
-	ret = err_set(err, EIO, "the instance %s was %s during boot%s%s",
+	ret = err_set(err, EIO, "the instance %s %s during boot%s%s",
 		      st.instance_id && st.instance_id[0] ? st.instance_id : id,
 		      phase_words(st.phase), st.reason && st.reason[0] ? ": " : "",
 		      st.reason ? st.reason : "");

@@ -34,13 +34,15 @@ struct instance {
 	char id[32], type[32], state[16], ip[24], token[80];
 	char cluster[64], cell[64], uid[64];
 	char user_data[512];
-	int hidden; /* not known yet to DescribeInstances and TerminateInstances */
+	const char *reason; /* its stateReason's code, or NULL */
+	int hidden;	    /* not known yet to DescribeInstances and TerminateInstances */
 };
 
 enum after_launch {
 	RUNS,	    /* pending, then running at the first DescribeInstances */
 	STAYS,	    /* pending for ever */
 	TERMINATES, /* shutting down at the first DescribeInstances (a failed boot) */
+	RECLAIMED,  /* terminated at the first one, as a spot instance reclaimed in its boot */
 };
 
 struct fake_ec2 {
@@ -125,16 +127,22 @@ static const char *run_tag(const struct param *p, size_t n, const char *key)
 
 static char *item_xml(const struct instance *in)
 {
+	_cleanup_free_ char *reason =
+		in->reason ? xasprintf("<stateReason><code>%s</code><message>%s: Spot instance "
+				       "termination</message></stateReason>",
+				       in->reason, in->reason)
+			   : xstrdup("");
+
 	return xasprintf("<item><instanceId>%s</instanceId><instanceState><code>0</code><name>%s"
-			 "</name></instanceState><instanceType>%s</instanceType><launchTime>"
+			 "</name></instanceState>%s<instanceType>%s</instanceType><launchTime>"
 			 "2020-12-01T10:20:30.000Z</launchTime><privateIpAddress>%s"
 			 "</privateIpAddress><clientToken>%s</clientToken><tagSet>"
 			 "<item><key>" EC2_TAG_CLUSTER_ID "</key><value>%s</value></item>"
 			 "<item><key>" EC2_TAG_CELL_ID "</key><value>%s</value></item>"
 			 "<item><key>" EC2_TAG_POD_UID "</key><value>%s</value></item>"
 			 "</tagSet></item>",
-			 in->id, in->state, in->type, in->ip, in->token, in->cluster, in->cell,
-			 in->uid);
+			 in->id, in->state, reason, in->type, in->ip, in->token, in->cluster,
+			 in->cell, in->uid);
 }
 
 static int one_of(const char *v, const char *const *list)
@@ -255,10 +263,14 @@ static void describe_instances(struct fake_ec2 *e, const struct param *p, size_t
 
 		if (strcmp(in->state, "pending") == 0 && e->after != STAYS) {
 			snprintf(in->state, sizeof(in->state), "%s",
-				 e->after == RUNS ? "running" : "shutting-down");
+				 e->after == RUNS	 ? "running"
+				 : e->after == RECLAIMED ? "terminated"
+							 : "shutting-down");
 			snprintf(in->ip, sizeof(in->ip), "10.1.0.%d", (int)i + 10);
-			if (e->after == TERMINATES)
+			if (e->after != RUNS)
 				in->ip[0] = '\0';
+			if (e->after == RECLAIMED)
+				in->reason = "Server.SpotInstanceTermination";
 		}
 		if (in->hidden || !matches(in, p, n))
 			continue;
@@ -600,9 +612,38 @@ static void test_provider_ec2__instance_that_dies_fails_the_launch(void **state)
 	f->ec2.after = TERMINATES;
 	spec_init(&s, "cell-1", "t3.nano");
 	assert_int_equal(launch(f, &s, &out, &err), -EIO);
-	want = xasprintf("cell cell-1: instance %s is shutting-down, not running",
+	want = xasprintf("cell cell-1: the instance %s was shutting-down during boot",
 			 f->ec2.inst[0].id);
 	assert_string_equal(err.msg, want);
+}
+
+/* An instance terminated while it is pending (a spot instance reclaimed in its boot), which
+ * the poller no longer lists, fails the launch once it is described by itself, naming its
+ * state and EC2's reason; the provider's state of the cell says the same. */
+static void test_provider_ec2__instance_reclaimed_in_its_boot_fails_the_launch(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out, st = { 0 };
+	struct err err;
+	_cleanup_free_ char *want = NULL;
+
+	f->p.ops->destroy(f->p.self);
+	assert_int_equal(provider_new(f, 60, &err), 0);
+	f->ec2.after = RECLAIMED;
+	spec_init(&s, "cell-1", "t3.nano");
+	assert_int_equal(launch(f, &s, &out, &err), -EIO);
+	want = xasprintf("cell cell-1: the instance %s was terminated during boot: "
+			 "Server.SpotInstanceTermination: Spot instance termination",
+			 f->ec2.inst[0].id);
+	assert_string_equal(err.msg, want);
+
+	assert_int_equal(f->p.ops->state(f->p.self, "cell-1", &st, &err), 0);
+	assert_int_equal(st.phase, CELL_TERMINATED);
+	assert_string_equal(st.instance_id, f->ec2.inst[0].id);
+	assert_string_equal(st.reason, "Server.SpotInstanceTermination: Spot instance termination");
+	cell_info_release(&st);
+	assert_int_equal(f->p.ops->state(f->p.self, "cell-nope", &st, &err), -ENOENT);
 }
 
 /* An instance that stays pending fails the launch after the launch timeout. */
@@ -811,6 +852,7 @@ int main(void)
 		T(launch_again_is_the_same_instance),
 		T(no_capacity_tries_the_next_type),
 		T(instance_that_dies_fails_the_launch),
+		T(instance_reclaimed_in_its_boot_fails_the_launch),
 		T(pending_past_the_timeout),
 		T(list_is_the_clusters_instances),
 		T(terminate_by_cell_or_instance),

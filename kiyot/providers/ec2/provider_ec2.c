@@ -234,7 +234,7 @@ static int left_boot(struct ec2p *p, const char *instance_id, const char *seen, 
 		return 0;
 	}
 	reason = reason_of(&in);
-	ret = err_set(err, EIO, "instance %s is %s, not running%s%s", instance_id, state,
+	ret = err_set(err, EIO, "the instance %s was %s during boot%s%s", instance_id, state,
 		      reason ? ": " : "", reason ? reason : "");
 	ec2_instance_release(&in);
 	return ret;
