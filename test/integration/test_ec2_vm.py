@@ -4,7 +4,9 @@ deploy/cell-image/build.sh (TCG, OVMF; test/ec2/qemu_cell.py). The VM takes its 
 DHCP from a dnsmasq on a bridge of this test's own, reads its bootstrap (the user-data) from
 ec2sim's metadata service at 169.254.169.254 on that bridge (IMDSv2), and its agent enrolls.
 
-Slow under TCG, so it runs only when asked: `make test-vm` (KIYOT_ITEST_VM=1). Prints the
+Slow under TCG, so it runs only when asked: `make test-vm` (KIYOT_ITEST_VM=1;
+KIYOT_ITEST_VM_IMAGE=FILE boots that image instead of building one, KIYOT_ITEST_VM_ACCEL=kvm
+uses KVM where there is one). Prints the
 image build time and the boot-to-enrolled time; asserts neither. Nothing leaves the machine:
 169.254.169.254 lives only on the test's bridge."""
 
@@ -52,6 +54,11 @@ def build_image():
         h.update(os.path.relpath(p, REPO).encode() + b"\0")
         with open(p, "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
+    given = os.environ.get("KIYOT_ITEST_VM_IMAGE")
+    if given:    # an image built before (e.g. by hand with build.sh)
+        if not os.path.isfile(given):
+            raise RuntimeError("KIYOT_ITEST_VM_IMAGE=%s: no such file" % given)
+        return given, None
     out_dir = os.path.join(BUILD, "cell-image", h.hexdigest()[:16])
     image = os.path.join(out_dir, "cell.raw")
     if os.path.exists(image):
@@ -130,6 +137,7 @@ class Ec2VmTest(KiyotTest):
         # DHCP only (no DNS), only for the MACs qemu_cell.py writes into the hosts file
         cls.dnsmasq = subprocess.Popen(
             ["dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+             "--user=root",  # it rereads the hosts file in the work directory (0700)
              "--interface=" + VM_BRIDGE, "--bind-interfaces", "--except-interface=lo",
              "--dhcp-range=%s,static,255.255.255.0,1h" % VM_NET.split("/")[0],
              "--dhcp-hostsfile=" + cls.hosts, "--dhcp-leasefile=" +
@@ -270,7 +278,8 @@ class Ec2VmTest(KiyotTest):
             "echo out-$((6*7)); exec nc -ll -p 9000 -e cat"])
         self.start(cid)
         self.wait_state(cid, "CONTAINER_RUNNING")
-        text = self.wait_log(logp, lambda t: "out-42" in t, "the pod's output")
+        text = "\n".join(self.wait_log(logp, lambda t: "out-42" in "\n".join(t),
+                                        "the pod's output"))
         boot_id = [w for w in text.split() if w.startswith("boot-id=")][0][len("boot-id="):]
         self.assertNotEqual(boot_id, host_boot_id(), "the container runs on this machine's "
                             "kernel, not in the VM")
