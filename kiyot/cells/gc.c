@@ -11,6 +11,13 @@
  *   - no sandbox owns it: terminate it (at start-up at once, later after the grace period,
  *     so a cell being made right now is never taken for an orphan).
  * A ready sandbox whose cell is gone is marked not ready, its containers exited.
+ *
+ * The collector runs on a thread of its own, its first pass too, so kiyot serves the CRI while
+ * it reads the provider's cells. The cells it ends are terminated by up to GC_TERMINATORS
+ * threads at once, so a provider that batches terminations (EC2) gets them together: a
+ * thousand orphans cost a few calls, not two each, one after the other. Stopping it ends a
+ * pass at once: the pass and its terminators check the stop flag before each cell, and their
+ * provider calls run in a cancel scope (cancel.h) that the stop cancels.
  */
 #include "state/kiyot.h"
 
@@ -21,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "cells.h"
 #include "cellsync.h"
 #include "clock.h"
@@ -32,15 +40,27 @@ struct orphan {
 	int64_t first_seen_ns;
 };
 
+/* The most threads that terminate cells at once in one pass. */
+#define GC_TERMINATORS 128
+
 struct gc {
 	struct kiyot *k;
 	pthread_t thread;
+	bool started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop;
+	int stop; /* written under lock, read anywhere */
 	struct orphan *orphans;
 	size_t n_orphans, cap;
 };
+
+/* Whether gc_stop was called: a pass and its provider calls end. */
+static bool stopping(void *ctx)
+{
+	struct gc *g = ctx;
+
+	return __atomic_load_n(&g->stop, __ATOMIC_RELAXED) != 0;
+}
 
 /* When a cell was first seen without an owner (remembered across passes). */
 static int64_t orphan_since(struct gc *g, const char *id, int64_t now)
@@ -209,6 +229,66 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 	sandboxes_put(v, nv);
 }
 
+/* The terminations of one pass, shared by its terminator threads. */
+struct term_jobs {
+	struct gc *g;
+	const struct cell_info *cells;
+	const enum verdict *v;
+	struct sandbox *const *claimed;
+	const size_t *idx; /* the cells to terminate */
+	size_t n, next;	   /* next: taken under the atomic counter */
+};
+
+/* A terminator: takes the pass's next termination until none is left or the gc stops. */
+static void *terminator(void *arg)
+{
+	struct term_jobs *j = arg;
+	struct cancel_scope sc;
+
+	cancel_scope_enter(&sc, stopping, j->g);
+	for (;;) {
+		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+
+		if (i >= j->n)
+			break;
+		if (stopping(j->g)) {
+			/* a claimed sandbox is let go, its cell kept for the next kiyot */
+			if (j->claimed[j->idx[i]])
+				release(j->g->k, j->claimed[j->idx[i]], false);
+			continue;
+		}
+		act(j->g->k, &j->cells[j->idx[i]], j->v[j->idx[i]], j->claimed[j->idx[i]]);
+	}
+	cancel_scope_leave(&sc);
+	return NULL;
+}
+
+/* Carries out a pass's verdicts: keeping and resuming in order, terminations on up to
+ * GC_TERMINATORS threads at once (the provider batches those that come together). */
+static void act_all(struct gc *g, const struct cell_info *cells, const enum verdict *v,
+		    struct sandbox *const *claimed, size_t n)
+{
+	struct term_jobs j = { g, cells, v, claimed, NULL, 0, 0 };
+	size_t *idx = xcalloc(n + 1, sizeof(*idx));
+	pthread_t t[GC_TERMINATORS];
+	size_t nt = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == TERMINATE || v[i] == TERMINATE_INTERRUPTED)
+			idx[j.n++] = i;
+		else if (!stopping(g))
+			act(g->k, &cells[i], v[i], claimed[i]);
+	}
+	j.idx = idx;
+	while (nt < GC_TERMINATORS && nt + 1 < j.n &&
+	       pthread_create(&t[nt], NULL, terminator, &j) == 0)
+		nt++;
+	terminator(&j); /* this thread is one too (the only one for a single cell) */
+	for (size_t i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	free(idx);
+}
+
 static void pass(struct gc *g, int startup)
 {
 	struct kiyot *k = g->k;
@@ -239,8 +319,7 @@ static void pass(struct gc *g, int startup)
 			v[i] = KEEP;
 	}
 	pthread_mutex_unlock(&k->lock);
-	for (size_t i = 0; i < n; i++)
-		act(k, &cells[i], v[i], claimed[i]);
+	act_all(g, cells, v, claimed, n);
 	free(claimed);
 	mark_lost(k, ready, n_ready, cells, n);
 	orphans_forget(g, cells, n);
@@ -257,8 +336,11 @@ out:
 static void *gc_thread(void *arg)
 {
 	struct gc *g = arg;
+	struct cancel_scope sc;
 	struct timespec ts;
 
+	cancel_scope_enter(&sc, stopping, g);
+	pass(g, 1); /* at start-up: what no sandbox owns goes at once */
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -271,6 +353,7 @@ static void *gc_thread(void *arg)
 		pthread_mutex_lock(&g->lock);
 	}
 	pthread_mutex_unlock(&g->lock);
+	cancel_scope_leave(&sc);
 	return NULL;
 }
 
@@ -285,9 +368,10 @@ struct gc *gc_start(struct kiyot *k)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&g->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pass(g, 1);
 	if (pthread_create(&g->thread, NULL, gc_thread, g) != 0)
 		log_error("cells: no garbage collection thread: %s", strerror(errno));
+	else
+		g->started = true;
 	return g;
 }
 
@@ -296,10 +380,11 @@ void gc_stop(struct gc *g)
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);
-	g->stop = 1;
+	__atomic_store_n(&g->stop, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&g->cond);
 	pthread_mutex_unlock(&g->lock);
-	pthread_join(g->thread, NULL);
+	if (g->started)
+		pthread_join(g->thread, NULL);
 	for (size_t i = 0; i < g->n_orphans; i++)
 		free(g->orphans[i].cell_id);
 	free(g->orphans);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "clock.h"
 #include "xalloc.h"
 
@@ -191,8 +192,25 @@ static int fp_terminate(void *self, const char *cell_id, struct err *err)
 	if (op_enter(fp, FAKE_PROVIDER_TERMINATE, err) < 0)
 		return -err->code;
 	pthread_mutex_lock(&fp->lock);
-	while (fp->hold_terminate)
-		wait_held(fp);
+	while (fp->hold_terminate) {
+		struct timespec ts;
+
+		/* a held termination ends when its caller gives up, as EC2 calls do */
+		fp->held++;
+		pthread_cond_broadcast(&fp->cond);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fp->cond, &fp->lock, &ts);
+		fp->held--;
+		if (cancel_requested()) {
+			pthread_mutex_unlock(&fp->lock);
+			return err_set(err, ECANCELED, "terminating cell %s: cancelled", cell_id);
+		}
+	}
 	count_termination(fp, cell_id);
 	cell_remove(fp, cell_id);
 	pthread_mutex_unlock(&fp->lock);

@@ -6,6 +6,7 @@
  * ready sandbox whose cell is gone is marked not ready.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,7 +85,7 @@ static void test_gc__an_orphan_cell_is_terminated_at_start(void **state)
 
 	fake_provider_add_cell(f->fp, "orphan1", CELL_RUNNING);
 	open_or_fail(f);
-	assert_false(fake_provider_has(f->fp, "orphan1"));
+	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "orphan1"), 10000));
 	assert_int_equal(fake_provider_terminated(f->fp, "orphan1"), 1);
 }
 
@@ -96,8 +97,90 @@ static void test_gc__nothing_goes_when_the_provider_cannot_list(void **state)
 	fake_provider_add_cell(f->fp, "orphan1", CELL_RUNNING);
 	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, EIO, 1);
 	open_or_fail(f);
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= 1, 10000));
+	usleep(200000); /* what a pass would do after its list */
 	assert_true(fake_provider_has(f->fp, "orphan1"));
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
+}
+
+struct opener {
+	struct kfix *f;
+	int done; /* atomic */
+	int ret;
+	struct err err;
+};
+
+static void *open_main(void *arg)
+{
+	struct opener *o = arg;
+
+	o->ret = kfix_open(o->f, &o->err);
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *close_main(void *arg)
+{
+	struct opener *o = arg;
+
+	kfix_close(o->f);
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* The first pass is off the start-up path: kiyot is open (and serves the CRI) while the
+ * collector still terminates the orphans it found, many at once. */
+static void test_gc__the_first_pass_is_off_the_start_up_path(void **state)
+{
+	struct kfix *f = *state;
+	struct opener o = { f, 0, 0, ERR_INIT };
+	pthread_t t;
+	bool opened, together;
+
+	for (int i = 0; i < 40; i++) {
+		char id[32];
+
+		snprintf(id, sizeof(id), "orphan-%02d", i);
+		fake_provider_add_cell(f->fp, id, CELL_RUNNING);
+	}
+	fake_provider_hold_terminate(f->fp, 1);
+	assert_int_equal(pthread_create(&t, NULL, open_main, &o), 0);
+	opened = KFIX_WAIT(__atomic_load_n(&o.done, __ATOMIC_RELAXED), 10000);
+	/* the terminations wait together, not one after the other */
+	together = fake_provider_wait_held(f->fp, 40, 10000) == 0;
+	fake_provider_hold_terminate(f->fp, 0); /* first: a failed check must not hang */
+	pthread_join(t, NULL);
+	assert_true(opened);
+	assert_int_equal(o.ret, 0);
+	assert_true(together);
+	assert_true(KFIX_WAIT(fake_provider_n_cells(f->fp) == 0, 10000));
+}
+
+/* Stopping kiyot in the middle of a pass ends it at once: the terminations in flight are
+ * cancelled, the others not begun, and their cells are left for the next kiyot. */
+static void test_gc__stop_ends_a_pass_in_flight(void **state)
+{
+	struct kfix *f = *state;
+	struct opener o = { f, 0, 0, ERR_INIT };
+	pthread_t t;
+	bool closed;
+
+	for (int i = 0; i < 300; i++) {
+		char id[32];
+
+		snprintf(id, sizeof(id), "orphan-%03d", i);
+		fake_provider_add_cell(f->fp, id, CELL_RUNNING);
+	}
+	fake_provider_hold_terminate(f->fp, 1);
+	open_or_fail(f);
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	assert_int_equal(pthread_create(&t, NULL, close_main, &o), 0);
+	closed = KFIX_WAIT(__atomic_load_n(&o.done, __ATOMIC_RELAXED), 10000);
+	fake_provider_hold_terminate(f->fp, 0); /* first: a failed check must not hang */
+	pthread_join(t, NULL);
+	assert_true(closed);
+	assert_true(fake_provider_n_cells(f->fp) > 0);
+	assert_true(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE) < 300);
 }
 
 /* After start-up an unowned cell lives out the grace period (it may be one a launch is making
@@ -292,6 +375,8 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_gc__an_orphan_cell_is_terminated_at_start),
 	TEST(test_gc__nothing_goes_when_the_provider_cannot_list),
 	TEST(test_gc__a_later_orphan_is_kept_for_the_grace_period),
+	TEST(test_gc__the_first_pass_is_off_the_start_up_path),
+	TEST(test_gc__stop_ends_a_pass_in_flight),
 	TEST(test_gc__an_interrupted_launch_is_resumed_by_the_retry),
 	TEST(test_gc__an_interrupted_launch_not_retried_loses_its_cell),
 	TEST(test_gc__an_interrupted_launch_is_kept_within_the_grace_period),

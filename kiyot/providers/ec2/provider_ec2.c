@@ -110,11 +110,21 @@ static int describe_ours(struct ec2p *p, struct ec2_instance **out, size_t *n, s
 	return ec2_describe_instances(p->client, &q, out, n, NULL, err);
 }
 
+/* Whether the provider is being destroyed: the poller's call in flight ends. */
+static bool provider_stopping(void *ctx)
+{
+	struct ec2p *p = ctx;
+
+	return __atomic_load_n(&p->stop, __ATOMIC_RELAXED) != 0;
+}
+
 static void *poller_thread(void *arg)
 {
 	struct ec2p *p = arg;
+	struct cancel_scope sc;
 	struct timespec ts;
 
+	cancel_scope_enter(&sc, provider_stopping, p);
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
 		struct ec2_instance *inst = NULL;
@@ -156,6 +166,7 @@ static void *poller_thread(void *arg)
 			; /* wake-ups from waiters do not shorten the period */
 	}
 	pthread_mutex_unlock(&p->lock);
+	cancel_scope_leave(&sc);
 	return NULL;
 }
 
@@ -732,7 +743,7 @@ static void ec2_destroy(void *self)
 	struct ec2p *p = self;
 
 	pthread_mutex_lock(&p->lock);
-	p->stop = 1;
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->poller, NULL);
