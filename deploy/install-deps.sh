@@ -9,8 +9,12 @@ python3-protobuf python3-yaml python3-botocore awscli iproute2 iptables busybox-
 containerd containernetworking-plugins
 python3-kubernetes python3-websocket python3-ruamel.yaml python3-cryptography
 clang libclang-rt-dev gcovr stress-ng libnetfilter-queue-dev prometheus"
+# the cell image kit (deploy/cell-image): build.sh (systemd-boot comes from the image's own
+# packages) and booting the image (smoke.sh, the VM test: QEMU with OVMF, TCG)
+CELL_IMAGE_PKGS="mmdebstrap mtools dosfstools e2fsprogs fdisk binutils ovmf
+qemu-system-x86 qemu-utils openssl"
 missing=""
-for p in $PKGS; do
+for p in $PKGS $CELL_IMAGE_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 		missing="$missing $p"
 done
