@@ -253,7 +253,8 @@ class Ec2VmTest(KiyotTest):
                         log("---- %s ends:\n%s" % (name, f.read()[-4000:]))
             raise
         enrolled = time.time()
-        self.addCleanup(self._drop, pod)
+        self.pods = [pod]
+        self.addCleanup(self._drop)
         mine = [i for i in self.sim.instances()
                 if tags_of(i).get("kiyot.elotl.co/pod-uid") == cfg.metadata.uid]
         self.assertEqual(len(mine), 1, "one instance for the pod: %s" % mine)
@@ -314,6 +315,7 @@ class Ec2VmTest(KiyotTest):
         self.c.runtime.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod), timeout=120)
         self.c.runtime.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod),
                                         timeout=120)
+        self.pods = []
         wait_for(lambda: [i for i in self.sim.instances() if i["instance_id"] == iid and
                           i["state"] == "terminated"], 120, "the pod's instance terminated")
         wait_for(lambda: not self.qemu_alive(rec), 60, "the VM's qemu to exit")
@@ -321,7 +323,11 @@ class Ec2VmTest(KiyotTest):
         with self.assertRaises(OSError, msg="the pod's IP still answers"):
             http_get(ip, 8080, timeout=3)
 
-    def _drop(self, pod):
+    def _drop(self):
+        for pod in self.pods:
+            self._drop_one(pod)
+
+    def _drop_one(self, pod):
         try:
             self.c.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=pod),
                                           timeout=120)
