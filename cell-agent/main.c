@@ -36,6 +36,7 @@
 #include "fsutil.h"
 #include "image.h"
 #include "imds.h"
+#include "interrupt.h"
 #include "log.h"
 #include "pidlock.h"
 #include "pki.h"
@@ -218,8 +219,12 @@ static struct feed_server *start_feed(struct agent *a)
 	return feed;
 }
 
-static int run_agent(struct agent *a)
+/* run_agent with imds set when the cell is on EC2 (--bootstrap-imds, or $KIYOT_IMDS_ENDPOINT
+ * given): the instance metadata service is then watched for spot interruptions, at endpoint
+ * (NULL: $KIYOT_IMDS_ENDPOINT, else EC2's). */
+static int run_agent(struct agent *a, bool imds, const char *endpoint)
 {
+	struct interrupt_watch *interrupts = NULL;
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
 	struct rpc_server *srv = NULL;
@@ -254,6 +259,8 @@ static int run_agent(struct agent *a)
 	}
 	if (agent_open(a, &err) < 0)
 		die("%s", err.msg);
+	if (imds)
+		interrupts = interrupt_watch_start(a->hub, endpoint);
 	addr = xasprintf("%s:%d", a->ip, a->cfg.port);
 	/* the pod's images, while the kubelet is still on its way to asking for them; a
 	 * restarted agent finds them in its store and fetches nothing again */
@@ -285,6 +292,7 @@ static int run_agent(struct agent *a)
 		} while (sig != SIGTERM && sig != SIGINT);
 	}
 	log_info("stopping; units keep running under their shims");
+	interrupt_watch_stop(interrupts);
 	feed_server_stop(feed);
 	rpc_server_stop(srv);
 	if (image_prepull_stop(prepull, 2000) < 0) {
@@ -380,5 +388,5 @@ int main(int argc, char **argv)
 		die("%s", err.msg);
 	a.cgroup = own_cgroup();
 	start_podns(&a);
-	return run_agent(&a);
+	return run_agent(&a, from_imds || getenv(IMDS_ENDPOINT_ENV), endpoint);
 }

@@ -4,7 +4,8 @@
  * which kiyot keeps open for every live cell. Log events from the supervisor only wake the
  * watches: each reads the unit's log file from where it stands, so a watch that resumes at an
  * offset, or falls behind, never loses or repeats a byte. Stats asked for the same way answer
- * a unary call.
+ * a unary call. What the instance metadata service says of the instance's coming end
+ * (interrupt.h) is kept here and sent to every watch, at its start and when it changes.
  */
 #include "agent.h"
 
@@ -17,6 +18,7 @@
 #include "cellagent.pb-c.h"
 #include "clock.h"
 #include "feed.h"
+#include "interrupt.h"
 #include "log.h"
 #include "rpc.h"
 #include "stats.h"
@@ -27,7 +29,8 @@
 #define LOG_CHUNK (256 * 1024)
 #define STATS_INTERVAL_MIN_MS 100
 
-/* A wake-up for one watch: a unit whose status or log changed. */
+/* A wake-up for one watch: a unit whose status or log changed, or (unit_id NULL) news of
+ * the instance's interruption. */
 struct note {
 	char *unit_id;
 	int is_log;
@@ -44,6 +47,9 @@ struct watch_hub {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct watcher *list;
+	/* the latest interruption news of each kind, if any (interrupt.h) */
+	struct interruption interruptions[INTERRUPTION_KINDS];
+	bool have_interruption[INTERRUPTION_KINDS];
 };
 
 struct watch_hub *watch_hub_new(void)
@@ -59,9 +65,9 @@ struct watch_hub *watch_hub_new(void)
 	return h;
 }
 
-void watch_hub_notify(struct watch_hub *h, const char *unit_id, int is_log)
+/* Queues a note for every watch and wakes them. Needs the hub's lock. */
+static void notify_locked(struct watch_hub *h, const char *unit_id, int is_log)
 {
-	pthread_mutex_lock(&h->lock);
 	for (struct watcher *w = h->list; w; w = w->next) {
 		struct note *n;
 
@@ -70,11 +76,26 @@ void watch_hub_notify(struct watch_hub *h, const char *unit_id, int is_log)
 			continue;
 		}
 		n = &w->q[(w->head + w->len) % WATCH_QUEUE_MAX];
-		n->unit_id = xstrdup(unit_id);
+		n->unit_id = unit_id ? xstrdup(unit_id) : NULL;
 		n->is_log = is_log;
 		w->len++;
 	}
 	pthread_cond_broadcast(&h->cond);
+}
+
+void watch_hub_notify(struct watch_hub *h, const char *unit_id, int is_log)
+{
+	pthread_mutex_lock(&h->lock);
+	notify_locked(h, unit_id, is_log);
+	pthread_mutex_unlock(&h->lock);
+}
+
+void watch_hub_interruption(struct watch_hub *h, const struct interruption *in)
+{
+	pthread_mutex_lock(&h->lock);
+	h->interruptions[in->kind] = *in;
+	h->have_interruption[in->kind] = true;
+	notify_locked(h, NULL, 0);
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -266,6 +287,35 @@ static int send_stats(struct agent *a, const struct watch_sink *k, struct err *e
 	return ret;
 }
 
+/* Sends what the hub knows of the instance's interruption, each kind it holds. */
+static int send_interruptions(struct agent *a, const struct watch_sink *k, struct err *err)
+{
+	struct interruption in[INTERRUPTION_KINDS];
+	bool have[INTERRUPTION_KINDS];
+	int ret = 0;
+
+	pthread_mutex_lock(&a->hub->lock);
+	memcpy(in, a->hub->interruptions, sizeof(in));
+	memcpy(have, a->hub->have_interruption, sizeof(have));
+	pthread_mutex_unlock(&a->hub->lock);
+	for (int i = 0; i < INTERRUPTION_KINDS && ret == 0; i++) {
+		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+		Kiyot__Cell__V1__Interruption w = KIYOT__CELL__V1__INTERRUPTION__INIT;
+
+		if (!have[i])
+			continue;
+		w.kind = in[i].kind == INTERRUPTION_NOTICE
+				 ? KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE
+				 : KIYOT__CELL__V1__INTERRUPTION__KIND__REBALANCE;
+		w.action = in[i].action;
+		w.time_unix_ns = in[i].time_unix_ns;
+		ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION;
+		ev.interruption = &w;
+		ret = k->send(k->to, &ev, err);
+	}
+	return ret;
+}
+
 /* Takes the next note, waiting up to wait_ms; 1 with *out, 0 on timeout, -1 on overflow. */
 static int next_note(struct watch_hub *h, struct watcher *w, int64_t wait_ms, struct note *out)
 {
@@ -317,6 +367,8 @@ static int watch_serve(struct agent *a, const Kiyot__Cell__V1__WatchRequest *r,
 			ret = send_log(a, k, &s, st[i].id, buf, err);
 		unit_status_array_free(st, n);
 	}
+	if (ret == 0)
+		ret = send_interruptions(a, k, err);
 	if (ret == 0) {
 		Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
 
@@ -342,8 +394,9 @@ static int watch_serve(struct agent *a, const Kiyot__Cell__V1__WatchRequest *r,
 		}
 		if (got == 0)
 			continue;
-		ret = note.is_log ? send_log(a, k, &s, note.unit_id, buf, err)
-				  : send_status(a, k, note.unit_id, err);
+		ret = !note.unit_id ? send_interruptions(a, k, err)
+		      : note.is_log ? send_log(a, k, &s, note.unit_id, buf, err)
+				    : send_status(a, k, note.unit_id, err);
 		free(note.unit_id);
 	}
 	watcher_remove(a->hub, w);

@@ -141,6 +141,12 @@ void cells_free(struct cellmgr *m)
 {
 	if (!m)
 		return;
+	pthread_mutex_lock(&m->lock);
+	m->quit = true; /* no new interruption thread, no Watch opened again */
+	pthread_cond_broadcast(&m->cond);
+	while (m->interrupt_threads) /* they use the cells and kiyot */
+		pthread_cond_wait(&m->cond, &m->lock);
+	pthread_mutex_unlock(&m->lock);
 	while (m->cells) {
 		struct cell_entry *e = m->cells;
 
@@ -198,6 +204,80 @@ void cell_stats_keep(struct cellmgr *m, struct cell_entry *e,
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* A kiyot_on_interruption call on a thread of its own. */
+struct interrupt_run {
+	struct cellmgr *m;
+	char *cell_id;
+	struct cell_interruption in;
+};
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupt_run *r = arg;
+	struct cellmgr *m = r->m;
+
+	kiyot_on_interruption(m->k, r->cell_id, &r->in);
+	free(r->cell_id);
+	free(r);
+	pthread_mutex_lock(&m->lock);
+	m->interrupt_threads--;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+/* Keeps what the agent said of its instance's interruption; news (a kind not seen before, or
+ * another time) goes to kiyot_on_interruption on a thread of its own: it stops containers and
+ * waits for the cell, which a Watch callback must not. */
+static void interruption_event(struct cellmgr *m, struct cell_entry *e,
+			       const Kiyot__Cell__V1__Interruption *w)
+{
+	struct interrupt_run *r = NULL;
+	struct cell_interruption *in = &e->interruption;
+	bool news = false;
+	pthread_attr_t attr;
+
+	pthread_mutex_lock(&m->lock);
+	if (w->kind == KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE &&
+	    (!in->notice || in->notice_time_ns != w->time_unix_ns)) {
+		in->notice = news = true;
+		in->notice_time_ns = w->time_unix_ns;
+		snprintf(in->action, sizeof(in->action), "%.15s", w->action ? w->action : "");
+	} else if (w->kind == KIYOT__CELL__V1__INTERRUPTION__KIND__REBALANCE &&
+		   (!in->rebalance || in->rebalance_time_ns != w->time_unix_ns)) {
+		in->rebalance = news = true;
+		in->rebalance_time_ns = w->time_unix_ns;
+	}
+	if (news && !m->quit) {
+		r = xcalloc(1, sizeof(*r));
+		*r = (struct interrupt_run){ m, xstrdup(e->id), *in };
+		m->interrupt_threads++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!r)
+		return;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&(pthread_t){ 0 }, &attr, interrupt_main, r) != 0) {
+		log_error("cell %s: no thread to act on its interruption; running it here",
+			  r->cell_id);
+		interrupt_main(r);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+int cells_interruption(struct cellmgr *m, const char *cell_id, struct cell_interruption *out)
+{
+	struct cell_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, cell_id);
+	if (e)
+		*out = e->interruption;
+	pthread_mutex_unlock(&m->lock);
+	return e ? 0 : -ENOENT;
+}
+
 static void handle_event(struct cellmgr *m, struct cell_entry *e,
 			 const Kiyot__Cell__V1__WatchEvent *ev)
 {
@@ -216,6 +296,10 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
 		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
+		break;
+	case KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION:
+		if (ev->interruption)
+			interruption_event(m, e, ev->interruption);
 		break;
 	default:
 		break;

@@ -9,6 +9,7 @@
 #ifndef KIYOT_CELLS_H
 #define KIYOT_CELLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "agent_client.h"
@@ -55,6 +56,22 @@ enum cells_launch_state {
 void cells_launch_begin(struct cellmgr *m, const char *cell_id);
 void cells_launch_end(struct cellmgr *m, const char *cell_id);
 enum cells_launch_state cells_launch_cancel(struct cellmgr *m, const char *cell_id);
+/*
+ * What a cell's agent said of its instance's coming end (its Watch's INTERRUPTION events:
+ * EC2's spot interruption notice and rebalance recommendation). The manager keeps the latest
+ * of each kind while the cell runs, and calls kiyot_on_interruption (kiyot.h) on a thread of
+ * its own for each new one.
+ */
+struct cell_interruption {
+	bool notice;		   /* a spot interruption notice came */
+	char action[16];	   /* its action: "terminate", "stop" or "hibernate" */
+	int64_t notice_time_ns;	   /* when EC2 acts (Unix time, ns) */
+	bool rebalance;		   /* a rebalance recommendation came */
+	int64_t rebalance_time_ns; /* when EC2 noticed the risk */
+};
+/* The cell's interruption news into *out: 0, or -ENOENT when the cell is not running. */
+int cells_interruption(struct cellmgr *m, const char *cell_id, struct cell_interruption *out);
+
 /* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
  * offsets kiyot remembers). */
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);

@@ -50,6 +50,8 @@ struct cell_entry {
 	bool stats_asking;
 	uint64_t stats_gen;
 	struct err stats_err;
+	/* What the agent said of its instance's coming end; guarded by the manager's lock. */
+	struct cell_interruption interruption;
 	/* ExecSync calls in flight to the agent (at most CELL_EXECS_MAX) and those waiting for a
 	 * turn, oldest first; guarded by the manager's lock. */
 	int execs;
@@ -111,6 +113,7 @@ struct cellmgr {
 	bool restarting, quit;
 	struct cell_entry *cells;
 	struct cell_launch *launches; /* under way (under lock) */
+	int interrupt_threads;	      /* kiyot_on_interruption calls running (under lock) */
 	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
 	char *ca, *ca_key;
 	char *cert, *key;

@@ -14,6 +14,7 @@
 
 #include "sizing/catalog.h"
 #include "codec.h"
+#include "cells.h"
 #include "cri/cri.h"
 #include "state/kiyot.h"
 #include "kube/kube.h"
@@ -67,12 +68,48 @@ static json_t *desired_cell(struct cellsync *cs, const struct sandbox *sb)
 		"sizingReason", sb->sizing_reason ? sb->sizing_reason : "");
 }
 
-/* The cells that should have objects, by name. */
+/* A Unix time in ns as RFC 3339 UTC, as the API shows times. */
+static json_t *rfc3339(int64_t unix_ns)
+{
+	time_t t = (time_t)(unix_ns / 1000000000LL);
+	struct tm tm;
+	char buf[32];
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		return json_string("");
+	return json_string(buf);
+}
+
+/* Adds what the cell's agent said of its instance's interruption to its object's status
+ * (status.interruption); a cell with a notice is in phase Interrupted. Whether it had any. */
+static bool add_interruption(struct cellsync *cs, const char *name, json_t *obj)
+{
+	struct cell_interruption in;
+	json_t *st = json_object_get(obj, "status"), *j;
+
+	if (!cs->k->cells || cells_interruption(cs->k->cells, name, &in) < 0 ||
+	    !(in.notice || in.rebalance))
+		return false;
+	j = json_object();
+	if (in.notice) {
+		json_object_set_new(j, "action", json_string(in.action));
+		json_object_set_new(j, "time", rfc3339(in.notice_time_ns));
+		json_object_set_new(st, "phase", json_string("Interrupted"));
+	}
+	if (in.rebalance)
+		json_object_set_new(j, "rebalanceRecommendedAt", rfc3339(in.rebalance_time_ns));
+	json_object_set_new(st, "interruption", j);
+	return true;
+}
+
+/* The cells that should have objects, by name: those launching or running a ready sandbox,
+ * and those whose sandbox an interruption made not ready, until the kubelet stops it. */
 static json_t *desired_cells(struct cellsync *cs)
 {
 	struct kiyot *k = cs->k;
-	json_t *want = json_object();
+	json_t *want = json_object(), *interrupted = json_object(), *obj;
 	struct sandbox **v;
+	const char *name;
 	size_t n;
 
 	pthread_mutex_lock(&k->lock);
@@ -80,13 +117,25 @@ static json_t *desired_cells(struct cellsync *cs)
 	for (size_t i = 0; i < n; i++) {
 		const struct sandbox *sb = v[i];
 
-		if (!sb->cell_id[0] ||
-		    !(sb->state == SANDBOX_READY || sb->phase == SANDBOX_LAUNCHING))
+		if (!sb->cell_id[0])
 			continue;
-		json_object_set_new(want, sb->cell_id, desired_cell(cs, sb));
+		json_object_set_new(sb->state == SANDBOX_READY || sb->phase == SANDBOX_LAUNCHING
+					    ? want
+					    : interrupted,
+				    sb->cell_id, desired_cell(cs, sb));
 	}
 	pthread_mutex_unlock(&k->lock);
 	sandboxes_put(v, n);
+	/* (the cell manager's lock is never taken under k->lock) */
+	json_object_foreach (want, name, obj)
+		add_interruption(cs, name, obj);
+	json_object_foreach (interrupted, name, obj)
+		if (add_interruption(cs, name, obj) &&
+		    !strcmp(json_string_value(
+				    json_object_get(json_object_get(obj, "status"), "phase")),
+			    "Interrupted"))
+			json_object_set(want, name, obj);
+	json_decref(interrupted);
 	return want;
 }
 

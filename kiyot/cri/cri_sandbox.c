@@ -765,3 +765,88 @@ int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	out->url = rpc_strdup(call, url);
 	return 0;
 }
+
+/* A spot interruption's containers end this long before EC2 acts: their stop's own answer,
+ * and the kubelet's StopPodSandbox, come in that time. */
+#define INTERRUPT_MARGIN_S 15
+/* The grace of a pod whose Pod object cannot be read (Kubernetes' default). */
+#define INTERRUPT_DEFAULT_GRACE_S 30
+
+/* The sandbox whose cell is cell_id and still runs it, with a reference, or NULL. Needs
+ * k->lock. */
+static struct sandbox *sandbox_of_cell(struct kiyot *k, const char *cell_id)
+{
+	struct sandbox **v, *hit = NULL;
+	size_t n = records_sandboxes(k->records, &v);
+
+	for (size_t i = 0; i < n && !hit; i++)
+		if (strcmp(v[i]->cell_id, cell_id) == 0)
+			hit = sandbox_get(v[i]);
+	sandboxes_put(v, n);
+	return hit;
+}
+
+/* How long the pod's containers may take to stop for an interruption at deadline_ns (Unix
+ * time): the pod's terminationGracePeriodSeconds, but no later than INTERRUPT_MARGIN_S before
+ * the deadline. */
+static int64_t interruption_grace(struct kiyot *k, const struct sandbox *sb, int64_t deadline_ns)
+{
+	struct podspec *pod = pod_object(k, sb->config->metadata);
+	int64_t grace = pod ? pod->termination_grace_period_seconds : INTERRUPT_DEFAULT_GRACE_S;
+	int64_t left = (deadline_ns - clock_now_ns()) / 1000000000LL - INTERRUPT_MARGIN_S;
+
+	podspec_free(pod);
+	if (grace > left)
+		grace = left;
+	return grace > 0 ? grace : 0;
+}
+
+void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct cell_interruption *in)
+{
+	struct err err = ERR_INIT;
+	struct container **cs;
+	struct sandbox *sb;
+	int64_t grace;
+	size_t n;
+
+	pthread_mutex_lock(&k->lock);
+	sb = sandbox_of_cell(k, cell_id);
+	pthread_mutex_unlock(&k->lock);
+	if (!sb)
+		return;
+	cellsync_kick(k->cellsync); /* the Cell shows it */
+	if (!in->notice) {
+		log_warn("sandbox %s: cell %s has a rebalance recommendation: its instance is at "
+			 "an elevated risk of interruption",
+			 sb->id, cell_id);
+		sandbox_put(sb);
+		return;
+	}
+	grace = interruption_grace(k, sb, in->notice_time_ns);
+	log_warn("sandbox %s: cell %s has a spot interruption notice (%s in %lld s): stopping "
+		 "its containers within %lld s; the pod gets a new sandbox",
+		 sb->id, cell_id, in->action,
+		 (long long)((in->notice_time_ns - clock_now_ns()) / 1000000000LL),
+		 (long long)grace);
+	pthread_mutex_lock(&k->lock);
+	n = records_containers(k->records, sb->id, &cs);
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i]->desired == DESIRED_STOPPED || cs[i]->desired == DESIRED_REMOVED)
+			continue;
+		cs[i]->desired = DESIRED_STOPPED;
+		cs[i]->stop_timeout_s = grace;
+		if (records_save_container(k->records, cs[i], &err) < 0)
+			log_error("container %s: %s", cs[i]->id, err.msg);
+	}
+	containers_put(cs, n);
+	pthread_mutex_unlock(&k->lock);
+	if (cri_apply_pod(k, sb->id, (grace + INTERRUPT_MARGIN_S) * 1000, &err) < 0)
+		log_warn("sandbox %s: stopping its containers for the interruption: %s", sb->id,
+			 err.msg);
+	pthread_mutex_lock(&k->lock);
+	if (sandbox_listed(sb) && sb->state == SANDBOX_READY && !strcmp(sb->cell_id, cell_id))
+		kiyot_sandbox_lost(k, sb, "SpotInterrupted");
+	pthread_mutex_unlock(&k->lock);
+	cellsync_kick(k->cellsync);
+	sandbox_put(sb);
+}

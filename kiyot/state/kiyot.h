@@ -184,6 +184,15 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
 		       size_t len);
 
+/* Called by the cell manager, on a thread of its own (it may block), when a cell's agent said
+ * its instance is to be interrupted (cells.h): a spot interruption notice stops the pod's
+ * containers within their grace period, ending before EC2 acts, and makes its sandbox not
+ * ready, so the kubelet makes the pod a new sandbox in a new cell; the Cell object shows
+ * it. */
+struct cell_interruption;
+void kiyot_on_interruption(struct kiyot *k, const char *cell_id,
+			   const struct cell_interruption *in);
+
 /* The log offsets of the units of a cell, for resuming its Watch stream. */
 void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
 		       size_t *n);

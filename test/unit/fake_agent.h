@@ -93,6 +93,10 @@ int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_
 /* The cell's usage (what Stats answers) on its open Watches, as a real agent sends it every
  * stats interval. -ENOENT when the cell is unknown. */
 int fake_agent_push_stats(struct fake_agent *fa, const char *cell_id);
+/* Any event (a copy) on the cell's open Watches, as a real agent sends news (an
+ * INTERRUPTION). -ENOENT when the cell is unknown. */
+int fake_agent_push_event(struct fake_agent *fa, const char *cell_id,
+			  const Kiyot__Cell__V1__WatchEvent *ev);
 
 /* What kiyot asked for. */
 /* The unit's state (KIYOT__CELL__V1__UNIT_STATE__*), or -1 when the cell does not have it. */

@@ -227,6 +227,19 @@ int fake_agent_push_stats(struct fake_agent *fa, const char *cell_id)
 	return 0;
 }
 
+int fake_agent_push_event(struct fake_agent *fa, const char *cell_id,
+			  const Kiyot__Cell__V1__WatchEvent *ev)
+{
+	struct fake_cell *c;
+
+	pthread_mutex_lock(&fa->lock);
+	c = fa_cell_find(fa, cell_id);
+	if (c)
+		fa_notify(fa, c, ev);
+	pthread_mutex_unlock(&fa->lock);
+	return c ? 0 : -ENOENT;
+}
+
 int fake_agent_unit_state(struct fake_agent *fa, const char *cell_id, const char *unit_id)
 {
 	struct fake_cell *c;

@@ -16,6 +16,8 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "cells/cells.h"
+#include "clock.h"
 #include "kiyot_fixture.h"
 #include "xalloc.h"
 
@@ -323,6 +325,106 @@ static void test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch
 	assert_true(no_sandbox(f));
 	assert_int_equal(fake_provider_n_cells(f->fp), 0);
 	free(r.id);
+}
+
+/* The cell's agent says what the instance metadata service said: kind, with a time secs from
+ * now. */
+static void push_interruption(struct kfix *f, const char *cell, int kind, int64_t secs)
+{
+	Kiyot__Cell__V1__WatchEvent ev = KIYOT__CELL__V1__WATCH_EVENT__INIT;
+	Kiyot__Cell__V1__Interruption in = KIYOT__CELL__V1__INTERRUPTION__INIT;
+
+	in.kind = kind;
+	in.action = kind == KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE ? "terminate" : "";
+	in.time_unix_ns = clock_now_ns() + secs * 1000000000LL;
+	ev.kind = KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION;
+	ev.interruption = &in;
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell), 10000));
+	assert_int_equal(fake_agent_push_event(f->fa, cell, &ev), 0);
+}
+
+/* The grace kiyot gave a container's stop. */
+static int64_t stop_grace(struct kfix *f, const char *ctr)
+{
+	struct container *c;
+	int64_t grace;
+
+	pthread_mutex_lock(&f->k.lock);
+	c = records_container(f->k.records, ctr);
+	grace = c ? c->stop_timeout_s : -1;
+	pthread_mutex_unlock(&f->k.lock);
+	return grace;
+}
+
+/*
+ * A spot interruption notice from a cell's agent stops the pod's containers in the cell with
+ * the pod's grace (Kubernetes' 30 s when the Pod object cannot be read), then makes the
+ * sandbox not ready, so the kubelet gives the pod a new sandbox; the cell keeps the notice.
+ */
+static void test_cri_sandbox__a_spot_interruption_notice_stops_the_pod(void **state)
+{
+	struct kfix *f = *state;
+	struct cell_interruption in;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	push_interruption(f, cell, KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE, 120);
+	assert_true(KFIX_WAIT(kfix_pod_state(f, sb, &err) == NOTREADY, 10000));
+	assert_int_equal(fake_agent_unit_desired(f->fa, cell, ctr),
+			 KIYOT__CELL__V1__UNIT_DESIRED__STOPPED);
+	assert_int_equal(stop_grace(f, ctr), 30);
+	assert_int_equal(kfix_container_state(f, ctr, &err),
+			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+	assert_int_equal(cells_interruption(f->k.cells, cell, &in), 0);
+	assert_true(in.notice);
+	assert_false(in.rebalance);
+	assert_string_equal(in.action, "terminate");
+}
+
+/* A notice with less time left than the pod's grace stops its containers within what is
+ * left, less the margin its stop and the kubelet's StopPodSandbox need. */
+static void test_cri_sandbox__an_interruption_shortens_the_grace_to_the_deadline(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	int64_t grace;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	push_interruption(f, cell, KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE, 40);
+	assert_true(KFIX_WAIT(kfix_pod_state(f, sb, &err) == NOTREADY, 10000));
+	grace = stop_grace(f, ctr);
+	assert_true(grace <= 40 - 15);
+	assert_true(grace >= 20);
+}
+
+/* A rebalance recommendation is kept for the cell (its Cell shows it) and changes nothing of
+ * the pod. */
+static void test_cri_sandbox__a_rebalance_recommendation_leaves_the_pod_running(void **state)
+{
+	struct kfix *f = *state;
+	struct cell_interruption in;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	push_interruption(f, cell, KIYOT__CELL__V1__INTERRUPTION__KIND__REBALANCE, 0);
+	assert_true(
+		KFIX_WAIT(cells_interruption(f->k.cells, cell, &in) == 0 && in.rebalance, 10000));
+	assert_false(in.notice);
+	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
+	assert_int_equal(kfix_container_state(f, ctr, &err),
+			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
 }
 
 struct stop_call {
@@ -716,6 +818,9 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_stop_while_launching_cancels_the_launch),
 	TEST(test_cri_sandbox__a_remove_while_waiting_for_the_agent_cancels_it),
 	TEST(test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch),
+	TEST(test_cri_sandbox__a_spot_interruption_notice_stops_the_pod),
+	TEST(test_cri_sandbox__an_interruption_shortens_the_grace_to_the_deadline),
+	TEST(test_cri_sandbox__a_rebalance_recommendation_leaves_the_pod_running),
 	TEST(test_cri_sandbox__a_stop_during_a_stop_waits_for_it),
 	TEST(test_cri_sandbox__a_failed_launch_leaves_nothing),
 	cmocka_unit_test_setup_teardown(
