@@ -89,8 +89,9 @@ ESP_STAGE=$WORK/esp
 # What a cell needs: the kernel for EC2 and QEMU (ENA, NVMe, virtio), systemd with networkd
 # and resolved (DHCP, DNS), crun, CA certificates, and the shared libraries cell-agent links
 # (checked against the binary after the install). dbus carries networkd's DNS servers to
-# resolved. systemd-boot-efi is taken out again once its EFI binary is copied.
-PKGS="systemd systemd-sysv udev dbus systemd-resolved linux-image-cloud-$ARCH initramfs-tools
+# resolved; timesyncd keeps the clock kiyot's certificates are checked against.
+# systemd-boot-efi is taken out again once its EFI binary is copied.
+PKGS="systemd systemd-sysv udev dbus systemd-resolved systemd-timesyncd linux-image-cloud-$ARCH initramfs-tools
 crun ca-certificates libgrpc29 libprotobuf-c1 libcurl4 libjansson4 libssl3 libarchive13
 systemd-boot-efi"
 PKGS=$(printf '%s' "$PKGS" | tr -s ' \n' ',,')

@@ -19,10 +19,12 @@ install -m 0755 -o 0 -g 0 "$CELL_IMAGE_SHIM" "$R/usr/local/bin/cell-shim"
 cp "$R/usr/lib/systemd/boot/efi/systemd-boot$CELL_IMAGE_EFI_ARCH.efi" "$CELL_IMAGE_ESP/"
 chroot "$R" dpkg --purge systemd-boot-efi >/dev/null
 
-# services: networkd (and its wait-online, for network-online.target), resolved, the agent;
+# services: networkd (and its wait-online, for network-online.target), resolved, timesyncd,
+# the agent;
 # no periodic jobs a short-lived cell has no use for, and no getty but the serial console's
 # (generated from console=ttyS0)
-chroot "$R" systemctl enable systemd-networkd.service systemd-resolved.service cell-agent.service
+chroot "$R" systemctl enable systemd-networkd.service systemd-resolved.service \
+	systemd-timesyncd.service cell-agent.service
 for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \
 	fstrim.timer getty@.service; do
 	chroot "$R" systemctl mask "$unit" >/dev/null 2>&1
