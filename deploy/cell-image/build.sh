@@ -80,7 +80,10 @@ KEEP_WORK=1
 [ -n "$WORK" ] || { WORK=$(mktemp -d "$OUT_DIR/cell-image-work.XXXXXX") && KEEP_WORK=; }
 mkdir -p "$WORK"
 # a --work directory is kept (the root tree, the partitions) for a look inside
-cleanup() { [ -n "$KEEP_WORK" ] || rm -rf "$WORK"; }
+cleanup() {
+	rm -f "$OUT.tmp"
+	[ -n "$KEEP_WORK" ] || rm -rf "$WORK"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 ROOT=$WORK/root
