@@ -16,6 +16,7 @@
 #include "cri/cri.h"
 #include "state/kiyot.h"
 #include "kube/quantity.h"
+#include "providers/provider.h"
 #include "sizing/sizing.h"
 #include "xalloc.h"
 
@@ -110,6 +111,23 @@ const char *provision_demand_source(unsigned from)
 	}
 }
 
+/* Whether a spot pod may run on demand when spot has no capacity: 1 with
+ * pod.elotl.co/spot-fallback: on-demand, 0 without it, EINVAL for another value. */
+static int spot_fallback(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	const char *v =
+		cri_map_get((void **)cfg->annotations, cfg->n_annotations, ANN_SPOT_FALLBACK);
+
+	if (!v)
+		return 0;
+	if (strcmp(v, "on-demand") == 0)
+		return 1;
+	return err_set(err, EINVAL,
+		       "annotation %s: \"%s\" is not a fallback; use on-demand (or leave it out "
+		       "to run on spot only)",
+		       ANN_SPOT_FALLBACK, v);
+}
+
 int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 		   struct size_choice *out, struct err *err)
 {
@@ -123,8 +141,10 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	struct pod_demand d;
 	struct sizing_choice ch;
 	unsigned from;
+	int fallback;
 
-	if (provision_demand(cfg, pod, &d, &from, err) < 0)
+	if (provision_demand(cfg, pod, &d, &from, err) < 0 ||
+	    (fallback = spot_fallback(cfg, err)) < 0)
 		return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
 	if (!d.instance_type && k->cfg.default_instance_type[0] && !d.cpu_milli &&
 	    !d.memory_bytes && !d.gpus)
@@ -142,7 +162,7 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	out->cpus = ch.cpu;
 	out->memory_bytes = ch.memory_bytes;
 	out->price = ch.price;
-	out->spot = ch.spot;
+	out->spot = ch.spot ? (fallback ? CELL_SPOT_OR_ON_DEMAND : CELL_SPOT) : 0;
 	out->reason = xasprintf("%s; %s", provision_demand_source(from), ch.reason);
 	out->n_alternatives = 0;
 	for (size_t i = 0; i < ch.n_runners_up && i < ARRAY_SIZE(out->alternatives); i++)

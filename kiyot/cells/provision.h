@@ -20,7 +20,7 @@ struct size_choice {
 	double cpus;
 	int64_t memory_bytes;
 	double price;
-	int spot;
+	int spot; /* cell_spec.spot: 0, CELL_SPOT or CELL_SPOT_OR_ON_DEMAND */
 	char *reason;
 	/* The next cheapest types, for a provider without capacity for the first. */
 	char *alternatives[3];
@@ -58,8 +58,9 @@ void size_choice_release(struct size_choice *c);
 #define ANN_TARGET_RUNTIME "kubernetes.io/target-runtime"
 #define ANN_LAUNCH_TYPE "pod.elotl.co/launch-type"
 #define ANN_INSTANCE_TYPE "pod.elotl.co/instance-type"
-#define ANN_CPU_REQUEST "pod.elotl.co/cpu"	 /* pod demand, a quantity: "250m" */
-#define ANN_MEMORY_REQUEST "pod.elotl.co/memory" /* pod demand, a quantity: "400Mi" */
+#define ANN_SPOT_FALLBACK "pod.elotl.co/spot-fallback" /* "on-demand": when spot has none */
+#define ANN_CPU_REQUEST "pod.elotl.co/cpu"	       /* pod demand, a quantity: "250m" */
+#define ANN_MEMORY_REQUEST "pod.elotl.co/memory"       /* pod demand, a quantity: "400Mi" */
 #define ANN_GPU_REQUEST "pod.elotl.co/gpu"
 #define ANN_RESTART_POLICY                                                                         \
 	"pod.elotl.co/restart-policy" /* Always|OnFailure|Never, for cells

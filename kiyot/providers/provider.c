@@ -13,6 +13,7 @@ void cell_info_release(struct cell_info *c)
 	free(c->ip);
 	free(c->pod_uid);
 	free(c->reason);
+	free(c->launch_note);
 	*c = (struct cell_info){ 0 };
 }
 

@@ -15,6 +15,11 @@
 
 #include "err.h"
 
+/* cell_spec.spot: a spot cell, and one that may run on demand when spot has no capacity (the
+ * pod's annotation pod.elotl.co/spot-fallback: on-demand). */
+#define CELL_SPOT 1
+#define CELL_SPOT_OR_ON_DEMAND 2
+
 /* What to launch. All strings borrowed for the duration of the call. */
 struct cell_spec {
 	const char *cell_id;	/* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
@@ -26,7 +31,7 @@ struct cell_spec {
 	double cpus;		   /* the instance type's vCPUs: the cell's CPU cap */
 	int64_t memory_bytes;	   /* the instance type's memory: the cell's memory cap */
 	const char *bootstrap;	   /* the bootstrap document (JSON text) the cell boots with */
-	int spot;
+	int spot; /* 0: on demand; CELL_SPOT; CELL_SPOT_OR_ON_DEMAND: on demand when no spot */
 	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
 	const char *const *fallback_types;
 	size_t n_fallback_types;
@@ -60,6 +65,9 @@ struct cell_info {
 	 * state reason ("Server.SpotInstanceTermination: Spot instance termination"), the local
 	 * provider's word of its agent. */
 	char *reason;
+	/* launch's answer only: what the launch did besides the obvious, for the Cell (EC2: "t3.nano:
+	 * InsufficientInstanceCapacity; launched t3a.nano"); NULL when nothing */
+	char *launch_note;
 };
 
 struct provider_ops {
@@ -133,9 +141,11 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 struct ec2_provider_config {
 	const char *cluster_id;
 	const char *region;
-	const char *endpoint;  /* NULL: EC2's public endpoint of the region */
-	const char *image_id;  /* the cell AMI (cell-agent installed, reads user-data) */
-	const char *subnet_id; /* optional */
+	const char *endpoint;	       /* NULL: EC2's public endpoint of the region */
+	const char *image_id;	       /* the cell AMI (cell-agent installed, reads user-data) */
+	const char *subnet_id;	       /* optional; after subnet_ids when both are given */
+	const char *const *subnet_ids; /* optional: tried in order when a type has no capacity */
+	size_t n_subnet_ids;
 	const char *const *security_group_ids;
 	size_t n_security_group_ids;
 	const char *instance_profile; /* optional: a name or an ARN */

@@ -43,9 +43,13 @@
  *	  maxPerRegistry: 4           (of those, from one registry host)
  *	kubeconfig: ""                (API server for Cell objects; "": in-cluster if there)
  *	ec2:                          (when cells.provider is ec2)
- *	  region: us-east-1           (default: the top-level region)
+ *	  region: us-east-1           (default: the top-level region; without a top-level region
+ *	                              the instance catalog's prices follow it; with one, they
+ *	                              must agree)
  *	  endpoint: ""                (a private endpoint; default EC2's public one)
  *	  imageId: ami-...            (required: the cell image, cell-agent reading user-data)
+ *	  subnetIds: [...]            (tried in order when no type has capacity in one; subnetId:
+ *	                              one subnet, after those)
  *	  subnetId, securityGroupIds: [...], instanceProfile
  *	  profile, credentialsFile, noInstanceMetadata: false
  *	  launchTimeoutSeconds: 600
@@ -149,6 +153,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->ec2.profile);
 	free(c->ec2.credentials_file);
 	strv_free(c->ec2.security_group_ids);
+	strv_free(c->ec2.subnet_ids);
 	free(c->kube_proxy.image);
 	free(c->kube_proxy.kubeconfig);
 	strv_free(c->kube_proxy.command);
@@ -415,6 +420,7 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 					     "endpoint",
 					     "imageId",
 					     "subnetId",
+					     "subnetIds",
 					     "securityGroupIds",
 					     "instanceProfile",
 					     "profile",
@@ -444,8 +450,26 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 				       "ec2.noInstanceMetadata: must be true or false");
 		c->ec2.no_imds = json_is_true(v);
 	}
+	if (take_strv(e, "subnetIds", "ec2.", &c->ec2.subnet_ids, &c->ec2.n_subnet_ids, err) < 0)
+		return -err->code;
 	return take_strv(e, "securityGroupIds", "ec2.", &c->ec2.security_group_ids,
 			 &c->ec2.n_security_group_ids, err);
+}
+
+/* ec2.region and the top-level region (the instance catalog's prices): without a top-level
+ * region the catalog follows ec2.region; two different ones are an error naming both. */
+static int ec2_region_agrees(struct kiyot_config *c, json_t *doc, struct err *err)
+{
+	if (!c->ec2.region || !c->ec2.region[0] || strcmp(c->ec2.region, c->region) == 0)
+		return 0;
+	if (json_object_get(doc, "region"))
+		return err_set(err, EINVAL,
+			       "ec2.region \"%s\" is not region \"%s\", whose instance prices "
+			       "sizing uses: set region to %s too, or leave one of them out",
+			       c->ec2.region, c->region, c->ec2.region);
+	free(c->region);
+	c->region = xstrdup(c->ec2.region);
+	return 0;
 }
 
 /* The port of an "IPv4:PORT" address; -1 when it has none. */
@@ -566,7 +590,8 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 		goto wrap;
 	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
 		goto wrap;
-	if ((v = json_object_get(doc, "ec2")) && load_ec2(c, v, err) < 0)
+	if ((v = json_object_get(doc, "ec2")) &&
+	    (load_ec2(c, v, err) < 0 || ec2_region_agrees(c, doc, err) < 0))
 		goto wrap;
 	if ((v = json_object_get(doc, "pulls")) && load_pulls(c, v, err) < 0)
 		goto wrap;

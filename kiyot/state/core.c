@@ -342,6 +342,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		ec.endpoint = k->cfg.ec2.endpoint;
 		ec.image_id = k->cfg.ec2.image_id;
 		ec.subnet_id = k->cfg.ec2.subnet_id;
+		ec.subnet_ids = (const char *const *)k->cfg.ec2.subnet_ids;
+		ec.n_subnet_ids = k->cfg.ec2.n_subnet_ids;
 		ec.security_group_ids = (const char *const *)k->cfg.ec2.security_group_ids;
 		ec.n_security_group_ids = k->cfg.ec2.n_security_group_ids;
 		ec.instance_profile = k->cfg.ec2.instance_profile;

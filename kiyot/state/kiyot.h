@@ -80,6 +80,8 @@ struct kiyot_config {
 		char *profile, *credentials_file;
 		char **security_group_ids;
 		size_t n_security_group_ids;
+		char **subnet_ids; /* ec2.subnetIds, tried in order (subnet_id after them) */
+		size_t n_subnet_ids;
 		int no_imds;
 		int launch_timeout_s;
 	} ec2;

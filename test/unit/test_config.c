@@ -371,6 +371,9 @@ static void test_config__ec2_section_sets_every_field(void **state)
 	load_ok(&c, FIX "ec2.yaml");
 	assert_string_equal(c.provider, "ec2");
 	assert_string_equal(c.ec2.region, "eu-west-1");
+	assert_string_equal(c.region, "eu-west-1"); /* the catalog's prices follow it */
+	assert_int_equal(c.ec2.n_subnet_ids, 2);
+	assert_string_equal(c.ec2.subnet_ids[1], "subnet-0c");
 	assert_string_equal(c.ec2.endpoint, "http://127.0.0.1:4566/");
 	assert_string_equal(c.ec2.image_id, "ami-0cell");
 	assert_string_equal(c.ec2.subnet_id, "subnet-0a");
@@ -409,6 +412,9 @@ static void test_config__malformed_sections_are_named(void **state)
 		{ "ec2: {noInstanceMetadata: 1}", "ec2.noInstanceMetadata: must be true or false" },
 		{ "ec2: {securityGroupIds: sg-1}",
 		  "ec2.securityGroupIds: must be a list of strings" },
+		{ "ec2: {subnetIds: subnet-1}", "ec2.subnetIds: must be a list of strings" },
+		{ "region: us-east-1\nec2: {region: eu-west-1}",
+		  "ec2.region \"eu-west-1\" is not region \"us-east-1\"" },
 	};
 
 	(void)state;

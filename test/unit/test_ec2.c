@@ -274,7 +274,11 @@ static void test_ec2__classify_by_status_and_message(void **state)
 	assert_int_equal(ec2_classify(403, NULL, NULL), EC2_AUTH);
 	assert_int_equal(ec2_classify(400, NULL, NULL), EC2_INVALID);
 	assert_int_equal(ec2_classify(400, "InvalidAMIID.NotFound", "x"), EC2_NOT_FOUND);
-	assert_int_equal(ec2_classify(400, "InstanceLimitExceeded", "x"), EC2_INVALID);
+	/* limits of the account and full subnets: another type or subnet may do */
+	assert_int_equal(ec2_classify(400, "InstanceLimitExceeded", "x"), EC2_CAPACITY);
+	assert_int_equal(ec2_classify(400, "VcpuLimitExceeded", "x"), EC2_CAPACITY);
+	assert_int_equal(ec2_classify(400, "InsufficientFreeAddressesInSubnet", "x"),
+			 EC2_CAPACITY);
 	assert_int_equal(ec2_classify(400, "InvalidParameterCombination",
 				      "Network interfaces and an instance-level security groups "
 				      "may not be specified on the same request"),

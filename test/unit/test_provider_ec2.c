@@ -36,6 +36,8 @@ struct instance {
 	char user_data[512];
 	const char *reason; /* its stateReason's code, or NULL */
 	int hidden;	    /* not known yet to DescribeInstances and TerminateInstances */
+	char subnet[32];
+	int spot;
 };
 
 enum after_launch {
@@ -50,6 +52,8 @@ struct fake_ec2 {
 	struct instance inst[MAX_INSTANCES];
 	size_t n;
 	const char *no_capacity[4]; /* instance types EC2 has no capacity for */
+	const char *full_subnet;    /* a subnet with no capacity for any type */
+	int no_spot;		    /* no spot capacity for any type */
 	enum after_launch after;
 	int runs, describes, terminates; /* calls of each action */
 	char terminated[256];		 /* the ids of the last TerminateInstances, ' '-separated */
@@ -218,7 +222,12 @@ static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 	_cleanup_free_ char *item = NULL;
 
 	e->runs++;
-	if (one_of(type, e->no_capacity)) {
+	const char *subnet = param(p, n, "SubnetId");
+	const char *market = param(p, n, "InstanceMarketOptions.MarketType");
+
+	if (one_of(type, e->no_capacity) ||
+	    (e->full_subnet && subnet && strcmp(subnet, e->full_subnet) == 0) ||
+	    (e->no_spot && market && strcmp(market, "spot") == 0)) {
 		answer(e, out, 500,
 		       xasprintf("<Response><Errors><Error><Code>InsufficientInstanceCapacity"
 				 "</Code><Message>We currently do not have sufficient %s capacity"
@@ -240,6 +249,8 @@ static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 			 run_tag(p, n, EC2_TAG_CLUSTER_ID));
 		snprintf(in->cell, sizeof(in->cell), "%.63s", run_tag(p, n, EC2_TAG_CELL_ID));
 		snprintf(in->uid, sizeof(in->uid), "%.63s", run_tag(p, n, EC2_TAG_POD_UID));
+		snprintf(in->subnet, sizeof(in->subnet), "%.31s", subnet ? subnet : "");
+		in->spot = market != NULL;
 		in->hidden = e->hide_new;
 		snprintf(in->user_data, sizeof(in->user_data), "%.511s",
 			 param(p, n, "UserData") ? param(p, n, "UserData") : "");
@@ -380,7 +391,7 @@ struct fix {
 
 static const char *const groups[] = { "sg-1", "sg-2" };
 
-static int provider_new(struct fix *f, int launch_timeout_s, struct err *err)
+static void provider_config(struct fix *f, int launch_timeout_s, struct ec2_provider_config *out)
 {
 	struct ec2_provider_config cfg = { 0 };
 
@@ -397,6 +408,14 @@ static int provider_new(struct fix *f, int launch_timeout_s, struct err *err)
 	cfg.no_imds = 1;
 	cfg.launch_timeout_s = launch_timeout_s;
 	cfg.poll_ms = 20;
+	*out = cfg;
+}
+
+static int provider_new(struct fix *f, int launch_timeout_s, struct err *err)
+{
+	struct ec2_provider_config cfg;
+
+	provider_config(f, launch_timeout_s, &cfg);
 	return provider_ec2_new(&cfg, &f->p, err);
 }
 
@@ -598,6 +617,68 @@ static void test_provider_ec2__no_capacity_tries_the_next_type(void **state)
 	if (!strstr(err.msg, "t3.micro capacity"))
 		fail_msg("\"%s\" does not name the last type's shortage", err.msg);
 	assert_int_equal(f->ec2.n, 1);
+}
+
+/* With ec2.subnetIds, a launch whose types have no capacity in one subnet tries them in the
+ * next; the cell says what was tried before. */
+static void test_provider_ec2__no_capacity_in_a_subnet_moves_to_the_next(void **state)
+{
+	static const char *const fallback[] = { "t3.micro" };
+	static const char *const subnets[] = { "subnet-a", "subnet-b" };
+	struct fix *f = *state;
+	struct ec2_provider_config cfg;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	f->p.ops->destroy(f->p.self);
+	provider_config(f, 2, &cfg);
+	cfg.subnet_id = NULL;
+	cfg.subnet_ids = subnets;
+	cfg.n_subnet_ids = ARRAY_SIZE(subnets);
+	if (provider_ec2_new(&cfg, &f->p, &err) < 0)
+		fail_msg("%s", err.msg);
+	f->ec2.full_subnet = "subnet-a";
+	spec_init(&s, "cell-1", "t3.nano");
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(f->ec2.runs, 3); /* t3.nano and t3.micro in a, t3.nano in b */
+	assert_string_equal(out.instance_type, "t3.nano");
+	assert_string_equal(f->ec2.inst[0].subnet, "subnet-b");
+	assert_non_null(out.launch_note);
+	assert_string_equal(out.launch_note,
+			    "t3.nano in subnet-a: InsufficientInstanceCapacity; t3.micro in "
+			    "subnet-a: InsufficientInstanceCapacity; launched t3.nano in subnet-b");
+	cell_info_release(&out);
+}
+
+/* A spot pod without spot capacity runs on demand only when it allows it; otherwise the
+ * error says how to allow it. */
+static void test_provider_ec2__spot_falls_back_to_on_demand_only_if_allowed(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	f->ec2.no_spot = 1;
+	spec_init(&s, "cell-1", "t3.nano");
+	s.spot = CELL_SPOT;
+	assert_true(launch(f, &s, &out, &err) < 0);
+	assert_int_equal(f->ec2.n, 0);
+	assert_non_null(strstr(err.msg, "pod.elotl.co/spot-fallback: on-demand"));
+
+	spec_init(&s, "cell-2", "t3.nano");
+	s.spot = CELL_SPOT_OR_ON_DEMAND;
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(f->ec2.n, 1);
+	assert_false(f->ec2.inst[0].spot);
+	assert_non_null(out.launch_note);
+	assert_non_null(strstr(out.launch_note, "launched t3.nano in subnet-1 (on-demand)"));
+	cell_info_release(&out);
 }
 
 /* An instance that ends instead of running fails the launch at once, naming its state. */
@@ -851,6 +932,8 @@ int main(void)
 		T(launch_runs_a_tagged_instance),
 		T(launch_again_is_the_same_instance),
 		T(no_capacity_tries_the_next_type),
+		T(no_capacity_in_a_subnet_moves_to_the_next),
+		T(spot_falls_back_to_on_demand_only_if_allowed),
 		T(instance_that_dies_fails_the_launch),
 		T(instance_reclaimed_in_its_boot_fails_the_launch),
 		T(pending_past_the_timeout),

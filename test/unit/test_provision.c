@@ -18,6 +18,7 @@
 #include "state/kiyot.h"
 #include "cells/provision.h"
 #include "sizing/sizing.h"
+#include "providers/provider.h"
 #include "xalloc.h"
 
 #define MIB (1024LL * 1024)
@@ -260,6 +261,42 @@ static void test_provision__spot_annotation(void **state)
 	size_choice_release(&ch);
 }
 
+/* spot-fallback: on-demand lets a spot pod's cell run on demand when spot has no capacity;
+ * another value names the annotation and the pod. */
+static void test_provision__spot_fallback_annotation(void **state)
+{
+	struct kiyot *k = *state;
+	struct pod p;
+	struct size_choice ch = { 0 };
+	struct err err = ERR_INIT;
+
+	pod_init(&p, "flexible");
+	pod_annotate(&p, ANN_LAUNCH_TYPE, "spot");
+	pod_annotate(&p, ANN_SPOT_FALLBACK, "on-demand");
+	size_ok(k, &p, &ch);
+	assert_int_equal(ch.spot, CELL_SPOT_OR_ON_DEMAND);
+	size_choice_release(&ch);
+
+	pod_init(&p, "strict");
+	pod_annotate(&p, ANN_LAUNCH_TYPE, "spot");
+	size_ok(k, &p, &ch);
+	assert_int_equal(ch.spot, CELL_SPOT);
+	size_choice_release(&ch);
+
+	pod_init(&p, "steady");
+	pod_annotate(&p, ANN_SPOT_FALLBACK, "on-demand"); /* on demand already */
+	size_ok(k, &p, &ch);
+	assert_int_equal(ch.spot, 0);
+	size_choice_release(&ch);
+
+	pod_init(&p, "vague");
+	pod_annotate(&p, ANN_LAUNCH_TYPE, "spot");
+	pod_annotate(&p, ANN_SPOT_FALLBACK, "anything");
+	assert_int_equal(provision_size(k, &p.cfg, &ch, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, ANN_SPOT_FALLBACK));
+	assert_non_null(strstr(err.msg, "\"vague\""));
+}
+
 /* instance-type pins the type, exactly or by glob. */
 static void test_provision__instance_type_annotation(void **state)
 {
@@ -475,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_provision__reserve_is_added),
 		cmocka_unit_test(test_provision__default_instance_type),
 		cmocka_unit_test(test_provision__gpu_annotation),
+		cmocka_unit_test(test_provision__spot_fallback_annotation),
 		cmocka_unit_test(test_provision__out_of_range_quantity_is_invalid),
 		cmocka_unit_test(test_provision__largest_gpu_demand_does_not_wrap),
 	};

@@ -84,14 +84,16 @@ enum ec2_errclass ec2_classify(int http_status, const char *code, const char *me
 					     "InternalError",	     "InternalFailure",
 					     "ServiceUnavailable",   "Unavailable",
 					     "RequestTimeout",	     NULL };
-	static const char *const capacity[] = { "InsufficientInstanceCapacity",
-						"InsufficientHostCapacity",
-						"InsufficientReservedInstanceCapacity",
-						"InsufficientCapacity",
-						"Unsupported",
-						"SpotMaxPriceTooLow",
-						"MaxSpotInstanceCountExceeded",
-						NULL };
+	static const char *const capacity[] = {
+		"InsufficientInstanceCapacity", "InsufficientHostCapacity",
+		"InsufficientReservedInstanceCapacity", "InsufficientCapacity", "Unsupported",
+		"SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded",
+		/* limits of the account, per type family
+						 * or in all: another type may fit */
+		"InstanceLimitExceeded", "VcpuLimitExceeded",
+		/* the subnet: another subnet may do */
+		"InsufficientFreeAddressesInSubnet", NULL
+	};
 	static const char *const auth[] = { "AuthFailure",
 					    "UnauthorizedOperation",
 					    "InvalidClientTokenId",

@@ -61,7 +61,9 @@ static void recent_release(struct recent *r)
 
 struct ec2p {
 	char *cluster_id;
-	char *image_id, *subnet_id, *instance_profile;
+	char *image_id, *instance_profile;
+	char **subnets; /* ec2.subnetIds (or ec2.subnetId), tried in order; none: EC2's default */
+	size_t n_subnets;
 	char **security_groups;
 	size_t n_security_groups;
 	int launch_timeout_s, poll_ms;
@@ -328,9 +330,11 @@ static void recent_add(struct ec2p *p, const char *cell_id, const char *instance
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* The idempotency token of a launch: the same pod, cell and type always give the same one. */
+/* The idempotency token of a launch: the same pod, cell, type, subnet and market always give
+ * the same one. A launch in the first subnet and the pod's own market keeps the token it had
+ * before subnets and market fallbacks existed (a kiyot restarted across an upgrade resumes it). */
 static void client_token(const struct ec2p *p, const struct cell_spec *spec, const char *type,
-			 char out[EC2_MAX_CLIENT_TOKEN + 1])
+			 size_t subnet, bool market_fallback, char out[EC2_MAX_CLIENT_TOKEN + 1])
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -338,12 +342,147 @@ static void client_token(const struct ec2p *p, const struct cell_spec *spec, con
 			      spec->cell_id, type);
 	char hex[65];
 
+	if (subnet > 0 || market_fallback) {
+		char *more = xasprintf("%s/subnet-%zu%s", key, subnet,
+				       market_fallback ? "/on-demand" : "");
+
+		free(key);
+		key = more;
+	}
 	EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha256(), NULL);
 	free(key);
 	hex_encode(md, 32, hex);
 	/* "kiyot-" and the pod UID where it fits, then the hash: <= 64 characters */
 	snprintf(out, EC2_MAX_CLIENT_TOKEN + 1, "kiyot-%.36s-%.21s",
 		 spec->pod_uid ? spec->pod_uid : "", hex);
+}
+
+/* One way to launch a cell: a type, a subnet (NULL: EC2's default) and a market. */
+struct way {
+	const char *type;
+	const char *subnet;
+	size_t subnet_index;
+	bool spot;
+	bool market_fallback; /* on-demand in place of the pod's spot */
+};
+
+/*
+ * The ways to try, in order: each of the pod's types (sizing's choice, then its runners-up) in
+ * the first subnet, then in the next subnet, and so on; for a spot pod that allows it
+ * (CELL_SPOT_OR_ON_DEMAND), all of that again on demand. At most max.
+ */
+static size_t ways_of(const struct ec2p *p, const struct cell_spec *spec, struct way *w, size_t max)
+{
+	const char *types[8];
+	size_t n_types = 0, n = 0, n_subnets = p->n_subnets ? p->n_subnets : 1;
+	int markets = spec->spot == CELL_SPOT_OR_ON_DEMAND ? 2 : 1;
+
+	types[n_types++] = spec->instance_type;
+	for (size_t i = 0; i < spec->n_fallback_types && n_types < ARRAY_SIZE(types); i++)
+		types[n_types++] = spec->fallback_types[i];
+	for (int m = 0; m < markets; m++)
+		for (size_t s = 0; s < n_subnets; s++)
+			for (size_t t = 0; t < n_types && n < max; t++)
+				w[n++] = (struct way){ types[t],
+						       p->n_subnets ? p->subnets[s] : NULL, s,
+						       spec->spot && m == 0, m == 1 };
+	return n;
+}
+
+/* "t3.nano in subnet-1 (spot)": a way, for notes and logs. */
+static char *way_text(const struct way *w)
+{
+	return xasprintf("%s%s%s%s", w->type, w->subnet ? " in " : "", w->subnet ? w->subnet : "",
+			 w->spot	      ? " (spot)"
+			 : w->market_fallback ? " (on-demand)"
+					      : "");
+}
+
+/* The EC2 error code in a RunInstances failure's message ("ec2 RunInstances: <Code>: ..."). */
+static char *code_of(const char *msg)
+{
+	const char *c = strstr(msg, "RunInstances: ");
+	size_t n;
+
+	if (!c)
+		return xstrdup("error");
+	c += strlen("RunInstances: ");
+	n = strcspn(c, ":");
+	return xstrndup(c, n < 64 ? n : 64);
+}
+
+/* Appends to a launch's note, within LAUNCH_NOTE_MAX. */
+#define LAUNCH_NOTE_MAX 512
+static void note_add(char **note, const char *a, const char *sep, const char *b)
+{
+	char *all = xasprintf("%s%s%s%s%s", *note ? *note : "", *note ? "; " : "", a, sep, b);
+
+	free(*note);
+	if (strlen(all) > LAUNCH_NOTE_MAX)
+		all[LAUNCH_NOTE_MAX] = '\0';
+	*note = all;
+}
+
+/*
+ * RunInstances along the ways until one has capacity: a capacity, support or limit error
+ * (EC2_CAPACITY) passes to the next way, anything else ends the launch. *note says what was
+ * tried before the launch that succeeded (NULL when the first did).
+ */
+static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct ec2_tags *tags,
+		     struct ec2_instance *inst, char **note, struct err *err)
+{
+	struct way w[64];
+	size_t n = ways_of(p, spec, w, ARRAY_SIZE(w));
+	enum ec2_errclass cls = EC2_OK;
+	int ret = -EINVAL;
+
+	*note = NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct ec2_run_spec rs = { 0 };
+		char token[EC2_MAX_CLIENT_TOKEN + 1];
+		_cleanup_free_ char *what = way_text(&w[i]);
+		_cleanup_free_ char *code = NULL;
+
+		client_token(p, spec, w[i].type, w[i].subnet_index, w[i].market_fallback, token);
+		rs.client_token = token;
+		rs.image_id = p->image_id;
+		rs.instance_type = w[i].type;
+		rs.subnet_id = w[i].subnet;
+		rs.security_group_ids = (const char *const *)p->security_groups;
+		rs.n_security_group_ids = p->n_security_groups;
+		rs.iam_instance_profile = p->instance_profile;
+		rs.user_data = spec->bootstrap;
+		rs.user_data_len = spec->bootstrap ? strlen(spec->bootstrap) : 0;
+		rs.tags = tags;
+		rs.spot = w[i].spot;
+		err_clear(err);
+		ret = ec2_run_instance(p->client, &rs, inst, &cls, err);
+		if (ret == 0) {
+			if (*note)
+				note_add(note, "launched ", "", what);
+			return 0;
+		}
+		if (cls != EC2_CAPACITY)
+			return ret;
+		code = code_of(err->msg);
+		note_add(note, what, ": ", code);
+		if (i + 1 < n) {
+			_cleanup_free_ char *next = way_text(&w[i + 1]);
+
+			log_warn("ec2: cell %s: %s: %s; trying %s", spec->cell_id, what, err->msg,
+				 next);
+		}
+	}
+	err_wrap(err,
+		 "no capacity along %zu way%s (%s); add instance types or subnets "
+		 "(ec2.subnetIds)%s; last",
+		 n, n == 1 ? "" : "s", *note ? *note : "",
+		 spec->spot == CELL_SPOT ? ", or let the pod run on demand (annotation "
+					   "pod.elotl.co/spot-fallback: on-demand)"
+					 : "");
+	free(*note);
+	*note = NULL;
+	return ret;
 }
 
 static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info *out,
@@ -353,10 +492,7 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 	struct ec2_pod_ident ident = { 0 };
 	struct ec2_tags tags = EC2_TAGS_INIT;
 	struct ec2_instance inst = { 0 };
-	const char *types[8];
-	size_t n_types = 0;
-	enum ec2_errclass cls = EC2_OK;
-	char *ip = NULL;
+	char *ip = NULL, *note = NULL;
 	int ret = -EINVAL;
 
 	ident.cluster_id = p->cluster_id;
@@ -369,38 +505,12 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 	ident.n_labels = spec->n_labels;
 	if (ec2_pod_tags(&ident, &tags, err) < 0)
 		return err_wrap(err, "cell %s tags", spec->cell_id);
-	types[n_types++] = spec->instance_type;
-	for (size_t i = 0; i < spec->n_fallback_types && n_types < ARRAY_SIZE(types); i++)
-		types[n_types++] = spec->fallback_types[i];
-	for (size_t i = 0; i < n_types; i++) {
-		struct ec2_run_spec rs = { 0 };
-		char token[EC2_MAX_CLIENT_TOKEN + 1];
-
-		client_token(p, spec, types[i], token);
-		rs.client_token = token;
-		rs.image_id = p->image_id;
-		rs.instance_type = types[i];
-		rs.subnet_id = p->subnet_id;
-		rs.security_group_ids = (const char *const *)p->security_groups;
-		rs.n_security_group_ids = p->n_security_groups;
-		rs.iam_instance_profile = p->instance_profile;
-		rs.user_data = spec->bootstrap;
-		rs.user_data_len = spec->bootstrap ? strlen(spec->bootstrap) : 0;
-		rs.tags = &tags;
-		rs.spot = spec->spot;
-		err_clear(err);
-		ret = ec2_run_instance(p->client, &rs, &inst, &cls, err);
-		if (ret == 0)
-			break;
-		if (cls != EC2_CAPACITY)
-			break;
-		log_warn("ec2: cell %s: %s; trying the next type", spec->cell_id, err->msg);
-	}
+	ret = run_along(p, spec, &tags, &inst, &note, err);
 	ec2_tags_release(&tags);
 	if (ret < 0)
 		return err_wrap(err, "cell %s", spec->cell_id);
-	log_info("ec2: cell %s is instance %s (%s%s)", spec->cell_id, inst.instance_id,
-		 inst.instance_type, inst.spot ? ", spot" : "");
+	log_info("ec2: cell %s is instance %s (%s%s)%s%s", spec->cell_id, inst.instance_id,
+		 inst.instance_type, inst.spot ? ", spot" : "", note ? ": " : "", note ? note : "");
 	recent_add(p, spec->cell_id, inst.instance_id);
 	ret = wait_running(p, inst.instance_id, &ip, err);
 	if (ret == 0) {
@@ -411,9 +521,11 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 		out->pod_uid = xstrdup(spec->pod_uid ? spec->pod_uid : "");
 		out->launched_ns = inst.launch_ns ? inst.launch_ns : clock_now_ns();
 		out->phase = CELL_RUNNING;
+		out->launch_note = steal_ptr(note);
 	} else {
 		err_wrap(err, "cell %s", spec->cell_id);
 	}
+	free(note);
 	ec2_instance_release(&inst);
 	return ret;
 }
@@ -756,7 +868,7 @@ static void ec2_destroy(void *self)
 	strv_free(p->security_groups);
 	free(p->cluster_id);
 	free(p->image_id);
-	free(p->subnet_id);
+	strv_free(p->subnets);
 	free(p->instance_profile);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
@@ -786,7 +898,7 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 {
 	struct aws_creds_config cc = { 0 };
 	struct ec2_config ec = { 0 };
-	struct strvec groups = STRVEC_INIT;
+	struct strvec groups = STRVEC_INIT, subnets = STRVEC_INIT;
 	struct ec2p *p;
 	pthread_condattr_t ca;
 
@@ -817,7 +929,14 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	}
 	p->cluster_id = xstrdup(cfg->cluster_id);
 	p->image_id = xstrdup(cfg->image_id);
-	p->subnet_id = dup_or_null(cfg->subnet_id);
+	for (size_t i = 0; i < cfg->n_subnet_ids; i++)
+		if (cfg->subnet_ids[i] && cfg->subnet_ids[i][0] &&
+		    !strv_has(subnets.v, cfg->subnet_ids[i]))
+			strvec_push(&subnets, cfg->subnet_ids[i]);
+	if (cfg->subnet_id && cfg->subnet_id[0] && !strv_has(subnets.v, cfg->subnet_id))
+		strvec_push(&subnets, cfg->subnet_id);
+	p->n_subnets = subnets.nr;
+	p->subnets = strvec_detach(&subnets);
 	p->instance_profile = dup_or_null(cfg->instance_profile);
 	for (size_t i = 0; i < cfg->n_security_group_ids; i++)
 		strvec_push(&groups, cfg->security_group_ids[i]);
