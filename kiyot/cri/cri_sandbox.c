@@ -416,6 +416,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	return 0;
 fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
+	log_warn("RunPodSandbox failed: %s", err->msg); /* the kubelet only retries */
 	run_undo(k, sb);
 	cells_launch_end(k->cells, sb->cell_id);
 	sandbox_put(sb);

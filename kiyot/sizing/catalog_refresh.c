@@ -22,6 +22,9 @@
 #define REFRESH_MAX_MEMORY_MIB (1000000LL * 1024)
 #define REFRESH_MAX_GPUS 1024
 #define REFRESH_MAX_PRICE 1e6
+/* A spot price is believed between these fractions of the type's on-demand price. */
+#define REFRESH_SPOT_MIN 0.01
+#define REFRESH_SPOT_MAX 2.0
 
 /* Orders instance types by name, for qsort and bsearch. */
 static int refresh_type_cmp(const void *a, const void *b)
@@ -69,6 +72,20 @@ static const struct ec2_spot_price *refresh_find_spot(const struct ec2_spot_pric
 	return n ? bsearch(&key, a, n, sizeof(*a), refresh_spot_cmp) : NULL;
 }
 
+/* Whether a spot price from EC2 is believable for a type: finite, and between REFRESH_SPOT_MIN
+ * and REFRESH_SPOT_MAX of its on-demand price (any positive price below the cap when the
+ * catalog has no on-demand price). A $0.00001 or a 50x price is a broken answer, not a bargain:
+ * sizing would put every spot pod on it. */
+static bool spot_plausible(const struct catalog_type *base, const struct ec2_spot_price *spot)
+{
+	if (!isfinite(spot->price) || spot->price <= 0 || spot->price >= REFRESH_MAX_PRICE)
+		return false;
+	if (!(base->price > 0))
+		return true;
+	return spot->price >= base->price * REFRESH_SPOT_MIN &&
+	       spot->price <= base->price * REFRESH_SPOT_MAX;
+}
+
 /*
  * One shipped type, corrected by what the API says of it, into *out (which then owns copies of
  * the strings). Updates the counts.
@@ -100,9 +117,18 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
 	out->burstable = base->burstable && api->burstable;
 	out->baseline = out->burstable && base->baseline < out->cpu ? base->baseline : out->cpu;
 	changed = changed || out->burstable != base->burstable;
-	if (spot && isfinite(spot->price) && spot->price > 0 && spot->price < REFRESH_MAX_PRICE) {
+	if (spot && spot_plausible(base, spot)) {
 		out->spot_price = spot->price;
 		counts->spot_updated++;
+	} else if (spot) {
+		log_warn("catalog refresh: %s: dropped the spot price $%.6g an hour of "
+			 "DescribeSpotPriceHistory (%s): not within %.0f%% to %.0f%% of its "
+			 "on-demand $%.6g; keeping $%.6g",
+			 base->name, spot->price,
+			 spot->availability_zone ? spot->availability_zone : "no zone",
+			 REFRESH_SPOT_MIN * 100, REFRESH_SPOT_MAX * 100, base->price,
+			 base->spot_price);
+		counts->spot_dropped++;
 	}
 	counts->types_updated += changed;
 }
@@ -213,11 +239,11 @@ static void refresher_run_once(struct catalog_refresher *r)
 			 catalog_region(r->catalog));
 		return;
 	}
-	log_info("catalog refresh: %s: %zu types updated, %zu spot prices updated, %zu types "
-		 "dropped (EC2 lists %zu types, the catalog now has %zu; %zu types without a "
-		 "known on-demand price not added)",
-		 catalog_region(r->catalog), n.types_updated, n.spot_updated, n.types_dropped,
-		 n.types_listed, n.types_kept, n.types_unpriced);
+	log_info("catalog refresh: %s: %zu types updated, %zu spot prices updated (%zu not "
+		 "believed), %zu types dropped (EC2 lists %zu types, the catalog now has %zu; %zu "
+		 "types without a known on-demand price not added)",
+		 catalog_region(r->catalog), n.types_updated, n.spot_updated, n.spot_dropped,
+		 n.types_dropped, n.types_listed, n.types_kept, n.types_unpriced);
 }
 
 /* Refreshes at once, then every interval until stopped. */

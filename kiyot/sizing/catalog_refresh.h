@@ -7,6 +7,8 @@
  * catalog's current one (catalog_publish; readers take it with catalog_acquire):
  *  - vCPUs, memory and GPUs come from the API; so does the generation (current or previous);
  *  - spot prices come from the API where it reports one (the latest of any zone), else stay;
+ *    one outside 1% to 200% of the type's on-demand price is dropped with a warning naming the
+ *    type, the price and where it came from;
  *  - on-demand prices and burstable baselines stay as shipped: the EC2 API has neither. A type
  *    stays burstable only when both the API and the shipped data say so (only the shipped data
  *    knows its baseline);
@@ -47,6 +49,7 @@ struct catalog_refresh_counts {
 	size_t types_kept;     /* types in the refreshed catalog */
 	size_t types_updated;  /* kept types whose vCPUs, memory, GPUs or generation changed */
 	size_t spot_updated;   /* kept types whose spot price came from the API */
+	size_t spot_dropped;   /* spot prices not believed (outside 1% to 200% of on-demand) */
 	size_t types_dropped;  /* types the region no longer offers */
 	size_t types_unpriced; /* types the API lists that have no on-demand price: not added */
 };

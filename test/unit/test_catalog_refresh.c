@@ -241,6 +241,32 @@ static void test_catalog_refresh__prices_merge(void **state)
 	catalog_release(now);
 }
 
+/* A spot price far from the on-demand one (a broken answer: $0.00001, or 3x on-demand) is
+ * dropped; the shipped one stays. */
+static void test_catalog_refresh__implausible_spot_price_dropped(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct catalog *now;
+	char *spots = h->fake.spots, *p;
+
+	/* t3.nano (on demand $0.0052) at $0.000010, c5.large ($0.085) at $0.290 */
+	p = strstr(spots, "<spotPrice>0.003000</spotPrice>");
+	assert_non_null(p);
+	memcpy(p, "<spotPrice>0.000010</spotPrice>", 31);
+	p = strstr(spots, "<spotPrice>0.029");
+	assert_non_null(p);
+	memcpy(p, "<spotPrice>0.290", 16);
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	assert_true(fabs(catalog_find(now, "t3.nano")->spot_price - 0.0016) < 1e-9);
+	assert_true(fabs(catalog_find(now, "c5.large")->spot_price - 0.031) < 1e-9);
+	assert_true(fabs(catalog_find(now, "m5.large")->spot_price - 0.038) < 1e-9);
+	assert_int_equal(n.spot_dropped, 2);
+	assert_int_equal(n.spot_updated, 1);
+	catalog_release(now);
+}
+
 /* vCPUs, memory and GPUs follow the API; an unchanged type is not counted as updated. */
 static void test_catalog_refresh__sizes_corrected(void **state)
 {
@@ -514,6 +540,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_catalog_refresh__prices_merge, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__implausible_spot_price_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_catalog_refresh__sizes_corrected, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(

@@ -277,8 +277,7 @@ static void test_ec2__classify_by_status_and_message(void **state)
 	/* limits of the account and full subnets: another type or subnet may do */
 	assert_int_equal(ec2_classify(400, "InstanceLimitExceeded", "x"), EC2_CAPACITY);
 	assert_int_equal(ec2_classify(400, "VcpuLimitExceeded", "x"), EC2_CAPACITY);
-	assert_int_equal(ec2_classify(400, "InsufficientFreeAddressesInSubnet", "x"),
-			 EC2_CAPACITY);
+	assert_int_equal(ec2_classify(400, "InsufficientFreeAddressesInSubnet", "x"), EC2_CAPACITY);
 	assert_int_equal(ec2_classify(400, "InvalidParameterCombination",
 				      "Network interfaces and an instance-level security groups "
 				      "may not be specified on the same request"),
