@@ -23,6 +23,7 @@
 
 #include "image.h"
 #include "../../cell-agent/agent.h"
+#include "../../cell-agent/interrupt.h"
 #include "../../cell-agent/supervisor.h"
 #include "../../cell-agent/supervisor_internal.h"
 #include "clock.h"
@@ -429,21 +430,24 @@ static void test_supervisor__echo_unit_completes_with_cri_log(void **state)
 struct watch_seen {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	char kinds[64]; /* 'T'atus, 'L'og, 'S'ynced, 'U'sage, in order */
+	char kinds[64]; /* 'T'atus, 'L'og, 'S'ynced, 'U'sage, 'I'nterruption, in order */
 	size_t n;
 	bool exited, usage_of_cell, ended;
 	char log[4096];
+	char action[16]; /* an interruption's */
 };
 
 static void seen_msg(void *arg, const ProtobufCMessage *msg)
 {
 	struct watch_seen *w = arg;
 	const Kiyot__Cell__V1__WatchEvent *ev = (const void *)msg;
-	static const char kind[] = "TLSU";
+	static const char kind[] = "TLSUI";
 
 	pthread_mutex_lock(&w->lock);
-	if (w->n + 1 < sizeof(w->kinds) && ev->kind < 4)
+	if (w->n + 1 < sizeof(w->kinds) && ev->kind < 5)
 		w->kinds[w->n++] = kind[ev->kind];
+	if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION && ev->interruption)
+		snprintf(w->action, sizeof(w->action), "%s", ev->interruption->action);
 	if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS && ev->status &&
 	    strcmp(ev->status->id, "t-watch") == 0)
 		w->exited = ev->status->state == KIYOT__CELL__V1__UNIT_STATE__UNIT_EXITED;
@@ -507,7 +511,8 @@ static void watch_over_feed(struct feed_loop *loop, SSL_CTX *ctx, const char *ta
 
 /* The agent's Watch (cell-agent/watch.c) served over a real cell feed: a client gets the
  * unit's status, its log lines, SYNCED and then the cell's usage; one that resumes at the
- * end of the log gets no log again. */
+ * end of the log gets no log again, and, once a spot interruption notice came, gets it before
+ * SYNCED. */
 static void test_supervisor__watch_over_the_cell_feed(void **state)
 {
 	struct fixture *f = *state;
@@ -565,9 +570,13 @@ static void test_supervisor__watch_over_the_cell_feed(void **state)
 	assert_string_equal(w1.log, log);
 	assert_non_null(strstr(w1.log, " stdout F line-two\n"));
 
+	assert_null(strchr(w1.kinds, 'I'));
+	watch_hub_interruption(a.hub, &(struct interruption){ INTERRUPTION_NOTICE, "terminate",
+							      1795940520LL * 1000000000LL });
 	watch_over_feed(loop, client, target, strlen(log), &w2);
 	assert_null(strchr(w2.kinds, 'L'));
-	assert_non_null(strstr(w2.kinds, "TSU"));
+	assert_non_null(strstr(w2.kinds, "TISU"));
+	assert_string_equal(w2.action, "terminate");
 
 	feed_loop_free(loop);
 	feed_server_stop(srv);
