@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cgroup.h"
 #include "hostmount.h"
 #include "podns.h"
 #include "clock.h"
@@ -81,31 +82,6 @@ static char *cell_address(void)
 	}
 	freeifaddrs(ifs);
 	return buf[0] ? xstrdup(buf) : NULL;
-}
-
-/* The memory cgroup (v1) this process is in, e.g. "/kiyot/<cell>"; "" when unknown. */
-static char *own_cgroup(void)
-{
-	char *text = NULL;
-	struct err err = ERR_INIT;
-	char *res = NULL;
-
-	if (fs_read_file("/proc/self/cgroup", 65536, &text, NULL, &err) < 0)
-		return xstrdup("");
-	for (char *line = text; line && *line;) {
-		char *nl = strchr(line, '\n');
-		char *c1 = strchr(line, ':');
-		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-
-		if (nl)
-			*nl = '\0';
-		if (c2 && (size_t)(c2 - c1 - 1) == strlen("memory") &&
-		    strncmp(c1 + 1, "memory", 6) == 0)
-			res = xstrdup(strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
-		line = nl ? nl + 1 : NULL;
-	}
-	free(text);
-	return res ? res : xstrdup("");
 }
 
 /* Counts agent starts in the state dir, so kiyot can tell a restarted agent. */
@@ -386,7 +362,9 @@ int main(int argc, char **argv)
 		die("%s", err.msg);
 	if (supervisor_private_cgroup_ns(&err) < 0)
 		die("%s", err.msg);
-	a.cgroup = own_cgroup();
+	a.cgroup = cgroup_units_parent(&err);
+	if (!a.cgroup)
+		die("%s", err.msg);
 	start_podns(&a);
 	return run_agent(&a, from_imds || getenv(IMDS_ENDPOINT_ENV), endpoint);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include "shim_attach.h"
 #include "console.h"
 #include "supervisor_internal.h"
+#include "cgroup.h"
 #include "buf.h"
 #include "clock.h"
 #include "crilog.h"
@@ -308,10 +310,12 @@ static unsigned long long proc_start_time(pid_t pid)
 	return start;
 }
 
-/* The OOM kill counter ("oom_kill N") of a memory cgroup, or -1 when unreadable. */
+/* The OOM kill counter ("oom_kill N") of a memory cgroup (v1 memory.oom_control, v2
+ * memory.events), or -1 when unreadable. */
 static long long oom_kills(const char *cgroup)
 {
-	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s/memory.oom_control", cgroup);
+	_cleanup_free_ char *path =
+		cgroup_file("memory", cgroup, cgroup_v2() ? "memory.events" : "memory.oom_control");
 	_cleanup_free_ char *text = NULL;
 	struct err err = ERR_INIT;
 	char *p;
@@ -325,11 +329,23 @@ static long long oom_kills(const char *cgroup)
 	return strstr(text, "under_oom 1") ? 1 : 0;
 }
 
-/* Registers an eventfd for OOM notifications of the cgroup; -1 when not possible. */
+/* A descriptor that turns readable on the cgroup's OOM events (v1: an eventfd registered for
+ * them; v2: an inotify watch of memory.events, which changes on other events too, so the
+ * caller reads the counter); -1 when not possible. */
 static int oom_eventfd(const char *cgroup)
 {
-	_cleanup_free_ char *ctl = xasprintf("/sys/fs/cgroup/memory%s/memory.oom_control", cgroup);
-	_cleanup_free_ char *ev = xasprintf("/sys/fs/cgroup/memory%s/cgroup.event_control", cgroup);
+	if (cgroup_v2()) {
+		_cleanup_free_ char *events = cgroup_file("memory", cgroup, "memory.events");
+		int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+
+		if (fd >= 0 && inotify_add_watch(fd, events, IN_MODIFY) < 0) {
+			close(fd);
+			fd = -1;
+		}
+		return fd;
+	}
+	_cleanup_free_ char *ctl = cgroup_file("memory", cgroup, "memory.oom_control");
+	_cleanup_free_ char *ev = cgroup_file("memory", cgroup, "cgroup.event_control");
 	_cleanup_close_ int cfd = open(ctl, O_RDONLY | O_CLOEXEC);
 	_cleanup_close_ int evfd = open(ev, O_WRONLY | O_CLOEXEC);
 	int efd;
@@ -516,9 +532,10 @@ static int pump(const struct shim_opts *o, struct shim_io *io, struct crilog_wri
 		if (poll(p, n + na, 100) < 0 && errno != EINTR)
 			return err_errno(err, "poll");
 		if (p[NOUT].revents) {
-			uint64_t v;
+			char ev[512] __attribute__((aligned(8))); /* a count, or inotify events */
 
-			if (read(r->oom_fd, &v, sizeof(v)) > 0 && oom_kills(o->cgroup) >= 0)
+			if (read(r->oom_fd, ev, sizeof(ev)) > 0 &&
+			    oom_kills(o->cgroup) > (cgroup_v2() ? 0 : -1))
 				r->oom = true;
 		}
 		if (p[NOUT + 1].revents)

@@ -1,6 +1,6 @@
 /*
- * stats.c: resource usage of a cell and its units, read from cgroup v1 (cpuacct, memory) and
- * from the units' writable layers. Feeds CRI's stats calls (kubectl top).
+ * stats.c: resource usage of a cell and its units, read from their cgroups (v1: cpuacct and
+ * memory; v2: cpu.stat, memory.*) and from the units' writable layers. Feeds CRI's stats calls (kubectl top).
  */
 #include "stats.h"
 
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cgroup.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "xalloc.h"
@@ -19,10 +20,10 @@
 /* cgroup v1 says "no memory limit" with a number near 2^63 (rounded down to a page). */
 #define CGROUP_NO_LIMIT (1ULL << 62)
 
-/* One number from a cgroup file; 0 when unreadable. */
+/* One number from a cgroup file; 0 when unreadable (or "max"). */
 static uint64_t read_u64(const char *ctrl, const char *cg, const char *file)
 {
-	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/%s%s/%s", ctrl, cg, file);
+	_cleanup_free_ char *path = cgroup_file(ctrl, cg, file);
 	_cleanup_free_ char *text = NULL;
 	struct err err = ERR_INIT;
 
@@ -40,13 +41,6 @@ static uint64_t stat_field(const char *text, const char *key)
 		if (strncmp(p, key, n) == 0 && p[n] == ' ')
 			return strtoull(p + n + 1, NULL, 10);
 	return 0;
-}
-
-static int cgroup_exists(const char *cg)
-{
-	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s", cg);
-
-	return fs_exists(path);
 }
 
 /* The last readings the CPU rates are measured from: a cell runs one pod, so its cgroup and
@@ -99,23 +93,35 @@ static void cpu_rate(const char *cg, struct resource_usage *u)
 
 void stats_read_cgroup(const char *cg, struct resource_usage *u)
 {
-	_cleanup_free_ char *path = xasprintf("/sys/fs/cgroup/memory%s/memory.stat", cg);
-	_cleanup_free_ char *text = NULL;
+	bool v2 = cgroup_v2();
+	_cleanup_free_ char *path = cgroup_file("memory", cg, "memory.stat");
+	_cleanup_free_ char *text = NULL, *cpu = NULL;
 	struct err err = ERR_INIT;
 	uint64_t inactive = 0, limit;
 
 	u->timestamp_ns = clock_now_ns();
-	u->cpu_usage_ns = read_u64("cpuacct", cg, "cpuacct.usage");
-	u->memory_usage_bytes = read_u64("memory", cg, "memory.usage_in_bytes");
+	if (v2) {
+		_cleanup_free_ char *cpath = cgroup_file("cpu", cg, "cpu.stat");
+
+		if (fs_read_file(cpath, CGROUP_FILE_MAX, &cpu, NULL, &err) == 0)
+			u->cpu_usage_ns = stat_field(cpu, "usage_usec") * 1000;
+		err_clear(&err);
+		u->memory_usage_bytes = read_u64("memory", cg, "memory.current");
+	} else {
+		u->cpu_usage_ns = read_u64("cpuacct", cg, "cpuacct.usage");
+		u->memory_usage_bytes = read_u64("memory", cg, "memory.usage_in_bytes");
+	}
+	/* v1 counts the subtree under total_*; v2's memory.stat is the subtree's already */
 	if (fs_read_file(path, CGROUP_FILE_MAX, &text, NULL, &err) == 0) {
-		inactive = stat_field(text, "total_inactive_file");
-		u->memory_rss_bytes = stat_field(text, "total_rss");
-		u->memory_page_faults = stat_field(text, "total_pgfault");
-		u->memory_major_page_faults = stat_field(text, "total_pgmajfault");
+		inactive = stat_field(text, v2 ? "inactive_file" : "total_inactive_file");
+		u->memory_rss_bytes = stat_field(text, v2 ? "anon" : "total_rss");
+		u->memory_page_faults = stat_field(text, v2 ? "pgfault" : "total_pgfault");
+		u->memory_major_page_faults =
+			stat_field(text, v2 ? "pgmajfault" : "total_pgmajfault");
 	}
 	u->memory_working_set_bytes =
 		u->memory_usage_bytes > inactive ? u->memory_usage_bytes - inactive : 0;
-	limit = read_u64("memory", cg, "memory.limit_in_bytes");
+	limit = read_u64("memory", cg, v2 ? "memory.max" : "memory.limit_in_bytes");
 	if (limit && limit < CGROUP_NO_LIMIT)
 		u->memory_available_bytes = limit > u->memory_working_set_bytes
 						    ? limit - u->memory_working_set_bytes

@@ -162,7 +162,7 @@ cat >"$ESP_STAGE/cell.conf" <<EOF
 title Kiyot cell ($KVER)
 linux /vmlinuz
 initrd /initrd.img
-options root=PARTUUID=$ROOT_PARTUUID rw console=tty0 console=ttyS0,115200 nvme_core.io_timeout=4294967295 systemd.show_status=1 systemd.unified_cgroup_hierarchy=0
+options root=PARTUUID=$ROOT_PARTUUID rw console=tty0 console=ttyS0,115200 nvme_core.io_timeout=4294967295 systemd.show_status=1
 EOF
 # the EFI system partition: systemd-boot as the fallback loader, the kernel, the initrd and
 # one entry booting the root partition by its PARTUUID

@@ -4,6 +4,8 @@
  * rate is known from a cgroup's second reading on, and the memory left under a limit is
  * reported (these two need root and cgroup v1, the machines kiyot runs on, and are skipped
  * otherwise). The pod's network figures are those of the interface with the default route.
+ * On cgroup v2 (an EC2 cell) the same figures come from v2's files, read from a tree the test
+ * writes.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "stats.h"
@@ -209,6 +212,61 @@ static void test_agent_stats__network_of_the_default_route(void **state)
 	assert_int_equal(read_net(ROUTE_HEAD, NULL, &n), -1);
 }
 
+/* On cgroup v2 (an EC2 cell's Debian): CPU from cpu.stat's usage_usec, memory from
+ * memory.current and memory.stat's subtree figures, the limit from memory.max ("max": none). */
+static void test_agent_stats__cgroup_v2_files(void **state)
+{
+	char dir[] = "/tmp/kiyot-cg2-XXXXXX";
+	char path[128];
+	struct resource_usage u = { 0 };
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kiyot", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/kiyot/u1", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+#define PUT(file, text)                                                                            \
+	do {                                                                                       \
+		snprintf(path, sizeof(path), "%s/kiyot/u1/%s", dir, file);                         \
+		assert_int_equal(write_text(path, text), 0);                                       \
+	} while (0)
+	PUT("cpu.stat", "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n");
+	PUT("memory.current", "10485760\n");
+	PUT("memory.stat", "anon 4194304\nfile 6291456\ninactive_file 2097152\n"
+			   "pgfault 1234\npgmajfault 5\n");
+	PUT("memory.max", "67108864\n");
+	cgroup_set_root(dir, true);
+	assert_true(cgroup_exists("/kiyot/u1"));
+	assert_false(cgroup_exists("/kiyot/u2"));
+	stats_read_cgroup("/kiyot/u1", &u);
+	assert_int_equal(u.cpu_usage_ns, 2500000000ULL);
+	assert_int_equal(u.memory_usage_bytes, 10485760);
+	assert_int_equal(u.memory_working_set_bytes, 10485760 - 2097152);
+	assert_int_equal(u.memory_rss_bytes, 4194304);
+	assert_int_equal(u.memory_page_faults, 1234);
+	assert_int_equal(u.memory_major_page_faults, 5);
+	assert_int_equal(u.memory_available_bytes, 67108864 - (10485760 - 2097152));
+	PUT("memory.max", "max\n");
+	memset(&u, 0, sizeof(u));
+	stats_read_cgroup("/kiyot/u1", &u);
+	assert_int_equal(u.memory_available_bytes, 0);
+#undef PUT
+	cgroup_set_root(NULL, false);
+	for (const char *f = "cpu.stat"; f; f = strcmp(f, "cpu.stat") == 0 ? "memory.current"
+						: strcmp(f, "memory.current") == 0 ? "memory.stat"
+						: strcmp(f, "memory.stat") == 0	   ? "memory.max"
+										   : NULL) {
+		snprintf(path, sizeof(path), "%s/kiyot/u1/%s", dir, f);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/kiyot/u1", dir);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/kiyot", dir);
+	rmdir(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -217,6 +275,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_agent_stats__memory_left_under_the_limit,
 						setup, teardown),
 		cmocka_unit_test(test_agent_stats__network_of_the_default_route),
+		cmocka_unit_test(test_agent_stats__cgroup_v2_files),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
