@@ -24,6 +24,8 @@ from test_streaming import upload_reaches_a_half_closing_pod
 from volumes import KubeletVolumes, VolumeChecks, atomic_write
 
 EC2_CIDR = "10.78.200.0/24"
+# ec2.subnetIds of the suite's kiyot, in two zones of the endpoint
+SUBNET_A, SUBNET_B = "subnet-0000000000000000a", "subnet-0000000000000000b"
 
 
 class Ec2Test(KiyotTest, VolumeChecks):
@@ -34,6 +36,7 @@ class Ec2Test(KiyotTest, VolumeChecks):
         # boots take 2 s, so a test can catch a launch while it waits
         cls.sim = Ec2Sim(cls.env.work, EC2_CIDR,
                          ["--boot-delay", "2", "--terminated-ttl", "60"])
+        cls.sim.admin("subnets", {SUBNET_A: "us-east-1a", SUBNET_B: "us-east-1b"})
         cls.kiyot = None
 
     @classmethod
@@ -52,7 +55,9 @@ class Ec2Test(KiyotTest, VolumeChecks):
             f.write("cells:\n  provider: ec2\n  gcIntervalSeconds: 1\n  gcGraceSeconds: 3\n"
                     "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
                     "  noInstanceMetadata: true\n  launchTimeoutSeconds: 120\n"
-                    "registries:\n  \"%s\": { insecure: true }\n" % (cls.sim.endpoint, REGISTRY))
+                    "  subnetIds: [%s, %s]\n"
+                    "registries:\n  \"%s\": { insecure: true }\n" % (cls.sim.endpoint, SUBNET_A, SUBNET_B,
+                                                       REGISTRY))
         envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
                     AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
         logf = open(os.path.join(cls.env.work, "kiyot-ec2.log"), "a")
@@ -83,6 +88,8 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.c = cri.Client(self.sock)
         self.pb = self.c.pb
         self.sim.admin("faults/clear", {})
+        self.sim.admin("throttle", {"seconds": 0})
+        self.sim.admin("consistency", {"seconds": 0})
 
     def tearDown(self):
         # every pod of the test goes, and with it its instance
@@ -322,6 +329,134 @@ class Ec2Test(KiyotTest, VolumeChecks):
         mine = [i for i in self.sim.instances()
                 if tags_of(i).get("kiyot.elotl.co/pod-uid") == uid]
         self.assertEqual(len(mine), 1, "a second instance was launched: %s" % mine)
+
+
+    # ---- EC2's failures ----
+
+    def run_pod(self, cfg, timeout=180):
+        return self.c.runtime.RunPodSandbox(self.pb.RunPodSandboxRequest(config=cfg),
+                                            timeout=timeout).pod_sandbox_id
+
+    def mine(self, cfg):
+        return [i for i in self.sim.instances()
+                if tags_of(i).get("kiyot.elotl.co/pod-uid") == cfg.metadata.uid]
+
+    def cluster_id(self):
+        db = sqlite3.connect(os.path.join(self.state, "kiyot.db"))
+        try:
+            return db.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()[0]
+        finally:
+            db.close()
+
+    def test_a_refused_terminate_leaves_the_instance_for_the_next_attempt(self):
+        # EC2 answers a *.NotFound code that is not about the instance: kiyot must not take it
+        # for "terminated", and the kubelet's retry of StopPodSandbox terminates it
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        pod = self.run_pod(cfg)
+        inst = self.mine(cfg)[0]["instance_id"]
+        self.sim.admin("fault", {"action": "TerminateInstances",
+                                 "code": "InvalidAttachment.NotFound", "times": 1,
+                                 "message": "The attachment ID 'eni-attach-0' does not exist"})
+        stop = self.pb.StopPodSandboxRequest(pod_sandbox_id=pod)
+        try:
+            self.c.runtime.StopPodSandbox(stop, timeout=120)
+            stopped_first = True
+        except grpc.RpcError as e:
+            stopped_first = False
+            self.assertIn("left for the next attempt", e.details())
+        self.assertFalse(stopped_first and self.live(lambda i: i["instance_id"] == inst),
+                         "StopPodSandbox succeeded while the instance still runs")
+        self.c.runtime.StopPodSandbox(stop, timeout=120)  # the kubelet's retry
+        wait_for(lambda: not self.live(lambda i: i["instance_id"] == inst), 60,
+                 "the pod's instance to be terminated")
+
+    def test_gc_terminates_many_orphans_in_a_few_calls(self):
+        cluster = self.cluster_id()
+        n = 300
+        orphans = set()
+        for i in range(n):
+            orphans.add(self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
+                "kiyot.elotl.co/cluster-id": cluster,
+                "kiyot.elotl.co/cell-id": "orphan-%03d-%s" % (i, unique("o"))}})["instance_id"])
+        self.sim.admin("stats/reset", {})
+        # gcIntervalSeconds 1, gcGraceSeconds 3
+        wait_for(lambda: not self.live(lambda i: i["instance_id"] in orphans), 120,
+                 "the %d orphans to be terminated" % n)
+        stats = self.sim.admin("stats")
+        calls = stats["calls"]
+        log("gc of %d orphans: %s" % (n, calls))
+        # batched: a TerminateInstances per batch of up to 1000 ids (one per orphan before)
+        self.assertLess(calls.get("TerminateInstances", 0), n // 10)
+        self.assertLess(calls.get("DescribeInstances", 0), n // 2)
+
+    def test_no_capacity_in_a_zone_moves_to_the_next_subnet(self):
+        self.sim.admin("fault", {"action": "RunInstances", "code": "InsufficientInstanceCapacity",
+                                 "zone": "us-east-1a"})
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        pod = self.run_pod(cfg)
+        self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+        inst = self.mine(cfg)
+        self.assertEqual(len(inst), 1)
+        self.assertEqual(inst[0]["az"], "us-east-1b")
+        with open(os.path.join(self.env.work, "kiyot-ec2.log")) as f:
+            text = f.read()
+        self.assertIn("in %s: InsufficientInstanceCapacity" % SUBNET_A, text)
+        self.assertIn("launched %s in %s" % (inst[0]["instance_type"], SUBNET_B), text)
+
+    def test_spot_runs_on_demand_only_when_the_pod_allows_it(self):
+        self.sim.admin("fault", {"action": "RunInstances", "code": "InsufficientInstanceCapacity",
+                                 "market": "spot"})
+        strict = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi",
+                                                  "pod.elotl.co/launch-type": "spot"})
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.run_pod(strict, timeout=120)
+        self.assertIn("pod.elotl.co/spot-fallback: on-demand", cm.exception.details())
+        self.assertEqual(self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") ==
+                                   strict.metadata.uid), [])
+        with open(os.path.join(self.env.work, "kiyot-ec2.log")) as f:
+            warned = [l for l in f if " warn " in l and "RunPodSandbox failed" in l and
+                      strict.metadata.name in l]
+        self.assertTrue(warned, "the failed RunPodSandbox was not logged at warning")
+        self.assertIn("InsufficientInstanceCapacity", warned[-1])
+        flexible = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi",
+                                                    "pod.elotl.co/launch-type": "spot",
+                                                    "pod.elotl.co/spot-fallback": "on-demand"})
+        pod = self.run_pod(flexible)
+        self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+        inst = self.mine(flexible)
+        self.assertEqual(len(inst), 1)
+        self.assertEqual(inst[0]["market"], "on-demand")
+
+    def test_sigterm_mid_launch_stops_at_once_and_leaks_nothing(self):
+        cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
+        uid = cfg.metadata.uid
+
+        def run():
+            try:
+                self.run_pod(cfg, timeout=300)
+            except Exception:  # noqa: BLE001 - the stop ends this call
+                pass
+        t = threading.Thread(target=run)
+        t.start()
+        wait_for(lambda: self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") == uid),
+                 30, "the instance to be requested")
+        # EC2 throttles everything now: the launch's wait would go on for minutes
+        self.sim.admin("throttle", {"seconds": 600})
+        kiyot = type(self).kiyot
+        kiyot.send_signal(signal.SIGTERM)
+        try:
+            kiyot.wait(30)  # a hang detector, not a timing: before, minutes of retries
+        finally:
+            self.sim.admin("throttle", {"seconds": 0})
+        t.join(60)
+        type(self).start_ec2_kiyot()
+        self.c = cri.Client(self.sock)
+        # the kubelet's retry: the stopped launch was given up (its sandbox record removed), so
+        # this is a new launch; the first instance is an orphan the new kiyot's first pass ends
+        pod = self.run_pod(cfg)
+        self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+        wait_for(lambda: len(self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") ==
+                                       uid)) == 1, 60, "one live instance for the pod")
 
 
 if __name__ == "__main__":

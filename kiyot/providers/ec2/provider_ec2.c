@@ -473,10 +473,11 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 				 next);
 		}
 	}
+	log_warn("ec2: cell %s: no capacity: %s", spec->cell_id, *note ? *note : "");
 	err_wrap(err,
-		 "no capacity along %zu way%s (%s); add instance types or subnets "
-		 "(ec2.subnetIds)%s; last",
-		 n, n == 1 ? "" : "s", *note ? *note : "",
+		 "no capacity in any of %zu way%s (types x subnets%s): add instance types or "
+		 "subnets (ec2.subnetIds)%s; the last",
+		 n, n == 1 ? "" : "s", spec->spot ? " x markets" : "",
 		 spec->spot == CELL_SPOT ? ", or let the pod run on demand (annotation "
 					   "pod.elotl.co/spot-fallback: on-demand)"
 					 : "");
