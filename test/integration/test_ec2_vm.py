@@ -301,6 +301,18 @@ class Ec2VmTest(KiyotTest):
             stdout=True, stderr=True), timeout=30).url
         self.assertEqual(streamclient.spdy_exec(url, stdin=b"vm\n")["stdout"], b"got:vm\n")
 
+        # its usage, measured in the VM's cgroup v2 tree: the containers' CPU and memory
+        # and the pod's network traffic (the HTTP answers above went through it)
+        def measured():
+            st = self.c.runtime.PodSandboxStats(pb.PodSandboxStatsRequest(
+                pod_sandbox_id=pod), timeout=30).stats.linux
+            ctrs = {c.attributes.id: c for c in st.containers}
+            return (cid in ctrs and ctrs[cid].cpu.usage_core_nano_seconds.value > 0 and
+                    ctrs[cid].memory.working_set_bytes.value > 0 and
+                    st.memory.working_set_bytes.value > 0 and
+                    st.network.default_interface.rx_bytes.value > 0) and st
+        wait_for(measured, 60, "the pod's usage measured in the VM")
+
         # port-forward to the echo server in the VM
         data = hashlib.shake_256(b"vm-pf").digest(256 << 10)
         pf = lambda: self.c.runtime.PortForward(pb.PortForwardRequest(
