@@ -60,6 +60,7 @@ integration-load: all $(NETDELAY)
 # the EC2 cell boot in a real VM (test/integration/test_ec2_vm.py): the cell image built by
 # deploy/cell-image/build.sh (cached in $(BUILD)/cell-image by its inputs' hash), booted by QEMU
 # under TCG for ec2sim's RunInstances, its bootstrap read from ec2sim's metadata service
+# (about 4 minutes on 2 cores with the image built, 75 s with it cached)
 .PHONY: test-vm
 test-vm: all
 	@KIYOT_ITEST_VM=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh Ec2VmTest
@@ -69,6 +70,7 @@ test: deps
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-check
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory test-vm
 
 ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g"
 
