@@ -49,6 +49,9 @@ STEP_LIMIT = float(os.environ.get("KIYOT_SCALE_STEP_LIMIT", "240"))
 BOOT_PARALLEL = int(os.environ.get("KIYOT_SCALE_BOOT_PARALLEL", "1"))
 CONTAINERS = int(os.environ.get("KIYOT_SCALE_CONTAINERS", "10"))
 BASE = int(os.environ.get("KIYOT_SCALE_BASE", "20"))
+# the fraction of RunInstances that answer InsufficientInstanceCapacity (at random), so the
+# launches' fallbacks to the next type run at scale
+ICE_RATE = float(os.environ.get("KIYOT_SCALE_ICE_RATE", "0.1"))
 # kiyot at rest again: gRPC closes an idle connection 5-10 s after its last call, and the
 # periodic trim (every 10 s) must pass after that; 12 s caught some still open or untrimmed
 # (runs of one build at 500 pods: 69.1 MiB at 12 s, 61.4 at 60 s, 61.7 at 30 s)
@@ -510,6 +513,9 @@ class Run:
                           ["--boot-parallel", str(BOOT_PARALLEL), "--terminated-ttl", "3600"],
                           admin_timeout=60, stop_timeout=300)
         save_pids(self.env.work, sim_pid=self.sim.proc.pid)
+        if ICE_RATE > 0:
+            self.sim.admin("fault", {"action": "RunInstances",
+                                     "code": "InsufficientInstanceCapacity", "rate": ICE_RATE})
         self.kiyot, self.client = start_kiyot(self.env.work, self.sim)
         save_pids(self.env.work, kiyot_pid=self.kiyot.pid)
         self.env.client = self.client
@@ -644,7 +650,11 @@ class Run:
         hdr = ["EC2 calls per pod"] + ["%s (%d)" % (s["label"], s["pods"]) for s in steps] + \
             ["top/base"]
         table("2. EC2 calls per pod, by action (ec2sim's counters; calls include throttled "
-              "ones)", hdr, rows)
+              "ones; %.0f%% of RunInstances answer InsufficientInstanceCapacity)"
+              % (100 * ICE_RATE), hdr, rows)
+        print("EC2 calls per pod to start: %s (%d pods)" % (
+            ", ".join("%.2f" % (s["launch_stats"]["total"] / s["pods"]) for s in steps),
+            top["pods"]))
 
         rows = []
         for ph, name in (("launch_stats", "start"), ("stop_stats", "stop")):

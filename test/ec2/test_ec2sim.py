@@ -571,6 +571,21 @@ class BotocoreTests(unittest.TestCase):
         finally:
             self.sim.admin("/_admin/faults/clear", {})
 
+    def test_fault_rate_fails_a_fraction_of_the_calls(self):
+        self.sim.admin("/_admin/fault", {"action": "DescribeAvailabilityZones",
+                                         "code": "InternalError", "rate": 0.5})
+        try:
+            outcomes = set()
+            for _ in range(40):
+                try:
+                    self.ec2.describe_availability_zones()
+                    outcomes.add("ok")
+                except ClientError as e:
+                    outcomes.add(e.response["Error"]["Code"])
+            self.assertEqual(outcomes, {"ok", "InternalError"})
+        finally:
+            self.sim.admin("/_admin/faults/clear", {})
+
     def test_throttling_is_retried_by_botocore(self):
         self.sim.admin("/_admin/stats/reset", {})
         self.sim.admin("/_admin/throttle", {"count": 2})

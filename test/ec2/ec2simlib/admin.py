@@ -11,8 +11,9 @@ POST /_admin/capacity                    {"instance_type": GLOB, "times": N?, "m
                                          InsufficientInstanceCapacity (N times or always)
 POST /_admin/fault                       {"action": A or "*", "code": C, "instance_type"?,
                                          "market"?, "zone"?, "subnet"?, "times"?,
-                                         "message"?, "status"?} (zone and subnet: of a
-                                         RunInstances)
+                                         "rate"?, "message"?, "status"?} (zone and subnet:
+                                         of a RunInstances; rate: the fraction of matching
+                                         calls that fail)
 POST /_admin/subnets                     {"SUBNET": "ZONE", ...}: the zones of subnets
                                          (others are in the first zone)
 POST /_admin/consistency                 {"seconds": S}: for S seconds after RunInstances,
@@ -109,9 +110,12 @@ def _fault(sim, doc):
     for key in ("instance_type", "market", "zone", "subnet", "message"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
             raise AdminError(400, f"{key} must be a string")
+    rate = doc.get("rate")
+    if rate is not None and (not isinstance(rate, (int, float)) or not 0 < rate <= 1):
+        raise AdminError(400, "rate must be a number in (0, 1] or absent (every call)")
     sim.faults.add(Rule(action, code, doc.get("instance_type"), doc.get("market"),
                         _times(doc), doc.get("message"), status or status_for(code),
-                        doc.get("zone"), doc.get("subnet")))
+                        doc.get("zone"), doc.get("subnet"), rate))
     return {"ok": True, "faults": sim.faults.describe()}
 
 

@@ -1,6 +1,7 @@
 """Injected errors: rules that make matching calls fail with a chosen EC2 error code."""
 
 import fnmatch
+import random
 import threading
 
 from .errors import Ec2Error, status_for
@@ -11,8 +12,9 @@ class Rule:
     zone and a subnet) with code, `times` more times (None: always)."""
 
     def __init__(self, action, code, instance_type=None, market=None, times=None,
-                 message=None, status=None, zone=None, subnet=None):
+                 message=None, status=None, zone=None, subnet=None, rate=None):
         self.action = action
+        self.rate = rate      # fail only this fraction of the matching calls (None: all)
         self.zone = zone
         self.subnet = subnet
         self.code = code
@@ -68,6 +70,7 @@ class Rule:
     def describe(self):
         return {"action": self.action, "code": self.code, "instance_type": self.instance_type,
                 "market": self.market, "zone": self.zone, "subnet": self.subnet,
+                "rate": self.rate,
                 "times": self.times, "message": self.message, "status": self.status}
 
 
@@ -89,6 +92,8 @@ class Faults:
         with self._lock:
             for rule in self.rules:
                 if rule.matches(action, instance_type, market, az, subnet):
+                    if rule.rate is not None and random.random() >= rule.rate:
+                        continue
                     if rule.times is not None:
                         rule.times -= 1
                         if rule.times <= 0:
