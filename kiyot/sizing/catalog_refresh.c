@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cancel.h"
 #include "clock.h"
 #include "log.h"
 #include "xalloc.h"
@@ -247,10 +248,20 @@ static void refresher_run_once(struct catalog_refresher *r)
 }
 
 /* Refreshes at once, then every interval until stopped. */
+/* Whether the refresher is stopping: its EC2 calls in flight end (cancel.h). */
+static bool refresher_stopping(void *ctx)
+{
+	struct catalog_refresher *r = ctx;
+
+	return __atomic_load_n(&r->stop, __ATOMIC_RELAXED);
+}
+
 static void *refresher_main(void *arg)
 {
 	struct catalog_refresher *r = arg;
+	struct cancel_scope sc;
 
+	cancel_scope_enter(&sc, refresher_stopping, r);
 	for (;;) {
 		int64_t deadline;
 		struct timespec ts;
@@ -264,6 +275,7 @@ static void *refresher_main(void *arg)
 			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 		if (r->stop) {
 			pthread_mutex_unlock(&r->lock);
+			cancel_scope_leave(&sc);
 			return NULL;
 		}
 		pthread_mutex_unlock(&r->lock);
@@ -331,7 +343,7 @@ void catalog_refresh_stop(struct catalog *c)
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
-	r->stop = true;
+	__atomic_store_n(&r->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	pthread_join(r->thread, NULL);
