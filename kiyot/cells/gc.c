@@ -13,7 +13,8 @@
  * A ready sandbox whose cell is gone is marked not ready, its containers exited.
  *
  * The collector runs on a thread of its own, its first pass too, so kiyot serves the CRI while
- * it reads the provider's cells. The cells it ends are terminated by up to GC_TERMINATORS
+ * it reads the provider's cells; the cells of sandboxes recorded ready are resumed from their
+ * records before that. The cells it ends are terminated by up to GC_TERMINATORS
  * threads at once, so a provider that batches terminations (EC2) gets them together: a
  * thousand orphans cost a few calls, not two each, one after the other. Stopping it ends a
  * pass at once: the pass and its terminators check the stop flag before each cell, and their
@@ -357,6 +358,36 @@ static void *gc_thread(void *arg)
 	return NULL;
 }
 
+/* At start-up, before the first pass: the cells of the sandboxes recorded ready are resumed
+ * from their records (no provider call), so their Watches, calls and volume syncs work at once;
+ * the first pass then checks them against the provider (one gone is marked lost). */
+static void resume_recorded(struct kiyot *k)
+{
+	struct sandbox **v;
+	size_t nv, n = 0;
+	char **ids, **ips;
+
+	pthread_mutex_lock(&k->lock);
+	nv = records_sandboxes(k->records, &v);
+	ids = xcalloc(nv + 1, sizeof(*ids));
+	ips = xcalloc(nv + 1, sizeof(*ips));
+	for (size_t i = 0; i < nv; i++)
+		if (v[i]->state == SANDBOX_READY && v[i]->phase == SANDBOX_IDLE && v[i]->cell_id &&
+		    v[i]->cell_id[0] && v[i]->ip && v[i]->ip[0]) {
+			ids[n] = xstrdup(v[i]->cell_id);
+			ips[n++] = xstrdup(v[i]->ip);
+		}
+	pthread_mutex_unlock(&k->lock);
+	sandboxes_put(v, nv);
+	for (size_t i = 0; i < n; i++) {
+		cells_resume(k->cells, ids[i], ips[i]);
+		free(ids[i]);
+		free(ips[i]);
+	}
+	free(ids);
+	free(ips);
+}
+
 struct gc *gc_start(struct kiyot *k)
 {
 	struct gc *g = xcalloc(1, sizeof(*g));
@@ -368,6 +399,7 @@ struct gc *gc_start(struct kiyot *k)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&g->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	resume_recorded(k);
 	if (pthread_create(&g->thread, NULL, gc_thread, g) != 0)
 		log_error("cells: no garbage collection thread: %s", strerror(errno));
 	else

@@ -183,6 +183,25 @@ static void test_gc__stop_ends_a_pass_in_flight(void **state)
 	assert_true(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE) < 300);
 }
 
+/* A restarted kiyot serves its ready pods' cells before the first pass has listed the
+ * provider's cells: they are resumed from their records (here the provider cannot list). */
+static void test_gc__ready_cells_are_resumed_before_the_first_pass(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *pod = NULL;
+	_cleanup_free_ char *ctr = NULL;
+
+	open_or_fail(f);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &pod, &err), 0);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, EIO, -1);
+	if (kfix_restart(f, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (kfix_create(f, pod, "app", "busybox:1", &ctr, &err) < 0)
+		fail_msg("CreateContainer after the restart: %s", err.msg);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, 0, 0);
+}
+
 /* After start-up an unowned cell lives out the grace period (it may be one a launch is making
  * right now), then goes. */
 static void test_gc__a_later_orphan_is_kept_for_the_grace_period(void **state)
@@ -376,6 +395,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_gc__nothing_goes_when_the_provider_cannot_list),
 	TEST(test_gc__a_later_orphan_is_kept_for_the_grace_period),
 	TEST(test_gc__the_first_pass_is_off_the_start_up_path),
+	TEST(test_gc__ready_cells_are_resumed_before_the_first_pass),
 	TEST(test_gc__stop_ends_a_pass_in_flight),
 	TEST(test_gc__an_interrupted_launch_is_resumed_by_the_retry),
 	TEST(test_gc__an_interrupted_launch_not_retried_loses_its_cell),
