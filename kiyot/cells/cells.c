@@ -17,6 +17,7 @@
 #include "agent_client.h"
 #include "cancel.h"
 #include "cells_internal.h"
+#include "metrics/metrics.h"
 #include "clock.h"
 #include "codec.h"
 #include "feed.h"
@@ -864,7 +865,20 @@ static int boot_timeout(const struct kiyot *k)
 }
 
 /* cells_launch's work, in the launch's cancel scope. */
-static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
+void cell_launched_release(struct cell_launched *l)
+{
+	free(l->instance_type);
+	free(l->note);
+	l->instance_type = l->note = NULL;
+}
+
+static double seconds_since(int64_t t0)
+{
+	return (double)(clock_mono_ns() - t0) / 1e9;
+}
+
+static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
+		      struct cell_launched *launched, struct err *err)
 {
 	struct kiyot *k = m->k;
 	struct cell_spec spec = *req;
@@ -872,6 +886,7 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	char *secret = NULL;
 	_cleanup_free_ char *boot = NULL;
 	struct agent_conn *conn = NULL;
+	int64_t t0;
 	int ret;
 
 	if (cancel_requested())
@@ -884,9 +899,12 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	/* what every cell of this kiyot carries */
 	spec.cluster_id = k->cluster_id;
 	spec.bootstrap = boot;
+	t0 = clock_mono_ns();
 	ret = k->provider.ops->launch(k->provider.self, &spec, &info, err);
+	metrics_launch_step("provider", seconds_since(t0));
 	if (ret < 0) {
 		wipe_free(secret);
+		metrics_launch_failure(err->code == ENOSPC ? "capacity" : "provider");
 		return err_wrap(err, "launch cell %s (%s)", req->cell_id, req->instance_type);
 	}
 	if (info.phase == CELL_FAILED && k->provider.ops->heal &&
@@ -897,8 +915,13 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	}
 	/* the cell's channel and watch start once the agent serves, so their first connection
 	 * is not refused (and they never wait out a reconnect back-off) */
+	t0 = clock_mono_ns();
 	ret = wait_agent(m, req->cell_id, info.ip, secret, boot_timeout(k), &conn, err);
 	wipe_free(secret);
+	if (ret == 0)
+		metrics_launch_step("boot", seconds_since(t0));
+	else
+		metrics_launch_failure(ret == -ECANCELED ? "cancelled" : "boot");
 	if (ret == 0)
 		resume(m, req->cell_id, info.ip, conn);
 	if (ret < 0) {
@@ -910,11 +933,17 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 		return ret;
 	}
 	*ip = xstrdup(info.ip);
+	if (launched) {
+		launched->instance_type =
+			xstrdup(info.instance_type ? info.instance_type : req->instance_type);
+		launched->note = info.launch_note ? xstrdup(info.launch_note) : NULL;
+	}
 	cell_info_release(&info);
 	return 0;
 }
 
-int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, struct err *err)
+int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip,
+		 struct cell_launched *launched, struct err *err)
 {
 	struct cancel_scope scope;
 	struct cell_launch *l;
@@ -925,7 +954,7 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 	l = launch_hold(m, req->cell_id);
 	pthread_mutex_unlock(&m->lock);
 	cancel_scope_enter(&scope, launch_cancelled, l);
-	ret = launch_run(m, req, ip, err);
+	ret = launch_run(m, req, ip, launched, err);
 	cancel_scope_leave(&scope);
 	/* a stop that came as the cell came up finds it done (and stops it as a running one),
 	 * or cancelled it first: then the cell goes here */
@@ -942,6 +971,8 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip, stru
 
 		free(*ip);
 		*ip = NULL;
+		if (launched)
+			cell_launched_release(launched);
 		if (cells_terminate(m, req->cell_id, &terr) < 0)
 			log_error("cell %s: %s", req->cell_id, terr.msg);
 	}

@@ -23,8 +23,19 @@ struct cellmgr;
 int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
 void cells_free(struct cellmgr *m);
 
+/* What a launch made: the type the provider launched (a runner-up of sizing's choice when that
+ * had no capacity) and the provider's note of what it tried, or NULL. */
+struct cell_launched {
+	char *instance_type;
+	char *note;
+};
+
+void cell_launched_release(struct cell_launched *l);
+
 /*
- * Launches the cell and waits until its agent answers; fills *ip (caller frees). The spec's
+ * Launches the cell and waits until its agent answers; fills *ip (caller frees) and, when
+ * launched is not NULL, what the provider made of the spec (release it with
+ * cell_launched_release). The spec's
  * cluster_id and bootstrap are ignored: kiyot's own id and cells_bootstrap's document go.
  *
  * The wait ends early, and the cell is terminated, when the provider says the cell cannot come
@@ -33,7 +44,8 @@ void cells_free(struct cellmgr *m);
  * when cells_launch_cancel cancels it or the caller's cancel scope ends (ECANCELED), and after
  * the boot timeout (cells.bootTimeoutSeconds, else the provider's; ECONNREFUSED).
  */
-int cells_launch(struct cellmgr *m, const struct cell_spec *spec, char **ip, struct err *err);
+int cells_launch(struct cellmgr *m, const struct cell_spec *spec, char **ip,
+		 struct cell_launched *launched, struct err *err);
 
 /*
  * A launch's life as its sandbox's handlers see it. cells_launch_begin announces the launch of

@@ -13,6 +13,7 @@
 
 #include "providers/local/cellnat.h"
 #include "cells/cells.h"
+#include "metrics/metrics.h"
 #include "cells/cellsync.h"
 #include "events.h"
 #include "clock.h"
@@ -266,12 +267,14 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	struct kiyot *k = svc;
 	struct size_choice choice = { 0 };
 	struct cell_spec creq = { 0 };
+	struct cell_launched launched = { 0 };
 	struct sandbox *sb, *dup;
 	const char **label_keys, **label_values;
 	struct podspec *pod;
 	json_t *prepull = NULL;
 	const char **prepull_refs = NULL;
 	char *ip = NULL;
+	int64_t t0;
 	bool launching;
 	int ret;
 
@@ -315,9 +318,12 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 
 	pod = pod_object(k, r->config->metadata);
 	prepull = pod_prepull(pod, r->config->metadata);
+	t0 = clock_mono_ns();
 	ret = provision_size_pod(k, r->config, pod, &choice, err);
+	metrics_launch_step("sizing", (double)(clock_mono_ns() - t0) / 1e9);
 	podspec_free(pod);
 	if (ret < 0) {
+		metrics_launch_failure("sizing");
 		json_decref(prepull);
 		if (sb) {
 			pthread_mutex_lock(&k->lock);
@@ -380,13 +386,26 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	creq.label_values = label_values;
 	creq.n_labels = sb->config->n_labels;
 	cellsync_kick(k->cellsync);
-	ret = cells_launch(k->cells, &creq, &ip, err);
+	ret = cells_launch(k->cells, &creq, &ip, &launched, err);
 	free(label_keys);
 	free(label_values);
 	free(prepull_refs);
 	prepull_refs = NULL;
 	if (ret < 0)
 		goto fail;
+	/* a capacity fallback launched another type than sizing's choice: the record (and the
+	 * Cell, its price) says which, and why */
+	pthread_mutex_lock(&k->lock);
+	if (launched.instance_type && strcmp(launched.instance_type, sb->instance_type) != 0)
+		set_field(&sb->instance_type, launched.instance_type);
+	if (launched.note && !strstr(sb->sizing_reason, launched.note)) {
+		char *reason = xasprintf("%s; %s", sb->sizing_reason, launched.note);
+
+		free(sb->sizing_reason);
+		sb->sizing_reason = reason;
+	}
+	pthread_mutex_unlock(&k->lock);
+	cell_launched_release(&launched);
 
 	ret = cri_sandbox_host_ports(k, sb, ip, err);
 	if (ret < 0) {

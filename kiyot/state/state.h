@@ -69,7 +69,7 @@ struct sandbox {
 	char *cell_id;		  /* the cell that runs the pod; "" when none (yet/anymore) */
 	char *ip;		  /* the pod IP: the cell's address */
 	char *instance_type;	  /* fixed */
-	char *sizing_reason;	  /* fixed */
+	char *sizing_reason;	  /* fixed once launched (a capacity fallback's note added) */
 	enum sandbox_phase phase; /* what a handler does to it (memory only; records.h) */
 };
 

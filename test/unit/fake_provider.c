@@ -34,6 +34,7 @@ struct fake_provider {
 	struct fp_cell *cells;
 	unsigned next_ip;
 	int hold, hold_terminate, held, dead_agents, launch_failed;
+	char *launch_as, *launch_note; /* a capacity fallback's type and note, or NULL */
 	struct {
 		int code, times;
 		unsigned calls;
@@ -144,8 +145,8 @@ static int fp_launch(void *self, const struct cell_spec *spec, struct cell_info 
 	pthread_mutex_lock(&fp->lock);
 	c = cell_find(fp, spec->cell_id);
 	if (!c) {
-		c = cell_new(fp, spec->cell_id, spec->instance_type, spec->pod_uid,
-			     fp->launch_failed ? CELL_FAILED : CELL_RUNNING);
+		c = cell_new(fp, spec->cell_id, fp->launch_as ? fp->launch_as : spec->instance_type,
+			     spec->pod_uid, fp->launch_failed ? CELL_FAILED : CELL_RUNNING);
 		if (!fp->dead_agents)
 			ret = boot_agent(fp, c, spec->bootstrap, err);
 	}
@@ -154,8 +155,11 @@ static int fp_launch(void *self, const struct cell_spec *spec, struct cell_info 
 	c = cell_find(fp, spec->cell_id); /* the test may have made it vanish meanwhile */
 	if (ret == 0 && !c)
 		ret = err_set(err, EIO, "cell %s vanished while it launched", spec->cell_id);
-	if (ret == 0)
+	if (ret == 0) {
 		info_fill(c, out);
+		if (fp->launch_note)
+			out->launch_note = xstrdup(fp->launch_note);
+	}
 	pthread_mutex_unlock(&fp->lock);
 	return ret;
 }
@@ -311,6 +315,8 @@ void fake_provider_free(struct fake_provider *fp)
 	for (size_t i = 0; i < fp->n_terms; i++)
 		free(fp->terms[i].cell_id);
 	free(fp->terms);
+	free(fp->launch_as);
+	free(fp->launch_note);
 	pthread_mutex_destroy(&fp->lock);
 	pthread_cond_destroy(&fp->cond);
 	free(fp);
@@ -370,6 +376,16 @@ void fake_provider_dead_agents(struct fake_provider *fp, int dead)
 {
 	pthread_mutex_lock(&fp->lock);
 	fp->dead_agents = dead;
+	pthread_mutex_unlock(&fp->lock);
+}
+
+void fake_provider_launch_as(struct fake_provider *fp, const char *type, const char *note)
+{
+	pthread_mutex_lock(&fp->lock);
+	free(fp->launch_as);
+	free(fp->launch_note);
+	fp->launch_as = type ? xstrdup(type) : NULL;
+	fp->launch_note = note ? xstrdup(note) : NULL;
 	pthread_mutex_unlock(&fp->lock);
 }
 

@@ -51,6 +51,9 @@ void fake_provider_fail(struct fake_provider *fp, enum fake_provider_op op, int 
 void fake_provider_dead_agents(struct fake_provider *fp, int dead);
 /* New cells come up FAILED (their agent must be healed before it serves). */
 void fake_provider_launch_failed(struct fake_provider *fp, int failed);
+/* Launches from now on make type instead of the spec's and note what was tried (a capacity
+ * fallback); NULL, NULL: as asked. */
+void fake_provider_launch_as(struct fake_provider *fp, const char *type, const char *note);
 
 /* A cell kiyot did not launch, in phase, its agent up and enrolled in the fake agent. */
 void fake_provider_add_cell(struct fake_provider *fp, const char *cell_id, enum cell_phase phase);

@@ -112,7 +112,7 @@ static void test_cells__a_retried_launch_boots_with_the_stored_secret(void **sta
 	spec.pod_name = "x";
 	spec.pod_namespace = "default";
 	spec.instance_type = "t3.micro";
-	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), 0);
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, NULL, &err), 0);
 	assert_ptr_equal(strstr(ip, "10.99."), ip);
 	boot = fake_agent_bootstrap(f->fa, "cellsecret");
 	doc = json_loads(boot, 0, NULL);
@@ -146,7 +146,7 @@ static void test_cells__a_launch_cancelled_before_it_began_makes_no_cell(void **
 
 	cells_launch_begin(f->k.cells, "cellcancel");
 	assert_int_equal(cells_launch_cancel(f->k.cells, "cellcancel"), CELLS_LAUNCH_CANCELLED);
-	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), -ECANCELED);
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, NULL, &err), -ECANCELED);
 	assert_non_null(strstr(err.msg, "stopped while starting"));
 	assert_null(ip);
 	cells_launch_end(f->k.cells, "cellcancel");
@@ -167,7 +167,7 @@ static void *launch_thread(void *arg)
 	struct launch_call *c = arg;
 	struct cell_spec spec = launch_spec("cellrace");
 
-	c->ret = cells_launch(c->f->k.cells, &spec, &c->ip, &c->err);
+	c->ret = cells_launch(c->f->k.cells, &spec, &c->ip, NULL, &c->err);
 	return NULL;
 }
 
@@ -201,7 +201,7 @@ static void test_cells__a_launch_done_is_not_cancelled(void **state)
 	_cleanup_free_ char *ip = NULL;
 
 	cells_launch_begin(f->k.cells, "celldone");
-	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, &err), 0);
+	assert_int_equal(cells_launch(f->k.cells, &spec, &ip, NULL, &err), 0);
 	assert_int_equal(cells_launch_cancel(f->k.cells, "celldone"), CELLS_LAUNCH_DONE);
 	assert_true(fake_provider_has(f->fp, "celldone"));
 	cells_launch_end(f->k.cells, "celldone");

@@ -103,6 +103,31 @@ static void test_cri_sandbox__verbose_status_names_the_cell(void **state)
 	protobuf_c_message_free_unpacked(&st->base, NULL);
 }
 
+/* A provider that fell back to another type for lack of capacity: the sandbox records the
+ * type launched (what its Cell is priced by) and its sizing reason says what was tried, also
+ * in the store a restarted kiyot reads. */
+static void test_cri_sandbox__a_capacity_fallback_is_recorded(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *id = NULL;
+	struct sandbox *sb;
+
+	fake_provider_launch_as(f->fp, "m5.large",
+				"t3.micro in subnet-a: InsufficientInstanceCapacity; launched "
+				"m5.large in subnet-a");
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
+	assert_int_equal(kfix_restart(f, &err), 0);
+	pthread_mutex_lock(&f->k.lock);
+	sb = records_sandbox(f->k.records, id);
+	assert_non_null(sb);
+	assert_string_equal(sb->instance_type, "m5.large");
+	assert_non_null(strstr(sb->sizing_reason,
+			       "; t3.micro in subnet-a: "
+			       "InsufficientInstanceCapacity; launched m5.large"));
+	pthread_mutex_unlock(&f->k.lock);
+}
+
 /* The kubelet retries a RunPodSandbox whose answer it missed: the same pod and attempt gets
  * the same sandbox, and no second cell. */
 static void test_cri_sandbox__a_retried_run_answers_the_same_sandbox(void **state)
@@ -811,6 +836,7 @@ static void test_cri_sandbox__port_forward_needs_a_ready_pod(void **state)
 static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__run_makes_a_ready_sandbox_in_a_new_cell),
 	TEST(test_cri_sandbox__verbose_status_names_the_cell),
+	TEST(test_cri_sandbox__a_capacity_fallback_is_recorded),
 	TEST(test_cri_sandbox__a_retried_run_answers_the_same_sandbox),
 	TEST(test_cri_sandbox__a_new_attempt_gets_a_new_sandbox),
 	TEST(test_cri_sandbox__running_a_stopped_attempt_again_already_exists),

@@ -18,6 +18,7 @@
 #include "../fixtures/ec2/httpstub.h"
 #include "buf.h"
 #include "fsutil.h"
+#include "metrics/metrics.h"
 #include "xalloc.h"
 
 #define FIX "test/fixtures/ec2/"
@@ -400,6 +401,16 @@ static void test_ec2__capacity_error_not_retried(void **state)
 			    "additional capacity.");
 	assert_int_equal(stub_count(&h.stub), 1);
 	assert_int_equal(h.sleeps.n, 0);
+	/* counted as a capacity outcome of RunInstances */
+	{
+		struct buf b = BUF_INIT;
+
+		assert_int_equal(metrics_render(metrics_default(), &b, &err), 0);
+		assert_non_null(strstr(buf_str(&b),
+				       "kiyot_provider_calls_total{provider=\"ec2\","
+				       "action=\"RunInstances\",outcome=\"capacity\"} "));
+		buf_release(&b);
+	}
 	harness_stop(&h);
 }
 

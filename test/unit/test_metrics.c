@@ -469,6 +469,12 @@ static void test_metrics__cells_are_counted_from_the_records_at_each_scrape(void
 	assert_non_null(
 		strstr(after, "kiyot_cells_price_dollars_per_hour{namespace=\"default\"} 0."));
 	assert_non_null(strstr(after, "# TYPE kiyot_spend_dollars_total counter\n"));
+	/* the launch's steps, timed */
+	assert_non_null(
+		strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"sizing\"} "));
+	assert_non_null(
+		strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"provider\"} "));
+	assert_non_null(strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"boot\"} "));
 	metrics_cells_remove(mc);
 }
 

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "ec2_xml.h"
 #include "httpc.h"
+#include "metrics/metrics.h"
 #include "xalloc.h"
 
 #define DEFAULT_ATTEMPTS 8
@@ -382,8 +383,39 @@ void ec2_fault_release(struct ec2_fault *f)
 	f->code = f->message = NULL;
 }
 
+static int call_once(struct ec2_client *c, const char *action, const char *params, char **body,
+		     size_t *len, enum ec2_errclass *cls, struct ec2_fault *fault, struct err *err);
+
+/* One EC2 call's figure: ok, throttled (RequestLimitExceeded to the end), capacity or error. */
+static void call_figure(const char *action, int64_t t0, int ret, enum ec2_errclass k,
+			const struct ec2_fault *fault)
+{
+	const char *outcome = "ok";
+
+	if (ret < 0)
+		outcome = k == EC2_CAPACITY ? "capacity"
+			  : fault->code && strcmp(fault->code, "RequestLimitExceeded") == 0
+				  ? "throttled"
+				  : "error";
+	metrics_provider_call("ec2", action, outcome, (double)(clock_mono_ns() - t0) / 1e9);
+}
+
 int ec2_call_fault(struct ec2_client *c, const char *action, const char *params, char **body,
 		   size_t *len, enum ec2_errclass *cls, struct ec2_fault *fault, struct err *err)
+{
+	int64_t t0 = clock_mono_ns();
+	enum ec2_errclass k = EC2_OK;
+	int ret = call_once(c, action, params, body, len, &k, fault, err);
+
+	if (cls)
+		*cls = k;
+	call_figure(action, t0, ret, k, fault);
+	return ret;
+}
+
+/* ec2_call_fault without its figure. */
+static int call_once(struct ec2_client *c, const char *action, const char *params, char **body,
+		     size_t *len, enum ec2_errclass *cls, struct ec2_fault *fault, struct err *err)
 {
 	struct buf form = BUF_INIT;
 	bool refreshed = false;
