@@ -927,7 +927,10 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	if (ret < 0) {
 		struct err terr = ERR_INIT;
 
-		if (cells_terminate(m, req->cell_id, &terr) < 0)
+		/* cancelled: by a stop of its sandbox (cells_launch terminates the cell) or because
+		 * its caller went away (kiyot stopping, the kubelet's deadline): then the cell is
+		 * kept for the RunPodSandbox that resumes the launch */
+		if (ret != -ECANCELED && cells_terminate(m, req->cell_id, &terr) < 0)
 			log_error("cell %s: %s", req->cell_id, terr.msg);
 		cell_info_release(&info);
 		return ret;
@@ -964,15 +967,25 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip,
 		l->done = true;
 	launch_release(m, l);
 	pthread_mutex_unlock(&m->lock);
+	if (!cancelled && ret == -ECANCELED) {
+		if (launched)
+			launched->kept = true;
+		log_info("cell %s: the launch's caller went away; the cell is kept for the "
+			 "RunPodSandbox that resumes it",
+			 req->cell_id);
+		return ret;
+	}
 	if (!cancelled)
 		return ret;
 	if (ret == 0) {
-		struct err terr = ERR_INIT;
-
 		free(*ip);
 		*ip = NULL;
 		if (launched)
 			cell_launched_release(launched);
+	}
+	{
+		struct err terr = ERR_INIT;
+
 		if (cells_terminate(m, req->cell_id, &terr) < 0)
 			log_error("cell %s: %s", req->cell_id, terr.msg);
 	}

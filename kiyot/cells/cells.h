@@ -28,6 +28,11 @@ void cells_free(struct cellmgr *m);
 struct cell_launched {
 	char *instance_type;
 	char *note;
+	/* the launch failed ECANCELED because its caller went away (kiyot stopping, the
+	 * kubelet's deadline), not because its sandbox was stopped: the cell (or instance) is
+	 * kept, and a RunPodSandbox with the same cell id resumes it (the provider's launch is
+	 * idempotent per cell id) */
+	bool kept;
 };
 
 void cell_launched_release(struct cell_launched *l);

@@ -435,6 +435,21 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	return 0;
 fail:
 	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
+	if (launched.kept) {
+		/* its caller went away: the record and its cell stay as a crash leaves them, for
+		 * the next RunPodSandbox of the pod (or the next kiyot) to resume */
+		log_info("RunPodSandbox abandoned by its caller: %s; sandbox %s stays to be "
+			 "resumed",
+			 err->msg, sb->id);
+		pthread_mutex_lock(&k->lock);
+		sandbox_end(k->records, sb);
+		pthread_mutex_unlock(&k->lock);
+		cells_launch_end(k->cells, sb->cell_id);
+		sandbox_put(sb);
+		size_choice_release(&choice);
+		json_decref(prepull);
+		return -err->code;
+	}
 	log_warn("RunPodSandbox failed: %s", err->msg); /* the kubelet only retries */
 	run_undo(k, sb);
 	cells_launch_end(k->cells, sb->cell_id);

@@ -427,7 +427,7 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertEqual(len(inst), 1)
         self.assertEqual(inst[0]["market"], "on-demand")
 
-    def test_sigterm_mid_launch_stops_at_once_and_leaks_nothing(self):
+    def test_sigterm_mid_launch_stops_at_once_and_the_next_kiyot_resumes_it(self):
         cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi"})
         uid = cfg.metadata.uid
 
@@ -438,8 +438,9 @@ class Ec2Test(KiyotTest, VolumeChecks):
                 pass
         t = threading.Thread(target=run)
         t.start()
-        wait_for(lambda: self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") == uid),
-                 30, "the instance to be requested")
+        first = wait_for(lambda: self.live(
+            lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") == uid),
+            30, "the instance to be requested")[0]["instance_id"]
         # EC2 throttles everything now: the launch's wait would go on for minutes
         self.sim.admin("throttle", {"seconds": 600})
         kiyot = type(self).kiyot
@@ -451,12 +452,14 @@ class Ec2Test(KiyotTest, VolumeChecks):
         t.join(60)
         type(self).start_ec2_kiyot()
         self.c = cri.Client(self.sock)
-        # the kubelet's retry: the stopped launch was given up (its sandbox record removed), so
-        # this is a new launch; the first instance is an orphan the new kiyot's first pass ends
+        # the kubelet's retry resumes the launch the stop left (its record and instance kept,
+        # the same ClientToken): the pod gets the first instance, and no second one
         pod = self.run_pod(cfg)
         self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
-        wait_for(lambda: len(self.live(lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") ==
-                                       uid)) == 1, 60, "one live instance for the pod")
+        live = wait_for(lambda: self.live(
+            lambda i: tags_of(i).get("kiyot.elotl.co/pod-uid") == uid), 60,
+            "a live instance for the pod")
+        self.assertEqual([i["instance_id"] for i in live], [first])
 
 
 if __name__ == "__main__":

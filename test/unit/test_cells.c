@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "cancel.h"
 #include "cells/cells.h"
 #include "kiyot_fixture.h"
 #include "state/ctrlog.h"
@@ -152,6 +153,58 @@ static void test_cells__a_launch_cancelled_before_it_began_makes_no_cell(void **
 	cells_launch_end(f->k.cells, "cellcancel");
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 0);
 	assert_int_equal(cells_launch_cancel(f->k.cells, "cellcancel"), CELLS_LAUNCH_NONE);
+}
+
+struct gone_call {
+	struct kfix *f;
+	volatile bool gone;
+	int ret;
+	struct cell_launched launched;
+	struct err err;
+};
+
+static bool caller_gone(void *ctx)
+{
+	return ((struct gone_call *)ctx)->gone;
+}
+
+static void *gone_thread(void *arg)
+{
+	struct gone_call *c = arg;
+	struct cell_spec spec = launch_spec("cellgone");
+	struct cancel_scope scope;
+	char *ip = NULL;
+
+	cancel_scope_enter(&scope, caller_gone, c);
+	c->ret = cells_launch(c->f->k.cells, &spec, &ip, &c->launched, &c->err);
+	cancel_scope_leave(&scope);
+	free(ip);
+	return NULL;
+}
+
+/* A launch whose caller goes away while it waits for the agent (kiyot stopping, the kubelet's
+ * deadline) ends ECANCELED but keeps its cell, for the RunPodSandbox that resumes it; a stop
+ * of its sandbox would have terminated it. */
+static void test_cells__a_launch_whose_caller_left_keeps_its_cell(void **state)
+{
+	struct kfix *f = *state;
+	struct gone_call c = { .f = f, .err = ERR_INIT };
+	pthread_t t;
+
+	fake_provider_dead_agents(f->fp, 1); /* the agent never answers: the wait goes on */
+	cells_launch_begin(f->k.cells, "cellgone");
+	assert_int_equal(pthread_create(&t, NULL, gone_thread, &c), 0);
+	for (int i = 0; i < 500 && !fake_provider_has(f->fp, "cellgone"); i++)
+		usleep(10000);
+	assert_true(fake_provider_has(f->fp, "cellgone"));
+	c.gone = true;
+	pthread_join(t, NULL);
+	cells_launch_end(f->k.cells, "cellgone");
+	assert_int_equal(c.ret, -ECANCELED);
+	assert_true(c.launched.kept);
+	assert_true(fake_provider_has(f->fp, "cellgone"));
+	assert_int_equal(fake_provider_terminated(f->fp, "cellgone"), 0);
+	cell_launched_release(&c.launched);
 }
 
 struct launch_call {
@@ -756,6 +809,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__a_launch_cancelled_before_it_began_makes_no_cell),
 	TEST(test_cells__a_launch_cancelled_as_its_cell_comes_up_leaves_no_cell),
 	TEST(test_cells__a_launch_done_is_not_cancelled),
+	TEST(test_cells__a_launch_whose_caller_left_keeps_its_cell),
 	TEST(test_cells__calls_to_a_cell_that_is_not_running_are_enoent),
 	TEST(test_cells__an_unreachable_agent_is_named),
 	TEST(test_cells__a_watch_that_ends_reconnects_and_heals_the_agent),

@@ -758,6 +758,9 @@ static void test_ec2__run_instances_request(void **state)
 	assert_true(form_has(b, "InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
 	assert_true(form_has(b, "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior="
 				"terminate"));
+	assert_true(form_has(b, "MetadataOptions.HttpTokens=required"));
+	assert_true(form_has(b, "MetadataOptions.HttpPutResponseHopLimit=1"));
+	assert_true(form_has(b, "MetadataOptions.HttpEndpoint=enabled"));
 	assert_true(stub_header(h.stub.reqs[0].headers, "Authorization", v, sizeof(v)));
 	assert_non_null(strstr(v, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"));
 	assert_non_null(strstr(v, "/us-east-1/ec2/aws4_request"));

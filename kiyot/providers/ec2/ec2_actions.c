@@ -70,6 +70,11 @@ int ec2_run_instance(struct ec2_client *c, const struct ec2_run_spec *spec,
 
 		ec2_form_add(&f, "UserData", b64);
 	}
+	/* the metadata service with session tokens only (no IMDSv1 for a request forged through
+	 * a pod), and their answers go no further than the instance itself */
+	ec2_form_add(&f, "MetadataOptions.HttpEndpoint", "enabled");
+	ec2_form_add(&f, "MetadataOptions.HttpTokens", "required");
+	ec2_form_add(&f, "MetadataOptions.HttpPutResponseHopLimit", "1");
 	if (spec->tags && spec->tags->n) {
 		ec2_form_add(&f, "TagSpecification.1.ResourceType", "instance");
 		ec2_form_tags(&f, "TagSpecification.1.Tag", spec->tags);
