@@ -727,6 +727,65 @@ static void test_provider_ec2__instance_reclaimed_in_its_boot_fails_the_launch(v
 	assert_int_equal(f->p.ops->state(f->p.self, "cell-nope", &st, &err), -ENOENT);
 }
 
+/* How many DescribeInstances the fake answered. */
+static size_t describes(struct fix *f)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < stub_count(&f->stub); i++)
+		n += strstr(f->stub.reqs[i].body, "Action=DescribeInstances") != NULL;
+	return n;
+}
+
+struct state_call {
+	struct fix *f;
+	int ret;
+	enum cell_phase phase;
+};
+
+static void *state_thread(void *arg)
+{
+	struct state_call *c = arg;
+	struct cell_info st = { 0 };
+	struct err err = ERR_INIT;
+
+	c->ret = c->f->p.ops->state(c->f->p.self, "cell-1", &st, &err);
+	c->phase = st.phase;
+	cell_info_release(&st);
+	return NULL;
+}
+
+/* The launches waiting for their agents ask for their instances' states every few seconds;
+ * those asked at once share the poller's one description instead of one DescribeInstances
+ * each (ten waiting launches made ten a round before). */
+static void test_provider_ec2__states_asked_at_once_share_a_description(void **state)
+{
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err;
+	struct state_call c[10];
+	pthread_t t[10];
+	size_t before;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	cell_info_release(&out);
+	usleep(100 * 1000); /* the cache ages past two poll periods (20 ms) */
+	before = describes(f);
+	for (int i = 0; i < 10; i++) {
+		c[i] = (struct state_call){ f, -1, CELL_FAILED };
+		assert_int_equal(pthread_create(&t[i], NULL, state_thread, &c[i]), 0);
+	}
+	for (int i = 0; i < 10; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(c[i].ret, 0);
+		assert_int_equal(c[i].phase, CELL_RUNNING);
+	}
+	assert_true(describes(f) - before <= 2);
+}
+
 /* An instance that stays pending fails the launch after the launch timeout. */
 static void test_provider_ec2__pending_past_the_timeout(void **state)
 {
@@ -935,6 +994,7 @@ int main(void)
 		T(no_capacity_in_a_subnet_moves_to_the_next),
 		T(spot_falls_back_to_on_demand_only_if_allowed),
 		T(instance_that_dies_fails_the_launch),
+		T(states_asked_at_once_share_a_description),
 		T(instance_reclaimed_in_its_boot_fails_the_launch),
 		T(pending_past_the_timeout),
 		T(list_is_the_clusters_instances),

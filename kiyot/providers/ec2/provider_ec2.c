@@ -75,6 +75,7 @@ struct ec2p {
 	struct seen *cache;
 	size_t n_cache;
 	uint64_t generation;   /* bumped by every poll */
+	int64_t cache_ns;      /* when the cache was last described whole (monotonic), or 0 */
 	struct recent *recent; /* launches of the last RECENT_NS */
 	size_t n_recent, cap_recent;
 	int waiters;
@@ -158,6 +159,7 @@ static void *poller_thread(void *arg)
 			seen_free(p->cache, p->n_cache);
 			p->cache = fresh;
 			p->n_cache = n;
+			p->cache_ns = clock_mono_ns();
 		} else {
 			seen_free(fresh, n);
 		}
@@ -573,14 +575,59 @@ static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err
 	return 0;
 }
 
+/* A cell the poller saw live in a description at most two periods old, asking for one if
+ * the cache is older (so every launch waiting for its agent shares the poller's one
+ * DescribeInstances a period instead of making its own). Fills *out; false when the cache
+ * does not list it live (it may have left: the caller describes it by itself). */
+static bool state_from_cache(struct ec2p *p, const char *cell_id, struct cell_info *out)
+{
+	int64_t fresh_ns = 2LL * p->poll_ms * 1000000;
+	bool hit = false;
+
+	pthread_mutex_lock(&p->lock);
+	if (clock_mono_ns() - p->cache_ns > fresh_ns) {
+		uint64_t gen = p->generation;
+
+		p->waiters++;
+		pthread_cond_broadcast(&p->cond);
+		while (!p->stop && p->generation == gen && !cancel_requested()) {
+			struct timespec ts = clock_deadline(CLOCK_MONOTONIC, 100);
+
+			pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+		}
+		p->waiters--;
+	}
+	for (size_t i = 0; i < p->n_cache && !hit && clock_mono_ns() - p->cache_ns <= fresh_ns;
+	     i++) {
+		const struct seen *c = &p->cache[i];
+
+		if ((strcmp(c->cell_id, cell_id) != 0 && strcmp(c->instance_id, cell_id) != 0) ||
+		    !state_live(c->state))
+			continue;
+		out->cell_id = xstrdup(cell_id);
+		out->instance_id = xstrdup(c->instance_id);
+		out->instance_type = xstrdup("");
+		out->ip = xstrdup(c->ip);
+		out->pod_uid = xstrdup("");
+		out->phase = phase_of(c->state);
+		hit = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return hit;
+}
+
 /* provider_ops.state: the cell's instance as EC2 describes it now (by its cell tag, or its
- * id), whatever its state, with its state reason: one DescribeInstances, apart from the
- * poller's batched one, which lists only live instances. */
+ * id), whatever its state, with its state reason: from the poller's batched description
+ * while that lists it live, else one DescribeInstances of its own (the poller lists only live
+ * instances: one that left is described for its state reason). */
 static int ec2_state(void *self, const char *cell_id, struct cell_info *out, struct err *err)
 {
 	struct ec2p *p = self;
 	struct ec2_instance in = { 0 };
 	const char *uid;
+
+	if (state_from_cache(p, cell_id, out))
+		return 0;
 
 	if (describe_one(p, strncmp(cell_id, "i-", 2) == 0 ? "instance-id" : "tag:" EC2_TAG_CELL_ID,
 			 cell_id, &in, err) < 0)
