@@ -50,7 +50,7 @@ def fixture(name):
 ANSWERS = {
     "DescribeInstances": fixture("describe_instances_empty.xml"),
     "RunInstances": fixture("run_instances.xml"),
-    "TerminateInstances": fixture("ok_terminate.xml"),
+    "TerminateInstances": fixture("ok_terminate_two.xml"),  # both ids the probe ends
     "CreateTags": b'<?xml version="1.0" encoding="UTF-8"?>\n<CreateTagsResponse '
                   b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>1</requestId>'
                   b'<return>true</return></CreateTagsResponse>',
