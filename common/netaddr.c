@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,6 +22,10 @@ int netaddr_parse(const char *target, struct sockaddr_storage *ss, socklen_t *le
 
 	if (!colon || colon == target || !colon[1])
 		return err_set(err, EINVAL, "address \"%s\": want ip:port", target ? target : "");
+	/* getaddrinfo takes a port past 65535 (and wraps it) */
+	if (strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 5 ||
+	    strtol(colon + 1, NULL, 10) > 65535)
+		return err_set(err, EINVAL, "address \"%s\": the port must be 0 to 65535", target);
 	n = (size_t)(colon - target);
 	if (target[0] == '[' && n >= 2 && target[n - 1] == ']') {
 		host++;
@@ -63,4 +68,31 @@ bool netaddr_listening(const char *target, int timeout_ms)
 	}
 	close(p.fd);
 	return up;
+}
+
+int netaddr_listen_ipv4(const char *address, int backlog, struct sockaddr_in *bound,
+			struct err *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd, one = 1;
+
+	if (netaddr_parse(address, &ss, &len, err) < 0)
+		return -err->code;
+	if (ss.ss_family != AF_INET)
+		return err_set(err, EINVAL, "address \"%s\": want an IPv4 ip:port", address);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return err_errno(err, "socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	len = sizeof(*bound);
+	if (bind(fd, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0 ||
+	    listen(fd, backlog) < 0 || getsockname(fd, (struct sockaddr *)bound, &len) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return err_errno(err, "listening on %s", address);
+	}
+	return fd;
 }

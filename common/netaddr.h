@@ -7,6 +7,7 @@
 #define KIYOT_NETADDR_H
 
 #include <stdbool.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "err.h"
@@ -17,5 +18,10 @@ int netaddr_parse(const char *target, struct sockaddr_storage *ss, socklen_t *le
  * once). True for a target netaddr_parse does not take, so that the caller's real connection
  * says what is wrong with it. */
 bool netaddr_listening(const char *target, int timeout_ms);
+/* A TCP listener (non-blocking, close-on-exec, SO_REUSEADDR) on an IPv4 "ip:port" (port 0: a
+ * free one); *bound gets the address it has. The descriptor, or -errno: EINVAL naming an
+ * address that is no numeric IPv4 ip:port, bind's and listen's errno (EADDRINUSE...) else. */
+int netaddr_listen_ipv4(const char *address, int backlog, struct sockaddr_in *bound,
+			struct err *err);
 
 #endif

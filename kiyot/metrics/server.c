@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "evloop.h"
 #include "log.h"
+#include "netaddr.h"
 #include "metrics.h"
 #include "stream/http.h"
 #include "xalloc.h"
@@ -330,27 +331,6 @@ static void stop_all(void *arg)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* "IPv4:PORT" */
-static int parse_address(const char *address, struct sockaddr_in *sa, struct err *err)
-{
-	const char *colon = strrchr(address, ':');
-	char host[64];
-	char *end;
-	long port;
-
-	if (!colon || (size_t)(colon - address) >= sizeof(host))
-		return err_set(err, EINVAL, "metrics address \"%s\": want IPv4:PORT", address);
-	memcpy(host, address, (size_t)(colon - address));
-	host[colon - address] = '\0';
-	port = strtol(colon + 1, &end, 10);
-	if (!colon[1] || *end || port < 0 || port > 65535 ||
-	    inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-		return err_set(err, EINVAL, "metrics address \"%s\": want IPv4:PORT", address);
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	return 0;
-}
-
 int metrics_server_start(const char *address, struct metrics_registry *r,
 			 const struct metrics_limits *limits, struct metrics_server **out,
 			 struct err *err)
@@ -361,29 +341,16 @@ int metrics_server_start(const char *address, struct metrics_registry *r,
 		.max_connections = METRICS_MAX_CONNECTIONS,
 	};
 	struct sockaddr_in sa = { 0 };
-	socklen_t len = sizeof(sa);
 	struct metrics_server *s;
-	int fd, one = 1;
+	int fd = netaddr_listen_ipv4(address, 64, &sa, err);
 
-	if (parse_address(address, &sa, err) < 0)
-		return -err->code;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd == -EADDRINUSE)
+		return err_set(err, EADDRINUSE,
+			       "metrics server on %s: the address is in use (another process, or "
+			       "kiyot's streaming server): pick another port",
+			       address);
 	if (fd < 0)
-		return err_errno(err, "socket");
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		if (e == EADDRINUSE)
-			return err_set(err, EADDRINUSE,
-				       "metrics server on %s: the address is in use (another "
-				       "process, or kiyot's streaming server): pick another port",
-				       address);
-		return err_errno(err, "metrics server on %s", address);
-	}
+		return err_wrap(err, "metrics server");
 	s = xcalloc(1, sizeof(*s));
 	s->reg = r;
 	s->lim = limits ? *limits : defaults;

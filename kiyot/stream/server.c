@@ -25,6 +25,7 @@
 #include "evloop.h"
 #include "http.h"
 #include "log.h"
+#include "netaddr.h"
 #include "stream_internal.h"
 #include "xalloc.h"
 
@@ -639,26 +640,6 @@ static void stop_all(void *arg)
 		astream_cancel(a);
 }
 
-/* Parses "HOST:PORT" (IPv4). */
-static int parse_address(const char *address, struct sockaddr_in *sa, struct err *err)
-{
-	const char *colon = strrchr(address, ':');
-	char host[64];
-	char *end;
-	long port;
-
-	if (!colon || (size_t)(colon - address) >= sizeof(host))
-		return err_set(err, EINVAL, "streaming address \"%s\": want HOST:PORT", address);
-	memcpy(host, address, (size_t)(colon - address));
-	host[colon - address] = '\0';
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-		return err_set(err, EINVAL, "streaming address \"%s\": want IPv4:PORT", address);
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	return 0;
-}
-
 /* Says where the server listens, where its URLs point, and its bounds. */
 static void log_start(const struct stream_server *s, const struct sockaddr_in *sa)
 {
@@ -685,21 +666,11 @@ int stream_server_start(const char *address, struct cellmgr *cells,
 		.head_timeout_ms = STREAM_HEAD_TIMEOUT_MS,
 	};
 	struct sockaddr_in sa = { 0 };
-	socklen_t len = sizeof(sa);
 	struct stream_server *s;
-	int fd, one = 1;
+	int fd = netaddr_listen_ipv4(address, 64, &sa, err);
 
-	if (parse_address(address, &sa, err) < 0)
-		return -err->code;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return err_errno(err, "socket");
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-		close(fd);
-		return err_errno(err, "streaming server on %s", address);
-	}
+		return err_wrap(err, "streaming server");
 	s = xcalloc(1, sizeof(*s));
 	s->cells = cells;
 	s->lim = limits ? *limits : defaults;
