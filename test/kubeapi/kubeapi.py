@@ -106,17 +106,29 @@ class Store:
         return None
 
 
+# Fields an Event list may be selected by besides metadata's (the server's event field set).
+EVENT_FIELDS = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.fieldPath",
+                "reason", "type", "source", "reportingComponent")
+
+
 def field_matches(sel, obj):
-    """fieldSelector: metadata.name and metadata.namespace equality, as kubectl sends them."""
+    """fieldSelector: metadata.name and metadata.namespace equality, as kubectl sends them, and
+    an Event's own fields (kubectl describe asks for a pod's by involvedObject.*)."""
     md = obj.get("metadata") or {}
+    event = obj.get("kind") == "Event"
     for part in filter(None, (p.strip() for p in (sel or "").split(","))):
         neg = "!=" in part
         k, v = part.split("!=" if neg else "=", 1)
         k, v = k.strip(), v.strip().lstrip("=")
-        if k not in ("metadata.name", "metadata.namespace"):
+        if k in ("metadata.name", "metadata.namespace"):
+            have = md.get(k.split(".", 1)[1])
+        elif event and k in EVENT_FIELDS:
+            have = obj.get("source", {}).get("component") if k == "source" else json_path(
+                obj, "." + k)
+        else:
             raise ApiError(400, "BadRequest", 'field label not supported: "%s"' % k)
-        have = md.get(k.split(".", 1)[1])
-        if (have == v) == neg:
+        if (have or "") == v and neg or (have or "") != v and not neg:
             return False
     return True
 
@@ -129,6 +141,7 @@ BUILTIN = [
     ("", "v1", "serviceaccounts", "ServiceAccount", True, ["sa"]),
     ("", "v1", "secrets", "Secret", True, []),
     ("", "v1", "configmaps", "ConfigMap", True, ["cm"]),
+    ("", "v1", "events", "Event", True, ["ev"]),
     ("apps", "v1", "deployments", "Deployment", True, ["deploy"]),
     ("apps", "v1", "daemonsets", "DaemonSet", True, ["ds"]),
     ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, []),
@@ -175,7 +188,37 @@ def validate_crd(obj):
                       obj["metadata"].get("name", ""), errs)
 
 
-VALIDATE = {"Pod": validate_pod, "CustomResourceDefinition": validate_crd}
+def validate_event(obj):
+    """What a 1.26 server insists on for a core/v1 Event (legacy validation): the involved
+    object's namespace is the event's (a cluster-scoped object's events go to "default"), a
+    type of Normal or Warning, a reason and a message within their sizes."""
+    md = obj["metadata"]
+    name, ns = md["name"], md.get("namespace", "")
+    io = obj.get("involvedObject") or {}
+    causes = []
+    if io.get("namespace"):
+        if io["namespace"] != ns:
+            causes.append(("involvedObject.namespace", "FieldValueInvalid",
+                           'Invalid value: "%s": does not match event.namespace' %
+                           io["namespace"]))
+    elif ns not in ("", "default"):
+        causes.append(("involvedObject.namespace", "FieldValueInvalid",
+                       'Invalid value: "": does not match event.namespace'))
+    if obj.get("type") not in (None, "", "Normal", "Warning"):
+        causes.append(("type", "FieldValueNotSupported", 'Unsupported value: "%s": supported '
+                       'values: "Normal", "Warning"' % obj.get("type")))
+    if len(obj.get("reason") or "") > 128:
+        causes.append(("reason", "FieldValueTooLong", "Too long: may not be more than 128 "
+                       "bytes"))
+    if len((obj.get("message") or "").encode()) > 4096:
+        causes.append(("message", "FieldValueTooLong", "Too long: may not be more than 4096 "
+                       "bytes"))
+    if causes:
+        raise invalid("", "Event", name, causes)
+
+
+VALIDATE = {"Pod": validate_pod, "CustomResourceDefinition": validate_crd,
+            "Event": validate_event}
 
 
 def parse_selector(sel):
@@ -654,6 +697,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def table(self, items, crd, store, kind=None):
         if kind == "Pod":
             return self.pod_table(items, store)
+        if kind == "Event":
+            return self.event_table(items, store)
         cols = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
                  "description": "Name must be unique within a namespace."}]
         paths = []
@@ -697,6 +742,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rows.append({"cells": [o["metadata"]["name"], "%d/%d" % (ready, total),
                                    st.get("phase", "Pending"), str(restarts),
                                    human_age(o["metadata"].get("creationTimestamp"))],
+                         "object": {"kind": "PartialObjectMetadata",
+                                    "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}})
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": str(store.rv)}, "columnDefinitions": cols,
+                "rows": rows}
+
+
+    @staticmethod
+    def event_table(items, store):
+        """Events as the API server's table shows them: LAST SEEN TYPE REASON OBJECT MESSAGE."""
+        cols = [{"name": n, "type": "string", "format": f, "priority": 0, "description": n}
+                for n, f in (("Last Seen", ""), ("Type", ""), ("Reason", ""), ("Object", ""),
+                             ("Message", ""), ("Name", "name"))]
+        cols[-1]["priority"] = 1
+        rows = []
+        for o in items:
+            io = o.get("involvedObject") or {}
+            rows.append({"cells": [human_age(o.get("lastTimestamp") or
+                                             o["metadata"].get("creationTimestamp")),
+                                   o.get("type", ""), o.get("reason", ""),
+                                   "%s/%s" % (io.get("kind", "").lower(), io.get("name", "")),
+                                   o.get("message", ""), o["metadata"]["name"]],
                          "object": {"kind": "PartialObjectMetadata",
                                     "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}})
         return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",

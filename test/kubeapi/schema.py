@@ -61,7 +61,10 @@ def model_fields(name):
 
 
 def model_for(group, version, kind):
-    """The model of a built-in kind: V1Pod, V1Deployment, V1CustomResourceDefinition..."""
+    """The model of a built-in kind: V1Pod, V1Deployment, V1CustomResourceDefinition...;
+    core/v1 Event's is CoreV1Event (events.k8s.io has its own)."""
+    if (group, kind) == ("", "Event"):
+        return "CoreV1Event"
     return version[0].upper() + version[1:] + kind
 
 

@@ -349,6 +349,46 @@ class KubeApiTest(unittest.TestCase):
         self.assertEqual(cm.exception.status, 422)
         self.assertIn("spec.containers", json.loads(cm.exception.body)["message"])
 
+    def test_kubeapi__events_on_a_pod_are_listed_described_and_validated(self):
+        made = self.core.create_namespaced_pod("default", pod("evpod"))
+        uid = made.metadata.uid
+        ev = {"apiVersion": "v1", "kind": "Event",
+              "metadata": {"name": "evpod.17a", "namespace": "default"},
+              "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": "default",
+                                 "name": "evpod", "uid": uid},
+              "reason": "CellLaunched", "message": "cell t3a.nano $0.0047/h", "type": "Normal",
+              "count": 1, "source": {"component": "kiyot", "host": "node-1"},
+              "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z"}
+        try:
+            self.core.create_namespaced_event("default", ev)
+            # repeats are a patch of the count, as the kubelet's recorder sends it
+            self.core.patch_namespaced_event("evpod.17a", "default", {"count": 2})
+            got = self.core.list_namespaced_event(
+                "default", field_selector="involvedObject.name=evpod,involvedObject.uid=" + uid)
+            self.assertEqual([(e.reason, e.count) for e in got.items], [("CellLaunched", 2)])
+            self.assertEqual(self.core.list_namespaced_event(
+                "default", field_selector="involvedObject.name=other").items, [])
+            table = self.ep.kubectl("get", "events").stdout.splitlines()
+            self.assertEqual(table[0].split(), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT",
+                                                "MESSAGE"])
+            self.assertIn("pod/evpod", table[1])
+            self.assertIn("CellLaunched", self.ep.kubectl("describe", "pod", "evpod").stdout)
+            # an event in another namespace than its pod's is refused as the server does
+            bad = dict(ev, metadata={"name": "evpod.17b", "namespace": "other"})
+            with self.assertRaises(self.client.ApiException) as cm:
+                self.core.create_namespaced_event("other", bad)
+            self.assertEqual(cm.exception.status, 422)
+            self.assertIn("does not match event.namespace", json.loads(cm.exception.body)[
+                "message"])
+            # and an unknown type
+            bad = dict(ev, metadata={"name": "evpod.17c", "namespace": "default"}, type="Info")
+            with self.assertRaises(self.client.ApiException) as cm:
+                self.core.create_namespaced_event("default", bad)
+            self.assertEqual(cm.exception.status, 422)
+        finally:
+            self.core.delete_namespaced_pod("evpod", "default")
+            self.core.delete_namespaced_event("evpod.17a", "default")
+
     # -- strict field validation, as a 1.26 API server does it --
     def test_kubeapi__crd_with_the_unquoted_comma_is_refused_as_the_server_refuses_it(self):
         with open(UNQUOTED_COMMA) as f:
