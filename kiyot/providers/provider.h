@@ -143,6 +143,7 @@ struct ec2_provider_config {
 	const char *region;
 	const char *endpoint;	       /* NULL: EC2's public endpoint of the region */
 	const char *image_id;	       /* the cell AMI (cell-agent installed, reads user-data) */
+	const char *image_id_arm64;    /* the arm64 cell AMI; NULL: no arm64 cells */
 	const char *subnet_id;	       /* optional; after subnet_ids when both are given */
 	const char *const *subnet_ids; /* optional: tried in order when a type has no capacity */
 	size_t n_subnet_ids;

@@ -47,7 +47,10 @@
  *	                              the instance catalog's prices follow it; with one, they
  *	                              must agree)
  *	  endpoint: ""                (a private endpoint; default EC2's public one)
- *	  imageId: ami-...            (required: the cell image, cell-agent reading user-data)
+ *	  imageId: ami-...            (the cell image, cell-agent reading user-data: x86_64)
+ *	  imageIds: {x86_64: ami-..., arm64: ami-...} (a cell image per architecture; imageId
+ *	                              is the x86_64 one; one of the two is required, and an
+ *	                              architecture without an image gets no cells)
  *	  subnetIds: [...]            (tried in order when no type has capacity in one; subnetId:
  *	                              one subnet, after those)
  *	  subnetId, securityGroupIds: [...], instanceProfile
@@ -148,6 +151,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->ec2.region);
 	free(c->ec2.endpoint);
 	free(c->ec2.image_id);
+	free(c->ec2.image_id_arm64);
 	free(c->ec2.subnet_id);
 	free(c->ec2.instance_profile);
 	free(c->ec2.profile);
@@ -413,12 +417,46 @@ static int load_pulls(struct kiyot_config *c, json_t *p, struct err *err)
 	return 0;
 }
 
+/* ec2.imageIds: {x86_64: ami-..., arm64: ami-...}; x86_64 must agree with ec2.imageId. */
+static int load_ec2_images(struct kiyot_config *c, json_t *m, struct err *err)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(m))
+		return err_set(err, EINVAL,
+			       "ec2.imageIds: must be a mapping of architecture to image, e.g. "
+			       "{x86_64: ami-..., arm64: ami-...}");
+	json_object_foreach (m, key, v) {
+		bool x86 = strcmp(key, "x86_64") == 0 || strcmp(key, "amd64") == 0;
+		bool arm = strcmp(key, "arm64") == 0 || strcmp(key, "aarch64") == 0;
+		char **dst = x86 ? &c->ec2.image_id : &c->ec2.image_id_arm64;
+
+		if (!x86 && !arm)
+			return err_set(err, EINVAL,
+				       "ec2.imageIds: \"%s\" is not an architecture; use x86_64 or "
+				       "arm64",
+				       key);
+		if (!json_is_string(v) || !json_string_length(v))
+			return err_set(err, EINVAL, "ec2.imageIds.%s: must be an image id", key);
+		if (x86 && *dst && strcmp(*dst, json_string_value(v)) != 0)
+			return err_set(err, EINVAL,
+				       "ec2.imageIds.%s \"%s\" is not ec2.imageId \"%s\"; give the "
+				       "x86_64 image once",
+				       key, json_string_value(v), *dst);
+		free(*dst);
+		*dst = xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
 /* The ec2 section: where cells are launched when cells.provider is ec2. */
 static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 {
 	static const char *const known[] = { "region",
 					     "endpoint",
 					     "imageId",
+					     "imageIds",
 					     "subnetId",
 					     "subnetIds",
 					     "securityGroupIds",
@@ -450,6 +488,8 @@ static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
 				       "ec2.noInstanceMetadata: must be true or false");
 		c->ec2.no_imds = json_is_true(v);
 	}
+	if ((v = json_object_get(e, "imageIds")) && load_ec2_images(c, v, err) < 0)
+		return -err->code;
 	if (take_strv(e, "subnetIds", "ec2.", &c->ec2.subnet_ids, &c->ec2.n_subnet_ids, err) < 0)
 		return -err->code;
 	return take_strv(e, "securityGroupIds", "ec2.", &c->ec2.security_group_ids,

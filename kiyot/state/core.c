@@ -341,6 +341,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		ec.region = k->cfg.ec2.region ? k->cfg.ec2.region : k->cfg.region;
 		ec.endpoint = k->cfg.ec2.endpoint;
 		ec.image_id = k->cfg.ec2.image_id;
+		ec.image_id_arm64 = k->cfg.ec2.image_id_arm64;
 		ec.subnet_id = k->cfg.ec2.subnet_id;
 		ec.subnet_ids = (const char *const *)k->cfg.ec2.subnet_ids;
 		ec.n_subnet_ids = k->cfg.ec2.n_subnet_ids;

@@ -77,6 +77,7 @@ struct kiyot_config {
 	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */
 	struct {		    /* cells.provider: ec2 */
 		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
+		char *image_id_arm64; /* ec2.imageIds.arm64; image_id is the x86_64 one */
 		char *profile, *credentials_file;
 		char **security_group_ids;
 		size_t n_security_group_ids;

@@ -387,6 +387,27 @@ static void test_config__ec2_section_sets_every_field(void **state)
 	kiyot_config_release(&c);
 }
 
+/* ec2.imageIds gives a cell image per architecture; its x86_64 one is ec2.imageId. */
+static void test_config__ec2_image_ids_per_architecture(void **state)
+{
+	const char *text = "ec2: {imageId: ami-x, imageIds: {x86_64: ami-x, arm64: ami-a}}";
+	const char *arm_only = "ec2: {imageIds: {arm64: ami-a}}";
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_int_equal(kiyot_config_load_text(&c, text, strlen(text), "t.yaml", &err), 0);
+	assert_string_equal(c.ec2.image_id, "ami-x");
+	assert_string_equal(c.ec2.image_id_arm64, "ami-a");
+	kiyot_config_release(&c);
+	kiyot_config_defaults(&c);
+	assert_int_equal(kiyot_config_load_text(&c, arm_only, strlen(arm_only), "t.yaml", &err), 0);
+	assert_null(c.ec2.image_id);
+	assert_string_equal(c.ec2.image_id_arm64, "ami-a");
+	kiyot_config_release(&c);
+}
+
 /* Each section of the wrong shape, and each value out of its bounds, is refused naming the
  * setting and what it must be. */
 static void test_config__malformed_sections_are_named(void **state)
@@ -413,6 +434,10 @@ static void test_config__malformed_sections_are_named(void **state)
 		{ "ec2: {securityGroupIds: sg-1}",
 		  "ec2.securityGroupIds: must be a list of strings" },
 		{ "ec2: {subnetIds: subnet-1}", "ec2.subnetIds: must be a list of strings" },
+		{ "ec2: {imageIds: ami-1}", "ec2.imageIds: must be a mapping of architecture" },
+		{ "ec2: {imageIds: {ppc64le: ami-1}}", "\"ppc64le\" is not an architecture" },
+		{ "ec2: {imageId: ami-1, imageIds: {x86_64: ami-2}}",
+		  "ec2.imageIds.x86_64 \"ami-2\" is not ec2.imageId \"ami-1\"" },
 		{ "region: us-east-1\nec2: {region: eu-west-1}",
 		  "ec2.region \"eu-west-1\" is not region \"us-east-1\"" },
 	};
@@ -452,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 		cmocka_unit_test(test_config__ec2_section_sets_every_field),
+		cmocka_unit_test(test_config__ec2_image_ids_per_architecture),
 		cmocka_unit_test(test_config__malformed_sections_are_named),
 	};
 
