@@ -20,7 +20,7 @@
  * pass at once: the pass and its terminators check the stop flag before each cell, and their
  * provider calls run in a cancel scope (cancel.h) that the stop cancels.
  */
-#include "state/kiyot.h"
+#include "gc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +34,7 @@
 #include "cellsync.h"
 #include "clock.h"
 #include "log.h"
+#include "state/kiyot.h"
 #include "xalloc.h"
 
 struct orphan {
@@ -50,10 +51,30 @@ struct gc {
 	bool started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop; /* written under lock, read anywhere */
+	int stop;		      /* written under lock, read anywhere */
+	bool asked;		      /* gc_pass_now: a pass is wanted now (under lock) */
+	unsigned long begun, ended;   /* passes so far (under lock) */
+	const struct gc_clock *clock; /* NULL: the real clocks */
 	struct orphan *orphans;
 	size_t n_orphans, cap;
 };
+
+static const struct gc_clock *next_clock;
+
+void gc_set_clock(const struct gc_clock *clock)
+{
+	next_clock = clock;
+}
+
+static int64_t mono_ns(const struct gc *g)
+{
+	return g->clock ? g->clock->mono_ns(g->clock->ctx) : clock_mono_ns();
+}
+
+static int64_t wall_ns(const struct gc *g)
+{
+	return g->clock ? g->clock->wall_ns(g->clock->ctx) : clock_now_ns();
+}
 
 /* Whether gc_stop was called: a pass and its provider calls end. */
 static bool stopping(void *ctx)
@@ -117,7 +138,7 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 		return c->phase == CELL_FAILED ? HEAL_AND_RESUME : RESUME;
 	if (sb->phase == SANDBOX_LAUNCHING || startup)
 		return KEEP;
-	return clock_now_ns() - sb->created_ns >= grace ? TERMINATE_INTERRUPTED : KEEP;
+	return wall_ns(g) - sb->created_ns >= grace ? TERMINATE_INTERRUPTED : KEEP;
 }
 
 /* The sandbox of an interrupted launch the gc ends, with a reference, stopping from now on:
@@ -298,7 +319,7 @@ static void pass(struct gc *g, int startup)
 	struct sandbox **claimed;
 	size_t n = 0;
 	struct err err = ERR_INIT;
-	int64_t now = clock_mono_ns();
+	int64_t now = mono_ns(g);
 	char **ready;
 	size_t n_ready;
 	int ret;
@@ -341,21 +362,54 @@ static void *gc_thread(void *arg)
 	struct timespec ts;
 
 	cancel_scope_enter(&sc, stopping, g);
-	pass(g, 1); /* at start-up: what no sandbox owns goes at once */
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += g->k->cfg.gc_interval_s;
-		pthread_cond_timedwait(&g->cond, &g->lock, &ts);
-		if (g->stop)
-			break;
+		bool startup = g->begun++ == 0; /* what no sandbox owns goes at once */
+
+		g->asked = false;
 		pthread_mutex_unlock(&g->lock);
-		pass(g, 0);
+		pass(g, startup);
 		pthread_mutex_lock(&g->lock);
+		g->ended++;
+		pthread_cond_broadcast(&g->cond);
+		ts = clock_deadline(CLOCK_MONOTONIC, (int64_t)g->k->cfg.gc_interval_s * 1000);
+		while (!g->stop && !g->asked &&
+		       pthread_cond_timedwait(&g->cond, &g->lock, &ts) != ETIMEDOUT)
+			;
 	}
 	pthread_mutex_unlock(&g->lock);
 	cancel_scope_leave(&sc);
 	return NULL;
+}
+
+int gc_pass_now(struct gc *g, int timeout_ms)
+{
+	struct timespec ts = clock_deadline(CLOCK_MONOTONIC, timeout_ms);
+	unsigned long want;
+	int ret = 0;
+
+	pthread_mutex_lock(&g->lock);
+	want = g->begun + 1;
+	g->asked = true;
+	pthread_cond_broadcast(&g->cond);
+	while (timeout_ms > 0 && g->started && !g->stop && g->ended < want && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&g->cond, &g->lock, &ts);
+	if ((timeout_ms > 0 && g->ended < want) || !g->started)
+		ret = -ETIMEDOUT;
+	else
+		ret = 0;
+	pthread_mutex_unlock(&g->lock);
+	return ret;
+}
+
+unsigned long gc_passes_ended(struct gc *g)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&g->lock);
+	n = g->ended;
+	pthread_mutex_unlock(&g->lock);
+	return n;
 }
 
 /* At start-up, before the first pass: the cells of the sandboxes recorded ready are resumed
@@ -394,6 +448,7 @@ struct gc *gc_start(struct kiyot *k)
 	pthread_condattr_t ca;
 
 	g->k = k;
+	g->clock = next_clock;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

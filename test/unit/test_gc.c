@@ -4,6 +4,10 @@
  * start-up and in its periodic passes. Cells nobody owns go (at once at start-up, after the
  * grace period later); an interrupted launch is kept for the kubelet's retry, then goes; a
  * ready sandbox whose cell is gone is marked not ready.
+ *
+ * The collector's clock is a fake the tests move on (gc_set_clock), and they ask for its
+ * passes (gc_pass_now) rather than wait for its interval: none waits on the real clock but
+ * the test of the interval itself.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +22,7 @@
 #include <cmocka.h>
 
 #include "clock.h"
+#include "cells/gc.h"
 #include "cri/cri.h"
 #include "kiyot_fixture.h"
 #include "state/store.h"
@@ -26,10 +31,43 @@
 #define READY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY
 #define NOTREADY RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_NOTREADY
 
+/* The collector's clock: real at the start of a test, then moved on only by the test. */
+static int64_t fake_mono, fake_wall; /* atomic */
+
+static int64_t fake_mono_ns(void *ctx)
+{
+	(void)ctx;
+	return __atomic_load_n(&fake_mono, __ATOMIC_RELAXED);
+}
+
+static int64_t fake_wall_ns(void *ctx)
+{
+	(void)ctx;
+	return __atomic_load_n(&fake_wall, __ATOMIC_RELAXED);
+}
+
+static const struct gc_clock fake_clock = { fake_mono_ns, fake_wall_ns, NULL };
+
+static void advance_s(int64_t s)
+{
+	__atomic_add_fetch(&fake_mono, s * 1000000000LL, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fake_wall, s * 1000000000LL, __ATOMIC_RELAXED);
+}
+
 /* A fixture not opened yet: tests set up the provider and the state first. */
 static int setup_closed(void **state)
 {
+	__atomic_store_n(&fake_mono, clock_mono_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&fake_wall, clock_now_ns(), __ATOMIC_RELAXED);
+	gc_set_clock(&fake_clock);
 	*state = kfix_new(2);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	kfix_teardown(state);
+	gc_set_clock(NULL);
 	return 0;
 }
 
@@ -41,12 +79,10 @@ static void open_or_fail(struct kfix *f)
 		fail_msg("kiyot_open: %s", err.msg);
 }
 
-/* Waits until the collector made two more passes (so one began after now and ended). */
-static void wait_passes(struct kfix *f)
+/* Has the collector make a pass now and waits for its end. */
+static void pass_now(struct kfix *f)
 {
-	unsigned want = fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) + 2;
-
-	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= want, 10000));
+	assert_int_equal(gc_pass_now(f->k.gc, 10000), 0);
 }
 
 /*
@@ -95,12 +131,13 @@ static void test_gc__nothing_goes_when_the_provider_cannot_list(void **state)
 	struct kfix *f = *state;
 
 	fake_provider_add_cell(f->fp, "orphan1", CELL_RUNNING);
-	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, EIO, 1);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, EIO, -1);
 	open_or_fail(f);
-	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= 1, 10000));
-	usleep(200000); /* what a pass would do after its list */
+	pass_now(f); /* the start-up pass or a later one, over */
+	assert_true(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= 1);
 	assert_true(fake_provider_has(f->fp, "orphan1"));
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
+	fake_provider_fail(f->fp, FAKE_PROVIDER_LIST, 0, 0);
 }
 
 struct opener {
@@ -203,23 +240,36 @@ static void test_gc__ready_cells_are_resumed_before_the_first_pass(void **state)
 }
 
 /* After start-up an unowned cell lives out the grace period (it may be one a launch is making
- * right now), then goes. */
+ * right now), counted from the pass that first saw it, then goes. */
 static void test_gc__a_later_orphan_is_kept_for_the_grace_period(void **state)
 {
 	struct kfix *f = *state;
-	int64_t added;
 
-	f->gc_interval_s = 1;
-	f->gc_grace_s = 2;
+	f->gc_grace_s = 120;
 	open_or_fail(f);
 	/* the start-up pass, whose orphans go at once, runs on the collector's thread: after it */
-	wait_passes(f);
-	added = clock_mono_ns();
+	pass_now(f);
 	fake_provider_add_cell(f->fp, "orphan2", CELL_RUNNING);
-	wait_passes(f);
+	pass_now(f); /* first seen */
+	advance_s(119);
+	pass_now(f);
 	assert_true(fake_provider_has(f->fp, "orphan2"));
-	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "orphan2"), 10000));
-	assert_true(clock_mono_ns() - added >= 2000000000LL);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
+	advance_s(1);
+	pass_now(f);
+	assert_false(fake_provider_has(f->fp, "orphan2"));
+	assert_int_equal(fake_provider_terminated(f->fp, "orphan2"), 1);
+}
+
+/* Without being asked, the collector makes a pass every cells.gcIntervalSeconds (the one test
+ * that waits on the real clock: a second). */
+static void test_gc__passes_repeat_every_interval(void **state)
+{
+	struct kfix *f = *state;
+
+	f->gc_interval_s = 1;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= 2, 10000));
 }
 
 /*
@@ -257,13 +307,15 @@ static void test_gc__an_interrupted_launch_not_retried_loses_its_cell(void **sta
 	struct err err = ERR_INIT;
 	_cleanup_free_ char *cell = NULL;
 
-	f->gc_interval_s = 1;
-	f->gc_grace_s = 1;
-	write_interrupted_launch(f, id, "cellold", clock_now_ns() - 3600 * 1000000000LL);
+	f->gc_grace_s = 120;
+	write_interrupted_launch(f, id, "cellold", fake_wall_ns(NULL) - 60 * 1000000000LL);
 	fake_provider_add_cell(f->fp, "cellold", CELL_RUNNING);
 	open_or_fail(f);
-	assert_true(fake_provider_has(f->fp, "cellold")); /* start-up keeps it */
-	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "cellold"), 10000));
+	pass_now(f);
+	assert_true(fake_provider_has(f->fp, "cellold")); /* start-up, then the grace keep it */
+	advance_s(60);
+	pass_now(f);
+	assert_false(fake_provider_has(f->fp, "cellold"));
 	assert_true(KFIX_WAIT((free(cell), cell = kfix_cell_of(f, id)) && !cell[0], 5000));
 	assert_int_equal(kfix_pod_state(f, id, &err), NOTREADY);
 	assert_int_equal(kfix_remove_pod(f, id, &err), 0);
@@ -282,12 +334,14 @@ static void test_gc__a_retry_while_the_collector_ends_the_launch_waits(void **st
 	_cleanup_free_ char *cell = NULL;
 	int ret;
 
-	f->gc_interval_s = 1;
 	f->gc_grace_s = 1;
-	write_interrupted_launch(f, id, "cellold", clock_now_ns() - 3600 * 1000000000LL);
+	write_interrupted_launch(f, id, "cellold", fake_wall_ns(NULL) - 3600 * 1000000000LL);
 	fake_provider_add_cell(f->fp, "cellold", CELL_RUNNING);
 	fake_provider_hold_terminate(f->fp, 1);
 	open_or_fail(f);
+	/* the start-up pass keeps it for a retry; the next ends it (not waited for: held) */
+	assert_true(KFIX_WAIT(gc_passes_ended(f->k.gc) >= 1, 10000));
+	assert_int_equal(gc_pass_now(f->k.gc, 0), 0);
 	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
 	ret = kfix_run_pod(f, "web", "uid-web", 0, &again, &err);
 	fake_provider_hold_terminate(f->fp, 0); /* first: a failed check must not hang the gc */
@@ -306,12 +360,13 @@ static void test_gc__an_interrupted_launch_is_kept_within_the_grace_period(void 
 	const char *id = "3333333333333333333333333333333333333333333333333333333333333333";
 	_cleanup_free_ char *cell = NULL;
 
-	f->gc_interval_s = 1;
 	f->gc_grace_s = 3600;
-	write_interrupted_launch(f, id, "cellnew", clock_now_ns());
+	write_interrupted_launch(f, id, "cellnew", fake_wall_ns(NULL));
 	fake_provider_add_cell(f->fp, "cellnew", CELL_RUNNING);
 	open_or_fail(f);
-	wait_passes(f);
+	pass_now(f);
+	advance_s(3599);
+	pass_now(f);
 	assert_true(fake_provider_has(f->fp, "cellnew"));
 	cell = kfix_cell_of(f, id);
 	assert_string_equal(cell, "cellnew");
@@ -329,14 +384,14 @@ static void test_gc__a_ready_sandbox_whose_cell_vanished_is_not_ready(void **sta
 	_cleanup_free_ char *ctr = NULL;
 	_cleanup_free_ char *cell = NULL;
 
-	f->gc_interval_s = 1;
 	open_or_fail(f);
 	kfix_pod_with_container(f, "web", &sb, &ctr);
 	cell = kfix_cell_of(f, sb);
-	wait_passes(f);
+	pass_now(f);
 	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
 	fake_provider_vanish(f->fp, cell);
-	assert_true(KFIX_WAIT(kfix_pod_state(f, sb, &err) == NOTREADY, 10000));
+	pass_now(f);
+	assert_int_equal(kfix_pod_state(f, sb, &err), NOTREADY);
 	req.container_id = ctr;
 	assert_int_equal(kfix_call(f, "ContainerStatus", &req.base,
 				   &runtime__v1__container_status_response__descriptor, &resp,
@@ -356,13 +411,13 @@ static void test_gc__a_ready_sandboxs_failed_cell_is_healed(void **state)
 	_cleanup_free_ char *sb = NULL;
 	_cleanup_free_ char *cell = NULL;
 
-	f->gc_interval_s = 1;
 	open_or_fail(f);
 	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
 	cell = kfix_cell_of(f, sb);
 	fake_provider_set_phase(f->fp, cell, CELL_FAILED);
-	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL) == 1, 10000));
-	wait_passes(f);
+	pass_now(f);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL), 1);
+	pass_now(f);
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_HEAL), 1); /* healed: RUNNING */
 	assert_true(fake_provider_has(f->fp, cell));
 	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
@@ -375,13 +430,14 @@ static void test_gc__a_launching_sandboxs_cell_is_kept(void **state)
 	struct kfix_runner r;
 	struct err err = ERR_INIT;
 
-	f->gc_interval_s = 1;
 	f->gc_grace_s = 0;
 	open_or_fail(f);
 	fake_provider_hold(f->fp, 1);
 	kfix_run_pod_start(f, &r, "slow", "uid-slow");
 	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
-	wait_passes(f);
+	pass_now(f);
+	advance_s(3600);
+	pass_now(f);
 	assert_int_equal(fake_provider_n_cells(f->fp), 1);
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE), 0);
 	fake_provider_hold(f->fp, 0);
@@ -390,12 +446,13 @@ static void test_gc__a_launching_sandboxs_cell_is_kept(void **state)
 	free(r.id);
 }
 
-#define TEST(name) cmocka_unit_test_setup_teardown(name, setup_closed, kfix_teardown)
+#define TEST(name) cmocka_unit_test_setup_teardown(name, setup_closed, teardown)
 
 static const struct CMUnitTest tests[] = {
 	TEST(test_gc__an_orphan_cell_is_terminated_at_start),
 	TEST(test_gc__nothing_goes_when_the_provider_cannot_list),
 	TEST(test_gc__a_later_orphan_is_kept_for_the_grace_period),
+	TEST(test_gc__passes_repeat_every_interval),
 	TEST(test_gc__the_first_pass_is_off_the_start_up_path),
 	TEST(test_gc__ready_cells_are_resumed_before_the_first_pass),
 	TEST(test_gc__stop_ends_a_pass_in_flight),
