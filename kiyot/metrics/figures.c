@@ -52,7 +52,8 @@ static void fig_init(void)
 		(const char *const[]){ "method", NULL }, cri_buckets, ARRAY_SIZE(cri_buckets));
 	fig.launch_duration = metrics_histogram(
 		r, "kiyot_cell_launch_duration_seconds",
-		"Time of each step of a cell's launch: sizing, provider, boot, enroll, apply.",
+		"Time of each step of a cell's launch: sizing, provider (the launch call), boot "
+		"(until its agent answered, enrolled).",
 		(const char *const[]){ "step", NULL }, launch_buckets, ARRAY_SIZE(launch_buckets));
 	fig.launch_failures = metrics_counter(r, "kiyot_cell_launch_failures_total",
 					      "Cell launches that failed, by reason.",

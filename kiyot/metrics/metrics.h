@@ -110,10 +110,10 @@ int metrics_escape(struct buf *out, const char *s, struct err *err);
 void metrics_cri_observe(void *arg, const char *method, int status, double seconds);
 
 /* A step of a cell's launch took seconds: kiyot_cell_launch_duration_seconds{step}, step one
- * of sizing, provider, boot, enroll, apply. */
+ * of sizing, provider (the launch call), boot (until the agent answered, enrolled). */
 void metrics_launch_step(const char *step, double seconds);
 /* A launch failed: kiyot_cell_launch_failures_total{reason}; reason a short fixed word
- * (capacity, provider, boot, enroll, apply, sizing, timeout, ...), never an error message. */
+ * (sizing, provider, boot, cancelled, ...), never an error message. */
 void metrics_launch_failure(const char *reason);
 /* A call to a provider's API: kiyot_provider_calls_total{provider,action,outcome} and
  * kiyot_provider_call_duration_seconds{provider,action}; outcome one of ok, throttled,
