@@ -56,6 +56,8 @@
  *	  subnetId, securityGroupIds: [...], instanceProfile
  *	  profile, credentialsFile, noInstanceMetadata: false
  *	  launchTimeoutSeconds: 600
+ *	pool:                         (standby cells a pod starts in at once: see
+ *	                              pool/pool_config.h; absent: none)
  *	metrics:                      (Prometheus' scrape endpoint, GET /metrics; off when absent)
  *	  listen: "127.0.0.1:9464"    (IPv4:PORT, or a port alone for 127.0.0.1; never the
  *	                              streaming server's port)
@@ -162,6 +164,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->kube_proxy.kubeconfig);
 	strv_free(c->kube_proxy.command);
 	strv_free(c->kube_proxy.args);
+	pool_config_release(&c->pool);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -604,6 +607,7 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 					     "streamingAddress",
 					     "pulls",
 					     "metrics",
+					     "pool",
 					     NULL };
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -636,6 +640,8 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 	if ((v = json_object_get(doc, "pulls")) && load_pulls(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "metrics")) && load_metrics(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "pool")) && pool_config_load(&c->pool, v, err) < 0)
 		goto wrap;
 	if (check_ports(c, err) < 0)
 		goto wrap;

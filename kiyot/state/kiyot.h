@@ -32,6 +32,7 @@
 
 #include "cellagent.pb-c.h"
 #include "err.h"
+#include "pool/pool_config.h"
 #include "providers/provider.h"
 #include "records.h"
 #include "registry.h"
@@ -95,6 +96,7 @@ struct kiyot_config {
 	char *fallback_runtime_endpoint;
 	char *streaming_address; /* where Exec's URLs point: IPv4:PORT (0: any free port) */
 	char *metrics_listen;	 /* metrics.listen: IPv4:PORT of GET /metrics; "": off */
+	struct pool_config pool; /* pool: standby cells (pool/pool_config.h); zero: none */
 };
 
 struct kiyot {
