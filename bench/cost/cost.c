@@ -189,7 +189,9 @@ static int cost_load_mix(struct cost_run *r, const char *path, struct err *err)
 static double cost_kiyot(const struct cost_run *r, const struct cost_pod *p,
 			 const struct sizing_reserve *reserve, char *type, size_t size)
 {
-	struct pod_demand d = { p->cpu, p->mem, p->gpus, p->spot, NULL };
+	struct pod_demand d = {
+		.cpu_milli = p->cpu, .memory_bytes = p->mem, .gpus = p->gpus, .spot = p->spot
+	};
 	struct sizing_choice ch;
 	struct err err = ERR_INIT;
 

@@ -21,6 +21,7 @@
  */
 struct catalog {
 	char *region;
+	char *price_note; /* a derived region's estimate, or NULL */
 	struct catalog_type *types;
 	size_t n;
 	atomic_size_t refs;
@@ -69,6 +70,45 @@ static int catalog_number(const json_t *e, const char *key, double *out, const c
 	return 0;
 }
 
+/* Reads the optional "arch" list of an entry: the known names' bits (others, such as EC2's
+ * "i386" or "x86_64_mac", are skipped); x86_64 when absent. */
+static int catalog_arch(const json_t *e, const char *where, unsigned *out, struct err *err)
+{
+	const json_t *a = json_object_get(e, "arch"), *v;
+	size_t i;
+
+	*out = 0;
+	if (!a) {
+		*out = CATALOG_ARCH_X86_64;
+		return 0;
+	}
+	if (!json_is_array(a))
+		return err_set(err, EINVAL, "%s: \"arch\" must be a list of architectures", where);
+	json_array_foreach (a, i, v) {
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "%s: \"arch\" must list strings", where);
+		*out |= catalog_arch_parse(json_string_value(v));
+	}
+	if (!*out)
+		return err_set(err, EINVAL, "%s: \"arch\" must list x86_64 or arm64", where);
+	return 0;
+}
+
+/* Reads the optional "spotBand" of an entry: 0 to 4, unknown when absent. */
+static int catalog_spot_band(const json_t *e, const char *where, int *out, struct err *err)
+{
+	const json_t *b = json_object_get(e, "spotBand");
+
+	*out = CATALOG_SPOT_BAND_UNKNOWN;
+	if (!b)
+		return 0;
+	if (!json_is_integer(b) || json_integer_value(b) < 0 || json_integer_value(b) > 4)
+		return err_set(err, EINVAL, "%s: \"spotBand\" must be a whole number from 0 to 4",
+			       where);
+	*out = (int)json_integer_value(b);
+	return 0;
+}
+
 /* Reads one catalog entry into t. */
 static int catalog_entry(const json_t *e, const char *where, struct catalog_type *t,
 			 struct err *err)
@@ -98,6 +138,10 @@ static int catalog_entry(const json_t *e, const char *where, struct catalog_type
 		ret = catalog_number(e, "baseline", &t->baseline, where, err);
 	else
 		t->baseline = t->cpu;
+	if (ret >= 0)
+		ret = catalog_arch(e, where, &t->arch, err);
+	if (ret >= 0)
+		ret = catalog_spot_band(e, where, &t->spot_band, err);
 	if (ret < 0)
 		return ret;
 	if (t->cpu > 1e6 || t->memory_gib > 1e6)
@@ -119,11 +163,46 @@ static int catalog_entry(const json_t *e, const char *where, struct catalog_type
 	return 0;
 }
 
+/* Most a derived region's prices may be scaled by (either way). */
+#define CATALOG_MAX_PRICE_FACTOR 100.0
+
+/*
+ * A region given as {"from": "<region>", "priceFactor": f}: the other region's list, which
+ * must be a list itself (no chains), into *list, and f into *factor.
+ */
+static int catalog_derived(const json_t *root, const char *region, const json_t *spec,
+			   const json_t **list, double *factor, const char **from, struct err *err)
+{
+	const json_t *f = json_object_get(spec, "from");
+	const json_t *k = json_object_get(spec, "priceFactor");
+
+	if (!json_is_string(f) || !json_is_number(k))
+		return err_set(err, EINVAL,
+			       "region %s: must be a list of instance types, or {\"from\": "
+			       "\"<region>\", \"priceFactor\": <number>}",
+			       region);
+	*from = json_string_value(f);
+	*factor = json_number_value(k);
+	if (!isfinite(*factor) || *factor < 1.0 / CATALOG_MAX_PRICE_FACTOR ||
+	    *factor > CATALOG_MAX_PRICE_FACTOR)
+		return err_set(err, EINVAL, "region %s: \"priceFactor\" must be from %g to %g",
+			       region, 1.0 / CATALOG_MAX_PRICE_FACTOR, CATALOG_MAX_PRICE_FACTOR);
+	*list = json_object_get(root, *from);
+	if (!json_is_array(*list))
+		return err_set(err, EINVAL,
+			       "region %s: \"from\": region \"%s\" must be listed with its "
+			       "instance types",
+			       region, *from);
+	return 0;
+}
+
 /* Builds a catalog of one region from a parsed root object. */
 static int catalog_from_root(const json_t *root, const char *region, struct catalog **out,
 			     struct err *err)
 {
 	const json_t *list = json_object_get(root, region);
+	const char *from = NULL;
+	double factor = 1;
 	struct catalog *c;
 	size_t i;
 	json_t *e;
@@ -132,6 +211,9 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 		return err_set(err, EINVAL, "catalog must be an object of regions");
 	if (!list)
 		return catalog_unknown_region(root, region, err);
+	if (json_is_object(list) &&
+	    catalog_derived(root, region, list, &list, &factor, &from, err) < 0)
+		return -err->code;
 	if (!json_is_array(list))
 		return err_set(err, EINVAL, "region %s: must be a list of instance types", region);
 	if (json_array_size(list) > CATALOG_MAX_TYPES)
@@ -147,6 +229,8 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 
 		c->n = i + 1;
 		ret = catalog_entry(e, where, &c->types[i], err);
+		c->types[i].price *= factor;
+		c->types[i].spot_price *= factor;
 		if (ret >= 0 && catalog_find(c, c->types[i].name) != &c->types[i])
 			ret = err_set(err, EINVAL, "%s: listed twice", where);
 		if (ret < 0) {
@@ -154,6 +238,9 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 			return ret;
 		}
 	}
+	if (from)
+		c->price_note = xasprintf("on-demand and spot prices estimated as %s's x %.4g",
+					  from, factor);
 	*out = c;
 	return 0;
 }
@@ -208,6 +295,9 @@ struct catalog *catalog_new(const char *region, struct catalog_type *types, size
 {
 	struct catalog *c = xcalloc(1, sizeof(*c));
 
+	for (size_t i = 0; i < n; i++) /* a type built without one runs x86_64 */
+		if (!(types[i].arch & CATALOG_ARCH_ALL))
+			types[i].arch = CATALOG_ARCH_X86_64;
 	c->region = xstrdup(region);
 	c->types = types;
 	c->n = n;
@@ -223,9 +313,11 @@ static void catalog_destroy(struct catalog *c)
 	for (size_t i = 0; i < c->n; i++) {
 		free(c->types[i].name);
 		free(c->types[i].generation);
+		free(c->types[i].zone_spot);
 	}
 	free(c->types);
 	free(c->region);
+	free(c->price_note);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -277,6 +369,12 @@ const char *catalog_region(const struct catalog *c)
 	return c->region;
 }
 
+/* A derived region's note, or NULL. */
+const char *catalog_price_note(const struct catalog *c)
+{
+	return c->price_note;
+}
+
 /* The number of instance types. */
 size_t catalog_count(const struct catalog *c)
 {
@@ -313,4 +411,39 @@ size_t catalog_count_matching(const struct catalog *c, const char *pattern)
 	for (size_t i = 0; i < c->n; i++)
 		n += catalog_type_matches(&c->types[i], pattern);
 	return n;
+}
+
+/* Names an architecture set. */
+const char *catalog_arch_name(unsigned arch)
+{
+	switch (arch & CATALOG_ARCH_ALL) {
+	case CATALOG_ARCH_X86_64:
+		return "x86_64";
+	case CATALOG_ARCH_ARM64:
+		return "arm64";
+	case CATALOG_ARCH_ALL:
+		return "x86_64+arm64";
+	default:
+		return "none";
+	}
+}
+
+/* The bit of one architecture name (EC2's and OCI's spellings). */
+unsigned catalog_arch_parse(const char *name)
+{
+	if (strcmp(name, "x86_64") == 0 || strcmp(name, "amd64") == 0)
+		return CATALOG_ARCH_X86_64;
+	if (strcmp(name, "arm64") == 0 || strcmp(name, "aarch64") == 0)
+		return CATALOG_ARCH_ARM64;
+	return 0;
+}
+
+/* A zone's spot price, else the type's. */
+double catalog_zone_spot_price(const struct catalog_type *t, const char *zone)
+{
+	for (size_t i = 0; zone && i < t->n_zone_spot; i++) {
+		if (strcmp(t->zone_spot[i].zone, zone) == 0)
+			return t->zone_spot[i].price;
+	}
+	return t->spot_price;
 }

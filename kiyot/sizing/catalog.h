@@ -1,17 +1,24 @@
 /*
  * catalog.h: EC2 instance types of one region, with their size and prices.
  *
- * The catalog shipped inside the binary is kiyot/sizing/data/aws-instance-catalog.json (a December
- * 2020 public pricing snapshot), embedded by kiyot/sizing/catalog_data.c and parsed at each
- * catalog_load() (kiyot loads once; the parsed tree is not kept). A refreshed catalog in the
- * same format can be read from a file instead:
+ * The catalog shipped inside the binary is kiyot/sizing/data/aws-instance-catalog.json (public
+ * facts of 2026 for us-east-1, the other regions derived from it: see data/README.md), embedded
+ * by kiyot/sizing/catalog_data.c and parsed at each catalog_load() (kiyot loads once; the
+ * parsed tree is not kept). A refreshed catalog in the same format can be read from a file
+ * instead:
  *
- *	{"<region>": [{"instanceType": "t3.nano", "cpu": 2, "memory": 0.5, "gpu": 0,
- *	               "burstable": true, "baseline": 0.1, "price": 0.0052,
- *	               "spotPrice": 0.0016, "generation": "current"}, ...], ...}
+ *	{"<region>": [{"instanceType": "t4g.nano", "cpu": 2, "memory": 0.5, "gpu": 0,
+ *	               "burstable": true, "baseline": 0.1, "price": 0.0042,
+ *	               "spotPrice": 0.0034, "generation": "current", "arch": ["arm64"],
+ *	               "spotBand": 0}, ...],
+ *	 "<region>": {"from": "<region>", "priceFactor": 1.115}, ...}
  *
  * cpu is in vCPUs, memory in GiB, baseline in sustained vCPUs (= cpu unless burstable), prices
- * in USD per hour.
+ * in USD per hour. arch lists the architectures the type runs ("x86_64", "arm64"; x86_64 when
+ * absent). spotBand is the type's spot interruption-frequency band (0: under 5% a month, 1: 5
+ * to 10%, 2: 10 to 15%, 3: 15 to 20%, 4: over 20%, as EC2's Spot Instance Advisor bands
+ * them); unknown when absent. A region given as an object is another region's list with both
+ * prices multiplied by priceFactor (an estimate; catalog_price_note says so).
  *
  *	struct catalog *c;
  *	if (catalog_load("us-east-1", &c, err) < 0)
@@ -53,6 +60,20 @@
 /* Most instance types one region may list. */
 #define CATALOG_MAX_TYPES 10000
 
+/* Architectures, as a set of bits. */
+#define CATALOG_ARCH_X86_64 1u
+#define CATALOG_ARCH_ARM64 2u
+#define CATALOG_ARCH_ALL (CATALOG_ARCH_X86_64 | CATALOG_ARCH_ARM64)
+
+/* The spot interruption band of a type whose band is not known. */
+#define CATALOG_SPOT_BAND_UNKNOWN (-1)
+
+/* The latest spot price of a type in one availability zone (from a refresh). */
+struct catalog_zone_price {
+	char zone[32]; /* "us-east-1a" */
+	double price;  /* USD/hour */
+};
+
 struct catalog_type {
 	char *name;	      /* "t3.nano" */
 	double cpu;	      /* vCPUs */
@@ -65,7 +86,20 @@ struct catalog_type {
 	double price;	   /* on-demand, USD/hour */
 	double spot_price; /* USD/hour, a snapshot */
 	char *generation;  /* "current", "previous" */
+	unsigned arch;	   /* CATALOG_ARCH_* bits; never 0 */
+	int spot_band;	   /* 0 (under 5%) to 4 (over 20%), or CATALOG_SPOT_BAND_UNKNOWN */
+	/* the latest spot price per availability zone, where a refresh saw one (owned) */
+	struct catalog_zone_price *zone_spot;
+	size_t n_zone_spot;
 };
+
+/* "x86_64", "arm64", or "x86_64+arm64" for a set. */
+const char *catalog_arch_name(unsigned arch);
+/* The bit of an architecture name: "x86_64" or "amd64", "arm64" or "aarch64"; 0 otherwise. */
+unsigned catalog_arch_parse(const char *name);
+
+/* The spot price of t in zone, or its catalog spot price when no refresh saw that zone. */
+double catalog_zone_spot_price(const struct catalog_type *t, const char *zone);
 
 struct catalog;
 
@@ -100,12 +134,15 @@ void catalog_publish(struct catalog *c, struct catalog *next);
 
 /*
  * A catalog of region made of the n types of the array types, which it takes over with every
- * name and generation in it (all from malloc). One reference, the caller's. For building a
+ * name, generation and zone_spot in it (all from malloc). One reference, the caller's. For building a
  * refreshed catalog; a name must appear only once.
  */
 struct catalog *catalog_new(const char *region, struct catalog_type *types, size_t n);
 
 const char *catalog_region(const struct catalog *c);
+/* For a region derived from another (see the format above): "on-demand and spot prices
+ * estimated as us-east-1's x 1.115"; NULL for a region listed with its own prices. */
+const char *catalog_price_note(const struct catalog *c);
 size_t catalog_count(const struct catalog *c);
 /* The i-th type (i < catalog_count), in the order of the file. */
 const struct catalog_type *catalog_at(const struct catalog *c, size_t i);

@@ -150,9 +150,9 @@ static void sizing_keep(struct sizing_cand *top, size_t *n, const struct sizing_
 }
 
 /* Says why the type was chosen: the need, the price and its parts, the runners-up. */
-static void sizing_reason(const struct sizing_cand *top, size_t n, const struct pod_demand *d,
-			  const struct sizing_reserve *r, int64_t cpu_milli,
-			  struct sizing_choice *out)
+static void sizing_reason(const struct catalog *c, const struct sizing_cand *top, size_t n,
+			  const struct pod_demand *d, const struct sizing_reserve *r,
+			  int64_t cpu_milli, struct sizing_choice *out)
 {
 	const struct catalog_type *t = top[0].t;
 	struct err err = ERR_INIT;
@@ -167,7 +167,15 @@ static void sizing_reason(const struct sizing_cand *top, size_t n, const struct 
 	}
 	if (d->instance_type)
 		buf_appendf(&b, &err, " matching \"%s\"", d->instance_type);
-	buf_appendf(&b, &err, ": %s $%.4f/h%s", t->name, top[0].price, d->spot ? " spot" : "");
+	if (d->arch & CATALOG_ARCH_ARM64 || d->arch_why)
+		buf_appendf(&b, &err, " on %s%s%s%s",
+			    catalog_arch_name(d->arch ? d->arch : CATALOG_ARCH_X86_64),
+			    d->arch_why ? " (" : "", d->arch_why ? d->arch_why : "",
+			    d->arch_why ? ")" : "");
+	buf_appendf(&b, &err, ": %s%s%s%s $%.4f/h%s", t->name,
+		    d->arch & CATALOG_ARCH_ARM64 ? " (" : "",
+		    d->arch & CATALOG_ARCH_ARM64 ? catalog_arch_name(out->arch) : "",
+		    d->arch & CATALOG_ARCH_ARM64 ? ")" : "", top[0].price, d->spot ? " spot" : "");
 	if (top[0].credits > 0)
 		buf_appendf(&b, &err,
 			    ", burstable with baseline %.2f vCPU: $%.4f/h + $%.4f/h surplus "
@@ -181,6 +189,8 @@ static void sizing_reason(const struct sizing_cand *top, size_t n, const struct 
 			    top[i].t->name, top[i].price);
 	if (n > 1)
 		buf_append(&b, ")", 1, &err);
+	if (catalog_price_note(c))
+		buf_appendf(&b, &err, "; %s", catalog_price_note(c));
 	snprintf(out->reason, sizeof(out->reason), "%s", buf_str(&b));
 	buf_release(&b);
 }
@@ -236,39 +246,72 @@ static void sizing_fill(const struct sizing_cand *top, size_t n, const struct po
 	out->n_runners_up = n - 1;
 }
 
-/* Chooses the cheapest type that fits the demand plus the reserve. */
+/* The architecture sets sizing ranks apart, in order: a type may be in both. */
+static const unsigned sizing_archs[] = { CATALOG_ARCH_X86_64, CATALOG_ARCH_ARM64 };
+#define SIZING_N_ARCHS (sizeof(sizing_archs) / sizeof(sizing_archs[0]))
+
+/* The error when a pattern names types, but none of an architecture the pod may run on. */
+static int sizing_wrong_arch(const struct catalog *c, const struct pod_demand *d, unsigned allowed,
+			     unsigned named, struct err *err)
+{
+	return err_set(err, ENOENT,
+		       "annotation " SIZING_ANNOTATION_INSTANCE_TYPE
+		       ": \"%s\" matches only %s instance types in %s, and the pod runs on %s "
+		       "only%s%s%s; name a type of that architecture",
+		       d->instance_type, catalog_arch_name(named), catalog_region(c),
+		       catalog_arch_name(allowed), d->arch_why ? " (" : "",
+		       d->arch_why ? d->arch_why : "", d->arch_why ? ")" : "");
+}
+
+/* Chooses the cheapest type that fits the demand plus the reserve, of an allowed architecture;
+ * its runners-up are of its architecture. */
 int sizing_pick(const struct catalog *c, const struct pod_demand *d,
 		const struct sizing_reserve *reserve, struct sizing_choice *out, struct err *err)
 {
 	static const struct sizing_reserve dflt = SIZING_RESERVE_DEFAULT;
 	const struct sizing_reserve *r = reserve ? reserve : &dflt;
-	struct sizing_cand top[SIZING_RUNNERS_UP + 1];
+	struct sizing_cand top[SIZING_N_ARCHS][SIZING_RUNNERS_UP + 1];
+	size_t n[SIZING_N_ARCHS] = { 0 }, best = SIZING_N_ARCHS, matched = 0;
+	unsigned allowed = d->arch & CATALOG_ARCH_ALL ? d->arch & CATALOG_ARCH_ALL
+						      : CATALOG_ARCH_X86_64;
+	unsigned named = 0;
 	int64_t cpu = sat_add(max64(d->cpu_milli, 0), max64(r->cpu_milli, 0));
 	int64_t mem = sat_add(max64(d->memory_bytes, 0), max64(r->memory_bytes, 0));
 	int64_t gpus = max64(d->gpus, 0);
-	size_t n = 0, matched = 0;
 
 	for (size_t i = 0; i < catalog_count(c); i++) {
 		struct sizing_cand cand = { .t = catalog_at(c, i) };
 
 		if (d->instance_type && !catalog_type_matches(cand.t, d->instance_type))
 			continue;
+		named |= cand.t->arch;
+		if (!(cand.t->arch & allowed))
+			continue;
 		matched++;
 		/* GPU types are for GPU pods, or for pods that name them */
 		if (!d->instance_type && gpus == 0 && cand.t->gpus > 0)
 			continue;
-		if (sizing_fits(cand.t, cpu, mem, gpus, d->spot, &cand.price, &cand.credits))
-			sizing_keep(top, &n, &cand);
+		if (!sizing_fits(cand.t, cpu, mem, gpus, d->spot, &cand.price, &cand.credits))
+			continue;
+		for (size_t a = 0; a < SIZING_N_ARCHS; a++)
+			if (cand.t->arch & allowed & sizing_archs[a])
+				sizing_keep(top[a], &n[a], &cand);
 	}
-	if (d->instance_type && !matched)
+	if (d->instance_type && !named)
 		return err_set(err, ENOENT,
 			       "annotation " SIZING_ANNOTATION_INSTANCE_TYPE
 			       ": \"%s\" matches no instance type in %s",
 			       d->instance_type, catalog_region(c));
-	if (n == 0)
+	if (d->instance_type && !matched)
+		return sizing_wrong_arch(c, d, allowed, named, err);
+	for (size_t a = 0; a < SIZING_N_ARCHS; a++)
+		if (n[a] && (best == SIZING_N_ARCHS || sizing_cmp(&top[a][0], &top[best][0]) < 0))
+			best = a;
+	if (best == SIZING_N_ARCHS)
 		return sizing_no_fit(c, d, r, err);
-	sizing_fill(top, n, d, out);
-	sizing_reason(top, n, d, r, cpu, out);
+	sizing_fill(top[best], n[best], d, out);
+	out->arch = sizing_archs[best];
+	sizing_reason(c, top[best], n[best], d, r, cpu, out);
 	return 0;
 }
 

@@ -18,8 +18,9 @@
  *    is taken as sustained, so where it exceeds the type's baseline the type's price grows by
  *    the unlimited-mode surplus credits for the excess (sizing_surplus_credit_price per
  *    vCPU-hour). A burstable family with no known credit price fits only within its baseline.
- * The cheapest effective price wins: the spot price for spot pods, else the on-demand price,
- * plus credits. Ties (within 1e-9 USD/h) go to less memory, then fewer vCPUs, then the name.
+ * Only types of an architecture the pod may run on count (x86_64 unless the demand allows
+ * more). The cheapest effective price wins: the spot price for spot pods, else the on-demand
+ * price, plus credits. Its runners-up are of the same architecture as the winner. Ties (within 1e-9 USD/h) go to less memory, then fewer vCPUs, then the name.
  * Pure functions; thread-safe.
  */
 #ifndef KIYOT_SIZING_H
@@ -43,6 +44,11 @@ struct pod_demand {
 	int64_t gpus;
 	bool spot;		   /* priced (and launched) as spot */
 	const char *instance_type; /* exact type or glob ("c5*"); NULL: any. Borrowed. */
+	/* The architectures the pod may run on (CATALOG_ARCH_* bits); 0 is x86_64 alone. */
+	unsigned arch;
+	/* Why those, for the reason ("arm64 allowed: every image offers linux/arm64"); NULL:
+	 * nothing said. Borrowed. */
+	const char *arch_why;
 };
 
 /* Room kept on every cell for its OS and agent, added to the demand. */
@@ -84,13 +90,16 @@ struct sizing_choice {
 	double list_price;   /* the catalog's spot price when spot, else its on-demand price */
 	double credit_price; /* USD/hour of surplus credits for CPU above the baseline; 0 if none */
 	bool spot;
-	double cpu; /* vCPUs */
+	unsigned arch; /* the one architecture the cell runs: CATALOG_ARCH_X86_64 or _ARM64 */
+	double cpu;    /* vCPUs */
 	int64_t cpu_milli;
 	int64_t memory_bytes;
 	int gpus;
 	bool burstable;
 	double baseline; /* sustained vCPUs (= cpu unless burstable) */
-	struct sizing_candidate runners_up[SIZING_RUNNERS_UP]; /* next cheapest, in order */
+	/* next cheapest, in order; all of the chosen architecture, so a provider's fallback
+	 * launches the same image */
+	struct sizing_candidate runners_up[SIZING_RUNNERS_UP];
 	size_t n_runners_up;
 	/* "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: t3a.micro
 	 * $0.0119/h, burstable with baseline 0.20 vCPU: $0.0094/h + $0.0025/h surplus credits
