@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include "podns.h"
 #include "proc.h"
 #include "rpc.h"
+#include "rpc_loop.h"
 #include "supervisor.h"
 #include "xalloc.h"
 
@@ -175,6 +177,8 @@ void afix_close(struct afix *f)
 			protobuf_c_message_free_unpacked(&r->base, NULL);
 		afix_pod_free(empty);
 	}
+	rpc_loop_free(f->loop);
+	f->loop = NULL;
 	rpc_channel_free(f->ch);
 	f->ch = NULL;
 	rpc_server_stop(f->srv);
@@ -248,6 +252,19 @@ static void wait_procs(const char *dir)
 	procs_naming(dir, SIGKILL);
 }
 
+/* Kills the holder of the pod's namespaces the agent recorded in its state directory. */
+static void kill_podns(const char *state)
+{
+	_cleanup_free_ char *path = xasprintf("%s/podns", state), *text = NULL;
+	struct err err = ERR_INIT;
+	unsigned long long start;
+	long pid;
+
+	if (fs_read_file(path, 64, &text, NULL, &err) == 0 &&
+	    sscanf(text, "%ld %llu", &pid, &start) == 2 && proc_alive(pid, start))
+		kill((pid_t)pid, SIGKILL);
+}
+
 /* Unmounts everything below dir (lazily), from /proc/self/mountinfo. */
 static void umount_below(const char *dir)
 {
@@ -274,6 +291,7 @@ void afix_free(struct afix *f)
 		return;
 	afix_close(f);
 	kill_leftovers(f->runtime_root);
+	kill_podns(f->state);
 	wait_procs(f->dir);
 	umount_below(f->dir);
 	fs_remove_tree(f->dir, &err);
@@ -471,4 +489,167 @@ char *afix_log(struct afix *f, const char *id)
 char *afix_runtime_calls(struct afix *f)
 {
 	return fake_runtime_calls(f->runtime_root);
+}
+
+struct afix_bidi {
+	struct rpc_bidi *b;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool sending, reading, ended;
+	ProtobufCMessage *msg;
+	int ret;
+	struct err err;
+};
+
+static void bidi_on_msg(void *arg, ProtobufCMessage *msg)
+{
+	struct afix_bidi *b = arg;
+
+	pthread_mutex_lock(&b->mu);
+	b->msg = msg;
+	b->reading = false;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void bidi_on_sent(void *arg, int ret)
+{
+	struct afix_bidi *b = arg;
+
+	(void)ret;
+	pthread_mutex_lock(&b->mu);
+	b->sending = false;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void bidi_on_end(void *arg, int ret, const struct err *err)
+{
+	struct afix_bidi *b = arg;
+
+	pthread_mutex_lock(&b->mu);
+	b->ended = true;
+	b->ret = ret;
+	if (err)
+		b->err = *err;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits on b's condition until *flag is false or the call ended, at most 20 s. Needs mu. */
+static void bidi_wait(struct afix_bidi *b, bool *flag)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	while (*flag && !b->ended)
+		if (pthread_cond_timedwait(&b->cond, &b->mu, &ts) == ETIMEDOUT)
+			break;
+}
+
+int afix_bidi_open(struct afix *f, const char *method, const ProtobufCMessage *first,
+		   struct afix_bidi **out, struct err *err)
+{
+	const ProtobufCServiceDescriptor *svc = &kiyot__cell__v1__cell_agent__descriptor;
+	const struct rpc_bidi_cbs cbs = { bidi_on_msg, bidi_on_sent, bidi_on_end };
+	_cleanup_free_ char *path = xasprintf(SERVICE "%s", method);
+	const ProtobufCMessageDescriptor *desc = NULL;
+	struct afix_bidi *b;
+
+	for (unsigned i = 0; i < svc->n_methods; i++)
+		if (strcmp(svc->methods[i].name, method) == 0)
+			desc = svc->methods[i].output;
+	if (!desc)
+		abort();
+	if (!f->loop && rpc_loop_new(1, &f->loop, err) < 0)
+		return -err->code;
+	b = xcalloc(1, sizeof(*b));
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	b->sending = true;
+	if (rpc_bidi_open(f->loop, f->ch, path, first, desc, &cbs, b, &b->b, err) < 0) {
+		free(b);
+		return -err->code;
+	}
+	*out = b;
+	return 0;
+}
+
+int afix_bidi_send(struct afix_bidi *b, const ProtobufCMessage *msg, struct err *err)
+{
+	int ret;
+
+	pthread_mutex_lock(&b->mu);
+	bidi_wait(b, &b->sending);
+	b->sending = true;
+	pthread_mutex_unlock(&b->mu);
+	ret = rpc_bidi_send(b->b, msg, err);
+	pthread_mutex_lock(&b->mu);
+	if (ret < 0)
+		b->sending = false;
+	else
+		bidi_wait(b, &b->sending);
+	pthread_mutex_unlock(&b->mu);
+	return ret;
+}
+
+void afix_bidi_close_send(struct afix_bidi *b)
+{
+	pthread_mutex_lock(&b->mu);
+	bidi_wait(b, &b->sending);
+	pthread_mutex_unlock(&b->mu);
+	rpc_bidi_close_send(b->b);
+}
+
+ProtobufCMessage *afix_bidi_next(struct afix_bidi *b)
+{
+	ProtobufCMessage *m;
+
+	pthread_mutex_lock(&b->mu);
+	if (b->ended) {
+		pthread_mutex_unlock(&b->mu);
+		return NULL;
+	}
+	b->reading = true;
+	pthread_mutex_unlock(&b->mu);
+	rpc_bidi_read(b->b);
+	pthread_mutex_lock(&b->mu);
+	bidi_wait(b, &b->reading);
+	m = steal_ptr(b->msg);
+	pthread_mutex_unlock(&b->mu);
+	return m;
+}
+
+void afix_bidi_cancel(struct afix_bidi *b)
+{
+	rpc_bidi_cancel(b->b);
+}
+
+int afix_bidi_end(struct afix_bidi *b, struct err *err)
+{
+	ProtobufCMessage *m;
+	int ret;
+
+	/* the end is learnt by reading: drain what is left */
+	while ((m = afix_bidi_next(b)))
+		protobuf_c_message_free_unpacked(m, NULL);
+	pthread_mutex_lock(&b->mu);
+	if (!b->ended) {
+		pthread_mutex_unlock(&b->mu);
+		rpc_bidi_cancel(b->b);
+		pthread_mutex_lock(&b->mu);
+		while (!b->ended)
+			pthread_cond_wait(&b->cond, &b->mu);
+		b->ret = err_set(&b->err, ETIMEDOUT, "the call did not end within 20 s");
+	}
+	ret = b->ret;
+	if (ret < 0)
+		*err = b->err;
+	pthread_mutex_unlock(&b->mu);
+	rpc_bidi_free(b->b);
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cond);
+	free(b);
+	return ret;
 }

@@ -33,6 +33,8 @@
 struct rpc_server;
 struct rpc_channel;
 struct rpc_stream;
+struct rpc_loop;
+struct afix_bidi;
 
 /* The image every cell of the fixture holds, its id and repository digest. */
 #define AFIX_IMAGE "registry.test/tools:1"
@@ -61,6 +63,7 @@ struct afix {
 	const char *bootstrap_extra;
 	/* Counts the agent's on_enrolled calls. */
 	int enrolled;
+	struct rpc_loop *loop; /* the streaming calls' loop, made by the first afix_bidi_open */
 };
 
 /* The start of the test binary's main: runs the shim, the fake runtime or the pod's namespace
@@ -113,6 +116,23 @@ Kiyot__Cell__V1__WatchEvent *afix_wait_state(struct afix *f, const char *id,
 					     Kiyot__Cell__V1__UnitState state, int want_code);
 /* The unit's log as a Watch from offset 0 brings it, up to SYNCED (caller frees). */
 char *afix_log(struct afix *f, const char *id);
+
+/* A bidirectional call (Exec, Attach, PortForward) as kiyot makes one (rpc_loop.h), driven
+ * one message at a time: opened with its first message (sent), then afix_bidi_send,
+ * afix_bidi_next, afix_bidi_close_send; afix_bidi_end waits for its status. */
+int afix_bidi_open(struct afix *f, const char *method, const ProtobufCMessage *first,
+		   struct afix_bidi **out, struct err *err);
+/* Sends msg once the message before it left; 0 or the error (-ECANCELED after the end). */
+int afix_bidi_send(struct afix_bidi *b, const ProtobufCMessage *msg, struct err *err);
+void afix_bidi_close_send(struct afix_bidi *b);
+/* The agent's next message (free with protobuf_c_message_free_unpacked), or NULL at the end
+ * of the call or after 20 s without one. */
+ProtobufCMessage *afix_bidi_next(struct afix_bidi *b);
+/* Ends the call from the caller's side (rpc_bidi_cancel): the caller goes away. */
+void afix_bidi_cancel(struct afix_bidi *b);
+/* Waits up to 20 s for the call's end and frees it: the status as an errno (0 for OK, with
+ * err filled otherwise; -ETIMEDOUT when it did not end, then it is cancelled first). */
+int afix_bidi_end(struct afix_bidi *b, struct err *err);
 
 /* The runtime's calls so far (fake_runtime_calls; caller frees). */
 char *afix_runtime_calls(struct afix *f);

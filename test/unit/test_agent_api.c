@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "agent_fixture.h"
 #include "fake_runtime.h"
@@ -254,6 +256,85 @@ static void test_agent_api__a_unit_the_runtime_refuses_fails_with_its_message(vo
 	assert_int_not_equal(ev->status->exit_code, 0);
 	assert_non_null(strstr(ev->status->message, "cannot allocate a pony"));
 	afix_event_free(ev);
+	afix_pod_free(pod);
+}
+
+/* The path the bundle of unit id gives the runtime for its namespace type ("" when the
+ * unit has a namespace of its own). */
+static char *bundle_ns(struct afix *f, const char *id, const char *type)
+{
+	_cleanup_free_ char *path = xasprintf("%s/units/%s/bundle/config.json", f->state, id);
+	json_t *cfg = json_load_file(path, 0, NULL), *ns;
+	size_t i;
+	char *out = NULL;
+
+	assert_non_null(cfg);
+	json_array_foreach (json_object_get(json_object_get(cfg, "linux"), "namespaces"), i, ns)
+		if (strcmp(json_string_value(json_object_get(ns, "type")), type) == 0)
+			out = xstrdup(json_string_value(json_object_get(ns, "path"))
+					      ? json_string_value(json_object_get(ns, "path"))
+					      : "");
+	json_decref(cfg);
+	assert_non_null(out);
+	return out;
+}
+
+/* Units that share the pod's PID and IPC namespaces are given the same ones, those of one
+ * holder process that outlives them; a unit of its own PID namespace is not. */
+static void test_agent_api__units_sharing_the_pods_namespaces_get_the_same(void **state)
+{
+	struct afix *f = *state;
+	Kiyot__Cell__V1__Pod *pod = afix_pod_new(KIYOT__CELL__V1__RESTART_POLICY__NEVER);
+	_cleanup_free_ char *pid1 = NULL, *pid2 = NULL, *pid3 = NULL, *ipc1 = NULL, *ipc3 = NULL;
+	long holder = 0;
+
+	pod->ipc_namespace = KIYOT__CELL__V1__NAMESPACE_MODE__POD;
+	afix_pod_unit(pod, "a", "exec sleep 1000")->pid_namespace =
+		KIYOT__CELL__V1__NAMESPACE_MODE__POD;
+	afix_pod_unit(pod, "b", "exec sleep 1000")->pid_namespace =
+		KIYOT__CELL__V1__NAMESPACE_MODE__POD;
+	afix_pod_unit(pod, "own", "exec sleep 1000");
+	free_msg(apply_ok(f, pod));
+	wait_state(f, "a", RUNNING, -1);
+	wait_state(f, "b", RUNNING, -1);
+	wait_state(f, "own", RUNNING, -1);
+	pid1 = bundle_ns(f, "a", "pid");
+	pid2 = bundle_ns(f, "b", "pid");
+	pid3 = bundle_ns(f, "own", "pid");
+	ipc1 = bundle_ns(f, "a", "ipc");
+	ipc3 = bundle_ns(f, "own", "ipc");
+	assert_int_equal(sscanf(pid1, "/proc/%ld/ns/pid", &holder), 1);
+	assert_string_equal(pid1, pid2);
+	assert_string_equal(pid3, "");
+	/* the pod's IPC namespace is every unit's */
+	assert_string_equal(ipc1, ipc3);
+	assert_int_equal(kill((pid_t)holder, 0), 0);
+	afix_pod_free(pod);
+}
+
+/* Under restart policy Always a unit that exits is started again, counted in its status. */
+static void test_agent_api__a_unit_that_fails_is_restarted_under_always(void **state)
+{
+	struct afix *f = *state;
+	Kiyot__Cell__V1__Pod *pod = afix_pod_new(KIYOT__CELL__V1__RESTART_POLICY__ALWAYS);
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	Kiyot__Cell__V1__WatchEvent *ev;
+	struct rpc_stream *w = NULL;
+	struct err err = ERR_INIT;
+	uint32_t restarts = 0;
+
+	afix_pod_unit(pod, "c1", "echo try; exit 1");
+	free_msg(apply_ok(f, pod));
+	assert_ok(afix_watch_open(f, &req, &w, &err));
+	while (restarts < 2 && (ev = afix_watch_next(w, &err))) {
+		if (ev->kind == KIYOT__CELL__V1__WATCH_EVENT__KIND__STATUS &&
+		    strcmp(ev->unit_id, "c1") == 0)
+			restarts = ev->status->restart_count;
+		afix_event_free(ev);
+	}
+	rpc_stream_cancel(w);
+	rpc_stream_free(w);
+	assert_true(restarts >= 2);
 	afix_pod_free(pod);
 }
 
@@ -521,6 +602,8 @@ int main(int argc, char **argv)
 		T(test_agent_api__a_unit_that_exits_is_reported_completed),
 		T(test_agent_api__a_unit_whose_image_cannot_be_pulled_names_it),
 		T(test_agent_api__a_unit_the_runtime_refuses_fails_with_its_message),
+		T(test_agent_api__units_sharing_the_pods_namespaces_get_the_same),
+		T(test_agent_api__a_unit_that_fails_is_restarted_under_always),
 		T(test_agent_api__pull_image_answers_or_says_what_is_wrong),
 		T(test_agent_api__exec_sync_answers_output_and_exit_code),
 		T(test_agent_api__exec_sync_errors_have_their_codes),
