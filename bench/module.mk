@@ -3,6 +3,7 @@ include bench/cost/module.mk
 include bench/volumes/module.mk
 include bench/records/module.mk
 include bench/conns/module.mk
+include bench/metrics/module.mk
 
-bench: all bench-cost bench-volumes bench-records bench-conns
+bench: all bench-cost bench-volumes bench-records bench-conns bench-metrics
 	@KIYOT_BUILD=$(BUILD) bench/run.sh
