@@ -100,6 +100,13 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
 
 	*out = *base;
 	out->name = xstrdup(base->name);
+	out->zone_spot = NULL;
+	out->n_zone_spot = 0;
+	/* the architectures EC2 lists, where it lists any we know */
+	if (api->arch & (EC2_ARCH_X86_64 | EC2_ARCH_ARM64)) {
+		out->arch = (api->arch & EC2_ARCH_X86_64 ? CATALOG_ARCH_X86_64 : 0) |
+			    (api->arch & EC2_ARCH_ARM64 ? CATALOG_ARCH_ARM64 : 0);
+	}
 	if (api->vcpus > 0 && api->vcpus <= REFRESH_MAX_VCPUS && api->memory_mib > 0 &&
 	    api->memory_mib <= REFRESH_MAX_MEMORY_MIB && api->gpus >= 0 &&
 	    api->gpus <= REFRESH_MAX_GPUS) {
@@ -117,7 +124,7 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
 	/* only the shipped data knows a baseline */
 	out->burstable = base->burstable && api->burstable;
 	out->baseline = out->burstable && base->baseline < out->cpu ? base->baseline : out->cpu;
-	changed = changed || out->burstable != base->burstable;
+	changed = changed || out->burstable != base->burstable || out->arch != base->arch;
 	if (spot && spot_plausible(base, spot)) {
 		out->spot_price = spot->price;
 		counts->spot_updated++;

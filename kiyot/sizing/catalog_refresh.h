@@ -5,7 +5,8 @@
  * DescribeSpotPriceHistory for the latest Linux/UNIX spot price of each, then merges them into
  * the data the catalog was loaded with (the shipped catalog) and publishes the result as the
  * catalog's current one (catalog_publish; readers take it with catalog_acquire):
- *  - vCPUs, memory and GPUs come from the API; so does the generation (current or previous);
+ *  - vCPUs, memory and GPUs come from the API; so do the generation (current or previous) and
+ *    the architectures (ProcessorInfo.SupportedArchitectures: x86_64, arm64);
  *  - spot prices come from the API where it reports one (the latest of any zone), else stay;
  *    one outside 1% to 200% of the type's on-demand price is dropped with a warning naming the
  *    type, the price and where it came from;
@@ -47,7 +48,8 @@
 struct catalog_refresh_counts {
 	size_t types_listed;   /* instance types DescribeInstanceTypes listed */
 	size_t types_kept;     /* types in the refreshed catalog */
-	size_t types_updated;  /* kept types whose vCPUs, memory, GPUs or generation changed */
+	size_t types_updated;  /* kept types whose vCPUs, memory, GPUs, architectures or
+				* generation changed */
 	size_t spot_updated;   /* kept types whose spot price came from the API */
 	size_t spot_dropped;   /* spot prices not believed (outside 1% to 200% of on-demand) */
 	size_t types_dropped;  /* types the region no longer offers */

@@ -690,7 +690,8 @@ class BotocoreTests(unittest.TestCase):
         self.shapes.check("CreateTags", self.raw["CreateTags"])
         self.ec2.describe_instance_types(MaxResults=100)
         self.shapes.check("DescribeInstanceTypes", self.raw["DescribeInstanceTypes"])
-        self.ec2.describe_instance_types(InstanceTypes=["p3.2xlarge", "g4dn.xlarge", "m5.metal"])
+        self.ec2.describe_instance_types(InstanceTypes=["g5.xlarge", "g4dn.xlarge", "m5.metal",
+                                                  "m7g.large"])
         self.shapes.check("DescribeInstanceTypes", self.raw["DescribeInstanceTypes"])
         self.ec2.describe_spot_price_history(InstanceTypes=["t3.nano"])
         self.shapes.check("DescribeSpotPriceHistory", self.raw["DescribeSpotPriceHistory"])
@@ -717,8 +718,13 @@ class BotocoreTests(unittest.TestCase):
                                "aws-instance-catalog.json"), encoding="utf-8") as f:
             catalog = json.load(f)[REGION]
         self.assertEqual(sorted(names), sorted(e["instanceType"] for e in catalog))
-        gpu = self.ec2.describe_instance_types(InstanceTypes=["p3.2xlarge"])["InstanceTypes"][0]
+        gpu = self.ec2.describe_instance_types(InstanceTypes=["g4dn.xlarge"])["InstanceTypes"][0]
         self.assertEqual(gpu["GpuInfo"]["Gpus"][0]["Count"], 1)
+        # the catalog's architecture: a Graviton type is arm64, the rest x86_64
+        archs = {t["InstanceType"]: t["ProcessorInfo"]["SupportedArchitectures"]
+                 for t in self.ec2.describe_instance_types(
+                     InstanceTypes=["m7g.large", "m7i.large"])["InstanceTypes"]}
+        self.assertEqual(archs, {"m7g.large": ["arm64"], "m7i.large": ["x86_64"]})
         res = self.ec2.describe_instance_types(Filters=[
             {"Name": "burstable-performance-supported", "Values": ["true"]},
             {"Name": "instance-type", "Values": ["t3.*"]}])

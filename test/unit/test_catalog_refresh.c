@@ -227,10 +227,14 @@ static void test_catalog_refresh__prices_merge(void **state)
 	/* no spot price from EC2: the shipped one stays */
 	assert_true(fabs(catalog_find(now, "t3a.nano")->spot_price - 0.002) < 1e-9);
 	assert_true(fabs(catalog_find(now, "p3.2xlarge")->spot_price - 0.918) < 1e-9);
-	assert_int_equal(n.types_listed, 7);
+	assert_int_equal(n.types_listed, 8);
 	assert_int_equal(n.spot_updated, 3);
-	assert_int_equal(n.types_kept, 6);
-	assert_int_equal(catalog_count(now), 6);
+	assert_int_equal(n.types_kept, 7);
+	assert_int_equal(catalog_count(now), 7);
+	/* the architectures come from ProcessorInfo: the file listed t4g.nano as x86_64 */
+	assert_int_equal(catalog_find(h->catalog, "t4g.nano")->arch, CATALOG_ARCH_X86_64);
+	assert_int_equal(catalog_find(now, "t4g.nano")->arch, CATALOG_ARCH_ARM64);
+	assert_int_equal(catalog_find(now, "t3.nano")->arch, CATALOG_ARCH_X86_64);
 	assert_string_equal(catalog_region(now), "us-east-1");
 	/* both pages of DescribeInstanceTypes and the Linux spot prices were asked for */
 	assert_int_equal(stub_count(&h->stub), 3);
@@ -285,7 +289,7 @@ static void test_catalog_refresh__sizes_corrected(void **state)
 	t = catalog_find(now, "p3.2xlarge");
 	assert_int_equal(t->gpus, 1);
 	assert_int_equal(t->memory_bytes, 61LL << 30);
-	assert_int_equal(n.types_updated, 1);
+	assert_int_equal(n.types_updated, 2); /* m5.large, and t4g.nano's architecture */
 	catalog_release(now);
 }
 
@@ -321,7 +325,7 @@ static void test_catalog_refresh__missing_type_dropped(void **state)
 	catalog_release(now);
 	/* the loaded catalog itself is untouched: readers of it are unaffected */
 	assert_non_null(catalog_find(h->catalog, "m4.large"));
-	assert_int_equal(catalog_count(h->catalog), 7);
+	assert_int_equal(catalog_count(h->catalog), 8);
 	refresh_ok(h, &n);
 	now = catalog_acquire(h->catalog);
 	second = dump(now);
@@ -395,7 +399,7 @@ static void test_catalog_refresh__empty_answer_keeps_catalog(void **state)
 	assert_non_null(strstr(err.msg, "catalog refresh: DescribeInstanceTypes listed no"));
 	now = catalog_acquire(h->catalog);
 	assert_ptr_equal(now, h->catalog);
-	assert_int_equal(catalog_count(now), 7);
+	assert_int_equal(catalog_count(now), 8);
 	catalog_release(now);
 }
 
@@ -448,7 +452,7 @@ static void *reader_main(void *arg)
 		struct err err = ERR_INIT;
 		size_t n = catalog_count(now);
 
-		if (sizing_pick(now, &spot, NULL, &ch, &err) < 0 || (n != 6 && n != 7) ||
+		if (sizing_pick(now, &spot, NULL, &ch, &err) < 0 || (n != 7 && n != 8) ||
 		    (strcmp(ch.instance_type, "t3.nano") != 0 &&
 		     strcmp(ch.instance_type, "t3a.nano") != 0))
 			r->bad++;

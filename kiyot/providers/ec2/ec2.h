@@ -237,8 +237,14 @@ int ec2_create_tags(struct ec2_client *c, const char *const *resource_ids, size_
 		    const struct ec2_tags *tags, enum ec2_errclass *cls, struct err *err);
 
 /* An instance type from DescribeInstanceTypes. */
+/* ec2_type_info.arch: ProcessorInfo.SupportedArchitectures as bits (others, such as i386 or
+ * x86_64_mac, are not kept). */
+#define EC2_ARCH_X86_64 1u
+#define EC2_ARCH_ARM64 2u
+
 struct ec2_type_info {
 	char *name;
+	unsigned arch; /* EC2_ARCH_* bits; 0 when the answer lists none of them */
 	int vcpus;
 	int64_t memory_mib;
 	int gpus; /* sum of the GPU devices' counts */

@@ -353,6 +353,16 @@ static void parse_type(const xmlNode *it, struct ec2_type_info *out)
 	out->memory_mib = child_int(child(it, "memoryInfo"), "sizeInMiB", 0);
 	out->burstable = child_bool(it, "burstablePerformanceSupported");
 	out->current_generation = child_bool(it, "currentGeneration");
+	for (xmlNode *a =
+		     child(child(child(it, "processorInfo"), "supportedArchitectures"), "item");
+	     a; a = next_elem(a, "item")) {
+		_cleanup_free_ char *name = text_of(a);
+
+		if (name && strcmp(name, "x86_64") == 0)
+			out->arch |= EC2_ARCH_X86_64;
+		else if (name && strcmp(name, "arm64") == 0)
+			out->arch |= EC2_ARCH_ARM64;
+	}
 	for (xmlNode *g = child(gpus, "item"); g; g = next_elem(g, "item")) {
 		long long c = child_int(g, "count", 0);
 

@@ -1,7 +1,8 @@
 """Instance types and prices of one region, from the project's instance catalog JSON.
 
 The catalog ({"<region>": [{"instanceType", "cpu", "memory" (GiB), "gpu", "burstable",
-"baseline", "price", "spotPrice", "generation"}]}) feeds DescribeInstanceTypes,
+"baseline", "price", "spotPrice", "generation", "arch"}]}, or for a region derived from
+another {"<region>": {"from": "<region>", "priceFactor": f}}) feeds DescribeInstanceTypes,
 DescribeSpotPriceHistory and the vCPUs and memory given to booted cells.
 """
 
@@ -33,8 +34,16 @@ class Catalog:
         self.region = region
         self.regions = sorted(data)
         self.types = {}
-        for entry in data[region]:
-            self.types[entry["instanceType"]] = entry
+        entries, factor = data[region], 1.0
+        if isinstance(entries, dict):
+            factor = float(entries["priceFactor"])
+            entries = data[entries["from"]]
+        for entry in entries:
+            e = dict(entry)
+            for key in ("price", "spotPrice"):
+                if key in e:
+                    e[key] = e[key] * factor
+            self.types[e["instanceType"]] = e
 
     def get(self, name):
         return self.types.get(name)
@@ -52,9 +61,12 @@ class Catalog:
         price = self.types[name].get("spotPrice")
         return float(price) if price else None
 
-    @staticmethod
-    def architecture(name):
-        """x86_64, or arm64 for Graviton families (a1, and families with a 'g' suffix)."""
+    def architecture(self, name):
+        """The catalog's architecture of the type; without one, x86_64, or arm64 for
+        Graviton families (a1, and families with a 'g' suffix)."""
+        arch = self.types.get(name, {}).get("arch")
+        if arch:
+            return arch[0]
         m = _FAMILY_RE.match(name)
         if name.startswith("a1."):
             return "arm64"
