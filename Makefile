@@ -1,8 +1,10 @@
 # Kiyot: one non-recursive build. Each part adds itself in <part>/module.mk.
 #   make            build/kiyot, build/cell-agent and build/cell-shim (its units' shims)
-#   make test       install what the tests need, build in parallel, then the unit tests (several
-#                   binaries at once), the fuzz targets each replaying its corpus (make
-#                   fuzz-check; make fuzz is what looks for new inputs) and integration tests
+#   make test       install what the tests need, build in parallel, then at once the unit tests
+#                   (several binaries at once), the fuzz targets each replaying its corpus (make
+#                   fuzz-check; make fuzz is what looks for new inputs), the test endpoints and
+#                   the integration suite in shards; then the load pass and the VM boot, whose
+#                   image was built meanwhile; ends with each part's wall time (test/suite.sh)
 #   make demo       install, build and run the main job (a pod in a local cell)
 #   make bench      benchmarks (figures only)
 #   make asan       unit tests under AddressSanitizer + UBSan

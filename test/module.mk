@@ -26,17 +26,23 @@ unit: $(UNIT_BINS)
 
 unit-bins: $(UNIT_BINS)
 
-# line coverage of the unit tests per directory (test/coverage.sh, gcovr): the tests built with
-# --coverage in build/cov (SAN goes to both compiler and linker), counters zeroed, run once; a
-# failing test still prints the figures and fails the target
+# line coverage of the unit tests per directory and part (test/coverage.sh, gcovr): the tests
+# built with --coverage in COVERAGE_BUILD (`make coverage COVERAGE_BUILD=DIR` for another than
+# build/cov; SAN goes to both compiler and linker), counters zeroed, run once; a failing test
+# still prints the figures and fails the target, as does a part below its floor
+# (COVERAGE_FLOORS in test/coverage.sh). The sub-makes are marked '+' so that -j reaches them.
 COVERAGE_BUILD := build/cov
 COVERAGE_MAKE = $(MAKE) --no-print-directory BUILD=$(COVERAGE_BUILD) SAN=--coverage OPT="-O0 -g"
 
 coverage:
-	@$(COVERAGE_MAKE) unit-bins
+	+@$(COVERAGE_MAKE) unit-bins
 	@find $(COVERAGE_BUILD)/obj -name '*.gcda' -delete
-	@status=0; $(COVERAGE_MAKE) unit || status=$$?; \
+	+@status=0; $(COVERAGE_MAKE) unit || status=$$?; \
 		test/coverage.sh $(COVERAGE_BUILD) && exit $$status
+
+# the integration suite's shards: test files run in that many processes at once, each with its
+# own bridge, network, registry and kiyot (test/integration/harness.py)
+ITEST_SHARDS ?= 2
 
 # the test endpoints against real clients first (signatures vs botocore, ec2sim vs the AWS
 # CLI, the Kubernetes API endpoint vs kubectl and python3-kubernetes),
@@ -45,7 +51,7 @@ integration: all $(NETDELAY)
 	@BUILD=$(BUILD) test/ec2sign/run.sh
 	@test/ec2/run.sh
 	@test/kubeapi/run.sh
-	@KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
+	@KIYOT_ITEST_SHARDS=$(ITEST_SHARDS) KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
 	@$(MAKE) --no-print-directory integration-load
 
 # the pod lifecycle and crash tests again on a busy node (KIYOT_ITEST_LOAD: CPU workers beyond
@@ -65,12 +71,10 @@ integration-load: all $(NETDELAY)
 test-vm: all
 	@KIYOT_ITEST_VM=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh Ec2VmTest
 
-test: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) all unit-bins fuzz-build
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory fuzz-check
-	@$(MAKE) --no-print-directory integration
-	@$(MAKE) --no-print-directory test-vm
+# the whole suite, parts side by side where they can be (test/suite.sh says in which order),
+# ending with a table of each part's wall time and result
+test:
+	@ITEST_SHARDS=$(ITEST_SHARDS) LOAD_TESTS="$(LOAD_TESTS)" test/suite.sh $(BUILD) $(JOBS)
 
 ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" OPT="-O1 -g"
 

@@ -17,6 +17,14 @@ traced to this run are touched.
     harness.py run [SUBSTRING...]   set up, run the test_*.py tests (filtered), tear down;
                                     prints "integration: N passed, N failed"
 
+KIYOT_ITEST_SHARDS=N runs the tests in N shards at once, each a process with an environment of
+its own (KIYOT_ITEST_SHARD=i: bridge kiyott<i>, cells 10.78.0.0/16 for shard 0 and
+10.<79+i>.0.0/16 after it, a registry on that network's gateway, its own kiyot and work
+directory). The shards take test files from one queue, longest first; the files that use
+something of the node only one run may hold (a fixed host port, a fixed namespace name, the
+routing tests' containerd, the EC2 tests' addresses inside 10.78) run in shard 0. A shard's
+output goes to its log, copied to the terminal when it failed; each prints a line per file.
+
 KIYOT_ITEST_LOAD=1 runs the tests on a busy node: stress-ng keeps LOAD_CPU_PER_CORE CPU
 workers per core busy, and the link between node and cells is slowed, from before kiyot
 starts to the run's end: with tc netem where the kernel has it (the bridge's traffic toward
@@ -53,9 +61,11 @@ import build as images  # noqa: E402
 import containerd  # noqa: E402
 import cri  # noqa: E402
 
-BRIDGE = "kiyott0"
-CIDR = "10.78.0.0/16"
-HOST_IP = "10.78.0.1"
+SHARD = int(os.environ.get("KIYOT_ITEST_SHARD", "0") or 0)
+_NET = 78 if SHARD == 0 else 79 + SHARD  # 10.79 is the routing tests' containerd's
+BRIDGE = "kiyott%d" % SHARD
+CIDR = "10.%d.0.0/16" % _NET
+HOST_IP = "10.%d.0.1" % _NET
 REGISTRY = HOST_IP + ":5000"
 NETNS_PREFIX = "kiyot-"
 CGROUP_ROOT = "kiyot"
@@ -64,7 +74,7 @@ LOAD = os.environ.get("KIYOT_ITEST_LOAD", "") not in ("", "0")
 LOAD_CPU_PER_CORE = 3
 LINK_DELAY_MS = 100
 LINK_LOSS_PERMILLE = 10
-LINK_QUEUE = 7411  # the NFQUEUE number netdelay serves
+LINK_QUEUE = 7411 + SHARD  # the NFQUEUE number netdelay serves
 BUILD = os.path.abspath(os.environ.get("KIYOT_BUILD", os.path.join(REPO, "build")))
 
 # Bounded waits (seconds). Generous: a cell boots and pulls before a container can start.
@@ -343,7 +353,7 @@ class Env:
 
     # -- persistence for cleanup --
     def _save(self):
-        d = {"kiyot_pid": self.kiyot.pid if self.kiyot else None,
+        d = {"shard": SHARD, "kiyot_pid": self.kiyot.pid if self.kiyot else None,
              "registry_pid": self.registry.pid if self.registry else None,
              "netns_before": self.netns_before, "made_bridge": self.made_bridge,
              "load_pids": self.load_pids, "link_slowed": self.link_slowed}
@@ -665,8 +675,9 @@ def cleanup(work, env=None):
     step("bridge", bridge)
 
     def masquerade():
-        # what test_masquerade made, should a killed run have left it
-        sh("ip", "netns", "del", "kiyott-out", check=False, quiet=True)
+        # what test_masquerade made, should a killed run have left it (it runs in shard 0)
+        if SHARD == 0:
+            sh("ip", "netns", "del", "kiyott-out", check=False, quiet=True)
         comment = "kiyot cells " + CIDR
         for table in ("nat", "filter"):
             listed = sh("iptables", "-w", "-t", table, "-S", check=False, quiet=True)
@@ -695,8 +706,8 @@ def cleanup(work, env=None):
                     sh("sh", "-c", "iptables -w -t %s -D %s" % (table, rule[3:]),
                        check=False, quiet=True)
         listed = sh("iptables", "-w", "-t", "nat", "-S", check=False, quiet=True)
-        if any(r.startswith("-A KIYOT-HOSTPORTS") for r in listed.splitlines()):
-            return
+        if SHARD != 0 or any(r.startswith("-A KIYOT-HOSTPORTS") for r in listed.splitlines()):
+            return  # the hostPort tests run in shard 0: another shard leaves the chains alone
         for rule in listed.splitlines():
             if rule.startswith("-A ") and '"kiyot hostports"' in rule:
                 sh("sh", "-c", "iptables -w -t nat -D %s" % rule[3:], check=False, quiet=True)
@@ -980,7 +991,17 @@ class _Result(unittest.TextTestResult):
     pass
 
 
-def run(filters):
+# Test files that must run in shard 0 when the suite runs in shards: they use what only one run
+# on the node may hold (a fixed host port, the namespace kiyott-out and ip_forward, the routing
+# tests' containerd with its registry address, EC2 addresses inside 10.78, the VM's bridge).
+SHARD0_ONLY = ("test_hostport", "test_masquerade", "test_routing", "test_ec2", "test_ec2_vm",
+               "test_launch_waits")
+# The shards' queue takes the files longest first (seconds, from a run on 2 cores; a file not
+# listed counts 10 s).
+FILE_SECONDS = {}
+
+
+def _collect(filters):
     loader = unittest.TestLoader()
     suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
 
@@ -992,6 +1013,27 @@ def run(filters):
                 yield t
     tests = [t for t in flatten(suite) if not filters or any(f in t.id() for f in filters)]
     broken = [t for t in tests if isinstance(t, unittest.loader._FailedTest)]
+    return tests, broken
+
+
+def _run_tests(tests, stream):
+    """Runs tests; returns (passed, failed, skipped)."""
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result, stream=stream)
+    res = runner.run(unittest.TestSuite(tests))
+    failed = len(res.failures) + len(res.errors) + len(res.unexpectedSuccesses)
+    skipped = len(res.skipped)
+    return res.testsRun - failed - skipped - len(res.expectedFailures), failed, skipped
+
+
+def _module(t):
+    return t.id().split(".", 1)[0]
+
+
+def run(filters):
+    shards = int(os.environ.get("KIYOT_ITEST_SHARDS", "1") or 1)
+    if shards > 1:
+        return run_sharded(filters, shards)
+    tests, broken = _collect(filters)
     global _ENV
     e = Env()
     _ENV = e
@@ -1010,11 +1052,7 @@ def run(filters):
             _tail(e.kiyot_log)
             print("integration: 0 passed, %d failed" % max(1, len(tests)))
             return 1
-        runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result, stream=sys.stderr)
-        res = runner.run(unittest.TestSuite(tests))
-        failed = len(res.failures) + len(res.errors) + len(res.unexpectedSuccesses)
-        skipped = len(res.skipped)
-        passed = res.testsRun - failed - skipped - len(res.expectedFailures)
+        passed, failed, skipped = _run_tests(tests, sys.stderr)
         if failed:
             _tail(e.kiyot_log)
     except KeyboardInterrupt:
@@ -1024,6 +1062,145 @@ def run(filters):
         e.teardown()
     if broken:
         log("%d test files failed to import" % len(broken))
+    line = "integration: %d passed, %d failed" % (passed, failed)
+    if skipped:
+        line += ", %d skipped" % skipped
+    print(line)
+    return 1 if failed or not tests else 0
+
+
+def _take(queue_path):
+    """The next test file of the shards' shared queue (a JSON list), or None."""
+    import fcntl
+    with open(queue_path, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        queue = json.load(f)
+        if not queue:
+            return None
+        mod = queue.pop(0)
+        f.seek(0)
+        f.truncate()
+        json.dump(queue, f)
+        return mod
+
+
+def run_shard(queue_path, result_path, filters):
+    """One shard: its environment, then test files from the queue (shard 0 first its own) until
+    the queue is empty. Writes {passed, failed, skipped, files: {file: seconds}} to
+    result_path; verbose output to stderr, a line per file to stdout."""
+    tests, _ = _collect(filters)
+    by_mod = {}
+    for t in tests:
+        by_mod.setdefault(_module(t), []).append(t)
+    own = [m for m in SHARD0_ONLY if m in by_mod] if SHARD == 0 else []
+    global _ENV
+    e = Env()
+    _ENV = e
+    log("shard %d: work directory %s" % (SHARD, e.work))
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    res = {"passed": 0, "failed": 0, "skipped": 0, "files": {}}
+    try:
+        try:
+            e.setup()
+        except Exception:
+            traceback.print_exc()
+            _tail(e.kiyot_log)
+            res["failed"] = 1
+            print("[shard %d] setup failed" % SHARD, flush=True)
+            return 1
+        while True:
+            mod = own.pop(0) if own else _take(queue_path)
+            if mod is None:
+                break
+            t0 = time.monotonic()
+            p, f, sk = _run_tests(by_mod.get(mod, []), sys.stderr)
+            took = time.monotonic() - t0
+            res["passed"] += p
+            res["failed"] += f
+            res["skipped"] += sk
+            res["files"][mod] = round(took, 1)
+            print("[shard %d] %-22s %3d passed, %d failed in %5.1f s"
+                  % (SHARD, mod, p, f, took), flush=True)
+            if f:
+                _tail(e.kiyot_log)
+    except KeyboardInterrupt:
+        log("interrupted")
+        res["failed"] += 1
+    finally:
+        e.teardown()
+        with open(result_path, "w") as f:
+            json.dump(res, f)
+    return 1 if res["failed"] else 0
+
+
+def run_sharded(filters, shards):
+    """Runs the tests in shards processes at once (run_shard), then prints their total."""
+    tests, broken = _collect(filters)
+    mods = sorted({_module(t) for t in tests if _module(t) not in SHARD0_ONLY},
+                  key=lambda m: (-FILE_SECONDS.get(m, 10), m))
+    work = tempfile.mkdtemp(prefix="kiyot-itest-shards-")
+    queue_path = os.path.join(work, "queue.json")
+    with open(queue_path, "w") as f:
+        json.dump(mods, f)
+    # the images once, before the shards push them each to its registry
+    os.makedirs(CACHE, exist_ok=True)
+    images.build(os.path.join(CACHE, "images"))
+    log("%d tests in %d shards; their logs: %s/shard-N.log" % (len(tests), shards, work))
+    procs = []
+    for i in range(shards):
+        envv = dict(os.environ, KIYOT_ITEST_SHARD=str(i), KIYOT_ITEST_SHARDS="1")
+        logf = open(os.path.join(work, "shard-%d.log" % i), "w")
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "harness.py"), "shard", queue_path,
+             os.path.join(work, "result-%d.json" % i)] + list(filters),
+            env=envv, stdout=None, stderr=logf, stdin=subprocess.DEVNULL))
+        logf.close()
+
+    def on_signal(signum, frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    for p in procs:
+        while True:
+            try:
+                p.wait()
+                break
+            except KeyboardInterrupt:
+                on_signal(signal.SIGINT, None)
+    passed = failed = skipped = 0
+    files = {}
+    for i, p in enumerate(procs):
+        try:
+            with open(os.path.join(work, "result-%d.json" % i)) as f:
+                r = json.load(f)
+        except (OSError, ValueError):
+            r = {"passed": 0, "failed": 1, "skipped": 0, "files": {}}
+        passed += r["passed"]
+        failed += r["failed"]
+        skipped += r["skipped"]
+        files.update(r["files"])
+        if r["failed"] or p.returncode != 0:
+            failed += 0 if r["failed"] else 1
+            sys.stderr.write("---- shard %d failed; its log (%s):\n" % (i, "shard-%d.log" % i))
+            with open(os.path.join(work, "shard-%d.log" % i), errors="replace") as f:
+                sys.stderr.write(f.read())
+            sys.stderr.write("---- end of shard %d's log\n" % i)
+    with open(queue_path) as f:
+        left = json.load(f)
+    if left:
+        log("not run (the shards stopped early): " + " ".join(left))
+        failed += len(left)
+    log("slowest files: " + ", ".join("%s %.0f s" % kv for kv in
+                                      sorted(files.items(), key=lambda kv: -kv[1])[:8]))
+    if broken:
+        log("%d test files failed to import" % len(broken))
+    if not os.environ.get("KIYOT_ITEST_KEEP"):
+        shutil.rmtree(work, ignore_errors=True)
     line = "integration: %d passed, %d failed" % (passed, failed)
     if skipped:
         line += ", %d skipped" % skipped
@@ -1050,7 +1227,7 @@ def probe_cell_network():
         sh("ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "c")
         sh("ip", "link", "set", veth, "master", BRIDGE, "up")
         sh("ip", "link", "set", veth + "c", "netns", ns)
-        sh("ip", "-n", ns, "addr", "add", "10.78.255.254/16", "dev", veth + "c")
+        sh("ip", "-n", ns, "addr", "add", "10.%d.255.254/16" % _NET, "dev", veth + "c")
         sh("ip", "-n", ns, "link", "set", veth + "c", "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         out = wait_for(lambda: sh("ip", "netns", "exec", ns, "curl", "-sf", "-m", "3", "-H",
@@ -1086,6 +1263,8 @@ def check():
 def main(argv):
     if len(argv) >= 2 and argv[1] == "run":
         return run(argv[2:])
+    if len(argv) >= 4 and argv[1] == "shard":
+        return run_shard(argv[2], argv[3], argv[4:])
     if len(argv) == 3 and argv[1] == "cleanup":
         cleanup(os.path.abspath(argv[2]))
         return 0

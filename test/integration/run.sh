@@ -8,6 +8,8 @@
 #
 # KIYOT_ITEST_KEEP=1 keeps the run's work directory (/tmp/kiyot-itest-*) for inspection;
 # KIYOT_ITEST_LOGS=DIR copies kiyot's and the registry's logs there.
+# KIYOT_ITEST_SHARDS=N runs the tests in N shards at once, each with its own bridge, network,
+# registry and kiyot (harness.py); the lock below is held for all of them.
 # Prints "integration: N passed, N failed" last; exits non-zero when anything failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,9 +36,13 @@ if ! flock -w 600 9; then
 	exit 1
 fi
 
-# A run killed hard leaves its work directory; clean those up first (kiyot, cells, registry).
+# A run killed hard leaves its work directory; clean those up first (kiyot, cells, registry),
+# each with the network of the shard that made it.
 for d in /tmp/kiyot-itest-*; do
-	[ -f "$d/env.json" ] && "$py" "$here/harness.py" cleanup "$d"
+	[ -f "$d/env.json" ] || continue
+	shard=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("shard", 0))' \
+		"$d/env.json" 2>/dev/null || echo 0)
+	KIYOT_ITEST_SHARD=$shard "$py" "$here/harness.py" cleanup "$d"
 done
 
 "$py" "$here/harness.py" run "$@"
