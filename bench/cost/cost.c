@@ -17,6 +17,16 @@
  * (e) A fluid lower bound: the largest per-vCPU, per-GiB and per-GPU hourly prices that no
  *     instance type undercuts (a small linear program), times the pods' total demand;
  *     on-demand and spot pods separately.
+ * Then the levers of the new catalog, on the same pods (us-east-1):
+ *  today   Kiyot's sizing on the catalog shipped before (December 2020 prices, x86_64 only:
+ *          kiyot/sizing/data/aws-instance-catalog-2020-us-east-1.json), what Kiyot charged;
+ *  catalog the same rule on the catalog of today, x86_64 only;
+ *  arm64   and arm64 allowed for the pods whose every image offers linux/arm64, by the table
+ *          image -> platforms of bench/cost/platforms.json (an image it lacks: amd64 only);
+ *  zone    spot pods in the cheapest zone: needs per-zone spot prices, which no shipped
+ *          snapshot has, so it is printed as not priced.
+ * Also today's choices priced at today's prices (how much of the catalog lever is the old
+ * prices' drift), and the pods whose type is below their requests under each (must be 0).
  * Prints figures and ratios; asserts nothing.
  */
 #include <errno.h>
@@ -69,6 +79,7 @@ struct cost_pod {
 	bool spot;
 	int64_t cpu, mem, gpus;		    /* whole demand: max(largest init, sum of apps) */
 	int64_t app_cpu, app_mem, app_gpus; /* app containers only */
+	bool arm64_ok;			    /* every image offers linux/arm64 (platforms.json) */
 };
 
 enum {
@@ -97,6 +108,33 @@ struct cost_result {
 struct cost_sums {
 	double v[2][3];
 };
+
+/* The table image -> platforms (a JSON object of lists), or NULL. */
+static json_t *cost_platforms;
+
+/* Whether an image's platforms (cost_platforms) include linux/arm64. */
+static bool cost_image_arm64(const char *image)
+{
+	const json_t *l = json_object_get(cost_platforms, image), *v;
+	size_t i;
+
+	json_array_foreach (l, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), "linux/arm64") == 0)
+			return true;
+	return false;
+}
+
+/* Whether every image of a pod, init containers included, offers linux/arm64. */
+static bool cost_pod_arm64(const struct podspec *spec)
+{
+	for (size_t i = 0; i < spec->n_init_containers; i++)
+		if (!cost_image_arm64(spec->init_containers[i].image))
+			return false;
+	for (size_t i = 0; i < spec->n_containers; i++)
+		if (!cost_image_arm64(spec->containers[i].image))
+			return false;
+	return true;
+}
 
 /* The whole run. */
 struct cost_run {
@@ -146,6 +184,7 @@ static int cost_read_pod(struct cost_run *r, const json_t *j, struct cost_pod *p
 	p->app_cpu = app.cpu_milli;
 	p->app_mem = app.memory_bytes;
 	p->app_gpus = app.gpus;
+	p->arm64_ok = cost_pod_arm64(spec);
 	podspec_free(spec);
 	return 0;
 }
@@ -212,6 +251,8 @@ static double cost_type_price(const struct catalog_type *t, int64_t cpu_milli, i
 	double price = spot ? t->spot_price : t->price;
 	double need = (double)cpu_milli / 1000.0;
 
+	if (!(t->arch & CATALOG_ARCH_X86_64)) /* (b) to (e) compare on x86_64, as (a) runs */
+		return -1;
 	if ((double)t->memory_bytes < (double)mem || t->gpus < gpus || t->cpu_milli < cpu_milli)
 		return -1;
 	if (t->burstable && need > t->baseline + 1e-9) {
@@ -371,6 +412,8 @@ static double cost_bound(const struct catalog *cat, bool spot, const double dema
 		double rate = t->burstable ? sizing_surplus_credit_price(t->name) : 0;
 		double mem = (double)t->memory_bytes / GIB;
 
+		if (!(t->arch & CATALOG_ARCH_X86_64))
+			continue;
 		if (t->burstable) {
 			a[m][0] = t->baseline, a[m][1] = mem, a[m][2] = t->gpus, b[m++] = price;
 			if (rate < 0)
@@ -558,6 +601,85 @@ static void cost_print_pods(const struct cost_run *r)
 	}
 }
 
+/* What one pod costs by Kiyot's sizing on cat with the architectures arch; -1 when nothing
+ * fits. *type gets the chosen type; *short_of is set when it is below the pod's demand. */
+static double cost_lever(const struct catalog *cat, const struct cost_pod *p,
+			 const struct sizing_reserve *reserve, unsigned arch, char *type,
+			 size_t size, bool *short_of)
+{
+	struct pod_demand d = { .cpu_milli = p->cpu,
+				.memory_bytes = p->mem,
+				.gpus = p->gpus,
+				.spot = p->spot,
+				.arch = arch };
+	struct sizing_choice ch;
+	struct err err = ERR_INIT;
+	const struct catalog_type *t;
+
+	if (sizing_pick(cat, &d, reserve, &ch, &err) < 0)
+		return -1;
+	snprintf(type, size, "%s", ch.instance_type);
+	t = catalog_find(cat, ch.instance_type);
+	*short_of = !t || t->cpu_milli < p->cpu || t->memory_bytes < p->mem || t->gpus < p->gpus;
+	return ch.price;
+}
+
+/* Prints the levers of the new catalog against today's rule on the old one. */
+static void cost_print_levers(const struct cost_run *r, const struct catalog *old)
+{
+	double today = 0, drift = 0, refreshed = 0, arm = 0, today_ng = 0, arm_ng = 0;
+	size_t n = 0, arm_pods = 0, on_arm = 0, short_of[3] = { 0 }, missing = 0;
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct cost_pod *p = &r->pods[i];
+		char t_old[64], t_new[64], t_arm[64];
+		bool s0 = false, s1 = false, s2 = false;
+		double a = cost_lever(old, p, &r->reserve, CATALOG_ARCH_X86_64, t_old,
+				      sizeof(t_old), &s0);
+		double b = cost_lever(r->cat, p, &r->reserve, CATALOG_ARCH_X86_64, t_new,
+				      sizeof(t_new), &s1);
+		double c = cost_lever(r->cat, p, &r->reserve,
+				      p->arm64_ok ? CATALOG_ARCH_ALL : CATALOG_ARCH_X86_64, t_arm,
+				      sizeof(t_arm), &s2);
+		const struct catalog_type *now = a >= 0 ? catalog_find(r->cat, t_old) : NULL;
+		double d = a, credits;
+
+		if (a < 0 || b < 0 || c < 0)
+			continue;
+		if (!now || !sizing_fits(now, p->cpu + r->reserve.cpu_milli,
+					 p->mem + r->reserve.memory_bytes, p->gpus, p->spot, &d,
+					 &credits)) {
+			d = a; /* gone from today's catalog: its old price */
+			missing++;
+		}
+		n++;
+		today += a, drift += d, refreshed += b, arm += c;
+		if (p->gpus == 0)
+			today_ng += a, arm_ng += c;
+		short_of[0] += s0, short_of[1] += s1, short_of[2] += s2;
+		arm_pods += p->arm64_ok;
+		on_arm += catalog_find(r->cat, t_arm)->arch == CATALOG_ARCH_ARM64;
+	}
+	printf("\nLevers (%zu pods priced in all three; %zu may run on arm64 by their images' "
+	       "platforms, %zu of them land on arm64):\n",
+	       n, arm_pods, on_arm);
+	printf("%-58s %10s %8s %10s  %s\n", "rule", "USD/hour", "vs today", "saved",
+	       "pods below requests");
+	printf("%-58s %10.4f %8.3f %10s  %zu\n",
+	       "today: old catalog (Dec 2020 prices), x86_64 only", today, 1.0, "-", short_of[0]);
+	printf("%-58s %10.4f %8.3f %10s  (%zu types no longer listed: old price)\n",
+	       "  today's choices at today's prices", drift, drift / today, "-", missing);
+	printf("%-58s %10.4f %8.3f %10.4f  %zu\n", "+ catalog of today, x86_64 only", refreshed,
+	       refreshed / today, today - refreshed, short_of[1]);
+	printf("%-58s %10.4f %8.3f %10.4f  %zu\n", "+ arm64 where every image offers it", arm,
+	       arm / today, refreshed - arm, short_of[2]);
+	printf("%-58s %10s %8s %10s  %s\n", "+ spot in the cheapest zone", "-", "-", "-",
+	       "not priced: no per-zone spot snapshot is shipped");
+	printf("new rule / today: %.3fx (against today's choices at today's prices: %.3fx); "
+	       "without the GPU pods: %.3fx\n",
+	       arm / today, arm / drift, today_ng > 0 ? arm_ng / today_ng : 0);
+}
+
 int main(int argc, char **argv)
 {
 	bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
@@ -577,6 +699,17 @@ int main(int argc, char **argv)
 	}
 	mix = argc > 1 ? argv[1] : "bench/cost/mix.json";
 	region = argc > 2 ? argv[2] : "us-east-1";
+	{
+		json_error_t jerr;
+
+		/* read before the mix: each pod's images are looked up in it */
+		cost_platforms = json_load_file("bench/cost/platforms.json", 0, &jerr);
+		if (!cost_platforms)
+			fprintf(stderr,
+				"cost: bench/cost/platforms.json: %s; every image is "
+				"amd64 only\n",
+				jerr.text);
+	}
 	if (catalog_load(region, &cat, &err) < 0 || cost_load_mix(&r, mix, &err) < 0) {
 		fprintf(stderr, "cost: %s\n", err.msg);
 		catalog_free(cat);
@@ -600,7 +733,7 @@ int main(int argc, char **argv)
 		gpu += p->gpus > 0;
 	}
 	printf("Cost of %zu pods (%s: %zu spot, %zu with GPUs) in %s, on the shipped catalog "
-	       "(%zu types, December 2020 prices)\n",
+	       "(%zu types, July 2026 prices; x86_64 only in (a) to (e))\n",
 	       r.n, mix, spot, gpu, region, catalog_count(cat));
 	sizing_format_demand(r.reserve.cpu_milli, r.reserve.memory_bytes, 0, reserve_text,
 			     sizeof(reserve_text));
@@ -611,6 +744,17 @@ int main(int argc, char **argv)
 	cost_print_classes(&r);
 	if (verbose)
 		cost_print_pods(&r);
+	if (strcmp(region, "us-east-1") == 0) {
+		struct catalog *old = NULL;
+
+		if (catalog_load_file("kiyot/sizing/data/aws-instance-catalog-2020-us-east-1.json",
+				      "us-east-1", &old, &err) < 0)
+			fprintf(stderr, "cost: %s\n", err.msg);
+		else
+			cost_print_levers(&r, old);
+		catalog_free(old);
+	}
+	json_decref(cost_platforms);
 	free(r.pods);
 	free(r.res);
 	catalog_free(cat);
