@@ -92,7 +92,7 @@ endpoints() {
 
 cell_image() {
 	cd test/integration &&
-		KIYOT_BUILD=$abs_build python3 -c 'import test_ec2_vm as v
+		KIYOT_BUILD=$abs_build /usr/bin/python3 -c 'import test_ec2_vm as v
 image, took = v.build_image()
 print("cell image %s: %s" % (image, "built in %.0f s" % took if took is not None else "cached"))'
 }
