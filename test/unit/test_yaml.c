@@ -148,7 +148,7 @@ static void test_yaml__reads_the_instance_catalog_file(void **state)
 	if (yaml_file_to_json("kiyot/sizing/data/aws-instance-catalog.json", 0, &j, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_true(json_is_array(json_object_get(j, "us-east-1")));
-	assert_int_equal(json_array_size(json_object_get(j, "us-east-1")), 1319);
+	assert_int_equal(json_array_size(json_object_get(j, "us-east-1")), 1291);
 	json_decref(j);
 }
 

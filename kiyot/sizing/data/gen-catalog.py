@@ -29,7 +29,8 @@ BURSTABLE = {"t2": BASELINE_T2, "t3": BASELINE_T3, "t3a": BASELINE_T3, "t4g": BA
 # credits sizing could price: they are listed as burstable at that baseline, so sizing puts
 # on them only what they sustain.
 FLEX_BASELINE = 0.40
-# Families EC2 lists as previous generation (the rest are current).
+# Families EC2 lists as previous generation: left out, as the 2020 file had none (t1.micro's
+# spot price would draw spot pods onto a type without ENA or NVMe).
 PREVIOUS = {"t1", "m1", "m2", "m3", "c1", "c3", "cr1", "r3", "i2", "g2", "hs1", "cc2"}
 # Accelerators that are not nvidia.com/gpu devices: left out (sizing has no resource for them).
 NOT_CELLS = re.compile(r"^(inf|trn|dl|vt|f\d|u-|u7i|mac)")
@@ -123,8 +124,6 @@ def entry(name, labels, price, spot):
     if base is not None:
         e["burstable"] = True
         e["baseline"] = round(base, 4)
-    if fam in PREVIOUS:
-        e["generation"] = "previous"
     return e
 
 
@@ -145,7 +144,7 @@ def main():
     rows, skipped = [], 0
     for name in sorted(types):
         price = us_prices.get(name)
-        if not price or NOT_CELLS.match(name):
+        if not price or NOT_CELLS.match(name) or name.split(".")[0] in PREVIOUS:
             skipped += 1
             continue
         ratio = per_type.get(name, per_fam.get(name.split(".")[0], overall))
@@ -161,7 +160,7 @@ def main():
     text = text.replace('}],"', '}],\n"')
     sys.stdout.write(text + "\n")
     print("%d types in us-east-1, %d regions derived from it; %d listed types left out (no "
-          "us-east-1 price, or not a cell type)" % (len(rows), len(out) - 1, skipped),
+          "us-east-1 price, not a cell type, or previous generation)" % (len(rows), len(out) - 1, skipped),
           file=sys.stderr)
 
 main()
