@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "fsutil.h"
 #include "cells/cellsync.h"
+#include "kube/events.h"
 #include "state/kiyot.h"
 #include "log.h"
 #include "memtrim.h"
@@ -249,6 +250,7 @@ static int serve(int argc, char **argv)
 	    router_open(&k, k.cfg.fallback_runtime_endpoint, &err) < 0)
 		die("--fallback-runtime-endpoint: %s", err.msg);
 	k.cellsync = cellsync_start_configured(&k);
+	k.kube_events = kube_recorder_start_configured(k.cfg.kubeconfig);
 	addr = xasprintf("unix://%s", k.cfg.socket);
 	rc.address = addr;
 	rc.methods = cri_method_table(&rc.n_methods);
@@ -270,6 +272,9 @@ static int serve(int argc, char **argv)
 	t = kiyot_stop_step("the CRI server (the calls in progress)", t);
 	cellsync_stop(k.cellsync);
 	t = kiyot_stop_step("Cell object sync", t);
+	kube_recorder_free(k.kube_events); /* what is queued gets a second */
+	k.kube_events = NULL;
+	t = kiyot_stop_step("Events", t);
 	router_close(&k);
 	kiyot_stop_step("the fallback runtime's connection", t);
 	kiyot_close(&k);

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "cri_validate.h"
 #include "log.h"
 #include "state/ctrlog.h"
+#include "kube/events.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
 #include "stream/server.h"
@@ -259,6 +261,28 @@ static json_t *pod_prepull(const struct podspec *pod, const Runtime__V1__PodSand
 	return list;
 }
 
+/* An Event on the pod of md and, with cell_id, on its Cell object: what kubectl describe pod
+ * and kubectl get events show of its cell (kube/events.h; nothing without an API server). */
+static void __attribute__((format(printf, 6, 7)))
+pod_event(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *md, const char *cell_id,
+	  enum kube_event_type type, const char *reason, const char *fmt, ...)
+{
+	const struct kube_ref pod = { "Pod", "v1", md->namespace_, md->name, md->uid };
+	const struct kube_ref cell = { "Cell", "kiyot.elotl.co/v1", "", cell_id, NULL };
+	va_list ap;
+
+	if (!k->kube_events)
+		return;
+	va_start(ap, fmt);
+	kube_veventf(k->kube_events, &pod, type, reason, fmt, ap);
+	va_end(ap);
+	if (!cell_id || !cell_id[0])
+		return;
+	va_start(ap, fmt);
+	kube_veventf(k->kube_events, &cell, type, reason, fmt, ap);
+	va_end(ap);
+}
+
 int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			ProtobufCMessage *resp, struct err *err)
 {
@@ -324,6 +348,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	podspec_free(pod);
 	if (ret < 0) {
 		metrics_launch_failure("sizing");
+		pod_event(k, r->config->metadata, NULL, KUBE_EVENT_WARNING, "CellSizingFailed",
+			  "%s", err->msg);
 		json_decref(prepull);
 		if (sb) {
 			pthread_mutex_lock(&k->lock);
@@ -403,6 +429,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 
 		free(sb->sizing_reason);
 		sb->sizing_reason = reason;
+		pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_WARNING,
+			  "CapacityFallback", "cell %s: %s", sb->cell_id, launched.note);
 	}
 	pthread_mutex_unlock(&k->lock);
 	cell_launched_release(&launched);
@@ -426,6 +454,9 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
 		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
 		 choice.instance_type, sb->ip);
+	pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_NORMAL, "CellLaunched",
+		  "cell %s launched: %s, %s, IP %s (%s)", sb->cell_id, sb->instance_type,
+		  choice.spot ? "spot" : "on-demand", sb->ip, sb->sizing_reason);
 	if (k->node_images && prepull)
 		kiyot_node_prepull(k, prepull);
 	out->pod_sandbox_id = rpc_strdup(call, sb->id);
@@ -451,6 +482,9 @@ fail:
 		return -err->code;
 	}
 	log_warn("RunPodSandbox failed: %s", err->msg); /* the kubelet only retries */
+	if (err->code != ECANCELED)			/* not when the pod was stopped meanwhile */
+		pod_event(k, sb->config->metadata, NULL, KUBE_EVENT_WARNING, "CellLaunchFailed",
+			  "%s", err->msg);
 	run_undo(k, sb);
 	cells_launch_end(k->cells, sb->cell_id);
 	sandbox_put(sb);
@@ -465,6 +499,12 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 	struct err err = ERR_INIT;
 	struct container **cs;
 	size_t n = records_containers(k->records, sb->id, &cs);
+
+	if (strcmp(reason, "CellLost") == 0)
+		pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_WARNING, "CellLost",
+			  "cell %s is gone: its containers are exited and the sandbox not ready "
+			  "(the kubelet makes the pod a new one)",
+			  sb->cell_id);
 
 	sb->state = SANDBOX_NOTREADY;
 	for (size_t i = 0; i < n; i++) {
@@ -854,10 +894,21 @@ void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct ce
 		log_warn("sandbox %s: cell %s has a rebalance recommendation: its instance is at "
 			 "an elevated risk of interruption",
 			 sb->id, cell_id);
+		pod_event(k, sb->config->metadata, cell_id, KUBE_EVENT_WARNING,
+			  "RebalanceRecommendation",
+			  "cell %s: EC2 says its spot instance is at an elevated risk of "
+			  "interruption",
+			  cell_id);
 		sandbox_put(sb);
 		return;
 	}
 	grace = interruption_grace(k, sb, in->notice_time_ns);
+	pod_event(k, sb->config->metadata, cell_id, KUBE_EVENT_WARNING, "SpotInterrupted",
+		  "cell %s: spot interruption notice (%s in %lld s): its containers are stopped "
+		  "within %lld s and the pod gets a new sandbox",
+		  cell_id, in->action,
+		  (long long)((in->notice_time_ns - clock_now_ns()) / 1000000000LL),
+		  (long long)grace);
 	log_warn("sandbox %s: cell %s has a spot interruption notice (%s in %lld s): stopping "
 		 "its containers within %lld s; the pod gets a new sandbox",
 		 sb->id, cell_id, in->action,

@@ -48,6 +48,7 @@ struct regconf;
 struct gc;
 struct router;
 struct podobject_reader;
+struct kube_recorder;
 struct cellnet_port;
 struct agent_client;
 struct metrics_server;
@@ -125,6 +126,7 @@ struct kiyot {
 	struct router *router;	      /* the fallback runtime, or NULL (router.c) */
 	struct stream_server *stream; /* Exec's URLs (stream/server.h) */
 	struct cellsync *cellsync;    /* Cell objects in the API server, or NULL (cellsync.c) */
+	struct kube_recorder *kube_events; /* Events on pods and cells, or NULL (kube/events.h) */
 	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
 	 * set once under lock */
 	struct podobject_reader *pod_reader;
