@@ -60,8 +60,10 @@ struct supervisor_callbacks {
 };
 
 struct supervisor_config {
-	const char *state_dir;	   /* units/<id>/{bundle,log,exit,...} live under it */
-	const char *runtime;	   /* OCI runtime binary, "crun" */
+	const char *state_dir; /* units/<id>/{bundle,log,exit,...} live under it */
+	/* OCI runtime binary: "crun" (searched in PATH) or its path; the agent's unit tests give
+	 * it a stand-in that runs units on the host (test/unit/fake_runtime.h) */
+	const char *runtime;
 	const char *shim;	   /* path of the cell-agent binary, run as "<shim> shim ..." */
 	const char *cgroup_parent; /* cgroup v1 path of the cell (e.g. "/kiyot/<cell>"), may be "" */
 	int64_t backoff_base_ms;   /* restart back-off start (10 s by default), doubling to max */
