@@ -37,6 +37,7 @@
 #include "fsutil.h"
 #include "image.h"
 #include "imds.h"
+#include "imdsguard.h"
 #include "interrupt.h"
 #include "log.h"
 #include "pidlock.h"
@@ -365,6 +366,16 @@ int main(int argc, char **argv)
 	a.cgroup = cgroup_units_parent(&err);
 	if (!a.cgroup)
 		die("%s", err.msg);
+	if ((from_imds || getenv(IMDS_ENDPOINT_ENV)) && cgroup_v2()) {
+		/* on EC2 the units share the instance's network: keep them off its metadata
+		 * service (the instance role's credentials, this bootstrap document) */
+		_cleanup_free_ char *units = cgroup_file("", a.cgroup, "");
+
+		if (imdsguard_attach(units, &err) < 0)
+			die("%s (the cell's units would reach the instance's credentials: a "
+			    "kernel with cgroup BPF, CONFIG_CGROUP_BPF, is needed)",
+			    err.msg);
+	}
 	start_podns(&a);
 	return run_agent(&a, from_imds || getenv(IMDS_ENDPOINT_ENV), endpoint);
 }

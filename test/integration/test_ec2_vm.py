@@ -301,6 +301,14 @@ class Ec2VmTest(KiyotTest):
             stdout=True, stderr=True), timeout=30).url
         self.assertEqual(streamclient.spdy_exec(url, stdin=b"vm\n")["stdout"], b"got:vm\n")
 
+        # the agent read its bootstrap from the metadata service (above); the pod's
+        # containers, on the same network, cannot reach it (the instance's credentials)
+        r = self.c.runtime.ExecSync(pb.ExecSyncRequest(
+            container_id=cid, cmd=["sh", "-c", "nc -w 5 169.254.169.254 80 </dev/null 2>&1"],
+            timeout=60), timeout=90)
+        self.assertNotEqual(r.exit_code, 0, r.stdout)
+        self.assertIn(b"Operation not permitted", r.stdout)
+
         # its usage, measured in the VM's cgroup v2 tree: the containers' CPU and memory
         # and the pod's network traffic (the HTTP answers above went through it)
         def measured():
