@@ -995,6 +995,42 @@ int cells_launch(struct cellmgr *m, const struct cell_spec *req, char **ip,
 		       req->cell_id);
 }
 
+int cells_launch_claimed(struct cellmgr *m, const char *cell_id, struct err *err)
+{
+	struct cell_launch *l;
+	bool cancelled;
+
+	pthread_mutex_lock(&m->lock);
+	l = launch_find(m, cell_id);
+	cancelled = l && l->cancelled;
+	if (l && !cancelled)
+		l->done = true;
+	pthread_mutex_unlock(&m->lock);
+	if (cancelled)
+		return err_set(err, ECANCELED,
+			       "cell %s: its sandbox was stopped while starting; the cell is "
+			       "terminated",
+			       cell_id);
+	return 0;
+}
+
+int cells_hello(struct cellmgr *m, const char *cell_id, struct err *err)
+{
+	Kiyot__Cell__V1__HelloResponse *resp = NULL;
+	struct cell_entry *e = cell_entry_get(m, cell_id, err);
+	int ret;
+
+	if (!e)
+		return -err->code;
+	ret = e->conn ? m->agent.ops->hello(m->agent.self, e->conn, CELLS_HELLO_TIMEOUT_MS, &resp,
+					    err)
+		      : err_set(err, ENOTCONN, "no connection to the agent");
+	if (resp)
+		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	cell_entry_put(m, e);
+	return ret < 0 ? err_wrap(err, "cell %s", cell_id) : 0;
+}
+
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)
 {
 	resume(m, cell_id, ip, NULL);

@@ -89,6 +89,19 @@ struct cell_interruption {
 /* The cell's interruption news into *out: 0, or -ENOENT when the cell is not running. */
 int cells_interruption(struct cellmgr *m, const char *cell_id, struct cell_interruption *out);
 
+/*
+ * The launch of a sandbox that took a standby cell of the pool (pool.h) instead of launching
+ * one, between cells_launch_begin and cells_launch_end, once the cell is its record's: ECANCELED
+ * when a stop cancelled the launch meanwhile (cells_launch_cancel: that stop terminates the
+ * cell), else the launch is done as cells_launch's is (a later stop stops the cell as a
+ * running one).
+ */
+int cells_launch_claimed(struct cellmgr *m, const char *cell_id, struct err *err);
+/* Asks a running cell's agent for Hello on its connection (within CELLS_HELLO_TIMEOUT_MS): 0
+ * when it answered; -ENOENT when the cell is not running here. */
+#define CELLS_HELLO_TIMEOUT_MS 2000
+int cells_hello(struct cellmgr *m, const char *cell_id, struct err *err);
+
 /* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
  * offsets kiyot remembers). */
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);

@@ -19,6 +19,7 @@
 #include "state/kiyot.h"
 #include "kube/kube.h"
 #include "log.h"
+#include "pool/pool.h"
 #include "provision.h"
 #include "xalloc.h"
 
@@ -66,6 +67,22 @@ static json_t *desired_cell(struct cellsync *cs, const struct sandbox *sb)
 		sb->instance_type, "instanceId", "", "ip", sb->state == SANDBOX_READY ? sb->ip : "",
 		"status", "phase", sb->state == SANDBOX_READY ? "Running" : "Pending",
 		"sizingReason", sb->sizing_reason ? sb->sizing_reason : "");
+}
+
+/* The Cell object of a standby cell of the pool: no pod; phase Standby once it serves,
+ * Pending while it boots. */
+static json_t *standby_cell(struct cellsync *cs, const struct pool_view *v)
+{
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}}, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
+			 "s:s}, s:{s:s, s:s}}",
+			 "apiVersion", "kiyot.elotl.co/v1", "kind", "Cell", "metadata", "name",
+			 v->cell_id, "labels", CELLSYNC_LABEL_CLUSTER, cs->k->cluster_id,
+			 CELLSYNC_LABEL_NODE, cs->node, "spec", "podName", "", "podNamespace", "",
+			 "podUid", "", "node", cs->node, "launchType",
+			 v->spot ? "spot" : "on-demand", "instanceType", v->instance_type,
+			 "instanceId", "", "ip", v->ip, "status", "phase",
+			 v->ready ? "Standby" : "Pending", "sizingReason",
+			 "a standby cell of the warm pool (pool in kiyot's config)");
 }
 
 /* A Unix time in ns as RFC 3339 UTC, as the API shows times. */
@@ -126,6 +143,15 @@ static json_t *desired_cells(struct cellsync *cs)
 	}
 	pthread_mutex_unlock(&k->lock);
 	sandboxes_put(v, n);
+	{
+		struct pool_view *pv;
+		size_t np = pool_list(k->pool, &pv);
+
+		for (size_t i = 0; i < np; i++)
+			if (!json_object_get(want, pv[i].cell_id))
+				json_object_set_new(want, pv[i].cell_id, standby_cell(cs, &pv[i]));
+		pool_views_free(pv, np);
+	}
 	/* (the cell manager's lock is never taken under k->lock) */
 	json_object_foreach (want, name, obj)
 		add_interruption(cs, name, obj);
@@ -152,7 +178,9 @@ static void refresh_instance_ids(struct cellsync *cs, json_t *want)
 	json_object_foreach (want, name, obj) {
 		json_t *st = json_object_get(obj, "status");
 
-		if (strcmp(json_string_value(json_object_get(st, "phase")), "Running") == 0 &&
+		const char *phase = json_string_value(json_object_get(st, "phase"));
+
+		if ((!strcmp(phase, "Running") || !strcmp(phase, "Standby")) &&
 		    !json_object_get(cs->instance_ids, name))
 			need = 1;
 	}

@@ -34,6 +34,7 @@
 #include "cellsync.h"
 #include "clock.h"
 #include "log.h"
+#include "pool/pool.h"
 #include "state/kiyot.h"
 #include "xalloc.h"
 
@@ -129,6 +130,8 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 	int64_t grace = (int64_t)k->cfg.gc_grace_s * 1000000000LL;
 	struct sandbox *sb = records_sandbox_of_cell(k->records, c->cell_id);
 
+	if (!sb && pool_owns(k->pool, c->cell_id))
+		return KEEP; /* a standby cell the pool records: the pool's to end */
 	if (!sb)
 		return startup || now - orphan_since(g, c->cell_id, now) >= grace ? TERMINATE
 										  : KEEP;
@@ -344,6 +347,7 @@ static void pass(struct gc *g, int startup)
 	act_all(g, cells, v, claimed, n);
 	free(claimed);
 	mark_lost(k, ready, n_ready, cells, n);
+	pool_reconcile(k->pool, cells, n);
 	orphans_forget(g, cells, n);
 	cellsync_kick(k->cellsync);
 	kiyot_node_images_sweep(k);

@@ -25,6 +25,7 @@
 #include "kube/events.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
+#include "pool/pool.h"
 #include "stream/server.h"
 #include "xalloc.h"
 
@@ -196,6 +197,17 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 	cellsync_kick(k->cellsync);
 }
 
+/* A standby cell now runs the sandbox's pod: the provider marks it the pod's (EC2: its tags).
+ * Only the marks fail here, which the pod does not need: logged. */
+static void assign_pod(struct kiyot *k, const struct sandbox *sb, const struct cell_spec *spec)
+{
+	struct err err = ERR_INIT;
+
+	if (k->provider.ops->assign && k->provider.ops->assign(k->provider.self, spec, &err) < 0)
+		log_warn("sandbox %s: marking standby cell %s as its pod's: %s", sb->id,
+			 sb->cell_id, err.msg);
+}
+
 /* The Pod object reader, made at the first RunPodSandbox (outside the lock: it reads the
  * kubeconfig); a racing second one is dropped. */
 static struct podobject_reader *pod_reader(struct kiyot *k)
@@ -299,7 +311,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	const char **prepull_refs = NULL;
 	char *ip = NULL;
 	int64_t t0;
-	bool launching;
+	bool launching, claimed = false;
+	struct err cerr = ERR_INIT;
 	int ret;
 
 	if (cri_validate(req, err) < 0)
@@ -367,11 +380,17 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		sb->runtime_handler = xstrdup(r->runtime_handler);
 		sb->state = SANDBOX_NOTREADY;
 		sb->created_ns = clock_now_ns();
-		sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
 		sb->ip = xstrdup("");
 		sb->instance_type = xstrdup(choice.instance_type);
 		sb->sizing_reason = xstrdup(choice.reason);
 		sb->phase = SANDBOX_LAUNCHING;
+		/* a standby cell of exactly sizing's choice, recorded as this sandbox's claim
+		 * before the sandbox's record names it (pool.h) */
+		pool_arrival(k->pool, choice.instance_type, choice.spot);
+		claimed = k->pool && pool_claim(k->pool, choice.instance_type, choice.spot, sb->id,
+						&sb->cell_id, &ip, &cerr) == 0;
+		if (!claimed)
+			sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
 		/* a stop that finds the record launching finds its launch to cancel */
 		cells_launch_begin(k->cells, sb->cell_id);
 		/* recorded before the launch, so a crash mid-launch leaves a record that owns
@@ -380,8 +399,14 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		records_add_sandbox(k->records, sandbox_get(sb));
 		ret = records_save_sandbox(k->records, sb, err);
 		pthread_mutex_unlock(&k->lock);
+		if (ret < 0 && claimed) {
+			pool_claim_abort(k->pool, sb->cell_id);
+			free(ip);
+		}
 		if (ret < 0)
 			goto fail;
+		if (claimed)
+			pool_claim_commit(k->pool, sb->cell_id, sb->id);
 	} else {
 		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id,
 			 sb->cell_id);
@@ -412,11 +437,23 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	creq.label_values = label_values;
 	creq.n_labels = sb->config->n_labels;
 	cellsync_kick(k->cellsync);
-	ret = cells_launch(k->cells, &creq, &ip, &launched, err);
+	if (claimed) {
+		ret = cells_launch_claimed(k->cells, sb->cell_id, err);
+	} else {
+		t0 = clock_mono_ns();
+		ret = cells_launch(k->cells, &creq, &ip, &launched, err);
+		if (ret == 0)
+			pool_launch_time(k->pool, choice.instance_type, choice.spot,
+					 (double)(clock_mono_ns() - t0) / 1e9);
+	}
+	if (ret == 0 && pool_is_standby_id(sb->cell_id))
+		assign_pod(k, sb, &creq); /* claimed now, or before a crash */
 	free(label_keys);
 	free(label_values);
 	free(prepull_refs);
 	prepull_refs = NULL;
+	if (ret < 0 && claimed)
+		free(ip);
 	if (ret < 0)
 		goto fail;
 	/* a capacity fallback launched another type than sizing's choice: the record (and the
@@ -451,9 +488,9 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	if (ret < 0)
 		goto fail;
 	cells_launch_end(k->cells, sb->cell_id);
-	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s)", sb->id,
+	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s%s)", sb->id,
 		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
-		 choice.instance_type, sb->ip);
+		 choice.instance_type, sb->ip, claimed ? ", a standby cell" : "");
 	pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_NORMAL, "CellLaunched",
 		  "cell %s launched: %s, %s, IP %s (%s)", sb->cell_id, sb->instance_type,
 		  choice.spot ? "spot" : "on-demand", sb->ip, sb->sizing_reason);
@@ -505,7 +542,6 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 			  "cell %s is gone: its containers are exited and the sandbox not ready "
 			  "(the kubelet makes the pod a new one)",
 			  sb->cell_id);
-
 	sb->state = SANDBOX_NOTREADY;
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cs[i];

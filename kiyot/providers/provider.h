@@ -42,6 +42,11 @@ struct cell_spec {
 	const char *const *label_keys;
 	const char *const *label_values;
 	size_t n_labels;
+	/* A standby cell of the pool (kiyot/pool/pool.h): launched before any pod asked for it,
+	 * the pod fields empty. A provider with tags marks it as a standby cell of this node
+	 * (EC2: a tag the garbage collector and a restarted kiyot read); assign gives it its pod
+	 * once one claims it. */
+	int standby;
 };
 
 enum cell_phase {
@@ -101,6 +106,11 @@ struct provider_ops {
 	 * hop through the agent; NULL when they do not. The connected socket or -errno. */
 	int (*dial)(void *self, const char *cell_id, uint16_t port, int host_network,
 		    struct err *err);
+	/* A standby cell (launched with spec.standby) now runs the pod spec names (its cell_id,
+	 * pod and labels; the rest as at its launch): the provider marks the cell as the pod's
+	 * where it keeps such marks (EC2: the pod's tags replace the standby tag; local: the
+	 * cell's record names the pod). NULL: nothing to mark. */
+	int (*assign)(void *self, const struct cell_spec *spec, struct err *err);
 	/* Frees the provider itself; the cells it launched keep running. */
 	void (*destroy)(void *self);
 };

@@ -27,6 +27,7 @@
 #include "metrics/metrics.h"
 #include "metrics/server.h"
 #include "kube/podobject.h"
+#include "pool/pool.h"
 #include "regconf.h"
 #include "store.h"
 #include "stream/server.h"
@@ -385,6 +386,9 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "node image store");
 	if (cells_new(k, &k->cells, err) < 0)
 		return -err->code;
+	/* its standby cells adopted before the collector's first pass judges them */
+	if (pool_new(k, &k->pool, err) < 0)
+		return -err->code;
 	/* before the streaming server, whose free port then is not the one metrics asks for */
 	if (k->cfg.metrics_listen && k->cfg.metrics_listen[0]) {
 		metrics_figures_init();
@@ -397,6 +401,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		return err_wrap(err, "streaming.address");
 	k->events = events_new();
 	k->gc = gc_start(k);
+	pool_start(k->pool);
 	host_ports_restore(k);
 	if (k->provider.ops->remote_files)
 		k->volsync = volsync_start(k);
@@ -426,6 +431,9 @@ void kiyot_close(struct kiyot *k)
 	t = kiyot_stop_step("volume sync", t);
 	gc_stop(k->gc);
 	t = kiyot_stop_step("the garbage collector", t);
+	pool_free(k->pool); /* after the collector, which asks it */
+	k->pool = NULL;
+	t = kiyot_stop_step("the warm pool", t);
 	podobject_reader_free(k->pod_reader);
 	k->pod_reader = NULL;
 	stream_server_stop(k->stream);

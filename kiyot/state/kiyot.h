@@ -11,6 +11,7 @@
  *      agent's answer) or a shipped volume's ship lock (volsync.c);
  *   2. k->lock;
  *   3. under k->lock, taken and released without calling back: the event hub's (events.c),
+ *      the warm pool's (pool/pool.h),
  *      volsync's list lock, the catalog's (catalog_acquire), the hostPort rules' (cellnat.c),
  *      a node pre-pull's (image_prepull.c; stopping one waits for its thread, which never
  *      takes k->lock), a container's log writer's and then the log committer's (ctrlog.h;
@@ -53,6 +54,7 @@ struct cellnet_port;
 struct agent_client;
 struct metrics_server;
 struct metrics_cells;
+struct pool;
 
 struct kiyot_config {
 	char *socket;	 /* CRI socket path */
@@ -133,6 +135,7 @@ struct kiyot {
 	struct volsync *volsync;	     /* shipped volumes of remote cells (volsync.c) */
 	struct metrics_server *metrics;	     /* GET /metrics, or NULL (metrics/server.h) */
 	struct metrics_cells *metrics_cells; /* the cells' figures (metrics/metrics.h) */
+	struct pool *pool;		     /* standby cells (pool/pool.h), or NULL: none */
 };
 
 /* Config: defaults, then the file (YAML or JSON), then flags. */

@@ -502,3 +502,45 @@ int store_del_meta(struct store *st, const char *key, struct err *err)
 	bind_text(s, 1, key);
 	return step_done(st, s, "delete meta", err);
 }
+
+int store_list_meta(struct store *st, const char *prefix, char ***keys, char ***values, size_t *n,
+		    struct err *err)
+{
+	/* a range on the primary key: keys from the prefix up to the prefix with its last byte
+	 * raised (no LIKE, whose wildcards a prefix could hold) */
+	sqlite3_stmt *s = prep(st, "SELECT key, value FROM meta WHERE key >= ? AND key < ? "
+				   "ORDER BY key");
+	_cleanup_free_ char *end = xstrdup(prefix);
+	size_t len = strlen(end), cap = 0, got = 0;
+	char **k = NULL, **v = NULL;
+	int rc;
+
+	*keys = *values = NULL;
+	*n = 0;
+	if (!s)
+		return db_err(st, err, "list meta");
+	if (len)
+		end[len - 1]++;
+	bind_text(s, 1, prefix);
+	bind_text(s, 2, len ? end : "\xff");
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		xgrow((void **)&k, &cap, got + 1, sizeof(*k));
+		v = xrealloc(v, cap * sizeof(*v));
+		k[got] = col_text(s, 0);
+		v[got++] = col_text(s, 1);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		for (size_t i = 0; i < got; i++) {
+			free(k[i]);
+			free(v[i]);
+		}
+		free(k);
+		free(v);
+		return db_err(st, err, "list meta");
+	}
+	*keys = k;
+	*values = v;
+	*n = got;
+	return 0;
+}

@@ -50,5 +50,9 @@ int store_get_meta(struct store *st, const char *key, char **out, struct err *er
 int store_put_meta(struct store *st, const char *key, const char *value, struct err *err);
 /* Removes key; removing an absent one is no error. */
 int store_del_meta(struct store *st, const char *key, struct err *err);
+/* Every key beginning with prefix and its value, in key order: *keys and *values (n each, the
+ * caller frees every string and both arrays; NULL when none). */
+int store_list_meta(struct store *st, const char *prefix, char ***keys, char ***values, size_t *n,
+		    struct err *err);
 
 #endif

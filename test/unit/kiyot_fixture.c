@@ -48,6 +48,9 @@ int kfix_open(struct kfix *f, struct err *err)
 	log_set_level(LOG_ERROR);
 	memset(k, 0, sizeof(*k));
 	kiyot_config_defaults(&k->cfg);
+	if (f->config &&
+	    kiyot_config_load_text(&k->cfg, f->config, strlen(f->config), "kfix.yaml", err) < 0)
+		return -err->code;
 	set(&k->cfg.state_dir, f->dir);
 	set(&k->cfg.socket, f->sock);
 	k->cfg.gc_interval_s = f->gc_interval_s;

@@ -37,6 +37,9 @@ struct kfix {
 	/* Settings the next kfix_open gives kiyot (kfix_new: 3600 and 120, no periodic pass). */
 	int gc_interval_s;
 	int gc_grace_s;
+	/* Settings (config file text, YAML) the next kfix_open gives kiyot before those, or
+	 * NULL. */
+	const char *config;
 	/* The agent client the next kfix_open gives kiyot (NULL: the fake agent's own), e.g. one
 	 * that wraps some of the fake's operations. */
 	const struct agent_client *agent;

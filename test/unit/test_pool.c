@@ -167,6 +167,211 @@ static void test_pool__caps_bound_count_and_spend(void **state)
 	assert_int_equal(s[1].allowed, 2);
 }
 
+/* ---- standby cells in a whole kiyot ---- */
+
+/* Pods without a demand land on t3.nano; the pool keeps standby cells of it. */
+#define POOL_NANO(n)                                                                               \
+	"defaultInstanceType: t3.nano\npool: { shapes: [{ instanceType: t3.nano, count: " #n       \
+	" }] }\n"
+
+/* A fixture with the settings, not opened yet. */
+static struct kfix *fixture(const char *config)
+{
+	struct kfix *f = kfix_new(2);
+
+	f->config = config;
+	return f;
+}
+
+static void open_or_fail(struct kfix *f)
+{
+	struct err err = ERR_INIT;
+
+	if (kfix_open(f, &err) < 0)
+		fail_msg("kiyot_open: %s", err.msg);
+}
+
+/* The ready standby cells: how many, and the ids (joined by spaces) into ids when not NULL. */
+static size_t ready_standby(struct kfix *f, char *ids, size_t len)
+{
+	struct pool_view *v;
+	size_t n = pool_list(f->k.pool, &v), ready = 0;
+
+	if (ids)
+		ids[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].ready)
+			continue;
+		ready++;
+		if (ids)
+			snprintf(ids + strlen(ids), len - strlen(ids), "%s ", v[i].cell_id);
+	}
+	pool_views_free(v, n);
+	return ready;
+}
+
+/* A RunPodSandbox of a pod asking for instance type type (annotation): its id. */
+static char *run_pod_of_type(struct kfix *f, const char *name, const char *uid, const char *type)
+{
+	Runtime__V1__RunPodSandboxRequest req = RUNTIME__V1__RUN_POD_SANDBOX_REQUEST__INIT;
+	Runtime__V1__RunPodSandboxResponse *resp = NULL;
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry ann =
+		RUNTIME__V1__POD_SANDBOX_CONFIG__ANNOTATIONS_ENTRY__INIT;
+	Runtime__V1__PodSandboxConfig__AnnotationsEntry *anns[] = { &ann };
+	Runtime__V1__PodSandboxConfig *cfg = kfix_pod_config(f, name, uid, 0);
+	void **old = (void **)cfg->annotations;
+	size_t n_old = cfg->n_annotations;
+	struct err err = ERR_INIT;
+	char *id;
+
+	ann.key = "pod.elotl.co/instance-type";
+	ann.value = (char *)type;
+	cfg->annotations = anns;
+	cfg->n_annotations = 1;
+	req.config = cfg;
+	if (kfix_call(f, "RunPodSandbox", &req.base,
+		      &runtime__v1__run_pod_sandbox_response__descriptor, &resp, &err) < 0)
+		fail_msg("RunPodSandbox: %s", err.msg);
+	cfg->annotations = (void *)old;
+	cfg->n_annotations = n_old;
+	protobuf_c_message_free_unpacked(&cfg->base, NULL);
+	id = xstrdup(resp->pod_sandbox_id);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	return id;
+}
+
+/* A pod of the standby cell's shape starts in it: its sandbox's record names the cell, no
+ * launch is made for it, and the pool launches a new standby cell. */
+static void test_pool__a_pod_takes_a_standby_cell_of_its_shape(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(1));
+	char ids[256], after[256];
+	_cleanup_free_ char *sb = NULL, *cell = NULL;
+	struct err err = ERR_INIT;
+	unsigned launches;
+
+	(void)state;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1, 10000));
+	assert_true(pool_is_standby_id(ids));
+	launches = fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_non_null(cell);
+	assert_int_equal(strncmp(ids, cell, strlen(cell)), 0);
+	assert_int_equal(kfix_pod_state(f, sb, &err),
+			 RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY);
+	/* refilled with another cell; the claimed one is the sandbox's alone */
+	assert_true(KFIX_WAIT(ready_standby(f, after, sizeof(after)) == 1, 10000));
+	assert_null(strstr(after, cell));
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), launches + 1);
+	/* stopped, the cell is terminated, never given back */
+	assert_int_equal(kfix_stop_pod(f, sb, &err), 0);
+	assert_false(fake_provider_has(f->fp, cell));
+	assert_false(pool_owns(f->k.pool, cell));
+	kfix_free(f);
+}
+
+/* A pod of another shape does not take the standby cell: it launches its own. */
+static void test_pool__a_pod_of_another_shape_launches_its_own_cell(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(1));
+	char ids[256];
+	_cleanup_free_ char *sb = NULL, *cell = NULL;
+
+	(void)state;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1, 10000));
+	sb = run_pod_of_type(f, "big", "uid-big", "t3.micro");
+	cell = kfix_cell_of(f, sb);
+	assert_false(pool_is_standby_id(cell));
+	assert_int_equal(ready_standby(f, NULL, 0), 1);
+	ids[strlen(ids) - 1] = '\0'; /* the one id, without its space */
+	assert_true(pool_owns(f->k.pool, ids));
+	kfix_free(f);
+}
+
+/* Two pods, one standby cell: one takes it, the other launches, never both the same cell. */
+static void test_pool__two_pods_one_standby_cell_one_claim(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(1));
+	struct kfix_runner a, b;
+	_cleanup_free_ char *ca = NULL, *cb = NULL;
+
+	(void)state;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 1, 10000));
+	fake_provider_hold(f->fp, 1); /* no refill and no launch ends until released */
+	kfix_run_pod_start(f, &a, "a", "uid-a");
+	kfix_run_pod_start(f, &b, "b", "uid-b");
+	/* the pod that did not claim waits in its launch, beside the refill */
+	assert_int_equal(fake_provider_wait_held(f->fp, 2, 10000), 0);
+	fake_provider_hold(f->fp, 0);
+	assert_int_equal(kfix_run_pod_wait(&a), 0);
+	assert_int_equal(kfix_run_pod_wait(&b), 0);
+	ca = kfix_cell_of(f, a.id);
+	cb = kfix_cell_of(f, b.id);
+	assert_string_not_equal(ca, cb);
+	assert_true(pool_is_standby_id(ca) != pool_is_standby_id(cb));
+	free(a.id);
+	free(b.id);
+	kfix_free(f);
+}
+
+/* A restarted kiyot adopts the standby cells: the same cells, none launched again, none
+ * ended by the collector's start-up pass. */
+static void test_pool__a_restart_adopts_the_standby_cells(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(2));
+	char before[256], after[256];
+	struct err err = ERR_INIT;
+	unsigned launches;
+
+	(void)state;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, before, sizeof(before)) == 2, 10000));
+	launches = fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH);
+	assert_int_equal(kfix_restart(f, &err), 0);
+	assert_true(KFIX_WAIT(ready_standby(f, after, sizeof(after)) == 2, 10000));
+	assert_string_equal(before, after);
+	/* the collector's first pass ran and kept them */
+	assert_true(KFIX_WAIT(fake_provider_calls(f->fp, FAKE_PROVIDER_LIST) >= 2, 10000));
+	assert_int_equal(fake_provider_n_cells(f->fp), 2);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), launches);
+	assert_int_equal(ready_standby(f, after, sizeof(after)), 2);
+	assert_string_equal(before, after);
+	kfix_free(f);
+}
+
+/* A claim a crash cut short before the sandbox was recorded gives the cell, which never ran a
+ * pod, back to the pool; a standby cell the store does not know is an orphan. */
+static void test_pool__an_unrecorded_claim_goes_back_and_unknown_cells_go(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(1));
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", f->dir);
+	struct store *st = NULL;
+	struct err err = ERR_INIT;
+	char ids[256];
+
+	(void)state;
+	if (store_open(db, &st, &err) < 0 ||
+	    store_put_meta(st, "pool/sb-claimed1",
+			   "{\"claimedBy\":\"nosuchsandbox\",\"createdNs\":1,\"instanceType\":"
+			   "\"t3.nano\",\"ip\":\"10.0.0.9\",\"key\":\"x\",\"placement\":\"fake\","
+			   "\"readyNs\":2,\"spot\":0,\"state\":\"claimed\"}",
+			   &err) < 0)
+		fail_msg("%s", err.msg);
+	store_close(st);
+	fake_provider_add_cell(f->fp, "sb-claimed1", CELL_RUNNING);
+	fake_provider_add_cell(f->fp, "sb-unknown1", CELL_RUNNING);
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(!fake_provider_has(f->fp, "sb-unknown1"), 10000));
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1, 10000));
+	assert_string_equal(ids, "sb-claimed1 ");
+	assert_true(fake_provider_has(f->fp, "sb-claimed1"));
+	kfix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -176,6 +381,11 @@ int main(void)
 		cmocka_unit_test(test_pool__adaptive_target_covers_arrivals_while_cells_come_up),
 		cmocka_unit_test(test_pool__arrivals_outside_the_window_do_not_count),
 		cmocka_unit_test(test_pool__caps_bound_count_and_spend),
+		cmocka_unit_test(test_pool__a_pod_takes_a_standby_cell_of_its_shape),
+		cmocka_unit_test(test_pool__a_pod_of_another_shape_launches_its_own_cell),
+		cmocka_unit_test(test_pool__two_pods_one_standby_cell_one_claim),
+		cmocka_unit_test(test_pool__a_restart_adopts_the_standby_cells),
+		cmocka_unit_test(test_pool__an_unrecorded_claim_goes_back_and_unknown_cells_go),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

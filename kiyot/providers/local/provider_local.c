@@ -467,6 +467,27 @@ static int local_terminate(void *self, const char *cell_id, struct err *err)
 	return ret;
 }
 
+/* provider_ops.assign: the record of a standby cell names the pod that claimed it. */
+static int local_assign(void *self, const struct cell_spec *spec, struct err *err)
+{
+	struct local_provider *p = self;
+	struct cell_record r = { 0 };
+	int ret;
+
+	if (!cellnet_id_valid(spec->cell_id))
+		return err_set(err, EINVAL, "cell id \"%s\" is not valid", spec->cell_id);
+	busy_acquire(p, spec->cell_id);
+	ret = local_record_load(p, spec->cell_id, &r, err);
+	if (ret == 0) {
+		free(r.pod_uid);
+		r.pod_uid = xstrdup(spec->pod_uid ? spec->pod_uid : "");
+		ret = record_save(p, &r, err);
+	}
+	busy_release(p, spec->cell_id);
+	cell_record_release(&r);
+	return ret < 0 ? err_wrap(err, "local cell %s", spec->cell_id) : 0;
+}
+
 /* provider_ops.state: a recorded cell is RUNNING while its agent process lives (PENDING while
  * a launch or heal works on it), FAILED once it is gone, saying where its log is. */
 static int local_state(void *self, const char *cell_id, struct cell_info *out, struct err *err)
@@ -659,6 +680,7 @@ static const struct provider_ops local_ops = {
 	.list = local_list,
 	.heal = local_heal,
 	.dial = local_dial,
+	.assign = local_assign,
 	.destroy = local_destroy,
 };
 

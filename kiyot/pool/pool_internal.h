@@ -1,0 +1,90 @@
+/*
+ * pool_internal.h: what the pool's files share: pool.c (shapes, standby cells and their
+ * records, adoption, claims) and pool_refill.c (the refiller: targets, caps, expiry, launches).
+ */
+#ifndef KIYOT_POOL_INTERNAL_H
+#define KIYOT_POOL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool.h"
+#include "pool_config.h"
+#include "pool_plan.h"
+
+/* The store's meta keys of standby cells: "pool/<cell id>". */
+#define POOL_META_PREFIX "pool/"
+/* A shape's time to ready before any of its cells was measured: a local cell, an EC2 one. */
+#define POOL_READY_LOCAL_S 1.0
+#define POOL_READY_REMOTE_S 45.0
+
+/* One shape: what a launch of it fixes, its setting, and what the adaptive target reads. */
+struct shape {
+	char *key; /* "t3.small/on-demand/x86_64/local" */
+	char *type;
+	int spot;  /* 0 or CELL_SPOT */
+	int count; /* pool.shapes' count; -1: not listed */
+	double price, cpus;
+	int64_t memory_bytes;
+	struct pool_arrivals arrivals; /* monotonic ns */
+	int64_t last_arrival_ns;       /* monotonic; 0: none */
+	double ready_s;		       /* measured time to ready (moving average); 0: none */
+	int64_t retry_ns;	       /* monotonic: no launch before (after a failure) */
+	int backoff_s;
+	int launching; /* launches under way */
+	struct shape *next;
+};
+
+enum standby_state {
+	SB_BOOTING, /* recorded, launching (or cut short by a stop: resumed by the next pass) */
+	SB_READY,   /* its agent serves: claimable */
+	SB_CLAIMED, /* a sandbox took it and records it */
+	SB_ENDING,  /* being terminated */
+};
+
+struct standby {
+	char *cell_id;
+	struct shape *shape;
+	enum standby_state state;
+	bool launching; /* a launch thread works on it */
+	bool failed;	/* the provider lists it failed, or not at all: terminate it */
+	char *ip;	/* NULL until ready */
+	char *claimed_by;
+	int64_t created_ns, ready_ns; /* Unix time; ready_ns 0 until ready */
+	struct standby *next;
+};
+
+struct pool {
+	struct kiyot *k;
+	struct pool_config cfg; /* a copy: the fields of k->cfg.pool */
+	char *placement;
+	bool remote; /* the provider's cells are other machines (time to ready) */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* kicked, a launch ended, stop */
+	pthread_t thread;
+	bool started, kicked;
+	int stop; /* atomic: the refiller and its launches end */
+	int launches;
+	struct shape *shapes;  /* pool.shapes first, in their order, then adaptive ones */
+	struct standby *cells; /* oldest first */
+};
+
+/* The shape of type and spot, made (count -1) when there is none. Needs the lock. */
+struct shape *pool_shape_get(struct pool *p, const char *type, int spot);
+/* Saves / deletes a standby cell's record; logged, not returned: the store is local. */
+int pool_record_save(struct pool *p, const struct standby *c, struct err *err);
+void pool_record_delete(struct pool *p, const char *cell_id);
+/* A new standby cell of the shape, BOOTING, appended to the list (its record not saved yet).
+ * Needs the lock. */
+struct standby *pool_standby_add(struct pool *p, struct shape *s, const char *cell_id);
+/* Unlists and frees c. Needs the lock. */
+void pool_standby_drop(struct pool *p, struct standby *c);
+/* Terminates the cell, then forgets it (record and entry): for cells in SB_ENDING, without
+ * the lock. why goes to the log ("expired"). */
+void pool_end_cell(struct pool *p, const char *cell_id, const char *why);
+void pool_kick(struct pool *p);
+/* The refiller's thread. */
+void *pool_refill_main(void *arg);
+
+#endif
