@@ -169,6 +169,13 @@ static int take_terminal(const struct rt *r, const char *path)
 	return 0;
 }
 
+static void strv_release(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
 /* Runs the OCI process object p (args, env, cwd) in place of this process: the pid file
  * first, then the command. Returns only on failure: 127 for run, crun's 255 for exec. */
 static int run_process(const struct rt *r, json_t *p, const char *pid_file, const char *console)
@@ -176,32 +183,41 @@ static int run_process(const struct rt *r, json_t *p, const char *pid_file, cons
 	json_t *args = json_object_get(p, "args"), *env = json_object_get(p, "env"), *v;
 	const char *cwd = json_string_value(json_object_get(p, "cwd"));
 	size_t n = json_array_size(args), i;
-	char **argv = xcalloc(n + 1, sizeof(char *));
+	char **argv;
 	struct err err = ERR_INIT;
 	char pid[32];
+	int ret;
 
 	if (n == 0)
 		return rt_fail(r, 1, "process: no args");
+	argv = xcalloc(n + 1, sizeof(char *));
 	json_array_foreach (args, i, v)
 		argv[i] = xstrdup(json_string_value(v) ? json_string_value(v) : "");
-	if (console && take_terminal(r, console) < 0)
+	if (console && take_terminal(r, console) < 0) {
+		strv_release(argv);
 		return 1;
+	}
 	if (!console)
 		setpgid(0, 0);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	if (pid_file && fs_write_file(pid_file, pid, strlen(pid), 0644, &err) < 0)
+	if (pid_file && fs_write_file(pid_file, pid, strlen(pid), 0644, &err) < 0) {
+		strv_release(argv);
 		return rt_fail(r, 1, "%s", err.msg);
+	}
 	clearenv();
 	json_array_foreach (env, i, v)
 		if (json_string_value(v))
-			putenv(xstrdup(json_string_value(v)));
+			putenv(xstrdup(json_string_value(v))); /* environ holds it */
 	if (!cwd || chdir(cwd) < 0)
 		(void)chdir("/");
 	execvp(argv[0], argv);
 	if (strcmp(r->cmd, "exec") == 0)
-		return rt_fail(r, 255, "executable file `%s` not found in $PATH: %s", argv[0],
-			       strerror(errno));
-	return rt_fail(r, 127, "exec %s: %s", argv[0], strerror(errno));
+		ret = rt_fail(r, 255, "executable file `%s` not found in $PATH: %s", argv[0],
+			      strerror(errno));
+	else
+		ret = rt_fail(r, 127, "exec %s: %s", argv[0], strerror(errno));
+	strv_release(argv);
+	return ret;
 }
 
 static int cmd_run(const struct rt *r, const char *id)
@@ -216,36 +232,44 @@ static int cmd_run(const struct rt *r, const char *id)
 	json_t *cfg;
 	char text[64];
 	char st;
+	int ret;
 
 	if (fs_exists(state))
 		return rt_fail(r, 1, "container `%s` already exists", id);
 	cfg = json_load_file(cfg_path, 0, &jerr);
 	if (!json_is_object(json_object_get(cfg, "process")))
-		return rt_fail(r, 1, "%s: %s", cfg_path, cfg ? "no process" : jerr.text);
-	if (proc_stat(getpid(), &st, &start) < 0 || fs_mkdir_p(dir, 0700, &err) < 0)
-		return rt_fail(r, 1, "state of %s: %s", id, err.msg);
-	snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start);
-	if (fs_write_file(state, text, strlen(text), 0600, &err) < 0)
-		return rt_fail(r, 1, "%s", err.msg);
-	return run_process(r, json_object_get(cfg, "process"), opt(r, "--pid-file"),
-			   opt(r, "--console-socket"));
+		ret = rt_fail(r, 1, "%s: %s", cfg_path, cfg ? "no process" : jerr.text);
+	else if (proc_stat(getpid(), &st, &start) < 0 || fs_mkdir_p(dir, 0700, &err) < 0)
+		ret = rt_fail(r, 1, "state of %s: %s", id, err.msg);
+	else if (snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start) < 0 ||
+		 fs_write_file(state, text, strlen(text), 0600, &err) < 0)
+		ret = rt_fail(r, 1, "%s", err.msg);
+	else
+		ret = run_process(r, json_object_get(cfg, "process"), opt(r, "--pid-file"),
+				  opt(r, "--console-socket"));
+	json_decref(cfg);
+	return ret;
 }
 
 static int cmd_exec(const struct rt *r, const char *id)
 {
 	const char *file = opt(r, "--process");
 	unsigned long long start;
-	json_error_t jerr;
+	json_error_t jerr = { 0 };
 	json_t *p;
 	long pid;
+	int ret;
 
 	if (!read_state(r, id, &pid, &start) || !proc_alive(pid, start))
 		return rt_fail(r, 255, "container `%s` is not running", id);
 	p = file ? json_load_file(file, 0, &jerr) : NULL;
 	if (!json_is_object(p))
-		return rt_fail(r, 255, "--process %s: %s", file ? file : "(none)",
-			       p ? "not an object" : jerr.text);
-	return run_process(r, p, opt(r, "--pid-file"), opt(r, "--console-socket"));
+		ret = rt_fail(r, 255, "--process %s: %s", file ? file : "(none)",
+			      p ? "not an object" : jerr.text);
+	else
+		ret = run_process(r, p, opt(r, "--pid-file"), opt(r, "--console-socket"));
+	json_decref(p);
+	return ret;
 }
 
 /* A signal by crun's names ("TERM", "SIGKILL") or number; 0 when unknown. */

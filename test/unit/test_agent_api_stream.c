@@ -43,7 +43,8 @@ static void add(char *buf, size_t *len, const ProtobufCBinaryData *d)
 {
 	size_t n = d->len < 4095 - *len ? d->len : 4095 - *len;
 
-	memcpy(buf + *len, d->data, n);
+	if (n)
+		memcpy(buf + *len, d->data, n);
 	*len += n;
 	buf[*len] = '\0';
 }
@@ -421,7 +422,8 @@ static void test_agent_api_stream__port_forward_carries_bytes_both_ways(void **s
 		Kiyot__Cell__V1__PortForwardOutput *o = (void *)m;
 		size_t n = o->data.len < sizeof(got) - 1 - len ? o->data.len : 0;
 
-		memcpy(got + len, o->data.data, n);
+		if (n)
+			memcpy(got + len, o->data.data, n);
 		len += n;
 		closed = o->closed;
 		protobuf_c_message_free_unpacked(m, NULL);
