@@ -4,7 +4,10 @@
  * what a caller sees: answers, statuses with their codes and messages, Watch events. Needs
  * root (units mount their root file system). This binary is also the shim and the runtime.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +28,7 @@
 #include "agent_fixture.h"
 #include "fake_runtime.h"
 #include "fsutil.h"
+#include "interrupt.h"
 #include "pki.h"
 #include "rpc.h"
 #include "testutil.h"
@@ -312,6 +318,50 @@ static void test_agent_api__units_sharing_the_pods_namespaces_get_the_same(void 
 	afix_pod_free(pod);
 }
 
+/* A unit mount of a host path that receives the host's mounts (HOST_TO_CONTAINER, as the
+ * kubelet's volumes ask) is given to the runtime as the agent's clone of the host's mount, and
+ * a mount the host makes under that path after the unit started reaches it. */
+static void test_agent_api__a_host_mount_with_propagation_sees_later_host_mounts(void **state)
+{
+	struct afix *f = *state;
+	Kiyot__Cell__V1__Pod *pod = afix_pod_new(KIYOT__CELL__V1__RESTART_POLICY__NEVER);
+	Kiyot__Cell__V1__Unit *u = afix_pod_unit(pod, "c1", "exec sleep 1000");
+	Kiyot__Cell__V1__Mount *m = xmalloc(sizeof(*m));
+	_cleanup_free_ char *host = xasprintf("%s/host", f->dir);
+	_cleanup_free_ char *later = xasprintf("%s/later", host);
+	_cleanup_free_ char *before = xasprintf("%s/before.txt", host);
+	_cleanup_free_ char *staged = xasprintf("%s/units/c1/propagated/0", f->state);
+	_cleanup_free_ char *seen_before = xasprintf("%s/before.txt", staged);
+	_cleanup_free_ char *seen_later = xasprintf("%s/later/after.txt", staged);
+	_cleanup_free_ char *after = xasprintf("%s/after.txt", later);
+	_cleanup_free_ char *cfg = xasprintf("%s/units/c1/bundle/config.json", f->state);
+	_cleanup_free_ char *text = NULL;
+	struct err err = ERR_INIT;
+
+	/* the host path is a shared mount, as the kubelet's root directory is */
+	assert_ok(fs_mkdir_p(later, 0755, &err));
+	assert_ok(fs_write_file(before, "1", 1, 0644, &err));
+	assert_int_equal(mount(host, host, NULL, MS_BIND, NULL), 0);
+	assert_int_equal(mount(NULL, host, NULL, MS_SHARED, NULL), 0);
+	kiyot__cell__v1__mount__init(m);
+	m->container_path = xstrdup("/data");
+	m->host_path = xstrdup(host);
+	m->propagation = KIYOT__CELL__V1__MOUNT__PROPAGATION__HOST_TO_CONTAINER;
+	u->mounts = xcalloc(1, sizeof(*u->mounts));
+	u->mounts[0] = m;
+	u->n_mounts = 1;
+	free_msg(apply_ok(f, pod));
+	wait_state(f, "c1", RUNNING, -1);
+	assert_int_equal(fs_read_file(cfg, 1 << 20, &text, NULL, &err), 0);
+	assert_non_null(strstr(text, staged));
+	assert_true(fs_exists(seen_before));
+	assert_false(fs_exists(seen_later));
+	assert_int_equal(mount("tmpfs", later, "tmpfs", 0, "size=64k"), 0);
+	assert_ok(fs_write_file(after, "2", 1, 0644, &err));
+	assert_true(fs_exists(seen_later));
+	afix_pod_free(pod);
+}
+
 /* Under restart policy Always a unit that exits is started again, counted in its status. */
 static void test_agent_api__a_unit_that_fails_is_restarted_under_always(void **state)
 {
@@ -561,6 +611,99 @@ static void test_agent_api__watch_sends_backlog_synced_news_and_stats(void **sta
 	afix_pod_free(pod);
 }
 
+/* A stand-in for EC2's instance metadata service on 127.0.0.1: a token for PUT
+ * /latest/api/token, a spot interruption notice, 404 for anything else; a connection each. */
+struct imds {
+	int lfd, port;
+	pthread_t thread;
+};
+
+static void *imds_main(void *arg)
+{
+	struct imds *m = arg;
+	int fd;
+
+	while ((fd = accept(m->lfd, NULL, NULL)) >= 0) {
+		static const char notice[] = "{\"action\": \"terminate\", \"time\": "
+					     "\"2030-01-02T03:04:05Z\"}";
+		char req[4096];
+		size_t len = 0;
+		ssize_t n;
+		const char *body = NULL;
+		char *head;
+
+		while (len < sizeof(req) - 1 &&
+		       (n = read(fd, req + len, sizeof(req) - 1 - len)) > 0) {
+			len += (size_t)n;
+			req[len] = '\0';
+			if (strstr(req, "\r\n\r\n"))
+				break;
+		}
+		req[len] = '\0';
+		if (strncmp(req, "PUT /latest/api/token ", 22) == 0)
+			body = "token-1";
+		else if (strncmp(req, "GET " INTERRUPT_PATH_NOTICE " ",
+				 5 + strlen(INTERRUPT_PATH_NOTICE)) == 0)
+			body = notice;
+		head = body ? xasprintf("HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: "
+					"close\r\n\r\n%s",
+					strlen(body), body)
+			    : xstrdup("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: "
+				      "close\r\n\r\n");
+		if (write(fd, head, strlen(head)) < 0)
+			perror("imds stand-in");
+		free(head);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* On EC2 the agent polls the metadata service: a spot interruption notice goes to a Watch as
+ * an INTERRUPTION event with EC2's action and time, and to a Watch that starts later too. */
+static void test_agent_api__a_spot_notice_reaches_watches(void **state)
+{
+	struct afix *f = *state;
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t salen = sizeof(sa);
+	Kiyot__Cell__V1__WatchRequest req = KIYOT__CELL__V1__WATCH_REQUEST__INIT;
+	Kiyot__Cell__V1__WatchEvent *ev = NULL;
+	struct interrupt_watch *iw;
+	struct imds m;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *endpoint = NULL;
+
+	m.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(m.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(m.lfd, 8), 0);
+	assert_int_equal(getsockname(m.lfd, (struct sockaddr *)&sa, &salen), 0);
+	m.port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&m.thread, NULL, imds_main, &m), 0);
+	endpoint = xasprintf("http://127.0.0.1:%d", m.port);
+	iw = interrupt_watch_start(f->a.hub, endpoint);
+	assert_non_null(iw);
+	for (int round = 0; round < 2; round++) {
+		struct rpc_stream *w = NULL;
+
+		assert_ok(afix_watch_open(f, &req, &w, &err));
+		while ((ev = afix_watch_next(w, &err)) &&
+		       ev->kind != KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION)
+			afix_event_free(ev);
+		rpc_stream_cancel(w);
+		rpc_stream_free(w);
+		assert_non_null(ev);
+		assert_int_equal(ev->interruption->kind,
+				 KIYOT__CELL__V1__INTERRUPTION__KIND__NOTICE);
+		assert_string_equal(ev->interruption->action, "terminate");
+		assert_int_equal(ev->interruption->time_unix_ns, 1893553445LL * 1000000000LL);
+		afix_event_free(ev);
+	}
+	interrupt_watch_stop(iw);
+	shutdown(m.lfd, SHUT_RDWR);
+	close(m.lfd);
+	pthread_join(m.thread, NULL);
+}
+
 /* Enroll: a new cell answers its request and the proof of its bootstrap's secret, takes the
  * certificate kiyot's CA made of it, and then refuses to enroll again. */
 static void test_agent_api__enroll_takes_one_certificate_then_refuses(void **state)
@@ -604,6 +747,7 @@ int main(int argc, char **argv)
 		T(test_agent_api__a_unit_the_runtime_refuses_fails_with_its_message),
 		T(test_agent_api__units_sharing_the_pods_namespaces_get_the_same),
 		T(test_agent_api__a_unit_that_fails_is_restarted_under_always),
+		T(test_agent_api__a_host_mount_with_propagation_sees_later_host_mounts),
 		T(test_agent_api__pull_image_answers_or_says_what_is_wrong),
 		T(test_agent_api__exec_sync_answers_output_and_exit_code),
 		T(test_agent_api__exec_sync_errors_have_their_codes),
@@ -611,6 +755,7 @@ int main(int argc, char **argv)
 		T(test_agent_api__write_volume_writes_removes_and_refuses),
 		T(test_agent_api__watch_sends_backlog_synced_news_and_stats),
 		T(test_agent_api__enroll_takes_one_certificate_then_refuses),
+		T(test_agent_api__a_spot_notice_reaches_watches),
 #undef T
 	};
 	int ret = afix_main(argc, argv);
