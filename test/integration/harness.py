@@ -22,7 +22,8 @@ its own (KIYOT_ITEST_SHARD=i: bridge kiyott<i>, cells 10.78.0.0/16 for shard 0 a
 10.<79+i>.0.0/16 after it, a registry on that network's gateway, its own kiyot and work
 directory). The shards take test files from one queue, longest first; the files that use
 something of the node only one run may hold (a fixed host port, a fixed namespace name, the
-routing tests' containerd, the EC2 tests' addresses inside 10.78) run in shard 0. A shard's
+routing tests' containerd, the EC2 tests' addresses inside 10.78) run in shard 0, and those
+that compare what every run writes to (the ebtables nat table) run alone after the shards. A shard's
 output goes to its log, copied to the terminal when it failed; each prints a line per file.
 
 KIYOT_ITEST_LOAD=1 runs the tests on a busy node: stress-ng keeps LOAD_CPU_PER_CORE CPU
@@ -995,10 +996,22 @@ class _Result(unittest.TextTestResult):
 # on the node may hold (a fixed host port, the namespace kiyott-out and ip_forward, the routing
 # tests' containerd with its registry address, EC2 addresses inside 10.78, the VM's bridge).
 SHARD0_ONLY = ("test_hostport", "test_masquerade", "test_routing", "test_ec2", "test_ec2_vm",
-               "test_launch_waits")
+               "test_launch_waits", "test_pull_errors")
+# Test files that must have the node to themselves: they compare tables every run writes to
+# (test_cell_network: the whole ebtables nat table). They run after the shards, in shard 0.
+SOLO = ("test_cell_network",)
 # The shards' queue takes the files longest first (seconds, from a run on 2 cores; a file not
 # listed counts 10 s).
-FILE_SECONDS = {}
+FILE_SECONDS = {"test_ec2": 56, "test_cli": 26, "test_streaming": 26, "test_slow_deps": 25,
+                "test_attach": 19, "test_crash_starts": 19, "test_validation": 19,
+                "test_cell_network": 16, "test_hostport": 15, "test_cells_crd": 15,
+                "test_security": 14, "test_spot_interrupt": 14, "test_launch_waits": 12,
+                "test_pod_object": 12, "test_lifecycle": 11, "test_pull_errors": 11,
+                "test_recovery": 10, "test_containers": 9, "test_metrics": 9, "test_cell_tls": 8,
+                "test_cli_stream": 8, "test_events": 8, "test_logs": 7, "test_routing": 6,
+                "test_agent_streams": 5, "test_masquerade": 5, "test_volumes": 3, "test_images": 2,
+                "test_kube_proxy": 2, "test_cell_auth": 1, "test_lists": 1, "test_resize": 1,
+                "test_ec2_vm": 0, "test_runtime": 0}
 
 
 def _collect(filters):
@@ -1092,7 +1105,8 @@ def run_shard(queue_path, result_path, filters):
     by_mod = {}
     for t in tests:
         by_mod.setdefault(_module(t), []).append(t)
-    own = [m for m in SHARD0_ONLY if m in by_mod] if SHARD == 0 else []
+    own = [m for m in SHARD0_ONLY if m in by_mod] \
+        if SHARD == 0 and not os.environ.get("KIYOT_ITEST_SOLO") else []
     global _ENV
     e = Env()
     _ENV = e
@@ -1139,7 +1153,8 @@ def run_shard(queue_path, result_path, filters):
 def run_sharded(filters, shards):
     """Runs the tests in shards processes at once (run_shard), then prints their total."""
     tests, broken = _collect(filters)
-    mods = sorted({_module(t) for t in tests if _module(t) not in SHARD0_ONLY},
+    mods = sorted({_module(t) for t in tests
+                   if _module(t) not in SHARD0_ONLY and _module(t) not in SOLO},
                   key=lambda m: (-FILE_SECONDS.get(m, 10), m))
     work = tempfile.mkdtemp(prefix="kiyot-itest-shards-")
     queue_path = os.path.join(work, "queue.json")
@@ -1150,14 +1165,19 @@ def run_sharded(filters, shards):
     images.build(os.path.join(CACHE, "images"))
     log("%d tests in %d shards; their logs: %s/shard-N.log" % (len(tests), shards, work))
     procs = []
-    for i in range(shards):
+
+    def start(i, queue, solo=False):
         envv = dict(os.environ, KIYOT_ITEST_SHARD=str(i), KIYOT_ITEST_SHARDS="1")
-        logf = open(os.path.join(work, "shard-%d.log" % i), "w")
+        if solo:
+            envv["KIYOT_ITEST_SOLO"] = "1"
+        logf = open(os.path.join(work, "shard-%d.log" % len(procs)), "w")
         procs.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "harness.py"), "shard", queue_path,
-             os.path.join(work, "result-%d.json" % i)] + list(filters),
+            [sys.executable, os.path.join(HERE, "harness.py"), "shard", queue,
+             os.path.join(work, "result-%d.json" % len(procs))] + list(filters),
             env=envv, stdout=None, stderr=logf, stdin=subprocess.DEVNULL))
         logf.close()
+    for i in range(shards):
+        start(i, queue_path)
 
     def on_signal(signum, frame):
         for p in procs:
@@ -1165,13 +1185,23 @@ def run_sharded(filters, shards):
                 p.send_signal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    for p in procs:
-        while True:
-            try:
-                p.wait()
-                break
-            except KeyboardInterrupt:
-                on_signal(signal.SIGINT, None)
+
+    def wait_all():
+        for p in procs:
+            while True:
+                try:
+                    p.wait()
+                    break
+                except KeyboardInterrupt:
+                    on_signal(signal.SIGINT, None)
+    wait_all()
+    solo = sorted({_module(t) for t in tests if _module(t) in SOLO})
+    if solo:
+        solo_path = os.path.join(work, "solo.json")
+        with open(solo_path, "w") as f:
+            json.dump(solo, f)
+        start(0, solo_path, solo=True)
+        wait_all()
     passed = failed = skipped = 0
     files = {}
     for i, p in enumerate(procs):
@@ -1186,10 +1216,10 @@ def run_sharded(filters, shards):
         files.update(r["files"])
         if r["failed"] or p.returncode != 0:
             failed += 0 if r["failed"] else 1
-            sys.stderr.write("---- shard %d failed; its log (%s):\n" % (i, "shard-%d.log" % i))
+            sys.stderr.write("---- shard run %d failed; its log (%s):\n" % (i, "shard-%d.log" % i))
             with open(os.path.join(work, "shard-%d.log" % i), errors="replace") as f:
                 sys.stderr.write(f.read())
-            sys.stderr.write("---- end of shard %d's log\n" % i)
+            sys.stderr.write("---- end of shard run %d's log\n" % i)
     with open(queue_path) as f:
         left = json.load(f)
     if left:
