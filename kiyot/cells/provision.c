@@ -9,6 +9,8 @@
 #include "provision.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,8 @@
 #include "kube/quantity.h"
 #include "providers/provider.h"
 #include "sizing/sizing.h"
+#include "platforms.h"
+#include "state/records.h"
 #include "xalloc.h"
 
 static int ann_quantity(const Runtime__V1__PodSandboxConfig *cfg, const char *key, int milli,
@@ -128,6 +132,278 @@ static int spot_fallback(const Runtime__V1__PodSandboxConfig *cfg, struct err *e
 		       ANN_SPOT_FALLBACK, v);
 }
 
+/* ---- the pod's architectures ---- */
+
+/* The image look-ups: a cache shared by every pod (answers by digest hold for any kiyot). */
+static pthread_mutex_t platforms_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct oci_platforms *platforms_default, *platforms_test;
+
+void provision_use_platforms(struct oci_platforms *pl)
+{
+	pthread_mutex_lock(&platforms_lock);
+	platforms_test = pl;
+	pthread_mutex_unlock(&platforms_lock);
+}
+
+static struct oci_platforms *platforms(void)
+{
+	struct oci_platforms *pl;
+
+	pthread_mutex_lock(&platforms_lock);
+	if (!platforms_test && !platforms_default)
+		platforms_default = oci_platforms_new(NULL);
+	pl = platforms_test ? platforms_test : platforms_default;
+	pthread_mutex_unlock(&platforms_lock);
+	return pl;
+}
+
+/* The architectures the provider launches cells of. */
+static unsigned provider_archs(const struct kiyot *k)
+{
+	if (k->cfg.provider && strcmp(k->cfg.provider, "ec2") == 0)
+		return CATALOG_ARCH_X86_64 |
+		       (k->cfg.ec2.image_id_arm64 && k->cfg.ec2.image_id_arm64[0]
+				? CATALOG_ARCH_ARM64
+				: 0);
+#if defined(__aarch64__)
+	return CATALOG_ARCH_ARM64;
+#else
+	return CATALOG_ARCH_X86_64;
+#endif
+}
+
+/* An architecture a label value or the annotation names: its bit, 0 for another one. */
+static unsigned arch_of_value(const char *v)
+{
+	return catalog_arch_parse(v);
+}
+
+/* What the required node affinity allows of kubernetes.io/arch: the union over its terms of
+ * each term's In and NotIn. */
+static unsigned affinity_archs(const struct podspec *pod)
+{
+	unsigned all = 0;
+
+	if (!pod->n_node_terms)
+		return CATALOG_ARCH_ALL;
+	for (size_t i = 0; i < pod->n_node_terms; i++) {
+		const struct podspec_node_term *t = &pod->node_terms[i];
+		unsigned term = CATALOG_ARCH_ALL;
+
+		for (size_t j = 0; j < t->n_reqs; j++) {
+			const struct podspec_node_req *r = &t->reqs[j];
+			unsigned named = 0;
+
+			if (strcmp(r->key, LABEL_ARCH) != 0)
+				continue;
+			for (size_t v = 0; v < r->n_values; v++)
+				named |= arch_of_value(r->values[v]);
+			if (strcmp(r->op, "In") == 0)
+				term &= named;
+			else if (strcmp(r->op, "NotIn") == 0)
+				term &= ~named;
+			else if (strcmp(r->op, "DoesNotExist") == 0)
+				term = 0; /* every cell has the label */
+		}
+		all |= term;
+	}
+	return all & CATALOG_ARCH_ALL;
+}
+
+/* The pins of a pod: the annotation, nodeSelector, node affinity. *pins gets what they allow
+ * and *by which pinned (NULL: none). EINVAL for an annotation that names no architecture. */
+static int arch_pins(const Runtime__V1__PodSandboxConfig *cfg, const struct podspec *pod,
+		     unsigned *pins, const char **by, struct err *err)
+{
+	const char *ann =
+		cri_map_get((void **)cfg->annotations, cfg->n_annotations, ANN_ARCHITECTURE);
+	const char *sel = pod ? podspec_node_selector(pod, LABEL_ARCH) : NULL;
+	unsigned a;
+
+	*pins = CATALOG_ARCH_ALL;
+	*by = NULL;
+	if (ann) {
+		a = arch_of_value(ann);
+		if (!a)
+			return err_set(err, EINVAL,
+				       "annotation %s: \"%s\" is not an architecture; use amd64 "
+				       "(x86_64) or arm64",
+				       ANN_ARCHITECTURE, ann);
+		*pins &= a;
+		*by = "annotation " ANN_ARCHITECTURE;
+	}
+	if (sel) {
+		*pins &= arch_of_value(sel);
+		*by = *by ? *by : "nodeSelector " LABEL_ARCH;
+	}
+	if (pod && (a = affinity_archs(pod)) != CATALOG_ARCH_ALL) {
+		*pins &= a;
+		*by = *by ? *by : "required node affinity on " LABEL_ARCH;
+	}
+	return 0;
+}
+
+/* Copies of the credentials the node last pulled an image with. */
+struct auth_copy {
+	struct image_auth a;
+	char *s[5];
+};
+
+static void auth_copy_release(struct auth_copy *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->s); i++)
+		free(c->s[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Whether the newline-separated list holds s as a whole line. */
+static bool lines_have(const char *list, const char *s)
+{
+	size_t n = strlen(s);
+
+	for (const char *p = list; p && *p;) {
+		size_t l = strcspn(p, "\n");
+
+		if (l == n && strncmp(p, s, n) == 0)
+			return true;
+		p += l + (p[l] == '\n');
+	}
+	return false;
+}
+
+/* The credentials of the node's last pull of ref (by tag or digest); false: none known. */
+static bool auth_of(struct kiyot *k, const char *ref, struct auth_copy *out)
+{
+	struct image_ref r = { 0 };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *norm = NULL, *dig = NULL;
+	struct image_rec **v;
+	bool found = false;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (!k->records || image_ref_parse(ref, &r, &err) < 0)
+		return false;
+	norm = image_ref_string(&r);
+	if (r.digest)
+		dig = xasprintf("%s/%s@%s", r.host, r.repository, r.digest);
+	image_ref_release(&r);
+	pthread_mutex_lock(&k->lock);
+	n = records_images(k->records, &v);
+	for (size_t i = 0; i < n && !found; i++) {
+		const Kiyot__Cell__V1__RegistryAuth *a;
+
+		if (!lines_have(v[i]->repo_tags, norm) &&
+		    !(dig && lines_have(v[i]->repo_digests, dig)))
+			continue;
+		if (!(a = kiyot_auth_for(k, v[i]->id)))
+			continue;
+		out->a.username = out->s[0] = a->username ? xstrdup(a->username) : NULL;
+		out->a.password = out->s[1] = a->password ? xstrdup(a->password) : NULL;
+		out->a.auth = out->s[2] = a->auth ? xstrdup(a->auth) : NULL;
+		out->a.identity_token = out->s[3] = a->identity_token ? xstrdup(a->identity_token)
+								      : NULL;
+		out->a.registry_token = out->s[4] = a->registry_token ? xstrdup(a->registry_token)
+								      : NULL;
+		found = true;
+	}
+	images_put(v, n);
+	pthread_mutex_unlock(&k->lock);
+	return found;
+}
+
+/* What one image offers, asked at its registry. */
+static int image_archs(struct kiyot *k, const char *ref, unsigned *arch, struct err *err)
+{
+	struct auth_copy auth;
+	bool have = auth_of(k, ref, &auth);
+	unsigned oci = 0;
+	int ret = oci_platforms_get(platforms(), k->regconf, ref, have ? &auth.a : NULL, &oci, err);
+
+	auth_copy_release(&auth);
+	if (ret < 0)
+		return ret;
+	*arch = (oci & OCI_ARCH_AMD64 ? CATALOG_ARCH_X86_64 : 0) |
+		(oci & OCI_ARCH_ARM64 ? CATALOG_ARCH_ARM64 : 0);
+	return 0;
+}
+
+/* Whether every image of the pod offers arm64; why says which does not, or what failed. */
+static bool images_offer_arm64(struct kiyot *k, const struct podspec *pod, char *why,
+			       size_t why_size)
+{
+	const struct podspec_container *lists[2] = { pod->init_containers, pod->containers };
+	size_t counts[2] = { pod->n_init_containers, pod->n_containers };
+
+	for (size_t l = 0; l < 2; l++) {
+		for (size_t i = 0; i < counts[l]; i++) {
+			const char *ref = lists[l][i].image;
+			struct err err = ERR_INIT;
+			unsigned a = 0;
+
+			if (image_archs(k, ref, &a, &err) < 0) {
+				snprintf(why, why_size, "arm64 not checked: %.200s", err.msg);
+				return false;
+			}
+			if (!(a & CATALOG_ARCH_ARM64)) {
+				snprintf(why, why_size, "image %.200s offers %s only", ref,
+					 a ? catalog_arch_name(a) : "neither x86_64 nor arm64");
+				return false;
+			}
+		}
+	}
+	snprintf(why, why_size, "every image offers linux/arm64");
+	return true;
+}
+
+int provision_arch(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
+		   const struct podspec *pod, unsigned *arch, char *why, size_t why_size,
+		   struct err *err)
+{
+	unsigned can = provider_archs(k), pins;
+	const char *by;
+	int ret = arch_pins(cfg, pod, &pins, &by, err);
+
+	if (ret < 0)
+		return ret;
+	if (!(pins & can)) {
+		if (pins & CATALOG_ARCH_ARM64)
+			return err_set(err, EINVAL,
+				       "%s asks for arm64, and no arm64 cell can be launched (%s); "
+				       "add an arm64 image to ec2.imageIds or remove the pin",
+				       by,
+				       strcmp(k->cfg.provider, "ec2") == 0
+					       ? "ec2.imageIds has no arm64 image"
+					       : "local cells run the node's architecture");
+		return err_set(err, EINVAL,
+			       "%s allows %s, which kiyot's cells cannot run (they run %s); remove "
+			       "or widen it",
+			       by, pins ? catalog_arch_name(pins) : "no architecture",
+			       catalog_arch_name(can));
+	}
+	*arch = pins & can;
+	if (by && *arch != can) {
+		snprintf(why, why_size, "pinned by %s", by);
+		return 0;
+	}
+	if (*arch != CATALOG_ARCH_ALL) {
+		snprintf(why, why_size, "%s",
+			 can == CATALOG_ARCH_ALL ? "pinned"
+			 : strcmp(k->cfg.provider, "ec2") == 0
+				 ? "no arm64 cell image in ec2.imageIds"
+				 : "local cells run the node's architecture");
+		return 0;
+	}
+	if (!pod) {
+		*arch = CATALOG_ARCH_X86_64;
+		snprintf(why, why_size, "arm64 not checked: no Pod object names the images");
+		return 0;
+	}
+	if (!images_offer_arm64(k, pod, why, why_size))
+		*arch = CATALOG_ARCH_X86_64;
+	return 0;
+}
+
 int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 		   struct size_choice *out, struct err *err)
 {
@@ -141,11 +417,14 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	struct pod_demand d;
 	struct sizing_choice ch;
 	unsigned from;
+	char why[320];
 	int fallback;
 
 	if (provision_demand(cfg, pod, &d, &from, err) < 0 ||
-	    (fallback = spot_fallback(cfg, err)) < 0)
+	    (fallback = spot_fallback(cfg, err)) < 0 ||
+	    provision_arch(k, cfg, pod, &d.arch, why, sizeof(why), err) < 0)
 		return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
+	d.arch_why = why;
 	if (!d.instance_type && k->cfg.default_instance_type[0] && !d.cpu_milli &&
 	    !d.memory_bytes && !d.gpus)
 		d.instance_type = k->cfg.default_instance_type;
@@ -163,6 +442,7 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	out->memory_bytes = ch.memory_bytes;
 	out->price = ch.price;
 	out->spot = ch.spot ? (fallback ? CELL_SPOT_OR_ON_DEMAND : CELL_SPOT) : 0;
+	out->arch = ch.arch;
 	out->reason = xasprintf("%s; %s", provision_demand_source(from), ch.reason);
 	out->n_alternatives = 0;
 	for (size_t i = 0; i < ch.n_runners_up && i < ARRAY_SIZE(out->alternatives); i++)

@@ -20,7 +20,8 @@ struct size_choice {
 	double cpus;
 	int64_t memory_bytes;
 	double price;
-	int spot; /* cell_spec.spot: 0, CELL_SPOT or CELL_SPOT_OR_ON_DEMAND */
+	int spot;      /* cell_spec.spot: 0, CELL_SPOT or CELL_SPOT_OR_ON_DEMAND */
+	unsigned arch; /* the cell's architecture: CATALOG_ARCH_X86_64 or CATALOG_ARCH_ARM64 */
 	char *reason;
 	/* The next cheapest types, for a provider without capacity for the first. */
 	char *alternatives[3];
@@ -35,6 +36,26 @@ int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
  * object; cheapest fitting ..."). */
 int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 		       const struct podspec *pod, struct size_choice *out, struct err *err);
+
+/*
+ * The architectures a pod may run on (CATALOG_ARCH_* bits) into *arch and why into why (a
+ * phrase for the sizing reason, e.g. "every image offers linux/arm64" or "image
+ * docker.io/x/app:1 offers amd64 only"). arm64 is allowed only when the provider launches it
+ * (EC2: ec2.imageIds has an arm64 image; local cells: the node's own architecture), nothing
+ * pins the pod (the annotation pod.elotl.co/architecture, kubernetes.io/arch in the Pod's
+ * nodeSelector or required node affinity) and every image of the Pod object (init containers
+ * and sidecars too) offers linux/arm64 at its registry, asked with the credentials the node
+ * last pulled it with (anonymous for an image it never pulled). A registry that fails leaves
+ * x86_64, and why says so. A pin the provider cannot launch is an error (EINVAL) naming the
+ * pin and what to do. pod may be NULL (no images known: x86_64).
+ */
+int provision_arch(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
+		   const struct podspec *pod, unsigned *arch, char *why, size_t why_size,
+		   struct err *err);
+
+struct oci_platforms;
+/* For tests: the image look-ups go through pl (borrowed; NULL: the registry's, the default). */
+void provision_use_platforms(struct oci_platforms *pl);
 
 /* Where a demand came from, as flags. */
 #define PROVISION_FROM_ANNOTATIONS 1u /* pod.elotl.co/cpu|memory|gpu */
@@ -62,6 +83,8 @@ void size_choice_release(struct size_choice *c);
 #define ANN_CPU_REQUEST "pod.elotl.co/cpu"	       /* pod demand, a quantity: "250m" */
 #define ANN_MEMORY_REQUEST "pod.elotl.co/memory"       /* pod demand, a quantity: "400Mi" */
 #define ANN_GPU_REQUEST "pod.elotl.co/gpu"
+#define ANN_ARCHITECTURE "pod.elotl.co/architecture" /* amd64 (x86_64) or arm64: a pin */
+#define LABEL_ARCH "kubernetes.io/arch"		     /* in nodeSelector or node affinity */
 #define ANN_RESTART_POLICY                                                                         \
 	"pod.elotl.co/restart-policy" /* Always|OnFailure|Never, for cells
 							  * run without a kubelet */

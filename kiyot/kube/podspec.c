@@ -65,7 +65,7 @@ static bool pis_qualified_name(const char *s)
 }
 
 /* Reads a string-to-string mapping (labels, annotations) into kv pairs. */
-static int pkv_map(const json_t *obj, const char *key, const char *path, bool labels,
+int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool labels,
 		   struct podspec_kv **out, size_t *n, struct err *err)
 {
 	const json_t *m = podspec_member(obj, key);
@@ -252,10 +252,11 @@ static int pheader(const json_t *j, struct podspec *ps, struct err *err)
 	if (ret >= 0)
 		ret = podspec_string(md, "uid", "metadata", false, &ps->uid, err);
 	if (ret >= 0)
-		ret = pkv_map(md, "labels", "metadata", true, &ps->labels, &ps->n_labels, err);
+		ret = podspec_kv_map(md, "labels", "metadata", true, &ps->labels, &ps->n_labels,
+				     err);
 	if (ret >= 0)
-		ret = pkv_map(md, "annotations", "metadata", false, &ps->annotations,
-			      &ps->n_annotations, err);
+		ret = podspec_kv_map(md, "annotations", "metadata", false, &ps->annotations,
+				     &ps->n_annotations, err);
 	if (ret >= 0 && !ps->namespace)
 		ps->namespace = xstrdup("default");
 	return ret;
@@ -322,6 +323,8 @@ int podspec_from_json(const json_t *j, struct podspec **out, struct err *err)
 		ret = podspec_read_containers(spec, "containers", ps, false, err);
 	if (ret >= 0)
 		ret = podspec_read_overhead(spec, ps, err);
+	if (ret >= 0)
+		ret = podspec_read_node(spec, ps, err);
 	if (ret < 0) {
 		podspec_free(ps);
 		return ret;
@@ -372,6 +375,7 @@ void podspec_free(struct podspec *p)
 	podspec_pod_security_release(&p->security);
 	podspec_containers_free(p->init_containers, p->n_init_containers);
 	podspec_containers_free(p->containers, p->n_containers);
+	podspec_node_release(p);
 	free(p);
 }
 
@@ -395,6 +399,12 @@ const char *podspec_label(const struct podspec *p, const char *key)
 const char *podspec_annotation(const struct podspec *p, const char *key)
 {
 	return pkv_get(p->annotations, p->n_annotations, key);
+}
+
+/* A nodeSelector's value, or NULL. */
+const char *podspec_node_selector(const struct podspec *p, const char *key)
+{
+	return pkv_get(p->node_selector, p->n_node_selector, key);
 }
 
 /* The Kubernetes spelling of a restart policy. */

@@ -10,6 +10,7 @@
  *
  * Read: metadata (name, namespace, uid, labels, annotations), spec.restartPolicy,
  * spec.hostname, spec.terminationGracePeriodSeconds, spec.volumes (emptyDir only),
+ * spec.nodeSelector, spec.affinity.nodeAffinity's required terms,
  * spec.hostNetwork, hostPID, hostIPC, shareProcessNamespace, spec.securityContext,
  * spec.initContainers and spec.containers (name, image, command, args, env, workingDir, ports,
  * resources, volumeMounts, securityContext, imagePullPolicy). Other fields are ignored, as the
@@ -164,6 +165,21 @@ struct podspec_container {
 	bool sidecar;
 };
 
+/* A requirement of a node selector term (matchExpressions): key, operator (In, NotIn, Exists,
+ * DoesNotExist, Gt, Lt) and values. */
+struct podspec_node_req {
+	char *key;
+	char *op;
+	char **values; /* NULL-terminated */
+	size_t n_values;
+};
+
+/* A node selector term: a node matches it when it meets every requirement. */
+struct podspec_node_term {
+	struct podspec_node_req *reqs;
+	size_t n_reqs;
+};
+
 struct podspec {
 	char *name;
 	char *namespace;
@@ -185,6 +201,14 @@ struct podspec {
 	size_t n_init_containers;
 	struct podspec_container *containers;
 	size_t n_containers;
+	/* spec.nodeSelector */
+	struct podspec_kv *node_selector;
+	size_t n_node_selector;
+	/* spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution's
+	 * nodeSelectorTerms (a node must match one); their matchExpressions only (matchFields
+	 * name no labels). Preferred affinity is not read: it binds nothing. */
+	struct podspec_node_term *node_terms;
+	size_t n_node_terms;
 };
 
 /* Reads and validates a Pod object. On success *out belongs to the caller (podspec_free). */
@@ -199,6 +223,8 @@ void podspec_free(struct podspec *p);
 /* The value of a label or annotation, or NULL. Borrowed from p. */
 const char *podspec_label(const struct podspec *p, const char *key);
 const char *podspec_annotation(const struct podspec *p, const char *key);
+/* The value spec.nodeSelector gives key, or NULL. Borrowed from p. */
+const char *podspec_node_selector(const struct podspec *p, const char *key);
 
 /*
  * The security context container c of p runs with, merged as the kubelet merges them

@@ -90,5 +90,16 @@ void podspec_pod_security_release(struct podspec_pod_security *s);
 
 /* Frees an array of n name/value pairs; NULL is fine. */
 void podspec_kv_free(struct podspec_kv *kv, size_t n);
+/* Reads the mapping of strings key of obj (at path) into *out, *n pairs; labels: values must
+ * be label values (else annotations, bounded in total). */
+int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool labels,
+		   struct podspec_kv **out, size_t *n, struct err *err);
+
+/* podspec_node.c: where the pod may run */
+
+/* Reads spec.nodeSelector and the required terms of spec.affinity.nodeAffinity. */
+int podspec_read_node(const json_t *spec, struct podspec *ps, struct err *err);
+/* Frees what podspec_read_node stored. */
+void podspec_node_release(struct podspec *ps);
 
 #endif

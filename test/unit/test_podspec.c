@@ -195,6 +195,43 @@ static void test_podspec__numeric_quantities_and_request_defaults(void **state)
 	json_decref(j);
 }
 
+/* Where the pod may run: nodeSelector and the required node affinity's terms arrive as
+ * written (preferred affinity binds nothing and is not kept). */
+static void test_podspec__node_selector_and_required_affinity(void **state)
+{
+	static const char text[] =
+		"{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {"
+		"nodeSelector: {kubernetes.io/arch: arm64, disk: ssd}, affinity: {nodeAffinity: {"
+		"requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: ["
+		"{matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64, "
+		"arm64]}, {key: zone, operator: Exists}]}, {matchFields: [{key: metadata.name, "
+		"operator: In, values: [n]}]}]}, preferredDuringSchedulingIgnoredDuringExecution: "
+		"[{weight: 1, preference: {matchExpressions: [{key: a, operator: In, values: "
+		"[b]}]}}]"
+		"}}, containers: [{name: c, image: x}]}}";
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+	json_t *j = NULL;
+	(void)state;
+
+	assert_int_equal(yaml_to_json(text, strlen(text), &j, &err), 0);
+	if (podspec_from_json(j, &p, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(podspec_node_selector(p, "kubernetes.io/arch"), "arm64");
+	assert_string_equal(podspec_node_selector(p, "disk"), "ssd");
+	assert_null(podspec_node_selector(p, "zone"));
+	assert_int_equal(p->n_node_terms, 2);
+	assert_int_equal(p->node_terms[0].n_reqs, 2);
+	assert_string_equal(p->node_terms[0].reqs[0].key, "kubernetes.io/arch");
+	assert_string_equal(p->node_terms[0].reqs[0].op, "In");
+	assert_int_equal(p->node_terms[0].reqs[0].n_values, 2);
+	assert_string_equal(p->node_terms[0].reqs[0].values[1], "arm64");
+	assert_string_equal(p->node_terms[0].reqs[1].op, "Exists");
+	assert_int_equal(p->node_terms[1].n_reqs, 0);
+	podspec_free(p);
+	json_decref(j);
+}
+
 /* Every security setting of the pod and its containers arrives as written. */
 static void test_podspec__security_settings(void **state)
 {
@@ -411,6 +448,18 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "spec.volumes[0].emptyDir.sizeLimit: \"lots\" is not a quantity (examples: 500m, "
 		  "2, "
 		  "128Mi, 1Gi)" },
+		{ POD("{nodeSelector: {kubernetes.io/arch: 1}, containers: [{name: a, image: x}]}"),
+		  EINVAL,
+		  "spec.nodeSelector.kubernetes.io/arch: must be a string, not a number (quote "
+		  "numbers and booleans in YAML, e.g. \"8080\")" },
+		{ POD("{affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+		      "{nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/arch, "
+		      "operator: "
+		      "Is, values: [arm64]}]}]}}}, containers: [{name: a, image: x}]}"),
+		  EINVAL,
+		  "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+		  "nodeSelectorTerms[0].matchExpressions[0].operator: \"Is\" is not one of In, "
+		  "NotIn, Exists, DoesNotExist, Gt, Lt" },
 		{ ONE("command: sh"), EINVAL,
 		  "spec.containers[0].command: must be a list, not a string" },
 		{ ONE("args: [a, 1]"), EINVAL,
@@ -672,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_podspec__file_errors_name_the_file),
 		cmocka_unit_test(test_podspec__pull_policy_defaults_from_tag),
 		cmocka_unit_test(test_podspec__numeric_quantities_and_request_defaults),
+		cmocka_unit_test(test_podspec__node_selector_and_required_affinity),
 		cmocka_unit_test(test_podspec__errors_name_the_field),
 		cmocka_unit_test(test_podspec__security_settings),
 		cmocka_unit_test(test_podspec__effective_security_merges_like_the_kubelet),

@@ -10,11 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "sizing/catalog.h"
+#include "platforms.h"
+#include "registry.h"
 #include "state/kiyot.h"
 #include "cells/provision.h"
 #include "sizing/sizing.h"
@@ -494,6 +497,377 @@ static void test_provision__largest_gpu_demand_does_not_wrap(void **state)
 	assert_null(ch.instance_type);
 }
 
+/* ---- architectures: which images offer arm64, pins, the provider's images ---- */
+
+#define MT_INDEX "application/vnd.oci.image.index.v1+json"
+#define MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define CFG_DIGEST "sha256:c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"
+
+/* A registry of a few images, by "repository:reference". */
+struct fake_image {
+	const char *ref; /* "library/multi:1" */
+	const char *media_type;
+	const char *body;
+	const char *config; /* a single manifest's config blob */
+	int fail;	    /* errno to fail with */
+};
+
+static const struct fake_image fake_images[] = {
+	{ "library/multi:1", MT_INDEX,
+	  "{\"schemaVersion\":2,\"manifests\":["
+	  "{\"digest\":\"sha256:1111111111111111111111111111111111111111111111111111111111111111\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+	  "{\"digest\":\"sha256:2222222222222222222222222222222222222222222222222222222222222222\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\",\"variant\":\"v8\"}"
+	  "}]}",
+	  NULL, 0 },
+	{ "library/multi2:1", MT_INDEX,
+	  "{\"schemaVersion\":2,\"manifests\":["
+	  "{\"digest\":\"sha256:3333333333333333333333333333333333333333333333333333333333333333\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}},"
+	  "{\"digest\":\"sha256:4444444444444444444444444444444444444444444444444444444444444444\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}}]}",
+	  NULL, 0 },
+	/* an index with amd64 and s390x, and arm64 only for Windows: no linux/arm64 */
+	{ "library/noarm:1", MT_INDEX,
+	  "{\"schemaVersion\":2,\"manifests\":["
+	  "{\"digest\":\"sha256:5555555555555555555555555555555555555555555555555555555555555555\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+	  "{\"digest\":\"sha256:6666666666666666666666666666666666666666666666666666666666666666\","
+	  "\"size\":1,\"platform\":{\"os\":\"windows\",\"architecture\":\"arm64\"}},"
+	  "{\"digest\":\"sha256:7777777777777777777777777777777777777777777777777777777777777777\","
+	  "\"size\":1,\"platform\":{\"os\":\"linux\",\"architecture\":\"s390x\"}}]}",
+	  NULL, 0 },
+	/* one image manifest whose config says amd64 */
+	{ "library/amd64only:1", MT_MANIFEST,
+	  "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"application/"
+	  "vnd.oci.image.config.v1+json\","
+	  "\"digest\":\"" CFG_DIGEST "\",\"size\":40},\"layers\":[]}",
+	  "{\"os\":\"linux\",\"architecture\":\"amd64\"}", 0 },
+	{ "library/down:1", NULL, NULL, NULL, ECONNREFUSED },
+};
+
+static int fake_calls;
+
+static const struct fake_image *fake_find(const struct image_ref *ref, const char *reference)
+{
+	char key[256];
+
+	snprintf(key, sizeof(key), "%s:%s", ref->repository, reference);
+	for (size_t i = 0; i < ARRAY_SIZE(fake_images); i++)
+		if (strcmp(fake_images[i].ref, key) == 0)
+			return &fake_images[i];
+	return NULL;
+}
+
+static int fake_manifest(void *ctx, const struct regconf *rc, const struct image_ref *ref,
+			 const struct image_auth *auth, const char *reference,
+			 struct reg_manifest *out, struct err *err)
+{
+	const struct fake_image *im = fake_find(ref, reference);
+
+	(void)ctx;
+	(void)rc;
+	(void)auth;
+	fake_calls++;
+	if (!im)
+		return err_set(err, ENOENT, "manifest unknown (404)");
+	if (im->fail)
+		return err_set(err, im->fail, "https://%s/v2/: connection refused", ref->host);
+	out->body = xstrdup(im->body);
+	out->len = strlen(im->body);
+	out->media_type = xstrdup(im->media_type);
+	out->digest = xasprintf("sha256:%064zx", (size_t)(im - fake_images) + 0xabc);
+	return 0;
+}
+
+static int fake_blob(void *ctx, const struct regconf *rc, const struct image_ref *ref,
+		     const struct image_auth *auth, const char *digest, size_t max, char **out,
+		     size_t *len, struct err *err)
+{
+	(void)ctx;
+	(void)rc;
+	(void)auth;
+	(void)max;
+	fake_calls++;
+	for (size_t i = 0; i < ARRAY_SIZE(fake_images); i++) {
+		if (fake_images[i].config && strcmp(digest, CFG_DIGEST) == 0 &&
+		    strcmp(ref->repository, "library/amd64only") == 0) {
+			*out = xstrdup(fake_images[i].config);
+			*len = strlen(*out);
+			return 0;
+		}
+	}
+	return err_set(err, ENOENT, "blob unknown (404)");
+}
+
+/* An EC2 kiyot (with an arm64 cell image when arm64) whose image look-ups go to the fake
+ * registry, with an empty cache. */
+static struct oci_platforms *arch_setup(struct kiyot *k, bool arm64_image)
+{
+	static const struct oci_fetcher f = { fake_manifest, fake_blob, NULL };
+	struct oci_platforms *pl = oci_platforms_new(&f);
+
+	free(k->cfg.provider);
+	k->cfg.provider = xstrdup("ec2");
+	free(k->cfg.ec2.image_id_arm64);
+	k->cfg.ec2.image_id_arm64 = arm64_image ? xstrdup("ami-arm64") : NULL;
+	provision_use_platforms(pl);
+	fake_calls = 0;
+	return pl;
+}
+
+static void arch_teardown(struct kiyot *k, struct oci_platforms *pl)
+{
+	provision_use_platforms(NULL);
+	oci_platforms_free(pl);
+	free(k->cfg.provider);
+	k->cfg.provider = xstrdup("local");
+	free(k->cfg.ec2.image_id_arm64);
+	k->cfg.ec2.image_id_arm64 = NULL;
+}
+
+/* A Pod object of a small pod: its init container, app containers and spec extras (JSON
+ * members after the containers, e.g. "\"nodeSelector\":{...}", or ""). */
+static struct podspec *pod_of(const char *init_image, const char *image, const char *image2,
+			      const char *extra)
+{
+	_cleanup_free_ char *text = xasprintf(
+		"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"arch\","
+		"\"namespace\":\"default\",\"uid\":\"0b5e3c1e-"
+		"uid\"},"
+		"\"spec\":{%s%s%s\"containers\":[{\"name\":\"a\",\"image\":\"%s\",\"resources\":"
+		"{\"requests\":{\"cpu\":\"100m\",\"memory\":\"200Mi\"}}}%s%s%s]%s%s}}",
+		init_image ? "\"initContainers\":[{\"name\":\"i\",\"image\":\"" : "",
+		init_image ? init_image : "", init_image ? "\"}]," : "", image,
+		image2 ? ",{\"name\":\"b\",\"image\":\"" : "", image2 ? image2 : "",
+		image2 ? "\"}" : "", extra[0] ? "," : "", extra);
+	json_error_t jerr;
+	json_t *j = json_loads(text, 0, &jerr);
+	struct podspec *ps = NULL;
+	struct err err = ERR_INIT;
+
+	if (!j)
+		fail_msg("%s: %s", text, jerr.text);
+	if (podspec_from_json(j, &ps, &err) < 0)
+		fail_msg("%s: %s", text, err.msg);
+	json_decref(j);
+	return ps;
+}
+
+/* Sizes pod ps (annotations of p); fails the test with kiyot's message otherwise. */
+static void size_pod_ok(struct kiyot *k, struct pod *p, const struct podspec *ps,
+			struct size_choice *out)
+{
+	struct err err = ERR_INIT;
+
+	memset(out, 0, sizeof(*out));
+	if (provision_size_pod(k, &p->cfg, ps, out, &err) < 0)
+		fail_msg("provision_size_pod: %s", err.msg);
+}
+
+/* Every image (init container and sidecar included) offers linux/arm64: the cheapest type of
+ * either architecture wins, here an arm64 one, and the reason says why. A second pod of the
+ * same images asks the registry nothing (cached by reference). */
+static void test_provision__multi_arch_images_may_go_arm64(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	struct podspec *ps = pod_of("registry.example/library/multi:1",
+				    "registry.example/library/multi2:1",
+				    "registry.example/library/multi:1", "");
+	struct size_choice ch;
+	struct pod p;
+	int calls;
+
+	pod_init(&p, "arch");
+	size_pod_ok(k, &p, ps, &ch);
+	assert_int_equal(ch.arch, CATALOG_ARCH_ARM64);
+	assert_int_equal(catalog_find(k->catalog, ch.instance_type)->arch & CATALOG_ARCH_ARM64,
+			 CATALOG_ARCH_ARM64);
+	assert_non_null(strstr(ch.reason, "every image offers linux/arm64"));
+	assert_non_null(strstr(ch.reason, "(arm64)"));
+	size_choice_release(&ch);
+	calls = fake_calls;
+	assert_true(calls >= 2);
+	size_pod_ok(k, &p, ps, &ch);
+	assert_int_equal(ch.arch, CATALOG_ARCH_ARM64);
+	assert_int_equal(fake_calls, calls);
+	size_choice_release(&ch);
+	podspec_free(ps);
+	arch_teardown(k, pl);
+}
+
+/* One amd64-only image among multi-arch ones (a sidecar here, an init container next) keeps
+ * the pod on x86_64, and the reason names the image. */
+static void test_provision__one_amd64_only_image_never_goes_arm64(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	const char *const layouts[][3] = {
+		{ NULL, "registry.example/library/multi:1",
+		  "registry.example/library/amd64only:1" },
+		{ "registry.example/library/amd64only:1", "registry.example/library/multi:1",
+		  NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(layouts); i++) {
+		struct podspec *ps = pod_of(layouts[i][0], layouts[i][1], layouts[i][2], "");
+		struct size_choice ch;
+		struct pod p;
+
+		pod_init(&p, "arch");
+		size_pod_ok(k, &p, ps, &ch);
+		assert_int_equal(ch.arch, CATALOG_ARCH_X86_64);
+		assert_true(catalog_find(k->catalog, ch.instance_type)->arch & CATALOG_ARCH_X86_64);
+		assert_non_null(
+			strstr(ch.reason,
+			       "image registry.example/library/amd64only:1 offers x86_64 only"));
+		size_choice_release(&ch);
+		podspec_free(ps);
+	}
+	arch_teardown(k, pl);
+}
+
+/* An index whose platforms hold no linux/arm64 (arm64 for Windows only) keeps x86_64. */
+static void test_provision__index_without_linux_arm64_stays_x86_64(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	struct podspec *ps = pod_of(NULL, "registry.example/library/noarm:1", NULL, "");
+	struct size_choice ch;
+	struct pod p;
+
+	pod_init(&p, "arch");
+	size_pod_ok(k, &p, ps, &ch);
+	assert_int_equal(ch.arch, CATALOG_ARCH_X86_64);
+	assert_non_null(strstr(ch.reason, "library/noarm:1 offers x86_64 only"));
+	size_choice_release(&ch);
+	podspec_free(ps);
+	arch_teardown(k, pl);
+}
+
+/* A registry that fails during the check (refused, unknown image) leaves the pod on x86_64,
+ * launched all the same, and the reason says the check failed and why. */
+static void test_provision__registry_failure_falls_back_to_x86_64(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	const char *const images[] = { "registry.example/library/down:1",
+				       "registry.example/library/gone:1" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(images); i++) {
+		struct podspec *ps =
+			pod_of(NULL, "registry.example/library/multi:1", images[i], "");
+		struct size_choice ch;
+		struct pod p;
+
+		pod_init(&p, "arch");
+		size_pod_ok(k, &p, ps, &ch);
+		assert_int_equal(ch.arch, CATALOG_ARCH_X86_64);
+		assert_non_null(strstr(ch.reason, "arm64 not checked: image "));
+		assert_non_null(
+			strstr(ch.reason, i == 0 ? "connection refused" : "manifest unknown"));
+		size_choice_release(&ch);
+		podspec_free(ps);
+	}
+	arch_teardown(k, pl);
+}
+
+/* A pod pinned to amd64 (annotation, nodeSelector, required node affinity) stays on x86_64
+ * without asking the registry, and the reason names the pin; pinned to arm64, it goes arm64. */
+static void test_provision__pinned_pods_keep_their_architecture(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	const struct {
+		const char *ann, *extra, *by;
+		unsigned want;
+	} cases[] = {
+		{ "amd64", "", "pinned by annotation pod.elotl.co/architecture",
+		  CATALOG_ARCH_X86_64 },
+		{ "x86_64", "", "pinned by annotation", CATALOG_ARCH_X86_64 },
+		{ NULL, "\"nodeSelector\":{\"kubernetes.io/arch\":\"amd64\"}",
+		  "pinned by nodeSelector kubernetes.io/arch", CATALOG_ARCH_X86_64 },
+		{ NULL,
+		  "\"affinity\":{\"nodeAffinity\":{"
+		  "\"requiredDuringSchedulingIgnoredDuringExecution\":"
+		  "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/arch\","
+		  "\"operator\":\"In\",\"values\":[\"amd64\"]}]}]}}}",
+		  "pinned by required node affinity", CATALOG_ARCH_X86_64 },
+		{ NULL,
+		  "\"affinity\":{\"nodeAffinity\":{"
+		  "\"requiredDuringSchedulingIgnoredDuringExecution\":"
+		  "{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/arch\","
+		  "\"operator\":\"NotIn\",\"values\":[\"arm64\"]}]}]}}}",
+		  "pinned by required node affinity", CATALOG_ARCH_X86_64 },
+		{ "arm64", "", "pinned by annotation", CATALOG_ARCH_ARM64 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct podspec *ps =
+			pod_of(NULL, "registry.example/library/multi:1", NULL, cases[i].extra);
+		struct size_choice ch;
+		struct pod p;
+
+		pod_init(&p, "arch");
+		if (cases[i].ann)
+			pod_annotate(&p, ANN_ARCHITECTURE, cases[i].ann);
+		size_pod_ok(k, &p, ps, &ch);
+		assert_int_equal(ch.arch, cases[i].want);
+		assert_non_null(strstr(ch.reason, cases[i].by));
+		size_choice_release(&ch);
+		podspec_free(ps);
+	}
+	assert_int_equal(fake_calls, 0);
+	arch_teardown(k, pl);
+}
+
+/* Without an arm64 cell image (ec2.imageIds has none) no pod goes arm64, the reason says
+ * why, and a pod pinned to arm64 fails naming its pin and what to do. */
+static void test_provision__no_arm64_cell_image_means_x86_64(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, false);
+	struct podspec *ps = pod_of(NULL, "registry.example/library/multi:1", NULL, "");
+	struct size_choice ch;
+	struct err err = ERR_INIT;
+	struct pod p;
+
+	pod_init(&p, "arch");
+	size_pod_ok(k, &p, ps, &ch);
+	assert_int_equal(ch.arch, CATALOG_ARCH_X86_64);
+	assert_non_null(strstr(ch.reason, "no arm64 cell image in ec2.imageIds"));
+	size_choice_release(&ch);
+	assert_int_equal(fake_calls, 0);
+	pod_annotate(&p, ANN_ARCHITECTURE, "arm64");
+	memset(&ch, 0, sizeof(ch));
+	assert_int_equal(provision_size_pod(k, &p.cfg, ps, &ch, &err), -EINVAL);
+	assert_null(ch.instance_type);
+	assert_non_null(strstr(err.msg, "pod \"arch\": annotation pod.elotl.co/architecture asks "
+					"for arm64"));
+	assert_non_null(strstr(err.msg, "add an arm64 image to ec2.imageIds"));
+	podspec_free(ps);
+	arch_teardown(k, pl);
+}
+
+/* A bad architecture annotation is refused naming it. */
+static void test_provision__bad_architecture_annotation_is_named(void **state)
+{
+	struct kiyot *k = *state;
+	struct oci_platforms *pl = arch_setup(k, true);
+	struct size_choice ch = { 0 };
+	struct err err = ERR_INIT;
+	struct pod p;
+
+	pod_init(&p, "arch");
+	pod_annotate(&p, ANN_ARCHITECTURE, "sparc");
+	assert_int_equal(provision_size(k, &p.cfg, &ch, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "annotation pod.elotl.co/architecture: \"sparc\" is not an "
+					"architecture; use amd64 (x86_64) or arm64"));
+	arch_teardown(k, pl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -515,6 +889,13 @@ int main(void)
 		cmocka_unit_test(test_provision__spot_fallback_annotation),
 		cmocka_unit_test(test_provision__out_of_range_quantity_is_invalid),
 		cmocka_unit_test(test_provision__largest_gpu_demand_does_not_wrap),
+		cmocka_unit_test(test_provision__multi_arch_images_may_go_arm64),
+		cmocka_unit_test(test_provision__one_amd64_only_image_never_goes_arm64),
+		cmocka_unit_test(test_provision__index_without_linux_arm64_stays_x86_64),
+		cmocka_unit_test(test_provision__registry_failure_falls_back_to_x86_64),
+		cmocka_unit_test(test_provision__pinned_pods_keep_their_architecture),
+		cmocka_unit_test(test_provision__no_arm64_cell_image_means_x86_64),
+		cmocka_unit_test(test_provision__bad_architecture_annotation_is_named),
 	};
 
 	/* one kiyot for the group: the catalog is parsed once */

@@ -62,6 +62,7 @@ static void recent_release(struct recent *r)
 struct ec2p {
 	char *cluster_id;
 	char *image_id, *instance_profile;
+	char *image_id_arm64; /* NULL: no arm64 cells */
 	char **subnets; /* ec2.subnetIds (or ec2.subnetId), tried in order; none: EC2's default */
 	size_t n_subnets;
 	char **security_groups;
@@ -916,6 +917,7 @@ static void ec2_destroy(void *self)
 	strv_free(p->security_groups);
 	free(p->cluster_id);
 	free(p->image_id);
+	free(p->image_id_arm64);
 	strv_free(p->subnets);
 	free(p->instance_profile);
 	pthread_mutex_destroy(&p->lock);
@@ -977,6 +979,11 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 	}
 	p->cluster_id = xstrdup(cfg->cluster_id);
 	p->image_id = xstrdup(cfg->image_id);
+	p->image_id_arm64 = dup_or_null(cfg->image_id_arm64);
+	if (!p->image_id_arm64)
+		log_warn("ec2.imageIds has no arm64 image: arm64 cells are off, so pods whose "
+			 "images all offer arm64 run on x86_64 types; add an arm64 cell image to "
+			 "ec2.imageIds to let them");
 	for (size_t i = 0; i < cfg->n_subnet_ids; i++)
 		if (cfg->subnet_ids[i] && cfg->subnet_ids[i][0] &&
 		    !strv_has(subnets.v, cfg->subnet_ids[i]))
