@@ -420,6 +420,7 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	creq.cpus = choice.cpus;
 	creq.memory_bytes = choice.memory_bytes;
 	creq.spot = choice.spot;
+	creq.arch = choice.arch;
 	creq.fallback_types = (const char *const *)choice.alternatives;
 	creq.n_fallback_types = choice.n_alternatives;
 	creq.n_prepull = k->node_images ? 0 : json_array_size(prepull);

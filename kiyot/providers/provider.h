@@ -19,6 +19,9 @@
  * pod's annotation pod.elotl.co/spot-fallback: on-demand). */
 #define CELL_SPOT 1
 #define CELL_SPOT_OR_ON_DEMAND 2
+/* cell_spec.arch: the catalog's architecture bits (CATALOG_ARCH_*); 0 is x86_64 */
+#define CELL_ARCH_X86_64 1u
+#define CELL_ARCH_ARM64 2u
 
 /* What to launch. All strings borrowed for the duration of the call. */
 struct cell_spec {
@@ -32,6 +35,9 @@ struct cell_spec {
 	int64_t memory_bytes;	   /* the instance type's memory: the cell's memory cap */
 	const char *bootstrap;	   /* the bootstrap document (JSON text) the cell boots with */
 	int spot; /* 0: on demand; CELL_SPOT; CELL_SPOT_OR_ON_DEMAND: on demand when no spot */
+	/* The architecture sizing chose (CELL_ARCH_*; 0: x86_64): the provider boots that
+	 * architecture's cell image (EC2: ec2.imageIds), and every fallback type is of it. */
+	unsigned arch;
 	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
 	const char *const *fallback_types;
 	size_t n_fallback_types;

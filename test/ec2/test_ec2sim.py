@@ -571,6 +571,22 @@ class BotocoreTests(unittest.TestCase):
         finally:
             self.sim.admin("/_admin/faults/clear", {})
 
+    def test_registered_image_must_match_the_types_architecture(self):
+        self.sim.admin("/_admin/images", {"ami-0000000000000a64a": "arm64",
+                                          "ami-0000000000000a86a": "x86_64"})
+        for image, itype, want in (("ami-0000000000000a64a", "t3.nano", "arm64"),
+                                   ("ami-0000000000000a86a", "m7g.large", "x86_64")):
+            with self.assertRaises(ClientError) as cm:
+                run(self.ec2, ImageId=image, InstanceType=itype)
+            err = cm.exception.response["Error"]
+            self.assertEqual(err["Code"], "InvalidParameterValue")
+            self.assertIn("does not match the architecture '%s' of the specified AMI" % want,
+                          err["Message"])
+        res = run(self.ec2, ImageId="ami-0000000000000a64a", InstanceType="t4g.nano")
+        self.assertEqual(res["Instances"][0]["Architecture"], "arm64")
+        res = run(self.ec2, ImageId="ami-0000000000000a86a", InstanceType="t3.nano")
+        self.assertEqual(res["Instances"][0]["Architecture"], "x86_64")
+
     def test_fault_rate_fails_a_fraction_of_the_calls(self):
         self.sim.admin("/_admin/fault", {"action": "DescribeAvailabilityZones",
                                          "code": "InternalError", "rate": 0.5})

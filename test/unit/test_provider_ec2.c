@@ -654,6 +654,50 @@ static void test_provider_ec2__no_capacity_in_a_subnet_moves_to_the_next(void **
 	cell_info_release(&out);
 }
 
+/* An arm64 cell boots ec2.imageIds' arm64 image, an x86_64 one (arch 0 or x86_64) the x86_64
+ * image; without an arm64 image an arm64 launch is refused before EC2 is asked, saying what
+ * to add. */
+static void test_provider_ec2__arm64_cell_boots_the_arm64_image(void **state)
+{
+	struct fix *f = *state;
+	struct ec2_provider_config cfg;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+	struct param *p;
+	size_t n = 0;
+
+	/* the fixture's provider has no arm64 image */
+	spec_init(&s, "cell-arm", "t4g.nano");
+	s.arch = CELL_ARCH_ARM64;
+	assert_int_equal(launch(f, &s, &out, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "t4g.nano is an arm64 type and ec2.imageIds has no arm64 "
+					"cell image; add one"));
+	assert_int_equal(f->ec2.runs, 0);
+
+	f->p.ops->destroy(f->p.self);
+	provider_config(f, 2, &cfg);
+	cfg.image_id_arm64 = "ami-cell-arm64";
+	if (provider_ec2_new(&cfg, &f->p, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	cell_info_release(&out);
+	p = last_request(f, "RunInstances", &n);
+	assert_non_null(p);
+	assert_string_equal(param(p, n, "InstanceType"), "t4g.nano");
+	assert_string_equal(param(p, n, "ImageId"), "ami-cell-arm64");
+	free(p);
+	spec_init(&s, "cell-x86", "t3.nano");
+	s.arch = CELL_ARCH_X86_64;
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	cell_info_release(&out);
+	p = last_request(f, "RunInstances", &n);
+	assert_string_equal(param(p, n, "ImageId"), "ami-cell");
+	free(p);
+}
+
 /* A spot pod without spot capacity runs on demand only when it allows it; otherwise the
  * error says how to allow it. */
 static void test_provider_ec2__spot_falls_back_to_on_demand_only_if_allowed(void **state)
@@ -992,6 +1036,7 @@ int main(void)
 		T(launch_again_is_the_same_instance),
 		T(no_capacity_tries_the_next_type),
 		T(no_capacity_in_a_subnet_moves_to_the_next),
+		T(arm64_cell_boots_the_arm64_image),
 		T(spot_falls_back_to_on_demand_only_if_allowed),
 		T(instance_that_dies_fails_the_launch),
 		T(states_asked_at_once_share_a_description),

@@ -437,9 +437,19 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 	struct way w[64];
 	size_t n = ways_of(p, spec, w, ARRAY_SIZE(w));
 	enum ec2_errclass cls = EC2_OK;
+	const char *image = p->image_id;
 	int ret = -EINVAL;
 
 	*note = NULL;
+	if (spec->arch == CELL_ARCH_ARM64) {
+		if (!p->image_id_arm64)
+			return err_set(
+				err, EINVAL,
+				"%s is an arm64 type and ec2.imageIds has no arm64 cell image; "
+				"add one (or pin the pod to amd64)",
+				spec->instance_type);
+		image = p->image_id_arm64;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct ec2_run_spec rs = { 0 };
 		char token[EC2_MAX_CLIENT_TOKEN + 1];
@@ -448,7 +458,7 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 
 		client_token(p, spec, w[i].type, w[i].subnet_index, w[i].market_fallback, token);
 		rs.client_token = token;
-		rs.image_id = p->image_id;
+		rs.image_id = image;
 		rs.instance_type = w[i].type;
 		rs.subnet_id = w[i].subnet;
 		rs.security_group_ids = (const char *const *)p->security_groups;

@@ -150,6 +150,16 @@ def run_instances(sim, params):
     entry = sim.catalog.get(itype)
     if entry is None:
         raise Ec2Error("InvalidParameterValue", f"Invalid value '{itype}' for InstanceType.")
+    with sim.store.lock:
+        image_arch = sim.store.images.get(params.get("ImageId"))
+    if image_arch and image_arch != sim.catalog.architecture(itype):
+        raise Ec2Error("InvalidParameterValue",
+                       f"The architecture '{sim.catalog.architecture(itype)}' of the specified "
+                       f"instance type does not match the architecture '{image_arch}' of the "
+                       "specified AMI. Specify an instance type and an AMI that have matching "
+                       "architectures, and try again. You can use 'describe-instance-types' or "
+                       "'describe-images' to discover the architecture of the instance type or "
+                       "AMI.")
     token = params.get("ClientToken", "")
     if len(token) > 64 or any(ord(c) > 127 for c in token):
         raise Ec2Error("InvalidParameterValue",

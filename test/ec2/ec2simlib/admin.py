@@ -16,6 +16,10 @@ POST /_admin/fault                       {"action": A or "*", "code": C, "instan
                                          calls that fail)
 POST /_admin/subnets                     {"SUBNET": "ZONE", ...}: the zones of subnets
                                          (others are in the first zone)
+POST /_admin/images                      {"AMI": "x86_64" | "arm64", ...}: register images;
+                                         RunInstances of a registered image on a type of
+                                         another architecture fails as EC2 fails it
+                                         (InvalidParameterValue); others are not checked
 POST /_admin/consistency                 {"seconds": S}: for S seconds after RunInstances,
                                          DescribeInstances, CreateTags and
                                          TerminateInstances naming a new id answer
@@ -129,6 +133,15 @@ def _subnets(sim, doc):
         return {"ok": True, "subnets": dict(sim.store.subnet_zones)}
 
 
+def _images(sim, doc):
+    for image, arch in doc.items():
+        if arch not in ("x86_64", "arm64"):
+            raise AdminError(400, f"image {image}: architecture must be x86_64 or arm64")
+    with sim.store.lock:
+        sim.store.images.update(doc)
+        return {"ok": True, "images": dict(sim.store.images)}
+
+
 def _consistency(sim, doc):
     seconds = doc.get("seconds")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
@@ -203,6 +216,7 @@ _ROUTES = {
     ("POST", "/_admin/fault"): _fault,
     ("POST", "/_admin/faults/clear"): _clear,
     ("POST", "/_admin/subnets"): _subnets,
+    ("POST", "/_admin/images"): _images,
     ("POST", "/_admin/consistency"): _consistency,
     ("POST", "/_admin/throttle"): _throttle,
     ("POST", "/_admin/buckets"): _buckets,

@@ -68,7 +68,9 @@ class Instance:
                 "private_ip": self.private_ip, "az": self.az, "tags": self.tags,
                 "client_token": self.client_token, "market": self.market or "on-demand",
                 "cell_id": self.cell_id, "foreign": self.foreign,
-                "user_data_bytes": len(self.user_data), "launch_time": self.launch_time}
+                "user_data_bytes": len(self.user_data), "launch_time": self.launch_time,
+                "image_id": self.image_id, "architecture": self.architecture,
+                "subnet_id": self.subnet_id}
 
 
 def _glob_re(pattern):
@@ -132,6 +134,7 @@ class Store:
         # DescribeInstances, CreateTags and TerminateInstances (EC2's eventual consistency)
         self.consistency_delay = 0.0
         self.subnet_zones = {}       # subnet id -> availability zone (others: the first)
+        self.images = {}             # image id -> architecture, as POST /_admin/images made them
 
     def add(self, inst):
         with self.lock:
