@@ -33,10 +33,10 @@ failed=0
 
 now_ms() { echo $((($(date +%s%N) - t_start) / 1000000)); }
 
-# record NAME START_MS RC: one row of the table at the end
+# record NAME START_MS RC [END_MS]: one row of the table at the end
 record() {
 	local secs
-	secs=$(awk -v a="$2" -v b="$(now_ms)" 'BEGIN { printf "%.0f", (b - a) / 1000 }')
+	secs=$(awk -v a="$2" -v b="${4:-$(now_ms)}" 'BEGIN { printf "%.0f", (b - a) / 1000 }')
 	if [ "$3" -eq 0 ]; then
 		summary+=("$(printf '%-12s %5s s  ok' "$1" "$secs")")
 	else
@@ -64,14 +64,20 @@ bg() {
 	shift
 	echo "==== $name (in the background: $logs/$name.log)"
 	bg_start[$name]=$(now_ms)
-	"$@" >"$logs/$name.log" 2>&1 &
+	# its own end time: finish may be called long after it ended
+	(
+		"$@"
+		rc=$?
+		now_ms >"$logs/$name.end"
+		exit $rc
+	) >"$logs/$name.log" 2>&1 &
 	bg_pid[$name]=$!
 }
 finish() {
 	local name=$1 rc
 	wait "${bg_pid[$name]}"
 	rc=$?
-	record "$name" "${bg_start[$name]}" "$rc"
+	record "$name" "${bg_start[$name]}" "$rc" "$(cat "$logs/$name.end" 2>/dev/null || now_ms)"
 	if [ "$rc" -ne 0 ]; then
 		echo "==== $name FAILED (exit $rc); its output:"
 		cat "$logs/$name.log"
