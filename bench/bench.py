@@ -13,7 +13,8 @@ docker-registry on 10.78.0.1:5000, the suite's images, kiyot from $KIYOT_BUILD) 
   5. CRI Version call latency over the unix socket
   7. the container lifecycle (Create/Start/Stop/Remove) next to the suite's private
      containerd, same client, same requests, in the same run; and critest's benchmark cases
-     (bench/critest.py), quiet and under stress-ng
+     (bench/critest.py), quiet and under stress-ng; 7d pod + container start with the warm
+     pool, without it and on containerd (bench/warm.py)
   8. streaming next to that containerd: exec round trips through the Exec URL (SPDY), and
      port-forward throughput through one connection (kiyot port-forward as the client of both)
   9. kiyot's memory under mutated CRI requests, 10. 1000 CRI calls at once next to that
@@ -55,6 +56,7 @@ import critest  # noqa: E402
 import harness  # noqa: E402
 import load  # noqa: E402
 import streamclient  # noqa: E402
+import warm  # noqa: E402
 from report import ratio, table  # noqa: E402
 from harness import images  # noqa: E402
 
@@ -1027,6 +1029,7 @@ class Bench:
         if lc:
             self.report_lifecycle(lc)
         critest.report(r)
+        warm.report(r)
         st = r.get("streaming")
         if st and st["kiyot"]["exec"]:
             self.report_streaming(st)
@@ -1354,6 +1357,8 @@ def main():
                                (("5",), "CRI Version", b.section_version),
                                (("7", "7a"), "containerd baseline", b.section_vs_containerd),
                                (("7", "7b"), "critest's benchmark cases", b.section_critest),
+                               (("7", "7d"), "warm pool",
+                                lambda: warm.section(b, log, turns)),
                                (("8",), "streaming", b.section_streaming),
                                (("9",), "memory under mutated requests",
                                 lambda: load.section_fuzz_memory(b)),

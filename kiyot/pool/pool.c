@@ -303,6 +303,23 @@ static bool adopt(struct pool *p, const char *cell_id, const char *text)
 	return true;
 }
 
+/* Orders the standby cells oldest first (the store lists them by id). */
+static void sort_by_age(struct pool *p)
+{
+	struct standby *sorted = NULL;
+
+	while (p->cells) {
+		struct standby *c = p->cells, **pp = &sorted;
+
+		p->cells = c->next;
+		while (*pp && (*pp)->created_ns <= c->created_ns)
+			pp = &(*pp)->next;
+		c->next = *pp;
+		*pp = c;
+	}
+	p->cells = sorted;
+}
+
 /* Adopts every standby cell the store records. */
 static int adopt_all(struct pool *p, struct err *err)
 {
@@ -318,6 +335,7 @@ static int adopt_all(struct pool *p, struct err *err)
 	}
 	free(keys);
 	free(values);
+	sort_by_age(p);
 	for (struct standby *c = p->cells; c; c = c->next)
 		ready += c->state == SB_READY;
 	if (adopted)
@@ -335,6 +353,11 @@ int pool_new(struct kiyot *k, struct pool **out, struct err *err)
 	*out = NULL;
 	if (check_types(k, c, err) < 0)
 		return err_wrap(err, "config");
+	if (pool_config_enabled(c) && !k->provider.ops->standby_cells)
+		return err_set(err, EINVAL,
+			       "config: pool: the %s provider does not launch standby cells yet; "
+			       "remove the pool section (or its counts and adaptive) to run on it",
+			       k->provider.ops->name ? k->provider.ops->name : "cells'");
 	p = xcalloc(1, sizeof(*p));
 	p->k = k;
 	p->cfg = *c; /* (the shapes stay k's, which outlive the pool) */

@@ -89,6 +89,9 @@ struct provider_ops {
 	/* Cells run on other machines and do not see the node's files: volumes are shipped
 	 * (shipvol.h) instead of bind-mounted from the kubelet's directories. */
 	int remote_files;
+	/* Launches standby cells (cell_spec.standby: no pod yet) and assigns them: the warm pool
+	 * (kiyot/pool/pool.h) runs only on such a provider. */
+	int standby_cells;
 	/* Starts a cell; on success fills *out (phase PENDING or RUNNING). Idempotent per cell_id:
 	 * launching an id that exists returns the existing cell. */
 	int (*launch)(void *self, const struct cell_spec *spec, struct cell_info *out,

@@ -289,6 +289,7 @@ struct fake_provider *fake_provider_new(struct fake_agent *fa, int agent_port, i
 	fp->ops.name = "fake";
 	fp->ops.boot_timeout_s = boot_timeout_s;
 	fp->ops.remote_files = 1;
+	fp->ops.standby_cells = 1;
 	fp->ops.launch = fp_launch;
 	fp->ops.state = fp_state;
 	fp->ops.terminate = fp_terminate;

@@ -673,6 +673,7 @@ static void local_destroy(void *self)
 
 static const struct provider_ops local_ops = {
 	.name = "local",
+	.standby_cells = 1,
 	.boot_timeout_s = 30,
 	.launch = local_launch,
 	.state = local_state,
