@@ -31,7 +31,7 @@ $(BUILD)/obj/kiyot/%.o: INC = $(INC_COMMON) -iquote kiyot
 $(BUILD)/obj/cell-agent/%.o: INC = $(INC_COMMON) -iquote cell-agent
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP $(INC) $(PKG_CFLAGS)
 CFLAGS_ALL = $(BASE_CFLAGS) $(WARN) $(CFLAGS)
-LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -pthread $(SAN)
+LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -lm -pthread $(SAN)
 
 .PHONY: all clean test unit unit-bins coverage integration integration-load demo bench asan asan-integration lint deps
 # keep generated sources and objects that make would otherwise treat as intermediate

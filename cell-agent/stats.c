@@ -178,7 +178,7 @@ static bool default_interface(const char *text, char *name, size_t size)
 			   mask) == 5 &&
 		    strcmp(dest, "00000000") == 0 && strcmp(mask, "00000000") == 0 &&
 		    (flags & 1) /* RTF_UP */ && strlen(iface) < size) {
-			snprintf(name, size, "%s", iface);
+			memcpy(name, iface, strlen(iface) + 1);
 			return true;
 		}
 	}
