@@ -315,7 +315,7 @@ static void test_agent_api_stream__attach_ending_input_detaches_the_unit_runs_on
 	end.stdin_close = 1;
 	for (int i = 0; i < 2; i++) {
 		struct seen s = { 0 };
-		char line[16];
+		char line[32];
 
 		snprintf(line, sizeof(line), "caller %d\n", i);
 		in.stdin_data = (ProtobufCBinaryData){ strlen(line), (uint8_t *)line };
