@@ -404,6 +404,37 @@ int provision_arch(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 	return 0;
 }
 
+/* The spot prices of a choice's types: anywhere, and per zone where the catalog has them. */
+static void zone_prices_of(const struct catalog *cat, struct size_choice *out)
+{
+	const char *types[1 + ARRAY_SIZE(out->alternatives)];
+	size_t n_types = 0, n = 0, cap = 0;
+
+	types[n_types++] = out->instance_type;
+	for (size_t i = 0; i < out->n_alternatives; i++)
+		types[n_types++] = out->alternatives[i];
+	for (size_t i = 0; i < n_types; i++) {
+		const struct catalog_type *t = catalog_find(cat, types[i]);
+
+		if (t)
+			cap += 1 + t->n_zone_spot;
+	}
+	out->zone_prices = cap ? xcalloc(cap, sizeof(*out->zone_prices)) : NULL;
+	for (size_t i = 0; i < n_types; i++) {
+		const struct catalog_type *t = catalog_find(cat, types[i]);
+
+		if (!t)
+			continue;
+		out->zone_prices[n++] =
+			(struct cell_zone_price){ types[i], NULL, t->spot_price, t->spot_band };
+		for (size_t z = 0; z < t->n_zone_spot; z++)
+			out->zone_prices[n++] =
+				(struct cell_zone_price){ types[i], xstrdup(t->zone_spot[z].zone),
+							  t->zone_spot[z].price, t->spot_band };
+	}
+	out->n_zone_prices = n;
+}
+
 int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 		   struct size_choice *out, struct err *err)
 {
@@ -416,6 +447,7 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	struct sizing_reserve reserve = { k->cfg.reserve_cpu_milli, k->cfg.reserve_memory_bytes };
 	struct pod_demand d;
 	struct sizing_choice ch;
+	struct catalog *cat;
 	unsigned from;
 	char why[320];
 	int fallback;
@@ -428,14 +460,11 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	if (!d.instance_type && k->cfg.default_instance_type[0] && !d.cpu_milli &&
 	    !d.memory_bytes && !d.gpus)
 		d.instance_type = k->cfg.default_instance_type;
-	{
-		/* the current catalog, held while sizing reads it (a refresh may publish a newer one) */
-		struct catalog *cat = catalog_acquire(k->catalog);
-		int ret = sizing_pick(cat, &d, &reserve, &ch, err);
-
+	/* the current catalog, held while sizing reads it (a refresh may publish a newer one) */
+	cat = catalog_acquire(k->catalog);
+	if (sizing_pick(cat, &d, &reserve, &ch, err) < 0) {
 		catalog_release(cat);
-		if (ret < 0)
-			return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
+		return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
 	}
 	out->instance_type = xstrdup(ch.instance_type);
 	out->cpus = ch.cpu;
@@ -447,6 +476,11 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	out->n_alternatives = 0;
 	for (size_t i = 0; i < ch.n_runners_up && i < ARRAY_SIZE(out->alternatives); i++)
 		out->alternatives[out->n_alternatives++] = xstrdup(ch.runners_up[i].instance_type);
+	out->zone_prices = NULL;
+	out->n_zone_prices = 0;
+	if (ch.spot)
+		zone_prices_of(cat, out);
+	catalog_release(cat);
 	return 0;
 }
 
@@ -458,4 +492,9 @@ void size_choice_release(struct size_choice *c)
 	for (size_t i = 0; i < c->n_alternatives; i++)
 		free(c->alternatives[i]);
 	c->n_alternatives = 0;
+	for (size_t i = 0; i < c->n_zone_prices; i++)
+		free((char *)c->zone_prices[i].zone);
+	free(c->zone_prices);
+	c->zone_prices = NULL;
+	c->n_zone_prices = 0;
 }

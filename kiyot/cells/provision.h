@@ -11,6 +11,7 @@
 #include "cri_api.pb-c.h"
 #include "err.h"
 #include "kube/podspec.h"
+#include "providers/provider.h"
 #include "sizing/sizing.h"
 
 struct kiyot;
@@ -26,6 +27,11 @@ struct size_choice {
 	/* The next cheapest types, for a provider without capacity for the first. */
 	char *alternatives[3];
 	size_t n_alternatives;
+	/* Spot pods: the spot prices of instance_type and the alternatives, anywhere (zone NULL)
+	 * and per zone where a catalog refresh saw them, with their interruption bands (types
+	 * point at the strings above, zones are owned). */
+	struct cell_zone_price *zone_prices;
+	size_t n_zone_prices;
 };
 
 /* Errors name the pod and the annotation or demand at fault. */

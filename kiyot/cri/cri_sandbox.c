@@ -423,6 +423,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	creq.arch = choice.arch;
 	creq.fallback_types = (const char *const *)choice.alternatives;
 	creq.n_fallback_types = choice.n_alternatives;
+	creq.zone_prices = choice.zone_prices;
+	creq.n_zone_prices = choice.n_zone_prices;
 	creq.n_prepull = k->node_images ? 0 : json_array_size(prepull);
 	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
 	for (size_t i = 0; i < creq.n_prepull; i++)

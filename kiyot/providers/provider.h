@@ -23,6 +23,16 @@
 #define CELL_ARCH_X86_64 1u
 #define CELL_ARCH_ARM64 2u
 
+/* A type's spot price in one availability zone (zone NULL: its price anywhere, the
+ * catalog's), with the type's spot interruption band (0: under 5% a month, to 4: over 20%;
+ * -1 unknown). */
+struct cell_zone_price {
+	const char *instance_type;
+	const char *zone;
+	double price; /* USD/hour */
+	int band;
+};
+
 /* What to launch. All strings borrowed for the duration of the call. */
 struct cell_spec {
 	const char *cell_id;	/* kiyot's id for the cell, [a-z0-9-], at most 40 chars */
@@ -41,6 +51,10 @@ struct cell_spec {
 	/* Types to try in order when the chosen one has no capacity (sizing's runners-up). */
 	const char *const *fallback_types;
 	size_t n_fallback_types;
+	/* Spot pods: the spot prices of the chosen type and its fallbacks, per zone where known,
+	 * so a provider with subnets in several zones tries the cheapest zone first. */
+	const struct cell_zone_price *zone_prices;
+	size_t n_zone_prices;
 	/* Images the cell pulls as soon as it boots (from the Pod object), before any unit asks. */
 	const char *const *prepull;
 	size_t n_prepull;

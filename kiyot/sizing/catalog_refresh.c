@@ -9,6 +9,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -64,13 +65,37 @@ static const struct ec2_type_info *refresh_find_type(const struct ec2_type_info 
 	return n ? bsearch(&key, a, n, sizeof(*a), refresh_type_cmp) : NULL;
 }
 
-/* The API's spot price of a type, from the array sorted by type, or NULL. */
+/* The API's spot prices of a type (one per zone), from the array sorted by type: the first
+ * and, in *count, how many; NULL when none. */
 static const struct ec2_spot_price *refresh_find_spot(const struct ec2_spot_price *a, size_t n,
-						      const char *name)
+						      const char *name, size_t *count)
 {
 	struct ec2_spot_price key = { .instance_type = (char *)name };
+	const struct ec2_spot_price *hit = n ? bsearch(&key, a, n, sizeof(*a), refresh_spot_cmp)
+					     : NULL,
+				    *end;
 
-	return n ? bsearch(&key, a, n, sizeof(*a), refresh_spot_cmp) : NULL;
+	*count = 0;
+	if (!hit)
+		return NULL;
+	while (hit > a && strcmp(hit[-1].instance_type, name) == 0)
+		hit--;
+	for (end = hit; end < a + n && strcmp(end->instance_type, name) == 0; end++)
+		;
+	*count = (size_t)(end - hit);
+	return hit;
+}
+
+/* The latest of a type's zone prices (ties: the lower price): its catalog spot price. */
+static const struct ec2_spot_price *refresh_latest(const struct ec2_spot_price *z, size_t n)
+{
+	const struct ec2_spot_price *best = n ? &z[0] : NULL;
+
+	for (size_t i = 1; i < n; i++)
+		if (z[i].timestamp_ns > best->timestamp_ns ||
+		    (z[i].timestamp_ns == best->timestamp_ns && z[i].price < best->price))
+			best = &z[i];
+	return best;
 }
 
 /* Whether a spot price from EC2 is believable for a type: finite, and between REFRESH_SPOT_MIN
@@ -92,10 +117,11 @@ static bool spot_plausible(const struct catalog_type *base, const struct ec2_spo
  * the strings). Updates the counts.
  */
 static void refresh_merge_type(const struct catalog_type *base, const struct ec2_type_info *api,
-			       const struct ec2_spot_price *spot,
+			       const struct ec2_spot_price *zones, size_t n_zones,
 			       struct catalog_refresh_counts *counts, struct catalog_type *out)
 {
 	const char *gen = api->current_generation ? "current" : "previous";
+	const struct ec2_spot_price *spot = refresh_latest(zones, n_zones);
 	bool changed = false;
 
 	*out = *base;
@@ -138,6 +164,17 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
 			 base->spot_price);
 		counts->spot_dropped++;
 	}
+	/* every zone's believable price, for choosing a spot pod's zone */
+	if (n_zones)
+		out->zone_spot = xcalloc(n_zones, sizeof(*out->zone_spot));
+	for (size_t i = 0; i < n_zones; i++) {
+		if (!zones[i].availability_zone || !spot_plausible(base, &zones[i]) ||
+		    strlen(zones[i].availability_zone) >= sizeof(out->zone_spot[0].zone))
+			continue;
+		snprintf(out->zone_spot[out->n_zone_spot].zone, sizeof(out->zone_spot[0].zone),
+			 "%s", zones[i].availability_zone);
+		out->zone_spot[out->n_zone_spot++].price = zones[i].price;
+	}
 	counts->types_updated += changed;
 }
 
@@ -163,13 +200,15 @@ static int refresh_merge(const struct catalog *c, const struct ec2_type_info *ty
 	for (size_t i = 0; i < n; i++) {
 		const struct catalog_type *t = catalog_at(c, i);
 		const struct ec2_type_info *api = refresh_find_type(types, nt, t->name);
+		const struct ec2_spot_price *zones;
+		size_t nz;
 
 		if (!api) {
 			counts->types_dropped++;
 			continue;
 		}
-		refresh_merge_type(t, api, refresh_find_spot(spots, ns, t->name), counts,
-				   &merged[k++]);
+		zones = refresh_find_spot(spots, ns, t->name, &nz);
+		refresh_merge_type(t, api, zones, nz, counts, &merged[k++]);
 	}
 	counts->types_kept = k;
 	if (k == 0) {
@@ -198,7 +237,7 @@ int catalog_refresh_counted(struct catalog *c, struct ec2_client *ec2,
 	if (ret >= 0 && nt == 0)
 		ret = err_set(err, EIO, "DescribeInstanceTypes listed no instance types");
 	if (ret >= 0)
-		ret = ec2_describe_spot_prices(ec2, NULL, 0, NULL, &spots, &ns, NULL, err);
+		ret = ec2_describe_spot_prices_by_zone(ec2, NULL, 0, &spots, &ns, NULL, err);
 	if (ret >= 0) {
 		nt = refresh_named_types(types, nt);
 		qsort(types, nt, sizeof(*types), refresh_type_cmp);

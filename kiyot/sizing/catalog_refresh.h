@@ -8,6 +8,8 @@
  *  - vCPUs, memory and GPUs come from the API; so do the generation (current or previous) and
  *    the architectures (ProcessorInfo.SupportedArchitectures: x86_64, arm64);
  *  - spot prices come from the API where it reports one (the latest of any zone), else stay;
+ *    each zone's latest price is kept too (catalog_type.zone_spot), for choosing the zone of a
+ *    spot pod;
  *    one outside 1% to 200% of the type's on-demand price is dropped with a warning naming the
  *    type, the price and where it came from;
  *  - on-demand prices and burstable baselines stay as shipped: the EC2 API has neither. A type

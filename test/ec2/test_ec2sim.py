@@ -311,6 +311,35 @@ class CliTests(unittest.TestCase):
         self.assertGreater(float(res["SpotPriceHistory"][0]["SpotPrice"]), 0)
 
 
+    def test_cli_subnets_with_zones_and_spot_prices_by_zone(self):
+        self.sim.admin("/_admin/subnets", {"subnet-0000000000000000b": "us-east-1b",
+                                           "subnet-0000000000000000c": "us-east-1c"})
+        res = self.aws("describe-subnets", "--subnet-ids", "subnet-0000000000000000c",
+                       "subnet-0000000000000000b")
+        zones = {s["SubnetId"]: s["AvailabilityZone"] for s in res["Subnets"]}
+        self.assertEqual(zones, {"subnet-0000000000000000b": "us-east-1b",
+                                 "subnet-0000000000000000c": "us-east-1c"})
+        self.assertEqual(res["Subnets"][0]["State"], "available")
+        res = self.aws("describe-subnets", "--filters", "Name=availability-zone,Values=us-east-1c")
+        self.assertEqual([s["SubnetId"] for s in res["Subnets"]], ["subnet-0000000000000000c"])
+        res = self.aws("describe-subnets", "--subnet-ids", "subnet-0000000000000dead",
+                       check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("InvalidSubnetID.NotFound", res.stderr)
+        self.sim.admin("/_admin/spot", {"zones": {"us-east-1a": 1.5},
+                                        "prices": {"t3.nano": {"us-east-1c": 0.0011}}})
+        res = self.aws("describe-spot-price-history", "--instance-types", "t3.nano",
+                       "c5.large", "--product-descriptions", "Linux/UNIX")
+        price = {(p["InstanceType"], p["AvailabilityZone"]): float(p["SpotPrice"])
+                 for p in res["SpotPriceHistory"]}
+        self.assertEqual(price[("t3.nano", "us-east-1c")], 0.0011)
+        self.assertAlmostEqual(price[("t3.nano", "us-east-1a")],
+                               price[("t3.nano", "us-east-1b")] * 1.5, places=6)
+        self.assertAlmostEqual(price[("c5.large", "us-east-1a")],
+                               price[("c5.large", "us-east-1c")] * 1.5, places=6)
+        self.sim.admin("/_admin/spot", {"zones": {"us-east-1a": 1}})
+
+
 class BotocoreTests(unittest.TestCase):
     """botocore's EC2 client against ec2sim."""
 
@@ -713,6 +742,8 @@ class BotocoreTests(unittest.TestCase):
         self.shapes.check("DescribeSpotPriceHistory", self.raw["DescribeSpotPriceHistory"])
         self.ec2.describe_regions()
         self.shapes.check("DescribeRegions", self.raw["DescribeRegions"])
+        self.ec2.describe_subnets()
+        self.shapes.check("DescribeSubnets", self.raw["DescribeSubnets"])
         self.ec2.describe_availability_zones()
         self.shapes.check("DescribeAvailabilityZones", self.raw["DescribeAvailabilityZones"])
         self.ec2.terminate_instances(InstanceIds=[iid])

@@ -1,7 +1,7 @@
 /*
  * fuzz_ec2_xml: EC2's XML answers as a hostile or broken endpoint would send them. The first
  * byte picks the reader (an error body, RunInstances, DescribeInstances, DescribeInstanceTypes,
- * DescribeSpotPriceHistory, or a timestamp), the rest is the body. Besides what the sanitizers
+ * DescribeSpotPriceHistory, DescribeSubnets, or a timestamp), the rest is the body. Besides what the sanitizers
  * catch, it checks ec2_xml.h's promises: a refusal is EPROTO (ENOENT for an error body without
  * <Error>) with a message and nothing to free; pages stay within EC2_MAX_ITEMS and a next
  * token is never empty; an instance has its id, at most 200 tags and no negative time; a spot
@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	body = xmalloc(len + 1); /* NUL-terminated for the timestamp, NULs inside kept */
 	memcpy(body, data + 1, len);
 	body[len] = '\0';
-	switch (data[0] % 8) {
+	switch (data[0] % 9) {
 	case 0:
 		ret = ec2_xml_error(body, len, &a, &b, &err);
 		outcome(ret, &err, ENOENT, body);
@@ -152,6 +152,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(ids[i]);
 		free(ids);
 		n = 0;
+		break;
+	}
+	case 8: {
+		struct ec2_subnet *arr = NULL;
+
+		ret = ec2_xml_subnets(body, len, &arr, &n, &cap, &token, &err);
+		outcome(ret, &err, EPROTO, body);
+		for (size_t i = 0; i < n; i++)
+			if (!arr[i].subnet_id || !*arr[i].subnet_id || !arr[i].availability_zone ||
+			    !*arr[i].availability_zone)
+				fail("a subnet without its id or zone", body);
+		ec2_subnets_free(arr, n);
 		break;
 	}
 	case 7: {

@@ -225,7 +225,7 @@ def manifests():
     doc("config_not_object", 0, AS_CONFIG, '[{"config":{}}]')
 
 
-ERROR, RUN, DESCRIBE, TYPES, SPOT, TIME, TERMINATE, NOT_FOUND_IDS = range(8)
+ERROR, RUN, DESCRIBE, TYPES, SPOT, TIME, TERMINATE, NOT_FOUND_IDS, SUBNETS = range(9)
 
 
 def ec2():
@@ -238,6 +238,7 @@ def ec2():
     answer("describe_instances", DESCRIBE, fixture("ec2/describe_instances_page2.xml"))
     answer("instance_types", TYPES, fixture("ec2/instance_types_page2.xml"))
     answer("spot_prices", SPOT, fixture("ec2/spot_prices.xml"))
+    answer("subnets", SUBNETS, fixture("ec2/describe_subnets.xml"))
     answer("terminate_instances", TERMINATE, fixture("ec2/ok_terminate.xml"))
     answer("not_found_ids", NOT_FOUND_IDS,
            b"The instance IDs 'i-1, i-0123456789abcdef0, xi-abc' do not exist")

@@ -403,6 +403,38 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertIn("in %s: InsufficientInstanceCapacity" % SUBNET_A, text)
         self.assertIn("launched %s in %s" % (inst[0]["instance_type"], SUBNET_B), text)
 
+    def test_spot_pod_launches_in_the_cheaper_zones_subnet(self):
+        # us-east-1b (SUBNET_B, second in ec2.subnetIds) has spot at 60% of us-east-1a's; the
+        # catalog refresh at start reads both zones' prices
+        self.sim.admin("spot", {"zones": {"us-east-1a": 1.0, "us-east-1b": 0.6}})
+        try:
+            type(self).stop_ec2_kiyot()
+            log_path = os.path.join(self.env.work, "kiyot-ec2.log")
+            mark = os.path.getsize(log_path)
+            type(self).start_ec2_kiyot()
+            self.c = cri.Client(self.sock)
+
+            def refreshed():
+                with open(log_path) as f:
+                    f.seek(mark)
+                    return "spot prices updated" in f.read()
+            wait_for(refreshed, 60, "the catalog refresh")
+            cfg = self.sandbox_config(annotations={"pod.elotl.co/memory": "400Mi",
+                                                   "pod.elotl.co/launch-type": "spot"})
+            pod = self.run_pod(cfg)
+            self.assertEqual(self.pod_status(pod).state, self.pb.SANDBOX_READY)
+            inst = self.mine(cfg)
+            self.assertEqual(len(inst), 1)
+            self.assertEqual(inst[0]["market"], "spot")
+            self.assertEqual(inst[0]["az"], "us-east-1b")
+            self.assertEqual(inst[0]["subnet_id"], SUBNET_B)
+            with open(log_path) as f:
+                f.seek(mark)
+                self.assertIn("%s (us-east-1b) first: %s's spot price there is"
+                              % (SUBNET_B, inst[0]["instance_type"]), f.read())
+        finally:
+            self.sim.admin("spot", {"zones": {"us-east-1b": 1.0}})
+
     def test_spot_runs_on_demand_only_when_the_pod_allows_it(self):
         self.sim.admin("fault", {"action": "RunInstances", "code": "InsufficientInstanceCapacity",
                                  "market": "spot"})

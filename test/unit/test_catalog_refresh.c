@@ -223,6 +223,11 @@ static void test_catalog_refresh__prices_merge(void **state)
 	assert_true(fabs(t->baseline - 0.1) < 1e-9);
 	t = catalog_find(now, "m5.large");
 	assert_true(fabs(t->spot_price - 0.038) < 1e-9); /* 10:00 in 1c beats 09:00 in 1a */
+	/* and each zone's price is kept: 1a's and 1c's; 1b, not listed, has the latest */
+	assert_int_equal(t->n_zone_spot, 2);
+	assert_true(fabs(catalog_zone_spot_price(t, "us-east-1a") - 0.041) < 1e-9);
+	assert_true(fabs(catalog_zone_spot_price(t, "us-east-1c") - 0.038) < 1e-9);
+	assert_true(fabs(catalog_zone_spot_price(t, "us-east-1b") - 0.038) < 1e-9);
 	assert_true(fabs(catalog_find(now, "c5.large")->spot_price - 0.029) < 1e-9);
 	/* no spot price from EC2: the shipped one stays */
 	assert_true(fabs(catalog_find(now, "t3a.nano")->spot_price - 0.002) < 1e-9);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include "../fixtures/ec2/httpstub.h"
+#include "buf.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "providers/ec2/ec2.h"
@@ -60,6 +61,8 @@ struct fake_ec2 {
 	char *xml;			 /* the last answer (the stub sends it after the handler) */
 	const char *term_fault;		 /* TerminateInstances answers this error body */
 	int hide_new;			 /* new instances are hidden (eventual consistency) */
+	int subnet_calls;		 /* DescribeSubnets asked */
+	int subnets_fail;		 /* DescribeSubnets answers an error */
 };
 
 struct param {
@@ -356,6 +359,38 @@ static void terminate_instances(struct fake_ec2 *e, const struct param *p, size_
 			 items));
 }
 
+/* Subnets "subnet-X" are in zone "us-east-1X" (their last letter). */
+static void describe_subnets(struct fake_ec2 *e, const struct param *p, size_t n,
+			     struct stub_reply *out)
+{
+	struct buf b = BUF_INIT;
+	struct err err = ERR_INIT;
+
+	e->subnet_calls++;
+	if (e->subnets_fail) {
+		answer(e, out, 400,
+		       xstrdup("<Response><Errors><Error><Code>UnauthorizedOperation</Code>"
+			       "<Message>You are not authorized to perform this operation."
+			       "</Message></Error></Errors></Response>"));
+		return;
+	}
+	buf_appendf(&b, &err, "<DescribeSubnetsResponse><subnetSet>");
+	for (size_t i = 1; i <= 8; i++) {
+		char key[32];
+		const char *id;
+
+		snprintf(key, sizeof(key), "SubnetId.%zu", i);
+		if (!(id = param(p, n, key)))
+			break;
+		buf_appendf(&b, &err,
+			    "<item><subnetId>%s</subnetId><availabilityZone>us-east-1%c"
+			    "</availabilityZone></item>",
+			    id, id[strlen(id) - 1]);
+	}
+	buf_appendf(&b, &err, "</subnetSet></DescribeSubnetsResponse>");
+	answer(e, out, 200, buf_detach(&b, NULL));
+}
+
 static void ec2_handler(struct stub *s, const struct stub_request *rq, struct stub_reply *out)
 {
 	struct fake_ec2 *e = s->ctx;
@@ -370,6 +405,8 @@ static void ec2_handler(struct stub *s, const struct stub_request *rq, struct st
 		describe_instances(e, p, n, out);
 	else if (action && strcmp(action, "TerminateInstances") == 0)
 		terminate_instances(e, p, n, out);
+	else if (action && strcmp(action, "DescribeSubnets") == 0)
+		describe_subnets(e, p, n, out);
 	else
 		answer(e, out, 400,
 		       xstrdup("<Response><Errors><Error><Code>InvalidAction</Code>"
@@ -696,6 +733,147 @@ static void test_provider_ec2__arm64_cell_boots_the_arm64_image(void **state)
 	p = last_request(f, "RunInstances", &n);
 	assert_string_equal(param(p, n, "ImageId"), "ami-cell");
 	free(p);
+}
+
+/* A provider with subnets a, b and c (zones us-east-1a, -1b, -1c). */
+static void three_subnets(struct fix *f)
+{
+	static const char *const subnets[] = { "subnet-a", "subnet-b", "subnet-c" };
+	struct ec2_provider_config cfg;
+	struct err err = ERR_INIT;
+
+	f->p.ops->destroy(f->p.self);
+	provider_config(f, 2, &cfg);
+	cfg.subnet_id = NULL;
+	cfg.subnet_ids = subnets;
+	cfg.n_subnet_ids = ARRAY_SIZE(subnets);
+	if (provider_ec2_new(&cfg, &f->p, &err) < 0)
+		fail_msg("%s", err.msg);
+}
+
+/* A spot cell goes to the subnet whose zone has the chosen type's lowest spot price, the
+ * subnets' zones asked once; without capacity there, the next cheapest zone's subnet; a
+ * zone without a price comes last. The note says why. */
+static void test_provider_ec2__spot_goes_to_the_cheapest_zone_first(void **state)
+{
+	static const struct cell_zone_price prices[] = {
+		{ "t3.nano", NULL, 0.0030, -1 },
+		{ "t3.nano", "us-east-1a", 0.0041, -1 },
+		{ "t3.nano", "us-east-1b", 0.0036, -1 },
+		{ "t3.nano", "us-east-1c", 0.0022, -1 },
+	};
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	three_subnets(f);
+	spec_init(&s, "cell-1", "t3.nano");
+	s.spot = CELL_SPOT;
+	s.zone_prices = prices;
+	s.n_zone_prices = ARRAY_SIZE(prices);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(f->ec2.inst[0].subnet, "subnet-c");
+	assert_non_null(out.launch_note);
+	assert_non_null(strstr(out.launch_note, "subnet-c (us-east-1c) first: t3.nano's spot price "
+						"there is $0.0022/h, $0.0041/h in us-east-1a"));
+	cell_info_release(&out);
+	assert_int_equal(f->ec2.subnet_calls, 1);
+
+	/* no capacity in c: b (cheaper than a) next; the zones are not asked again */
+	f->ec2.full_subnet = "subnet-c";
+	spec_init(&s, "cell-2", "t3.nano");
+	s.spot = CELL_SPOT;
+	s.zone_prices = prices;
+	s.n_zone_prices = ARRAY_SIZE(prices);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(f->ec2.inst[1].subnet, "subnet-b");
+	cell_info_release(&out);
+	assert_int_equal(f->ec2.subnet_calls, 1);
+}
+
+/* Without zone prices, an on-demand cell, or when DescribeSubnets fails, the subnets are
+ * tried in their configured order. */
+static void test_provider_ec2__zones_unknown_keep_the_configured_order(void **state)
+{
+	static const struct cell_zone_price prices[] = {
+		{ "t3.nano", NULL, 0.0030, -1 },
+		{ "t3.nano", "us-east-1b", 0.0010, -1 },
+	};
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	three_subnets(f);
+	f->ec2.subnets_fail = 1;
+	spec_init(&s, "cell-1", "t3.nano");
+	s.spot = CELL_SPOT;
+	s.zone_prices = prices;
+	s.n_zone_prices = ARRAY_SIZE(prices);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(f->ec2.inst[0].subnet, "subnet-a");
+	cell_info_release(&out);
+	assert_int_equal(f->ec2.subnet_calls, 1);
+	/* on demand: the zones' spot prices do not matter */
+	f->ec2.subnets_fail = 0;
+	spec_init(&s, "cell-2", "t3.nano");
+	s.zone_prices = prices;
+	s.n_zone_prices = ARRAY_SIZE(prices);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(f->ec2.inst[1].subnet, "subnet-a");
+	cell_info_release(&out);
+}
+
+/* A runner-up whose spot price is within 5% of the chosen type's and that is interrupted
+ * less often (a lower band) is tried first; one 10% dearer, or of an unknown band, is not. */
+static void test_provider_ec2__near_tie_goes_to_the_lower_interruption_band(void **state)
+{
+	static const char *const fallback[] = { "t3a.nano", "t2.nano" };
+	static const struct cell_zone_price tie[] = {
+		{ "t3.nano", NULL, 0.0030, 3 },
+		{ "t3a.nano", NULL, 0.0031, 0 },
+		{ "t2.nano", NULL, 0.0030, 1 },
+	};
+	static const struct cell_zone_price apart[] = {
+		{ "t3.nano", NULL, 0.0030, 3 },
+		{ "t3a.nano", NULL, 0.0033, 0 },
+		{ "t2.nano", NULL, 0.0030, -1 },
+	};
+	struct fix *f = *state;
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	spec_init(&s, "cell-1", "t3.nano");
+	s.spot = CELL_SPOT;
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	s.zone_prices = tie;
+	s.n_zone_prices = ARRAY_SIZE(tie);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(out.instance_type, "t3a.nano");
+	assert_non_null(strstr(out.launch_note,
+			       "t3a.nano first: its spot price is within 5% of "
+			       "t3.nano's and it is interrupted less often (band 0, "
+			       "not 3)"));
+	cell_info_release(&out);
+	spec_init(&s, "cell-2", "t3.nano");
+	s.spot = CELL_SPOT;
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	s.zone_prices = apart;
+	s.n_zone_prices = ARRAY_SIZE(apart);
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(out.instance_type, "t3.nano");
+	assert_null(out.launch_note);
+	cell_info_release(&out);
 }
 
 /* A spot pod without spot capacity runs on demand only when it allows it; otherwise the
@@ -1037,6 +1215,9 @@ int main(void)
 		T(no_capacity_tries_the_next_type),
 		T(no_capacity_in_a_subnet_moves_to_the_next),
 		T(arm64_cell_boots_the_arm64_image),
+		T(spot_goes_to_the_cheapest_zone_first),
+		T(zones_unknown_keep_the_configured_order),
+		T(near_tie_goes_to_the_lower_interruption_band),
 		T(spot_falls_back_to_on_demand_only_if_allowed),
 		T(instance_that_dies_fails_the_launch),
 		T(states_asked_at_once_share_a_description),

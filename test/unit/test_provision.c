@@ -252,6 +252,14 @@ static void test_provision__spot_annotation(void **state)
 	t = catalog_find(k->catalog, ch.instance_type);
 	assert_non_null(t);
 	assert_true(ch.price == t->spot_price);
+	/* the provider gets the spot prices of the type and its runners-up, with their bands */
+	assert_int_equal(ch.n_zone_prices, 1 + ch.n_alternatives);
+	assert_string_equal(ch.zone_prices[0].instance_type, ch.instance_type);
+	assert_null(ch.zone_prices[0].zone);
+	assert_true(ch.zone_prices[0].price == t->spot_price);
+	assert_int_equal(ch.zone_prices[0].band, t->spot_band);
+	for (size_t i = 0; i < ch.n_alternatives; i++)
+		assert_string_equal(ch.zone_prices[1 + i].instance_type, ch.alternatives[i]);
 	size_choice_release(&ch);
 
 	pod_init(&p, "steady");
@@ -261,7 +269,54 @@ static void test_provision__spot_annotation(void **state)
 	assert_false(ch.spot);
 	t = catalog_find(k->catalog, ch.instance_type);
 	assert_true(ch.price == t->price);
+	assert_int_equal(ch.n_zone_prices, 0);
 	size_choice_release(&ch);
+}
+
+/* A refreshed catalog's per-zone spot prices reach the choice of a spot pod. */
+static void test_provision__spot_choice_carries_zone_prices(void **state)
+{
+	struct kiyot *k = *state;
+	struct catalog_type *types = xcalloc(1, sizeof(*types));
+	struct catalog *next;
+	struct pod p;
+	struct size_choice ch;
+
+	types[0] = (struct catalog_type){ xstrdup("t3.nano"),
+					  2,
+					  0.5,
+					  2000,
+					  512 * MIB,
+					  0,
+					  false,
+					  2,
+					  0.0052,
+					  0.0030,
+					  xstrdup("current"),
+					  CATALOG_ARCH_X86_64,
+					  2,
+					  NULL,
+					  0 };
+	types[0].zone_spot = xcalloc(2, sizeof(*types[0].zone_spot));
+	snprintf(types[0].zone_spot[0].zone, sizeof(types[0].zone_spot[0].zone), "us-east-1a");
+	types[0].zone_spot[0].price = 0.0041;
+	snprintf(types[0].zone_spot[1].zone, sizeof(types[0].zone_spot[1].zone), "us-east-1c");
+	types[0].zone_spot[1].price = 0.0022;
+	types[0].n_zone_spot = 2;
+	next = catalog_new("us-east-1", types, 1);
+	catalog_publish(k->catalog, next);
+	pod_init(&p, "spotty");
+	pod_annotate(&p, ANN_LAUNCH_TYPE, "spot");
+	pod_annotate(&p, ANN_MEMORY_REQUEST, "100Mi");
+	size_ok(k, &p, &ch);
+	assert_string_equal(ch.instance_type, "t3.nano");
+	assert_int_equal(ch.n_zone_prices, 3);
+	assert_null(ch.zone_prices[0].zone);
+	assert_string_equal(ch.zone_prices[2].zone, "us-east-1c");
+	assert_true(ch.zone_prices[2].price == 0.0022);
+	assert_int_equal(ch.zone_prices[2].band, 2);
+	size_choice_release(&ch);
+	catalog_publish(k->catalog, NULL);
 }
 
 /* spot-fallback: on-demand lets a spot pod's cell run on demand when spot has no capacity;
@@ -887,6 +942,7 @@ int main(void)
 		cmocka_unit_test(test_provision__default_instance_type),
 		cmocka_unit_test(test_provision__gpu_annotation),
 		cmocka_unit_test(test_provision__spot_fallback_annotation),
+		cmocka_unit_test(test_provision__spot_choice_carries_zone_prices),
 		cmocka_unit_test(test_provision__out_of_range_quantity_is_invalid),
 		cmocka_unit_test(test_provision__largest_gpu_demand_does_not_wrap),
 		cmocka_unit_test(test_provision__multi_arch_images_may_go_arm64),

@@ -277,6 +277,26 @@ int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, siz
 			     const char *availability_zone, struct ec2_spot_price **out, size_t *n,
 			     enum ec2_errclass *cls, struct err *err);
 
+/* The same, one entry per instance type and availability zone (the latest there), sorted by
+ * type, then zone. */
+int ec2_describe_spot_prices_by_zone(struct ec2_client *c, const char *const *types, size_t n_types,
+				     struct ec2_spot_price **out, size_t *n, enum ec2_errclass *cls,
+				     struct err *err);
+
+/* A subnet from DescribeSubnets. */
+struct ec2_subnet {
+	char *subnet_id;
+	char *availability_zone; /* "us-east-1a" */
+};
+
+void ec2_subnets_free(struct ec2_subnet *a, size_t n);
+
+/* The subnets of ids (1 to EC2_MAX_IDS_PER_CALL; all pages), in EC2's order. An unknown id
+ * fails the call (InvalidSubnetID.NotFound). */
+int ec2_describe_subnets(struct ec2_client *c, const char *const *ids, size_t n_ids,
+			 struct ec2_subnet **out, size_t *n, enum ec2_errclass *cls,
+			 struct err *err);
+
 /*
  * The raw call under all of the above, for actions without a helper: params is a
  * form-encoded query without Action and Version ("" for none, already percent-encoded).

@@ -304,13 +304,38 @@ static int spot_cmp(const void *pa, const void *pb)
 	return (a->price > b->price) - (a->price < b->price);
 }
 
-/* Keeps the first entry of each type of a sorted array, freeing the rest; returns the count. */
-static size_t spot_reduce(struct ec2_spot_price *a, size_t n)
+/* By type, then zone, then latest first (ties: the lower price). */
+static int spot_zone_cmp(const void *pa, const void *pb)
+{
+	const struct ec2_spot_price *a = pa, *b = pb;
+	int r = strcmp(a->instance_type, b->instance_type);
+
+	if (r)
+		return r;
+	r = strcmp(a->availability_zone ? a->availability_zone : "",
+		   b->availability_zone ? b->availability_zone : "");
+	if (r)
+		return r;
+	return spot_cmp(pa, pb);
+}
+
+/* Whether two entries are of the same type (and, by_zone, the same zone). */
+static bool spot_same(const struct ec2_spot_price *a, const struct ec2_spot_price *b, bool by_zone)
+{
+	if (strcmp(a->instance_type, b->instance_type) != 0)
+		return false;
+	return !by_zone || strcmp(a->availability_zone ? a->availability_zone : "",
+				  b->availability_zone ? b->availability_zone : "") == 0;
+}
+
+/* Keeps the first entry of each type (by_zone: of each type and zone) of a sorted array,
+ * freeing the rest; returns the count. */
+static size_t spot_reduce(struct ec2_spot_price *a, size_t n, bool by_zone)
 {
 	size_t w = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (w && strcmp(a[w - 1].instance_type, a[i].instance_type) == 0) {
+		if (w && spot_same(&a[w - 1], &a[i], by_zone)) {
 			free(a[i].instance_type);
 			free(a[i].availability_zone);
 			continue;
@@ -320,9 +345,9 @@ static size_t spot_reduce(struct ec2_spot_price *a, size_t n)
 	return w;
 }
 
-int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, size_t n_types,
-			     const char *availability_zone, struct ec2_spot_price **out, size_t *n,
-			     enum ec2_errclass *cls, struct err *err)
+static int describe_spot(struct ec2_client *c, const char *const *types, size_t n_types,
+			 const char *availability_zone, bool by_zone, struct ec2_spot_price **out,
+			 size_t *n, enum ec2_errclass *cls, struct err *err)
 {
 	struct spot_acc acc = { NULL, 0, 0 };
 	struct pager pg = { "DescribeSpotPriceHistory", spot_page, &acc };
@@ -345,10 +370,24 @@ int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, siz
 		return ret;
 	}
 	if (acc.n)
-		qsort(acc.arr, acc.n, sizeof(*acc.arr), spot_cmp);
-	*n = spot_reduce(acc.arr, acc.n);
+		qsort(acc.arr, acc.n, sizeof(*acc.arr), by_zone ? spot_zone_cmp : spot_cmp);
+	*n = spot_reduce(acc.arr, acc.n, by_zone);
 	*out = acc.arr;
 	return 0;
+}
+
+int ec2_describe_spot_prices(struct ec2_client *c, const char *const *types, size_t n_types,
+			     const char *availability_zone, struct ec2_spot_price **out, size_t *n,
+			     enum ec2_errclass *cls, struct err *err)
+{
+	return describe_spot(c, types, n_types, availability_zone, false, out, n, cls, err);
+}
+
+int ec2_describe_spot_prices_by_zone(struct ec2_client *c, const char *const *types, size_t n_types,
+				     struct ec2_spot_price **out, size_t *n, enum ec2_errclass *cls,
+				     struct err *err)
+{
+	return describe_spot(c, types, n_types, NULL, true, out, n, cls, err);
 }
 
 void ec2_instance_release(struct ec2_instance *i)
@@ -385,6 +424,53 @@ void ec2_spot_prices_free(struct ec2_spot_price *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(a[i].instance_type);
+		free(a[i].availability_zone);
+	}
+	free(a);
+}
+
+/* The accumulator of DescribeSubnets pages. */
+struct subnet_acc {
+	struct ec2_subnet *arr;
+	size_t n, cap;
+};
+
+static int subnet_page(const char *body, size_t len, void *acc, char **next, struct err *err)
+{
+	struct subnet_acc *a = acc;
+
+	return ec2_xml_subnets(body, len, &a->arr, &a->n, &a->cap, next, err);
+}
+
+int ec2_describe_subnets(struct ec2_client *c, const char *const *ids, size_t n_ids,
+			 struct ec2_subnet **out, size_t *n, enum ec2_errclass *cls,
+			 struct err *err)
+{
+	struct subnet_acc acc = { NULL, 0, 0 };
+	struct pager pg = { "DescribeSubnets", subnet_page, &acc };
+	struct buf f = BUF_INIT;
+	int ret;
+
+	if (ec2_form_ids(&f, "SubnetId", ids, n_ids) < 0) {
+		buf_release(&f);
+		return err_set(err, EINVAL, "ec2 DescribeSubnets: 1 to %d subnet ids, not %zu",
+			       EC2_MAX_IDS_PER_CALL, n_ids);
+	}
+	ret = ec2_paginate(c, &pg, buf_str(&f), cls, err);
+	buf_release(&f);
+	if (ret < 0) {
+		ec2_subnets_free(acc.arr, acc.n);
+		return ret;
+	}
+	*out = acc.arr;
+	*n = acc.n;
+	return 0;
+}
+
+void ec2_subnets_free(struct ec2_subnet *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(a[i].subnet_id);
 		free(a[i].availability_zone);
 	}
 	free(a);

@@ -452,3 +452,46 @@ int ec2_xml_spot_prices(const char *body, size_t len, struct ec2_spot_price **ar
 	xmlFreeDoc(doc);
 	return ret;
 }
+
+/* One subnet item: its id and zone; false when either is missing. */
+static bool parse_subnet(const xmlNode *it, struct ec2_subnet *out)
+{
+	if (!child(it, "subnetId") || !child(it, "availabilityZone"))
+		return false;
+	out->subnet_id = child_text(it, "subnetId");
+	out->availability_zone = child_text(it, "availabilityZone");
+	if (out->subnet_id && out->availability_zone && *out->subnet_id && *out->availability_zone)
+		return true;
+	free(out->subnet_id);
+	free(out->availability_zone);
+	memset(out, 0, sizeof(*out));
+	return false;
+}
+
+int ec2_xml_subnets(const char *body, size_t len, struct ec2_subnet **arr, size_t *n, size_t *cap,
+		    char **next_token, struct err *err)
+{
+	xmlNode *root;
+	xmlDoc *doc;
+	int ret;
+
+	*next_token = NULL;
+	if (xml_load(body, len, &doc, err) < 0)
+		return -err->code;
+	ret = expect_root(doc, "DescribeSubnetsResponse", &root, err);
+	for (xmlNode *it = ret ? NULL : child(child(root, "subnetSet"), "item"); it;
+	     it = next_elem(it, "item")) {
+		ret = grow((void **)arr, n, cap, sizeof(**arr), err);
+		if (ret < 0)
+			break;
+		if (parse_subnet(it, &(*arr)[*n]))
+			(*n)++;
+	}
+	if (ret == 0) {
+		*next_token = child_text(root, "nextToken");
+		if (*next_token && !**next_token)
+			free(steal_ptr(*next_token));
+	}
+	xmlFreeDoc(doc);
+	return ret;
+}

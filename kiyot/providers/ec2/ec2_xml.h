@@ -43,6 +43,10 @@ int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **
 int ec2_xml_spot_prices(const char *body, size_t len, struct ec2_spot_price **arr, size_t *n,
 			size_t *cap, char **next_token, struct err *err);
 
+/* The same for a DescribeSubnetsResponse page (subnets without an id or zone are skipped). */
+int ec2_xml_subnets(const char *body, size_t len, struct ec2_subnet **arr, size_t *n, size_t *cap,
+		    char **next_token, struct err *err);
+
 /* Parses an EC2 timestamp ("2020-12-01T10:00:00.000Z") into ns since the epoch; -1 if bad or
  * outside 1970 to 2262 (what 64 bits of nanoseconds hold). */
 int64_t ec2_xml_time(const char *s);

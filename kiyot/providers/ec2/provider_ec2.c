@@ -16,6 +16,7 @@
 #include "providers/provider.h"
 
 #include <errno.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,6 +66,10 @@ struct ec2p {
 	char *image_id_arm64; /* NULL: no arm64 cells */
 	char **subnets; /* ec2.subnetIds (or ec2.subnetId), tried in order; none: EC2's default */
 	size_t n_subnets;
+	/* the subnets' availability zones (DescribeSubnets, asked once at the first spot launch
+	 * that can use them; again after a failure, at most once a minute), under lock */
+	char (*subnet_zones)[32];
+	int64_t zones_tried_ns;
 	char **security_groups;
 	size_t n_security_groups;
 	int launch_timeout_s, poll_ms;
@@ -369,26 +374,209 @@ struct way {
 	bool market_fallback; /* on-demand in place of the pod's spot */
 };
 
+/* Appends to a launch's note, within LAUNCH_NOTE_MAX. */
+#define LAUNCH_NOTE_MAX 512
+static void note_add(char **note, const char *a, const char *sep, const char *b)
+{
+	char *all = xasprintf("%s%s%s%s%s", *note ? *note : "", *note ? "; " : "", a, sep, b);
+
+	free(*note);
+	if (strlen(all) > LAUNCH_NOTE_MAX)
+		all[LAUNCH_NOTE_MAX] = '\0';
+	*note = all;
+}
+
+/* ---- spot: the cheapest zone first, near-ties by interruption risk ---- */
+
+#define ZONES_RETRY_NS (60 * 1000000000LL)
+/* Types whose spot prices are this close (a fraction of the lower) count as a tie. */
+#define SPOT_NEAR_TIE 0.05
+
+/* Learns the subnets' zones once (DescribeSubnets); leaves them unknown on a failure (logged)
+ * and asks again a minute later at the earliest. */
+static void subnet_zones_load(struct ec2p *p)
+{
+	struct ec2_subnet *got = NULL;
+	size_t n = 0;
+	char(*zones)[32];
+	struct err err = ERR_INIT;
+	int64_t now = clock_mono_ns();
+
+	pthread_mutex_lock(&p->lock);
+	if (p->subnet_zones || (p->zones_tried_ns && now - p->zones_tried_ns < ZONES_RETRY_NS)) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	p->zones_tried_ns = now;
+	pthread_mutex_unlock(&p->lock);
+	if (ec2_describe_subnets(p->client, (const char *const *)p->subnets, p->n_subnets, &got, &n,
+				 NULL, &err) < 0) {
+		log_warn(
+			"ec2: the subnets' zones are unknown (%s); spot cells try ec2.subnetIds in "
+			"their order",
+			err.msg);
+		return;
+	}
+	zones = xcalloc(p->n_subnets, sizeof(*zones));
+	for (size_t i = 0; i < p->n_subnets; i++)
+		for (size_t j = 0; j < n; j++)
+			if (strcmp(got[j].subnet_id, p->subnets[i]) == 0)
+				snprintf(zones[i], sizeof(zones[i]), "%.31s",
+					 got[j].availability_zone);
+	ec2_subnets_free(got, n);
+	pthread_mutex_lock(&p->lock);
+	if (!p->subnet_zones)
+		p->subnet_zones = steal_ptr(zones);
+	pthread_mutex_unlock(&p->lock);
+	free(zones);
+}
+
+/* The spot price of type in zone from the spec's table: the zone's, else the type's anywhere
+ * (zone NULL); -1 when neither is known. *band (may be NULL) gets the type's band. */
+static double spot_price_in(const struct cell_spec *spec, const char *type, const char *zone,
+			    int *band)
+{
+	double any = -1, here = -1;
+
+	if (band)
+		*band = -1;
+	for (size_t i = 0; i < spec->n_zone_prices; i++) {
+		const struct cell_zone_price *z = &spec->zone_prices[i];
+
+		if (strcmp(z->instance_type, type) != 0)
+			continue;
+		if (band && z->band >= 0)
+			*band = z->band;
+		if (!z->zone)
+			any = z->price;
+		else if (zone && zone[0] && strcmp(z->zone, zone) == 0)
+			here = z->price;
+	}
+	return here >= 0 ? here : any;
+}
+
+/* The lowest spot price of type over the subnets' zones; -1 when none is known. */
+static double spot_best(const struct ec2p *p, const struct cell_spec *spec, const char *type,
+			char (*zones)[32], int *band)
+{
+	double best = -1;
+
+	for (size_t s = 0; s < (p->n_subnets ? p->n_subnets : 1); s++) {
+		double v = spot_price_in(spec, type, zones ? zones[s] : NULL, band);
+
+		if (v >= 0 && (best < 0 || v < best))
+			best = v;
+	}
+	return best;
+}
+
+/*
+ * A spot pod's plan: a runner-up whose spot price is within SPOT_NEAR_TIE of the chosen
+ * type's and whose interruption band is lower (both known) goes first; the subnets are put
+ * in the order of the first type's spot price in their zones (unknown last, else as
+ * configured). order gets the subnet indices; a note says what moved.
+ */
+static void spot_plan(const struct ec2p *p, const struct cell_spec *spec, const char **types,
+		      size_t n_types, char (*zones)[32], size_t *order, char **note)
+{
+	size_t n_subnets = p->n_subnets ? p->n_subnets : 1, pick = 0;
+	int band0, band, best_band;
+	double p0 = spot_best(p, spec, types[0], zones, &band0), v;
+	double price[64];
+
+	best_band = band0;
+	for (size_t t = 1; t < n_types && p0 > 0; t++) {
+		v = spot_best(p, spec, types[t], zones, &band);
+		if (v >= 0 && band >= 0 && best_band >= 0 && band < best_band &&
+		    fabs(v - p0) <= SPOT_NEAR_TIE * (v < p0 ? v : p0)) {
+			pick = t;
+			best_band = band;
+		}
+	}
+	if (pick) {
+		const char *t = types[pick];
+		_cleanup_free_ char *why = xasprintf(
+			" first: its spot price is within %.0f%% of %s's and it is interrupted "
+			"less often (band %d, not %d)",
+			SPOT_NEAR_TIE * 100, types[0], best_band, band0);
+
+		memmove(types + 1, types, pick * sizeof(*types));
+		types[0] = t;
+		note_add(note, t, "", why);
+	}
+	for (size_t s = 0; s < n_subnets; s++) {
+		order[s] = s;
+		price[s] = spot_price_in(spec, types[0], zones ? zones[s] : NULL, NULL);
+		if (!zones || !zones[s][0])
+			price[s] = -1;
+	}
+	/* a stable insertion sort: cheaper first, unknown last */
+	for (size_t i = 1; i < n_subnets; i++)
+		for (size_t j = i; j > 0; j--) {
+			double a = price[order[j - 1]], b = price[order[j]];
+
+			if (!(b >= 0 && (a < 0 || b < a)))
+				break;
+			size_t tmp = order[j - 1];
+
+			order[j - 1] = order[j];
+			order[j] = tmp;
+		}
+	if (order[0] != 0 && zones) {
+		_cleanup_free_ char *why =
+			xasprintf(" (%s) first: %s's spot price there is $%.4f/h, $%.4f/h in %s",
+				  zones[order[0]], types[0], price[order[0]], price[0], zones[0]);
+
+		note_add(note, p->subnets[order[0]], "", why);
+	}
+}
+
 /*
  * The ways to try, in order: each of the pod's types (sizing's choice, then its runners-up) in
  * the first subnet, then in the next subnet, and so on; for a spot pod that allows it
- * (CELL_SPOT_OR_ON_DEMAND), all of that again on demand. At most max.
+ * (CELL_SPOT_OR_ON_DEMAND), all of that again on demand. A spot pod whose spec has spot
+ * prices takes the spot market's subnets cheapest zone first (spot_plan). At most max; *note
+ * says what the plan moved (NULL: nothing).
  */
-static size_t ways_of(const struct ec2p *p, const struct cell_spec *spec, struct way *w, size_t max)
+static size_t ways_of(struct ec2p *p, const struct cell_spec *spec, struct way *w, size_t max,
+		      char **note)
 {
 	const char *types[8];
 	size_t n_types = 0, n = 0, n_subnets = p->n_subnets ? p->n_subnets : 1;
 	int markets = spec->spot == CELL_SPOT_OR_ON_DEMAND ? 2 : 1;
+	size_t order[64];
+	char(*zones)[32] = NULL;
 
+	*note = NULL;
 	types[n_types++] = spec->instance_type;
 	for (size_t i = 0; i < spec->n_fallback_types && n_types < ARRAY_SIZE(types); i++)
 		types[n_types++] = spec->fallback_types[i];
+	if (n_subnets > ARRAY_SIZE(order))
+		n_subnets = ARRAY_SIZE(order);
+	for (size_t s = 0; s < n_subnets; s++)
+		order[s] = s;
+	if (spec->spot && spec->n_zone_prices) {
+		if (p->n_subnets > 1) {
+			subnet_zones_load(p);
+			pthread_mutex_lock(&p->lock);
+			if (p->subnet_zones) {
+				zones = xcalloc(p->n_subnets, sizeof(*zones));
+				memcpy(zones, p->subnet_zones, p->n_subnets * sizeof(*zones));
+			}
+			pthread_mutex_unlock(&p->lock);
+		}
+		spot_plan(p, spec, types, n_types, zones, order, note);
+	}
+	free(zones);
 	for (int m = 0; m < markets; m++)
-		for (size_t s = 0; s < n_subnets; s++)
+		for (size_t i = 0; i < n_subnets; i++) {
+			size_t s = m == 0 ? order[i] : i;
+
 			for (size_t t = 0; t < n_types && n < max; t++)
 				w[n++] = (struct way){ types[t],
 						       p->n_subnets ? p->subnets[s] : NULL, s,
 						       spec->spot && m == 0, m == 1 };
+		}
 	return n;
 }
 
@@ -414,18 +602,6 @@ static char *code_of(const char *msg)
 	return xstrndup(c, n < 64 ? n : 64);
 }
 
-/* Appends to a launch's note, within LAUNCH_NOTE_MAX. */
-#define LAUNCH_NOTE_MAX 512
-static void note_add(char **note, const char *a, const char *sep, const char *b)
-{
-	char *all = xasprintf("%s%s%s%s%s", *note ? *note : "", *note ? "; " : "", a, sep, b);
-
-	free(*note);
-	if (strlen(all) > LAUNCH_NOTE_MAX)
-		all[LAUNCH_NOTE_MAX] = '\0';
-	*note = all;
-}
-
 /*
  * RunInstances along the ways until one has capacity: a capacity, support or limit error
  * (EC2_CAPACITY) passes to the next way, anything else ends the launch. *note says what was
@@ -435,7 +611,7 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 		     struct ec2_instance *inst, char **note, struct err *err)
 {
 	struct way w[64];
-	size_t n = ways_of(p, spec, w, ARRAY_SIZE(w));
+	size_t n;
 	enum ec2_errclass cls = EC2_OK;
 	const char *image = p->image_id;
 	int ret = -EINVAL;
@@ -450,6 +626,7 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 				spec->instance_type);
 		image = p->image_id_arm64;
 	}
+	n = ways_of(p, spec, w, ARRAY_SIZE(w), note);
 	for (size_t i = 0; i < n; i++) {
 		struct ec2_run_spec rs = { 0 };
 		char token[EC2_MAX_CLIENT_TOKEN + 1];
@@ -928,6 +1105,7 @@ static void ec2_destroy(void *self)
 	free(p->cluster_id);
 	free(p->image_id);
 	free(p->image_id_arm64);
+	free(p->subnet_zones);
 	strv_free(p->subnets);
 	free(p->instance_profile);
 	pthread_mutex_destroy(&p->lock);

@@ -379,11 +379,14 @@ def describe_spot_price_history(sim, params):
         for az in sim.cfg.azs:
             if zone and az != zone:
                 continue
+            with sim.store.lock:
+                here = sim.store.spot_prices.get(
+                    (name, az), price * sim.store.spot_zone_factor.get(az, 1.0))
             for product in products:
                 if product not in ("Linux/UNIX", "Linux/UNIX (Amazon VPC)"):
                     continue
                 item = {"instanceType": name, "productDescription": product,
-                        "spotPrice": f"{price:.6f}", "timestamp": stamp,
+                        "spotPrice": f"{here:.6f}", "timestamp": stamp,
                         "availabilityZone": az}
                 fields = {"instance-type": [name], "product-description": [product],
                           "availability-zone": [az], "spot-price": [item["spotPrice"]],
@@ -392,6 +395,49 @@ def describe_spot_price_history(sim, params):
                     items.append(item)
     page, token = _page(items, params, 1000, 5, 1000)
     return {"spotPriceHistorySet": page, "nextToken": token}
+
+
+_SUBNET_FILTERS = {
+    "subnet-id": lambda s: [s["subnetId"]],
+    "availability-zone": lambda s: [s["availabilityZone"]],
+    "vpc-id": lambda s: [s["vpcId"]],
+    "state": lambda s: [s["state"]],
+}
+
+
+def _subnet_item(sim, subnet, zone, n):
+    return {"subnetId": subnet,
+            "subnetArn": f"arn:aws:ec2:{sim.cfg.region}:{OWNER_ID}:subnet/{subnet}",
+            "state": "available", "ownerId": OWNER_ID, "vpcId": sim.cfg.vpc_id,
+            "cidrBlock": f"10.0.{n}.0/24", "availableIpAddressCount": 251,
+            "availabilityZone": zone,
+            "availabilityZoneId": f"{sim.cfg.region}-az{sim.cfg.azs.index(zone) + 1}",
+            "defaultForAz": "false", "mapPublicIpOnLaunch": "false",
+            "assignIpv6AddressOnCreation": "false", "ipv6CidrBlockAssociationSet": [],
+            "tagSet": []}
+
+
+def describe_subnets(sim, params):
+    """The default subnet (--subnet-id, in the first zone) and those POST /_admin/subnets
+    placed, each in its zone."""
+    with sim.store.lock:
+        known = dict(sim.store.subnet_zones)
+    known.setdefault(sim.cfg.subnet_id, sim.cfg.azs[0])
+    names = P.indexed(params, "SubnetId")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise Ec2Error("InvalidSubnetID.NotFound",
+                       f"The subnet ID '{', '.join(unknown)}' does not exist")
+    flt = P.filters(params)
+    for name, _ in flt:
+        if name not in _SUBNET_FILTERS:
+            raise Ec2Error("InvalidParameterValue", f"The filter '{name}' is invalid")
+    order = sorted(known)
+    items = [_subnet_item(sim, s, known[s], order.index(s) + 1) for s in (names or order)]
+    items = [i for i in items
+             if all(match_values(_SUBNET_FILTERS[n](i), v) for n, v in flt)]
+    page, token = _page(items, params, 1000, 5, 1000)
+    return {"subnetSet": page, "nextToken": token}
 
 
 def describe_regions(sim, params):
@@ -422,4 +468,5 @@ ACTIONS = {
     "DescribeSpotPriceHistory": describe_spot_price_history,
     "DescribeRegions": describe_regions,
     "DescribeAvailabilityZones": describe_availability_zones,
+    "DescribeSubnets": describe_subnets,
 }

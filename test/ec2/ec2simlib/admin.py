@@ -20,6 +20,11 @@ POST /_admin/images                      {"AMI": "x86_64" | "arm64", ...}: regis
                                          RunInstances of a registered image on a type of
                                          another architecture fails as EC2 fails it
                                          (InvalidParameterValue); others are not checked
+POST /_admin/spot                        {"zones"?: {"ZONE": FACTOR}, "prices"?: {"TYPE":
+                                         {"ZONE": PRICE}}}: per-zone spot prices (the
+                                         catalog's times the zone's factor, default 1, unless
+                                         a type's price is given for the zone), as
+                                         DescribeSpotPriceHistory answers them
 POST /_admin/consistency                 {"seconds": S}: for S seconds after RunInstances,
                                          DescribeInstances, CreateTags and
                                          TerminateInstances naming a new id answer
@@ -142,6 +147,27 @@ def _images(sim, doc):
         return {"ok": True, "images": dict(sim.store.images)}
 
 
+def _spot(sim, doc):
+    zones = doc.get("zones", {})
+    prices = doc.get("prices", {})
+    for zone, factor in zones.items():
+        if zone not in sim.cfg.azs or not isinstance(factor, (int, float)) or factor <= 0:
+            raise AdminError(400, f"zones.{zone}: a zone of {', '.join(sim.cfg.azs)} and a "
+                             "factor > 0")
+    for itype, by_zone in prices.items():
+        if sim.catalog.get(itype) is None or not isinstance(by_zone, dict):
+            raise AdminError(400, f"prices.{itype}: a type of the catalog, with a mapping")
+        for zone, price in by_zone.items():
+            if zone not in sim.cfg.azs or not isinstance(price, (int, float)) or price <= 0:
+                raise AdminError(400, f"prices.{itype}.{zone}: a zone and a price > 0")
+    with sim.store.lock:
+        sim.store.spot_zone_factor.update(zones)
+        for itype, by_zone in prices.items():
+            for zone, price in by_zone.items():
+                sim.store.spot_prices[(itype, zone)] = float(price)
+        return {"ok": True}
+
+
 def _consistency(sim, doc):
     seconds = doc.get("seconds")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
@@ -217,6 +243,7 @@ _ROUTES = {
     ("POST", "/_admin/faults/clear"): _clear,
     ("POST", "/_admin/subnets"): _subnets,
     ("POST", "/_admin/images"): _images,
+    ("POST", "/_admin/spot"): _spot,
     ("POST", "/_admin/consistency"): _consistency,
     ("POST", "/_admin/throttle"): _throttle,
     ("POST", "/_admin/buckets"): _buckets,

@@ -135,6 +135,8 @@ class Store:
         self.consistency_delay = 0.0
         self.subnet_zones = {}       # subnet id -> availability zone (others: the first)
         self.images = {}             # image id -> architecture, as POST /_admin/images made them
+        self.spot_zone_factor = {}   # zone -> factor on the catalog's spot prices (default 1)
+        self.spot_prices = {}        # (type, zone) -> spot price, over the factor
 
     def add(self, inst):
         with self.lock:
