@@ -120,7 +120,7 @@ static int setup_with(void **state, int boot_timeout_s)
 
 int kfix_setup(void **state)
 {
-	return setup_with(state, 2);
+	return setup_with(state, 15);
 }
 
 int kfix_setup_boot_1s(void **state)

@@ -55,7 +55,8 @@ void kfix_close(struct kfix *f);
 int kfix_restart(struct kfix *f, struct err *err);
 /* Closes what is open, frees the fakes, removes the directory. */
 void kfix_free(struct kfix *f);
-/* cmocka setup and teardown: *state is a new kfix opened with a 2 s boot timeout. */
+/* cmocka setup and teardown: *state is a new kfix opened with a 15 s boot timeout (the fake
+ * agents answer at once; a busy machine or a sanitizer build may take seconds). */
 int kfix_setup(void **state);
 /* The same with a 1 s boot timeout, for tests of cells that never come up. */
 int kfix_setup_boot_1s(void **state);

@@ -191,7 +191,14 @@ static void open_or_fail(struct kfix *f)
 		fail_msg("kiyot_open: %s", err.msg);
 }
 
-/* The ready standby cells: how many, and the ids (joined by spaces) into ids when not NULL. */
+static int cmp_view_id(const void *a, const void *b)
+{
+	return strcmp(((const struct pool_view *)a)->cell_id,
+		      ((const struct pool_view *)b)->cell_id);
+}
+
+/* The ready standby cells: how many, and the ids (sorted, joined by spaces) into ids when not
+ * NULL, so the same cells compare equal whatever order the pool keeps them in. */
 static size_t ready_standby(struct kfix *f, char *ids, size_t len)
 {
 	struct pool_view *v;
@@ -199,6 +206,8 @@ static size_t ready_standby(struct kfix *f, char *ids, size_t len)
 
 	if (ids)
 		ids[0] = '\0';
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_view_id);
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].ready)
 			continue;
