@@ -383,10 +383,18 @@ static void test_gc__a_ready_sandbox_whose_cell_vanished_is_not_ready(void **sta
 	_cleanup_free_ char *sb = NULL;
 	_cleanup_free_ char *ctr = NULL;
 	_cleanup_free_ char *cell = NULL;
+	_cleanup_free_ char *log = xasprintf("%s/pods/uid-web/web.log", f->dir);
+	const char *line = "2026-01-01T00:00:00Z stdout F up\n";
 
 	open_or_fail(f);
 	kfix_pod_with_container(f, "web", &sb, &ctr);
 	cell = kfix_cell_of(f, sb);
+	/* The cell's Watch still carries the container's RUNNING status after StartContainer
+	 * answered; applied after the pass below, it would make the container running again. A
+	 * line of its log behind it on the same Watch, once in the file, says it was applied. */
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cell) == 1, 10000));
+	assert_int_equal(fake_agent_log(f->fa, cell, ctr, line), 0);
+	assert_true(KFIX_WAIT(kfix_file_is(log, line), 10000));
 	pass_now(f);
 	assert_int_equal(kfix_pod_state(f, sb, &err), READY);
 	fake_provider_vanish(f->fp, cell);

@@ -9,11 +9,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cri_api.pb-c.h"
@@ -302,7 +304,11 @@ static void test_metrics__connections_past_the_bound_are_refused(void **state)
 
 /* ---- the CRI server's observer ---- */
 
+/* What the observer saw. It runs on the server's thread after the reply is sent, so the
+ * client may have its answer first: the test waits for it (seen_wait), bounded. */
 struct seen {
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
 	char method[128];
 	int status;
 	double seconds;
@@ -313,10 +319,30 @@ static void observe(void *arg, const char *method, int status, double seconds)
 {
 	struct seen *s = arg;
 
+	/* late on purpose, as on a busy machine: the test must wait for the observer */
+	usleep(20 * 1000);
+	pthread_mutex_lock(&s->lock);
 	snprintf(s->method, sizeof(s->method), "%s", method ? method : "(null)");
 	s->status = status;
 	s->seconds = seconds;
 	s->calls++;
+	pthread_cond_broadcast(&s->changed);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Waits at most 10 s for the observer's calls-th report; returns the count then, under the
+ * lock (the caller reads the rest and unlocks). */
+static int seen_wait(struct seen *s, int calls)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&s->lock);
+	while (s->calls < calls &&
+	       pthread_cond_timedwait(&s->changed, &s->lock, &until) != ETIMEDOUT)
+		;
+	return s->calls;
 }
 
 static int version(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
@@ -343,7 +369,8 @@ static void test_metrics__the_rpc_server_reports_each_call_to_its_observer(void 
 	struct err err = ERR_INIT;
 	struct rpc_server *srv;
 	struct rpc_channel *ch;
-	struct seen seen = { 0 };
+	struct seen seen = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			     .changed = PTHREAD_COND_INITIALIZER };
 	char path[96], addr[128];
 	(void)state;
 
@@ -359,16 +386,18 @@ static void test_metrics__the_rpc_server_reports_each_call_to_its_observer(void 
 	assert_int_equal(rpc_unary(ch, "/runtime.v1.RuntimeService/Version", &req.base,
 				   &runtime__v1__version_response__descriptor, 5000, &resp, &err),
 			 -ENOENT);
-	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen_wait(&seen, 1), 1);
 	assert_string_equal(seen.method, "/runtime.v1.RuntimeService/Version");
 	assert_string_equal(metrics_grpc_code_name(seen.status), "NOT_FOUND");
 	assert_true(seen.seconds >= 0 && seen.seconds < 60);
+	pthread_mutex_unlock(&seen.lock);
 	assert_int_equal(rpc_unary(ch, "/runtime.v1.RuntimeService/Nope", &req.base,
 				   &runtime__v1__version_response__descriptor, 5000, &resp, &err),
 			 -ENOSYS);
-	assert_int_equal(seen.calls, 2);
+	assert_int_equal(seen_wait(&seen, 2), 2);
 	assert_string_equal(seen.method, "(null)");
 	assert_string_equal(metrics_grpc_code_name(seen.status), "UNIMPLEMENTED");
+	pthread_mutex_unlock(&seen.lock);
 	rpc_channel_free(ch);
 	rpc_server_stop(srv);
 	unlink(path);
