@@ -517,7 +517,7 @@ struct cellsync *cellsync_start_configured(struct kiyot *k)
 			log_error("cells: no Cell objects: %s", err.msg);
 		return NULL;
 	}
-	return cellsync_start(k, kc, NULL);
+	return cellsync_start(k, kc, k->cfg.node_name[0] ? k->cfg.node_name : NULL);
 }
 
 void cellsync_kick(struct cellsync *cs)

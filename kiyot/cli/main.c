@@ -163,6 +163,7 @@ static int serve(int argc, char **argv)
 	struct kiyot k;
 	struct err err = ERR_INIT;
 	struct rpc_server_config rc = { 0 };
+	char *node;
 	struct rpc_server *srv = NULL;
 	const struct rpc_pool *pools;
 	const char *config = NULL;
@@ -250,7 +251,9 @@ static int serve(int argc, char **argv)
 	    router_open(&k, k.cfg.fallback_runtime_endpoint, &err) < 0)
 		die("--fallback-runtime-endpoint: %s", err.msg);
 	k.cellsync = cellsync_start_configured(&k);
-	k.kube_events = kube_recorder_start_configured(k.cfg.kubeconfig);
+	node = kiyot_node_name(&k.cfg);
+	k.kube_events = kube_recorder_start_configured(k.cfg.kubeconfig, node);
+	free(node);
 	addr = xasprintf("unix://%s", k.cfg.socket);
 	rc.address = addr;
 	rc.methods = cri_method_table(&rc.n_methods);

@@ -4,7 +4,6 @@
  */
 #include "events.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -12,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "kube.h"
@@ -359,11 +357,10 @@ struct kube_recorder *kube_recorder_start(struct kube_client *kc, const char *ho
 	return r;
 }
 
-struct kube_recorder *kube_recorder_start_configured(const char *kubeconfig)
+struct kube_recorder *kube_recorder_start_configured(const char *kubeconfig, const char *host)
 {
 	struct kube_client *kc;
 	struct err err = ERR_INIT;
-	char host[256] = "";
 
 	if (kube_client_new(kubeconfig, &kc, &err) < 0) {
 		if (err.code == ENOENT && !(kubeconfig && kubeconfig[0]))
@@ -372,11 +369,6 @@ struct kube_recorder *kube_recorder_start_configured(const char *kubeconfig)
 			log_error("events: none recorded: %s", err.msg);
 		return NULL;
 	}
-	/* the node's name as the kubelet registers it by default: the host name, lower case */
-	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
-		snprintf(host, sizeof(host), "localhost");
-	for (char *p = host; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
 	return kube_recorder_start(kc, host);
 }
 

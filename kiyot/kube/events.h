@@ -56,9 +56,9 @@ struct kube_recorder;
  * node's name). */
 struct kube_recorder *kube_recorder_start(struct kube_client *kc, const char *host);
 /* A recorder for the API server of kubeconfig (or the in-cluster one, kube_client_new), as
- * component "kiyot" of this host; NULL (logged) when there is none or its credentials are
+ * component "kiyot" of node host; NULL (logged) when there is none or its credentials are
  * unusable. */
-struct kube_recorder *kube_recorder_start_configured(const char *kubeconfig);
+struct kube_recorder *kube_recorder_start_configured(const char *kubeconfig, const char *host);
 /* Stops the worker, giving what is queued up to a second, and frees. NULL is fine. */
 void kube_recorder_free(struct kube_recorder *r);
 

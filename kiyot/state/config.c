@@ -42,6 +42,8 @@
  *	  maxTransfers: 8             (layer downloads at once in a cell, or in kiyot)
  *	  maxPerRegistry: 4           (of those, from one registry host)
  *	kubeconfig: ""                (API server for Cell objects; "": in-cluster if there)
+ *	nodeName: ""                  (the node's name as its kubelet registers it, on Cell
+ *	                              objects and Events; "": the host name in lower case)
  *	ec2:                          (when cells.provider is ec2)
  *	  region: us-east-1           (default: the top-level region; without a top-level region
  *	                              the instance catalog's prices follow it; with one, they
@@ -64,8 +66,10 @@
  */
 #include "kiyot.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -117,6 +121,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->region = xstrdup("us-east-1");
 	c->default_instance_type = xstrdup("");
 	c->kubeconfig = xstrdup("");
+	c->node_name = xstrdup("");
 	c->fallback_runtime_endpoint = xstrdup("");
 	c->streaming_address = xstrdup("127.0.0.1:0");
 	c->metrics_listen = xstrdup("");
@@ -141,6 +146,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->region);
 	free(c->default_instance_type);
 	free(c->kubeconfig);
+	free(c->node_name);
 	free(c->fallback_runtime_endpoint);
 	free(c->streaming_address);
 	free(c->metrics_listen);
@@ -590,25 +596,49 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	return kiyot_config_load_text(c, text, len, path, err);
 }
 
+/* nodeName: a DNS subdomain, as a Node's name must be ("" for the host's name). */
+static int check_node_name(const char *name, struct err *err)
+{
+	size_t n = strlen(name);
+	bool ok = n <= 253;
+
+	for (size_t i = 0; ok && i < n; i++) {
+		char ch = name[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+
+		ok = alnum || ((ch == '-' || ch == '.') && i > 0 && i + 1 < n);
+	}
+	if (!ok)
+		return err_set(err, EINVAL,
+			       "nodeName \"%s\": not a node name (lower-case letters, digits, '-' "
+			       "and '.', at most 253, starting and ending with a letter or digit): "
+			       "give the name the node's kubelet registers",
+			       name);
+	return 0;
+}
+
+char *kiyot_node_name(const struct kiyot_config *c)
+{
+	char h[256] = "";
+
+	if (c->node_name && c->node_name[0])
+		return xstrdup(c->node_name);
+	if (gethostname(h, sizeof(h) - 1) < 0 || !h[0])
+		return xstrdup("localhost");
+	for (char *p = h; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	return xstrdup(h);
+}
+
 int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
 			   struct err *err)
 {
-	static const char *const known[] = { "socket",
-					     "stateDir",
-					     "logLevel",
-					     "region",
-					     "defaultInstanceType",
-					     "reserve",
-					     "cells",
-					     "registries",
-					     "ec2",
-					     "fallbackRuntimeEndpoint",
-					     "kubeconfig",
-					     "streamingAddress",
-					     "pulls",
-					     "metrics",
-					     "pool",
-					     NULL };
+	static const char *const known[] = {
+		"socket",     "stateDir", "logLevel",	      "region", "defaultInstanceType",
+		"reserve",    "cells",	  "registries",	      "ec2",	"fallbackRuntimeEndpoint",
+		"kubeconfig", "nodeName", "streamingAddress", "pulls",	"metrics",
+		"pool",	      NULL
+	};
 	json_t *doc = NULL, *v;
 	int ret = -1;
 
@@ -628,7 +658,9 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0 ||
 	    take_str(doc, "fallbackRuntimeEndpoint", "", &c->fallback_runtime_endpoint, err) < 0 ||
 	    take_str(doc, "streamingAddress", "127.0.0.1:0", &c->streaming_address, err) < 0 ||
-	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0)
+	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0 ||
+	    take_str(doc, "nodeName", "", &c->node_name, err) < 0 ||
+	    check_node_name(c->node_name, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
 		goto wrap;

@@ -79,6 +79,7 @@ struct kiyot_config {
 	json_t *registries;	    /* registry hosts config sent to every cell (owned) */
 	struct reg_policy pulls;    /* how kiyot's pulls and every cell's are bounded */
 	char *kubeconfig;	    /* API server for Cell objects; "" = in-cluster or none */
+	char *node_name;	    /* the node's name as its kubelet registers; "" = host name */
 	struct {		    /* cells.provider: ec2 */
 		char *region, *endpoint, *image_id, *subnet_id, *instance_profile;
 		char *image_id_arm64; /* ec2.imageIds.arm64; image_id is the x86_64 one */
@@ -147,6 +148,9 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
 			   struct err *err);
 void kiyot_config_release(struct kiyot_config *c);
+/* The node's name: nodeName, else the host name in lower case (the kubelet's default).
+ * Free it. */
+char *kiyot_node_name(const struct kiyot_config *c);
 
 /* Opens the store, loads the records, sets up provider, catalog and cells; reconciles cells
  * with the provider (removes local cells no sandbox owns, resumes the others). A provider

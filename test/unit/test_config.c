@@ -3,12 +3,14 @@
  * mistake in the file must be refused with the key at fault, never silently ignored.
  * Fixtures: test/fixtures/config/.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -323,6 +325,37 @@ static void test_config__boot_timeout_is_a_cells_setting(void **state)
 	kiyot_config_release(&c);
 }
 
+/* nodeName: the host's name in lower case by default (the kubelet's), else the name given,
+ * which must be a node name. */
+static void test_config__node_name_is_the_kubelets(void **state)
+{
+	static const char good[] = "nodeName: ip-10-0-1-7.ec2.internal\n";
+	static const char *const bad[] = { "nodeName: Node_A\n", "nodeName: -a\n",
+					   "nodeName: a.\n" };
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+	char host[256] = "";
+	char *name;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	name = kiyot_node_name(&c);
+	for (char *p = host; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	assert_string_equal(name, host);
+	free(name);
+	assert_int_equal(kiyot_config_load_text(&c, good, sizeof(good) - 1, "k.yaml", &err), 0);
+	name = kiyot_node_name(&c);
+	assert_string_equal(name, "ip-10-0-1-7.ec2.internal");
+	free(name);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_true(kiyot_config_load_text(&c, bad[i], strlen(bad[i]), "k.yaml", &err) < 0);
+		assert_non_null(strstr(err.msg, "nodeName"));
+	}
+	kiyot_config_release(&c);
+}
+
 /* cells.nodePorts: none by default; numbers are TCP ports, strings name the protocol; a port
  * that is none is refused naming the entry and the forms taken. */
 static void test_config__node_ports_are_what_cells_may_reach_on_the_node(void **state)
@@ -474,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_config__missing_file_is_named),
 		cmocka_unit_test(test_config__pulls_section_sets_the_policy),
 		cmocka_unit_test(test_config__boot_timeout_is_a_cells_setting),
+		cmocka_unit_test(test_config__node_name_is_the_kubelets),
 		cmocka_unit_test(test_config__pulls_per_registry_over_the_total_is_refused),
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 		cmocka_unit_test(test_config__ec2_section_sets_every_field),
