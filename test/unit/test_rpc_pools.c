@@ -341,7 +341,9 @@ static void test_rpc_pools__a_handler_sees_its_caller_go_away(void **state)
 
 	bg_start(&b, f->ch, SLOW, 300);
 	pthread_join(b.t, NULL);
-	assert_int_equal(b.ret, -ETIMEDOUT);
+	/* DEADLINE_EXCEEDED from the client's own timer, or CANCELLED when the server's answer to
+	 * the cancelled handler arrives first (seen on a busy machine under ASan) */
+	assert_true(b.ret == -ETIMEDOUT || b.ret == -ECANCELED);
 	assert_int_equal(wait_count(&slow.cancelled, 1), 1);
 	assert_true(clock_mono_ns() - t0 < 3000000000LL);
 	assert_false(cancel_requested()); /* outside any handler nothing is cancelled */
