@@ -25,6 +25,7 @@
 #include "log.h"
 #include "pki.h"
 #include "state/store.h"
+#include "usage_history.h"
 #include "xalloc.h"
 
 static void *restarter_main(void *arg);
@@ -203,6 +204,7 @@ void cell_stats_keep(struct cellmgr *m, struct cell_entry *e,
 	e->stats_ns = clock_mono_ns();
 	e->stats_current = true;
 	pthread_mutex_unlock(&m->lock);
+	usage_history_observe(m->k->store, e->id, st); /* the burst rule's peaks */
 }
 
 /* A kiyot_on_interruption call on a thread of its own. */

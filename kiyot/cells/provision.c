@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sizing/burst.h"
 #include "sizing/catalog.h"
 #include "cri/cri.h"
 #include "state/kiyot.h"
@@ -22,6 +23,7 @@
 #include "sizing/sizing.h"
 #include "platforms.h"
 #include "state/records.h"
+#include "usage_history.h"
 #include "xalloc.h"
 
 static int ann_quantity(const Runtime__V1__PodSandboxConfig *cfg, const char *key, int milli,
@@ -435,6 +437,79 @@ static void zone_prices_of(const struct catalog *cat, struct size_choice *out)
 	out->n_zone_prices = n;
 }
 
+/* ---- the burst rule ---- */
+
+/* Whether the pod asked for the burst rule: 1 for observed, 0 without the annotation, EINVAL
+ * for another value. */
+static int burst_asked(const Runtime__V1__PodSandboxConfig *cfg, struct err *err)
+{
+	const char *v =
+		cri_map_get((void **)cfg->annotations, cfg->n_annotations, ANN_BURST_SIZING);
+
+	if (!v)
+		return 0;
+	if (strcmp(v, ANN_BURST_SIZING_OBSERVED) == 0)
+		return 1;
+	return err_set(err, EINVAL,
+		       "annotation %s: \"%s\" is not a burst sizing; use %s (or leave it out to "
+		       "size the cell to the pod's limits)",
+		       ANN_BURST_SIZING, v, ANN_BURST_SIZING_OBSERVED);
+}
+
+/*
+ * The burst rule on d (the demand from the Pod object, as today) for a pod that asked for it:
+ * d becomes the owner's observed peak plus headroom between the pod's requests and d, and
+ * note says from which figures; without a record of the owner d stays and note says why.
+ * *owner gets the owner's key (NULL: the pod has none). A history that cannot be read leaves
+ * d as it is (said in note): sizing goes on as without the annotation.
+ */
+static void burst_size(struct kiyot *k, const struct podspec *pod, unsigned from,
+		       struct pod_demand *d, char **owner, char *note, size_t note_size)
+{
+	struct burst_history h = { 0 };
+	struct pod_demand req = { 0 }, today = *d;
+	struct err err = ERR_INIT;
+	char who[340], peak[96], got[96], reqs[96], lims[96];
+	int pct = k->cfg.burst_headroom_percent;
+
+	*owner = usage_history_owner(pod);
+	if (!*owner) {
+		snprintf(note, note_size, "burst sizing: %s; sized to the limits",
+			 pod ? "the pod has no controller (ReplicaSet, StatefulSet, Job...)"
+			     : "no Pod object names the pod's owner");
+		return;
+	}
+	usage_history_owner_name(*owner, who, sizeof(who));
+	if (from != PROVISION_FROM_POD_OBJECT) {
+		snprintf(note, note_size, "burst sizing: demand not from the Pod object alone");
+		return;
+	}
+	if (!k->store || usage_history_get(k->store, *owner, &h, &err) < 0) {
+		snprintf(note, note_size, "burst sizing: %.200s; sized to the limits",
+			 k->store ? err.msg : "no store");
+		return;
+	}
+	sizing_requests_from_pod(pod, &req);
+	if (!sizing_burst(&today, &req, &h, pct, d)) {
+		snprintf(note, note_size,
+			 "burst sizing: no usage of an earlier pod of %s seen yet; sized to the "
+			 "limits",
+			 who);
+		return;
+	}
+	/* the peak's memory to a whole MiB, for reading */
+	sizing_format_demand(h.peak_cpu_milli,
+			     (h.peak_memory_bytes + (1LL << 20) - 1) / (1LL << 20) * (1LL << 20), 0,
+			     peak, sizeof(peak));
+	sizing_format_demand(d->cpu_milli, d->memory_bytes, 0, got, sizeof(got));
+	sizing_format_demand(req.cpu_milli, req.memory_bytes, 0, reqs, sizeof(reqs));
+	sizing_format_demand(today.cpu_milli, today.memory_bytes, 0, lims, sizeof(lims));
+	snprintf(note, note_size,
+		 "burst sized from observed peak %s of %lld earlier pod%s of %s + %d%%: %s "
+		 "(requests %s, limits %s)",
+		 peak, (long long)h.pods, h.pods == 1 ? "" : "s", who, pct, got, reqs, lims);
+}
+
 int provision_size(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg,
 		   struct size_choice *out, struct err *err)
 {
@@ -449,14 +524,17 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	struct sizing_choice ch;
 	struct catalog *cat;
 	unsigned from;
-	char why[320];
-	int fallback;
+	char why[320], burst[1024] = "";
+	_cleanup_free_ char *owner = NULL;
+	int fallback, asked;
 
 	if (provision_demand(cfg, pod, &d, &from, err) < 0 ||
-	    (fallback = spot_fallback(cfg, err)) < 0 ||
+	    (fallback = spot_fallback(cfg, err)) < 0 || (asked = burst_asked(cfg, err)) < 0 ||
 	    provision_arch(k, cfg, pod, &d.arch, why, sizeof(why), err) < 0)
 		return err_wrap(err, "pod \"%s\"", cfg->metadata->name);
 	d.arch_why = why;
+	if (asked)
+		burst_size(k, pod, from, &d, &owner, burst, sizeof(burst));
 	if (!d.instance_type && k->cfg.default_instance_type[0] && !d.cpu_milli &&
 	    !d.memory_bytes && !d.gpus)
 		d.instance_type = k->cfg.default_instance_type;
@@ -472,7 +550,9 @@ int provision_size_pod(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg
 	out->price = ch.price;
 	out->spot = ch.spot ? (fallback ? CELL_SPOT_OR_ON_DEMAND : CELL_SPOT) : 0;
 	out->arch = ch.arch;
-	out->reason = xasprintf("%s; %s", provision_demand_source(from), ch.reason);
+	out->reason = xasprintf("%s; %s%s%s", provision_demand_source(from), burst,
+				burst[0] ? "; " : "", ch.reason);
+	out->burst_owner = steal_ptr(owner);
 	out->n_alternatives = 0;
 	for (size_t i = 0; i < ch.n_runners_up && i < ARRAY_SIZE(out->alternatives); i++)
 		out->alternatives[out->n_alternatives++] = xstrdup(ch.runners_up[i].instance_type);
@@ -497,4 +577,6 @@ void size_choice_release(struct size_choice *c)
 	free(c->zone_prices);
 	c->zone_prices = NULL;
 	c->n_zone_prices = 0;
+	free(c->burst_owner);
+	c->burst_owner = NULL;
 }

@@ -25,6 +25,7 @@
 #include "kube/events.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
+#include "cells/usage_history.h"
 #include "pool/pool.h"
 #include "stream/server.h"
 #include "xalloc.h"
@@ -412,6 +413,13 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 			 sb->cell_id);
 	}
 
+	if (choice.burst_owner) { /* its usage counts for its owner's next pods */
+		struct err herr = ERR_INIT;
+
+		if (usage_history_attach(k->store, sb->cell_id, choice.burst_owner, &herr) < 0)
+			log_warn("sandbox %s: burst sizing will not learn from it: %s", sb->id,
+				 herr.msg);
+	}
 	creq.cell_id = sb->cell_id;
 	creq.pod_uid = sb->config->metadata->uid;
 	creq.pod_name = sb->config->metadata->name;

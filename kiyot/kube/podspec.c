@@ -208,6 +208,30 @@ static int pvolume_sizes(const json_t *spec, struct podspec *ps, struct err *err
 	return 0;
 }
 
+/* metadata.ownerReferences' controller: read leniently, since it only names whose usage a
+ * pod's cell is sized from (a reference that is not a mapping with a kind and a name of
+ * sensible length is skipped). */
+static void pmeta_owner(const json_t *md, struct podspec *ps)
+{
+	const json_t *refs = podspec_member(md, "ownerReferences"), *r;
+	size_t i;
+
+	if (!json_is_array(refs))
+		return;
+	json_array_foreach (refs, i, r) {
+		const json_t *kind = json_object_get(r, "kind"), *name = json_object_get(r, "name");
+
+		if (!json_is_true(json_object_get(r, "controller")) || !json_is_string(kind) ||
+		    !json_is_string(name) || json_string_length(kind) == 0 ||
+		    json_string_length(kind) > 63 || json_string_length(name) == 0 ||
+		    json_string_length(name) > 253)
+			continue;
+		ps->owner_kind = xstrdup(json_string_value(kind));
+		ps->owner_name = xstrdup(json_string_value(name));
+		return;
+	}
+}
+
 /* Reads apiVersion, kind and metadata. */
 static int pheader(const json_t *j, struct podspec *ps, struct err *err)
 {
@@ -259,6 +283,8 @@ static int pheader(const json_t *j, struct podspec *ps, struct err *err)
 				     &ps->n_annotations, err);
 	if (ret >= 0 && !ps->namespace)
 		ps->namespace = xstrdup("default");
+	if (ret >= 0)
+		pmeta_owner(md, ps);
 	return ret;
 }
 
@@ -366,6 +392,8 @@ void podspec_free(struct podspec *p)
 	free(p->name);
 	free(p->namespace);
 	free(p->uid);
+	free(p->owner_kind);
+	free(p->owner_name);
 	podspec_kv_free(p->labels, p->n_labels);
 	podspec_kv_free(p->annotations, p->n_annotations);
 	free(p->hostname);

@@ -184,6 +184,9 @@ struct podspec {
 	char *name;
 	char *namespace;
 	char *uid; /* NULL when not given */
+	/* metadata.ownerReferences' controller (the one with controller: true): its kind
+	 * ("ReplicaSet") and name; both NULL when the pod has none (or it is malformed). */
+	char *owner_kind, *owner_name;
 	struct podspec_kv *labels;
 	size_t n_labels;
 	struct podspec_kv *annotations;

@@ -79,6 +79,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "kube/quantity.h"
+#include "sizing/burst.h"
 #include "sizing/sizing.h"
 #include "strvec.h"
 #include "xalloc.h"
@@ -133,6 +134,7 @@ void kiyot_config_defaults(struct kiyot_config *c)
 	c->restart_backoff_ms = 10000;
 	c->reserve_cpu_milli = SIZING_RESERVE_DEFAULT_CPU_MILLI;
 	c->reserve_memory_bytes = SIZING_RESERVE_DEFAULT_MEMORY_BYTES;
+	c->burst_headroom_percent = BURST_HEADROOM_DEFAULT_PERCENT;
 	c->gc_interval_s = 30;
 	c->gc_grace_s = 120;
 	reg_policy_default(&c->pulls);
@@ -270,6 +272,22 @@ static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
 		if (quantity_parse_bytes(json_string_value(v), &c->reserve_memory_bytes, err) < 0)
 			return err_wrap(err, "reserve.memory");
 	}
+	return 0;
+}
+
+/* The sizing section: burstHeadroomPercent, what the burst rule adds to the peak it saw. */
+static int load_sizing(struct kiyot_config *c, json_t *sz, struct err *err)
+{
+	static const char *const known[] = { "burstHeadroomPercent", NULL };
+	int64_t pct = c->burst_headroom_percent;
+
+	if (!json_is_object(sz))
+		return err_set(err, EINVAL, "sizing: must be a mapping (burstHeadroomPercent: 20)");
+	if (check_keys(sz, "sizing.", known, err) < 0 ||
+	    take_int(sz, "burstHeadroomPercent", "sizing.", 0, BURST_HEADROOM_MAX_PERCENT, &pct,
+		     err) < 0)
+		return -err->code;
+	c->burst_headroom_percent = (int)pct;
 	return 0;
 }
 
@@ -634,10 +652,24 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 			   struct err *err)
 {
 	static const char *const known[] = {
-		"socket",     "stateDir", "logLevel",	      "region", "defaultInstanceType",
-		"reserve",    "cells",	  "registries",	      "ec2",	"fallbackRuntimeEndpoint",
-		"kubeconfig", "nodeName", "streamingAddress", "pulls",	"metrics",
-		"pool",	      NULL
+		"socket",
+		"stateDir",
+		"logLevel",
+		"region",
+		"defaultInstanceType",
+		"reserve",
+		"cells",
+		"registries",
+		"ec2",
+		"fallbackRuntimeEndpoint",
+		"kubeconfig",
+		"nodeName",
+		"streamingAddress",
+		"pulls",
+		"metrics",
+		"pool",
+		"sizing",
+		NULL,
 	};
 	json_t *doc = NULL, *v;
 	int ret = -1;
@@ -663,6 +695,8 @@ int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len,
 	    check_node_name(c->node_name, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
+		goto wrap;
+	if ((v = json_object_get(doc, "sizing")) && load_sizing(c, v, err) < 0)
 		goto wrap;
 	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
 		goto wrap;

@@ -72,6 +72,7 @@ struct kiyot_config {
 	int agent_port;
 	int64_t reserve_cpu_milli; /* the cell's OS + agent, added to the pod's demand */
 	int64_t reserve_memory_bytes;
+	int burst_headroom_percent; /* sizing.burstHeadroomPercent: the burst rule's headroom */
 	int64_t restart_backoff_ms; /* the agents' restart back-off base */
 	int gc_interval_s;	    /* how often cells and sandboxes are reconciled */
 	int gc_grace_s;		    /* how long an unowned cell may live before it goes */

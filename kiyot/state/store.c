@@ -40,7 +40,14 @@ static const char schema[] =
 	" desired INTEGER NOT NULL DEFAULT -1, stop_timeout INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS images ("
 	" id TEXT PRIMARY KEY, repo_tags TEXT NOT NULL, repo_digests TEXT NOT NULL,"
-	" size INTEGER NOT NULL, user TEXT NOT NULL);";
+	" size INTEGER NOT NULL, user TEXT NOT NULL);"
+	/* the burst rule's history: one row per cell of an owner's pod, with the highest
+	 * usage the cell reported (reported 0: none yet) */
+	"CREATE TABLE IF NOT EXISTS burst_pods ("
+	" cell_id TEXT PRIMARY KEY, owner TEXT NOT NULL, created_ns INTEGER NOT NULL,"
+	" reported INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
+	" memory_bytes INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX IF NOT EXISTS burst_pods_owner ON burst_pods (owner, created_ns);";
 
 static int db_err(struct store *st, struct err *err, const char *what)
 {
@@ -542,5 +549,88 @@ int store_list_meta(struct store *st, const char *prefix, char ***keys, char ***
 	*keys = k;
 	*values = v;
 	*n = got;
+	return 0;
+}
+
+/* Runs sql with one text and one integer bound (?1, ?2), to its end. */
+static int exec_text_int(struct store *st, const char *sql, const char *t, int64_t i,
+			 const char *what, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, sql);
+
+	if (!s)
+		return db_err(st, err, what);
+	bind_text(s, 1, t);
+	sqlite3_bind_int64(s, 2, i);
+	return step_done(st, s, what, err);
+}
+
+int store_burst_attach(struct store *st, const char *cell_id, const char *owner, int64_t created_ns,
+		       int per_owner, int owners, struct err *err)
+{
+	const char *what = "record a pod for burst sizing";
+	sqlite3_stmt *s = prep(st, "INSERT OR IGNORE INTO burst_pods (cell_id, owner, created_ns) "
+				   "VALUES (?, ?, ?)");
+
+	if (!s)
+		return db_err(st, err, what);
+	bind_text(s, 1, cell_id);
+	bind_text(s, 2, owner);
+	sqlite3_bind_int64(s, 3, created_ns);
+	if (step_done(st, s, what, err) < 0)
+		return -err->code;
+	/* the owner's newest per_owner pods are kept */
+	if (exec_text_int(st,
+			  "DELETE FROM burst_pods WHERE owner = ?1 AND cell_id NOT IN (SELECT "
+			  "cell_id FROM burst_pods WHERE owner = ?1 ORDER BY created_ns DESC, "
+			  "cell_id DESC LIMIT ?2)",
+			  owner, per_owner, what, err) < 0)
+		return -err->code;
+	/* and the owners whose newest pod is among the newest owners' */
+	return exec_text_int(st,
+			     "DELETE FROM burst_pods WHERE owner NOT IN (SELECT owner FROM "
+			     "burst_pods GROUP BY owner ORDER BY owner = ?1 DESC, MAX(created_ns) "
+			     "DESC, owner LIMIT ?2)",
+			     owner, owners, what, err);
+}
+
+int store_burst_observe(struct store *st, const char *cell_id, int64_t cpu_milli,
+			int64_t memory_bytes, struct err *err)
+{
+	const char *what = "record a pod's usage for burst sizing";
+	/* written only when it raises a peak (or is the first): most reports change nothing */
+	sqlite3_stmt *s = prep(st, "UPDATE burst_pods SET reported = 1, cpu_milli = MAX(cpu_milli, "
+				   "?2), memory_bytes = MAX(memory_bytes, ?3) WHERE cell_id = ?1 "
+				   "AND (reported = 0 OR cpu_milli < ?2 OR memory_bytes < ?3)");
+
+	if (!s)
+		return db_err(st, err, what);
+	bind_text(s, 1, cell_id);
+	sqlite3_bind_int64(s, 2, cpu_milli < 0 ? 0 : cpu_milli);
+	sqlite3_bind_int64(s, 3, memory_bytes < 0 ? 0 : memory_bytes);
+	return step_done(st, s, what, err);
+}
+
+int store_burst_history(struct store *st, const char *owner, int64_t *pods, int64_t *cpu_milli,
+			int64_t *memory_bytes, struct err *err)
+{
+	sqlite3_stmt *s = prep(st, "SELECT COUNT(*), COALESCE(MAX(cpu_milli), 0), "
+				   "COALESCE(MAX(memory_bytes), 0) FROM burst_pods WHERE owner = ? "
+				   "AND reported = 1");
+	int rc;
+
+	*pods = *cpu_milli = *memory_bytes = 0;
+	if (!s)
+		return db_err(st, err, "read burst sizing history");
+	bind_text(s, 1, owner);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*pods = sqlite3_column_int64(s, 0);
+		*cpu_milli = sqlite3_column_int64(s, 1);
+		*memory_bytes = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_ROW)
+		return db_err(st, err, "read burst sizing history");
 	return 0;
 }

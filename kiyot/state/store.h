@@ -55,4 +55,20 @@ int store_del_meta(struct store *st, const char *key, struct err *err);
 int store_list_meta(struct store *st, const char *prefix, char ***keys, char ***values, size_t *n,
 		    struct err *err);
 
+/*
+ * The burst rule's history (sizing/burst.h), per owner ("namespace/Kind/name"): a row per cell
+ * of the owner's pods with the highest usage it reported. attach records cell_id as a pod of
+ * owner made at created_ns (again: no change), keeps the owner's newest per_owner pods and the
+ * owners whose newest pod is among the newest owners' (owner itself always). observe raises
+ * the cell's peaks to cpu_milli and memory_bytes (a cell not attached: nothing), writing only
+ * when a peak rose. history gives, over the owner's kept pods that reported usage, how many
+ * and their highest figures (0, 0, 0: none).
+ */
+int store_burst_attach(struct store *st, const char *cell_id, const char *owner, int64_t created_ns,
+		       int per_owner, int owners, struct err *err);
+int store_burst_observe(struct store *st, const char *cell_id, int64_t cpu_milli,
+			int64_t memory_bytes, struct err *err);
+int store_burst_history(struct store *st, const char *owner, int64_t *pods, int64_t *cpu_milli,
+			int64_t *memory_bytes, struct err *err);
+
 #endif

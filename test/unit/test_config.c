@@ -64,6 +64,7 @@ static void test_config__defaults(void **state)
 	/* the sizing module's documented default reserve: 0 CPU, 64 MiB */
 	assert_int_equal(c.reserve_cpu_milli, 0);
 	assert_int_equal(c.reserve_memory_bytes, 64LL << 20);
+	assert_int_equal(c.burst_headroom_percent, 20); /* the burst rule's headroom */
 	assert_int_equal(c.restart_backoff_ms, 10000);
 	assert_null(c.registries);
 	kiyot_config_release(&c);
@@ -441,6 +442,20 @@ static void test_config__ec2_image_ids_per_architecture(void **state)
 	kiyot_config_release(&c);
 }
 
+/* sizing.burstHeadroomPercent sets the burst rule's headroom. */
+static void test_config__burst_headroom_is_read(void **state)
+{
+	static const char text[] = "sizing:\n  burstHeadroomPercent: 35\n";
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	kiyot_config_defaults(&c);
+	assert_int_equal(kiyot_config_load_text(&c, text, strlen(text), "t.yaml", &err), 0);
+	assert_int_equal(c.burst_headroom_percent, 35);
+	kiyot_config_release(&c);
+}
+
 /* Each section of the wrong shape, and each value out of its bounds, is refused naming the
  * setting and what it must be. */
 static void test_config__malformed_sections_are_named(void **state)
@@ -451,6 +466,10 @@ static void test_config__malformed_sections_are_named(void **state)
 		{ "reserve: 1", "reserve: must be a mapping" },
 		{ "reserve: {disk: 1Gi}", "reserve.disk" },
 		{ "reserve: {memory: 5}", "reserve.memory" },
+		{ "sizing: 20", "sizing: must be a mapping" },
+		{ "sizing: {burstHeadroomPercent: -1}",
+		  "sizing.burstHeadroomPercent: must be an integer from 0 to 1000" },
+		{ "sizing: {burstHeadroom: 20}", "sizing.burstHeadroom" },
 		{ "cells: [local]", "cells: must be a mapping" },
 		{ "cells: {kubeProxy: yes}", "cells.kubeProxy: must be a mapping" },
 		{ "cells: {kubeProxy: {image: kp:1, args: x}}",
@@ -512,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 		cmocka_unit_test(test_config__ec2_section_sets_every_field),
 		cmocka_unit_test(test_config__ec2_image_ids_per_architecture),
+		cmocka_unit_test(test_config__burst_headroom_is_read),
 		cmocka_unit_test(test_config__malformed_sections_are_named),
 	};
 
