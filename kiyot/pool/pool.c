@@ -19,21 +19,12 @@
 #include "state/store.h"
 #include "xalloc.h"
 
-/* The architecture an instance type runs, from its name: Graviton families carry a "g" after
- * their generation's digit (t4g, m6gd, c7gn, x2gd), where a GPU family's leading g does not
- * count (g5 is x86_64, g5g arm64). */
-static const char *type_arch(const char *type)
+/* The architecture a cell of the catalog type t boots (CELL_ARCH_*), as sizing chooses it: arm64
+ * for a type that runs arm64 alone, x86_64 otherwise (and for a type the catalog lacks). */
+static unsigned type_arch(const struct catalog_type *t)
 {
-	const char *p = type;
-
-	while (*p && *p != '.' && (*p < '0' || *p > '9'))
-		p++;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	for (; *p && *p != '.'; p++)
-		if (*p == 'g')
-			return "arm64";
-	return "x86_64";
+	return t && (t->arch & CATALOG_ARCH_ALL) == CATALOG_ARCH_ARM64 ? CELL_ARCH_ARM64
+								       : CELL_ARCH_X86_64;
 }
 
 struct shape *pool_shape_get(struct pool *p, const char *type, int spot)
@@ -50,10 +41,11 @@ struct shape *pool_shape_get(struct pool *p, const char *type, int spot)
 	s->type = xstrdup(type);
 	s->spot = spot;
 	s->count = -1;
-	s->key = xasprintf("%s/%s/%s/%s", type, spot ? "spot" : "on-demand", type_arch(type),
-			   p->placement);
 	cat = catalog_acquire(p->k->catalog);
 	t = catalog_find(cat, type);
+	s->arch = type_arch(t);
+	s->key = xasprintf("%s/%s/%s/%s", type, spot ? "spot" : "on-demand",
+			   catalog_arch_name(s->arch), p->placement);
 	if (t) {
 		s->price = spot && t->spot_price > 0 ? t->spot_price : t->price;
 		s->cpus = t->cpu;

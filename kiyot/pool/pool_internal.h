@@ -23,8 +23,9 @@
 struct shape {
 	char *key; /* "t3.small/on-demand/x86_64/local" */
 	char *type;
-	int spot;  /* 0 or CELL_SPOT */
-	int count; /* pool.shapes' count; -1: not listed */
+	int spot;      /* 0 or CELL_SPOT */
+	unsigned arch; /* CELL_ARCH_*: the catalog's for the type */
+	int count;     /* pool.shapes' count; -1: not listed */
 	double price, cpus;
 	int64_t memory_bytes;
 	struct pool_arrivals arrivals; /* monotonic ns */

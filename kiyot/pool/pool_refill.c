@@ -126,6 +126,7 @@ static struct launch_job *job_for(struct pool *p, struct standby *c)
 	j->spec.cpus = c->shape->cpus;
 	j->spec.memory_bytes = c->shape->memory_bytes;
 	j->spec.spot = c->shape->spot;
+	j->spec.arch = c->shape->arch;
 	j->spec.standby = 1;
 	c->launching = true;
 	c->shape->launching++;

@@ -431,6 +431,14 @@ class BotocoreTests(unittest.TestCase):
         with self.assertRaises(ClientError) as cm:
             self.ec2.create_tags(Resources=[iid], Tags=[{"Key": "aws:x", "Value": "a"}])
         self.assertEqual(cm.exception.response["Error"]["Code"], "InvalidParameterValue")
+        # DeleteTags: a key alone goes whatever its value, a key with a value only on a match
+        self.ec2.create_tags(Resources=[iid], Tags=[{"Key": "sb", "Value": "x"},
+                                                    {"Key": "keep", "Value": "1"}])
+        self.ec2.delete_tags(Resources=[iid], Tags=[{"Key": "sb"}, {"Key": "absent"},
+                                                    {"Key": "keep", "Value": "2"}])
+        self.shapes.check("DeleteTags", self.raw["DeleteTags"])
+        tags = {t["Key"]: t["Value"] for t in state_of(self.ec2, iid)["Tags"]}
+        self.assertEqual(tags, {"pod": "a", "keep": "1"})
         res = self.ec2.terminate_instances(InstanceIds=[iid])
         self.assertEqual(res["TerminatingInstances"][0]["InstanceId"], iid)
 

@@ -892,7 +892,7 @@ static void test_ec2__pod_tags_filtered(void **state)
 			       NULL };
 	const char *vals[] = { "web", "x", "x", "x", "mine", "forged", "front", NULL };
 	char longkey[EC2_MAX_TAG_KEY + 2], longval[EC2_MAX_TAG_VALUE + 2];
-	struct ec2_pod_ident p = { "c-1234", "cell-1", "web", "shop", "uid-1", keys, vals, 8 };
+	struct ec2_pod_ident p = { "c-1234", "cell-1", "web", "shop", "uid-1", keys, vals, 8, 0 };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;
@@ -931,6 +931,33 @@ static void test_ec2__pod_tags_filtered(void **state)
 	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL);
 }
 
+/* A standby cell's instance carries the cluster, its cell id and the standby mark, no pod;
+ * it needs a cell id, not a pod uid. */
+static void test_ec2__standby_tags(void **state)
+{
+	const char *keys[] = { "app" }, *vals[] = { "web" };
+	struct ec2_pod_ident p = { "c-1234", "sb-0123", NULL, NULL, NULL, keys, vals, 1, 1 };
+	struct ec2_tags t;
+	struct err err = ERR_INIT;
+	(void)state;
+
+	if (ec2_pod_tags(&p, &t, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(t.n, 4);
+	assert_string_equal(ec2_tags_get(&t, EC2_TAG_CLUSTER_ID), "c-1234");
+	assert_string_equal(ec2_tags_get(&t, EC2_TAG_CELL_ID), "sb-0123");
+	assert_string_equal(ec2_tags_get(&t, EC2_TAG_STANDBY), "c-1234");
+	assert_string_equal(ec2_tags_get(&t, "Name"), "kiyot-standby-sb-0123");
+	assert_null(ec2_tags_get(&t, EC2_TAG_POD_UID));
+	assert_null(ec2_tags_get(&t, "app"));
+	ec2_tags_release(&t);
+	p.cell_id = "";
+	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL);
+	p.standby = 0;
+	p.cell_id = "sb-0123";
+	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL); /* a pod's needs its uid */
+}
+
 /* Past 50 tags, labels are dropped (in key order) and kiyot's own always stay. */
 static void test_ec2__pod_tags_limit(void **state)
 {
@@ -943,7 +970,8 @@ static void test_ec2__pod_tags_limit(void **state)
 				   "uid-1",
 				   (const char *const *)keys,
 				   (const char *const *)vals,
-				   80 };
+				   80,
+				   0 };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;
@@ -1023,6 +1051,7 @@ int main(void)
 		cmocka_unit_test(test_ec2__catalog_refresh_calls),
 		cmocka_unit_test(test_ec2__pod_tags_filtered),
 		cmocka_unit_test(test_ec2__pod_tags_limit),
+		cmocka_unit_test(test_ec2__standby_tags),
 		cmocka_unit_test(test_ec2__endpoint_config),
 	};
 

@@ -55,6 +55,9 @@
 #define EC2_TAG_POD_NAME "kiyot.elotl.co/pod-name"
 #define EC2_TAG_POD_NAMESPACE "kiyot.elotl.co/pod-namespace"
 #define EC2_TAG_POD_UID "kiyot.elotl.co/pod-uid"
+/* A standby cell of the warm pool (kiyot/pool/pool.h), no pod yet: its value is the cluster
+ * id. Removed when a pod claims the cell (the pod's tags take its place). */
+#define EC2_TAG_STANDBY "kiyot.elotl.co/standby"
 
 /* What a failure means to the caller. */
 enum ec2_errclass {
@@ -133,6 +136,8 @@ struct ec2_pod_ident {
 	const char *const *label_keys;
 	const char *const *label_values;
 	size_t n_labels;
+	/* a standby cell: no pod (pod fields ignored), tagged EC2_TAG_STANDBY instead */
+	int standby;
 };
 
 /*
@@ -141,6 +146,8 @@ struct ec2_pod_ident {
  * the pod's labels in key order, minus keys starting with "kubernetes.io/", "io.kubernetes" or
  * "aws:", minus keys kiyot's own tags use, minus keys over 128 or values over 256 characters,
  * and only as many as fit in 50 tags. EINVAL when cluster_id or pod_uid is missing or too long.
+ * A standby cell's (p->standby) are the cluster id, the cell id, EC2_TAG_STANDBY and Name
+ * "kiyot-standby-<cell id>"; it needs a cell id instead of a pod uid.
  */
 int ec2_pod_tags(const struct ec2_pod_ident *p, struct ec2_tags *out, struct err *err);
 
@@ -235,6 +242,12 @@ size_t ec2_not_found_ids(const char *message, const char *const *ids, size_t n, 
 /* Adds or overwrites tags on resources (at most EC2_MAX_IDS_PER_CALL, EC2_MAX_TAGS tags). */
 int ec2_create_tags(struct ec2_client *c, const char *const *resource_ids, size_t n,
 		    const struct ec2_tags *tags, enum ec2_errclass *cls, struct err *err);
+
+/* Removes the tags of keys (whatever their values, at most EC2_MAX_TAGS) from resources (at
+ * most EC2_MAX_IDS_PER_CALL); a key a resource does not carry is no error. */
+int ec2_delete_tags(struct ec2_client *c, const char *const *resource_ids, size_t n,
+		    const char *const *keys, size_t n_keys, enum ec2_errclass *cls,
+		    struct err *err);
 
 /* An instance type from DescribeInstanceTypes. */
 /* ec2_type_info.arch: ProcessorInfo.SupportedArchitectures as bits (others, such as i386 or

@@ -249,6 +249,27 @@ int ec2_create_tags(struct ec2_client *c, const char *const *resource_ids, size_
 	return ret;
 }
 
+int ec2_delete_tags(struct ec2_client *c, const char *const *resource_ids, size_t n,
+		    const char *const *keys, size_t n_keys, enum ec2_errclass *cls, struct err *err)
+{
+	_cleanup_free_ char *body = NULL;
+	struct buf f = BUF_INIT;
+	size_t len;
+	int ret;
+
+	if (!keys || n_keys == 0 || n_keys > EC2_MAX_TAGS)
+		return invalid(cls, err, "DeleteTags", "1 to 50 tag keys are needed");
+	if (ec2_form_ids(&f, "ResourceId", resource_ids, n) < 0) {
+		buf_release(&f);
+		return invalid(cls, err, "DeleteTags", "1 to 1000 resource ids are needed");
+	}
+	for (size_t i = 0; i < n_keys; i++)
+		ec2_form_addf(&f, keys[i], "Tag.%zu.Key", i + 1);
+	ret = ec2_call(c, "DeleteTags", buf_str(&f), &body, &len, cls, err);
+	buf_release(&f);
+	return ret;
+}
+
 /* The accumulator of DescribeInstanceTypes pages. */
 struct type_acc {
 	struct ec2_type_info *arr;

@@ -360,9 +360,13 @@ static void client_token(const struct ec2p *p, const struct cell_spec *spec, con
 	EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha256(), NULL);
 	free(key);
 	hex_encode(md, 32, hex);
-	/* "kiyot-" and the pod UID where it fits, then the hash: <= 64 characters */
+	/* "kiyot-" and the pod UID where it fits (a standby cell's: its cell id, so a launch
+	 * the next kiyot resumes with the same id is the same), then the hash: <= 64 characters */
 	snprintf(out, EC2_MAX_CLIENT_TOKEN + 1, "kiyot-%.36s-%.21s",
-		 spec->pod_uid ? spec->pod_uid : "", hex);
+		 spec->standby	 ? spec->cell_id
+		 : spec->pod_uid ? spec->pod_uid
+				 : "",
+		 hex);
 }
 
 /* One way to launch a cell: a type, a subnet (NULL: EC2's default) and a market. */
@@ -694,6 +698,7 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 	ident.label_keys = spec->label_keys;
 	ident.label_values = spec->label_values;
 	ident.n_labels = spec->n_labels;
+	ident.standby = spec->standby;
 	if (ec2_pod_tags(&ident, &tags, err) < 0)
 		return err_wrap(err, "cell %s tags", spec->cell_id);
 	ret = run_along(p, spec, &tags, &inst, &note, err);
@@ -831,6 +836,65 @@ static int ec2_state(void *self, const char *cell_id, struct cell_info *out, str
 	out->reason = reason_of(&in);
 	ec2_instance_release(&in);
 	return 0;
+}
+
+/* The instance id of a cell this provider launched lately, or NULL (caller frees). */
+static char *recent_instance(struct ec2p *p, const char *cell_id)
+{
+	char *id = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->n_recent && !id; i++)
+		if (strcmp(p->recent[i].cell_id, cell_id) == 0)
+			id = xstrdup(p->recent[i].instance_id);
+	pthread_mutex_unlock(&p->lock);
+	return id;
+}
+
+/* provider_ops.assign: a standby cell's instance now runs the pod spec names: the pod's tags
+ * (uid, name, namespace, Name and labels, as a launch for it would have them) are added, then
+ * the standby tag removed, so an instance is never without an owner's mark. */
+static int ec2_assign(void *self, const struct cell_spec *spec, struct err *err)
+{
+	struct ec2p *p = self;
+	struct ec2_pod_ident ident = { 0 };
+	struct ec2_tags tags = EC2_TAGS_INIT;
+	enum ec2_errclass cls = EC2_OK;
+	const char *standby_key[] = { EC2_TAG_STANDBY };
+	char *iid = recent_instance(p, spec->cell_id);
+	int ret;
+
+	if (!iid) {
+		struct ec2_instance in = { 0 };
+
+		if (describe_one(p, "tag:" EC2_TAG_CELL_ID, spec->cell_id, &in, err) < 0)
+			return err_wrap(err, "ec2: cell %s", spec->cell_id);
+		iid = steal_ptr(in.instance_id);
+		ec2_instance_release(&in);
+	}
+	ident.cluster_id = p->cluster_id;
+	ident.cell_id = spec->cell_id;
+	ident.pod_name = spec->pod_name;
+	ident.pod_namespace = spec->pod_namespace;
+	ident.pod_uid = spec->pod_uid;
+	ident.label_keys = spec->label_keys;
+	ident.label_values = spec->label_values;
+	ident.n_labels = spec->n_labels;
+	ret = ec2_pod_tags(&ident, &tags, err);
+	if (ret == 0)
+		ret = ec2_create_tags(p->client, (const char *const *)&iid, 1, &tags, &cls, err);
+	if (ret == 0)
+		ret = ec2_delete_tags(p->client, (const char *const *)&iid, 1, standby_key, 1, &cls,
+				      err);
+	ec2_tags_release(&tags);
+	if (ret < 0)
+		err_wrap(err, "ec2: cell %s (instance %s): tagging it for its pod", spec->cell_id,
+			 iid);
+	else
+		log_info("ec2: standby cell %s (instance %s) now runs pod %s/%s", spec->cell_id,
+			 iid, spec->pod_namespace, spec->pod_name);
+	free(iid);
+	return ret;
 }
 
 /* One terminate waiting to be batched. */
@@ -1119,11 +1183,13 @@ static const struct provider_ops ec2_ops = {
 	.name = "ec2",
 	.boot_timeout_s = 600,
 	.remote_files = 1,
+	.standby_cells = 1,
 	.launch = ec2_launch,
 	.state = ec2_state,
 	.terminate = ec2_terminate,
 	.list = ec2_list,
 	.heal = NULL, /* an instance's own init restarts its agent */
+	.assign = ec2_assign,
 	.destroy = ec2_destroy,
 };
 

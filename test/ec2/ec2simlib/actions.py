@@ -328,6 +328,35 @@ def create_tags(sim, params):
     return {"return": True}
 
 
+def delete_tags(sim, params):
+    """DeleteTags as EC2 does it: Tag.N.Key with no Value removes the key whatever its value,
+    with a Value only when it matches; a key an instance lacks is no error."""
+    ids = P.indexed(params, "ResourceId")
+    if not ids:
+        raise Ec2Error("MissingParameter", "The request must contain the parameter ResourceId")
+    for rid in ids:
+        if not rid.startswith("i-"):
+            raise Ec2Error("InvalidID", f"The ID '{rid}' is not valid for this endpoint "
+                           "(only instances can be tagged here)")
+    wanted = []
+    for group in P.groups(params, "Tag"):
+        if "Key" not in group:
+            raise Ec2Error("InvalidParameterValue", "A Tag entry is missing its Key.")
+        wanted.append((group["Key"], group.get("Value")))
+    with sim.store.lock:
+        insts = sim.store.lookup(ids)
+        if P.boolean(params, "DryRun"):
+            raise Ec2Error("DryRunOperation",
+                           "Request would have succeeded, but DryRun flag is set.")
+        for inst in insts:
+            if not wanted:  # no Tag: EC2 removes every tag but aws: ones
+                inst.tags.clear()
+            for key, value in wanted:
+                if key in inst.tags and (value is None or inst.tags[key] == value):
+                    del inst.tags[key]
+    return {"return": True}
+
+
 _TYPE_FILTERS = {
     "instance-type": lambda i: [i["instanceType"]],
     "current-generation": lambda i: [str(i["currentGeneration"]).lower()],
@@ -464,6 +493,7 @@ ACTIONS = {
     "DescribeInstances": describe_instances,
     "TerminateInstances": terminate_instances,
     "CreateTags": create_tags,
+    "DeleteTags": delete_tags,
     "DescribeInstanceTypes": describe_instance_types,
     "DescribeSpotPriceHistory": describe_spot_price_history,
     "DescribeRegions": describe_regions,

@@ -9,7 +9,7 @@ separate buckets.
 import threading
 import time
 
-MUTATING = {"RunInstances", "TerminateInstances", "CreateTags"}
+MUTATING = {"RunInstances", "TerminateInstances", "CreateTags", "DeleteTags"}
 
 
 def family(action):
