@@ -29,6 +29,11 @@
  *          prices of bench/cost/spot-zones.json (us-east-1, 2022-05-31, written by
  *          gen-spot-zones.py from a public dataset; it names it); a type it lacks is as
  *          before. Assumes subnets in every zone the type's prices list.
+ *  burst   and the pods annotated pod.elotl.co/burst-sizing: observed whose owner has a
+ *          history in bench/cost/usage.json (what kiyot's store would hold: its earlier pods'
+ *          peaks, drawn by gen-mix.py) sized by the burst rule (sizing/burst.h: the peak plus
+ *          the default 20% headroom, between the pod's requests and its limits); for them
+ *          "below requests" is measured against their requests, not their limits.
  * Also today's choices priced at today's prices (how much of the catalog lever is the old
  * prices' drift), and the pods whose type is below their requests under each (must be 0).
  * Prints figures and ratios; asserts nothing.
@@ -46,6 +51,9 @@
 #include "err.h"
 #include "fsutil.h"
 #include "kube/podspec.h"
+#include "kube/quantity.h"
+#include "cells/usage_history.h"
+#include "sizing/burst.h"
 #include "sizing/sizing.h"
 #include "xalloc.h"
 
@@ -84,6 +92,9 @@ struct cost_pod {
 	int64_t cpu, mem, gpus;		    /* whole demand: max(largest init, sum of apps) */
 	int64_t app_cpu, app_mem, app_gpus; /* app containers only */
 	bool arm64_ok;			    /* every image offers linux/arm64 (platforms.json) */
+	int64_t req_cpu, req_mem;	    /* its requests alone */
+	bool burst;			    /* annotated pod.elotl.co/burst-sizing: observed */
+	struct burst_history hist;	    /* its owner's in usage.json (pods 0: none) */
 };
 
 enum {
@@ -140,6 +151,25 @@ static bool cost_pod_arm64(const struct podspec *spec)
 	return true;
 }
 
+/* The burst rule's history per owner (bench/cost/usage.json's "owners"), or NULL. */
+static json_t *cost_usage;
+
+/* The history of an owner key in cost_usage; pods 0 when it has none (or it does not read). */
+static struct burst_history cost_history(const char *owner)
+{
+	const json_t *o = owner ? json_object_get(cost_usage, owner) : NULL;
+	struct burst_history h = { 0 };
+	struct err err = ERR_INIT;
+	const char *cpu = json_string_value(json_object_get(o, "cpu"));
+	const char *mem = json_string_value(json_object_get(o, "memory"));
+
+	if (!o || !cpu || !mem || quantity_parse_milli(cpu, &h.peak_cpu_milli, &err) < 0 ||
+	    quantity_parse_bytes(mem, &h.peak_memory_bytes, &err) < 0)
+		return (struct burst_history){ 0 };
+	h.pods = json_integer_value(json_object_get(o, "pods"));
+	return h;
+}
+
 /* Per-zone spot prices by type (bench/cost/spot-zones.json's "types"), or NULL. */
 static json_t *cost_zones;
 
@@ -192,8 +222,9 @@ static int cost_class(struct cost_run *r, const char *name)
 static int cost_read_pod(struct cost_run *r, const json_t *j, struct cost_pod *p, struct err *err)
 {
 	struct podspec *spec = NULL;
-	struct pod_demand d, app = { 0 };
-	const char *cls;
+	struct pod_demand d, app = { 0 }, req;
+	const char *cls, *burst;
+	char *owner;
 
 	if (podspec_from_json(j, &spec, err) < 0)
 		return -err->code;
@@ -213,6 +244,15 @@ static int cost_read_pod(struct cost_run *r, const json_t *j, struct cost_pod *p
 	p->app_mem = app.memory_bytes;
 	p->app_gpus = app.gpus;
 	p->arm64_ok = cost_pod_arm64(spec);
+	sizing_requests_from_pod(spec, &req);
+	p->req_cpu = req.cpu_milli;
+	p->req_mem = req.memory_bytes;
+	burst = podspec_annotation(spec, ANN_BURST_SIZING);
+	p->burst = burst && strcmp(burst, "observed") == 0;
+	owner = usage_history_owner(spec);
+	if (p->burst)
+		p->hist = cost_history(owner);
+	free(owner);
 	podspec_free(spec);
 	return 0;
 }
@@ -652,18 +692,50 @@ static double cost_lever(const struct catalog *cat, const struct cost_pod *p,
 	return ch.price;
 }
 
+/* A pod's price under the burst rule on top of the other levers: as before (then, with
+ * *short_of as before) unless it asked for the rule and its owner has a history; then sized
+ * to the owner's peak + 20% within its requests and limits, on the same architectures and
+ * zone rule, and *short_of says whether its type is below its requests. */
+static double cost_burst(const struct cost_run *r, const struct cost_pod *p, double before,
+			 bool short_before, bool *short_of)
+{
+	struct pod_demand today = { .cpu_milli = p->cpu, .memory_bytes = p->mem, .gpus = p->gpus };
+	struct pod_demand req = { .cpu_milli = p->req_cpu, .memory_bytes = p->req_mem };
+	struct cost_pod q = *p;
+	const struct catalog_type *t;
+	char type[64];
+	bool s = false;
+	double v;
+
+	*short_of = short_before;
+	if (!p->burst ||
+	    !sizing_burst(&today, &req, &p->hist, BURST_HEADROOM_DEFAULT_PERCENT, &today))
+		return before;
+	q.cpu = today.cpu_milli;
+	q.mem = today.memory_bytes;
+	v = cost_lever(r->cat, &q, &r->reserve,
+		       p->arm64_ok ? CATALOG_ARCH_ALL : CATALOG_ARCH_X86_64, type, sizeof(type),
+		       &s);
+	if (v < 0)
+		return before;
+	t = catalog_find(r->cat, type);
+	*short_of = !t || t->cpu_milli < p->req_cpu || t->memory_bytes < p->req_mem ||
+		    t->gpus < p->gpus;
+	return v * (p->spot ? cost_zone_factor(type) : 1);
+}
+
 /* Prints the levers of the new catalog against today's rule on the old one. */
 static void cost_print_levers(const struct cost_run *r, const struct catalog *old)
 {
 	double today = 0, drift = 0, refreshed = 0, arm = 0, today_ng = 0, arm_ng = 0;
-	double zone = 0, zone_ng = 0;
-	size_t n = 0, arm_pods = 0, on_arm = 0, short_of[3] = { 0 }, missing = 0;
-	size_t spot_pods = 0, zoned = 0;
+	double zone = 0, zone_ng = 0, burst = 0, burst_ng = 0, b_limits = 0, b_peaks = 0;
+	size_t n = 0, arm_pods = 0, on_arm = 0, short_of[4] = { 0 }, missing = 0;
+	size_t spot_pods = 0, zoned = 0, b_asked = 0, b_sized = 0;
 
 	for (size_t i = 0; i < r->n; i++) {
 		const struct cost_pod *p = &r->pods[i];
 		char t_old[64], t_new[64], t_arm[64];
-		bool s0 = false, s1 = false, s2 = false;
+		bool s0 = false, s1 = false, s2 = false, s3 = false;
 		double a = cost_lever(old, p, &r->reserve, CATALOG_ARCH_X86_64, t_old,
 				      sizeof(t_old), &s0);
 		double b = cost_lever(r->cat, p, &r->reserve, CATALOG_ARCH_X86_64, t_new,
@@ -672,7 +744,7 @@ static void cost_print_levers(const struct cost_run *r, const struct catalog *ol
 				      p->arm64_ok ? CATALOG_ARCH_ALL : CATALOG_ARCH_X86_64, t_arm,
 				      sizeof(t_arm), &s2);
 		const struct catalog_type *now = a >= 0 ? catalog_find(r->cat, t_old) : NULL;
-		double d = a, credits, f;
+		double d = a, credits, f, e;
 
 		if (a < 0 || b < 0 || c < 0)
 			continue;
@@ -688,9 +760,14 @@ static void cost_print_levers(const struct cost_run *r, const struct catalog *ol
 		zone += c * f;
 		spot_pods += p->spot;
 		zoned += p->spot && f < 1;
+		e = cost_burst(r, p, c * f, s2, &s3);
+		burst += e;
+		b_asked += p->burst;
+		if (p->burst && p->hist.pods > 0)
+			b_sized++, b_limits += c * f, b_peaks += e;
 		if (p->gpus == 0)
-			today_ng += a, arm_ng += c, zone_ng += c * f;
-		short_of[0] += s0, short_of[1] += s1, short_of[2] += s2;
+			today_ng += a, arm_ng += c, zone_ng += c * f, burst_ng += e;
+		short_of[0] += s0, short_of[1] += s1, short_of[2] += s2, short_of[3] += s3;
 		arm_pods += p->arm64_ok;
 		on_arm += catalog_find(r->cat, t_arm)->arch == CATALOG_ARCH_ARM64;
 	}
@@ -710,9 +787,15 @@ static void cost_print_levers(const struct cost_run *r, const struct catalog *ol
 	printf("%-58s %10.4f %8.3f %10.4f  %zu (%zu of %zu spot pods' types have zone prices)\n",
 	       "+ spot in the cheapest zone (2022-05-31 zone spreads)", zone, zone / today,
 	       arm - zone, short_of[2], zoned, spot_pods);
+	printf("%-58s %10.4f %8.3f %10.4f  %zu (burst pods: against their requests)\n",
+	       "+ burst sized from observed peaks (opt-in, +20%)", burst, burst / today,
+	       zone - burst, short_of[3]);
+	printf("burst: %zu pods asked for it, %zu with their owner's history: $%.4f/h sized to "
+	       "their limits, $%.4f/h from their owners' peaks (%.3fx)\n",
+	       b_asked, b_sized, b_limits, b_peaks, b_limits > 0 ? b_peaks / b_limits : 0);
 	printf("new rule / today: %.3fx (against today's choices at today's prices: %.3fx); "
 	       "without the GPU pods: %.3fx\n",
-	       zone / today, zone / drift, today_ng > 0 ? zone_ng / today_ng : 0);
+	       burst / today, burst / drift, today_ng > 0 ? burst_ng / today_ng : 0);
 }
 
 int main(int argc, char **argv)
@@ -756,6 +839,19 @@ int main(int argc, char **argv)
 				"cost: bench/cost/spot-zones.json: %s; spot pods pay their "
 				"catalog price in any zone\n",
 				z ? "no \"types\"" : jerr.text);
+	}
+	{
+		json_error_t jerr;
+		json_t *u = json_load_file("bench/cost/usage.json", 0, &jerr);
+
+		/* read before the mix: each burst pod's owner is looked up in it */
+		cost_usage = json_incref(json_object_get(u, "owners"));
+		json_decref(u);
+		if (!cost_usage)
+			fprintf(stderr,
+				"cost: bench/cost/usage.json: %s; no owner has a history for the "
+				"burst rule\n",
+				u ? "no \"owners\"" : jerr.text);
 	}
 	if (catalog_load(region, &cat, &err) < 0 || cost_load_mix(&r, mix, &err) < 0) {
 		fprintf(stderr, "cost: %s\n", err.msg);
@@ -803,6 +899,7 @@ int main(int argc, char **argv)
 	}
 	json_decref(cost_platforms);
 	json_decref(cost_zones);
+	json_decref(cost_usage);
 	free(r.pods);
 	free(r.res);
 	catalog_free(cat);

@@ -3,10 +3,17 @@
 
 Deterministic (a fixed seed); the output is committed, so rerun this only to change the mix:
     python3 bench/cost/gen-mix.py > bench/cost/mix.json
-Each pod carries the label bench.kiyot.elotl.co/class naming its class.
+    python3 bench/cost/gen-mix.py usage > bench/cost/usage.json
+Each pod carries the label bench.kiyot.elotl.co/class naming its class. The last class, burst,
+is pods of ten owners (ReplicaSets, StatefulSets, a Job) whose limits exceed their requests,
+annotated pod.elotl.co/burst-sizing: observed; usage.json is what kiyot's store would hold of
+eight of those owners' earlier pods for the burst rule (two owners are new: no history). The
+peaks are drawn, not measured: CPU between 0.5x and 1.6x of the requests, memory between 0.6x
+and 1.4x (pods mostly use about what they request, and a limit leaves room for spikes).
 """
 import json
 import random
+import sys
 
 rng = random.Random(20201201)
 
@@ -102,11 +109,46 @@ def gpu(i):
                spot=rng.random() < 0.3)
 
 
+def burst_class(start):
+    """The burst class's pods and the usage history of their owners."""
+    kinds = ["ReplicaSet"] * 7 + ["StatefulSet"] * 2 + ["Job"]
+    items, usage, i = [], {}, start
+    for o, kind in enumerate(kinds):
+        name = "%s-%d%s" % (rng.choice(["api", "shop", "auth", "search", "feed"]), o,
+                            "".join(rng.choice("bcdf5678") for _ in range(3)))
+        image = rng.choice(["nginx", "app", "redis", "worker"])
+        cpu = rng.choice([100, 250, 500, 1000])
+        mem = rng.choice([128, 256, 512, 1024])
+        cpu_lim, mem_lim = cpu * rng.choice([2, 4]), mem * rng.choice([2, 4])
+        for _ in range(rng.randint(3, 6)):
+            p = pod("burst", i - start, [container("main", image, milli(cpu), mi(mem),
+                                                   cpu_lim=milli(cpu_lim),
+                                                   mem_lim=mi(mem_lim))])
+            p["metadata"]["annotations"] = {"pod.elotl.co/burst-sizing": "observed"}
+            p["metadata"]["ownerReferences"] = [{
+                "apiVersion": "batch/v1" if kind == "Job" else "apps/v1", "kind": kind,
+                "name": name, "uid": "00000000-0000-0000-0000-%012d" % o,
+                "controller": True}]
+            items.append(p)
+            i += 1
+        if o < 8:
+            usage["bench/%s/%s" % (kind, name)] = {
+                "pods": rng.randint(3, 30),
+                "cpu": milli(max(1, int(cpu * rng.uniform(0.5, 1.6)))),
+                "memory": mi(max(1, int(mem * rng.uniform(0.6, 1.4))))}
+    return items, usage
+
+
 def main():
     items = []
     for cls, make, n in (("web", web, 90), ("memory", memory_heavy, 35), ("cpu", cpu_heavy, 35),
                          ("init", init_heavy, 30), ("spot", spot, 35), ("gpu", gpu, 15)):
         items += [make(i) for i in range(n)]
+    burst, usage = burst_class(len(items))
+    items += burst
+    if sys.argv[1:] == ["usage"]:
+        print(json.dumps({"owners": usage}, indent=1, sort_keys=True))
+        return
     doc = {"apiVersion": "v1", "kind": "List", "items": items}
     print(json.dumps(doc, indent=None, separators=(",", ":")).replace('},{"apiVersion"',
                                                                       '},\n{"apiVersion"'))
