@@ -10,22 +10,26 @@
 #   build-agent  cell-agent and cell-shim first, then
 #   cell-image   the EC2 cell image, built in the background from here on (it needs the agent
 #                and the shim; cached in BUILD/cell-image by its inputs' hash)
-#   build        kiyot, the unit binaries, the fuzz targets, netdelay
-#   then at once unit (binaries two at a time), fuzz-check (every target replays its corpus),
-#                endpoints (ec2sign, ec2sim, kubeapi against real clients) and the integration
-#                suite in ITEST_SHARDS shards (test/integration/harness.py)
+#   build        what the integration suite runs: kiyot, cell-agent, netdelay
+#   then at once unit (the unit binaries built, then run two at a time), fuzz-check (the fuzz
+#                targets built, then each replays its corpus), endpoints (ec2sign, ec2sim,
+#                kubeapi against real clients) and the integration suite in ITEST_SHARDS shards
+#                (test/integration/harness.py), whose shard 0 also boots the cell image in a VM
+#                (QEMU TCG) once it is built
 #   load         the lifecycle and crash tests again on a busy node (one shard: it loads the
 #                CPUs itself)
-#   test-vm      once the image is built: its boot in a VM (QEMU TCG)
+# The integration runs take the machine's integration lock once, for both (itest-lock: the
+# time waited for it, when another run held it).
 # A part that runs beside others writes to BUILD/test-logs/PART.log, shown when it failed.
 set -u
 build=${1:-build}
 jobs=${2:-2}
 shards=${ITEST_SHARDS:-2}
 load_tests=${LOAD_TESTS:-Lifecycle CrashStarts}
-logs=$build/test-logs
-mkdir -p "$logs"
+mkdir -p "$build/test-logs"
 abs_build=$(cd "$build" && pwd)
+logs=$abs_build/test-logs # absolute: a part may run in another directory
+rm -f "$logs"/*.end "$logs"/*.rc # an earlier run's
 m="make --no-print-directory BUILD=$build"
 t_start=$(date +%s%N)
 summary=()
@@ -64,11 +68,13 @@ bg() {
 	shift
 	echo "==== $name (in the background: $logs/$name.log)"
 	bg_start[$name]=$(now_ms)
-	# its own end time: finish may be called long after it ended
+	# its own end time (finish may be called long after it ended) and status, for finish and
+	# for whoever waits for it (the VM boot waits for cell-image.rc)
 	(
 		"$@"
 		rc=$?
 		now_ms >"$logs/$name.end"
+		echo $rc >"$logs/$name.rc.tmp" && mv "$logs/$name.rc.tmp" "$logs/$name.rc"
 		exit $rc
 	) >"$logs/$name.log" 2>&1 &
 	bg_pid[$name]=$!
@@ -103,32 +109,40 @@ image, took = v.build_image()
 print("cell image %s: %s" % (image, "built in %.0f s" % took if took is not None else "cached"))'
 }
 
+# itest_lock: takes the integration suite's lock for the runs below (run.sh takes it itself when
+# this fails: another run held it 20 minutes)
+itest_lock() {
+	exec 9>/run/lock/kiyot-itest.lock
+	if flock -w 1200 9; then
+		export KIYOT_ITEST_LOCKED=1
+	else
+		echo "another run held /run/lock/kiyot-itest.lock 20 minutes: each run takes it itself"
+	fi
+}
+
+unit() { $m -j1 unit-bins && $m unit; }
+
 part deps deploy/install-deps.sh
 if part build-agent $m -j"$jobs" "$build/cell-agent" "$build/cell-shim"; then
 	bg cell-image cell_image
-	image=1
 else
-	image=0
+	echo 1 >"$logs/cell-image.rc" # no image: the VM boot does not wait for one
 fi
-if part build $m -j"$jobs" all unit-bins fuzz-build "$build/test-tools/netdelay"; then
-	bg unit $m unit
+if part build $m -j"$jobs" all "$build/test-tools/netdelay"; then
+	bg unit unit
 	bg fuzz-check $m fuzz-check
 	bg endpoints endpoints
+	part itest-lock itest_lock
 	part integration env KIYOT_ITEST_SHARDS="$shards" KIYOT_BUILD="$abs_build" \
-		test/integration/run.sh
+		KIYOT_ITEST_VM=1 KIYOT_ITEST_VM_READY="$logs/cell-image.rc" test/integration/run.sh
 	finish unit
 	finish fuzz-check
 	finish endpoints
 	echo "integration on a busy node: $load_tests"
 	# shellcheck disable=SC2086 # the words are test filters
 	part load env KIYOT_ITEST_LOAD=1 KIYOT_BUILD="$abs_build" test/integration/run.sh $load_tests
-	if [ "$image" = 1 ] && finish cell-image; then
-		part test-vm env KIYOT_ITEST_VM=1 KIYOT_BUILD="$abs_build" \
-			test/integration/run.sh Ec2VmTest
-	fi
-elif [ "$image" = 1 ]; then
-	finish cell-image
 fi
+[ -n "${bg_pid[cell-image]:-}" ] && finish cell-image
 
 echo "==== make test: wall time per part"
 printf '%s\n' "${summary[@]}"

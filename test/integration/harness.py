@@ -22,9 +22,12 @@ its own (KIYOT_ITEST_SHARD=i: bridge kiyott<i>, cells 10.78.0.0/16 for shard 0 a
 10.<79+i>.0.0/16 after it, a registry on that network's gateway, its own kiyot and work
 directory). The shards take test files from one queue, longest first; the files that use
 something of the node only one run may hold (a fixed host port, a fixed namespace name, the
-routing tests' containerd, the EC2 tests' addresses inside 10.78) run in shard 0, and those
-that compare what every run writes to (the ebtables nat table) run alone after the shards. A shard's
-output goes to its log, copied to the terminal when it failed; each prints a line per file.
+routing tests' containerd, the VM's bridge) run in shard 0, and those that compare what every
+run writes to (the ebtables nat table) run alone after the shards; the others take their
+addresses from their shard's network (net_addr). With KIYOT_ITEST_VM_READY=FILE, shard 0 runs
+the VM boot once FILE says the cell image is built (make test builds it beside the suite). A
+shard's output goes to its log, copied to the terminal when it failed; each prints a line per
+file.
 
 KIYOT_ITEST_LOAD=1 runs the tests on a busy node: stress-ng keeps LOAD_CPU_PER_CORE CPU
 workers per core busy, and the link between node and cells is slowed, from before kiyot
@@ -68,6 +71,13 @@ BRIDGE = "kiyott%d" % SHARD
 CIDR = "10.%d.0.0/16" % _NET
 HOST_IP = "10.%d.0.1" % _NET
 REGISTRY = HOST_IP + ":5000"
+
+
+def net_addr(rest):
+    """An address in this shard's network: net_addr("200.0") is 10.78.200.0 in shard 0."""
+    return "10.%d.%s" % (_NET, rest)
+
+
 NETNS_PREFIX = "kiyot-"
 CGROUP_ROOT = "kiyot"
 CACHE = os.environ.get("KIYOT_ITEST_CACHE", "/var/tmp/kiyot-itest")
@@ -994,24 +1004,32 @@ class _Result(unittest.TextTestResult):
 
 # Test files that must run in shard 0 when the suite runs in shards: they use what only one run
 # on the node may hold (a fixed host port, the namespace kiyott-out and ip_forward, the routing
-# tests' containerd with its registry address, EC2 addresses inside 10.78, the VM's bridge).
-SHARD0_ONLY = ("test_hostport", "test_masquerade", "test_routing", "test_ec2", "test_ec2_vm",
-               "test_launch_waits", "test_pull_errors")
+# tests' containerd with its registry address and network, the VM's bridge). The others take
+# their addresses from their shard's network (net_addr, REGISTRY).
+SHARD0_ONLY = ("test_hostport", "test_masquerade", "test_routing", "test_ec2_vm")
 # Test files that must have the node to themselves: they compare tables every run writes to
 # (test_cell_network: the whole ebtables nat table). They run after the shards, in shard 0.
 SOLO = ("test_cell_network",)
-# The shards' queue takes the files longest first (seconds, from a run on 2 cores; a file not
-# listed counts 10 s).
-FILE_SECONDS = {"test_ec2": 56, "test_cli": 26, "test_streaming": 26, "test_slow_deps": 25,
-                "test_attach": 19, "test_crash_starts": 19, "test_validation": 19,
-                "test_cell_network": 16, "test_hostport": 15, "test_cells_crd": 15,
-                "test_security": 14, "test_spot_interrupt": 14, "test_launch_waits": 12,
-                "test_pod_object": 12, "test_lifecycle": 11, "test_pull_errors": 11,
-                "test_recovery": 10, "test_containers": 9, "test_metrics": 9, "test_cell_tls": 8,
-                "test_cli_stream": 8, "test_events": 8, "test_logs": 7, "test_routing": 6,
-                "test_agent_streams": 5, "test_masquerade": 5, "test_volumes": 3, "test_images": 2,
-                "test_kube_proxy": 2, "test_cell_auth": 1, "test_lists": 1, "test_resize": 1,
-                "test_ec2_vm": 0, "test_runtime": 0}
+# The VM boot (test_ec2_vm) needs the cell image, which make test builds beside the suite:
+# with KIYOT_ITEST_VM_READY=FILE, shard 0 runs it once FILE exists (it holds the image build's
+# exit status: not 0, the test counts as failed unrun), between two files or after its last,
+# waiting at most VM_READY_WAIT seconds.
+VM_MODULE = "test_ec2_vm"
+VM_READY = os.environ.get("KIYOT_ITEST_VM_READY", "")
+VM_READY_WAIT = 1800
+# The shards' queue takes the files longest first (seconds, from a run on 2 cores with 2 shards;
+# a file not listed counts 10 s).
+FILE_SECONDS = {"test_ec2": 64, "test_cli": 44, "test_streaming": 37, "test_pool": 34,
+                "test_slow_deps": 25, "test_hostport": 26, "test_attach": 18,
+                "test_crash_starts": 17, "test_validation": 17, "test_cell_network": 14,
+                "test_security": 14, "test_spot_interrupt": 14, "test_routing": 13,
+                "test_cells_crd": 12, "test_launch_waits": 11, "test_lifecycle": 10,
+                "test_cli_stream": 10, "test_pod_object": 10, "test_recovery": 9,
+                "test_metrics": 9, "test_pull_errors": 8, "test_ec2_arch": 8, "test_cell_tls": 8,
+                "test_masquerade": 7, "test_containers": 6, "test_events": 5,
+                "test_pool_cells": 5, "test_agent_streams": 5, "test_logs": 4, "test_volumes": 2,
+                "test_images": 2, "test_kube_proxy": 1, "test_cell_auth": 1, "test_lists": 1,
+                "test_resize": 1, "test_ec2_vm": 0, "test_runtime": 0}
 
 
 def _collect(filters):
@@ -1107,6 +1125,9 @@ def run_shard(queue_path, result_path, filters):
         by_mod.setdefault(_module(t), []).append(t)
     own = [m for m in SHARD0_ONLY if m in by_mod] \
         if SHARD == 0 and not os.environ.get("KIYOT_ITEST_SOLO") else []
+    vm = VM_MODULE in own and VM_READY
+    if vm:
+        own.remove(VM_MODULE)
     global _ENV
     e = Env()
     _ENV = e
@@ -1126,11 +1147,19 @@ def run_shard(queue_path, result_path, filters):
             print("[shard %d] setup failed" % SHARD, flush=True)
             return 1
         while True:
-            mod = own.pop(0) if own else _take(queue_path)
+            if vm and os.path.exists(VM_READY):
+                mod, vm = VM_MODULE, False
+            else:
+                mod = own.pop(0) if own else _take(queue_path)
+            if mod is None and vm:
+                mod, vm = VM_MODULE, False
             if mod is None:
                 break
             t0 = time.monotonic()
-            p, f, sk = _run_tests(by_mod.get(mod, []), sys.stderr)
+            if mod == VM_MODULE and VM_READY:
+                p, f, sk = _run_vm(by_mod[mod])
+            else:
+                p, f, sk = _run_tests(by_mod.get(mod, []), sys.stderr)
             took = time.monotonic() - t0
             res["passed"] += p
             res["failed"] += f
@@ -1148,6 +1177,23 @@ def run_shard(queue_path, result_path, filters):
         with open(result_path, "w") as f:
             json.dump(res, f)
     return 1 if res["failed"] else 0
+
+
+def _run_vm(tests):
+    """The VM boot once the cell image is built (VM_READY): (passed, failed, skipped)."""
+    deadline = time.monotonic() + VM_READY_WAIT
+    while not os.path.exists(VM_READY) and time.monotonic() < deadline:
+        time.sleep(2)
+    try:
+        with open(VM_READY) as f:
+            status = f.read().strip()
+    except OSError:
+        status = "none in %d s" % VM_READY_WAIT
+    if status != "0":
+        print("[shard %d] %s not run: the cell image's build ended with status %s (%s)"
+              % (SHARD, VM_MODULE, status, VM_READY), flush=True)
+        return 0, len(tests), 0
+    return _run_tests(tests, sys.stderr)
 
 
 def run_sharded(filters, shards):

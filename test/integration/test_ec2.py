@@ -19,11 +19,11 @@ import grpc
 import cri
 import streamclient
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
+from harness import BUILD, KiyotTest, REGISTRY, log, net_addr, unique, wait_for
 from test_streaming import upload_reaches_a_half_closing_pod
 from volumes import KubeletVolumes, VolumeChecks, atomic_write
 
-EC2_CIDR = "10.78.200.0/24"
+EC2_CIDR = net_addr("200.0/24")
 # ec2.subnetIds of the suite's kiyot, in two zones of the endpoint
 SUBNET_A, SUBNET_B = "subnet-0000000000000000a", "subnet-0000000000000000b"
 

@@ -17,9 +17,9 @@ import subprocess
 import cri
 from apiserver import ApiServerTest
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, REGISTRY, log, unique, wait_for
+from harness import BUILD, REGISTRY, log, net_addr, unique, wait_for
 
-EC2_CIDR = "10.78.201.0/24"
+EC2_CIDR = net_addr("201.0/24")
 AMI_X86, AMI_ARM = "ami-0000000000000a86a", "ami-0000000000000a64a"
 
 

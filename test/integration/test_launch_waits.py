@@ -15,9 +15,9 @@ import grpc
 
 import cri
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, KiyotTest, REGISTRY, T_CALL, log, pid_alive, wait_for
+from harness import BUILD, KiyotTest, REGISTRY, T_CALL, log, net_addr, pid_alive, wait_for
 
-EC2_CIDR = "10.78.201.0/24"
+EC2_CIDR = net_addr("201.0/24")
 BOOT_DELAY_S = 8
 
 

@@ -12,7 +12,7 @@ import unittest
 import grpc
 
 import cri
-from harness import HOST_IP, Footprint, KiyotTest, T_PULL
+from harness import HOST_IP, REGISTRY, Footprint, KiyotTest, T_PULL
 
 
 class PullErrorsTest(KiyotTest):
@@ -63,7 +63,7 @@ class PullErrorsTest(KiyotTest):
             code, details = self.pull_error(image, cfg)
             self.assertMentions(details, ["unreachable", "connect", "refused"],
                                 "a registry that is down")
-            self.assertIn("10.78.0.1:5000", details)
+            self.assertIn(REGISTRY, details)
             self.assertImageUnknown(image)
         finally:
             self.env.start_registry()

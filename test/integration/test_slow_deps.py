@@ -31,11 +31,11 @@ import grpc
 
 import cellcert
 import cri
-from harness import BRIDGE, KiyotTest, T_CALL, log, sh, unique, wait_for
+from harness import BRIDGE, KiyotTest, T_CALL, log, net_addr, sh, unique, wait_for
 
 DRIP_NS = "kiyott-drip"
 DRIP_IF, DRIP_NS_IF = "kiyott-d0", "kiyott-d1"
-DRIP_IP = "10.78.255.250"  # on the cells' network, far from the addresses kiyot hands out
+DRIP_IP = net_addr("255.250")  # on the cells' network, far from the addresses kiyot hands out
 LIVELY = 2.0  # seconds a fast call may take while pulls stall
 LAYER_SIZE = 8 << 20  # what a dripped layer claims to be; it never completes
 WINDOW_S = 4  # pulls.windowSeconds of this test's kiyot
