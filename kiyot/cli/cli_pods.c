@@ -133,6 +133,64 @@ static const char *pod_phase(struct cli *c, const Runtime__V1__PodSandbox *sb,
 	return created ? "Pending" : "Running";
 }
 
+/* Every cell kiyot has, pods' and standby ones: the verbose Status' "cells" (a JSON array),
+ * or NULL with err set. */
+static json_t *all_cells(struct cli *c, struct err *err)
+{
+	Runtime__V1__StatusRequest req = RUNTIME__V1__STATUS_REQUEST__INIT;
+	Runtime__V1__StatusResponse *resp = NULL;
+	json_t *cells = NULL;
+
+	req.verbose = 1;
+	if (cli_call(c, CLI_RT "Status", &req.base, &runtime__v1__status_response__descriptor,
+		     &resp, err) < 0)
+		return NULL;
+	for (size_t i = 0; i < resp->n_info && !cells; i++)
+		if (strcmp(resp->info[i]->key, "cells") == 0)
+			cells = json_loads(resp->info[i]->value, 0, NULL);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+	if (!json_is_array(cells)) {
+		json_decref(cells);
+		err_set(err, EPROTO,
+			"kiyot's Status does not list its cells: is the kiyot serving this socket "
+			"older than this command? Run the kiyot binary of the same build");
+		return NULL;
+	}
+	return cells;
+}
+
+/* A JSON string member, or "<none>" when absent or empty (one word for a table's column). */
+static const char *col(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v && v[0] ? v : "<none>";
+}
+
+/* `kiyot get cells [-o wide]`: the pods' cells and the warm pool's standby cells. */
+static int get_cells(struct cli *c, int wide)
+{
+	struct err err = ERR_INIT;
+	json_t *cells = all_cells(c, &err), *o;
+	size_t i;
+
+	if (!cells)
+		return cli_fail("%s", err.msg);
+	printf("%-22s %-16s %-24s %-8s %-14s %-9s %-15s %s%s\n", "CELL", "NAMESPACE", "POD",
+	       "PHASE", "INSTANCE-TYPE", "$/H", "IP", "AGE", wide ? "   WHY" : "");
+	json_array_foreach (cells, i, o) {
+		char ago[16];
+
+		age(json_integer_value(json_object_get(o, "createdNs")), ago, sizeof(ago));
+		printf("%-22s %-16s %-24s %-8s %-14s %-9.4f %-15s %s%s%s\n", col(o, "cellId"),
+		       col(o, "namespace"), col(o, "pod"), col(o, "phase"), col(o, "instanceType"),
+		       json_number_value(json_object_get(o, "pricePerHour")), col(o, "ip"), ago,
+		       wide ? "   " : "", wide ? col(o, "sizingReason") : "");
+	}
+	json_decref(cells);
+	return 0;
+}
+
 int cli_get(struct cli *c, int argc, char **argv)
 {
 	struct err err = ERR_INIT;
@@ -145,14 +203,12 @@ int cli_get(struct cli *c, int argc, char **argv)
 		return cli_fail("usage: kiyot get pods | kiyot get cells [-o wide]");
 	cells = argv[1][1] == 'e';
 	wide = argc >= 4 && strcmp(argv[2], "-o") == 0 && strcmp(argv[3], "wide") == 0;
+	if (cells)
+		return get_cells(c, wide);
 	if (!(sbs = list_sandboxes(c, &err)) || !(cs = list_containers(c, NULL, &err)))
 		return cli_fail("%s", err.msg);
-	if (cells)
-		printf("%-22s %-16s %-24s %-14s %-15s %s%s\n", "CELL", "NAMESPACE", "POD",
-		       "INSTANCE-TYPE", "IP", "AGE", wide ? "   WHY" : "");
-	else
-		printf("%-24s %-16s %-7s %-11s %-15s %s\n", "NAME", "NAMESPACE", "READY", "STATUS",
-		       "IP", "AGE");
+	printf("%-24s %-16s %-7s %-11s %-15s %s\n", "NAME", "NAMESPACE", "READY", "STATUS", "IP",
+	       "AGE");
 	for (size_t i = 0; i < sbs->n_items; i++) {
 		const Runtime__V1__PodSandbox *sb = sbs->items[i];
 		char ago[16], readys[32];
@@ -162,23 +218,9 @@ int cli_get(struct cli *c, int argc, char **argv)
 		const char *phase = pod_phase(c, sb, cs, &ready, &total);
 
 		age(sb->created_at, ago, sizeof(ago));
-		if (cells) {
-			const char *cell = json_string_value(json_object_get(info, "cellId"));
-
-			if (sb->state == RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY && cell &&
-			    cell[0])
-				printf("%-22s %-16s %-24s %-14s %-15s %s%s%s\n", cell,
-				       sb->metadata->namespace_, sb->metadata->name,
-				       json_string_value(json_object_get(info, "instanceType")), ip,
-				       ago, wide ? "   " : "",
-				       wide ? json_string_value(
-						      json_object_get(info, "sizingReason"))
-					    : "");
-		} else {
-			snprintf(readys, sizeof(readys), "%d/%d", ready, total);
-			printf("%-24s %-16s %-7s %-11s %-15s %s\n", sb->metadata->name,
-			       sb->metadata->namespace_, readys, phase, ip[0] ? ip : "<none>", ago);
-		}
+		snprintf(readys, sizeof(readys), "%d/%d", ready, total);
+		printf("%-24s %-16s %-7s %-11s %-15s %s\n", sb->metadata->name,
+		       sb->metadata->namespace_, readys, phase, ip[0] ? ip : "<none>", ago);
 		json_decref(info);
 		free(ip);
 	}

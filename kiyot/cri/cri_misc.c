@@ -5,9 +5,15 @@
 #include "cri.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cells/provision.h"
 #include "events.h"
+#include "pool/pool.h"
+#include "sizing/catalog.h"
+#include "state/records.h"
 #include "xalloc.h"
 
 #define KIYOT_VERSION "0.1.0"
@@ -38,6 +44,74 @@ static Runtime__V1__RuntimeCondition *condition(struct rpc_call *call, const cha
 	return c;
 }
 
+/* A price per hour as the Cell objects give it: rounded to the micro-dollar. */
+static double price_of(const struct catalog *cat, const char *type, int spot)
+{
+	const struct catalog_type *t = cat && type ? catalog_find(cat, type) : NULL;
+	double price = t ? (spot && t->spot_price > 0 ? t->spot_price : t->price) : 0;
+
+	return (double)(int64_t)(price * 1e6 + 0.5) / 1e6;
+}
+
+/*
+ * Status' verbose info "cells": every cell kiyot has, as `kiyot get cells` lists them: the
+ * pods' (phase Running, or Pending while launching) and the pool's standby cells (phase
+ * Standby, Pending while booting; no pod), each with its type, market, catalog price per hour,
+ * address and creation time (Unix ns). A JSON array, as text (caller frees).
+ */
+static char *cells_info(struct kiyot *k)
+{
+	struct catalog *cat = k->catalog ? catalog_acquire(k->catalog) : NULL;
+	json_t *a = json_array();
+	struct pool_view *v = NULL;
+	struct sandbox **sbs;
+	size_t n;
+	char *text;
+
+	pthread_mutex_lock(&k->lock);
+	n = records_sandboxes(k->records, &sbs);
+	for (size_t i = 0; i < n; i++) {
+		const struct sandbox *sb = sbs[i];
+		const Runtime__V1__PodSandboxMetadata *md = sb->config->metadata;
+		const char *lt = cri_map_get((void **)sb->config->annotations,
+					     sb->config->n_annotations, ANN_LAUNCH_TYPE);
+		int spot = lt && strcmp(lt, "spot") == 0;
+
+		if (!sb->cell_id || !sb->cell_id[0] || sb->state == SANDBOX_NOTREADY)
+			continue;
+		json_array_append_new(
+			a, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:f, s:s, s:I, s:s}",
+				     "cellId", sb->cell_id, "phase", "Running", "namespace",
+				     md->namespace_, "pod", md->name, "instanceType",
+				     sb->instance_type, "launchType", spot ? "spot" : "on-demand",
+				     "ip", sb->ip ? sb->ip : "", "pricePerHour",
+				     price_of(cat, sb->instance_type, spot), "sizingReason",
+				     sb->sizing_reason ? sb->sizing_reason : "", "createdNs",
+				     (json_int_t)sb->created_ns, "sandboxId", sb->id));
+	}
+	sandboxes_put(sbs, n);
+	pthread_mutex_unlock(&k->lock);
+	n = pool_list(k->pool, &v);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(
+			a,
+			json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:f, s:s, s:I, s:s}",
+				  "cellId", v[i].cell_id, "phase",
+				  v[i].ready ? "Standby" : "Pending", "namespace", "", "pod", "",
+				  "instanceType", v[i].instance_type, "launchType",
+				  v[i].spot ? "spot" : "on-demand", "ip", v[i].ip, "pricePerHour",
+				  price_of(cat, v[i].instance_type, v[i].spot), "sizingReason",
+				  "a standby cell of the warm pool (pool in kiyot's config)",
+				  "createdNs", (json_int_t)v[i].created_ns, "sandboxId", ""));
+	pool_views_free(v, n);
+	catalog_release(cat);
+	text = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	if (!text)
+		abort();
+	return text;
+}
+
 int cri_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	       ProtobufCMessage *resp, struct err *err)
 {
@@ -55,7 +129,9 @@ int cri_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	if (r->verbose) {
 		Runtime__V1__StatusResponse__InfoEntry *e =
 			rpc_msg_new(call, &runtime__v1__status_response__info_entry__descriptor);
-		char *info;
+		Runtime__V1__StatusResponse__InfoEntry *ce =
+			rpc_msg_new(call, &runtime__v1__status_response__info_entry__descriptor);
+		char *info, *cells = cells_info(k);
 
 		pthread_mutex_lock(&k->lock);
 		info = xasprintf("{\"provider\":\"%s\",\"region\":\"%s\",\"clusterId\":\"%s\","
@@ -65,9 +141,13 @@ int cri_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		e->key = "config";
 		e->value = rpc_strdup(call, info);
 		free(info);
-		out->info = rpc_alloc(call, sizeof(*out->info));
+		ce->key = "cells";
+		ce->value = rpc_strdup(call, cells);
+		free(cells);
+		out->info = rpc_alloc(call, 2 * sizeof(*out->info));
 		out->info[0] = e;
-		out->n_info = 1;
+		out->info[1] = ce;
+		out->n_info = 2;
 	}
 	return 0;
 }

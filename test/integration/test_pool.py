@@ -7,6 +7,7 @@ exists of them from their network namespaces and agents."""
 import json
 import os
 import sqlite3
+import subprocess
 import time
 
 from harness import (KiyotTest, NETNS_PREFIX, T_CALL, cell_netns_list, find_agent_pid, log,
@@ -112,6 +113,46 @@ class PoolTest(KiyotTest):
         self.settle()
         self.assertNotIn(standby, self.standby_of(self.env))
         self.assertEqual(self.ready(), [refill])
+
+    def get_cells(self):
+        """`kiyot get cells` as rows of dicts keyed by its header."""
+        env = dict(os.environ, KIYOT_SOCKET=self.env.socket, KIYOT_STATE_DIR=self.env.state_dir)
+        p = subprocess.run([self.env.kiyot_bin, "get", "cells"], capture_output=True,
+                           text=True, env=env, timeout=T_CALL)
+        self.assertEqual(p.returncode, 0, "kiyot get cells: %s" % p.stderr)
+        lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+        head = lines[0].split()
+        return [dict(zip(head, ln.split())) for ln in lines[1:]]
+
+    def test_kiyot_get_cells_lists_standby_cells_with_phase_type_price_and_age(self):
+        self.configure(shapes(("t3.small", 1), ("t3.micro", 1)))
+        ready = self.wait_ready(2)
+        rows = {r["CELL"]: r for r in self.get_cells()}
+        for cell in ready:
+            self.assertIn(cell, rows, "kiyot get cells does not list standby cell %s" % cell)
+            row = rows[cell]
+            self.assertEqual(row["PHASE"], "Standby")
+            self.assertEqual(row["POD"], "<none>")
+            self.assertEqual(row["NAMESPACE"], "<none>")
+            self.assertRegex(row["AGE"], r"^\d+[smhd]$")
+        small = [rows[c] for c in ready if rows[c]["INSTANCE-TYPE"] == "t3.small"]
+        micro = [rows[c] for c in ready if rows[c]["INSTANCE-TYPE"] == "t3.micro"]
+        self.assertEqual((len(small), len(micro)), (1, 1))
+        # the catalog's on-demand prices, t3.small twice t3.micro's
+        self.assertGreater(float(small[0]["$/H"]), 0)
+        self.assertAlmostEqual(float(small[0]["$/H"]), 2 * float(micro[0]["$/H"]), places=3)
+
+        # a pod claims the t3.small one: its row is the pod's, Running; a new standby follows
+        pod, cfg = self.pod_of_type("t3.small")
+        cell = self.cell_of(pod)
+        row = {r["CELL"]: r for r in self.get_cells()}[cell]
+        self.assertEqual((row["PHASE"], row["POD"], row["NAMESPACE"]),
+                         ("Running", cfg.metadata.name, cfg.metadata.namespace))
+        self.assertEqual(row["$/H"], small[0]["$/H"])
+        self.wait_ready(2)
+        standby = [r for r in self.get_cells() if r["PHASE"] in ("Standby", "Pending")]
+        self.assertEqual(len(standby), 2, "kiyot get cells: %s" % standby)
+        self.assertNotIn(cell, [r["CELL"] for r in standby])
 
     def test_caps_hold_count_and_spend(self):
         # 5 asked, at most 2 cells
