@@ -21,7 +21,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "feed.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "log.h"
 #include "pki.h"
 #include "state/store.h"

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "log.h"
 #include "rpc.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 int cells_dial(struct cellmgr *m, const char *cell_id, uint16_t port, int host_network,

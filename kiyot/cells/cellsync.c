@@ -16,7 +16,7 @@
 #include "codec.h"
 #include "cells.h"
 #include "cri/cri.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "kube/kube.h"
 #include "log.h"
 #include "pool/pool.h"

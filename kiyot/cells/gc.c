@@ -35,7 +35,7 @@
 #include "clock.h"
 #include "log.h"
 #include "pool/pool.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 struct orphan {

@@ -1,6 +1,6 @@
 /*
  * gc.h: what tests reach of the garbage collector besides gc_start and gc_stop
- * (state/kiyot.h): the clock it judges grace periods by, and a pass asked for now instead of
+ * (daemon/kiyot.h): the clock it judges grace periods by, and a pass asked for now instead of
  * at the end of the interval, so a test of its verdicts waits on neither.
  */
 #ifndef KIYOT_GC_H

@@ -17,7 +17,7 @@
 #include "sizing/burst.h"
 #include "sizing/catalog.h"
 #include "cri/cri.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "kube/quantity.h"
 #include "providers/provider.h"
 #include "sizing/sizing.h"

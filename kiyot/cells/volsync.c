@@ -18,7 +18,7 @@
 #include "cells.h"
 #include "clock.h"
 #include "cri/cri.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "log.h"
 #include "shipvol.h"
 #include "xalloc.h"

@@ -21,7 +21,7 @@
 #include "kube/podspec.h"
 #include "cells/provision.h"
 #include "sizing/sizing.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 /* A CRI map entry list from name/value pairs (all arrays in the arena). */

@@ -22,16 +22,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "clock.h"
 #include "fsutil.h"
-#include "cells/cellsync.h"
-#include "kube/events.h"
-#include "state/kiyot.h"
+#include "daemon/daemon.h"
 #include "log.h"
 #include "memtrim.h"
-#include "metrics/metrics.h"
-#include "cri/router.h"
-#include "rpc.h"
 #include "xalloc.h"
 
 /* How long a start waits for the socket's lock, and how often it looks. */
@@ -162,15 +156,10 @@ static int serve(int argc, char **argv)
 	};
 	struct kiyot k;
 	struct err err = ERR_INIT;
-	struct rpc_server_config rc = { 0 };
-	char *node;
 	struct rpc_server *srv = NULL;
-	const struct rpc_pool *pools;
 	const char *config = NULL;
-	_cleanup_free_ char *addr = NULL;
 	_cleanup_free_ char *dir = NULL;
 	sigset_t sigs;
-	int64_t t;
 	int opt;
 
 	mem_tune(); /* before any thread: the allocator's settings (memtrim.h) */
@@ -245,44 +234,14 @@ static int serve(int argc, char **argv)
 	if (lock_socket(k.cfg.socket, &err) < 0)
 		die("%s", err.msg);
 	reg_set_policy(&k.cfg.pulls); /* kiyot's own pulls; cells get it in their bootstrap */
-	if (kiyot_open(&k, &err) < 0)
-		die("%s", err.msg);
-	if (k.cfg.fallback_runtime_endpoint[0] &&
-	    router_open(&k, k.cfg.fallback_runtime_endpoint, &err) < 0)
-		die("--fallback-runtime-endpoint: %s", err.msg);
-	k.cellsync = cellsync_start_configured(&k);
-	node = kiyot_node_name(&k.cfg);
-	k.kube_events = kube_recorder_start_configured(k.cfg.kubeconfig, node);
-	free(node);
-	addr = xasprintf("unix://%s", k.cfg.socket);
-	rc.address = addr;
-	rc.methods = cri_method_table(&rc.n_methods);
-	rc.svc = &k;
-	/* a pool per kind of call, so that stalled pulls or slow launches never hold up the
-	 * kubelet's status calls (cri_table.c) */
-	pools = cri_pool_table(&rc.n_pools);
-	memcpy(rc.pools, pools, rc.n_pools * sizeof(*pools));
-	rc.observe = metrics_cri_observe; /* kiyot_cri_requests_total and their durations */
-	umask(0077);
-	if (rpc_server_start(&rc, &srv, &err) < 0)
+	if (daemon_start(&k, &srv, &err) < 0)
 		die("%s", err.msg);
 	log_info("serving CRI v1 on %s (state %s, cells %s on %s)", k.cfg.socket, k.cfg.state_dir,
 		 k.cfg.cell_cidr, k.cfg.bridge);
 	wait_for_stop(&sigs);
 	log_info("stopping (cells keep running and are adopted at the next start)");
-	t = clock_mono_ns();
-	rpc_server_stop(srv);
-	t = kiyot_stop_step("the CRI server (the calls in progress)", t);
-	cellsync_stop(k.cellsync);
-	t = kiyot_stop_step("Cell object sync", t);
-	kube_recorder_free(k.kube_events); /* what is queued gets a second */
-	k.kube_events = NULL;
-	t = kiyot_stop_step("Events", t);
-	router_close(&k);
-	kiyot_stop_step("the fallback runtime's connection", t);
-	kiyot_close(&k);
+	daemon_stop(&k, srv);
 	log_info("stopped");
-	cellsync_free(k.cellsync);
 	kiyot_config_release(&k.cfg);
 	return 0;
 }

@@ -7,7 +7,7 @@
 
 #include "cri_api.pb-c.h"
 #include "err.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "rpc.h"
 
 /* Copies a CRI map (labels, annotations) into the arena as entries of type desc. */

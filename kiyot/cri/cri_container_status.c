@@ -13,7 +13,7 @@
 
 #include "arena.h"
 #include "pbjson.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 static Runtime__V1__ContainerMetadata *metadata_dup(struct rpc_call *call,

@@ -11,7 +11,7 @@
 
 #include "clock.h"
 #include "cri_api.pb-c.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 #define QUEUE_MAX 1024

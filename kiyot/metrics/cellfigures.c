@@ -21,7 +21,7 @@
 #include "clock.h"
 #include "cri/cri.h"
 #include "sizing/catalog.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 struct metrics_cells {

@@ -15,7 +15,7 @@
 #include "log.h"
 #include "pool_internal.h"
 #include "sizing/catalog.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "state/store.h"
 #include "xalloc.h"
 

@@ -14,7 +14,7 @@
 #include "cells/cellsync.h"
 #include "clock.h"
 #include "log.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 /* One standby cell's launch, on a thread of its own. */

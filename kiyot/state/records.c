@@ -17,7 +17,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
 
+#include "codec.h"
 #include "ctrlog.h"
 #include "store.h"
 #include "xalloc.h"
@@ -594,4 +597,18 @@ void image_rec_free(struct image_rec *i)
 	free(i->repo_digests);
 	free(i->user);
 	free(i);
+}
+
+/* A random id of 64 hex digits, like other runtimes use. */
+char *kiyot_new_id(void)
+{
+	unsigned char raw[32];
+	char *id = xmalloc(65);
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		for (size_t i = 0; i < sizeof(raw); i++)
+			raw[i] = (unsigned char)(rand() & 0xff);
+	}
+	hex_encode(raw, sizeof(raw), id);
+	return id;
 }

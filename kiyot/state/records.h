@@ -101,4 +101,7 @@ void container_put(struct container *c);
 struct image_rec *image_rec_get(struct image_rec *i);
 void image_rec_put(struct image_rec *i);
 
+/* A new random 64-hex-digit id for a sandbox or container (caller frees). */
+char *kiyot_new_id(void);
+
 #endif

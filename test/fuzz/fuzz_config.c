@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -32,7 +32,7 @@
 #include "image.h"
 #include "regconf.h"
 #include "rpc.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "state/store.h"
 #include "stream/server.h"
 #include "xalloc.h"

@@ -20,7 +20,7 @@
 #include "cri_api.pb-c.h"
 #include "fake_agent.h"
 #include "fake_provider.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 
 struct rpc_server;
 struct rpc_channel;

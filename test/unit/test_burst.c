@@ -23,7 +23,7 @@
 #include "sizing/burst.h"
 #include "sizing/catalog.h"
 #include "sizing/sizing.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "state/store.h"
 #include "xalloc.h"
 

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "providers/local/cellnet.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 
 #define FIX "test/fixtures/config/"
 #define MIB (1024LL * 1024)

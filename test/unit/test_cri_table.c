@@ -16,7 +16,7 @@
 #include "agent.h"
 #include "cellagent.pb-c.h"
 #include "cri_api.pb-c.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "rpc.h"
 
 /*

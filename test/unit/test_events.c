@@ -18,7 +18,7 @@
 #include "clock.h"
 #include "cri/events.h"
 #include "cri_api.pb-c.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "xalloc.h"
 
 #define QUEUE_MAX 1024 /* events.c's bound per subscriber */

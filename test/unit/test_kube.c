@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "cells/cellsync.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "kube/kube.h"
 #include "../fixtures/ec2/httpstub.h"
 #include "fsutil.h"

@@ -23,7 +23,7 @@
 #include "metrics/metrics.h"
 #include "metrics/server.h"
 #include "rpc.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "testutil.h"
 #include "xalloc.h"
 

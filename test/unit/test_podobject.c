@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "sizing/catalog.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "kube/podobject.h"
 #include "cells/provision.h"
 #include "sizing/sizing.h"

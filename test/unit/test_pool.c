@@ -20,7 +20,7 @@
 #include "pool/pool.h"
 #include "pool/pool_config.h"
 #include "pool/pool_plan.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "state/store.h"
 #include "xalloc.h"
 

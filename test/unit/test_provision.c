@@ -18,7 +18,7 @@
 #include "sizing/catalog.h"
 #include "platforms.h"
 #include "registry.h"
-#include "state/kiyot.h"
+#include "daemon/kiyot.h"
 #include "cells/provision.h"
 #include "sizing/sizing.h"
 #include "providers/provider.h"

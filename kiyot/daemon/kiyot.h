@@ -35,9 +35,9 @@
 #include "err.h"
 #include "pool/pool_config.h"
 #include "providers/provider.h"
-#include "records.h"
+#include "state/records.h"
 #include "registry.h"
-#include "state.h"
+#include "state/state.h"
 
 struct store;
 struct cellmgr;
@@ -159,8 +159,6 @@ char *kiyot_node_name(const struct kiyot_config *c);
 int kiyot_open(struct kiyot *k, struct err *err);
 void kiyot_close(struct kiyot *k);
 
-/* A new random 64-hex-digit id (caller frees). */
-char *kiyot_new_id(void);
 /* Updates a container from a unit status; non-zero if it changed. Needs k->lock. */
 int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 			    const Kiyot__Cell__V1__UnitStatus *st);
@@ -187,12 +185,6 @@ void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
 /* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
  * node's store may be freed. Takes k->lock. */
 int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
-/* One step of stopping kiyot ended: a warning naming it when it took KIYOT_SLOW_STOP_MS or
- * more since `since` (clock_mono_ns), a debug line otherwise, so a stop that hangs says
- * where (the step after the last one logged). Returns now. */
-#define KIYOT_SLOW_STOP_MS 2000
-int64_t kiyot_stop_step(const char *what, int64_t since);
-
 /* Called by the cell manager's Watch callbacks and its Watch restarter. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 			  const Kiyot__Cell__V1__UnitStatus *st);
