@@ -71,7 +71,8 @@ static int make_client_cert(struct cellmgr *m, struct err *err)
 	return 0;
 }
 
-int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
+int cells_new(struct kiyot *k, const struct cells_hooks *hooks, struct cellmgr **out,
+	      struct err *err)
 {
 	struct cellmgr *m = xcalloc(1, sizeof(*m));
 
@@ -79,6 +80,8 @@ int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err)
 	int rc;
 
 	m->k = k;
+	if (hooks)
+		m->hooks = *hooks;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -207,7 +210,12 @@ void cell_stats_keep(struct cellmgr *m, struct cell_entry *e,
 	usage_history_observe(m->k->store, e->id, st); /* the burst rule's peaks */
 }
 
-/* A kiyot_on_interruption call on a thread of its own. */
+const struct cells_hooks *cells_hooks(const struct cellmgr *m)
+{
+	return &m->hooks;
+}
+
+/* An interruption hook call on a thread of its own. */
 struct interrupt_run {
 	struct cellmgr *m;
 	char *cell_id;
@@ -219,7 +227,8 @@ static void *interrupt_main(void *arg)
 	struct interrupt_run *r = arg;
 	struct cellmgr *m = r->m;
 
-	kiyot_on_interruption(m->k, r->cell_id, &r->in);
+	if (m->hooks.interruption)
+		m->hooks.interruption(m->hooks.ctx, r->cell_id, &r->in);
 	free(r->cell_id);
 	free(r);
 	pthread_mutex_lock(&m->lock);
@@ -230,7 +239,7 @@ static void *interrupt_main(void *arg)
 }
 
 /* Keeps what the agent said of its instance's interruption; news (a kind not seen before, or
- * another time) goes to kiyot_on_interruption on a thread of its own: it stops containers and
+ * another time) goes to the interruption hook on a thread of its own: it stops containers and
  * waits for the cell, which a Watch callback must not. */
 static void interruption_event(struct cellmgr *m, struct cell_entry *e,
 			       const Kiyot__Cell__V1__Interruption *w)
@@ -290,7 +299,8 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 			pthread_mutex_lock(&m->lock);
 			e->stats_current = false; /* a unit came or went: ask until the next */
 			pthread_mutex_unlock(&m->lock);
-			kiyot_on_unit_status(m->k, e->id, ev->status);
+			if (m->hooks.unit_status)
+				m->hooks.unit_status(m->hooks.ctx, e->id, ev->status);
 		}
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__STATS:
@@ -298,7 +308,9 @@ static void handle_event(struct cellmgr *m, struct cell_entry *e,
 			cell_stats_keep(m, e, ev->stats);
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__LOG:
-		kiyot_on_unit_log(m->k, ev->unit_id, ev->offset, ev->data.data, ev->data.len);
+		if (m->hooks.unit_log)
+			m->hooks.unit_log(m->hooks.ctx, ev->unit_id, ev->offset, ev->data.data,
+					  ev->data.len);
 		break;
 	case KIYOT__CELL__V1__WATCH_EVENT__KIND__INTERRUPTION:
 		if (ev->interruption)
@@ -395,12 +407,14 @@ static void watch_open(struct cellmgr *m, struct cell_entry *e, bool heal)
 		err_clear(&err);
 	}
 	*run = (struct watch_run){ m, e, false };
-	kiyot_log_offsets(m->k, e->id, &req.offsets, &req.n_offsets);
+	if (m->hooks.log_offsets)
+		m->hooks.log_offsets(m->hooks.ctx, e->id, &req.offsets, &req.n_offsets);
 	req.stats_interval_ms = STATS_PUSH_MS;
 	ret = e->conn ? m->agent.ops->watch(m->agent.self, e->conn, &req, watch_event, watch_end,
 					    run, &w, &err)
 		      : err_set(&err, ENOTCONN, "no connection to the agent");
-	kiyot_log_offsets_free(req.offsets, req.n_offsets);
+	if (m->hooks.log_offsets_free)
+		m->hooks.log_offsets_free(req.offsets, req.n_offsets);
 	pthread_mutex_lock(&m->lock);
 	e->opening = false;
 	if (ret < 0) { /* no callback comes */

@@ -1,7 +1,7 @@
 /*
  * cells.h: the cell manager. Launches a cell per sandbox through the provider, talks to its
- * agent (unary calls, plus one Watch stream per cell whose events and logs it hands to
- * kiyot_on_unit_status / kiyot_on_unit_log), and tears cells down.
+ * agent (unary calls, plus one Watch stream per cell whose events and logs it reports through
+ * the hooks it was made with, struct cells_hooks), and tears cells down.
  *
  * Thread safety: all calls may come from any thread. Applies to one cell are serialised by
  * cells_apply_lock/unlock so a newer desired pod is never overtaken by an older one.
@@ -19,8 +19,43 @@
 
 struct kiyot;
 struct cellmgr;
+struct cell_interruption;
+struct sandbox;
 
-int cells_new(struct kiyot *k, struct cellmgr **out, struct err *err);
+/*
+ * What the cell manager and the collector (gc.c) report to the side that owns the pods (the
+ * CRI side: cri/cell_reports.c), which the wiring (daemon/) hands to cells_new. cells/ calls
+ * nothing of that side but these. Each is called with no lock of cells/ held; ctx is the
+ * hooks' own. A NULL hook is not called.
+ */
+struct cells_hooks {
+	void *ctx;
+	/* A unit's status from a cell's Watch (on the agent client's loop threads). */
+	void (*unit_status)(void *ctx, const char *cell_id, const Kiyot__Cell__V1__UnitStatus *st);
+	/* A chunk of a unit's log from a cell's Watch, at offset in its stream. */
+	void (*unit_log)(void *ctx, const char *unit_id, uint64_t offset, const uint8_t *data,
+			 size_t len);
+	/* The log offsets of a cell's units, for resuming its Watch; *out (n entries) is freed
+	 * with log_offsets_free. */
+	void (*log_offsets)(void *ctx, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+			    size_t *n);
+	void (*log_offsets_free)(Kiyot__Cell__V1__LogOffset **o, size_t n);
+	/* A cell's agent said its instance is to be interrupted: on a thread of its own, as it
+	 * may block (it stops containers and waits for the cell). */
+	void (*interruption)(void *ctx, const char *cell_id, const struct cell_interruption *in);
+	/* The collector found a ready sandbox's cell gone: it is marked not ready, its live
+	 * containers exited with reason. Called with k->lock held. */
+	void (*sandbox_lost)(void *ctx, struct sandbox *sb, const char *reason);
+	/* After each pass of the collector: images nothing uses any more leave the node's
+	 * store. */
+	void (*pass_done)(void *ctx);
+};
+
+/* hooks is copied; NULL: nothing is reported. */
+int cells_new(struct kiyot *k, const struct cells_hooks *hooks, struct cellmgr **out,
+	      struct err *err);
+/* The hooks m was made with (never NULL; the collector reports through them). */
+const struct cells_hooks *cells_hooks(const struct cellmgr *m);
 void cells_free(struct cellmgr *m);
 
 /* What a launch made: the type the provider launched (a runner-up of sizing's choice when that
@@ -76,7 +111,7 @@ enum cells_launch_state cells_launch_cancel(struct cellmgr *m, const char *cell_
 /*
  * What a cell's agent said of its instance's coming end (its Watch's INTERRUPTION events:
  * EC2's spot interruption notice and rebalance recommendation). The manager keeps the latest
- * of each kind while the cell runs, and calls kiyot_on_interruption (kiyot.h) on a thread of
+ * of each kind while the cell runs, and calls the interruption hook (struct cells_hooks) on a thread of
  * its own for each new one.
  */
 struct cell_interruption {

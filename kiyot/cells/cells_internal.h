@@ -105,6 +105,7 @@ struct cell_launch {
 
 struct cellmgr {
 	struct kiyot *k;
+	struct cells_hooks hooks; /* what it reports to (cells_new) */
 	struct agent_client agent;
 	bool own_agent; /* made here (gRPC), freed here */
 	pthread_mutex_t lock;
@@ -113,7 +114,7 @@ struct cellmgr {
 	bool restarting, quit;
 	struct cell_entry *cells;
 	struct cell_launch *launches; /* under way (under lock) */
-	int interrupt_threads;	      /* kiyot_on_interruption calls running (under lock) */
+	int interrupt_threads;	      /* interruption hook calls running (under lock) */
 	/* kiyot's CA (its key never leaves kiyot.db) and kiyot's client certificate */
 	char *ca, *ca_key;
 	char *cert, *key;

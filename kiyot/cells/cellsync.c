@@ -15,7 +15,7 @@
 #include "sizing/catalog.h"
 #include "codec.h"
 #include "cells.h"
-#include "cri/cri.h"
+#include "state/crimap.h"
 #include "daemon/kiyot.h"
 #include "kube/kube.h"
 #include "log.h"

@@ -227,9 +227,18 @@ static bool listed(char **ids, size_t n, const char *id)
 	return false;
 }
 
+/* What the collector reports to the pods' side (cells.h); none without a cell manager. */
+static const struct cells_hooks *gc_hooks(struct kiyot *k)
+{
+	static const struct cells_hooks none = { 0 };
+
+	return k->cells ? cells_hooks(k->cells) : &none;
+}
+
 static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struct cell_info *cells,
 		      size_t n)
 {
+	const struct cells_hooks *hooks = gc_hooks(k);
 	struct sandbox **v;
 	size_t nv;
 
@@ -248,7 +257,8 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 			continue;
 		log_warn("sandbox %s: its cell %s is gone; marking it not ready", sb->id,
 			 sb->cell_id);
-		kiyot_sandbox_lost(k, sb, "CellLost");
+		if (hooks->sandbox_lost)
+			hooks->sandbox_lost(hooks->ctx, sb, "CellLost");
 	}
 	pthread_mutex_unlock(&k->lock);
 	sandboxes_put(v, nv);
@@ -350,7 +360,8 @@ static void pass(struct gc *g, int startup)
 	pool_reconcile(k->pool, cells, n);
 	orphans_forget(g, cells, n);
 	cellsync_kick(k->cellsync);
-	kiyot_node_images_sweep(k);
+	if (gc_hooks(k)->pass_done)
+		gc_hooks(k)->pass_done(gc_hooks(k)->ctx);
 	free(v);
 	cell_info_array_free(cells, n);
 out:

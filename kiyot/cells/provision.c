@@ -16,7 +16,7 @@
 
 #include "sizing/burst.h"
 #include "sizing/catalog.h"
-#include "cri/cri.h"
+#include "state/crimap.h"
 #include "daemon/kiyot.h"
 #include "kube/quantity.h"
 #include "providers/provider.h"

@@ -17,7 +17,6 @@
 
 #include "cells.h"
 #include "clock.h"
-#include "cri/cri.h"
 #include "daemon/kiyot.h"
 #include "log.h"
 #include "shipvol.h"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cells/cells.h"
 #include "events.h"
 #include "fsutil.h"
 #include "log.h"
@@ -194,4 +195,50 @@ void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n)
 		free(o[i]);
 	}
 	free(o);
+}
+
+static void hook_unit_status(void *ctx, const char *cell_id, const Kiyot__Cell__V1__UnitStatus *st)
+{
+	kiyot_on_unit_status(ctx, cell_id, st);
+}
+
+static void hook_unit_log(void *ctx, const char *unit_id, uint64_t offset, const uint8_t *data,
+			  size_t len)
+{
+	kiyot_on_unit_log(ctx, unit_id, offset, data, len);
+}
+
+static void hook_log_offsets(void *ctx, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
+			     size_t *n)
+{
+	kiyot_log_offsets(ctx, cell_id, out, n);
+}
+
+static void hook_interruption(void *ctx, const char *cell_id, const struct cell_interruption *in)
+{
+	kiyot_on_interruption(ctx, cell_id, in);
+}
+
+static void hook_sandbox_lost(void *ctx, struct sandbox *sb, const char *reason)
+{
+	kiyot_sandbox_lost(ctx, sb, reason);
+}
+
+static void hook_pass_done(void *ctx)
+{
+	kiyot_node_images_sweep(ctx);
+}
+
+void cri_cells_hooks(struct kiyot *k, struct cells_hooks *out)
+{
+	*out = (struct cells_hooks){
+		.ctx = k,
+		.unit_status = hook_unit_status,
+		.unit_log = hook_unit_log,
+		.log_offsets = hook_log_offsets,
+		.log_offsets_free = kiyot_log_offsets_free,
+		.interruption = hook_interruption,
+		.sandbox_lost = hook_sandbox_lost,
+		.pass_done = hook_pass_done,
+	};
 }

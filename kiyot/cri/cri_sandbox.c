@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "providers/local/cellnat.h"
 #include "cells/cells.h"
 #include "metrics/metrics.h"
 #include "cells/cellsync.h"
@@ -50,20 +49,6 @@ void **cri_map_dup(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, v
 		out[i] = e;
 	}
 	return out;
-}
-
-const char *cri_map_get(void **map, size_t n, const char *key)
-{
-	const char *v = NULL;
-
-	/* the same key may appear twice on the wire; the last one wins */
-	for (size_t i = 0; i < n; i++) {
-		const Runtime__V1__PodSandboxConfig__LabelsEntry *e = map[i];
-
-		if (strcmp(e->key, key) == 0)
-			v = e->value;
-	}
-	return v;
 }
 
 int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector)
@@ -112,11 +97,11 @@ int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char
 {
 	const Runtime__V1__PodSandboxConfig *cfg = sb->config;
 	const Runtime__V1__LinuxPodSandboxConfig *lx = cfg->linux;
-	_cleanup_free_ struct cellnat_port *ports = NULL;
+	_cleanup_free_ struct cell_host_port *ports = NULL;
 	_cleanup_free_ char *owner = NULL;
 	size_t n = 0;
 
-	if (k->provider.ops->remote_files || !cfg->n_port_mappings ||
+	if (!k->provider.ops->host_ports || !cfg->n_port_mappings ||
 	    (lx && lx->security_context && lx->security_context->namespace_options &&
 	     lx->security_context->namespace_options->network == RUNTIME__V1__NAMESPACE_MODE__NODE))
 		return 0;
@@ -137,8 +122,7 @@ int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char
 	if (n == 0)
 		return 0;
 	owner = xasprintf("%s/%s", cfg->metadata->namespace_, cfg->metadata->name);
-	return cellnat_hostports_set(k->cfg.bridge, k->cfg.cell_cidr, sb->cell_id, owner, ip, ports,
-				     n, err);
+	return k->provider.ops->host_ports(k->provider.self, sb->cell_id, owner, ip, ports, n, err);
 }
 
 /* Checks what a sandbox must carry; errors name the field. */

@@ -74,7 +74,7 @@ static void host_ports_restore(struct kiyot *k)
 	size_t n = 0, nsb;
 	int ret;
 
-	if (k->provider.ops->remote_files)
+	if (!k->provider.ops->host_ports_prune)
 		return;
 	pthread_mutex_lock(&k->lock);
 	nsb = records_sandboxes(k->records, &sbs);
@@ -82,7 +82,7 @@ static void host_ports_restore(struct kiyot *k)
 	for (size_t i = 0; i < nsb; i++)
 		if (sbs[i]->cell_id[0])
 			keep[n++] = sbs[i]->cell_id;
-	ret = cellnat_hostports_prune(k->cfg.cell_cidr, keep, n, &err);
+	ret = k->provider.ops->host_ports_prune(k->provider.self, keep, n, &err);
 	if (ret < 0)
 		log_error("hostPorts: %s", err.msg);
 	else if (ret > 0)
@@ -119,6 +119,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	_cleanup_free_ char *cells_dir = xasprintf("%s/cells", k->cfg.state_dir);
 	_cleanup_free_ char *node_images = xasprintf("%s/images", k->cfg.state_dir);
 	struct local_provider_config lc = { 0 };
+	struct cells_hooks hooks;
 	unsigned loosened = 0;
 
 	pthread_mutex_init(&k->lock, NULL);
@@ -193,7 +194,8 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	if (!k->provider.ops->remote_files &&
 	    image_store_new(node_images, k->regconf, &k->node_images, err) < 0)
 		return err_wrap(err, "node image store");
-	if (cells_new(k, &k->cells, err) < 0)
+	cri_cells_hooks(k, &hooks);
+	if (cells_new(k, &hooks, &k->cells, err) < 0)
 		return -err->code;
 	/* its standby cells adopted before the collector's first pass judges them */
 	if (pool_new(k, &k->pool, err) < 0)

@@ -159,51 +159,9 @@ char *kiyot_node_name(const struct kiyot_config *c);
 int kiyot_open(struct kiyot *k, struct err *err);
 void kiyot_close(struct kiyot *k);
 
-/* Updates a container from a unit status; non-zero if it changed. Needs k->lock. */
-int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
-			    const Kiyot__Cell__V1__UnitStatus *st);
-/* Marks a sandbox not ready and its live containers exited with reason. Needs k->lock. */
-void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
-/* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
-char *kiyot_log_file(struct kiyot *k, const struct container *c);
-/* Gives a container the writer of its log file (ctrlog.h), from the mark it has; one it has
- * already, or a kiyot without a committer (tests), is left as it is. Needs k->lock. */
-void kiyot_log_attach(struct kiyot *k, struct container *c);
-
 /* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
 const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
 void kiyot_auths_free(struct kiyot *k);
-/* The image kiyot knows by id (with or without "sha256:"), tag or repo digest, or NULL.
- * Needs k->lock. */
-const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref);
-/* Removes from the node's image store every image kiyot no longer lists that no container
- * uses (what RemoveImage left while a container ran on it). Takes k->lock. */
-void kiyot_node_images_sweep(struct kiyot *k);
-/* Pre-pulls refs (a JSON array of strings) into the node's store in the background,
- * anonymously; the kubelet's own pulls of them join it. Takes k->lock. */
-void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
-/* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
- * node's store may be freed. Takes k->lock. */
-int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
-/* Called by the cell manager's Watch callbacks and its Watch restarter. */
-void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
-			  const Kiyot__Cell__V1__UnitStatus *st);
-void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
-		       size_t len);
-
-/* Called by the cell manager, on a thread of its own (it may block), when a cell's agent said
- * its instance is to be interrupted (cells.h): a spot interruption notice stops the pod's
- * containers within their grace period, ending before EC2 acts, and makes its sandbox not
- * ready, so the kubelet makes the pod a new sandbox in a new cell; the Cell object shows
- * it. */
-struct cell_interruption;
-void kiyot_on_interruption(struct kiyot *k, const char *cell_id,
-			   const struct cell_interruption *in);
-
-/* The log offsets of the units of a cell, for resuming its Watch stream. */
-void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__LogOffset ***out,
-		       size_t *n);
-void kiyot_log_offsets_free(Kiyot__Cell__V1__LogOffset **o, size_t n);
 
 /* Reconciles cells with sandboxes once now (start-up rules), then periodically (gc.c). */
 struct gc *gc_start(struct kiyot *k);

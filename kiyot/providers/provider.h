@@ -95,6 +95,14 @@ struct cell_info {
 	char *launch_note;
 };
 
+/* One hostPort of a pod: host_port on the node's addresses (or host_ip) to the cell's
+ * container_port. protocol: "tcp", "udp" or "sctp". Strings borrowed. */
+struct cell_host_port {
+	const char *protocol;
+	int host_port, container_port;
+	const char *host_ip; /* NULL, "" or "0.0.0.0": every address of the node */
+};
+
 struct provider_ops {
 	const char *name;
 	/* How long a launched cell may take until its agent answers, unless
@@ -134,6 +142,16 @@ struct provider_ops {
 	 * where it keeps such marks (EC2: the pod's tags replace the standby tag; local: the
 	 * cell's record names the pod). NULL: nothing to mark. */
 	int (*assign)(void *self, const struct cell_spec *spec, struct err *err);
+	/* Makes a pod's hostPorts (n of them; owner "namespace/name") reach its cell at ip where
+	 * the provider's cells sit behind the node (local: DNAT rules on the node, kept when
+	 * kiyot stops). Idempotent; a port another pod holds is -EADDRINUSE naming that pod.
+	 * NULL: a cell's hostPorts are its own address's ports (EC2) and need nothing. */
+	int (*host_ports)(void *self, const char *cell_id, const char *owner, const char *ip,
+			  const struct cell_host_port *ports, size_t n, struct err *err);
+	/* At start: removes the hostPort rules of cells not in keep (n_keep ids: a state
+	 * directory wiped, a teardown a crash cut short); how many went. NULL with host_ports. */
+	int (*host_ports_prune)(void *self, const char *const *keep, size_t n_keep,
+				struct err *err);
 	/* Frees the provider itself; the cells it launched keep running. */
 	void (*destroy)(void *self);
 };

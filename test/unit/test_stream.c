@@ -48,7 +48,7 @@ static int setup_limits(void **state, const struct stream_limits *limits)
 
 	if (crihost_start(&f->h) < 0)
 		return -1;
-	if (cells_new(&f->h.k, &f->h.k.cells, &err) < 0 ||
+	if (cells_new(&f->h.k, NULL, &f->h.k.cells, &err) < 0 ||
 	    stream_server_start("127.0.0.1:0", f->h.k.cells, limits, &f->h.k.stream, &err) < 0) {
 		fprintf(stderr, "setup: %s\n", err.msg);
 		return -1;

@@ -648,6 +648,31 @@ static int local_list(void *self, struct cell_info **out, size_t *nout, struct e
 	return 0;
 }
 
+/* provider_ops.host_ports: DNAT rules on the node to the cell (cellnat.h). */
+static int local_host_ports(void *self, const char *cell_id, const char *owner, const char *ip,
+			    const struct cell_host_port *ports, size_t n, struct err *err)
+{
+	struct local_provider *p = self;
+	_cleanup_free_ struct cellnat_port *np = xcalloc(n ? n : 1, sizeof(*np));
+
+	for (size_t i = 0; i < n; i++) {
+		np[i].protocol = ports[i].protocol;
+		np[i].host_port = ports[i].host_port;
+		np[i].container_port = ports[i].container_port;
+		np[i].host_ip = ports[i].host_ip;
+	}
+	return cellnat_hostports_set(p->bridge, p->cidr_text, cell_id, owner, ip, np, n, err);
+}
+
+/* provider_ops.host_ports_prune: the rules toward this provider's network of cells not kept. */
+static int local_host_ports_prune(void *self, const char *const *keep, size_t n_keep,
+				  struct err *err)
+{
+	struct local_provider *p = self;
+
+	return cellnat_hostports_prune(p->cidr_text, keep, n_keep, err);
+}
+
 /* provider_ops.destroy: frees the provider; cells keep running. */
 static void local_destroy(void *self)
 {
@@ -661,6 +686,7 @@ static void local_destroy(void *self)
 	free(p->leases);
 	free(p->state_dir);
 	free(p->bridge);
+	free(p->cidr_text);
 	free(p->agent_path);
 	free(p->cgroup_root);
 	free(p->cluster_id);
@@ -682,6 +708,8 @@ static const struct provider_ops local_ops = {
 	.heal = local_heal,
 	.dial = local_dial,
 	.assign = local_assign,
+	.host_ports = local_host_ports,
+	.host_ports_prune = local_host_ports_prune,
 	.destroy = local_destroy,
 };
 
@@ -839,6 +867,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 	p->cluster_id = xstrdup(cfg->cluster_id ? cfg->cluster_id : "");
 	p->node_images = xstrdup(cfg->node_images ? cfg->node_images : "");
 	p->cidr = cidr;
+	p->cidr_text = xstrdup(cidr_text);
 	pthread_mutex_init(&p->guard_lock, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);

@@ -60,6 +60,7 @@ struct local_provider {
 	char *cluster_id;
 	char *node_images; /* "" when the agents pull every image themselves */
 	struct cellnet_cidr cidr;
+	char *cidr_text; /* cidr as configured, which the hostPort rules name */
 
 	pthread_mutex_t guard_lock; /* one writer of the anti-spoofing rules at a time */
 	pthread_mutex_t lock;	    /* guards everything below */
