@@ -10,7 +10,8 @@
 #   make asan       unit tests under AddressSanitizer + UBSan
 #   make asan-integration   the integration suite against ASan + UBSan builds
 #   make coverage   line coverage of the unit tests per directory (built in build/cov)
-#   make lint       clang-format check and banned functions
+#   make lint       clang-format check, banned functions, include directions (and a test
+#                   of those rules: test/lint_test.sh)
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -59,5 +60,6 @@ clean:
 
 lint:
 	@test/lint.sh
+	@test/lint_test.sh
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,6 +1,6 @@
 /*
  * Unit tests for the cell manager (kiyot/cells/cells.c) and what kiyot does with what cells
- * report (kiyot/state/core.c), in a whole kiyot with the fake provider and agent
+ * report (kiyot/cri/cell_reports.c), in a whole kiyot with the fake provider and agent
  * (kiyot_fixture.h): enrollment, the bootstrap document, calls to agents and their errors,
  * the Watch stream and its resumption, streams, and a kiyot restarted on its state.
  */

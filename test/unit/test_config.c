@@ -1,5 +1,5 @@
 /*
- * Unit tests for kiyot/state/config.c: defaults, then a config file in YAML or JSON. An operator's
+ * Unit tests for kiyot/daemon/config.c: defaults, then a config file in YAML or JSON. An operator's
  * mistake in the file must be refused with the key at fault, never silently ignored.
  * Fixtures: test/fixtures/config/.
  */

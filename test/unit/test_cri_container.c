@@ -1,6 +1,6 @@
 /*
  * Unit tests for the container half of CRI (kiyot/cri/cri_container.c, the desired pod of
- * cri_pod.c, the unit statuses and logs of state/core.c) in a whole kiyot with the fake
+ * cri_pod.c, the unit statuses and logs of cri/cell_reports.c) in a whole kiyot with the fake
  * provider and agent (kiyot_fixture.h): containers are units of their pod's cell, and every
  * answer the kubelet gets reflects what the cell did.
  */
