@@ -472,11 +472,16 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 		free(ip);
 		goto fail;
 	}
+	/* the launch ends once the ready record is stored: when that fails the sandbox is still
+	 * launching, and the undo ends it (run_undo), not a stop that came meanwhile */
 	pthread_mutex_lock(&k->lock);
 	set_field(&sb->ip, ip);
 	sb->state = SANDBOX_READY;
-	sandbox_end(k->records, sb);
 	ret = records_save_sandbox(k->records, sb, err);
+	if (ret < 0)
+		sb->state = SANDBOX_NOTREADY;
+	else
+		sandbox_end(k->records, sb);
 	pthread_mutex_unlock(&k->lock);
 	free(ip);
 	cellsync_kick(k->cellsync);

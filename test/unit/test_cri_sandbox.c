@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <sqlite3.h>
 
 #include "cells/cells.h"
 #include "clock.h"
@@ -237,6 +238,51 @@ static char *only_sandbox_id(struct kfix *f)
 
 	protobuf_c_message_free_unpacked(&list->base, NULL);
 	return id;
+}
+
+/*
+ * A RunPodSandbox whose store write fails once its cell launched undoes the launch while its
+ * sandbox is still launching, and ends the launch once: a StopPodSandbox meanwhile waits for
+ * the undo instead of running alongside it, and the undo cannot end that stop in its place.
+ * The sandbox and its cell are gone after it.
+ */
+static void test_cri_sandbox__a_failed_store_write_after_a_launch_ends_it_once(void **state)
+{
+	struct kfix *f = *state;
+	_cleanup_free_ char *db = xasprintf("%s/kiyot.db", f->k.cfg.state_dir);
+	enum sandbox_phase phase = SANDBOX_IDLE;
+	struct kfix_runner r;
+	struct sandbox **sbs;
+	sqlite3 *other = NULL;
+	size_t n;
+
+	fake_provider_hold(f->fp, 1);
+	fake_provider_hold_terminate(f->fp, 1);
+	kfix_run_pod_start(f, &r, "web", "uid-web");
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	/* the sandboxes' table goes: the write that makes the sandbox ready fails */
+	assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(other, "DROP TABLE sandboxes", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(other);
+	fake_provider_hold(f->fp, 0);
+	/* the undo terminates the cell: held there, what phase is the sandbox in? */
+	for (int i = 0; i < 1000 && fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE) == 0; i++)
+		usleep(10000);
+	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
+	pthread_mutex_lock(&f->k.lock);
+	n = records_sandboxes(f->k.records, &sbs);
+	if (n == 1)
+		phase = sbs[0]->phase;
+	pthread_mutex_unlock(&f->k.lock);
+	sandboxes_put(sbs, n);
+	fake_provider_hold_terminate(f->fp, 0);
+
+	assert_true(kfix_run_pod_wait(&r) < 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(phase, SANDBOX_LAUNCHING);
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+	assert_null(only_sandbox_id(f));
+	free(r.id);
 }
 
 /* Whether no sandbox is listed. */
@@ -841,6 +887,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_new_attempt_gets_a_new_sandbox),
 	TEST(test_cri_sandbox__running_a_stopped_attempt_again_already_exists),
 	TEST(test_cri_sandbox__calls_while_launching_are_unavailable),
+	TEST(test_cri_sandbox__a_failed_store_write_after_a_launch_ends_it_once),
 	TEST(test_cri_sandbox__a_stop_while_launching_cancels_the_launch),
 	TEST(test_cri_sandbox__a_remove_while_waiting_for_the_agent_cancels_it),
 	TEST(test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch),
