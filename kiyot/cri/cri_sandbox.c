@@ -883,6 +883,15 @@ int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 /* The grace of a pod whose Pod object cannot be read (Kubernetes' default). */
 #define INTERRUPT_DEFAULT_GRACE_S 30
 
+/* Whether the sandbox's pod asked for spot (its launch-type annotation). */
+static bool sandbox_launch_spot(const struct sandbox *sb)
+{
+	const char *lt = cri_map_get((void **)sb->config->annotations, sb->config->n_annotations,
+				     ANN_LAUNCH_TYPE);
+
+	return lt && strcmp(lt, "spot") == 0;
+}
+
 /* The sandbox whose cell is cell_id and still runs it, with a reference, or NULL. Needs
  * k->lock. */
 static struct sandbox *sandbox_of_cell(struct kiyot *k, const char *cell_id)
@@ -926,6 +935,10 @@ void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct ce
 	if (!sb)
 		return;
 	cellsync_kick(k->cellsync); /* the Cell shows it */
+	/* the pod's next sandbox, in a new cell of the same shape, may start warm (once per
+	 * cell, with pool.rebalanceReplacement) */
+	pool_rebalance(k->pool, cell_id, sb->instance_type,
+		       sandbox_launch_spot(sb) ? CELL_SPOT : 0);
 	if (!in->notice) {
 		log_warn("sandbox %s: cell %s has a rebalance recommendation: its instance is at "
 			 "an elevated risk of interruption",

@@ -61,7 +61,30 @@ static void shape_free(struct shape *s)
 	free(s->key);
 	free(s->type);
 	pool_arrivals_release(&s->arrivals);
+	free(s->replace_until);
 	free(s);
+}
+
+size_t pool_replacements(struct shape *s, int64_t now_mono_ns)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < s->n_replace; i++)
+		if (s->replace_until[i] > now_mono_ns)
+			s->replace_until[w++] = s->replace_until[i];
+	s->n_replace = w;
+	return w;
+}
+
+/* A pod of the shape took a standby cell: the oldest replacement asked for it is served. Needs
+ * the lock. */
+static void replacement_served(struct shape *s)
+{
+	if (!s->n_replace)
+		return;
+	memmove(s->replace_until, s->replace_until + 1,
+		(s->n_replace - 1) * sizeof(*s->replace_until));
+	s->n_replace--;
 }
 
 static char *meta_key(const char *cell_id)
@@ -418,6 +441,8 @@ void pool_free(struct pool *p)
 		p->shapes = s->next;
 		shape_free(s);
 	}
+	for (size_t i = 0; i < POOL_REBALANCED_MAX; i++)
+		free(p->rebalanced[i]);
 	free(p->placement);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
@@ -477,6 +502,37 @@ void pool_arrival(struct pool *p, const char *instance_type, int spot)
 	p->kicked = true;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
+}
+
+void pool_rebalance(struct pool *p, const char *cell_id, const char *instance_type, int spot)
+{
+	int64_t life_s;
+	struct shape *s;
+
+	if (!p || !p->cfg.rebalance_replacement || !cell_id || !instance_type)
+		return;
+	life_s = p->cfg.idle_lifetime_s ? p->cfg.idle_lifetime_s : POOL_ADAPTIVE_LIFETIME_DEFAULT_S;
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < POOL_REBALANCED_MAX; i++)
+		if (p->rebalanced[i] && !strcmp(p->rebalanced[i], cell_id)) {
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
+	free(p->rebalanced[p->rebalanced_next]);
+	p->rebalanced[p->rebalanced_next] = xstrdup(cell_id);
+	p->rebalanced_next = (p->rebalanced_next + 1) % POOL_REBALANCED_MAX;
+	s = pool_shape_get(p, instance_type, spot);
+	if (s->n_replace < POOL_COUNT_MAX) {
+		xgrow((void **)&s->replace_until, &s->cap_replace, s->n_replace + 1,
+		      sizeof(*s->replace_until));
+		s->replace_until[s->n_replace++] = clock_mono_ns() + life_s * 1000000000LL;
+	}
+	p->kicked = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	log_info("pool: cell %s may be interrupted: one more standby cell of %s (%s) for its pod's "
+		 "next sandbox, kept for %lld s or until claimed",
+		 cell_id, instance_type, spot ? "spot" : "on-demand", (long long)life_s);
 }
 
 void pool_launch_time(struct pool *p, const char *instance_type, int spot, double seconds)
@@ -567,6 +623,7 @@ void pool_claim_commit(struct pool *p, const char *cell_id, const char *what)
 		desc = xasprintf("%s, %s, standby for %.1f s", c->shape->type,
 				 c->shape->spot ? "spot" : "on-demand",
 				 (double)(clock_now_ns() - c->ready_ns) / 1e9);
+		replacement_served(c->shape);
 		pool_standby_drop(p, c);
 	}
 	pool_record_delete(p, cell_id);

@@ -80,6 +80,15 @@ void pool_arrival(struct pool *p, const char *instance_type, int spot);
 void pool_launch_time(struct pool *p, const char *instance_type, int spot, double seconds);
 
 /*
+ * The cell cell_id, of the shape (instance type, spot), may soon be interrupted (EC2's
+ * rebalance recommendation or spot interruption notice): with pool.rebalanceReplacement, the
+ * shape gets one standby cell beyond its target, kept for the idle lifetime (900 s when none is
+ * set) or until a pod of the shape claims a cell, so the pod's next sandbox starts warm. Once
+ * per cell; nothing without the setting.
+ */
+void pool_rebalance(struct pool *p, const char *cell_id, const char *instance_type, int spot);
+
+/*
  * Takes a ready standby cell of exactly the shape for sandbox_id: recorded as claimed by it,
  * its agent checked to answer (one that does not is terminated and the next is tried). 0 with
  * *cell_id and *ip (caller frees); -ENOENT when the shape has none. The caller then saves the

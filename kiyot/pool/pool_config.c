@@ -20,7 +20,7 @@ void pool_config_release(struct pool_config *c)
 
 bool pool_config_enabled(const struct pool_config *c)
 {
-	if (c->adaptive)
+	if (c->adaptive || c->rebalance_replacement)
 		return true;
 	for (size_t i = 0; i < c->n_shapes; i++)
 		if (c->shapes[i].count > 0)
@@ -157,15 +157,17 @@ static int load_adaptive(struct pool_config *c, json_t *a, struct err *err)
 
 int pool_config_load(struct pool_config *c, json_t *v, struct err *err)
 {
-	static const char *const known[] = { "shapes", "adaptive", NULL };
+	static const char *const known[] = { "shapes", "adaptive", "rebalanceReplacement", NULL };
 	struct pool_config n = { .window_s = POOL_WINDOW_DEFAULT_S };
 	json_t *s;
 
 	if (!json_is_object(v))
-		return err_set(err, EINVAL, "pool: must be a mapping (shapes, adaptive)");
+		return err_set(err, EINVAL,
+			       "pool: must be a mapping (shapes, adaptive, rebalanceReplacement)");
 	if (known_keys(v, "pool", known, err) < 0 ||
 	    ((s = json_object_get(v, "shapes")) && load_shapes(&n, s, err) < 0) ||
-	    ((s = json_object_get(v, "adaptive")) && load_adaptive(&n, s, err) < 0)) {
+	    ((s = json_object_get(v, "adaptive")) && load_adaptive(&n, s, err) < 0) ||
+	    take_bool(v, "pool", "rebalanceReplacement", &n.rebalance_replacement, err) < 0) {
 		pool_config_release(&n);
 		return -err->code;
 	}

@@ -11,6 +11,9 @@
  *	    maxDollarsPerHour: 0.5    (their catalog price at most; 0: no cap)
  *	    idleLifetimeSeconds: 900  (a standby cell this old is terminated, and replaced only
  *	                              when its shape's target still asks for it)
+ *	  rebalanceReplacement: true  (a cell EC2 recommends rebalancing, or gives a spot
+ *	                              interruption notice, gets one standby cell of its shape
+ *	                              beyond the target, for its pod's next sandbox)
  *
  * No section, or zero counts with adaptive off: no standby cell, kiyot behaves as without a
  * pool. The caps bound the fixed shapes too.
@@ -46,13 +49,15 @@ struct pool_config {
 	int max_cells;		     /* 0: no cap */
 	double max_dollars_per_hour; /* 0: no cap */
 	int idle_lifetime_s;	     /* 0: standby cells do not expire */
+	bool rebalance_replacement;  /* a replacement standby cell per interrupted cell */
 };
 
 /* Reads the `pool` section v into c (replacing what c had). EINVAL naming the key at fault
  * ("pool.shapes[1].count: must be an integer from 0 to 256"). */
 int pool_config_load(struct pool_config *c, json_t *v, struct err *err);
 void pool_config_release(struct pool_config *c);
-/* Whether the settings ask for any standby cell: a count above zero, or adaptive on. */
+/* Whether the settings ask for any standby cell: a count above zero, adaptive on, or
+ * rebalance replacements. */
 bool pool_config_enabled(const struct pool_config *c);
 
 #endif

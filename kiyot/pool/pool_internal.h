@@ -19,6 +19,9 @@
 #define POOL_READY_LOCAL_S 1.0
 #define POOL_READY_REMOTE_S 45.0
 
+/* The cells pool_rebalance remembers, so that one asked twice gets one replacement. */
+#define POOL_REBALANCED_MAX 256
+
 /* One shape: what a launch of it fixes, its setting, and what the adaptive target reads. */
 struct shape {
 	char *key; /* "t3.small/on-demand/x86_64/local" */
@@ -34,8 +37,15 @@ struct shape {
 	int64_t retry_ns;	       /* monotonic: no launch before (after a failure) */
 	int backoff_s;
 	int launching; /* launches under way */
+	/* replacements asked for interrupted cells of the shape (pool_rebalance): each one
+	 * more standby cell until its time (monotonic ns), or until a pod claims one */
+	int64_t *replace_until;
+	size_t n_replace, cap_replace;
 	struct shape *next;
 };
+
+/* Keeps the shape's replacements that are still due; how many. Needs the lock. */
+size_t pool_replacements(struct shape *s, int64_t now_mono_ns);
 
 enum standby_state {
 	SB_BOOTING, /* recorded, launching (or cut short by a stop: resumed by the next pass) */
@@ -69,6 +79,9 @@ struct pool {
 	int launches;
 	struct shape *shapes;  /* pool.shapes first, in their order, then adaptive ones */
 	struct standby *cells; /* oldest first */
+	/* the cells a replacement was asked for lately (pool_rebalance: one each) */
+	char *rebalanced[POOL_REBALANCED_MAX];
+	size_t rebalanced_next;
 };
 
 /* The shape of type and spot, made (count -1) when there is none. Needs the lock. */

@@ -174,7 +174,7 @@ static int count_cells(struct pool *p, const struct shape *s, bool with_ending)
 }
 
 /* The cells s wants now: its count, or what its arrivals ask when the pool is adaptive, the
- * larger. Needs the lock. */
+ * larger, and one more for each replacement asked for an interrupted cell. Needs the lock. */
 static int shape_target(struct pool *p, struct shape *s, int64_t now)
 {
 	int target = s->count > 0 ? s->count : 0;
@@ -190,7 +190,8 @@ static int shape_target(struct pool *p, struct shape *s, int64_t now)
 		if (at > target)
 			target = at;
 	}
-	return target;
+	/* the replacements asked for interrupted cells come on top */
+	return target + (int)pool_replacements(s, now);
 }
 
 /* Forgets the shapes no setting lists that have no cell and no arrival left to count. Needs
@@ -203,7 +204,7 @@ static void forget_idle_shapes(struct pool *p, int64_t now)
 	for (struct shape **pp = &p->shapes; *pp;) {
 		struct shape *s = *pp;
 		bool used =
-			s->count >= 0 || s->launching ||
+			s->count >= 0 || s->launching || pool_replacements(s, now) ||
 			(s->last_arrival_ns && now - s->last_arrival_ns < keep_s * 1000000000LL);
 
 		for (struct standby *c = p->cells; c && !used; c = c->next)
@@ -216,6 +217,7 @@ static void forget_idle_shapes(struct pool *p, int64_t now)
 		free(s->key);
 		free(s->type);
 		pool_arrivals_release(&s->arrivals);
+		free(s->replace_until);
 		free(s);
 	}
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "cells/cells.h"
+#include "clock.h"
 #include "kiyot_fixture.h"
 #include "pool/pool.h"
 #include "pool/pool_config.h"
@@ -75,6 +77,11 @@ static void test_pool__settings_are_read(void **state)
 	assert_int_equal(c.pool.max_cells, 5);
 	assert_true(c.pool.max_dollars_per_hour > 0.2499 && c.pool.max_dollars_per_hour < 0.2501);
 	assert_int_equal(c.pool.idle_lifetime_s, POOL_ADAPTIVE_LIFETIME_DEFAULT_S);
+	assert_false(c.pool.rebalance_replacement); /* off unless set */
+	kiyot_config_release(&c);
+	assert_int_equal(load(&c, "pool: { rebalanceReplacement: true }\n", &err), 0);
+	assert_true(c.pool.rebalance_replacement);
+	assert_true(pool_config_enabled(&c.pool));
 	kiyot_config_release(&c);
 }
 
@@ -102,6 +109,8 @@ static void test_pool__invalid_settings_name_their_key(void **state)
 		  "pool.adaptive.maxCells: must be an integer" },
 		{ "pool: { adaptive: { idleLifetime: 3 } }\n",
 		  "pool.adaptive.idleLifetime: unknown setting" },
+		{ "pool: { rebalanceReplacement: 2 }\n",
+		  "pool.rebalanceReplacement: must be true or false" },
 	};
 
 	(void)state;
@@ -381,6 +390,45 @@ static void test_pool__an_unrecorded_claim_goes_back_and_unknown_cells_go(void *
 	kfix_free(f);
 }
 
+/* With pool.rebalanceReplacement, a cell EC2 recommends rebalancing gets one standby cell of
+ * its shape (once, however often it is told), and the pod's next sandbox starts in it; the
+ * replacement served, none is launched again. */
+static void test_pool__a_rebalance_recommendation_launches_one_replacement(void **state)
+{
+	struct kfix *f = fixture("defaultInstanceType: t3.nano\npool: { rebalanceReplacement: true "
+				 "}\n");
+	struct cell_interruption in = { .rebalance = true, .rebalance_time_ns = clock_now_ns() };
+	_cleanup_free_ char *sb = NULL, *cell = NULL, *sb2 = NULL, *cell2 = NULL;
+	struct err err = ERR_INIT;
+	char ids[256];
+	unsigned launches;
+
+	(void)state;
+	open_or_fail(f);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_false(pool_is_standby_id(cell));
+	assert_int_equal(ready_standby(f, NULL, 0), 0);
+	launches = fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH);
+
+	kiyot_on_interruption(&f->k, cell, &in);
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1, 10000));
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), launches + 1);
+	kiyot_on_interruption(&f->k, cell, &in); /* told again: no second replacement */
+	usleep(2500 * 1000);			 /* (two of the refiller's passes) */
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), launches + 1);
+
+	/* the pod's next sandbox takes it */
+	assert_int_equal(kfix_stop_pod(f, sb, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web-2", 0, &sb2, &err), 0);
+	cell2 = kfix_cell_of(f, sb2);
+	assert_int_equal(strncmp(ids, cell2, strlen(cell2)), 0);
+	usleep(2500 * 1000);
+	assert_int_equal(ready_standby(f, NULL, 0), 0);
+	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), launches + 1);
+	kfix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_pool__two_pods_one_standby_cell_one_claim),
 		cmocka_unit_test(test_pool__a_restart_adopts_the_standby_cells),
 		cmocka_unit_test(test_pool__an_unrecorded_claim_goes_back_and_unknown_cells_go),
+		cmocka_unit_test(test_pool__a_rebalance_recommendation_launches_one_replacement),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
