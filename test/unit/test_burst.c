@@ -27,6 +27,9 @@
 #include "state/store.h"
 #include "xalloc.h"
 
+#include "fake_agent.h"
+#include "kiyot_fixture.h"
+
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * MIB)
 
@@ -481,6 +484,35 @@ static void test_burst__without_owner_or_with_a_wrong_value(void **state)
 	podspec_free(ps);
 }
 
+/* ---- the usage the cells report ---- */
+
+/* A cell attached to an owner (its pod asked for the burst rule): the usage its Watch brings
+ * (the fake agent's: 0.25 vCPU, 64 MiB) becomes the owner's history; a cell not attached adds
+ * nothing. */
+static void test_burst__a_cells_reported_usage_feeds_its_owners_history(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sa = NULL, *sb = NULL, *ca = NULL, *cb = NULL;
+	struct burst_history h = { 0 };
+
+	assert_int_equal(kfix_run_pod(f, "a", "uid-a", 0, &sa, &err), 0);
+	assert_int_equal(kfix_run_pod(f, "b", "uid-b", 0, &sb, &err), 0);
+	ca = kfix_cell_of(f, sa);
+	cb = kfix_cell_of(f, sb);
+	assert_int_equal(usage_history_attach(f->k.store, ca, "default/ReplicaSet/a-1", &err), 0);
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, ca) == 1, 5000));
+	assert_true(KFIX_WAIT(fake_agent_watching(f->fa, cb) == 1, 5000));
+	assert_int_equal(fake_agent_push_stats(f->fa, cb), 0);
+	assert_int_equal(fake_agent_push_stats(f->fa, ca), 0);
+	assert_true(
+		KFIX_WAIT(usage_history_get(f->k.store, "default/ReplicaSet/a-1", &h, &err) == 0 &&
+				  h.pods == 1,
+			  5000));
+	assert_int_equal(h.peak_cpu_milli, 250);
+	assert_int_equal(h.peak_memory_bytes, 64 * MIB);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +529,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_burst__without_owner_or_with_a_wrong_value,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_burst__a_cells_reported_usage_feeds_its_owners_history, kfix_setup,
+			kfix_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
