@@ -360,6 +360,12 @@ def pods():
  "metadata":{"name":"x","uid":"u"},"spec":{"containers":[{"name":"c","image":"i",
  "resources":{"requests":{"cpu":"50000000000000000000000000e1"}}}]}}""")
     text("podobject", "bad_types", '{"metadata":{"name":7},"spec":{"containers":{}}}')
+    text("podobject", "owner_references", """{"apiVersion":"v1","kind":"Pod",
+ "metadata":{"name":"web-7c9-x","uid":"u","annotations":{"pod.elotl.co/burst-sizing":
+ "observed"},"ownerReferences":[{"kind":"Deployment","name":"web"},{"apiVersion":"apps/v1",
+ "kind":"ReplicaSet","name":"web-7c9","uid":"r","controller":true},7,{"controller":true}]},
+ "spec":{"containers":[{"name":"c","image":"i","resources":{"requests":{"cpu":"250m"},
+ "limits":{"cpu":"2"}}}]}}""")
 
 
 BOOTSTRAP = {
