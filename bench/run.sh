@@ -45,9 +45,9 @@ for d in /tmp/kiyot-bench-*; do
 	[ -f "$d/env.json" ] && "$py" "$here/../test/integration/harness.py" cleanup "$d"
 done
 
-# KIYOT_BENCH_ONLY=8 (or 1,7,cost,6): only those sections; cost, 6, 13, conns and 16 are
-# programs of their own
-only=",${KIYOT_BENCH_ONLY:-cost,6,13,conns,16},"
+# KIYOT_BENCH_ONLY=8 (or 1,7,cost,6): only those sections; cost, 6, 13, conns, 16 and poolsim
+# are programs of their own
+only=",${KIYOT_BENCH_ONLY:-cost,6,13,conns,16,poolsim},"
 case $only in *,cost,*)
 	"${KIYOT_BUILD:-build}/bench/cost" "$here/cost/mix.json" || echo "bench: cost benchmark failed" >&2
 esac
@@ -59,6 +59,9 @@ case $only in *,13,*)
 esac
 case $only in *,16,*)
 	"${KIYOT_BUILD:-build}/bench/metrics" || echo "bench: metrics benchmark failed" >&2
+esac
+case $only in *,poolsim,*)
+	"${KIYOT_BUILD:-build}/bench/poolsim" "$here/pool/trace.tsv" || echo "bench: pool simulation failed" >&2
 esac
 case $only in *,conns,*)
 	"${KIYOT_BUILD:-build}/bench/conns" || echo "bench: connections benchmark failed" >&2

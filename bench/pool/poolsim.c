@@ -1,0 +1,250 @@
+/*
+ * poolsim.c: the warm pool's planning (kiyot/pool/pool_plan.c) replayed over a day of pod
+ * arrivals (bench/pool/trace.tsv, made by gen-trace.py), in simulated time: no cells, no
+ * threads, one refiller pass a simulated second as kiyot's refiller runs (POOL_TICK_MS). Prints,
+ * for no pool, fixed pools of 1, 2 and 5 per shape and the adaptive pool at several windows and
+ * idle lifetimes, how many pods started warm and what the standby cells cost next to the pods'
+ * own cells. Asserts nothing.
+ *
+ *	build-x/bench/poolsim bench/pool/trace.tsv
+ *
+ * The refiller's rules, as pool_refill.c applies them: a shape's target is its fixed count, or
+ * with the adaptive pool pool_adaptive_target(arrivals over the window, the window, its time to
+ * ready) when larger; pool_plan_caps shares the caps among shapes; cells beyond what the caps
+ * keep are ended (an adaptive shape keeps its cells above target for their lifetime); ready
+ * cells past the idle lifetime end; at most POOL_LAUNCHES_MAX launches at once. A pod arriving
+ * counts as an arrival, then takes the oldest ready standby cell of its shape or waits for a
+ * boot (its time to ready, paid at its own type's price).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/pool.h"
+#include "pool/pool_config.h"
+#include "pool/pool_plan.h"
+#include "xalloc.h"
+
+#define DAY_S 86400
+#define SHAPES_MAX 16
+#define PODS_MAX 200000
+
+struct pod {
+	int t, shape, run_s;
+};
+
+struct cell {
+	int launch_t, ready_t;
+};
+
+struct shape {
+	char type[32];
+	int spot, ready_s;
+	double price;
+	/* the simulation's */
+	struct pool_arrivals arr;
+	struct cell *cells; /* oldest first */
+	size_t n, cap;
+};
+
+struct policy {
+	const char *name;
+	int fixed; /* per shape; 0: none */
+	int adaptive, window_s, lifetime_s, max_cells;
+	double max_dollars;
+};
+
+struct result {
+	int warm, pods;
+	double standby, own; /* $ */
+};
+
+static struct shape shapes[SHAPES_MAX];
+static size_t n_shapes;
+static struct pod *pods;
+static size_t n_pods;
+
+static int load(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+
+	if (!f) {
+		fprintf(stderr, "poolsim: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	pods = xcalloc(PODS_MAX, sizeof(*pods));
+	while (fgets(line, sizeof(line), f)) {
+		char type[32];
+		int t, spot, run;
+		struct shape *s = &shapes[n_shapes];
+
+		if (!strncmp(line, "# shape ", 8)) {
+			if (n_shapes < SHAPES_MAX && sscanf(line + 8, "%31s %d %lf %d", s->type,
+							    &s->spot, &s->price, &s->ready_s) == 4)
+				n_shapes++;
+			continue;
+		}
+		if (line[0] == '#' || sscanf(line, "%d %31s %d %d", &t, type, &spot, &run) != 4 ||
+		    n_pods == PODS_MAX)
+			continue;
+		for (size_t i = 0; i < n_shapes; i++)
+			if (!strcmp(shapes[i].type, type) && shapes[i].spot == spot)
+				pods[n_pods++] = (struct pod){ t, (int)i, run };
+	}
+	fclose(f);
+	return n_pods ? 0 : -1;
+}
+
+static double cost(const struct shape *s, int seconds)
+{
+	return s->price * seconds / 3600.0;
+}
+
+/* Ends cell i of s at t: its standby time is the pool's spend. */
+static void end_cell(struct shape *s, size_t i, int t, struct result *r)
+{
+	r->standby += cost(s, t - s->cells[i].launch_t);
+	memmove(&s->cells[i], &s->cells[i + 1], (s->n - i - 1) * sizeof(*s->cells));
+	s->n--;
+}
+
+/* One refiller pass at t. */
+static void pass(const struct policy *p, int t, struct result *r)
+{
+	struct pool_plan_shape grow[SHAPES_MAX], keep[SHAPES_MAX];
+	int booting = 0;
+
+	for (size_t i = 0; i < n_shapes; i++) {
+		struct shape *s = &shapes[i];
+		int target = p->fixed, have;
+
+		for (size_t c = 0; c < s->n;) /* expiry of ready cells */
+			if (p->lifetime_s && s->cells[c].ready_t <= t &&
+			    t - s->cells[c].ready_t >= p->lifetime_s)
+				end_cell(s, c, t, r);
+			else
+				c++;
+		if (p->adaptive) {
+			size_t n = pool_arrivals_since(&s->arr,
+						       (int64_t)(t - p->window_s) * 1000000000LL);
+			int at = pool_adaptive_target(n, p->window_s, s->ready_s, POOL_COUNT_MAX);
+
+			if (at > target)
+				target = at;
+		}
+		have = (int)s->n;
+		grow[i] = (struct pool_plan_shape){ target, s->price, 0 };
+		keep[i] = (struct pool_plan_shape){ p->adaptive && have > target ? have : target,
+						    s->price, 0 };
+		for (size_t c = 0; c < s->n; c++)
+			booting += s->cells[c].ready_t > t;
+	}
+	pool_plan_caps(grow, n_shapes, p->max_cells, p->max_dollars);
+	pool_plan_caps(keep, n_shapes, p->max_cells, p->max_dollars);
+	for (size_t i = 0; i < n_shapes; i++) {
+		struct shape *s = &shapes[i];
+		int shed = (int)s->n - keep[i].allowed, lack;
+
+		for (size_t c = 0; c < s->n && shed > 0;)
+			if (s->cells[c].ready_t <= t) {
+				end_cell(s, c, t, r);
+				shed--;
+			} else {
+				c++;
+			}
+		lack = grow[i].allowed - (int)s->n;
+		for (; lack > 0 && booting < POOL_LAUNCHES_MAX; lack--, booting++) {
+			xgrow((void **)&s->cells, &s->cap, s->n + 1, sizeof(*s->cells));
+			s->cells[s->n++] = (struct cell){ t, t + s->ready_s };
+		}
+	}
+}
+
+static struct result simulate(const struct policy *p)
+{
+	struct result r = { 0 };
+	size_t next = 0;
+
+	for (size_t i = 0; i < n_shapes; i++) {
+		pool_arrivals_release(&shapes[i].arr);
+		shapes[i].n = 0;
+	}
+	for (int t = 0; t < DAY_S; t++) {
+		for (; next < n_pods && pods[next].t <= t; next++) {
+			const struct pod *d = &pods[next];
+			struct shape *s = &shapes[d->shape];
+			size_t best = s->n;
+
+			r.pods++;
+			if (p->adaptive)
+				pool_arrivals_add(&s->arr, (int64_t)t * 1000000000LL);
+			for (size_t c = 0; c < s->n; c++)
+				if (s->cells[c].ready_t <= t &&
+				    (best == s->n || s->cells[c].ready_t < s->cells[best].ready_t))
+					best = c;
+			if (best < s->n) {
+				r.warm++;
+				end_cell(s, best, t, &r); /* (its standby time so far) */
+				r.own += cost(s, d->run_s);
+			} else {
+				r.own += cost(s, s->ready_s + d->run_s);
+			}
+		}
+		if (p->fixed || p->adaptive)
+			pass(p, t, &r);
+	}
+	for (size_t i = 0; i < n_shapes; i++)
+		while (shapes[i].n)
+			end_cell(&shapes[i], 0, DAY_S, &r);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct policy policies[] = {
+		{ "no pool", 0, 0, 0, 0, 0, 0 },
+		{ "fixed 1 per shape", 1, 0, 0, 0, 0, 0 },
+		{ "fixed 2 per shape", 2, 0, 0, 0, 0, 0 },
+		{ "fixed 5 per shape", 5, 0, 0, 0, 0, 0 },
+		{ "adaptive window 60 s, life 900 s", 0, 1, 60, 900, 0, 0 },
+		{ "adaptive window 300 s, life 300 s", 0, 1, 300, 300, 0, 0 },
+		{ "adaptive window 300 s, life 900 s", 0, 1, 300, 900, 0, 0 },
+		{ "adaptive window 600 s, life 900 s (default)", 0, 1, 600, 900, 0, 0 },
+		{ "adaptive window 1800 s, life 900 s", 0, 1, 1800, 900, 0, 0 },
+		{ "adaptive window 3600 s, life 1800 s", 0, 1, 3600, 1800, 0, 0 },
+		{ "adaptive default, maxCells 5", 0, 1, 600, 900, 5, 0 },
+		{ "adaptive default, max $0.10/h", 0, 1, 600, 900, 0, 0.10 },
+	};
+	struct result base;
+
+	if (load(argc > 1 ? argv[1] : "bench/pool/trace.tsv") < 0) {
+		fprintf(stderr,
+			"poolsim: no pods read; usage: poolsim TRACE (bench/pool/trace.tsv)\n");
+		return 1;
+	}
+	printf("warm pool simulation: %zu pods of %zu shapes over a day (time to ready", n_pods,
+	       n_shapes);
+	for (size_t i = 0; i < n_shapes; i++)
+		printf("%s%s %d s", i ? ", " : " ", shapes[i].type, shapes[i].ready_s);
+	printf(")\n");
+	base = simulate(&policies[0]);
+	printf("%-46s %7s %11s %11s %11s %9s\n", "pool", "warm", "standby $", "pods' own $",
+	       "total $", "vs none");
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		struct result r = i ? simulate(&policies[i]) : base;
+		double total = r.standby + r.own;
+
+		printf("%-46s %6.1f%% %11.2f %11.2f %11.2f %8.3fx\n", policies[i].name,
+		       100.0 * r.warm / r.pods, r.standby, r.own, total,
+		       total / (base.standby + base.own));
+	}
+	printf("(pods' own $: each pod's type for its run, plus its boot when it did not start "
+	       "warm; standby $: standby cells from launch to claim or end; vs none: total over "
+	       "no pool's total)\n");
+	for (size_t i = 0; i < n_shapes; i++)
+		pool_arrivals_release(&shapes[i].arr);
+	free(pods);
+	return 0;
+}
