@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cells/cells.h"
+#include "cri/cri.h"
 #include "clock.h"
 #include "kiyot_fixture.h"
 #include "pool/pool.h"
