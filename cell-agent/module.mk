@@ -4,7 +4,7 @@ AGENT_SRCS := $(filter-out cell-agent/main.c cell-agent/shim_main.c,$(wildcard c
 AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRCS))
 
 $(BUILD)/libagent.a: $(AGENT_OBJS)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/cell-agent: $(BUILD)/obj/cell-agent/main.o $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"

@@ -4,7 +4,7 @@ KIYOT_SRCS := $(filter-out kiyot/cli/main.c,$(shell find kiyot -name '*.c'))
 KIYOT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(KIYOT_SRCS))
 
 $(BUILD)/libkiyot.a: $(KIYOT_OBJS)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/kiyot: $(BUILD)/obj/kiyot/cli/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"

@@ -12,4 +12,4 @@ $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h
 	$(CC) $(BASE_CFLAGS) -c $< -o $@
 
 $(BUILD)/libproto.a: $(GEN_OBJS)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^

@@ -7,7 +7,7 @@ TEST_LIBS := $(BUILD)/libtestutil.a $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BU
 	$(BUILD)/libproto.a
 
 $(BUILD)/libtestutil.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_UTIL_SRCS))
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
