@@ -241,6 +241,15 @@ static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 	for (size_t i = 0; i < e->n; i++)
 		if (strcmp(e->inst[i].token, token) == 0)
 			in = &e->inst[i]; /* the same launch again: the same instance */
+	if (in && strncmp(in->user_data, param(p, n, "UserData") ? param(p, n, "UserData") : "",
+			  sizeof(in->user_data) - 1) != 0) {
+		answer(e, out, 400,
+		       xasprintf("<Response><Errors><Error><Code>IdempotentParameterMismatch</Code>"
+				 "<Message>The client token '%s' was used before with other "
+				 "parameters.</Message></Error></Errors></Response>",
+				 token));
+		return;
+	}
 	if (!in) {
 		assert_true(e->n < MAX_INSTANCES);
 		in = &e->inst[e->n++];
@@ -614,6 +623,13 @@ static void test_provider_ec2__launch_again_is_the_same_instance(void **state)
 	assert_string_equal(a.instance_id, b.instance_id);
 	assert_int_equal(f->ec2.n, 1);
 	assert_int_equal(f->ec2.runs, 2);
+	cell_info_release(&b);
+	/* resumed after the cell enrolled, with a new secret in its user-data: EC2 refuses the
+	 * token with other parameters, and the launch takes the instance the token made */
+	s.bootstrap = "{\"enroll_secret\":\"another\"}";
+	assert_int_equal(launch(f, &s, &b, &err), 0);
+	assert_string_equal(a.instance_id, b.instance_id);
+	assert_int_equal(f->ec2.n, 1);
 	cell_info_release(&a);
 	cell_info_release(&b);
 	/* another cell of the same pod is another instance */

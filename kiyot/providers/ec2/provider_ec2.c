@@ -607,6 +607,29 @@ static char *code_of(const char *msg)
 }
 
 /*
+ * The live instance an earlier launch of the cell made, when RunInstances refused its token with
+ * other parameters (the resumed launch of a cell that enrolled meanwhile carries a new
+ * enrollment secret in its user-data): launching an id that exists returns the existing cell.
+ * 0 with *inst, or -ENOENT.
+ */
+static int launched_before(struct ec2p *p, const char *cell_id, struct ec2_instance *inst)
+{
+	struct ec2_instance in = { 0 };
+	struct err derr = ERR_INIT;
+
+	if (describe_one(p, "tag:" EC2_TAG_CELL_ID, cell_id, &in, &derr) < 0)
+		return -ENOENT;
+	if (!in.state || !state_live(in.state)) {
+		ec2_instance_release(&in);
+		return -ENOENT;
+	}
+	log_info("ec2: cell %s: its launch was made before (instance %s, %s); resuming it", cell_id,
+		 in.instance_id, in.state);
+	*inst = in;
+	return 0;
+}
+
+/*
  * RunInstances along the ways until one has capacity: a capacity, support or limit error
  * (EC2_CAPACITY) passes to the next way, anything else ends the launch. *note says what was
  * tried before the launch that succeeded (NULL when the first did).
@@ -651,6 +674,9 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 		rs.spot = w[i].spot;
 		err_clear(err);
 		ret = ec2_run_instance(p->client, &rs, inst, &cls, err);
+		if (ret < 0 && strstr(err->msg, "IdempotentParameterMismatch") &&
+		    launched_before(p, spec->cell_id, inst) == 0)
+			ret = 0;
 		if (ret == 0) {
 			if (*note)
 				note_add(note, "launched ", "", what);
