@@ -11,11 +11,11 @@
 #   cell-image   the EC2 cell image, built in the background from here on (it needs the agent
 #                and the shim; cached in BUILD/cell-image by its inputs' hash)
 #   build        what the integration suite runs: kiyot, cell-agent, netdelay
-#   then at once unit (the unit binaries built, then run two at a time), fuzz-check (the fuzz
-#                targets built, then each replays its corpus), endpoints (ec2sign, ec2sim,
-#                kubeapi against real clients) and the integration suite in ITEST_SHARDS shards
-#                (test/integration/harness.py), whose shard 0 also boots the cell image in a VM
-#                (QEMU TCG) once it is built
+#   then at once unit (the unit binaries built at a lower priority, then run two at a time),
+#                fuzz-check (the fuzz targets built likewise, then each replays its corpus),
+#                endpoints (ec2sign, ec2sim, kubeapi against real clients) and the integration
+#                suite in ITEST_SHARDS shards (test/integration/harness.py), whose shard 0 also
+#                boots the cell image in a VM (QEMU TCG) once it is built
 #   load         the lifecycle and crash tests again on a busy node (one shard: it loads the
 #                CPUs itself)
 # The integration runs take the machine's integration lock once, for both (itest-lock: the
@@ -120,7 +120,10 @@ itest_lock() {
 	fi
 }
 
-unit() { $m -j1 unit-bins && $m unit; }
+# the unit binaries and the fuzz targets are built at a lower priority than the integration
+# suite and the cell image that run meanwhile (those are the longest path)
+unit() { nice -n 10 $m -j"$jobs" unit-bins && $m unit; }
+fuzz_check() { nice -n 10 $m -j"$jobs" fuzz-build && $m fuzz-check; }
 
 part deps deploy/install-deps.sh
 if part build-agent $m -j"$jobs" "$build/cell-agent" "$build/cell-shim"; then
@@ -130,7 +133,7 @@ else
 fi
 if part build $m -j"$jobs" all "$build/test-tools/netdelay"; then
 	bg unit unit
-	bg fuzz-check $m fuzz-check
+	bg fuzz-check fuzz_check
 	bg endpoints endpoints
 	part itest-lock itest_lock
 	part integration env KIYOT_ITEST_SHARDS="$shards" KIYOT_BUILD="$abs_build" \
