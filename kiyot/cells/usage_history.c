@@ -50,10 +50,11 @@ void usage_history_observe(struct store *st, const char *cell_id,
 
 	if (!st || !u)
 		return;
-	/* nano-cores to millicores, rounded up: a pod seen at 1 nano-core used some CPU */
+	/* nano-cores to millicores, rounded up: a pod seen at 1 nano-core used some CPU; -1: no
+	 * rate in this report */
 	cpu = u->cpu_rate_known ? (int64_t)(u->cpu_usage_nano_cores / 1000000 +
 					    (u->cpu_usage_nano_cores % 1000000 != 0))
-				: 0;
+				: -1;
 	mem = u->memory_working_set_bytes > INT64_MAX ? INT64_MAX
 						      : (int64_t)u->memory_working_set_bytes;
 	if (store_burst_observe(st, cell_id, cpu, mem, &err) < 0)

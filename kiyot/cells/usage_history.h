@@ -29,7 +29,8 @@ void usage_history_owner_name(const char *owner, char *buf, size_t size);
 int usage_history_attach(struct store *st, const char *cell_id, const char *owner, struct err *err);
 
 /* The cell's usage report: raises its peaks when it is attached (one indexed look-up for a
- * cell that is not). CPU counts only when the report carries a rate. Errors are logged. */
+ * cell that is not). CPU counts only when the report carries a rate, and the cell counts as
+ * one of its owner's pods from its first report with one on. Errors are logged. */
 void usage_history_observe(struct store *st, const char *cell_id,
 			   const Kiyot__Cell__V1__StatsResponse *stats);
 

@@ -165,7 +165,8 @@ static json_t *trim_list(const json_t *list)
 static json_t *trim_pod(const json_t *pod)
 {
 	static const char *const top[] = { "apiVersion", "kind", NULL };
-	static const char *const md[] = { "name", "namespace", "uid", NULL };
+	/* ownerReferences: the controller names the owner whose usage sizes a burst pod */
+	static const char *const md[] = { "name", "namespace", "uid", "ownerReferences", NULL };
 	const json_t *spec = json_object_get(pod, "spec"), *v;
 	json_t *out = pick(pod, top);
 

@@ -598,16 +598,19 @@ int store_burst_observe(struct store *st, const char *cell_id, int64_t cpu_milli
 			int64_t memory_bytes, struct err *err)
 {
 	const char *what = "record a pod's usage for burst sizing";
-	/* written only when it raises a peak (or is the first): most reports change nothing */
-	sqlite3_stmt *s = prep(st, "UPDATE burst_pods SET reported = 1, cpu_milli = MAX(cpu_milli, "
-				   "?2), memory_bytes = MAX(memory_bytes, ?3) WHERE cell_id = ?1 "
-				   "AND (reported = 0 OR cpu_milli < ?2 OR memory_bytes < ?3)");
+	/* written only when it raises a peak (or is the first with a CPU rate): most reports
+	 * change nothing */
+	sqlite3_stmt *s = prep(st, "UPDATE burst_pods SET reported = MAX(reported, ?4), cpu_milli "
+				   "= MAX(cpu_milli, ?2), memory_bytes = MAX(memory_bytes, ?3) "
+				   "WHERE cell_id = ?1 AND (reported < ?4 OR cpu_milli < ?2 OR "
+				   "memory_bytes < ?3)");
 
 	if (!s)
 		return db_err(st, err, what);
 	bind_text(s, 1, cell_id);
 	sqlite3_bind_int64(s, 2, cpu_milli < 0 ? 0 : cpu_milli);
 	sqlite3_bind_int64(s, 3, memory_bytes < 0 ? 0 : memory_bytes);
+	sqlite3_bind_int(s, 4, cpu_milli >= 0);
 	return step_done(st, s, what, err);
 }
 

@@ -60,9 +60,10 @@ int store_list_meta(struct store *st, const char *prefix, char ***keys, char ***
  * of the owner's pods with the highest usage it reported. attach records cell_id as a pod of
  * owner made at created_ns (again: no change), keeps the owner's newest per_owner pods and the
  * owners whose newest pod is among the newest owners' (owner itself always). observe raises
- * the cell's peaks to cpu_milli and memory_bytes (a cell not attached: nothing), writing only
- * when a peak rose. history gives, over the owner's kept pods that reported usage, how many
- * and their highest figures (0, 0, 0: none).
+ * the cell's peaks to cpu_milli (-1: the report has no CPU rate) and memory_bytes (a cell not
+ * attached: nothing), writing only when a peak rose; a cell counts once a report of it had a
+ * CPU rate (an agent's first reading of a cell has none). history gives, over the owner's kept
+ * pods that count, how many and their highest figures (0, 0, 0: none).
  */
 int store_burst_attach(struct store *st, const char *cell_id, const char *owner, int64_t created_ns,
 		       int per_owner, int owners, struct err *err);

@@ -20,6 +20,7 @@
 
 #include "cells/provision.h"
 #include "cells/usage_history.h"
+#include "kube/podobject.h"
 #include "sizing/burst.h"
 #include "sizing/catalog.h"
 #include "sizing/sizing.h"
@@ -144,6 +145,30 @@ static void test_burst__requests_of_a_pod(void **state)
 	podspec_free(ps);
 }
 
+/* A Pod object as the API server gives it (a ReplicaSet's pod, test/fixtures/podobject):
+ * kiyot keeps its controller, the owner the burst rule's history is kept under. */
+static void test_burst__a_pod_objects_controller_is_its_owner(void **state)
+{
+	json_error_t jerr;
+	json_t *j = json_load_file("test/fixtures/podobject/pod.json", 0, &jerr);
+	struct podspec *ps = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *owner = NULL;
+
+	(void)state;
+	if (!j)
+		fail_msg("pod.json: %s", jerr.text);
+	if (podobject_from_json(j, "5d1c9e0a-2f7b-4c1e-9a43-0c2d7e1f8b61", &ps, &err) < 0)
+		fail_msg("podobject_from_json: %s", err.msg);
+	json_decref(j);
+	assert_non_null(ps->owner_kind);
+	assert_string_equal(ps->owner_kind, "ReplicaSet");
+	assert_string_equal(ps->owner_name, "web-7d4b9c");
+	owner = usage_history_owner(ps);
+	assert_string_equal(owner, "shop/ReplicaSet/web-7d4b9c");
+	podspec_free(ps);
+}
+
 /* ---- the history ---- */
 
 struct tmp {
@@ -215,7 +240,7 @@ static struct burst_history history(struct store *st, const char *owner)
 
 /* The peaks of an owner's pods' cells, each the highest its cell reported, are in the store
  * after a restart (a reopen); a cell of another owner, a cell never attached and a cell that
- * never reported count for nothing. */
+ * never reported a CPU rate count for nothing. */
 static void test_burst__history_survives_a_restart(void **state)
 {
 	struct tmp t = { 0 };
@@ -225,7 +250,7 @@ static void test_burst__history_survives_a_restart(void **state)
 	(void)state;
 	attach(st, "cell-a", "default/ReplicaSet/web-7c9");
 	attach(st, "cell-b", "default/ReplicaSet/web-7c9");
-	attach(st, "cell-c", "default/ReplicaSet/web-7c9"); /* never reports */
+	attach(st, "cell-c", "default/ReplicaSet/web-7c9"); /* never with a CPU rate */
 	attach(st, "cell-o", "default/Job/other");
 	h = history(st, "default/ReplicaSet/web-7c9");
 	assert_int_equal(h.pods, 0);
@@ -233,6 +258,7 @@ static void test_burst__history_survives_a_restart(void **state)
 	report(st, "cell-a", 100000000, true, 300 * MIB); /* the peaks stay: 300m, 300 MiB */
 	report(st, "cell-b", 350000001, true, 100 * MIB); /* 351m: rounded up */
 	report(st, "cell-b", 900000000000, false, 0);	  /* no rate: CPU not counted */
+	report(st, "cell-c", 0, false, GIB);		  /* an agent's first reading: no rate */
 	report(st, "cell-o", 4000000000, true, 4 * GIB);
 	report(st, "cell-x", 4000000000, true, 4 * GIB); /* not attached */
 	store_close(st);
@@ -521,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_burst__peak_plus_headroom),
 		cmocka_unit_test(test_burst__no_history_sizes_as_today),
 		cmocka_unit_test(test_burst__requests_of_a_pod),
+		cmocka_unit_test(test_burst__a_pod_objects_controller_is_its_owner),
 		cmocka_unit_test(test_burst__history_survives_a_restart),
 		cmocka_unit_test(test_burst__history_is_bounded),
 		cmocka_unit_test_setup_teardown(test_burst__pod_sized_from_its_owners_history,
