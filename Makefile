@@ -39,6 +39,20 @@ LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -lm -
 .SECONDARY:
 all: $(BUILD)/kiyot $(BUILD)/cell-agent
 
+# $(call static_lib,NAME,OBJS): the rule making $(BUILD)/NAME from OBJS, made afresh each time
+# (ar alone would keep the members of removed sources). $(BUILD)/NAME.members lists OBJS and
+# changes only when the set does, so a source removed or moved also rebuilds the library.
+.PHONY: FORCE
+FORCE:
+define static_lib
+$(BUILD)/$(1).members: FORCE
+	@mkdir -p $$(dir $$@)
+	@printf '%s\n' $(2) | cmp -s - $$@ || printf '%s\n' $(2) > $$@
+$(BUILD)/$(1): $(2) $(BUILD)/$(1).members
+	@rm -f $$@
+	@ar rcs $$@ $(2)
+endef
+
 include proto/module.mk
 include common/module.mk
 include kiyot/module.mk

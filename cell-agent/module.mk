@@ -3,8 +3,7 @@
 AGENT_SRCS := $(filter-out cell-agent/main.c cell-agent/shim_main.c,$(wildcard cell-agent/*.c))
 AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRCS))
 
-$(BUILD)/libagent.a: $(AGENT_OBJS)
-	rm -f $@ && ar rcs $@ $^
+$(eval $(call static_lib,libagent.a,$(AGENT_OBJS)))
 
 $(BUILD)/cell-agent: $(BUILD)/obj/cell-agent/main.o $(BUILD)/libagent.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"

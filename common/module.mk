@@ -1,5 +1,4 @@
 COMMON_SRCS := $(wildcard common/*.c common/oci/*.c)
 COMMON_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRCS))
 
-$(BUILD)/libcommon.a: $(COMMON_OBJS)
-	rm -f $@ && ar rcs $@ $^
+$(eval $(call static_lib,libcommon.a,$(COMMON_OBJS)))

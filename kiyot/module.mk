@@ -3,8 +3,7 @@
 KIYOT_SRCS := $(filter-out kiyot/cli/main.c,$(shell find kiyot -name '*.c'))
 KIYOT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(KIYOT_SRCS))
 
-$(BUILD)/libkiyot.a: $(KIYOT_OBJS)
-	rm -f $@ && ar rcs $@ $^
+$(eval $(call static_lib,libkiyot.a,$(KIYOT_OBJS)))
 
 $(BUILD)/kiyot: $(BUILD)/obj/kiyot/cli/main.o $(BUILD)/libkiyot.a $(BUILD)/libcommon.a $(BUILD)/libproto.a
 	@echo "  LD $@"

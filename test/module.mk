@@ -6,8 +6,7 @@ UNIT_UTIL_SRCS := $(filter-out $(UNIT_SRCS),$(wildcard test/unit/*.c))
 TEST_LIBS := $(BUILD)/libtestutil.a $(BUILD)/libkiyot.a $(BUILD)/libagent.a $(BUILD)/libcommon.a \
 	$(BUILD)/libproto.a
 
-$(BUILD)/libtestutil.a: $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_UTIL_SRCS))
-	rm -f $@ && ar rcs $@ $^
+$(eval $(call static_lib,libtestutil.a,$(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_UTIL_SRCS))))
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
