@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +297,46 @@ FAKE_HANDLER(pod_sandbox_status)
 	return 0;
 }
 
+/* kiyot's verbose Status: its cells (the ready pods' and one standby cell) under "cells". */
+FAKE_HANDLER(status)
+{
+	const Runtime__V1__StatusRequest *r = (const void *)req;
+	Runtime__V1__StatusResponse *out = (void *)resp;
+	json_t *cells = json_array();
+	char *text;
+
+	(void)svc;
+	(void)err;
+	out->status = rpc_msg_new(call, &runtime__v1__runtime_status__descriptor);
+	if (!r->verbose)
+		return 0;
+	for (size_t i = 0; i < fake.n_pods; i++)
+		if (fake.pods[i].ready)
+			json_array_append_new(
+				cells, json_pack("{s:s,s:s,s:s,s:s,s:s,s:f,s:s,s:I,s:s}", "cellId",
+						 "cell-0abc", "namespace",
+						 fake.pods[i].cfg->metadata->namespace_, "pod",
+						 fake.pods[i].cfg->metadata->name, "phase",
+						 "Running", "instanceType", "t3.nano",
+						 "pricePerHour", 0.0052, "ip", "10.77.0.5",
+						 "createdNs", (json_int_t)fake.pods[i].created,
+						 "sizingReason", "cheapest that fits"));
+	json_array_append_new(cells,
+			      json_pack("{s:s,s:s,s:s,s:f,s:s,s:I}", "cellId", "sb-0def", "phase",
+					"Standby", "instanceType", "t3.nano", "pricePerHour",
+					0.0052, "ip", "10.77.0.9", "createdNs",
+					(json_int_t)(clock_now_ns() - 120LL * 1000000000LL)));
+	text = json_dumps(cells, JSON_COMPACT);
+	json_decref(cells);
+	out->info = rpc_alloc(call, sizeof(*out->info));
+	out->info[0] = rpc_msg_new(call, &runtime__v1__status_response__info_entry__descriptor);
+	out->info[0]->key = "cells";
+	out->info[0]->value = rpc_strdup(call, text);
+	out->n_info = 1;
+	free(text);
+	return 0;
+}
+
 FAKE_HANDLER(stop_container)
 {
 	const Runtime__V1__StopContainerRequest *r = (const void *)req;
@@ -381,6 +422,7 @@ static const struct rpc_method fake_methods[] = {
 	M(RT("ListPodSandbox"), list_pod_sandbox, list_pod_sandbox),
 	M(RT("ListContainers"), list_containers, list_containers),
 	M(RT("PodSandboxStatus"), pod_sandbox_status, pod_sandbox_status),
+	M(RT("Status"), status, status),
 	M(RT("StopContainer"), stop_container, stop_container),
 	M(RT("StopPodSandbox"), stop_pod_sandbox, stop_pod_sandbox),
 	M(RT("RemovePodSandbox"), remove_pod_sandbox, remove_pod_sandbox),
@@ -668,7 +710,8 @@ static void test_cli__get_pods_summarises_each_pod(void **state)
 	expect_err(f, "usage: kiyot get pods | kiyot get cells [-o wide]");
 }
 
-/* get cells: the cell of each running pod, its type and address; wide adds why. */
+/* get cells: every cell kiyot's verbose Status lists, the running pods' and the standby ones,
+ * with phase, type, price, address and age; wide adds why. */
 static void test_cli__get_cells_names_each_pods_cell(void **state)
 {
 	struct fix *f = *state;
@@ -676,10 +719,14 @@ static void test_cli__get_cells_names_each_pods_cell(void **state)
 	add_pod("web", "default", 1);
 	add_pod("stopped", "default", 0);
 	assert_int_equal(clirun(&f->run, "get", "cells", NULL), 0);
-	assert_non_null(strstr(f->run.out, "CELL                   NAMESPACE        POD"));
-	assert_non_null(strstr(f->run.out,
-			       "cell-0abc              default          web"
-			       "                      t3.nano        10.77.0.5       3h\n"));
+	assert_non_null(strstr(f->run.out, "CELL                   NAMESPACE        POD"
+					   "                      PHASE    INSTANCE-TYPE  $/H"));
+	assert_non_null(strstr(f->run.out, "cell-0abc              default          web"
+					   "                      Running  t3.nano        0.0052"
+					   "    10.77.0.5       3h\n"));
+	assert_non_null(strstr(f->run.out, "sb-0def                <none>           <none>"
+					   "                   Standby  t3.nano        0.0052"
+					   "    10.77.0.9       2m\n"));
 	assert_null(strstr(f->run.out, "stopped"));
 	assert_null(strstr(f->run.out, "WHY"));
 	assert_int_equal(clirun(&f->run, "get", "cell", "-o", "wide", NULL), 0);

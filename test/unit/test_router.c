@@ -604,11 +604,14 @@ static void test_router__alone_status_is_kiyots(void **state)
 	assert_true(st->status->conditions[0]->status);
 	assert_string_equal(st->status->conditions[1]->type, "NetworkReady");
 	assert_true(st->status->conditions[1]->status);
-	assert_int_equal(st->n_info, 1);
+	assert_int_equal(st->n_info, 2);
 	assert_string_equal(st->info[0]->key, "config");
 	assert_string_equal(st->info[0]->value,
 			    "{\"provider\":\"local\",\"region\":\"us-east-1\",\"clusterId\":"
 			    "\"cluster-test\",\"cellCidr\":\"10.77.0.0/16\"}");
+	/* its cells, for kiyot get cells: none here */
+	assert_string_equal(st->info[1]->key, "cells");
+	assert_string_equal(st->info[1]->value, "[]");
 	protobuf_c_message_free_unpacked(&st->base, NULL);
 }
 
@@ -934,10 +937,11 @@ static void test_router__status_folds_in_the_fallbacks(void **state)
 	assert_string_equal(st->status->conditions[1]->message, msg);
 	assert_string_equal(st->status->conditions[2]->type, "FallbackOnly");
 	assert_true(st->status->conditions[2]->status);
-	assert_int_equal(st->n_info, 2);
+	assert_int_equal(st->n_info, 3);
 	assert_string_equal(st->info[0]->key, "config");
-	assert_string_equal(st->info[1]->key, "fallback.config");
-	assert_string_equal(st->info[1]->value, "{\"cni\":1}");
+	assert_string_equal(st->info[1]->key, "cells");
+	assert_string_equal(st->info[2]->key, "fallback.config");
+	assert_string_equal(st->info[2]->value, "{\"cni\":1}");
 	protobuf_c_message_free_unpacked(&st->base, NULL);
 }
 
