@@ -422,6 +422,8 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 	for (size_t i = 0; i < creq.n_prepull; i++)
 		prepull_refs[i] = json_string_value(json_array_get(prepull, i));
 	creq.prepull = prepull_refs;
+	/* what the pool's standby cells of this shape pre-pull */
+	pool_images(k->pool, choice.instance_type, choice.spot, prepull_refs, creq.n_prepull);
 	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
 	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
 	for (size_t i = 0; i < sb->config->n_labels; i++) {

@@ -61,6 +61,7 @@ static void shape_free(struct shape *s)
 	free(s->key);
 	free(s->type);
 	pool_arrivals_release(&s->arrivals);
+	pool_images_release(&s->images);
 	free(s->replace_until);
 	free(s);
 }
@@ -533,6 +534,16 @@ void pool_rebalance(struct pool *p, const char *cell_id, const char *instance_ty
 	log_info("pool: cell %s may be interrupted: one more standby cell of %s (%s) for its pod's "
 		 "next sandbox, kept for %lld s or until claimed",
 		 cell_id, instance_type, spot ? "spot" : "on-demand", (long long)life_s);
+}
+
+void pool_images(struct pool *p, const char *instance_type, int spot, const char *const *refs,
+		 size_t n)
+{
+	if (!p || !n)
+		return;
+	pthread_mutex_lock(&p->lock);
+	pool_images_add(&pool_shape_get(p, instance_type, spot)->images, refs, n);
+	pthread_mutex_unlock(&p->lock);
 }
 
 void pool_launch_time(struct pool *p, const char *instance_type, int spot, double seconds)

@@ -75,6 +75,12 @@ void pool_reconcile(struct pool *p, const struct cell_info *cells, size_t n);
 /* A pod of the shape (instance type, spot: cell_spec.spot) arrived: the adaptive target
  * counts it. */
 void pool_arrival(struct pool *p, const char *instance_type, int spot);
+/* A pod of the shape pre-pulls refs (its images, on a provider whose cells do not share the
+ * node's image store): a standby cell of the shape launched later pre-pulls the images at least
+ * half of its recent pods used (at most POOL_PREPULL_MAX). */
+#define POOL_PREPULL_MAX 4
+void pool_images(struct pool *p, const char *instance_type, int spot, const char *const *refs,
+		 size_t n);
 /* A cell of the shape took seconds from its launch until its agent served: the adaptive
  * target's time to ready. */
 void pool_launch_time(struct pool *p, const char *instance_type, int spot, double seconds);

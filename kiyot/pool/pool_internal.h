@@ -32,6 +32,7 @@ struct shape {
 	double price, cpus;
 	int64_t memory_bytes;
 	struct pool_arrivals arrivals; /* monotonic ns */
+	struct pool_images images;     /* what its pods used: its standby cells pre-pull */
 	int64_t last_arrival_ns;       /* monotonic; 0: none */
 	double ready_s;		       /* measured time to ready (moving average); 0: none */
 	int64_t retry_ns;	       /* monotonic: no launch before (after a failure) */

@@ -79,3 +79,72 @@ int pool_plan_caps(struct pool_plan_shape *s, size_t n, int max_cells, double ma
 	}
 	return total;
 }
+
+/* The entry of ref, made (the least used one replaced when full); its index. */
+static size_t image_slot(struct pool_images *im, const char *ref)
+{
+	size_t least = 0;
+
+	for (size_t i = 0; i < im->len; i++)
+		if (!strcmp(im->ref[i], ref))
+			return i;
+	if (im->len < POOL_IMAGES_MAX) {
+		im->ref[im->len] = xstrdup(ref);
+		im->n[im->len] = 0;
+		return im->len++;
+	}
+	for (size_t i = 1; i < im->len; i++)
+		if (im->n[i] < im->n[least])
+			least = i;
+	free(im->ref[least]);
+	im->ref[least] = xstrdup(ref);
+	im->n[least] = 0;
+	return least;
+}
+
+void pool_images_add(struct pool_images *im, const char *const *refs, size_t n)
+{
+	if (im->pods >= POOL_IMAGES_PODS) {
+		im->pods /= 2;
+		for (size_t i = 0; i < im->len; i++)
+			im->n[i] /= 2;
+	}
+	im->pods++;
+	for (size_t i = 0; i < n; i++) {
+		bool again = false;
+
+		if (!refs[i] || !refs[i][0])
+			continue;
+		for (size_t j = 0; j < i && !again; j++)
+			again = refs[j] && !strcmp(refs[j], refs[i]);
+		if (!again)
+			im->n[image_slot(im, refs[i])]++;
+	}
+}
+
+size_t pool_images_common(const struct pool_images *im, const char **out, size_t max)
+{
+	size_t n = 0;
+	bool taken[POOL_IMAGES_MAX] = { false };
+
+	while (n < max) {
+		size_t best = im->len;
+
+		for (size_t i = 0; i < im->len; i++)
+			if (!taken[i] && 2 * im->n[i] >= im->pods && im->n[i] > 0 &&
+			    (best == im->len || im->n[i] > im->n[best]))
+				best = i;
+		if (best == im->len)
+			break;
+		taken[best] = true;
+		out[n++] = im->ref[best];
+	}
+	return n;
+}
+
+void pool_images_release(struct pool_images *im)
+{
+	for (size_t i = 0; i < im->len; i++)
+		free(im->ref[i]);
+	*im = (struct pool_images){ 0 };
+}

@@ -44,4 +44,22 @@ struct pool_plan_shape {
  */
 int pool_plan_caps(struct pool_plan_shape *s, size_t n, int max_cells, double max_dollars);
 
+/* The images the pods of one shape used, counted over about the last POOL_IMAGES_PODS pods
+ * (counts halve as more come), at most POOL_IMAGES_MAX images (the least used goes). */
+#define POOL_IMAGES_MAX 16
+#define POOL_IMAGES_PODS 64
+struct pool_images {
+	char *ref[POOL_IMAGES_MAX];
+	unsigned n[POOL_IMAGES_MAX];
+	size_t len;
+	unsigned pods;
+};
+
+/* One pod of the shape used refs (a ref listed twice counts once). */
+void pool_images_add(struct pool_images *im, const char *const *refs, size_t n);
+/* The images at least half of the counted pods used, most used first, at most max, into out
+ * (borrowed from im until it changes); how many. */
+size_t pool_images_common(const struct pool_images *im, const char **out, size_t max);
+void pool_images_release(struct pool_images *im);
+
 #endif

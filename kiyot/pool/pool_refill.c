@@ -23,6 +23,7 @@ struct launch_job {
 	struct standby *c; /* listed while launching: only its launch unlists it */
 	struct cell_spec spec;
 	char *cell_id, *type;
+	char *prepull[POOL_PREPULL_MAX];
 };
 
 /* A cell a pass ends, and why (for the log). */
@@ -30,6 +31,15 @@ struct ending {
 	char *cell_id;
 	char *why;
 };
+
+static void job_free(struct launch_job *j)
+{
+	for (size_t i = 0; i < j->spec.n_prepull; i++)
+		free(j->prepull[i]);
+	free(j->cell_id);
+	free(j->type);
+	free(j);
+}
 
 static bool stopping(void *ctx)
 {
@@ -105,9 +115,7 @@ static void *launch_main(void *arg)
 	cancel_scope_leave(&sc);
 	launch_ended(j, ret, ip, launched.kept, (double)(clock_mono_ns() - t0) / 1e9, &err);
 	cell_launched_release(&launched);
-	free(j->cell_id);
-	free(j->type);
-	free(j);
+	job_free(j);
 	return NULL;
 }
 
@@ -128,6 +136,12 @@ static struct launch_job *job_for(struct pool *p, struct standby *c)
 	j->spec.spot = c->shape->spot;
 	j->spec.arch = c->shape->arch;
 	j->spec.standby = 1;
+	/* the images most pods of the shape used, pulled as it boots */
+	j->spec.n_prepull =
+		pool_images_common(&c->shape->images, (const char **)j->prepull, POOL_PREPULL_MAX);
+	for (size_t i = 0; i < j->spec.n_prepull; i++)
+		j->prepull[i] = xstrdup(j->prepull[i]);
+	j->spec.prepull = (const char *const *)j->prepull;
 	c->launching = true;
 	c->shape->launching++;
 	p->launches++;
@@ -217,6 +231,7 @@ static void forget_idle_shapes(struct pool *p, int64_t now)
 		free(s->key);
 		free(s->type);
 		pool_arrivals_release(&s->arrivals);
+		pool_images_release(&s->images);
 		free(s->replace_until);
 		free(s);
 	}
@@ -311,9 +326,7 @@ static void start_jobs(struct launch_job **jobs, size_t n)
 			continue;
 		err_set(&err, EAGAIN, "no thread to launch it");
 		launch_ended(jobs[i], -EAGAIN, NULL, false, 0, &err);
-		free(jobs[i]->cell_id);
-		free(jobs[i]->type);
-		free(jobs[i]);
+		job_free(jobs[i]);
 	}
 	pthread_attr_destroy(&attr);
 }

@@ -14,7 +14,8 @@
 
 struct fp_cell {
 	char *id, *ip, *instance_type, *pod_uid;
-	char *reason; /* why it is in its phase (state), or NULL */
+	char *prepull; /* the launch's images to pre-pull, ' '-joined */
+	char *reason;  /* why it is in its phase (state), or NULL */
 	enum cell_phase phase;
 	int64_t launched_ns;
 	struct fp_cell *next;
@@ -79,6 +80,7 @@ static void cell_free(struct fp_cell *c)
 	free(c->ip);
 	free(c->instance_type);
 	free(c->pod_uid);
+	free(c->prepull);
 	free(c->reason);
 	free(c);
 }
@@ -147,6 +149,14 @@ static int fp_launch(void *self, const struct cell_spec *spec, struct cell_info 
 	if (!c) {
 		c = cell_new(fp, spec->cell_id, fp->launch_as ? fp->launch_as : spec->instance_type,
 			     spec->pod_uid, fp->launch_failed ? CELL_FAILED : CELL_RUNNING);
+		c->prepull = xstrdup("");
+		for (size_t i = 0; i < spec->n_prepull; i++) {
+			char *more =
+				xasprintf("%s%s%s", c->prepull, i ? " " : "", spec->prepull[i]);
+
+			free(c->prepull);
+			c->prepull = more;
+		}
 		if (!fp->dead_agents)
 			ret = boot_agent(fp, c, spec->bootstrap, err);
 	}
@@ -475,6 +485,18 @@ char *fake_provider_instance_type(struct fake_provider *fp, const char *cell_id)
 	type = c ? xstrdup(c->instance_type) : NULL;
 	pthread_mutex_unlock(&fp->lock);
 	return type;
+}
+
+char *fake_provider_prepull(struct fake_provider *fp, const char *cell_id)
+{
+	struct fp_cell *c;
+	char *refs;
+
+	pthread_mutex_lock(&fp->lock);
+	c = cell_find(fp, cell_id);
+	refs = c ? xstrdup(c->prepull ? c->prepull : "") : NULL;
+	pthread_mutex_unlock(&fp->lock);
+	return refs;
 }
 
 unsigned fake_provider_calls(struct fake_provider *fp, enum fake_provider_op op)

@@ -71,6 +71,9 @@ int fake_provider_has(struct fake_provider *fp, const char *cell_id);
 int fake_provider_n_cells(struct fake_provider *fp);
 char *fake_provider_instance_type(struct fake_provider *fp, const char *cell_id);
 /* Calls of op so far, failed ones included; how many times kiyot asked to terminate cell_id. */
+/* The images the cell's launch asked to pre-pull, ' '-joined ("" none; caller frees), or NULL
+ * when there is no such cell. */
+char *fake_provider_prepull(struct fake_provider *fp, const char *cell_id);
 unsigned fake_provider_calls(struct fake_provider *fp, enum fake_provider_op op);
 unsigned fake_provider_terminated(struct fake_provider *fp, const char *cell_id);
 

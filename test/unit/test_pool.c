@@ -430,6 +430,67 @@ static void test_pool__a_rebalance_recommendation_launches_one_replacement(void 
 	kfix_free(f);
 }
 
+/* The images at least half of a shape's pods used, most used first; counts halve as pods
+ * come, so images no longer used drop out. */
+static void test_pool__common_images_are_those_most_pods_used(void **state)
+{
+	const char *a_b[] = { "r/a:1", "r/b:1", "r/a:1" }, *a[] = { "r/a:1" },
+		   *a_c[] = { "r/a:1", "r/c:1" }, *b[] = { "r/b:1" }, *d[] = { "r/d:1" };
+	struct pool_images im = { 0 };
+	const char *out[4];
+
+	(void)state;
+	pool_images_add(&im, a_b, 3); /* r/a:1 twice in one pod counts once */
+	pool_images_add(&im, a, 1);
+	pool_images_add(&im, a_c, 2);
+	assert_int_equal(pool_images_common(&im, out, 4), 1);
+	assert_string_equal(out[0], "r/a:1");
+	pool_images_add(&im, b, 1); /* r/b:1: 2 of 4 */
+	assert_int_equal(pool_images_common(&im, out, 4), 2);
+	assert_string_equal(out[0], "r/a:1");
+	assert_string_equal(out[1], "r/b:1");
+	assert_int_equal(pool_images_common(&im, out, 1), 1);
+	for (int i = 0; i < 3 * POOL_IMAGES_PODS; i++)
+		pool_images_add(&im, d, 1);
+	assert_int_equal(pool_images_common(&im, out, 4), 1);
+	assert_string_equal(out[0], "r/d:1");
+	pool_images_release(&im);
+}
+
+/* A standby cell launched after pods of its shape pre-pulls the images most of them used. */
+static void test_pool__standby_cells_prepull_their_shapes_images(void **state)
+{
+	struct kfix *f = fixture(POOL_NANO(1));
+	const char *web[] = { "reg/web:1", "reg/side:2" }, *job[] = { "reg/web:1", "reg/job:3" };
+	_cleanup_free_ char *sb = NULL, *first = NULL, *refs = NULL, *cell = NULL;
+	struct err err = ERR_INIT;
+	char ids[256], first_id[64];
+
+	(void)state;
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1, 10000));
+	ids[strlen(ids) - 1] = '\0';
+	snprintf(first_id, sizeof(first_id), "%s", ids);
+	first = fake_provider_prepull(f->fp, ids);
+	assert_string_equal(first, ""); /* no pod yet */
+	pool_images(f->k.pool, "t3.nano", 0, web, 2);
+	pool_images(f->k.pool, "t3.nano", 0, web, 2);
+	pool_images(f->k.pool, "t3.nano", 0, job, 2);
+	pool_images(f->k.pool, "t3.micro", 0, job, 2); /* another shape's */
+	/* a pod takes the standby cell; the refill pre-pulls web:1 (3 of 3 pods) and side:2 (2 of
+	 * 3), not job:3 (1 of 3) */
+	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	assert_string_equal(cell, first_id);
+	assert_true(
+		KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 1 && !strstr(ids, cell), 10000));
+	ids[strlen(ids) - 1] = '\0';
+	refs = fake_provider_prepull(f->fp, ids);
+	assert_non_null(refs);
+	assert_string_equal(refs, "reg/web:1 reg/side:2");
+	kfix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +506,8 @@ int main(void)
 		cmocka_unit_test(test_pool__a_restart_adopts_the_standby_cells),
 		cmocka_unit_test(test_pool__an_unrecorded_claim_goes_back_and_unknown_cells_go),
 		cmocka_unit_test(test_pool__a_rebalance_recommendation_launches_one_replacement),
+		cmocka_unit_test(test_pool__common_images_are_those_most_pods_used),
+		cmocka_unit_test(test_pool__standby_cells_prepull_their_shapes_images),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
