@@ -280,24 +280,286 @@ pod_event(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *md, const char
 	va_end(ap);
 }
 
+/* What a RunPodSandbox carries from one step to the next (run_*). */
+struct pod_run {
+	struct kiyot *k;
+	const Runtime__V1__PodSandboxConfig *config;
+	const char *runtime_handler;
+	struct sandbox *sb; /* referenced; NULL until found (resumed) or made */
+	struct size_choice choice;
+	struct cell_launched launched;
+	json_t *prepull; /* the Pod object's images, or NULL */
+	char *ip;	 /* the cell's address once claimed or launched */
+	bool claimed;	 /* the cell is a standby cell of the pool */
+};
+
+static void run_release(struct pod_run *run)
+{
+	if (run->sb)
+		sandbox_put(run->sb);
+	size_choice_release(&run->choice);
+	cell_launched_release(&run->launched);
+	json_decref(run->prepull);
+	free(run->ip);
+}
+
+/*
+ * A retried RunPodSandbox is answered with the sandbox already made: 1, its id in out (ready)
+ * or an error saying why not (still starting, stopped). A launch a crash cut short is resumed
+ * with its record and cell id, so the provider's idempotent launch finds the cell (or
+ * instance) already made: run->sb, launching. 0 to go on.
+ */
+static int run_find(struct pod_run *run, struct rpc_call *call,
+		    Runtime__V1__RunPodSandboxResponse *out, struct err *err)
+{
+	struct kiyot *k = run->k;
+	const Runtime__V1__PodSandboxMetadata *md = run->config->metadata;
+	struct sandbox *dup;
+	bool launching;
+	int ret = 0;
+
+	pthread_mutex_lock(&k->lock);
+	dup = find_by_metadata(k, md);
+	launching = dup && dup->phase == SANDBOX_LAUNCHING;
+	if (dup && (dup->state == SANDBOX_READY || launching || !dup->cell_id[0])) {
+		out->pod_sandbox_id = rpc_strdup(call, dup->id);
+		ret = dup->state == SANDBOX_READY
+			      ? 1
+			      : err_set(err, launching ? EAGAIN : EEXIST,
+					"pod %s/%s attempt %u already has sandbox %s, which is %s",
+					md->namespace_, md->name, md->attempt, dup->id,
+					launching ? "still starting; retry"
+						  : "stopped; remove it first");
+		pthread_mutex_unlock(&k->lock);
+		return ret;
+	}
+	/* not while the gc ends it; the handler holds a reference on its sandbox until it
+	 * answers */
+	if (dup && sandbox_begin(k->records, dup, SANDBOX_LAUNCHING, err) < 0) {
+		pthread_mutex_unlock(&k->lock);
+		return -err->code;
+	}
+	run->sb = dup ? sandbox_get(dup) : NULL;
+	pthread_mutex_unlock(&k->lock);
+	if (run->sb) /* (a stop that finds it launching before this waits for it) */
+		cells_launch_begin(k->cells, run->sb->cell_id);
+	return 0;
+}
+
+/* Sizes the pod from its Pod object and annotations (run->choice, run->prepull). A failure
+ * ends a resumed launch, which stays to be resumed again. */
+static int run_size(struct pod_run *run, struct err *err)
+{
+	struct kiyot *k = run->k;
+	struct podspec *pod = pod_object(k, run->config->metadata);
+	int64_t t0 = clock_mono_ns();
+	int ret;
+
+	run->prepull = pod_prepull(pod, run->config->metadata);
+	ret = provision_size_pod(k, run->config, pod, &run->choice, err);
+	metrics_launch_step("sizing", (double)(clock_mono_ns() - t0) / 1e9);
+	podspec_free(pod);
+	if (ret == 0)
+		return 0;
+	metrics_launch_failure("sizing");
+	pod_event(k, run->config->metadata, NULL, KUBE_EVENT_WARNING, "CellSizingFailed", "%s",
+		  err->msg);
+	if (run->sb) {
+		pthread_mutex_lock(&k->lock);
+		sandbox_end(k->records, run->sb);
+		pthread_mutex_unlock(&k->lock);
+		cells_launch_end(k->cells, run->sb->cell_id);
+	}
+	return -err->code;
+}
+
+/*
+ * The new sandbox's record, stored before anything is launched so that a crash leaves a
+ * record that owns the cell. It takes a standby cell of exactly sizing's choice when the pool
+ * has one (run->claimed, run->ip): the pool records the claim before the record names the
+ * cell. On error run->sb is listed and launching, for run_fail to undo.
+ */
+static int run_record(struct pod_run *run, struct err *err)
+{
+	struct kiyot *k = run->k;
+	const struct size_choice *choice = &run->choice;
+	struct err cerr = ERR_INIT;
+	struct sandbox *sb = xcalloc(1, sizeof(*sb));
+	int ret;
+
+	sb->id = kiyot_new_id();
+	sb->config = cri_msg_copy(&run->config->base);
+	sb->runtime_handler = xstrdup(run->runtime_handler);
+	sb->created_ns = clock_now_ns();
+	sb->ip = xstrdup("");
+	sb->instance_type = xstrdup(choice->instance_type);
+	sb->sizing_reason = xstrdup(choice->reason);
+	sandbox_launching(sb);
+	run->sb = sb;
+	pool_arrival(k->pool, choice->instance_type, choice->spot);
+	run->claimed = k->pool && pool_claim(k->pool, choice->instance_type, choice->spot, sb->id,
+					     &sb->cell_id, &run->ip, &cerr) == 0;
+	if (!run->claimed)
+		sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
+	/* a stop that finds the record launching finds its launch to cancel */
+	cells_launch_begin(k->cells, sb->cell_id);
+	pthread_mutex_lock(&k->lock);
+	records_add_sandbox(k->records, sandbox_get(sb));
+	ret = records_save_sandbox(k->records, sb, err);
+	pthread_mutex_unlock(&k->lock);
+	if (ret < 0 && run->claimed)
+		pool_claim_abort(k->pool, sb->cell_id);
+	else if (run->claimed)
+		pool_claim_commit(k->pool, sb->cell_id, sb->id);
+	return ret;
+}
+
+/* Launches the sandbox's cell and waits for its agent, or readies the standby cell it
+ * claimed: run->ip, run->launched. */
+static int run_launch(struct pod_run *run, struct err *err)
+{
+	struct kiyot *k = run->k;
+	struct sandbox *sb = run->sb;
+	const struct size_choice *choice = &run->choice;
+	struct cell_spec creq = { 0 };
+	_cleanup_free_ const char **prepull_refs = NULL;
+	_cleanup_free_ const char **label_keys = NULL;
+	_cleanup_free_ const char **label_values = NULL;
+	int64_t t0;
+	int ret;
+
+	creq.cell_id = sb->cell_id;
+	creq.pod_uid = sb->config->metadata->uid;
+	creq.pod_name = sb->config->metadata->name;
+	creq.pod_namespace = sb->config->metadata->namespace_;
+	creq.instance_type = choice->instance_type;
+	creq.cpus = choice->cpus;
+	creq.memory_bytes = choice->memory_bytes;
+	creq.spot = choice->spot;
+	creq.arch = choice->arch;
+	creq.fallback_types = (const char *const *)choice->alternatives;
+	creq.n_fallback_types = choice->n_alternatives;
+	creq.zone_prices = choice->zone_prices;
+	creq.n_zone_prices = choice->n_zone_prices;
+	creq.n_prepull = k->node_images ? 0 : json_array_size(run->prepull);
+	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
+	for (size_t i = 0; i < creq.n_prepull; i++)
+		prepull_refs[i] = json_string_value(json_array_get(run->prepull, i));
+	creq.prepull = prepull_refs;
+	/* what the pool's standby cells of this shape pre-pull */
+	pool_images(k->pool, choice->instance_type, choice->spot, prepull_refs, creq.n_prepull);
+	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
+	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
+	for (size_t i = 0; i < sb->config->n_labels; i++) {
+		label_keys[i] = sb->config->labels[i]->key;
+		label_values[i] = sb->config->labels[i]->value;
+	}
+	creq.label_keys = label_keys;
+	creq.label_values = label_values;
+	creq.n_labels = sb->config->n_labels;
+	cellsync_kick(k->cellsync);
+	if (run->claimed) {
+		ret = cells_launch_claimed(k->cells, sb->cell_id, err);
+	} else {
+		t0 = clock_mono_ns();
+		ret = cells_launch(k->cells, &creq, &run->ip, &run->launched, err);
+		if (ret == 0)
+			pool_launch_time(k->pool, choice->instance_type, choice->spot,
+					 (double)(clock_mono_ns() - t0) / 1e9);
+	}
+	if (ret == 0 && pool_is_standby_id(sb->cell_id))
+		assign_pod(k, sb, &creq); /* claimed now, or before a crash */
+	return ret;
+}
+
+/* The cell serves: the record notes a capacity fallback (another type than sizing's choice,
+ * and why), the hostPorts are made, and the sandbox becomes ready (stored before its launch
+ * ends). */
+static int run_ready(struct pod_run *run, struct err *err)
+{
+	struct kiyot *k = run->k;
+	struct sandbox *sb = run->sb;
+	const struct cell_launched *launched = &run->launched;
+	int ret;
+
+	pthread_mutex_lock(&k->lock);
+	if (launched->instance_type && strcmp(launched->instance_type, sb->instance_type) != 0)
+		set_field(&sb->instance_type, launched->instance_type);
+	if (launched->note && !strstr(sb->sizing_reason, launched->note)) {
+		char *reason = xasprintf("%s; %s", sb->sizing_reason, launched->note);
+
+		free(sb->sizing_reason);
+		sb->sizing_reason = reason;
+		pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_WARNING,
+			  "CapacityFallback", "cell %s: %s", sb->cell_id, launched->note);
+	}
+	pthread_mutex_unlock(&k->lock);
+	ret = cri_sandbox_host_ports(k, sb, run->ip, err);
+	if (ret < 0)
+		return ret;
+	/* the launch ends once the ready record is stored: when that fails the sandbox is still
+	 * launching, and the undo ends it (run_undo), not a stop that came meanwhile */
+	pthread_mutex_lock(&k->lock);
+	ret = sandbox_launched(k->records, sb, run->ip, err);
+	pthread_mutex_unlock(&k->lock);
+	cellsync_kick(k->cellsync);
+	if (ret < 0)
+		return ret;
+	cells_launch_end(k->cells, sb->cell_id);
+	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s%s)", sb->id,
+		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
+		 run->choice.instance_type, sb->ip, run->claimed ? ", a standby cell" : "");
+	pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_NORMAL, "CellLaunched",
+		  "cell %s launched: %s, %s, IP %s (%s)", sb->cell_id, sb->instance_type,
+		  run->choice.spot ? "spot" : "on-demand", sb->ip, sb->sizing_reason);
+	if (k->node_images && run->prepull)
+		kiyot_node_prepull(k, run->prepull);
+	return 0;
+}
+
+/*
+ * A RunPodSandbox failed after its record was made. When its caller went away the record and
+ * its cell stay as a crash leaves them, for the next RunPodSandbox of the pod (or the next
+ * kiyot) to resume; otherwise the cell and the record go (run_undo).
+ */
+static int run_fail(struct pod_run *run, struct err *err)
+{
+	struct kiyot *k = run->k;
+	struct sandbox *sb = run->sb;
+
+	err_wrap(err, "pod %s/%s", run->config->metadata->namespace_, run->config->metadata->name);
+	if (run->launched.kept) {
+		log_info("RunPodSandbox abandoned by its caller: %s; sandbox %s stays to be "
+			 "resumed",
+			 err->msg, sb->id);
+		pthread_mutex_lock(&k->lock);
+		sandbox_end(k->records, sb);
+		pthread_mutex_unlock(&k->lock);
+		cells_launch_end(k->cells, sb->cell_id);
+		return -err->code;
+	}
+	log_warn("RunPodSandbox failed: %s", err->msg); /* the kubelet only retries */
+	if (err->code != ECANCELED)			/* not when the pod was stopped meanwhile */
+		pod_event(k, sb->config->metadata, NULL, KUBE_EVENT_WARNING, "CellLaunchFailed",
+			  "%s", err->msg);
+	run_undo(k, sb);
+	cells_launch_end(k->cells, sb->cell_id);
+	return -err->code;
+}
+
+/*
+ * RunPodSandbox: validated, answered from the sandbox already made when it is a retry, sized,
+ * recorded (or a launch a crash cut short resumed), launched (or a standby cell claimed), and
+ * made ready; kiyot/README.md tells the flow.
+ */
 int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			ProtobufCMessage *resp, struct err *err)
 {
 	const Runtime__V1__RunPodSandboxRequest *r = (const void *)req;
 	Runtime__V1__RunPodSandboxResponse *out = (void *)resp;
-	struct kiyot *k = svc;
-	struct size_choice choice = { 0 };
-	struct cell_spec creq = { 0 };
-	struct cell_launched launched = { 0 };
-	struct sandbox *sb, *dup;
-	const char **label_keys, **label_values;
-	struct podspec *pod;
-	json_t *prepull = NULL;
-	const char **prepull_refs = NULL;
-	char *ip = NULL;
-	int64_t t0;
-	bool launching, claimed = false;
-	struct err cerr = ERR_INIT;
+	struct pod_run run = { .k = svc,
+			       .config = r->config,
+			       .runtime_handler = r->runtime_handler };
 	int ret;
 
 	if (cri_validate(req, err) < 0)
@@ -309,227 +571,27 @@ int cri_run_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessage
 			       "runtime_handler \"%s\" is not known; kiyot has only the default "
 			       "handler (\"\" or \"kiyot\")",
 			       r->runtime_handler);
-	pthread_mutex_lock(&k->lock);
-	dup = find_by_metadata(k, r->config->metadata);
-	launching = dup && dup->phase == SANDBOX_LAUNCHING;
-	if (dup && (dup->state == SANDBOX_READY || launching || !dup->cell_id[0])) {
-		/* a retried RunPodSandbox: answer with the sandbox already made */
-		out->pod_sandbox_id = rpc_strdup(call, dup->id);
-		ret = dup->state == SANDBOX_READY
-			      ? 0
-			      : err_set(err, launching ? EAGAIN : EEXIST,
-					"pod %s/%s attempt %u already has sandbox %s, which is %s",
-					r->config->metadata->namespace_, r->config->metadata->name,
-					r->config->metadata->attempt, dup->id,
-					launching ? "still starting; retry"
-						  : "stopped; remove it first");
-		pthread_mutex_unlock(&k->lock);
-		return ret;
-	}
-	/* a launch that a crash interrupted is resumed with its record and cell id, so the
-	 * provider's idempotent launch finds the cell (or instance) already made (not while
-	 * the gc ends it); the handler holds a reference on its sandbox until it answers */
-	if (dup && sandbox_begin(k->records, dup, SANDBOX_LAUNCHING, err) < 0) {
-		pthread_mutex_unlock(&k->lock);
+	ret = run_find(&run, call, out, err);
+	if (ret != 0)
+		return ret < 0 ? ret : 0;
+	if (run_size(&run, err) < 0) {
+		run_release(&run);
 		return -err->code;
 	}
-	sb = dup ? sandbox_get(dup) : NULL;
-	pthread_mutex_unlock(&k->lock);
-	if (sb) /* (a stop that finds it launching before this waits for it) */
-		cells_launch_begin(k->cells, sb->cell_id);
-
-	pod = pod_object(k, r->config->metadata);
-	prepull = pod_prepull(pod, r->config->metadata);
-	t0 = clock_mono_ns();
-	ret = provision_size_pod(k, r->config, pod, &choice, err);
-	metrics_launch_step("sizing", (double)(clock_mono_ns() - t0) / 1e9);
-	podspec_free(pod);
-	if (ret < 0) {
-		metrics_launch_failure("sizing");
-		pod_event(k, r->config->metadata, NULL, KUBE_EVENT_WARNING, "CellSizingFailed",
-			  "%s", err->msg);
-		json_decref(prepull);
-		if (sb) {
-			pthread_mutex_lock(&k->lock);
-			sandbox_end(k->records, sb);
-			pthread_mutex_unlock(&k->lock);
-			cells_launch_end(k->cells, sb->cell_id);
-			sandbox_put(sb);
-		}
-		return -err->code;
-	}
-	if (!sb) {
-		sb = xcalloc(1, sizeof(*sb));
-		sb->id = kiyot_new_id();
-		sb->config = cri_msg_copy(&r->config->base);
-		sb->runtime_handler = xstrdup(r->runtime_handler);
-		sb->state = SANDBOX_NOTREADY;
-		sb->created_ns = clock_now_ns();
-		sb->ip = xstrdup("");
-		sb->instance_type = xstrdup(choice.instance_type);
-		sb->sizing_reason = xstrdup(choice.reason);
-		sb->phase = SANDBOX_LAUNCHING;
-		/* a standby cell of exactly sizing's choice, recorded as this sandbox's claim
-		 * before the sandbox's record names it (pool.h) */
-		pool_arrival(k->pool, choice.instance_type, choice.spot);
-		claimed = k->pool && pool_claim(k->pool, choice.instance_type, choice.spot, sb->id,
-						&sb->cell_id, &ip, &cerr) == 0;
-		if (!claimed)
-			sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
-		/* a stop that finds the record launching finds its launch to cancel */
-		cells_launch_begin(k->cells, sb->cell_id);
-		/* recorded before the launch, so a crash mid-launch leaves a record that owns
-		 * the cell */
-		pthread_mutex_lock(&k->lock);
-		records_add_sandbox(k->records, sandbox_get(sb));
-		ret = records_save_sandbox(k->records, sb, err);
-		pthread_mutex_unlock(&k->lock);
-		if (ret < 0 && claimed) {
-			pool_claim_abort(k->pool, sb->cell_id);
-			free(ip);
-		}
-		if (ret < 0)
-			goto fail;
-		if (claimed)
-			pool_claim_commit(k->pool, sb->cell_id, sb->id);
-	} else {
-		log_info("sandbox %s: resuming an interrupted launch of cell %s", sb->id,
-			 sb->cell_id);
-	}
-
-	if (choice.burst_owner) { /* its usage counts for its owner's next pods */
-		struct err herr = ERR_INIT;
-
-		if (usage_history_attach(k->store, sb->cell_id, choice.burst_owner, &herr) < 0)
-			log_warn("sandbox %s: burst sizing will not learn from it: %s", sb->id,
-				 herr.msg);
-	}
-	creq.cell_id = sb->cell_id;
-	creq.pod_uid = sb->config->metadata->uid;
-	creq.pod_name = sb->config->metadata->name;
-	creq.pod_namespace = sb->config->metadata->namespace_;
-	creq.instance_type = choice.instance_type;
-	creq.cpus = choice.cpus;
-	creq.memory_bytes = choice.memory_bytes;
-	creq.spot = choice.spot;
-	creq.arch = choice.arch;
-	creq.fallback_types = (const char *const *)choice.alternatives;
-	creq.n_fallback_types = choice.n_alternatives;
-	creq.zone_prices = choice.zone_prices;
-	creq.n_zone_prices = choice.n_zone_prices;
-	creq.n_prepull = k->node_images ? 0 : json_array_size(prepull);
-	prepull_refs = xcalloc(creq.n_prepull + 1, sizeof(*prepull_refs));
-	for (size_t i = 0; i < creq.n_prepull; i++)
-		prepull_refs[i] = json_string_value(json_array_get(prepull, i));
-	creq.prepull = prepull_refs;
-	/* what the pool's standby cells of this shape pre-pull */
-	pool_images(k->pool, choice.instance_type, choice.spot, prepull_refs, creq.n_prepull);
-	label_keys = xcalloc(sb->config->n_labels + 1, sizeof(*label_keys));
-	label_values = xcalloc(sb->config->n_labels + 1, sizeof(*label_values));
-	for (size_t i = 0; i < sb->config->n_labels; i++) {
-		label_keys[i] = sb->config->labels[i]->key;
-		label_values[i] = sb->config->labels[i]->value;
-	}
-	creq.label_keys = label_keys;
-	creq.label_values = label_values;
-	creq.n_labels = sb->config->n_labels;
-	cellsync_kick(k->cellsync);
-	if (claimed) {
-		ret = cells_launch_claimed(k->cells, sb->cell_id, err);
-	} else {
-		t0 = clock_mono_ns();
-		ret = cells_launch(k->cells, &creq, &ip, &launched, err);
-		if (ret == 0)
-			pool_launch_time(k->pool, choice.instance_type, choice.spot,
-					 (double)(clock_mono_ns() - t0) / 1e9);
-	}
-	if (ret == 0 && pool_is_standby_id(sb->cell_id))
-		assign_pod(k, sb, &creq); /* claimed now, or before a crash */
-	free(label_keys);
-	free(label_values);
-	free(prepull_refs);
-	prepull_refs = NULL;
-	if (ret < 0 && claimed)
-		free(ip);
-	if (ret < 0)
+	if (run.sb)
+		log_info("sandbox %s: resuming an interrupted launch of cell %s", run.sb->id,
+			 run.sb->cell_id);
+	else if (run_record(&run, err) < 0)
 		goto fail;
-	/* a capacity fallback launched another type than sizing's choice: the record (and the
-	 * Cell, its price) says which, and why */
-	pthread_mutex_lock(&k->lock);
-	if (launched.instance_type && strcmp(launched.instance_type, sb->instance_type) != 0)
-		set_field(&sb->instance_type, launched.instance_type);
-	if (launched.note && !strstr(sb->sizing_reason, launched.note)) {
-		char *reason = xasprintf("%s; %s", sb->sizing_reason, launched.note);
-
-		free(sb->sizing_reason);
-		sb->sizing_reason = reason;
-		pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_WARNING,
-			  "CapacityFallback", "cell %s: %s", sb->cell_id, launched.note);
-	}
-	pthread_mutex_unlock(&k->lock);
-	cell_launched_release(&launched);
-
-	ret = cri_sandbox_host_ports(k, sb, ip, err);
-	if (ret < 0) {
-		free(ip);
+	if (run_launch(&run, err) < 0 || run_ready(&run, err) < 0)
 		goto fail;
-	}
-	/* the launch ends once the ready record is stored: when that fails the sandbox is still
-	 * launching, and the undo ends it (run_undo), not a stop that came meanwhile */
-	pthread_mutex_lock(&k->lock);
-	set_field(&sb->ip, ip);
-	sb->state = SANDBOX_READY;
-	ret = records_save_sandbox(k->records, sb, err);
-	if (ret < 0)
-		sb->state = SANDBOX_NOTREADY;
-	else
-		sandbox_end(k->records, sb);
-	pthread_mutex_unlock(&k->lock);
-	free(ip);
-	cellsync_kick(k->cellsync);
-	if (ret < 0)
-		goto fail;
-	cells_launch_end(k->cells, sb->cell_id);
-	log_info("sandbox %s: pod %s/%s in cell %s (%s, %s%s)", sb->id,
-		 sb->config->metadata->namespace_, sb->config->metadata->name, sb->cell_id,
-		 choice.instance_type, sb->ip, claimed ? ", a standby cell" : "");
-	pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_NORMAL, "CellLaunched",
-		  "cell %s launched: %s, %s, IP %s (%s)", sb->cell_id, sb->instance_type,
-		  choice.spot ? "spot" : "on-demand", sb->ip, sb->sizing_reason);
-	if (k->node_images && prepull)
-		kiyot_node_prepull(k, prepull);
-	out->pod_sandbox_id = rpc_strdup(call, sb->id);
-	sandbox_put(sb);
-	size_choice_release(&choice);
-	json_decref(prepull);
+	out->pod_sandbox_id = rpc_strdup(call, run.sb->id);
+	run_release(&run);
 	return 0;
 fail:
-	err_wrap(err, "pod %s/%s", r->config->metadata->namespace_, r->config->metadata->name);
-	if (launched.kept) {
-		/* its caller went away: the record and its cell stay as a crash leaves them, for
-		 * the next RunPodSandbox of the pod (or the next kiyot) to resume */
-		log_info("RunPodSandbox abandoned by its caller: %s; sandbox %s stays to be "
-			 "resumed",
-			 err->msg, sb->id);
-		pthread_mutex_lock(&k->lock);
-		sandbox_end(k->records, sb);
-		pthread_mutex_unlock(&k->lock);
-		cells_launch_end(k->cells, sb->cell_id);
-		sandbox_put(sb);
-		size_choice_release(&choice);
-		json_decref(prepull);
-		return -err->code;
-	}
-	log_warn("RunPodSandbox failed: %s", err->msg); /* the kubelet only retries */
-	if (err->code != ECANCELED)			/* not when the pod was stopped meanwhile */
-		pod_event(k, sb->config->metadata, NULL, KUBE_EVENT_WARNING, "CellLaunchFailed",
-			  "%s", err->msg);
-	run_undo(k, sb);
-	cells_launch_end(k->cells, sb->cell_id);
-	sandbox_put(sb);
-	size_choice_release(&choice);
-	json_decref(prepull);
-	return -err->code;
+	ret = run_fail(&run, err);
+	run_release(&run);
+	return ret;
 }
 
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
@@ -544,7 +606,7 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 			  "cell %s is gone: its containers are exited and the sandbox not ready "
 			  "(the kubelet makes the pod a new one)",
 			  sb->cell_id);
-	sb->state = SANDBOX_NOTREADY;
+	sandbox_not_ready(sb);
 	for (size_t i = 0; i < n; i++) {
 		struct container *c = cs[i];
 

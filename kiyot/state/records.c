@@ -519,6 +519,32 @@ bool sandbox_listed(const struct sandbox *sb)
 	return sb->rec.listed;
 }
 
+void sandbox_launching(struct sandbox *sb)
+{
+	sb->state = SANDBOX_NOTREADY;
+	sb->phase = SANDBOX_LAUNCHING;
+}
+
+int sandbox_launched(struct records *r, struct sandbox *sb, const char *ip, struct err *err)
+{
+	if (strcmp(sb->ip ? sb->ip : "", ip) != 0) {
+		free(sb->ip);
+		sb->ip = xstrdup(ip);
+	}
+	sb->state = SANDBOX_READY;
+	if (records_save_sandbox(r, sb, err) < 0) {
+		sb->state = SANDBOX_NOTREADY;
+		return -err->code;
+	}
+	sandbox_end(r, sb);
+	return 0;
+}
+
+void sandbox_not_ready(struct sandbox *sb)
+{
+	sb->state = SANDBOX_NOTREADY;
+}
+
 struct sandbox *sandbox_get(struct sandbox *sb)
 {
 	rec_get(&sb->rec);

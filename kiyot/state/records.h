@@ -93,6 +93,33 @@ void sandbox_end(struct records *r, struct sandbox *sb);
 /* Whether sb is still listed (not removed). Needs k->lock. */
 bool sandbox_listed(const struct sandbox *sb);
 
+/*
+ * Every change of a sandbox's state and phase is one of these (with sandbox_begin and
+ * sandbox_end above); nothing else writes them. state, phase:
+ *
+ *	from                 to                   by                  when
+ *	(new record)         NOTREADY, LAUNCHING  sandbox_launching   RunPodSandbox makes it
+ *	NOTREADY, IDLE       NOTREADY, LAUNCHING  sandbox_begin       RunPodSandbox resumes a
+ *	                                                              launch a crash cut short
+ *	NOTREADY, LAUNCHING  READY, IDLE          sandbox_launched    its cell serves, stored
+ *	any, LAUNCHING       same, IDLE           sandbox_end         the launch failed (then
+ *	                                                              removed) or was abandoned
+ *	any, IDLE            same, STOPPING       sandbox_begin       Stop/RemovePodSandbox, gc
+ *	READY, any           NOTREADY, same       sandbox_not_ready   stopped, cell lost,
+ *	                                                              spot interruption
+ *	any, STOPPING        same, IDLE           sandbox_end         the stop ended
+ *
+ * Needs k->lock.
+ */
+/* A new sandbox's record before it is listed: not ready, launching. */
+void sandbox_launching(struct sandbox *sb);
+/* The launch came up at ip: the record says ready and is stored, then the launch ends (the
+ * phase IDLE, those waiting woken). When the store refuses it the sandbox stays not ready
+ * and launching, for the caller's undo to end once; the store's error. */
+int sandbox_launched(struct records *r, struct sandbox *sb, const char *ip, struct err *err);
+/* The sandbox is not ready any more; its phase stays (the caller stores it). */
+void sandbox_not_ready(struct sandbox *sb);
+
 /* References. A put that drops the last one frees the record. */
 struct sandbox *sandbox_get(struct sandbox *sb);
 void sandbox_put(struct sandbox *sb);
