@@ -77,8 +77,8 @@ size_t pool_replacements(struct shape *s, int64_t now_mono_ns)
 	return w;
 }
 
-/* A pod of the shape took a standby cell: the oldest replacement asked for it is served. Needs
- * the lock. */
+/* A pod of the shape claims a standby cell: the oldest replacement asked for it is served.
+ * Needs the lock. */
 static void replacement_served(struct shape *s)
 {
 	if (!s->n_replace)
@@ -581,6 +581,9 @@ static struct standby *take(struct pool *p, const char *key, const char *sandbox
 		best->claimed_by = NULL;
 		return NULL;
 	}
+	/* served now, not at the commit: in between the refiller would see the shape short of
+	 * a cell and launch another */
+	replacement_served(best->shape);
 	return best;
 }
 
@@ -634,7 +637,6 @@ void pool_claim_commit(struct pool *p, const char *cell_id, const char *what)
 		desc = xasprintf("%s, %s, standby for %.1f s", c->shape->type,
 				 c->shape->spot ? "spot" : "on-demand",
 				 (double)(clock_now_ns() - c->ready_ns) / 1e9);
-		replacement_served(c->shape);
 		pool_standby_drop(p, c);
 	}
 	pool_record_delete(p, cell_id);
