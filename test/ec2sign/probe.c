@@ -39,7 +39,11 @@ static int probe_calls(struct ec2_client *c, struct err *err)
 				     .user_data_len = sizeof(user_data) - 1,
 				     .tags = &tags,
 				     .spot = true };
-	struct ec2_pod_ident id = { "c-1234", "cell-1", "web", "shop", "uid-1", NULL, NULL, 0 };
+	struct ec2_pod_ident id = { .cluster_id = "c-1234",
+				    .cell_id = "cell-1",
+				    .pod_name = "web",
+				    .pod_namespace = "shop",
+				    .pod_uid = "uid-1" };
 	struct ec2_instance *arr = NULL, in;
 	struct ec2_spot_price *prices = NULL;
 	size_t n = 0;
