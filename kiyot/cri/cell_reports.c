@@ -114,7 +114,10 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 	if (c) {
 		struct sandbox *sb = records_sandbox_exact(k->records, c->sandbox_id);
 
-		if (sb && strcmp(sb->cell_id, cell_id) == 0)
+		/* a sandbox that is not ready (its cell lost, or stopped) has its containers'
+		 * exits for good: a status its cell sent before, arriving late, changes none */
+		if (sb && strcmp(sb->cell_id, cell_id) == 0 &&
+		    !(sb->state != SANDBOX_READY && c->state == CTR_EXITED))
 			kiyot_apply_unit_status(k, c, st);
 	}
 	pthread_mutex_unlock(&k->lock);

@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "cells/cells.h"
+#include "cri/cri.h"
 #include "clock.h"
 #include "kiyot_fixture.h"
 #include "xalloc.h"
@@ -456,6 +457,36 @@ static void test_cri_sandbox__a_spot_interruption_notice_stops_the_pod(void **st
 	assert_string_equal(in.action, "terminate");
 }
 
+/* A sandbox whose cell was lost has its containers exited for good: a status the cell's Watch
+ * still brings afterwards (a RUNNING sent before the cell went) does not bring one back. */
+static void test_cri_sandbox__a_late_status_does_not_revive_a_lost_pods_container(void **state)
+{
+	struct kfix *f = *state;
+	Kiyot__Cell__V1__UnitStatus st = KIYOT__CELL__V1__UNIT_STATUS__INIT;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *ctr = NULL;
+	_cleanup_free_ char *cell = NULL;
+	struct sandbox *rec;
+
+	kfix_pod_with_container(f, "web", &sb, &ctr);
+	cell = kfix_cell_of(f, sb);
+	pthread_mutex_lock(&f->k.lock);
+	rec = records_sandbox_exact(f->k.records, sb);
+	assert_non_null(rec);
+	kiyot_sandbox_lost(&f->k, rec, "CellLost");
+	pthread_mutex_unlock(&f->k.lock);
+	assert_int_equal(kfix_container_state(f, ctr, &err),
+			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+	st.id = ctr;
+	st.state = KIYOT__CELL__V1__UNIT_STATE__UNIT_RUNNING;
+	st.started_at_ns = clock_now_ns();
+	st.pid = 4242;
+	kiyot_on_unit_status(&f->k, cell, &st);
+	assert_int_equal(kfix_container_state(f, ctr, &err),
+			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+}
+
 /* A notice with less time left than the pod's grace stops its containers within what is
  * left, less the margin its stop and the kubelet's StopPodSandbox need. */
 static void test_cri_sandbox__an_interruption_shortens_the_grace_to_the_deadline(void **state)
@@ -892,6 +923,7 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cri_sandbox__a_remove_while_waiting_for_the_agent_cancels_it),
 	TEST(test_cri_sandbox__an_instance_terminated_during_boot_ends_the_launch),
 	TEST(test_cri_sandbox__a_spot_interruption_notice_stops_the_pod),
+	TEST(test_cri_sandbox__a_late_status_does_not_revive_a_lost_pods_container),
 	TEST(test_cri_sandbox__an_interruption_shortens_the_grace_to_the_deadline),
 	TEST(test_cri_sandbox__a_rebalance_recommendation_leaves_the_pod_running),
 	TEST(test_cri_sandbox__a_stop_during_a_stop_waits_for_it),
