@@ -428,6 +428,13 @@ static int run_launch(struct pod_run *run, struct err *err)
 	int64_t t0;
 	int ret;
 
+	if (choice->burst_owner) { /* its usage counts for its owner's next pods */
+		struct err herr = ERR_INIT;
+
+		if (usage_history_attach(k->store, sb->cell_id, choice->burst_owner, &herr) < 0)
+			log_warn("sandbox %s: burst sizing will not learn from it: %s", sb->id,
+				 herr.msg);
+	}
 	creq.cell_id = sb->cell_id;
 	creq.pod_uid = sb->config->metadata->uid;
 	creq.pod_name = sb->config->metadata->name;
