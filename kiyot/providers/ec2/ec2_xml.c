@@ -371,8 +371,23 @@ static void parse_type(const xmlNode *it, struct ec2_type_info *out)
 	}
 }
 
-int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **arr, size_t *n,
-			   size_t *cap, char **next_token, struct err *err)
+/* One instance type item into out (as parse_type); false when it names no type. */
+static bool parse_type_item(const xmlNode *it, void *out)
+{
+	if (!child(it, "instanceType"))
+		return false;
+	parse_type(it, out);
+	return true;
+}
+
+/*
+ * A page of a Describe* answer: the root must be root_name; each <item> of its set_name goes
+ * through parse into a new slot of *arr (sz bytes each, at most EC2_MAX_ITEMS), kept when
+ * parse says so; *next_token is the page's nextToken (NULL on the last page).
+ */
+static int parse_page(const char *body, size_t len, const char *root_name, const char *set_name,
+		      bool (*parse)(const xmlNode *it, void *out), void **arr, size_t sz, size_t *n,
+		      size_t *cap, char **next_token, struct err *err)
 {
 	xmlNode *root;
 	xmlDoc *doc;
@@ -381,15 +396,14 @@ int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **
 	*next_token = NULL;
 	if (xml_load(body, len, &doc, err) < 0)
 		return -err->code;
-	ret = expect_root(doc, "DescribeInstanceTypesResponse", &root, err);
-	for (xmlNode *it = ret ? NULL : child(child(root, "instanceTypeSet"), "item"); it;
+	ret = expect_root(doc, root_name, &root, err);
+	for (xmlNode *it = ret ? NULL : child(child(root, set_name), "item"); it;
 	     it = next_elem(it, "item")) {
-		if (!child(it, "instanceType"))
-			continue;
-		ret = grow((void **)arr, n, cap, sizeof(**arr), err);
+		ret = grow(arr, n, cap, sz, err);
 		if (ret < 0)
 			break;
-		parse_type(it, &(*arr)[(*n)++]);
+		if (parse(it, (char *)*arr + *n * sz))
+			(*n)++;
 	}
 	if (ret == 0) {
 		*next_token = child_text(root, "nextToken");
@@ -400,10 +414,19 @@ int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **
 	return ret;
 }
 
+int ec2_xml_instance_types(const char *body, size_t len, struct ec2_type_info **arr, size_t *n,
+			   size_t *cap, char **next_token, struct err *err)
+{
+	return parse_page(body, len, "DescribeInstanceTypesResponse", "instanceTypeSet",
+			  parse_type_item, (void **)arr, sizeof(**arr), n, cap, next_token, err);
+}
+
 /* One <spotPriceHistorySet><item> into *out; false when it lacks a type or a valid price (a
  * finite number, not negative: strtod also reads "nan" and "inf"). */
-static bool parse_spot(const xmlNode *it, struct ec2_spot_price *out)
+static bool parse_spot(const xmlNode *it, void *slot)
 {
+	struct ec2_spot_price *out = slot;
+
 	_cleanup_free_ char *price = child_text(it, "spotPrice");
 	_cleanup_free_ char *ts = child_text(it, "timestamp");
 	char *end;
@@ -428,34 +451,15 @@ static bool parse_spot(const xmlNode *it, struct ec2_spot_price *out)
 int ec2_xml_spot_prices(const char *body, size_t len, struct ec2_spot_price **arr, size_t *n,
 			size_t *cap, char **next_token, struct err *err)
 {
-	xmlNode *root;
-	xmlDoc *doc;
-	int ret;
-
-	*next_token = NULL;
-	if (xml_load(body, len, &doc, err) < 0)
-		return -err->code;
-	ret = expect_root(doc, "DescribeSpotPriceHistoryResponse", &root, err);
-	for (xmlNode *it = ret ? NULL : child(child(root, "spotPriceHistorySet"), "item"); it;
-	     it = next_elem(it, "item")) {
-		ret = grow((void **)arr, n, cap, sizeof(**arr), err);
-		if (ret < 0)
-			break;
-		if (parse_spot(it, &(*arr)[*n]))
-			(*n)++;
-	}
-	if (ret == 0) {
-		*next_token = child_text(root, "nextToken");
-		if (*next_token && !**next_token)
-			free(steal_ptr(*next_token));
-	}
-	xmlFreeDoc(doc);
-	return ret;
+	return parse_page(body, len, "DescribeSpotPriceHistoryResponse", "spotPriceHistorySet",
+			  parse_spot, (void **)arr, sizeof(**arr), n, cap, next_token, err);
 }
 
 /* One subnet item: its id and zone; false when either is missing. */
-static bool parse_subnet(const xmlNode *it, struct ec2_subnet *out)
+static bool parse_subnet(const xmlNode *it, void *slot)
 {
+	struct ec2_subnet *out = slot;
+
 	if (!child(it, "subnetId") || !child(it, "availabilityZone"))
 		return false;
 	out->subnet_id = child_text(it, "subnetId");
@@ -471,27 +475,6 @@ static bool parse_subnet(const xmlNode *it, struct ec2_subnet *out)
 int ec2_xml_subnets(const char *body, size_t len, struct ec2_subnet **arr, size_t *n, size_t *cap,
 		    char **next_token, struct err *err)
 {
-	xmlNode *root;
-	xmlDoc *doc;
-	int ret;
-
-	*next_token = NULL;
-	if (xml_load(body, len, &doc, err) < 0)
-		return -err->code;
-	ret = expect_root(doc, "DescribeSubnetsResponse", &root, err);
-	for (xmlNode *it = ret ? NULL : child(child(root, "subnetSet"), "item"); it;
-	     it = next_elem(it, "item")) {
-		ret = grow((void **)arr, n, cap, sizeof(**arr), err);
-		if (ret < 0)
-			break;
-		if (parse_subnet(it, &(*arr)[*n]))
-			(*n)++;
-	}
-	if (ret == 0) {
-		*next_token = child_text(root, "nextToken");
-		if (*next_token && !**next_token)
-			free(steal_ptr(*next_token));
-	}
-	xmlFreeDoc(doc);
-	return ret;
+	return parse_page(body, len, "DescribeSubnetsResponse", "subnetSet", parse_subnet,
+			  (void **)arr, sizeof(**arr), n, cap, next_token, err);
 }
