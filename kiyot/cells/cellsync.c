@@ -3,7 +3,6 @@
  */
 #include "cellsync.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -36,18 +35,6 @@ struct cellsync {
 	int kicked, stop, started, failing;
 	json_t *instance_ids; /* cell id -> the provider's instance id (worker only) */
 };
-
-/* The node name the kubelet registers by default: the host name, lower case. */
-static char *host_node_name(void)
-{
-	char h[256] = "";
-
-	if (gethostname(h, sizeof(h) - 1) < 0 || !h[0])
-		return xstrdup("localhost");
-	for (char *p = h; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
-	return xstrdup(h);
-}
 
 /* The Cell object a live sandbox should have (without price and instance id). */
 static json_t *desired_cell(struct cellsync *cs, const struct sandbox *sb)
@@ -490,7 +477,7 @@ struct cellsync *cellsync_start(struct kiyot *k, struct kube_client *kc, const c
 
 	cs->k = k;
 	cs->kc = kc;
-	cs->node = node ? xstrdup(node) : host_node_name();
+	cs->node = node ? xstrdup(node) : kiyot_node_name(&k->cfg);
 	cs->instance_ids = json_object();
 	pthread_mutex_init(&cs->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -517,7 +504,7 @@ struct cellsync *cellsync_start_configured(struct kiyot *k)
 			log_error("cells: no Cell objects: %s", err.msg);
 		return NULL;
 	}
-	return cellsync_start(k, kc, k->cfg.node_name[0] ? k->cfg.node_name : NULL);
+	return cellsync_start(k, kc, NULL);
 }
 
 void cellsync_kick(struct cellsync *cs)

@@ -26,7 +26,7 @@ struct cellsync;
 #define CELLSYNC_LABEL_CLUSTER "kiyot.elotl.co/cluster-id"
 #define CELLSYNC_LABEL_NODE "kiyot.elotl.co/node"
 
-/* Starts the worker for k with client kc (taken over). node NULL: the host name. */
+/* Starts the worker for k with client kc (taken over). node NULL: k's (kiyot_node_name). */
 struct cellsync *cellsync_start(struct kiyot *k, struct kube_client *kc, const char *node);
 /* Starts the worker when k's config or the environment names an API server; NULL (logged)
  * when none does or the credentials are unusable. */
