@@ -9,7 +9,9 @@ two. Each pod runs for a while: most are short (jobs, 2-10 min), the rest long (
     bench/pool/gen-trace.py > bench/pool/trace.tsv
 
 Lines: "# shape <type> <spot 0|1> <$/h> <seconds to ready>" first, then
-"<arrival s> <type> <spot> <run s>" sorted by time."""
+"<arrival s> <type> <spot> <run s> <burst>" sorted by time, burst 0 for a pod of the steady
+arrivals and the burst's number (1, 2, ...) for a pod of a burst (the simulator splits its hit
+rate by it; no pool reads it)."""
 
 import math
 import random
@@ -43,6 +45,7 @@ def run_time(rng):
 def main():
     rng = random.Random(SEED)
     pods = []
+    burst = 0
     for typ, spot, price, ready, peak, bursts, (lo, hi) in SHAPES:
         print("# shape %s %d %.4f %d" % (typ, spot, price, ready))
         # thinning: candidate arrivals at the peak rate, kept with rate(t)/peak
@@ -52,15 +55,17 @@ def main():
             if t >= DAY:
                 break
             if rng.random() < rate_at(t, peak) / top:
-                pods.append((int(t), typ, spot, run_time(rng)))
+                pods.append((int(t), typ, spot, run_time(rng), 0))
         for _ in range(bursts):
+            burst += 1
             start = rng.uniform(6 * 3600, 22 * 3600)
             spread = rng.uniform(10, 120)
             for _ in range(rng.randint(lo, hi)):
-                pods.append((int(start + rng.uniform(0, spread)), typ, spot, run_time(rng)))
+                pods.append(
+                    (int(start + rng.uniform(0, spread)), typ, spot, run_time(rng), burst))
     pods.sort()
     for p in pods:
-        print("%d %s %d %d" % p)
+        print("%d %s %d %d %d" % p)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
  * boot (its time to ready, paid at its own type's price).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 
 struct pod {
 	int t, shape, run_s;
+	int burst; /* 0: a steady arrival; else the number of its burst (the trace's column) */
 };
 
 struct cell {
@@ -57,7 +59,8 @@ struct policy {
 
 struct result {
 	int warm, pods;
-	double standby, own; /* $ */
+	int burst_warm, burst_pods; /* of them, the pods of bursts */
+	double standby, own;	    /* $ */
 };
 
 static struct shape shapes[SHAPES_MAX];
@@ -77,7 +80,7 @@ static int load(const char *path)
 	pods = xcalloc(PODS_MAX, sizeof(*pods));
 	while (fgets(line, sizeof(line), f)) {
 		char type[32];
-		int t, spot, run;
+		int t, spot, run, burst = 0;
 		struct shape *s = &shapes[n_shapes];
 
 		if (!strncmp(line, "# shape ", 8)) {
@@ -86,12 +89,13 @@ static int load(const char *path)
 				n_shapes++;
 			continue;
 		}
-		if (line[0] == '#' || sscanf(line, "%d %31s %d %d", &t, type, &spot, &run) != 4 ||
+		if (line[0] == '#' ||
+		    sscanf(line, "%d %31s %d %d %d", &t, type, &spot, &run, &burst) < 4 ||
 		    n_pods == PODS_MAX)
 			continue;
 		for (size_t i = 0; i < n_shapes; i++)
 			if (!strcmp(shapes[i].type, type) && shapes[i].spot == spot)
-				pods[n_pods++] = (struct pod){ t, (int)i, run };
+				pods[n_pods++] = (struct pod){ t, (int)i, run, burst };
 	}
 	fclose(f);
 	return n_pods ? 0 : -1;
@@ -178,6 +182,7 @@ static struct result simulate(const struct policy *p)
 			size_t best = s->n;
 
 			r.pods++;
+			r.burst_pods += d->burst > 0;
 			if (p->adaptive)
 				pool_arrivals_add(&s->arr, (int64_t)t * 1000000000LL);
 			for (size_t c = 0; c < s->n; c++)
@@ -186,6 +191,7 @@ static struct result simulate(const struct policy *p)
 					best = c;
 			if (best < s->n) {
 				r.warm++;
+				r.burst_warm += d->burst > 0;
 				end_cell(s, best, t, &r); /* (its standby time so far) */
 				r.own += cost(s, d->run_s);
 			} else {
@@ -199,6 +205,144 @@ static struct result simulate(const struct policy *p)
 		while (shapes[i].n)
 			end_cell(&shapes[i], 0, DAY_S, &r);
 	return r;
+}
+
+/* A pod counted in r: its own cell's cost, and whether a cell was up for it (a boot earlier). */
+static void count_pod(struct result *r, const struct pod *d, bool warm)
+{
+	const struct shape *s = &shapes[d->shape];
+
+	r->pods++;
+	r->burst_pods += d->burst > 0;
+	r->own += cost(s, s->ready_s + d->run_s);
+	if (warm) {
+		r->warm++;
+		r->burst_warm += d->burst > 0;
+		r->own -= cost(s, s->ready_s);
+		r->standby += cost(s, s->ready_s);
+	}
+}
+
+static int by_boot_cost(const void *a, const void *b)
+{
+	const struct shape *sa = &shapes[pods[*(const size_t *)a].shape];
+	const struct shape *sb = &shapes[pods[*(const size_t *)b].shape];
+	double ca = cost(sa, sa->ready_s), cb = cost(sb, sb->ready_s);
+
+	return (ca > cb) - (ca < cb);
+}
+
+/*
+ * The bound: a pool that knows every arrival ahead launches a cell exactly its time to ready
+ * before a pod, the pods whose cell costs least first, until its standby spend reaches share of
+ * the pods' own cost. What no pool can beat at that spend.
+ */
+static struct result clairvoyant(double share)
+{
+	struct result r = { 0 };
+	size_t *order = xcalloc(n_pods + 1, sizeof(*order));
+	bool *warm = xcalloc(n_pods + 1, sizeof(*warm));
+	double standby = 0, own = 0;
+
+	for (size_t i = 0; i < n_pods; i++) {
+		const struct shape *s = &shapes[pods[i].shape];
+
+		order[i] = i;
+		own += cost(s, s->ready_s + pods[i].run_s);
+	}
+	qsort(order, n_pods, sizeof(*order), by_boot_cost);
+	for (size_t i = 0; i < n_pods; i++) {
+		const struct shape *s = &shapes[pods[order[i]].shape];
+		double boot = cost(s, s->ready_s);
+
+		if (standby + boot > share * (own - boot))
+			break;
+		standby += boot;
+		own -= boot;
+		warm[order[i]] = true;
+	}
+	for (size_t i = 0; i < n_pods; i++)
+		count_pod(&r, &pods[i], warm[i]);
+	free(order);
+	free(warm);
+	return r;
+}
+
+/*
+ * A reference for pools that cannot foresee a burst: it knows the steady arrivals ahead (each
+ * served as clairvoyant() serves it), and a burst's pods from its first one on, so the pods that
+ * arrive a time to ready or more after the first are served by cells launched for them; the
+ * burst's earlier pods can only take cells standing all day, bought per shape, the cell that
+ * serves the most such pods of the day per dollar first (it knows the bursts' sizes), while
+ * they cost at most share of no pool's total.
+ */
+#define BURSTS_MAX 4096
+static struct result foresee_steady(double share, double none_total)
+{
+	struct result r = { 0 };
+	int *first = xcalloc(BURSTS_MAX, sizeof(*first)), *early = xcalloc(BURSTS_MAX, sizeof(int));
+	int *shape_of = xcalloc(BURSTS_MAX, sizeof(int)), standing[SHAPES_MAX] = { 0 };
+	double spent = 0;
+
+	for (size_t i = 0; i < n_pods; i++) {
+		const struct pod *d = &pods[i];
+		int b = d->burst;
+
+		if (b <= 0 || b >= BURSTS_MAX) {
+			count_pod(&r, d, true);
+		} else if (!early[b]) { /* (pods come in time order) */
+			first[b] = d->t;
+			early[b] = 1;
+			shape_of[b] = d->shape;
+			count_pod(&r, d, false);
+		} else {
+			bool late = d->t >= first[b] + shapes[d->shape].ready_s;
+
+			early[b] += !late;
+			count_pod(&r, d, late);
+		}
+	}
+	for (;;) {
+		size_t best = n_shapes;
+		int best_gain = 0;
+
+		for (size_t i = 0; i < n_shapes; i++) {
+			int gain = 0;
+
+			for (int b = 1; b < BURSTS_MAX; b++)
+				gain += early[b] && shape_of[b] == (int)i && early[b] > standing[i];
+			if (gain && spent + cost(&shapes[i], DAY_S) <= share * none_total &&
+			    (best == n_shapes ||
+			     gain / shapes[i].price > best_gain / shapes[best].price)) {
+				best = i;
+				best_gain = gain;
+			}
+		}
+		if (best == n_shapes)
+			break;
+		standing[best]++;
+		spent += cost(&shapes[best], DAY_S);
+		/* each such pod started warm: its boot is no longer its own cost */
+		r.warm += best_gain;
+		r.burst_warm += best_gain;
+		r.own -= best_gain * cost(&shapes[best], shapes[best].ready_s);
+	}
+	r.standby += spent;
+	free(first);
+	free(early);
+	free(shape_of);
+	return r;
+}
+
+static void print_result(const char *name, const struct result *r, const struct result *base)
+{
+	double total = r->standby + r->own;
+	int steady = r->pods - r->burst_pods;
+
+	printf("%-46s %6.1f%% %6.1f%% %6.1f%% %10.2f %11.2f %10.2f %8.3fx\n", name,
+	       100.0 * r->warm / r->pods, steady ? 100.0 * (r->warm - r->burst_warm) / steady : 0.0,
+	       r->burst_pods ? 100.0 * r->burst_warm / r->burst_pods : 0.0, r->standby, r->own,
+	       total, total / (base->standby + base->own));
 }
 
 int main(int argc, char **argv)
@@ -230,19 +374,26 @@ int main(int argc, char **argv)
 		printf("%s%s %d s", i ? ", " : " ", shapes[i].type, shapes[i].ready_s);
 	printf(")\n");
 	base = simulate(&policies[0]);
-	printf("%-46s %7s %11s %11s %11s %9s\n", "pool", "warm", "standby $", "pods' own $",
-	       "total $", "vs none");
+	printf("%-46s %7s %7s %7s %10s %11s %10s %9s\n", "pool", "warm", "steady", "burst",
+	       "standby $", "pods' own $", "total $", "vs none");
 	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
 		struct result r = i ? simulate(&policies[i]) : base;
-		double total = r.standby + r.own;
 
-		printf("%-46s %6.1f%% %11.2f %11.2f %11.2f %8.3fx\n", policies[i].name,
-		       100.0 * r.warm / r.pods, r.standby, r.own, total,
-		       total / (base.standby + base.own));
+		print_result(policies[i].name, &r, &base);
 	}
-	printf("(pods' own $: each pod's type for its run, plus its boot when it did not start "
-	       "warm; standby $: standby cells from launch to claim or end; vs none: total over "
-	       "no pool's total)\n");
+	{
+		struct result c = clairvoyant(0.10);
+		struct result f = foresee_steady(0.10, base.standby + base.own);
+
+		print_result("bound: knows every arrival, standby <= 10%", &c, &base);
+		print_result("reference: foresees all but bursts, <= 1.10x", &f, &base);
+	}
+	printf("(warm: of all pods, of the steady arrivals (%d), of the bursts' pods (%d); pods' "
+	       "own "
+	       "$: each pod's type for its run, plus its boot when it did not start warm; standby "
+	       "$: standby cells from launch to claim or end; vs none: total over no pool's "
+	       "total)\n",
+	       base.pods - base.burst_pods, base.burst_pods);
 	for (size_t i = 0; i < n_shapes; i++)
 		pool_arrivals_release(&shapes[i].arr);
 	free(pods);
