@@ -21,6 +21,7 @@
 #include "supervisor.h"
 #include "volume.h"
 #include "xalloc.h"
+#include "version.h"
 
 static void on_status(void *ctx, const struct unit_status *st)
 {
@@ -110,7 +111,7 @@ static int api_hello(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	(void)call;
 	(void)req;
 	(void)err;
-	r->agent_version = "0.1.0";
+	r->agent_version = KIYOT_VERSION;
 	r->cell_id = a->cfg.cell_id;
 	r->pod_uid = a->cfg.pod_uid;
 	r->boot_time_ns = a->boot_ns;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bundle_internal.h"
+#include "cgroup.h"
 #include "fsutil.h"
 #include "image.h"
 #include "strvec.h"
@@ -242,6 +243,45 @@ static const char *rootfs_propagation(const Kiyot__Cell__V1__Unit *unit)
 	return p;
 }
 
+/* Whether key names a cgroup file the unit may set: "<controller>.<name>", lower case letters,
+ * digits, '_' and '.', no more than 64 bytes. */
+static bool unified_key_ok(const char *key)
+{
+	size_t n = strlen(key), dot = strcspn(key, ".");
+
+	return n > 0 && n <= 64 && dot > 0 && dot < n - 1 &&
+	       strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_.") == n;
+}
+
+/* linux.resources.unified: the unit's cgroup v2 settings (crun writes each to the unit's
+ * cgroup); refused on a cell whose cgroups are v1, where they mean nothing. */
+static int add_unified(const Kiyot__Cell__V1__Unit *unit, json_t *res, struct err *err)
+{
+	json_t *m;
+
+	if (!unit->n_unified)
+		return 0;
+	if (cgroup_unified_ok(err) < 0)
+		return -err->code;
+	m = json_object();
+	for (size_t i = 0; i < unit->n_unified; i++) {
+		const Kiyot__Cell__V1__KeyValue *kv = unit->unified[i];
+
+		if (!unified_key_ok(kv->key) || strlen(kv->value) > 1024 ||
+		    strchr(kv->value, '\n')) {
+			json_decref(m);
+			return err_set(
+				err, EINVAL,
+				"linux.resources.unified: \"%.64s\" is not a cgroup file and "
+				"value (want \"memory.high\": \"1G\" and the like)",
+				kv->key);
+		}
+		json_object_set_new(m, kv->key, json_string(kv->value));
+	}
+	json_object_set_new(res, "unified", m);
+	return 0;
+}
+
 /* The linux object: namespaces (the network is the cell's), cgroup, resources, sysctls,
  * masked and read-only paths, seccomp. */
 static int build_linux(const struct bundle_spec *spec, json_t *caps, json_t **out, struct err *err)
@@ -286,7 +326,13 @@ static int build_linux(const struct bundle_spec *spec, json_t *caps, json_t **ou
 			json_pack("{s:I,s:I}", "quota",
 				  (json_int_t)(unit->cpu_millis * BUNDLE_CPU_PERIOD_US / 1000),
 				  "period", (json_int_t)BUNDLE_CPU_PERIOD_US));
+	ret = add_unified(unit, res, err);
 	json_object_set_new(l, "resources", res);
+	if (ret < 0) {
+		json_decref(l);
+		json_decref(seccomp);
+		return ret;
+	}
 	if (pod && pod->n_sysctls)
 		json_object_set_new(l, "sysctl", build_sysctls(pod));
 	if (json_object_size(json_object_get(l, "sysctl")) == 0)

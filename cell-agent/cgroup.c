@@ -77,6 +77,31 @@ static char *own_v1(void)
 	return res ? res : xstrdup("");
 }
 
+int cgroup_unified_ok(struct err *err)
+{
+	if (cgroup_v2())
+		return 0;
+	return err_set(err, EINVAL,
+		       "linux.resources.unified: this cell's cgroups are v1, and the unified "
+		       "settings need the cgroup v2 hierarchy; leave them out for this node");
+}
+
+int cgroup_write(const char *cg, const char *file, const char *value, struct err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s%s/%s", root, cg, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, value, strlen(value));
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0) {
+		errno = e;
+		return err_errno(err, "writing \"%.64s\" to %s", value, path);
+	}
+	return 0;
+}
+
 /* Gives a v2 cgroup's children the controllers the units are limited and measured by (each
  * on its own: a kernel without one still gets the others; memory is a must). */
 static int delegate(const char *cg, struct err *err)

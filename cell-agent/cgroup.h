@@ -18,6 +18,14 @@ bool cgroup_v2(void);
  * hierarchy (v1; ignored on v2). Free it. */
 char *cgroup_file(const char *ctrl, const char *cg, const char *file);
 
+/* 0 when units may have cgroup v2 settings (linux.resources.unified): the hierarchy is v2;
+ * else -EINVAL saying why not and what to do. */
+int cgroup_unified_ok(struct err *err);
+
+/* Writes value into file of v2 cgroup cg ("/kiyot/abc/unit"): 0, or -errno naming the file
+ * (the kernel's EINVAL for a value it does not take, ENOENT for a file it does not have). */
+int cgroup_write(const char *cg, const char *file, const char *value, struct err *err);
+
 /* Whether cgroup cg exists (v1: under the memory controller). */
 bool cgroup_exists(const char *cg);
 

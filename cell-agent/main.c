@@ -45,6 +45,7 @@
 #include "rpc.h"
 #include "supervisor.h"
 #include "xalloc.h"
+#include "version.h"
 
 #define BOOTSTRAP_MAX (1u << 20)
 #define BOOTSTRAP_CACHE_DEFAULT "/run/cell-agent/bootstrap.json"
@@ -326,7 +327,7 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--imds-endpoint") == 0 && i + 1 < argc)
 			endpoint = argv[++i];
 		else if (strcmp(argv[i], "--version") == 0) {
-			puts("cell-agent 0.1.0");
+			puts("cell-agent " KIYOT_VERSION);
 			return 0;
 		} else
 			die(USAGE);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "cgroup.h"
 #include "clock.h"
 #include "fsutil.h"
 #include "image.h"
@@ -404,14 +405,57 @@ static void prepare_unit(struct supervisor *s, const char *id)
 	kiyot__cell__v1__unit__free_unpacked(spec, NULL);
 }
 
-/* Gives a running unit's container the CPU and memory limits of its spec, when they changed
- * (the runtime's update; 0 or -1 lift a limit). */
+/* Whether two specs of a unit set the same cgroup v2 settings, in the same order. */
+static bool unified_same(const Kiyot__Cell__V1__Unit *a, const Kiyot__Cell__V1__Unit *b)
+{
+	if (a->n_unified != b->n_unified)
+		return false;
+	for (size_t i = 0; i < a->n_unified; i++)
+		if (strcmp(a->unified[i]->key, b->unified[i]->key) ||
+		    strcmp(a->unified[i]->value, b->unified[i]->value))
+			return false;
+	return true;
+}
+
+/* Writes a running unit's cgroup v2 settings (its spec's unified) into its cgroup, as the
+ * runtime did when it made the container (bundle.c checked the keys). */
+static int write_unified(struct supervisor *s, const char *id, Kiyot__Cell__V1__KeyValue **kv,
+			 size_t n, struct err *err)
+{
+	_cleanup_free_ char *cg = NULL;
+
+	if (!n)
+		return 0;
+	if (cgroup_unified_ok(err) < 0)
+		return -err->code;
+	if (!s->cgroup_parent[0])
+		return err_set(err, EINVAL,
+			       "linux.resources.unified: this cell's units have no cgroup of "
+			       "their own to set them in");
+	cg = xasprintf("%s/%s", strcmp(s->cgroup_parent, "/") ? s->cgroup_parent : "", id);
+	for (size_t i = 0; i < n; i++) {
+		if (strchr(kv[i]->key, '/') || kv[i]->key[0] == '.')
+			return err_set(err, EINVAL,
+				       "linux.resources.unified: \"%.64s\" is not a "
+				       "cgroup file",
+				       kv[i]->key);
+		if (cgroup_write(cg, kv[i]->key, kv[i]->value, err) < 0)
+			return err_wrap(err, "linux.resources.unified");
+	}
+	return 0;
+}
+
+/* Gives a running unit's container the CPU and memory limits and cgroup v2 settings of its
+ * spec, when they changed (the runtime's update, 0 or -1 lifting a limit; the settings
+ * written to its cgroup). */
 static int resize_unit(struct supervisor *s, const char *id, struct err *err)
 {
 	char mem[32], quota[32], period[32];
 	int64_t cpu = 0, bytes = 0;
+	Kiyot__Cell__V1__Unit *spec = NULL;
 	bool todo = false;
 	struct unit *u;
+	int ret;
 
 	pthread_mutex_lock(&s->mu);
 	u = unit_find(s, id);
@@ -420,6 +464,8 @@ static int resize_unit(struct supervisor *s, const char *id, struct err *err)
 		u->resize = false;
 		cpu = u->spec->cpu_millis;
 		bytes = u->spec->memory_bytes;
+		if (u->spec->n_unified)
+			spec = unit_spec_copy(u->spec);
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (!todo)
@@ -428,7 +474,12 @@ static int resize_unit(struct supervisor *s, const char *id, struct err *err)
 	snprintf(quota, sizeof(quota), "--cpu-quota=%lld",
 		 cpu > 0 ? (long long)(cpu * BUNDLE_CPU_PERIOD_US / 1000) : -1LL);
 	snprintf(period, sizeof(period), "--cpu-period=%d", BUNDLE_CPU_PERIOD_US);
-	if (unit_runtime_update(s, id, mem, quota, period, err) < 0)
+	ret = unit_runtime_update(s, id, mem, quota, period, err);
+	if (ret == 0 && spec)
+		ret = write_unified(s, id, spec->unified, spec->n_unified, err);
+	if (spec)
+		kiyot__cell__v1__unit__free_unpacked(spec, NULL);
+	if (ret < 0)
 		return err_wrap(err, "unit %s: new limits", id);
 	log_info("unit %s: limits now %lldm CPU, %lld bytes of memory", id, (long long)cpu,
 		 (long long)bytes);
@@ -478,8 +529,9 @@ static int apply_pod(struct supervisor *s, Kiyot__Cell__V1__Pod *copy, struct er
 			unit_changed(s, u);
 		}
 		u->removing = false;
-		if (u->spec && (u->spec->cpu_millis != spec->cpu_millis ||
-				u->spec->memory_bytes != spec->memory_bytes)) {
+		if (u->spec &&
+		    (u->spec->cpu_millis != spec->cpu_millis ||
+		     u->spec->memory_bytes != spec->memory_bytes || !unified_same(u->spec, spec))) {
 			/* new limits: config.json again for later starts, and the running
 			 * container updated in place (resize_unit) */
 			u->prepared = false;

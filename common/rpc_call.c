@@ -430,9 +430,10 @@ int rpc_status_from_errno(int code)
 	case ENOSPC:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	case EBUSY:
-	case EADDRINUSE: /* a port another holds (a pod's hostPort) */
-	case EXDEV:	 /* content that would escape where it must stay (a layer's entry) */
-	case ELOOP:	 /* a loop in what was asked for (redirects, symbolic links) */
+	case EADDRINUSE:      /* a port another holds (a pod's hostPort) */
+	case EXDEV:	      /* content that would escape where it must stay (a layer's entry) */
+	case ELOOP:	      /* a loop in what was asked for (redirects, symbolic links) */
+	case EPROTONOSUPPORT: /* what a cell's agent is too old to do */
 		return GRPC_STATUS_FAILED_PRECONDITION;
 	case EBADMSG: /* content that is not what it says (a digest mismatch) */
 		return GRPC_STATUS_DATA_LOSS;

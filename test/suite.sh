@@ -11,6 +11,9 @@
 #   cell-image   the EC2 cell image, built in the background from here on (it needs the agent
 #                and the shim; cached in BUILD/cell-image by its inputs' hash)
 #   build        what the integration suite runs: kiyot, cell-agent, netdelay
+#   release      the previous release's kiyot and agent for the upgrade tests, built in the
+#                background from the repository's history (test/release/build.sh; kept in
+#                BUILD/release), which test_upgrade waits for
 #   then at once unit (the unit binaries built at a lower priority, then run two at a time),
 #                fuzz-check (the fuzz targets built likewise, then each replays its corpus),
 #                endpoints (ec2sign, ec2sim, kubeapi against real clients) and the integration
@@ -132,12 +135,14 @@ else
 	echo 1 >"$logs/cell-image.rc" # no image: the VM boot does not wait for one
 fi
 if part build $m -j"$jobs" all "$build/test-tools/netdelay"; then
+	bg release nice -n 10 test/release/build.sh "$build"
 	bg unit unit
 	bg fuzz-check fuzz_check
 	bg endpoints endpoints
 	part itest-lock itest_lock
 	part integration env KIYOT_ITEST_SHARDS="$shards" KIYOT_BUILD="$abs_build" \
 		KIYOT_ITEST_VM=1 KIYOT_ITEST_VM_READY="$logs/cell-image.rc" test/integration/run.sh
+	finish release
 	finish unit
 	finish fuzz-check
 	finish endpoints

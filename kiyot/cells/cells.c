@@ -26,6 +26,7 @@
 #include "pki.h"
 #include "state/store.h"
 #include "usage_history.h"
+#include "version.h"
 #include "xalloc.h"
 
 static void *restarter_main(void *arg);
@@ -137,6 +138,7 @@ static void entry_free(struct cellmgr *m, struct cell_entry *e)
 		m->agent.ops->disconnect(m->agent.self, e->conn);
 	pthread_mutex_destroy(&e->apply_lock);
 	free(e->stats);
+	free(e->agent_version);
 	free(e->id);
 	free(e->target);
 	free(e);
@@ -370,6 +372,8 @@ static void watch_end(void *arg, int ret, const struct err *err)
 	free(run);
 	pthread_mutex_lock(&m->lock);
 	e->stats_current = false; /* no Watch brings it any more */
+	free(e->agent_version);	  /* the next Watch may be another agent's */
+	e->agent_version = NULL;
 	if (e->opening)
 		e->ended_early = true; /* the restarter has not seen its handle yet */
 	else
@@ -470,12 +474,14 @@ static void *restarter_main(void *arg)
 
 /* A cell's entry, with conn as its connection (taken) when given, else a new one. */
 static struct cell_entry *entry_add(struct cellmgr *m, const char *id, const char *ip,
-				    struct agent_conn *conn)
+				    struct agent_conn *conn, const char *agent_version)
 {
 	struct cell_entry *e = xcalloc(1, sizeof(*e));
 	struct err err = ERR_INIT;
 
 	e->id = xstrdup(id);
+	e->agent_version = agent_version ? xstrdup(agent_version) : NULL;
+	e->applied = !conn; /* a cell adopted at start is no launch: its next Apply is no step */
 	e->target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	pthread_mutex_init(&e->apply_lock, NULL);
 	e->refs = 1; /* the list's */
@@ -525,7 +531,7 @@ void cell_entry_put(struct cellmgr *m, struct cell_entry *e)
  * (*out): the pod's first CreateContainer comes right after, and a new one would cost it a TCP
  * and TLS handshake with the agent. */
 static int hello(struct cellmgr *m, const char *id, const char *target, struct agent_conn **out,
-		 struct err *err)
+		 char **version, struct err *err)
 {
 	Kiyot__Cell__V1__HelloResponse *resp = NULL;
 	struct agent_conn *conn = NULL;
@@ -535,12 +541,26 @@ static int hello(struct cellmgr *m, const char *id, const char *target, struct a
 		return -err->code;
 	ret = m->agent.ops->hello(m->agent.self, conn, 2000, &resp, err);
 	if (ret == 0) {
+		*version = xstrdup(resp->agent_version ? resp->agent_version : "");
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
 		*out = conn;
 		return 0;
 	}
 	m->agent.ops->disconnect(m->agent.self, conn);
 	return ret;
+}
+
+/* 0 when kiyot works with an agent of release version; -EPROTONOSUPPORT naming both releases
+ * and what to do when the agent is older than the oldest it works with (or says no release). */
+static int agent_release_ok(const char *id, const char *version, struct err *err)
+{
+	if (version_at_least(version, KIYOT_AGENT_OLDEST))
+		return 0;
+	return err_set(err, EPROTONOSUPPORT,
+		       "cell %s: its agent is release \"%s\"; this kiyot (%s) works with agents "
+		       "from %s on: launch cells from a cell image of a release from %s on "
+		       "(deploy/cell-image)",
+		       id, version, KIYOT_VERSION, KIYOT_AGENT_OLDEST, KIYOT_AGENT_OLDEST);
 }
 
 /* One Enroll call over plaintext: the request's answer, or the certificate's. */
@@ -685,7 +705,8 @@ static int check_instance(struct cellmgr *m, const char *id, struct err *err)
  * the agent's feed port: the agent opens it after its TLS server, having stopped the plaintext
  * one. */
 static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const char *secret,
-		      int timeout_s, struct agent_conn **conn, struct err *err)
+		      int timeout_s, struct agent_conn **conn, char **version, int64_t *enrolled_ns,
+		      struct err *err)
 {
 	_cleanup_free_ char *target = xasprintf("%s:%d", ip, m->k->cfg.agent_port);
 	_cleanup_free_ char *feed = xasprintf("%s:%d", ip, FEED_PORT(m->k->cfg.agent_port));
@@ -708,14 +729,21 @@ static int wait_agent(struct cellmgr *m, const char *id, const char *ip, const c
 			log_info("cell %s enrolled", id);
 			enroll_forget(m, id);
 			enrolled_at = clock_mono_ns();
+			*enrolled_ns = enrolled_at;
 			continue;
 		} else if (enrolled_at && clock_mono_ns() < enrolled_at + SWITCH_WAIT_NS &&
 			   !m->agent.ops->listening(m->agent.self, feed, 200)) {
 			/* (an agent older than the feed has none: Hello after SWITCH_WAIT_NS) */
 			err_set(err, EAGAIN, "%s: the agent is not serving TLS yet", target);
-		} else if (hello(m, id, target, conn, err) == 0) {
+		} else if (hello(m, id, target, conn, version, err) == 0) {
 			enroll_forget(m, id);
-			return 0;
+			if (agent_release_ok(id, *version, err) == 0)
+				return 0;
+			m->agent.ops->disconnect(m->agent.self, *conn);
+			*conn = NULL;
+			free(*version);
+			*version = NULL;
+			return -err->code;
 		}
 		if (eerr.code == EKEYREJECTED)
 			log_warn("%s", eerr.msg);
@@ -777,7 +805,8 @@ char *cells_bootstrap(struct kiyot *k, const struct cell_spec *spec, const char 
 }
 
 /* cells_resume with the connection to use (taken), or NULL for a new one. */
-static void resume(struct cellmgr *m, const char *cell_id, const char *ip, struct agent_conn *conn)
+static void resume(struct cellmgr *m, const char *cell_id, const char *ip, struct agent_conn *conn,
+		   const char *agent_version)
 {
 	pthread_mutex_lock(&m->lock);
 	if (entry_find(m, cell_id)) {
@@ -787,7 +816,7 @@ static void resume(struct cellmgr *m, const char *cell_id, const char *ip, struc
 		return;
 	}
 	pthread_mutex_unlock(&m->lock);
-	entry_add(m, cell_id, ip, conn);
+	entry_add(m, cell_id, ip, conn, agent_version);
 }
 
 /* The launch of cell_id, or NULL. Needs the manager's lock. */
@@ -902,7 +931,8 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	char *secret = NULL;
 	_cleanup_free_ char *boot = NULL;
 	struct agent_conn *conn = NULL;
-	int64_t t0;
+	_cleanup_free_ char *version = NULL;
+	int64_t t0, enrolled_ns = 0;
 	int ret;
 
 	if (cancel_requested())
@@ -932,14 +962,23 @@ static int launch_run(struct cellmgr *m, const struct cell_spec *req, char **ip,
 	/* the cell's channel and watch start once the agent serves, so their first connection
 	 * is not refused (and they never wait out a reconnect back-off) */
 	t0 = clock_mono_ns();
-	ret = wait_agent(m, req->cell_id, info.ip, secret, boot_timeout(k), &conn, err);
+	ret = wait_agent(m, req->cell_id, info.ip, secret, boot_timeout(k), &conn, &version,
+			 &enrolled_ns, err);
 	wipe_free(secret);
-	if (ret == 0)
+	if (ret == 0 && enrolled_ns) {
+		/* boot: until the agent took its certificate; enrollment: until it answered over
+		 * TLS with it (an agent enrolled before, as on a resumed launch, has boot alone) */
+		metrics_launch_step("boot", (double)(enrolled_ns - t0) / 1e9);
+		metrics_launch_step("enrollment", seconds_since(enrolled_ns));
+	} else if (ret == 0) {
 		metrics_launch_step("boot", seconds_since(t0));
-	else
-		metrics_launch_failure(ret == -ECANCELED ? "cancelled" : "boot");
+	} else {
+		metrics_launch_failure(ret == -ECANCELED	 ? "cancelled"
+				       : ret == -EPROTONOSUPPORT ? "agent_release"
+								 : "boot");
+	}
 	if (ret == 0)
-		resume(m, req->cell_id, info.ip, conn);
+		resume(m, req->cell_id, info.ip, conn, version);
 	if (ret < 0) {
 		struct err terr = ERR_INIT;
 
@@ -1041,15 +1080,71 @@ int cells_hello(struct cellmgr *m, const char *cell_id, struct err *err)
 	ret = e->conn ? m->agent.ops->hello(m->agent.self, e->conn, CELLS_HELLO_TIMEOUT_MS, &resp,
 					    err)
 		      : err_set(err, ENOTCONN, "no connection to the agent");
-	if (resp)
+	if (resp) {
+		pthread_mutex_lock(&m->lock);
+		free(e->agent_version);
+		e->agent_version = xstrdup(resp->agent_version ? resp->agent_version : "");
+		pthread_mutex_unlock(&m->lock);
 		protobuf_c_message_free_unpacked(&resp->base, NULL);
+	}
 	cell_entry_put(m, e);
 	return ret < 0 ? err_wrap(err, "cell %s", cell_id) : 0;
 }
 
+/* What agents can do from which release on: kiyot sends a feature only to agents that have
+ * it (an older one would ignore the fields it does not know). */
+static const struct {
+	const char *what, *since;
+} agent_features[] = {
+	[AGENT_UNIFIED] = { "linux.resources.unified (cgroup v2 settings)", "0.2.0" },
+};
+
+char *cells_agent_version(struct cellmgr *m, const char *cell_id, struct err *err)
+{
+	char *v = NULL;
+	struct cell_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, cell_id);
+	if (e && e->agent_version)
+		v = xstrdup(e->agent_version);
+	pthread_mutex_unlock(&m->lock);
+	if (!e) {
+		err_set(err, ENOENT, "cell %s is not running", cell_id);
+		return NULL;
+	}
+	if (v)
+		return v;
+	if (cells_hello(m, cell_id, err) < 0) /* a cell adopted at start, or its agent restarted */
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, cell_id);
+	v = e && e->agent_version ? xstrdup(e->agent_version) : NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (!v)
+		err_set(err, ENOENT, "cell %s is not running", cell_id);
+	return v;
+}
+
+int cells_agent_can(struct cellmgr *m, const char *cell_id, enum agent_feature f, struct err *err)
+{
+	_cleanup_free_ char *v = cells_agent_version(m, cell_id, err);
+
+	if (!v)
+		return err_wrap(err, "cannot tell what the agent of cell %s can do", cell_id);
+	if (version_at_least(v, agent_features[f].since))
+		return 0;
+	return err_set(err, EPROTONOSUPPORT,
+		       "the agent of cell %s is release %s, which cannot apply %s; agents from %s "
+		       "on can (this kiyot is %s): leave the setting out, or recreate the pod on a "
+		       "new cell (EC2 cells: from a cell image of %s or later)",
+		       cell_id, v[0] ? v : "(none said)", agent_features[f].what,
+		       agent_features[f].since, KIYOT_VERSION, agent_features[f].since);
+}
+
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip)
 {
-	resume(m, cell_id, ip, NULL);
+	resume(m, cell_id, ip, NULL, NULL);
 }
 
 int cells_terminate(struct cellmgr *m, const char *cell_id, struct err *err)

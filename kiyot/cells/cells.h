@@ -137,6 +137,18 @@ int cells_launch_claimed(struct cellmgr *m, const char *cell_id, struct err *err
 #define CELLS_HELLO_TIMEOUT_MS 2000
 int cells_hello(struct cellmgr *m, const char *cell_id, struct err *err);
 
+/* The release a running cell's agent says it is (version.h), asked with Hello when not known
+ * yet (a cell adopted at start, an agent restarted since): a heap string, or NULL with err. */
+char *cells_agent_version(struct cellmgr *m, const char *cell_id, struct err *err);
+/* What an agent may be too old for (agent_features in cells.c: the release each came in). */
+enum agent_feature {
+	AGENT_UNIFIED, /* Unit.unified */
+};
+/* 0 when the agent of cell_id can do f; -EPROTONOSUPPORT naming the agent's release, the
+ * release f needs and what to do when it is older; another error when the agent cannot be
+ * asked. */
+int cells_agent_can(struct cellmgr *m, const char *cell_id, enum agent_feature f, struct err *err);
+
 /* Re-attaches to a cell that survived a kiyot restart (watch stream resumes from the log
  * offsets kiyot remembers). */
 void cells_resume(struct cellmgr *m, const char *cell_id, const char *ip);

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics/metrics.h"
 #include "rpc.h"
 #include "daemon/kiyot.h"
 #include "xalloc.h"
@@ -137,6 +138,8 @@ int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__P
 {
 	Kiyot__Cell__V1__ApplyRequest req = KIYOT__CELL__V1__APPLY_REQUEST__INIT;
 	struct cell_entry *e = call_begin(m, cell_id, err);
+	int64_t t0 = clock_mono_ns();
+	bool first;
 	int ret;
 
 	if (!e)
@@ -148,7 +151,12 @@ int cells_apply(struct cellmgr *m, const char *cell_id, const Kiyot__Cell__V1__P
 	 * it may come after the caller's next stats call (crictl's, right after a start) */
 	pthread_mutex_lock(&m->lock);
 	e->stats_current = false;
+	first = ret == 0 && !e->applied;
+	if (ret == 0)
+		e->applied = true;
 	pthread_mutex_unlock(&m->lock);
+	if (first)
+		metrics_launch_step("apply", (double)(clock_mono_ns() - t0) / 1e9);
 	return call_end(m, e, cell_id, ret, err);
 }
 

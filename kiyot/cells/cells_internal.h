@@ -52,6 +52,13 @@ struct cell_entry {
 	struct err stats_err;
 	/* What the agent said of its instance's coming end; guarded by the manager's lock. */
 	struct cell_interruption interruption;
+	/* The release its agent said in its last Hello (NULL: not asked since the entry was made
+	 * or its Watch last ended, as an agent restarted by the provider may be another binary);
+	 * guarded by the manager's lock. */
+	char *agent_version;
+	/* Whether an Apply to the cell succeeded (the first one is the launch's "apply" step);
+	 * guarded by the manager's lock. */
+	bool applied;
 	/* ExecSync calls in flight to the agent (at most CELL_EXECS_MAX) and those waiting for a
 	 * turn, oldest first; guarded by the manager's lock. */
 	int execs;

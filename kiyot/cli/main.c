@@ -27,6 +27,7 @@
 #include "log.h"
 #include "memtrim.h"
 #include "xalloc.h"
+#include "version.h"
 
 /* How long a start waits for the socket's lock, and how often it looks. */
 #define LOCK_WAIT_MS 3000
@@ -258,7 +259,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "local-cell") == 0)
 		return localcell_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
-		puts("kiyot 0.1.0 (CRI v1)");
+		puts("kiyot " KIYOT_VERSION " (CRI v1)");
 		return 0;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||

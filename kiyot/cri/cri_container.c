@@ -59,6 +59,25 @@ static int validate_config(const Runtime__V1__ContainerConfig *cfg, struct err *
 	return 0;
 }
 
+/* 0 when the agent of sandbox_id's cell can apply res (an agent older than a setting needs is
+ * refused the container rather than sent what it would ignore); a sandbox without a cell is
+ * left to the caller's own checks. */
+static int agent_can_apply(struct kiyot *k, const char *sandbox_id,
+			   const Runtime__V1__LinuxContainerResources *res, struct err *err)
+{
+	_cleanup_free_ char *cell = NULL;
+	struct sandbox *sb;
+
+	if (!res || !res->n_unified)
+		return 0;
+	pthread_mutex_lock(&k->lock);
+	sb = records_sandbox(k->records, sandbox_id);
+	if (sb && sb->cell_id && sb->cell_id[0])
+		cell = xstrdup(sb->cell_id);
+	pthread_mutex_unlock(&k->lock);
+	return cell ? cells_agent_can(k->cells, cell, AGENT_UNIFIED, err) : 0;
+}
+
 int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			 ProtobufCMessage *resp, struct err *err)
 {
@@ -74,6 +93,8 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	if (cri_validate(req, err) < 0)
 		return -err->code;
 	if (validate_config(r->config, err) < 0 ||
+	    agent_can_apply(k, r->pod_sandbox_id,
+			    r->config->linux ? r->config->linux->resources : NULL, err) < 0 ||
 	    cri_security_check_container(r->config, &profile, err) < 0) {
 		free(profile);
 		return err_wrap(err, "create container %s",
@@ -554,6 +575,14 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		return -err->code;
 	if (!res)
 		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
+	pthread_mutex_lock(&k->lock);
+	c = records_container(k->records, r->container_id);
+	sid = c ? xstrdup(c->sandbox_id) : NULL;
+	pthread_mutex_unlock(&k->lock);
+	if (sid && agent_can_apply(k, sid, res, err) < 0)
+		return err_wrap(err, "update container %s", r->container_id);
+	free(sid);
+	sid = NULL;
 	pthread_mutex_lock(&k->lock);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;

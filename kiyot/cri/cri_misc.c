@@ -15,8 +15,7 @@
 #include "sizing/catalog.h"
 #include "state/records.h"
 #include "xalloc.h"
-
-#define KIYOT_VERSION "0.1.0"
+#include "version.h"
 
 int cri_version(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		ProtobufCMessage *resp, struct err *err)
@@ -27,7 +26,7 @@ int cri_version(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	(void)call;
 	(void)req;
 	(void)err;
-	out->version = "0.1.0";
+	out->version = "0.1.0"; /* the CRI's own API version, which the kubelet checks */
 	out->runtime_name = "kiyot";
 	out->runtime_version = KIYOT_VERSION;
 	out->runtime_api_version = "v1";

@@ -129,6 +129,15 @@ static Kiyot__Cell__V1__Unit *unit_build(struct kiyot *k, struct arena *a,
 		if (r->cpu_quota > 0 && r->cpu_period > 0)
 			u->cpu_millis = r->cpu_quota * 1000 / r->cpu_period;
 		u->memory_bytes = r->memory_limit_in_bytes;
+		/* (CreateContainer and UpdateContainerResources refused them to an older agent) */
+		u->n_unified = r->n_unified;
+		u->unified = arena_alloc(a, (r->n_unified + 1) * sizeof(*u->unified));
+		for (size_t i = 0; i < r->n_unified; i++) {
+			u->unified[i] = arena_alloc(a, sizeof(*u->unified[i]));
+			kiyot__cell__v1__key_value__init(u->unified[i]);
+			u->unified[i]->key = r->unified[i]->key;
+			u->unified[i]->value = r->unified[i]->value;
+		}
 	}
 	u->tty = cfg->tty;
 	u->stdin = cfg->stdin;

@@ -53,7 +53,8 @@ static void fig_init(void)
 	fig.launch_duration = metrics_histogram(
 		r, "kiyot_cell_launch_duration_seconds",
 		"Time of each step of a cell's launch: sizing, provider (the launch call), boot "
-		"(until its agent answered, enrolled).",
+		"(until its agent took its certificate), enrollment (until it answered over TLS "
+		"with it), apply (the cell's first Apply of its pod).",
 		(const char *const[]){ "step", NULL }, launch_buckets, ARRAY_SIZE(launch_buckets));
 	fig.launch_failures = metrics_counter(r, "kiyot_cell_launch_failures_total",
 					      "Cell launches that failed, by reason.",

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "cri/cri.h"
 #include "feed.h"
+#include "version.h"
 #include "pki.h"
 #include "xalloc.h"
 
@@ -322,7 +323,7 @@ static int fa_hello(void *self, struct agent_conn *conn, int64_t timeout_ms,
 	pthread_mutex_lock(&fa->lock);
 	c = fa_conn_cell(fa, conn, err);
 	if (c) {
-		r.agent_version = "fake";
+		r.agent_version = fa->version ? fa->version : (char *)KIYOT_VERSION;
 		r.cell_id = c->id;
 		r.incarnation = 1;
 		*resp = cri_msg_copy(&r.base);
@@ -711,6 +712,7 @@ void fake_agent_free(struct fake_agent *fa)
 	while (fa->watch_threads)
 		pthread_cond_wait(&fa->cond, &fa->lock);
 	pthread_mutex_unlock(&fa->lock);
+	free(fa->version);
 	while (fa->cells) {
 		struct fake_cell *c = fa->cells;
 

@@ -88,6 +88,8 @@ int fake_agent_unit_exit_message(struct fake_agent *fa, const char *cell_id, con
 /* Watch streams send every unit's whole log again, whatever offsets kiyot asks from (as an
  * agent that lost its positions would). */
 void fake_agent_resend_logs(struct fake_agent *fa, int resend);
+/* The release the agents say in Hello from now on (NULL: this tree's, KIYOT_VERSION). */
+void fake_agent_set_version(struct fake_agent *fa, const char *version);
 int fake_agent_log(struct fake_agent *fa, const char *cell_id, const char *unit_id,
 		   const char *text);
 /* The cell's usage (what Stats answers) on its open Watches, as a real agent sends it every

@@ -292,6 +292,14 @@ Kiyot__Cell__V1__Pod *fake_agent_pod(struct fake_agent *fa, const char *cell_id)
 	return p;
 }
 
+void fake_agent_set_version(struct fake_agent *fa, const char *version)
+{
+	pthread_mutex_lock(&fa->lock);
+	free(fa->version);
+	fa->version = version ? xstrdup(version) : NULL;
+	pthread_mutex_unlock(&fa->lock);
+}
+
 void fake_agent_resend_logs(struct fake_agent *fa, int resend)
 {
 	pthread_mutex_lock(&fa->lock);

@@ -94,6 +94,7 @@ struct fake_agent {
 	struct refused *refused;
 	size_t n_refused, cap_refused;
 	bool resend_logs;  /* Watch sends whole logs, whatever the offsets */
+	char *version;	   /* what Hello says; NULL: this tree's release */
 	int watch_threads; /* each stream runs its callbacks on a thread of its own */
 };
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "../../cell-agent/bundle.h"
+#include "../../cell-agent/cgroup.h"
 #include "image.h"
 #include "fsutil.h"
 #include "strvec.h"
@@ -653,6 +654,71 @@ static void test_bundle__etc_files(void **state)
 	fs_remove_tree(dir, &err);
 }
 
+/* A unit's cgroup v2 settings become linux.resources.unified on a v2 cell; a v1 cell and a key
+ * that is no cgroup file are refused, saying why. */
+static void test_bundle__unified_settings(void **state)
+{
+	Kiyot__Cell__V1__Unit u = KIYOT__CELL__V1__UNIT__INIT;
+	Kiyot__Cell__V1__KeyValue a = KIYOT__CELL__V1__KEY_VALUE__INIT,
+				  b = KIYOT__CELL__V1__KEY_VALUE__INIT;
+	Kiyot__Cell__V1__KeyValue *kv[] = { &a, &b };
+	char *cmd[] = { "/bin/sh", NULL }, *empty[] = { NULL };
+	struct image_info img = {
+		.rootfs = FIXTURE_ROOT, .cmd = cmd, .entrypoint = empty, .env = empty
+	};
+	struct bundle_spec spec = {
+		.unit = &u, .image = &img, .rootfs = "/r", .cgroup_parent = "/kiyot"
+	};
+	struct err err = ERR_INIT;
+	json_t *cfg = NULL, *un;
+
+	(void)state;
+	u.id = "u1";
+	a.key = "memory.high";
+	a.value = "50000000";
+	b.key = "pids.max";
+	b.value = "64";
+	u.unified = kv;
+	u.n_unified = 2;
+	cgroup_set_root("/nonexistent-cgroup-root", true);
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	un = json_object_get(json_object_get(json_object_get(cfg, "linux"), "resources"),
+			     "unified");
+	assert_int_equal(json_object_size(un), 2);
+	assert_string_equal(json_string_value(json_object_get(un, "memory.high")), "50000000");
+	assert_string_equal(json_string_value(json_object_get(un, "pids.max")), "64");
+	json_decref(cfg);
+	cfg = NULL;
+
+	const char *bad[] = { "../memory.high", "memory",      ".memory",
+			      "memory.",	"Memory.high", "memory/high" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		b.key = (char *)bad[i];
+		err_clear(&err);
+		assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "is not a cgroup file"));
+		assert_null(cfg);
+	}
+	b.key = "pids.max";
+	b.value = "1\n2";
+	err_clear(&err);
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+
+	b.value = "64";
+	cgroup_set_root("/nonexistent-cgroup-root", false);
+	err_clear(&err);
+	assert_int_equal(bundle_config(&spec, &cfg, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "need the cgroup v2 hierarchy"));
+	assert_null(cfg);
+	/* without settings a v1 cell is fine */
+	u.n_unified = 0;
+	assert_int_equal(bundle_config(&spec, &cfg, &err), 0);
+	assert_null(json_object_get(json_object_get(json_object_get(cfg, "linux"), "resources"),
+				    "unified"));
+	json_decref(cfg);
+	cgroup_set_root(NULL, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -664,6 +730,7 @@ int main(void)
 		cmocka_unit_test(test_bundle__security_context),
 		cmocka_unit_test(test_bundle__etc_files),
 		cmocka_unit_test(test_bundle__capabilities_and_shipped_volumes),
+		cmocka_unit_test(test_bundle__unified_settings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

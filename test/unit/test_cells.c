@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <grpc/status.h>
 #include <jansson.h>
 #include <pthread.h>
 
@@ -23,6 +24,8 @@
 #include "state/ctrlog.h"
 #include "state/store.h"
 #include "streamrec.h"
+#include "rpc.h"
+#include "version.h"
 #include "xalloc.h"
 
 /* The enrollment secret kiyot keeps for a cell, or NULL (caller frees). */
@@ -610,6 +613,144 @@ static void test_cells__a_restarted_kiyot_resumes_its_cells(void **state)
 	assert_int_equal(fake_provider_calls(f->fp, FAKE_PROVIDER_LAUNCH), 1);
 }
 
+/* An agent older than the oldest release kiyot works with is refused at launch, the error
+ * naming both releases, and its cell is not kept; one that says no release at all likewise. */
+static void test_cells__an_agent_older_than_kiyot_works_with_is_refused_at_launch(void **state)
+{
+	struct kfix *f = *state;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL;
+	_cleanup_free_ char *want = xasprintf("from %s on", KIYOT_AGENT_OLDEST);
+
+	fake_agent_set_version(f->fa, "0.0.9");
+	assert_int_equal(rpc_status_from_errno(-kfix_run_pod(f, "old", "uid-old", 0, &sb, &err)),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_non_null(strstr(err.msg, "its agent is release \"0.0.9\""));
+	assert_non_null(strstr(err.msg, want));
+	assert_non_null(strstr(err.msg, KIYOT_VERSION));
+	assert_int_equal(fake_provider_n_cells(f->fp), 0);
+
+	fake_agent_set_version(f->fa, "");
+	err_clear(&err);
+	assert_int_equal(rpc_status_from_errno(-kfix_run_pod(f, "none", "uid-none", 0, &sb, &err)),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_non_null(strstr(err.msg, "its agent is release \"\""));
+
+	fake_agent_set_version(f->fa, KIYOT_AGENT_OLDEST);
+	err_clear(&err);
+	assert_int_equal(kfix_run_pod(f, "oldest", "uid-oldest", 0, &sb, &err), 0);
+}
+
+/* CreateContainer of a container with a cgroup v2 setting (linux.resources.unified), expecting
+ * the status want. */
+static void create_unified(struct kfix *f, const char *sb, const char *name, char **id,
+			   grpc_status_code want, struct err *err)
+{
+	Runtime__V1__ContainerConfig cfg = RUNTIME__V1__CONTAINER_CONFIG__INIT;
+	Runtime__V1__ContainerMetadata md = RUNTIME__V1__CONTAINER_METADATA__INIT;
+	Runtime__V1__ImageSpec img = RUNTIME__V1__IMAGE_SPEC__INIT;
+	Runtime__V1__LinuxContainerConfig lin = RUNTIME__V1__LINUX_CONTAINER_CONFIG__INIT;
+	Runtime__V1__LinuxContainerResources res = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	Runtime__V1__LinuxContainerResources__UnifiedEntry e =
+		RUNTIME__V1__LINUX_CONTAINER_RESOURCES__UNIFIED_ENTRY__INIT;
+	Runtime__V1__LinuxContainerResources__UnifiedEntry *es[] = { &e };
+
+	md.name = (char *)name;
+	img.image = "registry.test/app:1";
+	e.key = "memory.high";
+	e.value = "50000000";
+	res.unified = es;
+	res.n_unified = 1;
+	lin.resources = &res;
+	cfg.metadata = &md;
+	cfg.image = &img;
+	cfg.linux = &lin;
+	cfg.log_path = (char *)name;
+	int ret = kfix_create_config(f, sb, &cfg, id, err);
+
+	if (want == GRPC_STATUS_OK)
+		assert_int_equal(ret, 0);
+	else
+		assert_int_equal(rpc_status_from_errno(-ret), want);
+}
+
+/* The unit of the container named in the cell's pod, or NULL. */
+static const Kiyot__Cell__V1__Unit *unit_named(const Kiyot__Cell__V1__Pod *pod, const char *id)
+{
+	for (size_t i = 0; pod && i < pod->n_units; i++)
+		if (strcmp(pod->units[i]->id, id) == 0)
+			return pod->units[i];
+	return NULL;
+}
+
+/* cgroup v2 settings go to an agent that can apply them; an agent of the first release
+ * (which would ignore the field) is refused the container and the update with
+ * FAILED_PRECONDITION naming both releases, and its other containers still run; after a
+ * restart kiyot asks an adopted cell's agent which release it is. */
+static void test_cells__an_old_agent_is_refused_only_what_it_cannot_do(void **state)
+{
+	struct kfix *f = *state;
+	Runtime__V1__UpdateContainerResourcesRequest up =
+		RUNTIME__V1__UPDATE_CONTAINER_RESOURCES_REQUEST__INIT;
+	Runtime__V1__LinuxContainerResources res = RUNTIME__V1__LINUX_CONTAINER_RESOURCES__INIT;
+	Runtime__V1__LinuxContainerResources__UnifiedEntry e =
+		RUNTIME__V1__LINUX_CONTAINER_RESOURCES__UNIFIED_ENTRY__INIT;
+	Runtime__V1__LinuxContainerResources__UnifiedEntry *es[] = { &e };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *sb = NULL, *cell = NULL, *plain = NULL, *tuned = NULL;
+	_cleanup_free_ char *nsb = NULL, *ncell = NULL, *ntuned = NULL;
+	Kiyot__Cell__V1__Pod *pod;
+	const Kiyot__Cell__V1__Unit *u;
+	unsigned hellos;
+
+	fake_agent_set_version(f->fa, "0.1.0");
+	assert_int_equal(kfix_run_pod(f, "old", "uid-old", 0, &sb, &err), 0);
+	cell = kfix_cell_of(f, sb);
+	create_unified(f, sb, "tuned", &tuned, GRPC_STATUS_FAILED_PRECONDITION, &err);
+	assert_non_null(strstr(err.msg, "is release 0.1.0, which cannot apply "
+					"linux.resources.unified"));
+	assert_non_null(strstr(err.msg, "agents from 0.2.0 on can"));
+	assert_int_equal(kfix_create(f, sb, "plain", "registry.test/app:1", &plain, &err), 0);
+	assert_int_equal(kfix_start(f, plain, &err), 0);
+	e.key = "pids.max";
+	e.value = "64";
+	res.unified = es;
+	res.n_unified = 1;
+	up.container_id = plain;
+	up.linux = &res;
+	err_clear(&err);
+	assert_int_equal(
+		rpc_status_from_errno(-kfix_call0(f, "UpdateContainerResources", &up.base, &err)),
+		GRPC_STATUS_FAILED_PRECONDITION);
+	assert_non_null(strstr(err.msg, "cannot apply linux.resources.unified"));
+	pod = fake_agent_pod(f->fa, cell);
+	u = unit_named(pod, plain);
+	assert_non_null(u);
+	assert_int_equal(u->n_unified, 0);
+	kiyot__cell__v1__pod__free_unpacked(pod, NULL);
+	/* after a restart the release is asked again, once */
+	assert_int_equal(kfix_restart(f, &err), 0);
+	hellos = fake_agent_calls(f->fa, FAKE_AGENT_HELLO);
+	create_unified(f, sb, "tuned", &tuned, GRPC_STATUS_FAILED_PRECONDITION, &err);
+	create_unified(f, sb, "tuned", &tuned, GRPC_STATUS_FAILED_PRECONDITION, &err);
+	assert_int_equal(fake_agent_calls(f->fa, FAKE_AGENT_HELLO), hellos + 1);
+
+	/* a cell of this release takes them, and the unit carries them */
+	fake_agent_set_version(f->fa, NULL);
+	err_clear(&err);
+	if (kfix_run_pod(f, "new", "uid-new", 0, &nsb, &err) < 0)
+		fail_msg("%s", err.msg);
+	ncell = kfix_cell_of(f, nsb);
+	create_unified(f, nsb, "tuned", &ntuned, GRPC_STATUS_OK, &err);
+	pod = fake_agent_pod(f->fa, ncell);
+	u = unit_named(pod, ntuned);
+	assert_non_null(u);
+	assert_int_equal(u->n_unified, 1);
+	assert_string_equal(u->unified[0]->key, "memory.high");
+	assert_string_equal(u->unified[0]->value, "50000000");
+	kiyot__cell__v1__pod__free_unpacked(pod, NULL);
+}
+
 /* Terminating a cell stops its Watch and the provider's cell; terminating it again is no
  * error. */
 static void test_cells__terminate_is_idempotent(void **state)
@@ -819,6 +960,8 @@ static const struct CMUnitTest tests[] = {
 	TEST(test_cells__a_restarted_kiyot_asks_the_cell_for_the_same_units),
 	TEST(test_cells__a_lost_batch_of_log_positions_costs_no_line),
 	TEST(test_cells__terminate_is_idempotent),
+	TEST(test_cells__an_agent_older_than_kiyot_works_with_is_refused_at_launch),
+	TEST(test_cells__an_old_agent_is_refused_only_what_it_cannot_do),
 	TEST(test_cells__a_cell_failed_at_launch_is_healed),
 	TEST(test_cells__streams_reach_the_agent_and_back),
 	TEST(test_cells__pull_for_a_running_pod_pulls_in_its_cell),

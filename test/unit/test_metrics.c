@@ -474,6 +474,20 @@ static void test_metrics__config_refuses_the_streaming_servers_port(void **state
 
 /* ---- the cells' figures ---- */
 
+/* The value of the series named (its name and labels) in an exposition, 0 when absent. */
+static double series_count(const char *text, const char *series)
+{
+	const char *p = text;
+	size_t n = strlen(series);
+
+	while ((p = strstr(p, series))) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+		p += n;
+	}
+	return 0;
+}
+
 static void test_metrics__cells_are_counted_from_the_records_at_each_scrape(void **state)
 {
 	struct kfix *f = *state;
@@ -482,6 +496,7 @@ static void test_metrics__cells_are_counted_from_the_records_at_each_scrape(void
 	_cleanup_free_ char *before = render(metrics_default());
 	_cleanup_free_ char *after = NULL;
 	_cleanup_free_ char *id = NULL;
+	_cleanup_free_ char *ctr = NULL;
 	char want[256];
 
 	assert_non_null(strstr(before, "# TYPE kiyot_cells gauge\n"));
@@ -504,6 +519,26 @@ static void test_metrics__cells_are_counted_from_the_records_at_each_scrape(void
 	assert_non_null(
 		strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"provider\"} "));
 	assert_non_null(strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"boot\"} "));
+	assert_non_null(
+		strstr(after, "kiyot_cell_launch_duration_seconds_count{step=\"enrollment\"} "));
+	/* the first Apply of the pod is the last step (the figures are process-wide: another
+	 * test's launch may have counted one before, so compare with before) */
+	free(after);
+	assert_ok(kfix_create(f, id, "app", "registry.test/app:1", &ctr, &err));
+	after = render(metrics_default());
+	assert_true(
+		series_count(after, "kiyot_cell_launch_duration_seconds_count{step=\"apply\"}") ==
+		series_count(before, "kiyot_cell_launch_duration_seconds_count{step=\"apply\"}") +
+			1);
+	free(after);
+	after = NULL;
+	free(ctr);
+	assert_ok(kfix_create(f, id, "second", "registry.test/app:1", &ctr, &err));
+	after = render(metrics_default());
+	assert_true(
+		series_count(after, "kiyot_cell_launch_duration_seconds_count{step=\"apply\"}") ==
+		series_count(before, "kiyot_cell_launch_duration_seconds_count{step=\"apply\"}") +
+			1);
 	metrics_cells_remove(mc);
 }
 
