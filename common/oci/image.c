@@ -57,11 +57,26 @@ struct image_store {
 	const struct regconf *rc;
 	uint64_t max_layer;
 	uint64_t max_unpacked;
-	pthread_mutex_t mu; /* guards recs and flights */
+	pthread_mutex_t mu; /* guards recs, flights and the removals' fields below */
 	struct img_rec **recs;
 	size_t n_recs;
 	size_t cap_recs;
 	struct flight *flights;
+	/* Removed images' trees, renamed out of the way and deleted by the reaper thread (made
+	 * at the first removal, joined by image_store_free), so that a removal answers without
+	 * waiting for a walk of the whole tree. */
+	pthread_cond_t reap_cond; /* with mu: work queued, one done, quit, hold changed */
+	struct doomed *doomed;	  /* oldest first */
+	struct doomed **doomed_tail;
+	unsigned long long removal_seq;
+	bool reaper_started, reaping, reaper_quit, reaper_hold;
+	pthread_t reaper;
+};
+
+/* A tree to delete. */
+struct doomed {
+	char *path;
+	struct doomed *next;
 };
 
 /* ---- records ---- */
@@ -708,17 +723,88 @@ char **image_store_ids(struct image_store *s)
 	return ids;
 }
 
+/* Deletes the trees image_remove queued, one at a time, until image_store_free. */
+static void *reaper_main(void *arg)
+{
+	struct image_store *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		struct doomed *d;
+		struct err err = ERR_INIT;
+
+		while (!s->reaper_quit && (s->reaper_hold || !s->doomed))
+			pthread_cond_wait(&s->reap_cond, &s->mu);
+		if (!s->doomed)
+			break; /* quit, and nothing left */
+		d = s->doomed;
+		s->doomed = d->next;
+		if (!s->doomed)
+			s->doomed_tail = &s->doomed;
+		s->reaping = true;
+		pthread_mutex_unlock(&s->mu);
+		/* a crash meanwhile leaves a .tmp name that the next store_load deletes */
+		if (fs_remove_tree(d->path, &err) < 0)
+			log_warn("image store: %s", err.msg);
+		free(d->path);
+		free(d);
+		pthread_mutex_lock(&s->mu);
+		s->reaping = false;
+		pthread_cond_broadcast(&s->reap_cond);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Hands a renamed tree to the reaper (started here the first time); deletes it at once if no
+ * thread can be made. Called with mu held. */
+static void reap_later(struct image_store *s, char *path)
+{
+	struct doomed *d;
+	struct err err = ERR_INIT;
+
+	if (!s->reaper_started) {
+		if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+			if (fs_remove_tree(path, &err) < 0)
+				log_warn("image store: %s", err.msg);
+			free(path);
+			return;
+		}
+		s->reaper_started = true;
+	}
+	d = xcalloc(1, sizeof(*d));
+	d->path = path;
+	*s->doomed_tail = d;
+	s->doomed_tail = &d->next;
+	pthread_cond_broadcast(&s->reap_cond);
+}
+
+void image_store_drain(struct image_store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (s->doomed || s->reaping)
+		pthread_cond_wait(&s->reap_cond, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void image_store_hold_removals(struct image_store *s, bool hold)
+{
+	pthread_mutex_lock(&s->mu);
+	s->reaper_hold = hold;
+	pthread_cond_broadcast(&s->reap_cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
 int image_remove(struct image_store *s, const char *id, struct err *err)
 {
-	_cleanup_free_ char *dir = NULL, *doomed = NULL;
+	_cleanup_free_ char *dir = NULL;
 	struct img_rec *r = NULL;
+	char *doomed;
 	int ret;
 
 	if (!image_digest_valid(id))
 		return err_set(err, EINVAL, "image id %s: expected sha256: and 64 hex digits", id);
 	dir = image_dir(s, id);
-	/* renamed first, so an interrupted removal is a leftover the next load cleans up */
-	doomed = xasprintf("%s.tmp-removed", dir);
 	pthread_mutex_lock(&s->mu);
 	for (struct flight *f = s->flights; f; f = f->next) {
 		if (strncmp(f->key, "img:", 4) == 0 && strcmp(f->key + 4, id) == 0) {
@@ -734,10 +820,15 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 			break;
 		}
 	}
-	ret = rename(dir, doomed) < 0 && errno != ENOENT ? err_errno(err, "rename %s", dir) : 0;
+	/* renamed first, so the image is gone at once and an interrupted deletion is a
+	 * leftover the next load cleans up; a name of its own, as the same image pulled and
+	 * removed again may find the last one's tree still being deleted */
+	doomed = xasprintf("%s.tmp-removed-%llu", dir, ++s->removal_seq);
+	ret = rename(dir, doomed) < 0 ? (errno == ENOENT ? 1 : err_errno(err, "rename %s", dir))
+				      : 0;
 	/* a pull under way may be about to unpack a blob it found present: blobs then stay, for
 	 * the sweep of the next start */
-	for (size_t i = 0; ret == 0 && !s->flights && r && r->layers && r->layers[i]; i++) {
+	for (size_t i = 0; ret >= 0 && !s->flights && r && r->layers && r->layers[i]; i++) {
 		_cleanup_free_ char *blob = NULL;
 
 		if (store_uses_blob(s, r->layers[i]))
@@ -750,10 +841,11 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 		s->recs[s->n_recs++] = r; /* still there: keep knowing it */
 	else
 		rec_free(r);
-	pthread_mutex_unlock(&s->mu);
 	if (ret == 0)
-		ret = fs_remove_tree(doomed, err);
-	return ret;
+		reap_later(s, steal_ptr(doomed));
+	pthread_mutex_unlock(&s->mu);
+	free(doomed);
+	return ret < 0 ? ret : 0;
 }
 
 int image_store_new(const char *root, const struct regconf *rc, struct image_store **out,
@@ -769,6 +861,8 @@ int image_store_new(const char *root, const struct regconf *rc, struct image_sto
 	s->max_layer = IMAGE_DEFAULT_MAX_LAYER;
 	s->max_unpacked = IMAGE_DEFAULT_MAX_UNPACKED;
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->reap_cond, NULL);
+	s->doomed_tail = &s->doomed;
 	ret = fs_mkdir_p(blobs, 0700, err);
 	if (ret == 0)
 		ret = fs_mkdir_p(images, 0755, err);
@@ -794,9 +888,17 @@ void image_store_free(struct image_store *s)
 {
 	if (!s)
 		return;
+	if (s->reaper_started) { /* what is queued is deleted first */
+		pthread_mutex_lock(&s->mu);
+		s->reaper_quit = true;
+		pthread_cond_broadcast(&s->reap_cond);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->reaper, NULL);
+	}
 	for (size_t i = 0; i < s->n_recs; i++)
 		rec_free(s->recs[i]);
 	free(s->recs);
+	pthread_cond_destroy(&s->reap_cond);
 	pthread_mutex_destroy(&s->mu);
 	free(s->root);
 	free(s);

@@ -89,8 +89,15 @@ char **image_store_ids(struct image_store *s);
 /* Removes an image's root file system and record, and the layer blobs no other image uses
  * (unless a pull is under way: they stay until the store is opened again). An absent image is
  * not an error; -EBUSY while the image itself is being unpacked (try later). The caller makes
- * sure no container still runs on its root file system. */
+ * sure no container still runs on its root file system. The image is gone when it returns
+ * (its directory renamed to a .tmp name, its blobs unlinked); the renamed tree is deleted by
+ * the store's own thread afterwards (or by the next image_store_new, after a crash), so the
+ * call does not wait for a walk of the whole tree. */
 int image_remove(struct image_store *s, const char *id, struct err *err);
+/* Waits until the trees of the removals so far are deleted. */
+void image_store_drain(struct image_store *s);
+/* Tests: while hold is true, removed trees wait (renamed) instead of being deleted. */
+void image_store_hold_removals(struct image_store *s, bool hold);
 
 /* A cached image by reference or image id; -ENOENT when not pulled. */
 int image_lookup(struct image_store *s, const char *ref, struct image_info **out, struct err *err);

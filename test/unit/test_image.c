@@ -617,6 +617,7 @@ static void test_image__read_by_id_then_remove(void **state)
 	assert_false(fs_exists(rootfs));
 	assert_int_equal(image_lookup(f->store, ref, &info, &err), -ENOENT);
 	assert_int_equal(image_read(f->root, p.config_digest, &read, &err), -ENOENT);
+	image_store_drain(f->store);
 	assert_int_equal(dir_entries(images), 0);
 	/* absent: not an error */
 	assert_int_equal(image_remove(f->store, p.config_digest, &err), 0);
@@ -1074,6 +1075,63 @@ static void test_image__concurrent_pulls_download_once(void **state)
 	pub_release(&p);
 }
 
+/* How many entries of directory path have part in their name. */
+static int dir_entries_with(const char *path, const char *part)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += strstr(de->d_name, part) != NULL;
+	closedir(d);
+	return n;
+}
+
+/* A removal does not wait for its tree to be deleted: the image is gone when image_remove
+ * returns, its tree renamed out of the way; the same image pulled and removed again while the
+ * first tree is still there gets a name of its own; the store's thread deletes both, and a
+ * store opened over a removal a crash cut short deletes what it left. */
+static void test_image__a_removal_returns_before_its_tree_is_deleted(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	struct pub p = { 0 };
+	_cleanup_free_ char *ref = ref_of(f, ":1");
+	_cleanup_free_ char *images = xasprintf("%s/images", f->root);
+	_cleanup_free_ char *rootfs = NULL;
+	_cleanup_free_ char *left = NULL;
+
+	publish(&f->srv, "1", false, app_files, ARRAY_SIZE(app_files), false, &p);
+	image_store_hold_removals(f->store, true);
+	for (int round = 1; round <= 2; round++) {
+		if (image_pull(f->store, ref, NULL, &info, &err) < 0)
+			fail_msg("round %d: %s", round, err.msg);
+		assert_string_equal(rootfs_file(info, "bin/app"), "app-binary");
+		free(rootfs);
+		rootfs = xstrdup(info->rootfs);
+		image_info_free(info);
+		if (image_remove(f->store, p.config_digest, &err) < 0)
+			fail_msg("round %d: %s", round, err.msg);
+		assert_false(fs_exists(rootfs));
+		assert_int_equal(image_lookup(f->store, ref, &info, &err), -ENOENT);
+		assert_int_equal(dir_entries_with(images, ".tmp-removed"), round);
+	}
+	image_store_hold_removals(f->store, false);
+	image_store_drain(f->store);
+	assert_int_equal(dir_entries(images), 0);
+
+	/* a removal's leftover after a crash: the next store deletes it */
+	left = xasprintf("%s/%s.tmp-removed-7", images, p.config_digest + 7);
+	assert_int_equal(fs_mkdir_p(left, 0755, &err), 0);
+	image_store_free(f->store);
+	fix_open_store(f);
+	assert_int_equal(dir_entries(images), 0);
+	pub_release(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1082,6 +1140,8 @@ int main(void)
 			test_image__pull_oci_manifest_and_lookup_after_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_image__read_by_id_then_remove, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__a_removal_returns_before_its_tree_is_deleted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_image__pull_docker_manifest_by_digest, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_image__index_picks_linux_amd64, setup,
