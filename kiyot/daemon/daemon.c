@@ -147,8 +147,10 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		/* set by the caller (a test's fake) */
 	} else if (strcmp(k->cfg.provider, "ec2") == 0) {
 		struct ec2_provider_config ec = { 0 };
+		_cleanup_free_ char *node = kiyot_node_name(&k->cfg);
 
 		ec.cluster_id = k->cluster_id;
+		ec.node = node;
 		ec.region = k->cfg.ec2.region ? k->cfg.ec2.region : k->cfg.region;
 		ec.endpoint = k->cfg.ec2.endpoint;
 		ec.image_id = k->cfg.ec2.image_id;

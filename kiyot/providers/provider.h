@@ -191,6 +191,7 @@ int provider_local_new(const struct local_provider_config *cfg, struct provider 
 /* The EC2 provider's settings (see provider_ec2.c). Strings borrowed during the call. */
 struct ec2_provider_config {
 	const char *cluster_id;
+	const char *node; /* the Kubernetes node's name: its instances' tag (NULL: none) */
 	const char *region;
 	const char *endpoint;	       /* NULL: EC2's public endpoint of the region */
 	const char *image_id;	       /* the cell AMI (cell-agent installed, reads user-data) */

@@ -26,6 +26,7 @@ from volumes import KubeletVolumes, VolumeChecks, atomic_write
 EC2_CIDR = net_addr("200.0/24")
 # ec2.subnetIds of the suite's kiyot, in two zones of the endpoint
 SUBNET_A, SUBNET_B = "subnet-0000000000000000a", "subnet-0000000000000000b"
+NODE = "ec2-node-a"  # the nodeName of the suite's EC2 kiyot: its instances carry it
 
 
 class Ec2Test(KiyotTest, VolumeChecks):
@@ -52,6 +53,7 @@ class Ec2Test(KiyotTest, VolumeChecks):
         cls.sock = os.path.join(cls.env.work, "kiyot-ec2.sock")
         cfg = os.path.join(cls.env.work, "kiyot-ec2.yaml")
         with open(cfg, "w") as f:
+            f.write("nodeName: %s\n" % NODE)
             f.write("cells:\n  provider: ec2\n  gcIntervalSeconds: 1\n  gcGraceSeconds: 3\n"
                     "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
                     "  noInstanceMetadata: true\n  launchTimeoutSeconds: 120\n"
@@ -120,6 +122,7 @@ class Ec2Test(KiyotTest, VolumeChecks):
         self.assertEqual(tags.get("kiyot.elotl.co/pod-name"), cfg.metadata.name)
         self.assertEqual(tags.get("kiyot.elotl.co/pod-namespace"), cfg.metadata.namespace)
         self.assertTrue(tags.get("kiyot.elotl.co/cluster-id"))
+        self.assertEqual(tags.get("kiyot.elotl.co/node"), NODE)
         self.assertEqual(tags.get("app"), "web")
         self.assertNotIn("kubernetes.io/ignored", tags)
         st = self.c.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(
@@ -294,10 +297,20 @@ class Ec2Test(KiyotTest, VolumeChecks):
         orphan = self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
             "kiyot.elotl.co/cluster-id": cluster,
             "kiyot.elotl.co/cell-id": unique("orphan")}})["instance_id"]
+        # the same cluster's cell of another node (its kiyot keeps or collects it), and one of
+        # this node's unknown to it
+        neighbour = self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
+            "kiyot.elotl.co/cluster-id": cluster, "kiyot.elotl.co/node": "another-node",
+            "kiyot.elotl.co/cell-id": unique("theirs")}})["instance_id"]
+        mine = self.sim.admin("foreign", {"instance_type": "t3.micro", "tags": {
+            "kiyot.elotl.co/cluster-id": cluster, "kiyot.elotl.co/node": NODE,
+            "kiyot.elotl.co/cell-id": unique("orphan")}})["instance_id"]
         # gcIntervalSeconds 1, gcGraceSeconds 3: gone within seconds
-        wait_for(lambda: not self.live(lambda i: i["instance_id"] == orphan), 30,
-                 "our orphan instance to be terminated")
+        wait_for(lambda: not self.live(lambda i: i["instance_id"] in (orphan, mine)), 30,
+                 "our orphan instances to be terminated")
         time.sleep(2)
+        self.assertEqual(len(self.live(lambda i: i["instance_id"] == neighbour)), 1,
+                         "another node's instance of the same cluster was touched")
         self.assertEqual(len(self.live(lambda i: i["instance_id"] == foreign)), 1,
                          "an instance without our cluster id was touched")
         self.assertEqual(len(self.live(lambda i: i["instance_id"] ==

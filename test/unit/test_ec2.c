@@ -892,7 +892,8 @@ static void test_ec2__pod_tags_filtered(void **state)
 			       NULL };
 	const char *vals[] = { "web", "x", "x", "x", "mine", "forged", "front", NULL };
 	char longkey[EC2_MAX_TAG_KEY + 2], longval[EC2_MAX_TAG_VALUE + 2];
-	struct ec2_pod_ident p = { "c-1234", "cell-1", "web", "shop", "uid-1", keys, vals, 8, 0 };
+	struct ec2_pod_ident p = { "c-1234", "cell-1", "web", "shop", "uid-1",
+				   keys,     vals,     8,     0,      NULL };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;
@@ -925,7 +926,18 @@ static void test_ec2__pod_tags_filtered(void **state)
 	vals[7] = longval;
 	assert_int_equal(ec2_pod_tags(&p, &t, &err), 0);
 	assert_null(ec2_tags_get(&t, "long"));
+	assert_null(ec2_tags_get(&t, EC2_TAG_NODE));
 	ec2_tags_release(&t);
+
+	/* the node that launched it, right after the cluster */
+	p.node = "node-a";
+	assert_int_equal(ec2_pod_tags(&p, &t, &err), 0);
+	assert_string_equal(t.items[1].key, EC2_TAG_NODE);
+	assert_string_equal(t.items[1].value, "node-a");
+	ec2_tags_release(&t);
+	p.node = longval;
+	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL);
+	p.node = NULL;
 
 	p.cluster_id = NULL;
 	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL);
@@ -936,7 +948,7 @@ static void test_ec2__pod_tags_filtered(void **state)
 static void test_ec2__standby_tags(void **state)
 {
 	const char *keys[] = { "app" }, *vals[] = { "web" };
-	struct ec2_pod_ident p = { "c-1234", "sb-0123", NULL, NULL, NULL, keys, vals, 1, 1 };
+	struct ec2_pod_ident p = { "c-1234", "sb-0123", NULL, NULL, NULL, keys, vals, 1, 1, NULL };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;
@@ -950,6 +962,11 @@ static void test_ec2__standby_tags(void **state)
 	assert_string_equal(ec2_tags_get(&t, "Name"), "kiyot-standby-sb-0123");
 	assert_null(ec2_tags_get(&t, EC2_TAG_POD_UID));
 	assert_null(ec2_tags_get(&t, "app"));
+	ec2_tags_release(&t);
+	p.node = "node-a";
+	assert_int_equal(ec2_pod_tags(&p, &t, &err), 0);
+	assert_int_equal(t.n, 5);
+	assert_string_equal(ec2_tags_get(&t, EC2_TAG_NODE), "node-a");
 	ec2_tags_release(&t);
 	p.cell_id = "";
 	assert_int_equal(ec2_pod_tags(&p, &t, &err), -EINVAL);
@@ -971,7 +988,8 @@ static void test_ec2__pod_tags_limit(void **state)
 				   (const char *const *)keys,
 				   (const char *const *)vals,
 				   80,
-				   0 };
+				   0,
+				   NULL };
 	struct ec2_tags t;
 	struct err err = ERR_INIT;
 	(void)state;

@@ -34,6 +34,7 @@
 struct instance {
 	char id[32], type[32], state[16], ip[24], token[80];
 	char cluster[64], cell[64], uid[64];
+	char node[64]; /* its EC2_TAG_NODE, "" when it has none */
 	char user_data[512];
 	const char *reason; /* its stateReason's code, or NULL */
 	int hidden;	    /* not known yet to DescribeInstances and TerminateInstances */
@@ -139,6 +140,10 @@ static char *item_xml(const struct instance *in)
 				       "termination</message></stateReason>",
 				       in->reason, in->reason)
 			   : xstrdup("");
+	_cleanup_free_ char *node = in->node[0] ? xasprintf("<item><key>" EC2_TAG_NODE
+							    "</key><value>%s</value></item>",
+							    in->node)
+						: xstrdup("");
 
 	return xasprintf("<item><instanceId>%s</instanceId><instanceState><code>0</code><name>%s"
 			 "</name></instanceState>%s<instanceType>%s</instanceType><launchTime>"
@@ -146,10 +151,10 @@ static char *item_xml(const struct instance *in)
 			 "</privateIpAddress><clientToken>%s</clientToken><tagSet>"
 			 "<item><key>" EC2_TAG_CLUSTER_ID "</key><value>%s</value></item>"
 			 "<item><key>" EC2_TAG_CELL_ID "</key><value>%s</value></item>"
-			 "<item><key>" EC2_TAG_POD_UID "</key><value>%s</value></item>"
+			 "<item><key>" EC2_TAG_POD_UID "</key><value>%s</value></item>%s"
 			 "</tagSet></item>",
 			 in->id, in->state, reason, in->type, in->ip, in->token, in->cluster,
-			 in->cell, in->uid);
+			 in->cell, in->uid, node);
 }
 
 static int one_of(const char *v, const char *const *list)
@@ -261,6 +266,8 @@ static void run_instances(struct fake_ec2 *e, const struct param *p, size_t n,
 			 run_tag(p, n, EC2_TAG_CLUSTER_ID));
 		snprintf(in->cell, sizeof(in->cell), "%.63s", run_tag(p, n, EC2_TAG_CELL_ID));
 		snprintf(in->uid, sizeof(in->uid), "%.63s", run_tag(p, n, EC2_TAG_POD_UID));
+		snprintf(in->node, sizeof(in->node), "%.63s",
+			 run_tag(p, n, EC2_TAG_NODE) ? run_tag(p, n, EC2_TAG_NODE) : "");
 		snprintf(in->subnet, sizeof(in->subnet), "%.31s", subnet ? subnet : "");
 		in->spot = market != NULL;
 		in->hidden = e->hide_new;
@@ -442,6 +449,7 @@ static void provider_config(struct fix *f, int launch_timeout_s, struct ec2_prov
 	struct ec2_provider_config cfg = { 0 };
 
 	cfg.cluster_id = CLUSTER;
+	cfg.node = "node-a";
 	cfg.region = "us-east-1";
 	cfg.endpoint = f->endpoint;
 	cfg.image_id = "ami-cell";
@@ -593,6 +601,7 @@ static void test_provider_ec2__launch_runs_a_tagged_instance(void **state)
 	assert_string_equal(f->ec2.inst[0].cluster, CLUSTER);
 	assert_string_equal(f->ec2.inst[0].cell, "cell-1");
 	assert_string_equal(f->ec2.inst[0].uid, "0b6f1c3e-uid");
+	assert_string_equal(f->ec2.inst[0].node, "node-a");
 	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)s.bootstrap,
 			(int)strlen(s.bootstrap));
 	assert_string_equal(f->ec2.inst[0].user_data, b64);
@@ -1064,9 +1073,22 @@ static void test_provider_ec2__list_is_the_clusters_instances(void **state)
 	snprintf(f->ec2.inst[f->ec2.n].state, 16, "stopping");
 	f->ec2.inst[f->ec2.n].cell[0] = '\0';
 	f->ec2.n++;
+	/* the same cluster's instance of another node is that node's; one of no node (launched
+	 * before instances carried it) is every node's */
+	f->ec2.inst[f->ec2.n] = f->ec2.inst[0];
+	snprintf(f->ec2.inst[f->ec2.n].id, 32, "i-node-b");
+	snprintf(f->ec2.inst[f->ec2.n].cell, 64, "cell-b");
+	snprintf(f->ec2.inst[f->ec2.n].node, 64, "node-b");
+	f->ec2.n++;
+	f->ec2.inst[f->ec2.n] = f->ec2.inst[0];
+	snprintf(f->ec2.inst[f->ec2.n].id, 32, "i-no-node");
+	snprintf(f->ec2.inst[f->ec2.n].cell, 64, "cell-old");
+	f->ec2.inst[f->ec2.n].node[0] = '\0';
+	f->ec2.n++;
 	pthread_mutex_unlock(&f->ec2.lock);
 	assert_int_equal(f->p.ops->list(f->p.self, &all, &n, &err), 0);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 3);
+	assert_string_equal(all[2].cell_id, "cell-old");
 	assert_string_equal(all[0].cell_id, "cell-1");
 	assert_int_equal(all[0].phase, CELL_RUNNING);
 	assert_string_equal(all[0].ip, "10.1.0.10");

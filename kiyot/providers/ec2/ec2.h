@@ -52,6 +52,9 @@
 /* Tag keys of the instances kiyot launches. */
 #define EC2_TAG_CLUSTER_ID "kiyot.elotl.co/cluster-id"
 #define EC2_TAG_CELL_ID "kiyot.elotl.co/cell-id"
+/* The Kubernetes node whose kiyot launched the instance: only that node lists and collects it
+ * (an instance without one, launched before 0.2.0, is listed by every node of its cluster). */
+#define EC2_TAG_NODE "kiyot.elotl.co/node"
 #define EC2_TAG_POD_NAME "kiyot.elotl.co/pod-name"
 #define EC2_TAG_POD_NAMESPACE "kiyot.elotl.co/pod-namespace"
 #define EC2_TAG_POD_UID "kiyot.elotl.co/pod-uid"
@@ -138,15 +141,16 @@ struct ec2_pod_ident {
 	size_t n_labels;
 	/* a standby cell: no pod (pod fields ignored), tagged EC2_TAG_STANDBY instead */
 	int standby;
+	const char *node; /* optional: EC2_TAG_NODE */
 };
 
 /*
- * The tags of a cell's instance into *out (initialised here): kiyot's own (cluster id, cell id,
- * pod name, namespace and uid, and Name "kiyot-<namespace>-<pod>", cut to 256 characters), then
+ * The tags of a cell's instance into *out (initialised here): kiyot's own (cluster id, node,
+ * cell id, pod name, namespace and uid, and Name "kiyot-<namespace>-<pod>", cut to 256 characters), then
  * the pod's labels in key order, minus keys starting with "kubernetes.io/", "io.kubernetes" or
  * "aws:", minus keys kiyot's own tags use, minus keys over 128 or values over 256 characters,
  * and only as many as fit in 50 tags. EINVAL when cluster_id or pod_uid is missing or too long.
- * A standby cell's (p->standby) are the cluster id, the cell id, EC2_TAG_STANDBY and Name
+ * A standby cell's (p->standby) are the cluster id, the node, the cell id, EC2_TAG_STANDBY and Name
  * "kiyot-standby-<cell id>"; it needs a cell id instead of a pod uid.
  */
 int ec2_pod_tags(const struct ec2_pod_ident *p, struct ec2_tags *out, struct err *err);

@@ -109,11 +109,15 @@ int ec2_pod_tags(const struct ec2_pod_ident *p, struct ec2_tags *out, struct err
 
 	if (!p->cluster_id || !*p->cluster_id || strlen(p->cluster_id) > EC2_MAX_TAG_VALUE)
 		return err_set(err, EINVAL, "tags: the cluster id must be 1 to 256 characters");
+	if (p->node && strlen(p->node) > EC2_MAX_TAG_VALUE)
+		return err_set(err, EINVAL, "tags: the node name must be at most 256 characters");
 	if (p->standby) {
 		if (!p->cell_id || !*p->cell_id || strlen(p->cell_id) > EC2_MAX_TAG_VALUE - 14)
 			return err_set(err, EINVAL,
 				       "tags: a standby cell's id must be 1 to 242 characters");
 		ec2_tags_add(&t, EC2_TAG_CLUSTER_ID, p->cluster_id);
+		if (p->node && *p->node)
+			ec2_tags_add(&t, EC2_TAG_NODE, p->node);
 		ec2_tags_add(&t, EC2_TAG_CELL_ID, p->cell_id);
 		ec2_tags_add(&t, EC2_TAG_STANDBY, p->cluster_id);
 		name = xasprintf("kiyot-standby-%s", p->cell_id);
@@ -124,6 +128,8 @@ int ec2_pod_tags(const struct ec2_pod_ident *p, struct ec2_tags *out, struct err
 	if (!p->pod_uid || !*p->pod_uid || strlen(p->pod_uid) > EC2_MAX_TAG_VALUE)
 		return err_set(err, EINVAL, "tags: the pod uid must be 1 to 256 characters");
 	ec2_tags_add(&t, EC2_TAG_CLUSTER_ID, p->cluster_id);
+	if (p->node && *p->node)
+		ec2_tags_add(&t, EC2_TAG_NODE, p->node);
 	if (p->cell_id && *p->cell_id)
 		ec2_tags_add(&t, EC2_TAG_CELL_ID, p->cell_id);
 	ec2_tags_add(&t, EC2_TAG_POD_UID, p->pod_uid);

@@ -62,6 +62,7 @@ static void recent_release(struct recent *r)
 
 struct ec2p {
 	char *cluster_id;
+	char *node; /* NULL: none (instances untagged, every node's listed) */
 	char *image_id, *instance_profile;
 	char *image_id_arm64; /* NULL: no arm64 cells */
 	char **subnets; /* ec2.subnetIds (or ec2.subnetId), tried in order; none: EC2's default */
@@ -717,6 +718,7 @@ static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info
 	int ret = -EINVAL;
 
 	ident.cluster_id = p->cluster_id;
+	ident.node = p->node;
 	ident.cell_id = spec->cell_id;
 	ident.pod_name = spec->pod_name;
 	ident.pod_namespace = spec->pod_namespace;
@@ -770,7 +772,7 @@ static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err
 	struct ec2p *p = self;
 	struct ec2_instance *inst = NULL;
 	struct cell_info *a;
-	size_t n = 0;
+	size_t n = 0, kept = 0;
 
 	if (describe_ours(p, &inst, &n, err) < 0)
 		return err_wrap(err, "ec2: listing the cluster's instances");
@@ -778,19 +780,25 @@ static int ec2_list(void *self, struct cell_info **out, size_t *nout, struct err
 	for (size_t i = 0; i < n; i++) {
 		const char *cell = ec2_tags_get(&inst[i].tags, EC2_TAG_CELL_ID);
 		const char *uid = ec2_tags_get(&inst[i].tags, EC2_TAG_POD_UID);
+		const char *node = ec2_tags_get(&inst[i].tags, EC2_TAG_NODE);
+		struct cell_info *c = &a[kept];
 
+		/* another node's instance of the same cluster is its to keep or collect */
+		if (p->node && node && node[0] && strcmp(node, p->node) != 0)
+			continue;
 		/* an instance of ours without a cell id is known by its instance id */
-		a[i].cell_id = xstrdup(cell && cell[0] ? cell : inst[i].instance_id);
-		a[i].instance_id = xstrdup(inst[i].instance_id);
-		a[i].instance_type = xstrdup(inst[i].instance_type);
-		a[i].ip = xstrdup(inst[i].private_ip ? inst[i].private_ip : "");
-		a[i].pod_uid = xstrdup(uid ? uid : "");
-		a[i].launched_ns = inst[i].launch_ns;
-		a[i].phase = phase_of(inst[i].state);
+		c->cell_id = xstrdup(cell && cell[0] ? cell : inst[i].instance_id);
+		c->instance_id = xstrdup(inst[i].instance_id);
+		c->instance_type = xstrdup(inst[i].instance_type);
+		c->ip = xstrdup(inst[i].private_ip ? inst[i].private_ip : "");
+		c->pod_uid = xstrdup(uid ? uid : "");
+		c->launched_ns = inst[i].launch_ns;
+		c->phase = phase_of(inst[i].state);
+		kept++;
 	}
 	ec2_instances_free(inst, n);
 	*out = a;
-	*nout = n;
+	*nout = kept;
 	return 0;
 }
 
@@ -899,6 +907,7 @@ static int ec2_assign(void *self, const struct cell_spec *spec, struct err *err)
 		ec2_instance_release(&in);
 	}
 	ident.cluster_id = p->cluster_id;
+	ident.node = p->node;
 	ident.cell_id = spec->cell_id;
 	ident.pod_name = spec->pod_name;
 	ident.pod_namespace = spec->pod_namespace;
@@ -1193,6 +1202,7 @@ static void ec2_destroy(void *self)
 	aws_creds_provider_free(p->creds);
 	strv_free(p->security_groups);
 	free(p->cluster_id);
+	free(p->node);
 	free(p->image_id);
 	free(p->image_id_arm64);
 	free(p->subnet_zones);
@@ -1258,6 +1268,7 @@ int provider_ec2_new(const struct ec2_provider_config *cfg, struct provider *out
 		return err_wrap(err, "ec2");
 	}
 	p->cluster_id = xstrdup(cfg->cluster_id);
+	p->node = dup_or_null(cfg->node && cfg->node[0] ? cfg->node : NULL);
 	p->image_id = xstrdup(cfg->image_id);
 	p->image_id_arm64 = dup_or_null(cfg->image_id_arm64);
 	if (!p->image_id_arm64)
