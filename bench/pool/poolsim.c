@@ -2,19 +2,24 @@
  * poolsim.c: the warm pool's planning (kiyot/pool/pool_plan.c) replayed over a day of pod
  * arrivals (bench/pool/trace.tsv, made by gen-trace.py), in simulated time: no cells, no
  * threads, one refiller pass a simulated second as kiyot's refiller runs (POOL_TICK_MS). Prints,
- * for no pool, fixed pools of 1, 2 and 5 per shape and the adaptive pool at several windows and
- * idle lifetimes, how many pods started warm and what the standby cells cost next to the pods'
- * own cells. Asserts nothing.
+ * for no pool, fixed pools of 1, 2 and 5 per shape and the adaptive pool at several settings,
+ * how many pods started warm (of all, of the steady arrivals, of the bursts' pods) and what the
+ * standby cells cost next to the pods' own cells. Asserts nothing.
  *
  *	build-x/bench/poolsim bench/pool/trace.tsv
  *
  * The refiller's rules, as pool_refill.c applies them: a shape's target is its fixed count, or
- * with the adaptive pool pool_adaptive_target(arrivals over the window, the window, its time to
- * ready) when larger; pool_plan_caps shares the caps among shapes; cells beyond what the caps
- * keep are ended (an adaptive shape keeps its cells above target for their lifetime); ready
- * cells past the idle lifetime end; at most POOL_LAUNCHES_MAX launches at once. A pod arriving
- * counts as an arrival, then takes the oldest ready standby cell of its shape or waits for a
- * boot (its time to ready, paid at its own type's price).
+ * with the adaptive pool pool_adaptive_target (the Poisson quantile at targetHitPercent of the
+ * arrivals one boot sees at the shape's exponentially weighted rate, raised by a burst with
+ * burstSeconds; the adaptive lines keep windowSeconds 600 and idleLifetimeSeconds 900 unless
+ * they say otherwise) when larger; pool_plan_caps shares the caps among shapes; cells beyond
+ * what the caps keep are ended (an adaptive shape keeps its cells above target for their
+ * lifetime); ready cells past the idle lifetime end; at most POOL_LAUNCHES_MAX launches at
+ * once. A pod arriving counts as an arrival, then takes the oldest ready standby cell of its
+ * shape or waits for a boot (its time to ready, paid at its own type's price).
+ *
+ * Two lines judge the pools: the bound, a pool that knows every arrival ahead, and a
+ * reference that foresees every arrival but the bursts' (see clairvoyant, foresee_steady).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -55,6 +60,8 @@ struct policy {
 	int fixed; /* per shape; 0: none */
 	int adaptive, window_s, lifetime_s, max_cells;
 	double max_dollars;
+	int hit_percent;
+	double burst_s; /* <0: the shape's time to ready */
 };
 
 struct result {
@@ -131,9 +138,15 @@ static void pass(const struct policy *p, int t, struct result *r)
 			else
 				c++;
 		if (p->adaptive) {
-			size_t n = pool_arrivals_since(&s->arr,
-						       (int64_t)(t - p->window_s) * 1000000000LL);
-			int at = pool_adaptive_target(n, p->window_s, s->ready_s, POOL_COUNT_MAX);
+			struct pool_adaptive ap = { p->window_s, s->ready_s, p->hit_percent,
+						    p->burst_s < 0 ? s->ready_s : p->burst_s,
+						    POOL_COUNT_MAX };
+			int at;
+
+			pool_arrivals_since(
+				&s->arr, ((int64_t)t - (int64_t)POOL_RATE_HORIZON * p->window_s) *
+						 1000000000LL);
+			at = pool_adaptive_target(&s->arr, (int64_t)t * 1000000000LL, &ap);
 
 			if (at > target)
 				target = at;
@@ -348,18 +361,27 @@ static void print_result(const char *name, const struct result *r, const struct 
 int main(int argc, char **argv)
 {
 	static const struct policy policies[] = {
-		{ "no pool", 0, 0, 0, 0, 0, 0 },
-		{ "fixed 1 per shape", 1, 0, 0, 0, 0, 0 },
-		{ "fixed 2 per shape", 2, 0, 0, 0, 0, 0 },
-		{ "fixed 5 per shape", 5, 0, 0, 0, 0, 0 },
-		{ "adaptive window 60 s, life 900 s", 0, 1, 60, 900, 0, 0 },
-		{ "adaptive window 300 s, life 300 s", 0, 1, 300, 300, 0, 0 },
-		{ "adaptive window 300 s, life 900 s", 0, 1, 300, 900, 0, 0 },
-		{ "adaptive window 600 s, life 900 s (default)", 0, 1, 600, 900, 0, 0 },
-		{ "adaptive window 1800 s, life 900 s", 0, 1, 1800, 900, 0, 0 },
-		{ "adaptive window 3600 s, life 1800 s", 0, 1, 3600, 1800, 0, 0 },
-		{ "adaptive default, maxCells 5", 0, 1, 600, 900, 5, 0 },
-		{ "adaptive default, max $0.10/h", 0, 1, 600, 900, 0, 0.10 },
+		{ "no pool", 0, 0, 0, 0, 0, 0, 0, 0 },
+		{ "fixed 1 per shape", 1, 0, 0, 0, 0, 0, 0, 0 },
+		{ "fixed 2 per shape", 2, 0, 0, 0, 0, 0, 0, 0 },
+		{ "fixed 5 per shape", 5, 0, 0, 0, 0, 0, 0, 0 },
+		{ "adaptive targetHitPercent 50", 0, 1, 600, 900, 0, 0, 50, 0 },
+		{ "adaptive targetHitPercent 80", 0, 1, 600, 900, 0, 0, 80, 0 },
+		{ "adaptive targetHitPercent 90", 0, 1, 600, 900, 0, 0, 90, 0 },
+		{ "adaptive targetHitPercent 95", 0, 1, 600, 900, 0, 0, 95, 0 },
+		{ "adaptive targetHitPercent 97 (default)", 0, 1, 600, 900, 0, 0, 97, 0 },
+		{ "adaptive targetHitPercent 98", 0, 1, 600, 900, 0, 0, 98, 0 },
+		{ "adaptive targetHitPercent 99", 0, 1, 600, 900, 0, 0, 99, 0 },
+		{ "adaptive 97, burstSeconds 10", 0, 1, 600, 900, 0, 0, 97, 10 },
+		{ "adaptive 97, burstSeconds 30", 0, 1, 600, 900, 0, 0, 97, 30 },
+		{ "adaptive 99, burstSeconds 30", 0, 1, 600, 900, 0, 0, 99, 30 },
+		{ "adaptive 99, window 1200 s, burstSeconds 30", 0, 1, 1200, 900, 0, 0, 99, 30 },
+		{ "adaptive 97, window 300 s", 0, 1, 300, 900, 0, 0, 97, 0 },
+		{ "adaptive 97, window 1800 s", 0, 1, 1800, 900, 0, 0, 97, 0 },
+		{ "adaptive 97, life 300 s", 0, 1, 600, 300, 0, 0, 97, 0 },
+		{ "adaptive 97, life 1800 s", 0, 1, 600, 1800, 0, 0, 97, 0 },
+		{ "adaptive 97, maxCells 5", 0, 1, 600, 900, 5, 0, 97, 0 },
+		{ "adaptive 97, max $0.10/h", 0, 1, 600, 900, 0, 0.10, 97, 0 },
 	};
 	struct result base;
 

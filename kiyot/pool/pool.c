@@ -379,6 +379,8 @@ int pool_new(struct kiyot *k, struct pool **out, struct err *err)
 	p->cfg = *c; /* (the shapes stay k's, which outlive the pool) */
 	if (!p->cfg.window_s)
 		p->cfg.window_s = POOL_WINDOW_DEFAULT_S;
+	if (!p->cfg.target_hit_percent)
+		p->cfg.target_hit_percent = POOL_HIT_DEFAULT_PERCENT;
 	p->placement = placement_of(k);
 	p->remote = k->provider.ops->remote_files;
 	pthread_mutex_init(&p->lock, NULL);

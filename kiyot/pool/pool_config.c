@@ -130,8 +130,10 @@ static int load_shapes(struct pool_config *c, json_t *l, struct err *err)
 
 static int load_adaptive(struct pool_config *c, json_t *a, struct err *err)
 {
-	static const char *const known[] = { "enabled",		  "windowSeconds",	 "maxCells",
-					     "maxDollarsPerHour", "idleLifetimeSeconds", NULL };
+	static const char *const known[] = {
+		"enabled",  "windowSeconds",	 "targetHitPercent",	"burstSeconds",
+		"maxCells", "maxDollarsPerHour", "idleLifetimeSeconds", NULL
+	};
 	json_t *v;
 
 	if (!json_is_object(a))
@@ -139,6 +141,9 @@ static int load_adaptive(struct pool_config *c, json_t *a, struct err *err)
 	if (known_keys(a, "pool.adaptive", known, err) < 0 ||
 	    take_bool(a, "pool.adaptive", "enabled", &c->adaptive, err) < 0 ||
 	    take_int(a, "pool.adaptive", "windowSeconds", 1, 7 * 86400, &c->window_s, err) < 0 ||
+	    take_int(a, "pool.adaptive", "targetHitPercent", 50, 99, &c->target_hit_percent, err) <
+		    0 ||
+	    take_int(a, "pool.adaptive", "burstSeconds", 0, 3600, &c->burst_s, err) < 0 ||
 	    take_int(a, "pool.adaptive", "maxCells", 0, 10000, &c->max_cells, err) < 0 ||
 	    take_int(a, "pool.adaptive", "idleLifetimeSeconds", 0, 30 * 86400, &c->idle_lifetime_s,
 		     err) < 0)
@@ -158,7 +163,8 @@ static int load_adaptive(struct pool_config *c, json_t *a, struct err *err)
 int pool_config_load(struct pool_config *c, json_t *v, struct err *err)
 {
 	static const char *const known[] = { "shapes", "adaptive", "rebalanceReplacement", NULL };
-	struct pool_config n = { .window_s = POOL_WINDOW_DEFAULT_S };
+	struct pool_config n = { .window_s = POOL_WINDOW_DEFAULT_S,
+				 .target_hit_percent = POOL_HIT_DEFAULT_PERCENT };
 	json_t *s;
 
 	if (!json_is_object(v))

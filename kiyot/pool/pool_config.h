@@ -6,7 +6,12 @@
  *	    - { instanceType: t3.small, spot: false, count: 2 }
  *	  adaptive:                   (standby cells sized from the pods' arrivals)
  *	    enabled: true
- *	    windowSeconds: 600        (arrivals over this long make a shape's rate)
+ *	    windowSeconds: 600        (the time constant of a shape's arrival rate, and of
+ *	                              the fading of a burst it saw)
+ *	    targetHitPercent: 97      (the share of a shape's pods its standby cells are sized
+ *	                              to start warm, from its rate and time to ready)
+ *	    burstSeconds: 0           (arrivals this close make a burst, which raises the target
+ *	                              to its size at once, fading over the window; 0: off)
  *	    maxCells: 10              (standby cells of all shapes at most; 0: no cap)
  *	    maxDollarsPerHour: 0.5    (their catalog price at most; 0: no cap)
  *	    idleLifetimeSeconds: 900  (a standby cell this old is terminated, and replaced only
@@ -34,6 +39,8 @@
  * fixed shapes' standby cells do not expire unless it is set). */
 #define POOL_WINDOW_DEFAULT_S 600
 #define POOL_ADAPTIVE_LIFETIME_DEFAULT_S 900
+/* targetHitPercent when absent: the share of a shape's pods the adaptive target sizes for */
+#define POOL_HIT_DEFAULT_PERCENT 97
 
 struct pool_shape_config {
 	char *instance_type;
@@ -46,6 +53,8 @@ struct pool_config {
 	size_t n_shapes;
 	bool adaptive;
 	int window_s;
+	int target_hit_percent;	     /* the adaptive target's level (pool_adaptive_target) */
+	int burst_s;		     /* arrivals this close make a burst; 0: no burst response */
 	int max_cells;		     /* 0: no cap */
 	double max_dollars_per_hour; /* 0: no cap */
 	int idle_lifetime_s;	     /* 0: standby cells do not expire */

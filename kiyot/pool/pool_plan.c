@@ -39,19 +39,85 @@ void pool_arrivals_release(struct pool_arrivals *a)
 	*a = (struct pool_arrivals){ 0 };
 }
 
-int pool_adaptive_target(size_t arrivals, int window_s, double ready_s, int max)
+double pool_arrival_rate(const struct pool_arrivals *a, int64_t now_ns, int window_s)
 {
-	double want;
+	double sum = 0;
 
-	if (!arrivals || window_s <= 0 || !(ready_s > 0))
+	if (window_s <= 0)
 		return 0;
-	/* (the small slack keeps an exact product, 2 x 0.5, from rounding up to 2) */
-	want = ceil((double)arrivals / window_s * ready_s - 1e-9);
+	for (size_t i = a->n; i-- > 0;) {
+		double age = a->t[i] < now_ns ? (double)(now_ns - a->t[i]) / 1e9 : 0;
+
+		if (age > (double)POOL_RATE_HORIZON * window_s)
+			break;
+		sum += exp(-age / window_s);
+	}
+	return sum / window_s;
+}
+
+double pool_burst_size(const struct pool_arrivals *a, int64_t now_ns, double span_s, int window_s)
+{
+	double best = 0;
+	int64_t span = (int64_t)(span_s * 1e9);
+	size_t lo = a->n;
+
+	if (window_s <= 0 || !(span_s >= 0))
+		return 0;
+	/* newest first: the arrivals within span before each one, the oldest of them at lo */
+	for (size_t i = a->n; i-- > 0;) {
+		double age = a->t[i] < now_ns ? (double)(now_ns - a->t[i]) / 1e9 : 0, size;
+
+		if (age > (double)POOL_RATE_HORIZON * window_s)
+			break;
+		if (lo > i)
+			lo = i;
+		while (lo > 0 && a->t[i] - a->t[lo - 1] <= span)
+			lo--;
+		size = (double)(i - lo + 1) * exp(-age / window_s);
+		if (size > best)
+			best = size;
+	}
+	return best;
+}
+
+int pool_poisson_quantile(double mean, double q, int cap)
+{
+	double p, sum;
+	int k = 0;
+
+	if (!(mean > 0))
+		return 0;
+	if (mean >= cap || mean > 700) /* (exp(-mean) would be 0) */
+		return cap;
+	p = sum = exp(-mean);
+	while (sum < q && k < cap) {
+		k++;
+		p *= mean / k;
+		sum += p;
+	}
+	return k;
+}
+
+int pool_adaptive_target(const struct pool_arrivals *a, int64_t now_ns,
+			 const struct pool_adaptive *p)
+{
+	int cap = p->max > 0 ? p->max : 1000000, want;
+	double q = p->hit_percent / 100.0, burst;
+
+	if (p->window_s <= 0 || !(p->ready_s > 0) || !a->n ||
+	    now_ns - a->t[a->n - 1] > (int64_t)p->window_s * 1000000000LL)
+		return 0;
+	if (q <= 0 || q >= 1)
+		q = q <= 0 ? 0.5 : 0.999;
+	want = pool_poisson_quantile(pool_arrival_rate(a, now_ns, p->window_s) * p->ready_s, q,
+				     cap);
+	burst = p->burst_s > 0 ? pool_burst_size(a, now_ns, p->burst_s, p->window_s) : 0;
+	/* (the small slack keeps an exact size from rounding up) */
+	if (burst > want)
+		want = burst - 1e-9 > cap ? cap : (int)ceil(burst - 1e-9);
 	if (want < 1)
 		want = 1;
-	if (max > 0 && want > max)
-		return max;
-	return want > 1e6 ? 1000000 : (int)want;
+	return want > cap ? cap : want;
 }
 
 int pool_plan_caps(struct pool_plan_shape *s, size_t n, int max_cells, double max_dollars)

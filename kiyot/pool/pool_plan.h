@@ -22,12 +22,46 @@ void pool_arrivals_add(struct pool_arrivals *a, int64_t now_ns);
 size_t pool_arrivals_since(struct pool_arrivals *a, int64_t since_ns);
 void pool_arrivals_release(struct pool_arrivals *a);
 
+/* Arrivals older than this many windows no longer count: pool_arrivals_since(now - this x
+ * window) before pool_adaptive_target keeps what it reads. */
+#define POOL_RATE_HORIZON 4
+
 /*
- * The adaptive target of a shape: the standby cells that cover its arrivals while its cells
- * come up, ceil(arrivals / window_s x ready_s) (arrivals over the last window_s seconds, a cell
- * ready ready_s after its launch), at most max (0: no such bound). 0 without arrivals.
+ * The arrival rate of a shape at now_ns (per second), exponentially weighted with window_s as
+ * its time constant: each arrival age seconds old weighs exp(-age / window_s) / window_s, so a
+ * steady rate r reads r and a change shows at once, fading over about a window. Arrivals after
+ * now_ns count as now; those older than POOL_RATE_HORIZON windows do not count.
  */
-int pool_adaptive_target(size_t arrivals, int window_s, double ready_s, int max);
+double pool_arrival_rate(const struct pool_arrivals *a, int64_t now_ns, int window_s);
+
+/*
+ * The burst a shape saw: the most arrivals within span_s seconds of each other (a burst of
+ * them), weighed by exp(-age / window_s) by the age of its last arrival, the largest such over
+ * the arrivals of the last POOL_RATE_HORIZON windows. 1 for a lone arrival just now; 0 without.
+ */
+double pool_burst_size(const struct pool_arrivals *a, int64_t now_ns, double span_s, int window_s);
+
+/* The smallest k with P(N <= k) >= q for N Poisson of mean (0 < q < 1); at most cap. */
+int pool_poisson_quantile(double mean, double q, int cap);
+
+/* What the adaptive target of a shape reads besides its arrivals. */
+struct pool_adaptive {
+	int window_s;	 /* the rate's time constant; no arrival over it: target 0 */
+	double ready_s;	 /* a cell of the shape is ready this long after its launch */
+	int hit_percent; /* the share of pods the target means to start warm */
+	double burst_s;	 /* arrivals this close make a burst (pool_burst_size); 0: none */
+	int max;	 /* at most this many cells (0: no such bound) */
+};
+
+/*
+ * The adaptive target of a shape at now_ns: the cells that start hit_percent of its pods warm
+ * while its cells come up, the Poisson quantile at hit_percent of the arrivals expected over
+ * ready_s at pool_arrival_rate; at least the burst it saw lately (pool_burst_size over burst_s:
+ * a burst raises the target at once, by its size, and the raise fades with the window); at
+ * least 1 after an arrival within the window, 0 without one; at most max.
+ */
+int pool_adaptive_target(const struct pool_arrivals *a, int64_t now_ns,
+			 const struct pool_adaptive *p);
 
 /* One shape as the caps see it: the cells it wants, what one costs an hour, and the cells the
  * caps allow it (filled by pool_plan_caps). */

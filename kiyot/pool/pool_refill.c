@@ -194,12 +194,19 @@ static int shape_target(struct pool *p, struct shape *s, int64_t now)
 	int target = s->count > 0 ? s->count : 0;
 
 	if (p->cfg.adaptive) {
-		size_t n = pool_arrivals_since(&s->arrivals,
-					       now - (int64_t)p->cfg.window_s * 1000000000LL);
 		double ready = s->ready_s > 0
 				       ? s->ready_s
 				       : (p->remote ? POOL_READY_REMOTE_S : POOL_READY_LOCAL_S);
-		int at = pool_adaptive_target(n, p->cfg.window_s, ready, POOL_COUNT_MAX);
+		struct pool_adaptive ap = { .window_s = p->cfg.window_s,
+					    .ready_s = ready,
+					    .hit_percent = p->cfg.target_hit_percent,
+					    .burst_s = p->cfg.burst_s,
+					    .max = POOL_COUNT_MAX };
+		int at;
+
+		pool_arrivals_since(&s->arrivals, now - (int64_t)POOL_RATE_HORIZON *
+								  p->cfg.window_s * 1000000000LL);
+		at = pool_adaptive_target(&s->arrivals, now, &ap);
 
 		if (at > target)
 			target = at;

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +61,8 @@ static void test_pool__settings_are_read(void **state)
 				   "  adaptive:\n"
 				   "    enabled: true\n"
 				   "    windowSeconds: 60\n"
+				   "    targetHitPercent: 80\n"
+				   "    burstSeconds: 20\n"
 				   "    maxCells: 5\n"
 				   "    maxDollarsPerHour: 0.25\n";
 	struct kiyot_config c;
@@ -75,6 +78,8 @@ static void test_pool__settings_are_read(void **state)
 	assert_true(c.pool.shapes[1].spot);
 	assert_true(c.pool.adaptive);
 	assert_int_equal(c.pool.window_s, 60);
+	assert_int_equal(c.pool.target_hit_percent, 80);
+	assert_int_equal(c.pool.burst_s, 20);
 	assert_int_equal(c.pool.max_cells, 5);
 	assert_true(c.pool.max_dollars_per_hour > 0.2499 && c.pool.max_dollars_per_hour < 0.2501);
 	assert_int_equal(c.pool.idle_lifetime_s, POOL_ADAPTIVE_LIFETIME_DEFAULT_S);
@@ -83,6 +88,9 @@ static void test_pool__settings_are_read(void **state)
 	assert_int_equal(load(&c, "pool: { rebalanceReplacement: true }\n", &err), 0);
 	assert_true(c.pool.rebalance_replacement);
 	assert_true(pool_config_enabled(&c.pool));
+	/* the adaptive target's level and burst response when not set */
+	assert_int_equal(c.pool.target_hit_percent, POOL_HIT_DEFAULT_PERCENT);
+	assert_int_equal(c.pool.burst_s, 0);
 	kiyot_config_release(&c);
 }
 
@@ -108,6 +116,10 @@ static void test_pool__invalid_settings_name_their_key(void **state)
 		  "pool.adaptive.maxDollarsPerHour: must be a number" },
 		{ "pool: { adaptive: { maxCells: x } }\n",
 		  "pool.adaptive.maxCells: must be an integer" },
+		{ "pool: { adaptive: { targetHitPercent: 100 } }\n",
+		  "pool.adaptive.targetHitPercent: must be an integer from 50 to 99" },
+		{ "pool: { adaptive: { burstSeconds: -1 } }\n",
+		  "pool.adaptive.burstSeconds: must be an integer from 0 to 3600" },
 		{ "pool: { adaptive: { idleLifetime: 3 } }\n",
 		  "pool.adaptive.idleLifetime: unknown setting" },
 		{ "pool: { rebalanceReplacement: 2 }\n",
@@ -126,19 +138,115 @@ static void test_pool__invalid_settings_name_their_key(void **state)
 	}
 }
 
-/* The adaptive target: ceil(arrivals over the window x time to ready), none without
- * arrivals, at least one with any, at most the bound. */
-static void test_pool__adaptive_target_covers_arrivals_while_cells_come_up(void **state)
+#define SEC 1000000000LL
+
+/* Arrivals from from_s to to_s (seconds, any clock), one every step_s. */
+static void arrive(struct pool_arrivals *a, double from_s, double to_s, double step_s)
+{
+	for (double t = from_s; t <= to_s + 1e-9; t += step_s)
+		pool_arrivals_add(a, (int64_t)(t * SEC));
+}
+
+/* The Poisson quantile: the fewest cells that cover the arrivals one boot sees with the
+ * chance asked, at most the bound. */
+static void test_pool__poisson_quantile(void **state)
 {
 	(void)state;
-	assert_int_equal(pool_adaptive_target(0, 60, 40, 0), 0);
-	assert_int_equal(pool_adaptive_target(1, 600, 0.3, 0), 1);
-	/* 120 pods a minute, 45 s to ready: 90 */
-	assert_int_equal(pool_adaptive_target(120, 60, 45, 0), 90);
-	/* 2 a second x 0.5 s is exactly 1 */
-	assert_int_equal(pool_adaptive_target(20, 10, 0.5, 0), 1);
-	assert_int_equal(pool_adaptive_target(21, 10, 0.5, 0), 2);
-	assert_int_equal(pool_adaptive_target(120, 60, 45, 10), 10);
+	assert_int_equal(pool_poisson_quantile(0, 0.9, 100), 0);
+	assert_int_equal(pool_poisson_quantile(0.05, 0.9, 100), 0); /* P(0) = 0.95 */
+	assert_int_equal(pool_poisson_quantile(1, 0.5, 100), 1);    /* P(<=1) = 0.74 */
+	assert_int_equal(pool_poisson_quantile(1, 0.9, 100), 2);    /* P(<=2) = 0.92 */
+	assert_int_equal(pool_poisson_quantile(1, 0.97, 100), 3);   /* P(<=3) = 0.98 */
+	assert_int_equal(pool_poisson_quantile(10, 0.9, 5), 5);
+	assert_int_equal(pool_poisson_quantile(5000, 0.9, 256), 256);
+}
+
+/* The rate is weighted by age with the window as time constant: a steady rate reads as
+ * itself, the same count of arrivals weighs more when recent, and arrivals beyond the
+ * horizon do not count. */
+static void test_pool__arrival_rate_follows_change(void **state)
+{
+	struct pool_arrivals a = { 0 }, b = { 0 };
+	double r;
+
+	(void)state;
+	arrive(&a, 0, 4000, 10); /* 0.1 a second */
+	r = pool_arrival_rate(&a, 4000 * SEC, 600);
+	if (r < 0.095 || r > 0.106)
+		fail_msg("a steady 0.1/s reads %f", r);
+	pool_arrivals_release(&a);
+	/* 30 pods in the window's older half, or in its newer half */
+	arrive(&a, 10000, 10290, 10);
+	arrive(&b, 10300, 10590, 10);
+	if (!(pool_arrival_rate(&b, 10600 * SEC, 600) >
+	      1.5 * pool_arrival_rate(&a, 10600 * SEC, 600)))
+		fail_msg("recent arrivals %f, older ones %f",
+			 pool_arrival_rate(&b, 10600 * SEC, 600),
+			 pool_arrival_rate(&a, 10600 * SEC, 600));
+	assert_true(pool_arrival_rate(&a, (10290 + POOL_RATE_HORIZON * 600 + 1) * SEC, 600) == 0);
+	pool_arrivals_release(&a);
+	pool_arrivals_release(&b);
+}
+
+/* The most arrivals within the span of each other, fading with the window. */
+static void test_pool__burst_size_counts_close_arrivals(void **state)
+{
+	struct pool_arrivals a = { 0 };
+
+	(void)state;
+	assert_true(pool_burst_size(&a, 0, 10, 600) == 0);
+	arrive(&a, 100, 140, 20); /* 100, 120, 140 */
+	assert_true(fabs(pool_burst_size(&a, 140 * SEC, 10, 600) - 1) < 1e-9);
+	assert_true(fabs(pool_burst_size(&a, 140 * SEC, 20, 600) - 2) < 1e-9);
+	assert_true(fabs(pool_burst_size(&a, 140 * SEC, 40, 600) - 3) < 1e-9);
+	assert_true(fabs(pool_burst_size(&a, 740 * SEC, 40, 600) - 3 * exp(-1)) < 1e-9);
+	pool_arrivals_release(&a);
+}
+
+/* The adaptive target: the Poisson quantile at the hit percent of the arrivals one boot sees,
+ * none without an arrival over the window, at least one with any, at most the bound. */
+static void test_pool__adaptive_target_has_a_safety_margin(void **state)
+{
+	struct pool_arrivals a = { 0 };
+	struct pool_adaptive p = { .window_s = 600, .ready_s = 9.5, .hit_percent = 50 };
+
+	(void)state;
+	assert_int_equal(pool_adaptive_target(&a, 0, &p), 0);
+	arrive(&a, 0, 4000, 10); /* 0.1 a second x 9.5 s: 0.96 a boot */
+	assert_int_equal(pool_adaptive_target(&a, 4000 * SEC, &p), 1);
+	p.hit_percent = 90;
+	assert_int_equal(pool_adaptive_target(&a, 4000 * SEC, &p), 2);
+	p.hit_percent = 97;
+	assert_int_equal(pool_adaptive_target(&a, 4000 * SEC, &p), 3);
+	p.max = 2;
+	assert_int_equal(pool_adaptive_target(&a, 4000 * SEC, &p), 2);
+	p.max = 0;
+	/* nothing over the last window: none, whatever the rate still reads */
+	assert_int_equal(pool_adaptive_target(&a, 4601 * SEC, &p), 0);
+	pool_arrivals_release(&a);
+	/* one pod, cells ready in 0.3 s: one cell */
+	arrive(&a, 50, 50, 1);
+	p.ready_s = 0.3;
+	assert_int_equal(pool_adaptive_target(&a, 60 * SEC, &p), 1);
+	pool_arrivals_release(&a);
+}
+
+/* A burst raises the target to its size at once, and the raise fades with the window. */
+static void test_pool__a_burst_raises_the_target_at_once(void **state)
+{
+	struct pool_arrivals a = { 0 };
+	struct pool_adaptive p = { .window_s = 600, .ready_s = 45, .hit_percent = 97 };
+
+	(void)state;
+	arrive(&a, 1000, 1004.5, 0.5); /* 10 pods in 5 s */
+	/* the rate alone: 10/600 a second x 45 s, 0.75 a boot: 3 */
+	assert_int_equal(pool_adaptive_target(&a, 1005 * SEC, &p), 3);
+	p.burst_s = 10;
+	assert_int_equal(pool_adaptive_target(&a, 1005 * SEC, &p), 10);
+	/* half a window later: 10 x exp(-0.5), 6.07 */
+	assert_int_equal(pool_adaptive_target(&a, 1305 * SEC, &p), 7);
+	assert_int_equal(pool_adaptive_target(&a, 1605 * SEC, &p), 0);
+	pool_arrivals_release(&a);
 }
 
 /* Arrivals older than the window are forgotten; the list stays bounded. */
@@ -497,7 +605,11 @@ int main(void)
 		cmocka_unit_test(test_pool__no_section_asks_for_no_standby_cell),
 		cmocka_unit_test(test_pool__settings_are_read),
 		cmocka_unit_test(test_pool__invalid_settings_name_their_key),
-		cmocka_unit_test(test_pool__adaptive_target_covers_arrivals_while_cells_come_up),
+		cmocka_unit_test(test_pool__poisson_quantile),
+		cmocka_unit_test(test_pool__arrival_rate_follows_change),
+		cmocka_unit_test(test_pool__burst_size_counts_close_arrivals),
+		cmocka_unit_test(test_pool__adaptive_target_has_a_safety_margin),
+		cmocka_unit_test(test_pool__a_burst_raises_the_target_at_once),
 		cmocka_unit_test(test_pool__arrivals_outside_the_window_do_not_count),
 		cmocka_unit_test(test_pool__caps_bound_count_and_spend),
 		cmocka_unit_test(test_pool__a_pod_takes_a_standby_cell_of_its_shape),
