@@ -77,6 +77,7 @@
 #include "providers/local/cellnet.h"
 #include "netaddr.h"
 #include "fsutil.h"
+#include "jfields.h"
 #include "log.h"
 #include "kube/quantity.h"
 #include "sizing/burst.h"
@@ -176,167 +177,63 @@ void kiyot_config_release(struct kiyot_config *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* Sets *dst from a string member; errors name the key. */
-static int take_str(json_t *obj, const char *key, const char *path, char **dst, struct err *err)
-{
-	json_t *v = json_object_get(obj, key);
+/*
+ * The readers of settings no plain kind fits, and the checks of the tables below. Each gets
+ * the value, where it goes and its path (jfields.h).
+ */
 
-	if (!v)
-		return 0;
+/* reserve.cpu: a quantity of CPU, a string ("250m") or a number of cores (0.5). */
+static int read_reserve_cpu(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+	char buf[32], val[64];
+
+	if (json_is_number(v)) {
+		snprintf(buf, sizeof(buf), "%g", json_number_value(v));
+		s = buf;
+	}
+	if (!s)
+		return err_set(err, EINVAL,
+			       "%s: must be a quantity such as \"250m\" or 0.5, not %s", path,
+			       jf_value_text(v, val));
+	if (quantity_parse_milli(s, dst, err) < 0)
+		return err_wrap(err, "%s", path);
+	return 0;
+}
+
+/* reserve.memory: a quantity of bytes, a string ("64Mi"). */
+static int read_reserve_memory(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	char val[64];
+
 	if (!json_is_string(v))
-		return err_set(err, EINVAL, "%s%s: must be a string", path, key);
-	free(*dst);
-	*dst = xstrdup(json_string_value(v));
-	return 0;
-}
-
-/* A list of strings, replacing *dst. */
-static int take_strv(json_t *obj, const char *key, const char *path, char ***dst, size_t *n,
-		     struct err *err)
-{
-	json_t *l = json_object_get(obj, key), *v;
-	struct strvec sv = STRVEC_INIT;
-	size_t i;
-
-	if (!l)
-		return 0;
-	if (!json_is_array(l))
-		return err_set(err, EINVAL, "%s%s: must be a list of strings", path, key);
-	json_array_foreach (l, i, v)
-		if (!json_is_string(v))
-			return err_set(err, EINVAL, "%s%s[%zu]: must be a string", path, key, i);
-	json_array_foreach (l, i, v)
-		strvec_push(&sv, json_string_value(v));
-	strv_free(*dst);
-	*n = sv.nr;
-	*dst = strvec_detach(&sv);
-	return 0;
-}
-
-static int take_int(json_t *obj, const char *key, const char *path, int64_t lo, int64_t hi,
-		    int64_t *dst, struct err *err)
-{
-	json_t *v = json_object_get(obj, key);
-
-	if (!v)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-		return err_set(err, EINVAL, "%s%s: must be an integer from %lld to %lld", path, key,
-			       (long long)lo, (long long)hi);
-	*dst = json_integer_value(v);
-	return 0;
-}
-
-static int check_keys(json_t *obj, const char *path, const char *const *known, struct err *err)
-{
-	const char *key;
-	json_t *v;
-
-	json_object_foreach (obj, key, v) {
-		int ok = 0;
-
-		for (const char *const *k = known; *k; k++)
-			if (strcmp(*k, key) == 0)
-				ok = 1;
-		if (!ok)
-			return err_set(err, EINVAL, "%s%s: unknown setting", path, key);
-	}
-	return 0;
-}
-
-static int load_reserve(struct kiyot_config *c, json_t *r, struct err *err)
-{
-	static const char *const known[] = { "cpu", "memory", NULL };
-	json_t *v;
-
-	if (!json_is_object(r))
-		return err_set(err, EINVAL, "reserve: must be a mapping");
-	if (check_keys(r, "reserve.", known, err) < 0)
-		return -err->code;
-	if ((v = json_object_get(r, "cpu"))) {
-		const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-		char buf[32];
-
-		if (json_is_number(v)) {
-			snprintf(buf, sizeof(buf), "%g", json_number_value(v));
-			s = buf;
-		}
-		if (!s || quantity_parse_milli(s, &c->reserve_cpu_milli, err) < 0)
-			return s ? err_wrap(err, "reserve.cpu")
-				 : err_set(err, EINVAL, "reserve.cpu: must be a quantity");
-	}
-	if ((v = json_object_get(r, "memory"))) {
-		if (!json_is_string(v))
-			return err_set(err, EINVAL,
-				       "reserve.memory: must be a quantity such as 64Mi");
-		if (quantity_parse_bytes(json_string_value(v), &c->reserve_memory_bytes, err) < 0)
-			return err_wrap(err, "reserve.memory");
-	}
-	return 0;
-}
-
-/* The sizing section: burstHeadroomPercent, what the burst rule adds to the peak it saw. */
-static int load_sizing(struct kiyot_config *c, json_t *sz, struct err *err)
-{
-	static const char *const known[] = { "burstHeadroomPercent", NULL };
-	int64_t pct = c->burst_headroom_percent;
-
-	if (!json_is_object(sz))
-		return err_set(err, EINVAL, "sizing: must be a mapping (burstHeadroomPercent: 20)");
-	if (check_keys(sz, "sizing.", known, err) < 0 ||
-	    take_int(sz, "burstHeadroomPercent", "sizing.", 0, BURST_HEADROOM_MAX_PERCENT, &pct,
-		     err) < 0)
-		return -err->code;
-	c->burst_headroom_percent = (int)pct;
-	return 0;
-}
-
-/* cells.kubeProxy: a kube-proxy unit in every cell, so the pod reaches Service IPs. */
-static int load_kube_proxy(struct kiyot_config *c, json_t *kp, struct err *err)
-{
-	static const char *const known[] = { "image", "kubeconfig", "command", "args", NULL };
-	const char *p = "cells.kubeProxy.";
-
-	if (!json_is_object(kp))
-		return err_set(err, EINVAL, "cells.kubeProxy: must be a mapping");
-	if (check_keys(kp, p, known, err) < 0 ||
-	    take_str(kp, "image", p, &c->kube_proxy.image, err) < 0 ||
-	    take_str(kp, "kubeconfig", p, &c->kube_proxy.kubeconfig, err) < 0 ||
-	    take_strv(kp, "command", p, &c->kube_proxy.command, &c->kube_proxy.n_command, err) <
-		    0 ||
-	    take_strv(kp, "args", p, &c->kube_proxy.args, &c->kube_proxy.n_args, err) < 0)
-		return -err->code;
-	if (!c->kube_proxy.image || !c->kube_proxy.image[0])
-		return err_set(err, EINVAL,
-			       "cells.kubeProxy.image: required (e.g. registry.k8s.io/kube-proxy:"
-			       "v1.30.2, the version of the cluster)");
-	if (c->kube_proxy.kubeconfig && c->kube_proxy.kubeconfig[0] &&
-	    c->kube_proxy.kubeconfig[0] != '/')
-		return err_set(err, EINVAL,
-			       "cells.kubeProxy.kubeconfig: \"%s\" must be an "
-			       "absolute path on the node",
-			       c->kube_proxy.kubeconfig);
+		return err_set(err, EINVAL, "%s: must be a quantity such as 64Mi, not %s", path,
+			       jf_value_text(v, val));
+	if (quantity_parse_bytes(json_string_value(v), dst, err) < 0)
+		return err_wrap(err, "%s", path);
 	return 0;
 }
 
 /* cells.nodePorts: ports of the node cells may reach, each a number (TCP) or "PORT/tcp",
  * "PORT/udp". The list replaces the one before. */
-static int load_node_ports(struct kiyot_config *c, json_t *v, struct err *err)
+static int read_node_ports(const json_t *v, void *dst, const char *path, struct err *err)
 {
+	struct kiyot_config *c = dst;
+	char val[64];
 	size_t i;
 	json_t *p;
 
 	if (!json_is_array(v))
-		return err_set(
-			err, EINVAL,
-			"cells.nodePorts: must be a list of ports (e.g. [5000, \"53/udp\"])");
+		return err_set(err, EINVAL,
+			       "%s: must be a list of ports (e.g. [5000, \"53/udp\"]), not %s",
+			       path, jf_value_text(v, val));
 	if (json_array_size(v) > NODE_PORTS_MAX)
-		return err_set(err, EINVAL, "cells.nodePorts: %zu ports, at most %d",
-			       json_array_size(v), NODE_PORTS_MAX);
+		return err_set(err, EINVAL, "%s: %zu ports, at most %d", path, json_array_size(v),
+			       NODE_PORTS_MAX);
 	free(c->node_ports);
 	c->node_ports = xcalloc(json_array_size(v) + 1, sizeof(*c->node_ports));
 	c->n_node_ports = 0;
-	json_array_foreach (v, i, p) {
+	json_array_foreach ((json_t *)v, i, p) {
 		char num[32];
 		const char *s = num;
 
@@ -345,197 +242,79 @@ static int load_node_ports(struct kiyot_config *c, json_t *v, struct err *err)
 		else if (json_is_string(p))
 			s = json_string_value(p);
 		else
-			return err_set(err, EINVAL,
-				       "cells.nodePorts[%zu]: want a port (5000) or a string "
-				       "(\"53/udp\")",
-				       i);
+			return err_set(
+				err, EINVAL,
+				"%s[%zu]: want a port (5000) or a string (\"53/udp\"), not %s",
+				path, i, jf_value_text(p, val));
 		if (cellnet_parse_port(s, &c->node_ports[c->n_node_ports], err) < 0)
-			return err_wrap(err, "cells.nodePorts[%zu]", i);
+			return err_wrap(err, "%s[%zu]", path, i);
 		c->n_node_ports++;
 	}
 	return 0;
 }
 
-static int load_cells(struct kiyot_config *c, json_t *cells, struct err *err)
+/* cells.kubeProxy.kubeconfig: a file on the node, so an absolute path. */
+static int check_kube_proxy_kubeconfig(void *obj, const json_t *v, const char *path,
+				       struct err *err)
 {
-	static const char *const known[] = { "provider",
-					     "cidr",
-					     "bridge",
-					     "agent",
-					     "agentPort",
-					     "restartBackoffMs",
-					     "gcIntervalSeconds",
-					     "gcGraceSeconds",
-					     "bootTimeoutSeconds",
-					     "kubeProxy",
-					     "masquerade",
-					     "nodePorts",
-					     NULL };
-	int64_t port = c->agent_port, interval = c->gc_interval_s, grace = c->gc_grace_s;
-	int64_t boot = c->boot_timeout_s;
-	json_t *v;
+	const struct kube_proxy_config *kp = obj;
 
-	if (!json_is_object(cells))
-		return err_set(err, EINVAL, "cells: must be a mapping");
-	if (check_keys(cells, "cells.", known, err) < 0 ||
-	    take_str(cells, "provider", "cells.", &c->provider, err) < 0 ||
-	    take_str(cells, "cidr", "cells.", &c->cell_cidr, err) < 0 ||
-	    take_str(cells, "bridge", "cells.", &c->bridge, err) < 0 ||
-	    take_str(cells, "agent", "cells.", &c->agent_path, err) < 0 ||
-	    take_int(cells, "agentPort", "cells.", 1, 65534, &port, err) < 0 ||
-	    take_int(cells, "restartBackoffMs", "cells.", 10, 3600000, &c->restart_backoff_ms,
-		     err) < 0 ||
-	    take_int(cells, "gcIntervalSeconds", "cells.", 1, 86400, &interval, err) < 0 ||
-	    take_int(cells, "gcGraceSeconds", "cells.", 0, 86400, &grace, err) < 0 ||
-	    take_int(cells, "bootTimeoutSeconds", "cells.", 1, 86400, &boot, err) < 0)
-		return -err->code;
-	if ((v = json_object_get(cells, "masquerade"))) {
-		if (!json_is_boolean(v))
-			return err_set(err, EINVAL, "cells.masquerade: must be true or false");
-		c->masquerade = json_is_true(v);
-	}
-	if ((v = json_object_get(cells, "nodePorts")) && load_node_ports(c, v, err) < 0)
-		return -err->code;
-	if (json_object_get(cells, "kubeProxy") &&
-	    load_kube_proxy(c, json_object_get(cells, "kubeProxy"), err) < 0)
-		return -err->code;
-	c->agent_port = (int)port;
-	c->gc_interval_s = (int)interval;
-	c->gc_grace_s = (int)grace;
-	c->boot_timeout_s = (int)boot;
+	(void)v;
+	if (kp->kubeconfig[0] && kp->kubeconfig[0] != '/')
+		return err_set(err, EINVAL,
+			       "%s: \"%s\" must be an absolute path on the node, such as "
+			       "/var/lib/kiyot/kube-proxy.kubeconfig",
+			       path, kp->kubeconfig);
 	return 0;
 }
 
-/* The pulls section: how image pulls are bounded, kiyot's own and every cell's. */
-static int load_pulls(struct kiyot_config *c, json_t *p, struct err *err)
+/* pulls: no more downloads from one registry than from all of them. */
+static int check_pulls(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	static const char *const known[] = { "minBytes",
-					     "windowSeconds",
-					     "deadlineBaseSeconds",
-					     "deadlineBytesPerSecond",
-					     "maxTransfers",
-					     "maxPerRegistry",
-					     NULL };
-	struct reg_policy *pol = &c->pulls;
-	int64_t min = (int64_t)pol->min_bytes, win = pol->window_s, base = pol->deadline_base_s;
-	int64_t rate = (int64_t)pol->deadline_rate, max = pol->max_transfers;
-	int64_t per = pol->max_per_registry;
+	const struct reg_policy *pol = obj;
 
-	if (!json_is_object(p))
-		return err_set(err, EINVAL, "pulls: must be a mapping");
-	if (check_keys(p, "pulls.", known, err) < 0 ||
-	    take_int(p, "minBytes", "pulls.", 0, INT64_MAX, &min, err) < 0 ||
-	    take_int(p, "windowSeconds", "pulls.", 0, 3600, &win, err) < 0 ||
-	    take_int(p, "deadlineBaseSeconds", "pulls.", 1, 86400, &base, err) < 0 ||
-	    take_int(p, "deadlineBytesPerSecond", "pulls.", 1, INT64_MAX, &rate, err) < 0 ||
-	    take_int(p, "maxTransfers", "pulls.", 1, 256, &max, err) < 0 ||
-	    take_int(p, "maxPerRegistry", "pulls.", 1, 256, &per, err) < 0)
-		return -err->code;
-	if (per > max)
+	(void)v;
+	if (pol->max_per_registry > pol->max_transfers)
 		return err_set(err, EINVAL,
-			       "pulls.maxPerRegistry: %lld is more than pulls.maxTransfers (%lld)",
-			       (long long)per, (long long)max);
-	pol->min_bytes = (uint64_t)min;
-	pol->window_s = (int)win;
-	pol->deadline_base_s = (int)base;
-	pol->deadline_rate = (uint64_t)rate;
-	pol->max_transfers = (int)max;
-	pol->max_per_registry = (int)per;
+			       "%s.maxPerRegistry: %d is more than %s.maxTransfers (%d): lower it "
+			       "or raise maxTransfers",
+			       path, pol->max_per_registry, path, pol->max_transfers);
 	return 0;
 }
 
 /* ec2.imageIds: {x86_64: ami-..., arm64: ami-...}; x86_64 must agree with ec2.imageId. */
-static int load_ec2_images(struct kiyot_config *c, json_t *m, struct err *err)
+static int read_ec2_images(const json_t *v, void *dst, const char *path, struct err *err)
 {
+	struct kiyot_config *c = dst;
 	const char *key;
-	json_t *v;
+	char val[64];
+	json_t *id;
 
-	if (!json_is_object(m))
+	if (!json_is_object(v))
 		return err_set(err, EINVAL,
-			       "ec2.imageIds: must be a mapping of architecture to image, e.g. "
-			       "{x86_64: ami-..., arm64: ami-...}");
-	json_object_foreach (m, key, v) {
+			       "%s: must be a mapping of architecture to image, e.g. "
+			       "{x86_64: ami-..., arm64: ami-...}, not %s",
+			       path, jf_value_text(v, val));
+	json_object_foreach ((json_t *)v, key, id) {
 		bool x86 = strcmp(key, "x86_64") == 0 || strcmp(key, "amd64") == 0;
 		bool arm = strcmp(key, "arm64") == 0 || strcmp(key, "aarch64") == 0;
-		char **dst = x86 ? &c->ec2.image_id : &c->ec2.image_id_arm64;
+		char **image = x86 ? &c->ec2.image_id : &c->ec2.image_id_arm64;
 
 		if (!x86 && !arm)
 			return err_set(err, EINVAL,
-				       "ec2.imageIds: \"%s\" is not an architecture; use x86_64 or "
-				       "arm64",
-				       key);
-		if (!json_is_string(v) || !json_string_length(v))
-			return err_set(err, EINVAL, "ec2.imageIds.%s: must be an image id", key);
-		if (x86 && *dst && strcmp(*dst, json_string_value(v)) != 0)
+				       "%s: \"%s\" is not an architecture; use x86_64 or arm64",
+				       path, key);
+		if (!json_is_string(id) || !json_string_length(id))
+			return err_set(err, EINVAL, "%s.%s: must be an image id (ami-...), not %s",
+				       path, key, jf_value_text(id, val));
+		if (x86 && *image && strcmp(*image, json_string_value(id)) != 0)
 			return err_set(err, EINVAL,
-				       "ec2.imageIds.%s \"%s\" is not ec2.imageId \"%s\"; give the "
-				       "x86_64 image once",
-				       key, json_string_value(v), *dst);
-		free(*dst);
-		*dst = xstrdup(json_string_value(v));
+				       "%s.%s \"%s\" is not ec2.imageId \"%s\"; give the x86_64 "
+				       "image once",
+				       path, key, json_string_value(id), *image);
+		free(*image);
+		*image = xstrdup(json_string_value(id));
 	}
-	return 0;
-}
-
-/* The ec2 section: where cells are launched when cells.provider is ec2. */
-static int load_ec2(struct kiyot_config *c, json_t *e, struct err *err)
-{
-	static const char *const known[] = { "region",
-					     "endpoint",
-					     "imageId",
-					     "imageIds",
-					     "subnetId",
-					     "subnetIds",
-					     "securityGroupIds",
-					     "instanceProfile",
-					     "profile",
-					     "credentialsFile",
-					     "noInstanceMetadata",
-					     "launchTimeoutSeconds",
-					     NULL };
-	int64_t timeout = c->ec2.launch_timeout_s;
-	json_t *v;
-
-	if (!json_is_object(e))
-		return err_set(err, EINVAL, "ec2: must be a mapping");
-	if (check_keys(e, "ec2.", known, err) < 0 ||
-	    take_str(e, "region", "ec2.", &c->ec2.region, err) < 0 ||
-	    take_str(e, "endpoint", "ec2.", &c->ec2.endpoint, err) < 0 ||
-	    take_str(e, "imageId", "ec2.", &c->ec2.image_id, err) < 0 ||
-	    take_str(e, "subnetId", "ec2.", &c->ec2.subnet_id, err) < 0 ||
-	    take_str(e, "instanceProfile", "ec2.", &c->ec2.instance_profile, err) < 0 ||
-	    take_str(e, "profile", "ec2.", &c->ec2.profile, err) < 0 ||
-	    take_str(e, "credentialsFile", "ec2.", &c->ec2.credentials_file, err) < 0 ||
-	    take_int(e, "launchTimeoutSeconds", "ec2.", 10, 3600, &timeout, err) < 0)
-		return -err->code;
-	c->ec2.launch_timeout_s = (int)timeout;
-	if ((v = json_object_get(e, "noInstanceMetadata"))) {
-		if (!json_is_boolean(v))
-			return err_set(err, EINVAL,
-				       "ec2.noInstanceMetadata: must be true or false");
-		c->ec2.no_imds = json_is_true(v);
-	}
-	if ((v = json_object_get(e, "imageIds")) && load_ec2_images(c, v, err) < 0)
-		return -err->code;
-	if (take_strv(e, "subnetIds", "ec2.", &c->ec2.subnet_ids, &c->ec2.n_subnet_ids, err) < 0)
-		return -err->code;
-	return take_strv(e, "securityGroupIds", "ec2.", &c->ec2.security_group_ids,
-			 &c->ec2.n_security_group_ids, err);
-}
-
-/* ec2.region and the top-level region (the instance catalog's prices): without a top-level
- * region the catalog follows ec2.region; two different ones are an error naming both. */
-static int ec2_region_agrees(struct kiyot_config *c, json_t *doc, struct err *err)
-{
-	if (!c->ec2.region || !c->ec2.region[0] || strcmp(c->ec2.region, c->region) == 0)
-		return 0;
-	if (json_object_get(doc, "region"))
-		return err_set(err, EINVAL,
-			       "ec2.region \"%s\" is not region \"%s\", whose instance prices "
-			       "sizing uses: set region to %s too, or leave one of them out",
-			       c->ec2.region, c->region, c->ec2.region);
-	free(c->region);
-	c->region = xstrdup(c->ec2.region);
 	return 0;
 }
 
@@ -552,50 +331,113 @@ static long address_port(const char *a)
 	return *end || port < 0 || port > 65535 ? -1 : port;
 }
 
-/* The metrics section: where GET /metrics is served. A port alone means 127.0.0.1. */
-static int load_metrics(struct kiyot_config *c, json_t *m, struct err *err)
+/* metrics.listen: where GET /metrics is served, IPv4:PORT; a port alone means 127.0.0.1. */
+static int read_metrics_listen(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	static const char *const known[] = { "listen", NULL };
-	json_t *v = json_is_object(m) ? json_object_get(m, "listen") : NULL;
+	const char *s = json_is_string(v) ? json_string_value(v) : NULL;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	char *addr;
+	char *addr, val[64];
 
-	if (!json_is_object(m))
-		return err_set(err, EINVAL,
-			       "metrics: must be a mapping (listen: \"127.0.0.1:9464\")");
-	if (check_keys(m, "metrics.", known, err) < 0)
-		return -err->code;
-	if (!v)
-		return err_set(err, EINVAL, "metrics.listen: required (e.g. \"127.0.0.1:9464\")");
 	if (json_is_integer(v))
 		addr = xasprintf("127.0.0.1:%lld", (long long)json_integer_value(v));
-	else if (json_is_string(v) &&
-		 strspn(json_string_value(v), "0123456789") == strlen(json_string_value(v)))
-		addr = xasprintf("127.0.0.1:%s", json_string_value(v));
-	else if (json_is_string(v))
-		addr = xstrdup(json_string_value(v));
+	else if (s && strspn(s, "0123456789") == strlen(s))
+		addr = xasprintf("127.0.0.1:%s", s);
+	else if (s)
+		addr = xstrdup(s);
 	else
-		return err_set(err, EINVAL, "metrics.listen: must be IPv4:PORT or a port");
+		return err_set(err, EINVAL, "%s: must be IPv4:PORT or a port, not %s", path,
+			       jf_value_text(v, val));
 	if (netaddr_parse(addr, &ss, &len, err) < 0 || ss.ss_family != AF_INET ||
 	    address_port(addr) < 1) {
 		err_set(err, EINVAL,
-			"metrics.listen: \"%s\" is not IPv4:PORT with a port from 1 to 65535 "
+			"%s: \"%s\" is not IPv4:PORT with a port from 1 to 65535 "
 			"(e.g. \"127.0.0.1:9464\", or 9464)",
-			addr);
+			path, addr);
 		free(addr);
 		return -EINVAL;
 	}
-	free(c->metrics_listen);
-	c->metrics_listen = addr;
+	free(*(char **)dst);
+	*(char **)dst = addr;
 	return 0;
 }
 
-/* The metrics server and the streaming server cannot share a port. */
-static int check_ports(const struct kiyot_config *c, struct err *err)
+/* registries: kept as the mapping it is, sent to every cell (regconf.c reads it). */
+static int read_registries(const json_t *v, void *dst, const char *path, struct err *err)
 {
+	char val[64];
+
+	if (!json_is_object(v))
+		return err_set(err, EINVAL,
+			       "%s: must be a mapping of registry hosts, such as "
+			       "{\"10.0.0.1:5000\": {insecure: true}}, not %s",
+			       path, jf_value_text(v, val));
+	json_decref(*(json_t **)dst);
+	*(json_t **)dst = json_incref((json_t *)v);
+	return 0;
+}
+
+/* pool: the warm pool's section, read by pool_config.c. */
+static int read_pool(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)path;
+	return pool_config_load(dst, (json_t *)v, err);
+}
+
+/* logLevel: one of the levels log.h knows. */
+static int check_log_level(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const struct kiyot_config *c = obj;
+
+	(void)v;
+	if (log_parse_level(c->log_level) < 0)
+		return err_set(err, EINVAL, "%s: \"%s\" is not one of debug, info, warn, error",
+			       path, c->log_level);
+	return 0;
+}
+
+/* nodeName: a DNS subdomain, as a Node's name must be ("" for the host's name). */
+static int check_node_name(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const char *name = ((const struct kiyot_config *)obj)->node_name;
+	size_t n = strlen(name);
+	bool ok = n <= 253;
+
+	(void)v;
+	for (size_t i = 0; ok && i < n; i++) {
+		char ch = name[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+
+		ok = alnum || ((ch == '-' || ch == '.') && i > 0 && i + 1 < n);
+	}
+	if (!ok)
+		return err_set(err, EINVAL,
+			       "%s \"%s\": not a node name (lower-case letters, digits, '-' "
+			       "and '.', at most 253, starting and ending with a letter or digit): "
+			       "give the name the node's kubelet registers",
+			       path, name);
+	return 0;
+}
+
+/* Across sections: ec2.region and the top-level region (the instance catalog's prices) agree,
+ * or the catalog follows ec2.region when the file gives no region; the metrics server and the
+ * streaming server do not share a port. */
+static int check_config(void *obj, const json_t *doc, const char *path, struct err *err)
+{
+	struct kiyot_config *c = obj;
 	long port = c->metrics_listen[0] ? address_port(c->metrics_listen) : -1;
 
+	(void)path;
+	if (c->ec2.region && c->ec2.region[0] && strcmp(c->ec2.region, c->region) != 0) {
+		if (json_object_get(doc, "region"))
+			return err_set(err, EINVAL,
+				       "ec2.region \"%s\" is not region \"%s\", whose instance "
+				       "prices sizing uses: set region to %s too, or leave one of "
+				       "them out",
+				       c->ec2.region, c->region, c->ec2.region);
+		free(c->region);
+		c->region = xstrdup(c->ec2.region);
+	}
 	if (port > 0 && port == address_port(c->streaming_address))
 		return err_set(err, EINVAL,
 			       "metrics.listen: port %ld is the streaming server's "
@@ -603,6 +445,129 @@ static int check_ports(const struct kiyot_config *c, struct err *err)
 			       port, c->streaming_address);
 	return 0;
 }
+
+/*
+ * The tables: every setting's key, kind, bounds and destination, section by section, in the
+ * order docs/configuration.md lists them. Unknown keys are errors at every level but inside
+ * registries, which regconf.c reads.
+ */
+#define CFG struct kiyot_config
+
+static const struct jf_field reserve_fields[] = {
+	{ JF_CUSTOM("cpu", offsetof(CFG, reserve_cpu_milli), read_reserve_cpu) },
+	{ JF_CUSTOM("memory", offsetof(CFG, reserve_memory_bytes), read_reserve_memory) },
+	JF_END,
+};
+
+static const struct jf_field sizing_fields[] = {
+	{ JF_INT("burstHeadroomPercent", CFG, burst_headroom_percent, 0,
+		 BURST_HEADROOM_MAX_PERCENT) },
+	JF_END,
+};
+
+static const struct jf_field kube_proxy_fields[] = {
+	{ JF_STR("image", struct kube_proxy_config, image), .required = true, .min = 1,
+	  .hint = "(e.g. registry.k8s.io/kube-proxy:v1.30.2, the version of the cluster)" },
+	{ JF_STR("kubeconfig", struct kube_proxy_config, kubeconfig),
+	  .check = check_kube_proxy_kubeconfig },
+	{ JF_STRV("command", struct kube_proxy_config, command, n_command, 0) },
+	{ JF_STRV("args", struct kube_proxy_config, args, n_args, 0) },
+	JF_END,
+};
+
+static const struct jf_table kube_proxy_table = {
+	.fields = kube_proxy_fields,
+	.strict = true,
+	.example = "{image: registry.k8s.io/kube-proxy:v1.30.2}",
+};
+
+static const struct jf_field cells_fields[] = {
+	{ JF_STR("provider", CFG, provider), .hint = "(local or ec2)" },
+	{ JF_STR("cidr", CFG, cell_cidr) },
+	{ JF_STR("bridge", CFG, bridge) },
+	{ JF_STR("agent", CFG, agent_path) },
+	{ JF_INT("agentPort", CFG, agent_port, 1, 65534) },
+	{ JF_INT("restartBackoffMs", CFG, restart_backoff_ms, 10, 3600000) },
+	{ JF_INT("gcIntervalSeconds", CFG, gc_interval_s, 1, 86400) },
+	{ JF_INT("gcGraceSeconds", CFG, gc_grace_s, 0, 86400) },
+	{ JF_INT("bootTimeoutSeconds", CFG, boot_timeout_s, 1, 86400) },
+	{ JF_BOOL("masquerade", CFG, masquerade) },
+	{ JF_CUSTOM("nodePorts", 0, read_node_ports) },
+	{ JF_OBJECT("kubeProxy", offsetof(CFG, kube_proxy), &kube_proxy_table) },
+	JF_END,
+};
+
+static const struct jf_field pulls_fields[] = {
+	{ JF_INT("minBytes", struct reg_policy, min_bytes, 0, INT64_MAX) },
+	{ JF_INT("windowSeconds", struct reg_policy, window_s, 0, 3600) },
+	{ JF_INT("deadlineBaseSeconds", struct reg_policy, deadline_base_s, 1, 86400) },
+	{ JF_INT("deadlineBytesPerSecond", struct reg_policy, deadline_rate, 1, INT64_MAX) },
+	{ JF_INT("maxTransfers", struct reg_policy, max_transfers, 1, 256) },
+	{ JF_INT("maxPerRegistry", struct reg_policy, max_per_registry, 1, 256) },
+	JF_END,
+};
+
+static const struct jf_field ec2_fields[] = {
+	{ JF_STR("region", CFG, ec2.region) },
+	{ JF_STR("endpoint", CFG, ec2.endpoint) },
+	{ JF_STR("imageId", CFG, ec2.image_id) },
+	{ JF_CUSTOM("imageIds", 0, read_ec2_images) },
+	{ JF_STRV("subnetIds", CFG, ec2.subnet_ids, ec2.n_subnet_ids, 0) },
+	{ JF_STR("subnetId", CFG, ec2.subnet_id) },
+	{ JF_STRV("securityGroupIds", CFG, ec2.security_group_ids, ec2.n_security_group_ids, 0) },
+	{ JF_STR("instanceProfile", CFG, ec2.instance_profile) },
+	{ JF_STR("profile", CFG, ec2.profile) },
+	{ JF_STR("credentialsFile", CFG, ec2.credentials_file) },
+	{ JF_BOOL("noInstanceMetadata", CFG, ec2.no_imds) },
+	{ JF_INT("launchTimeoutSeconds", CFG, ec2.launch_timeout_s, 10, 3600) },
+	JF_END,
+};
+
+static const struct jf_field metrics_fields[] = {
+	{ JF_CUSTOM("listen", offsetof(CFG, metrics_listen), read_metrics_listen), .required = true,
+	  .hint = "(e.g. \"127.0.0.1:9464\")" },
+	JF_END,
+};
+
+static const struct jf_table reserve_table = { .fields = reserve_fields, .strict = true };
+static const struct jf_table sizing_table = { .fields = sizing_fields,
+					      .strict = true,
+					      .example = "{burstHeadroomPercent: 20}" };
+static const struct jf_table cells_table = { .fields = cells_fields, .strict = true };
+static const struct jf_table pulls_table = { .fields = pulls_fields,
+					     .strict = true,
+					     .check = check_pulls };
+static const struct jf_table ec2_table = { .fields = ec2_fields, .strict = true };
+static const struct jf_table metrics_table = { .fields = metrics_fields,
+					       .strict = true,
+					       .example = "{listen: \"127.0.0.1:9464\"}" };
+
+static const struct jf_field config_fields[] = {
+	{ JF_STR("socket", CFG, socket) },
+	{ JF_STR("stateDir", CFG, state_dir) },
+	{ JF_STR("logLevel", CFG, log_level), .check = check_log_level },
+	{ JF_STR("region", CFG, region) },
+	{ JF_STR("defaultInstanceType", CFG, default_instance_type) },
+	{ JF_STR("fallbackRuntimeEndpoint", CFG, fallback_runtime_endpoint) },
+	{ JF_STR("streamingAddress", CFG, streaming_address) },
+	{ JF_STR("kubeconfig", CFG, kubeconfig) },
+	{ JF_STR("nodeName", CFG, node_name), .check = check_node_name },
+	{ JF_OBJECT("reserve", 0, &reserve_table) },
+	{ JF_OBJECT("sizing", 0, &sizing_table) },
+	{ JF_OBJECT("cells", 0, &cells_table) },
+	{ JF_OBJECT("ec2", 0, &ec2_table) },
+	{ JF_OBJECT("pulls", offsetof(CFG, pulls), &pulls_table) },
+	{ JF_OBJECT("metrics", 0, &metrics_table) },
+	{ JF_CUSTOM("pool", offsetof(CFG, pool), read_pool) },
+	{ JF_CUSTOM("registries", offsetof(CFG, registries), read_registries) },
+	JF_END,
+};
+
+static const struct jf_table config_table = {
+	.fields = config_fields,
+	.strict = true,
+	.check = check_config,
+};
 
 int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err *err)
 {
@@ -612,27 +577,6 @@ int kiyot_config_load_file(struct kiyot_config *c, const char *path, struct err 
 	if (fs_read_file(path, CONFIG_MAX, &text, &len, err) < 0)
 		return err_wrap(err, "config");
 	return kiyot_config_load_text(c, text, len, path, err);
-}
-
-/* nodeName: a DNS subdomain, as a Node's name must be ("" for the host's name). */
-static int check_node_name(const char *name, struct err *err)
-{
-	size_t n = strlen(name);
-	bool ok = n <= 253;
-
-	for (size_t i = 0; ok && i < n; i++) {
-		char ch = name[i];
-		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-
-		ok = alnum || ((ch == '-' || ch == '.') && i > 0 && i + 1 < n);
-	}
-	if (!ok)
-		return err_set(err, EINVAL,
-			       "nodeName \"%s\": not a node name (lower-case letters, digits, '-' "
-			       "and '.', at most 253, starting and ending with a letter or digit): "
-			       "give the name the node's kubelet registers",
-			       name);
-	return 0;
 }
 
 char *kiyot_node_name(const struct kiyot_config *c)
@@ -651,84 +595,21 @@ char *kiyot_node_name(const struct kiyot_config *c)
 int kiyot_config_load_text(struct kiyot_config *c, const char *text, size_t len, const char *path,
 			   struct err *err)
 {
-	static const char *const known[] = {
-		"socket",
-		"stateDir",
-		"logLevel",
-		"region",
-		"defaultInstanceType",
-		"reserve",
-		"cells",
-		"registries",
-		"ec2",
-		"fallbackRuntimeEndpoint",
-		"kubeconfig",
-		"nodeName",
-		"streamingAddress",
-		"pulls",
-		"metrics",
-		"pool",
-		"sizing",
-		NULL,
-	};
-	json_t *doc = NULL, *v;
-	int ret = -1;
+	json_t *doc = NULL;
+	char val[64];
+	int ret;
 
 	if (len > CONFIG_MAX)
 		return err_set(err, EFBIG, "config: %s: larger than %u bytes", path, CONFIG_MAX);
 	if (yaml_to_json(text, len, &doc, err) < 0)
 		return err_wrap(err, "config: %s", path);
-	if (!json_is_object(doc)) {
-		ret = err_set(err, EINVAL, "config %s: must be a mapping of settings", path);
-		goto out;
-	}
-	if (check_keys(doc, "", known, err) < 0 ||
-	    take_str(doc, "socket", "", &c->socket, err) < 0 ||
-	    take_str(doc, "stateDir", "", &c->state_dir, err) < 0 ||
-	    take_str(doc, "logLevel", "", &c->log_level, err) < 0 ||
-	    take_str(doc, "region", "", &c->region, err) < 0 ||
-	    take_str(doc, "defaultInstanceType", "", &c->default_instance_type, err) < 0 ||
-	    take_str(doc, "fallbackRuntimeEndpoint", "", &c->fallback_runtime_endpoint, err) < 0 ||
-	    take_str(doc, "streamingAddress", "127.0.0.1:0", &c->streaming_address, err) < 0 ||
-	    take_str(doc, "kubeconfig", "", &c->kubeconfig, err) < 0 ||
-	    take_str(doc, "nodeName", "", &c->node_name, err) < 0 ||
-	    check_node_name(c->node_name, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "reserve")) && load_reserve(c, v, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "sizing")) && load_sizing(c, v, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "cells")) && load_cells(c, v, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "ec2")) &&
-	    (load_ec2(c, v, err) < 0 || ec2_region_agrees(c, doc, err) < 0))
-		goto wrap;
-	if ((v = json_object_get(doc, "pulls")) && load_pulls(c, v, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "metrics")) && load_metrics(c, v, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "pool")) && pool_config_load(&c->pool, v, err) < 0)
-		goto wrap;
-	if (check_ports(c, err) < 0)
-		goto wrap;
-	if ((v = json_object_get(doc, "registries"))) {
-		if (!json_is_object(v)) {
-			err_set(err, EINVAL, "registries: must be a mapping of registry hosts");
-			goto wrap;
-		}
-		json_decref(c->registries);
-		c->registries = json_incref(v);
-	}
-	if (log_parse_level(c->log_level) < 0) {
-		err_set(err, EINVAL, "logLevel: \"%s\" is not one of debug, info, warn, error",
-			c->log_level);
-		goto wrap;
-	}
-	ret = 0;
-	goto out;
-wrap:
-	ret = err_wrap(err, "config %s", path);
-out:
+	if (!json_is_object(doc))
+		ret = err_set(err, EINVAL, "config %s: must be a mapping of settings, not %s", path,
+			      jf_value_text(doc, val));
+	else if (jf_read(&config_table, doc, "", c, err) < 0)
+		ret = err_wrap(err, "config %s", path);
+	else
+		ret = 0;
 	json_decref(doc);
 	return ret;
 }

@@ -2,7 +2,7 @@
 """Writes the seed corpora (test/fuzz/corpus/<name>/) of the fuzz targets for documents from
 outside: image layers (unpack), WriteVolume requests (volume), registry manifests and configs
 (image_manifest), EC2's XML (ec2_xml), YAML (yaml), kiyot's config (config), kubeconfigs
-(kubeconfig), Pod objects (podobject), the bootstrap document (agent_config) and the cell
+(kubeconfig), Pod objects (podobject), the table-driven JSON reader (jfields), the bootstrap document (agent_config) and the cell
 feed's frames of WatchEvents (frame) and registries' WWW-Authenticate headers (registry). Each
 gets a
 handful of valid inputs, some taken from test/fixtures, and invalid or hostile ones.
@@ -304,6 +304,21 @@ reserve: {cpu: 0.5, memory: 128Mi}
     text("config", "bad_list", "- socket\n- stateDir\n")
 
 
+def jfields():
+    text("jfields", "every_kind", '{"name": "web", "args": ["a", "b"], "port": 8080, '
+         '"big": -9000000000, "bytes": 9000000000, "flag": true, "price": 0.5, '
+         '"mode": "Never", "limits": {"ceiling": null}, "entries": [{"type": "t3.small", '
+         '"count": 2, "spot": true, "kids": [{"type": "k", "kids": [{"type": "kk"}]}]}, '
+         '{"type": "c5"}], "labels": {"app": "web", "tier": ""}, "twice": 21}')
+    text("jfields", "bad_types", '{"name": 5, "args": "x", "port": "x", "flag": 1, '
+         '"price": "1", "mode": 2, "entries": {}, "labels": [], "twice": null}')
+    text("jfields", "bounds", '{"name": "abcdefghi", "args": ["a", "b", "c", "d"], '
+         '"port": 0, "bytes": -1, "price": -0.5, "entries": [{"type": "a"}, {"type": "a"}]}')
+    text("jfields", "unknown_and_nul", '{"nmae": "x", "Port": 1, "name": "a\\u0000b"}')
+    text("jfields", "deep", '{"entries": [' + '{"type": "a", "kids": [' * 20 + ']}' * 20 + ']}')
+    text("jfields", "not_a_mapping", '[1, 2, 3]')
+
+
 KUBECONFIG = """apiVersion: v1
 kind: Config
 current-context: %s
@@ -457,6 +472,7 @@ if __name__ == "__main__":
     ec2()
     yamls()
     configs()
+    jfields()
     kubeconfigs()
     pods()
     bootstraps()
