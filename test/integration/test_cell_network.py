@@ -335,6 +335,11 @@ class CellNetworkTest(KiyotTest):
         self.addCleanup(blocked.close)
         target = "%s:%d" % (HOST_IP, blocked.port)
         cells = [p[:20] for p in (apod, vpod, npod)]
+        # only these three cells' rules: an earlier test's cell still going away (its
+        # termination in flight on a busy node) would come back with the restart below
+        mine = {veth_of(c) for c in cells}
+        wait_for(lambda: set(re.findall(r"KIYOT-CELL-(\S+)", ebtables_nat())) == mine, 60,
+                 "the rules of other tests' cells to go")
         saved = ebtables_nat()
         for cell in cells:
             self.assertIn("-A %s -i %s -j KIYOT-CELL-%s" % (NETWORK_CHAIN, veth_of(cell),

@@ -353,9 +353,11 @@ class StreamingTest(KiyotTest):
         self.assertEqual(streamclient.spdy_exec(url)["stdout"], b"any\n")
 
     def test_a_client_that_reads_nothing_holds_the_command_not_kiyots_memory(self):
-        """32 MiB to cat while the client reads none of its output: every queue on the way is
-        bounded, so the client's writes stall and kiyot's memory grows by a few MiB, not by
-        what was sent; once the client reads, every byte comes back in order."""
+        """More to cat than every socket on the way may hold while the client reads none of
+        its output: every queue on the way is bounded, so the client's writes stall and
+        kiyot's memory grows by a few MiB, not by what was sent; once the client reads, every
+        byte comes back in order. (The kernel alone may buffer a TCP receive window of up to
+        tcp_rmem's maximum, 32 MiB here, on each of the three connections the bytes cross.)"""
         cid = self.running()
         s = streamclient.Spdy(self.url(cid, ["cat"], stdin=True))
         self.addCleanup(s.close)
@@ -365,7 +367,9 @@ class StreamingTest(KiyotTest):
         s.open({"streamtype": "stderr"})
         rss = lambda: int(open("/proc/%d/status" % self.env.kiyot.pid).read()
                           .split("VmRSS:")[1].split()[0])
-        big = hashlib.shake_256(b"reads nothing").digest(32 << 20)
+        with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+            window = int(f.read().split()[2])
+        big = hashlib.shake_256(b"reads nothing").digest(max(32 << 20, 4 * window + (16 << 20)))
         sent = [0]
 
         def writer():
