@@ -151,10 +151,9 @@ static int serve_enrollment(struct agent *a, const char *addr, sigset_t *sigs)
 		if (sigwait(sigs, &sig) != 0)
 			sig = SIGTERM;
 	} while (sig != SIGTERM && sig != SIGINT && !(sig == SIGUSR1 && enroll_done(a->enroll)));
-	if (sig == SIGUSR1)
-		/* lets Enroll's answer go out first (kiyot goes on without it) */
-		usleep(20 * 1000);
-	rpc_server_stop(srv);
+	/* Enroll's answer goes out first: the stop waits for the call to end (a second at most;
+	 * kiyot goes on without the answer, only later) */
+	rpc_server_stop_within(srv, sig == SIGUSR1 ? 1000 : 0);
 	return sig == SIGUSR1 ? 0 : 1;
 }
 

@@ -239,7 +239,14 @@ static void *acceptor_thread(void *arg)
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			return NULL;
-		if (ev.type != GRPC_OP_COMPLETE || ev.tag == &shutdown_tag)
+		if (ev.type == GRPC_OP_COMPLETE && ev.tag == &shutdown_tag) {
+			pthread_mutex_lock(&s->lock);
+			s->shut_down = 1;
+			pthread_cond_broadcast(&s->cond);
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
+		if (ev.type != GRPC_OP_COMPLETE)
 			continue;
 		for (int i = 0; i < RPC_SLOTS; i++) {
 			struct rpc_call *c = s->slots[i];
@@ -421,12 +428,33 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
 
 void rpc_server_stop(struct rpc_server *s)
 {
+	rpc_server_stop_within(s, 0);
+}
+
+void rpc_server_stop_within(struct rpc_server *s, int grace_ms)
+{
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->stopping = 1;
 	pthread_mutex_unlock(&s->lock);
 	grpc_server_shutdown_and_notify(s->server, s->notify_cq, &shutdown_tag);
+	if (grace_ms > 0) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += grace_ms / 1000;
+		until.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&s->lock);
+		while (!s->shut_down &&
+		       pthread_cond_timedwait(&s->cond, &s->lock, &until) != ETIMEDOUT)
+			;
+		pthread_mutex_unlock(&s->lock);
+	}
 	grpc_server_cancel_all_calls(s->server);
 	pools_stop(s);
 	pthread_mutex_lock(&s->lock);

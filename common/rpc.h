@@ -128,6 +128,11 @@ void rpc_global_init(void);
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, struct err *err);
 /* Stops accepting, cancels calls in flight, waits for workers and frees the server. */
 void rpc_server_stop(struct rpc_server *s);
+/* The same, but calls in flight get up to grace_ms to end on their own (their answers sent)
+ * before the rest are cancelled: a server that stops right after a handler's answer (the
+ * agent's plaintext one after Enroll) lets that answer go out, and waits no longer than it
+ * takes. */
+void rpc_server_stop_within(struct rpc_server *s, int grace_ms);
 
 /* Call-arena allocation: zeroed memory freed after the response is sent. Never NULL. */
 void *rpc_alloc(struct rpc_call *c, size_t n);

@@ -69,8 +69,9 @@ struct rpc_server {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* streams ending */
 	int stopping;
-	int streams; /* streaming calls in flight */
-	int parked;  /* calls parked by their handler, not yet queued again */
+	int shut_down; /* core said every call ended after the shutdown (its tag came) */
+	int streams;   /* streaming calls in flight */
+	int parked;    /* calls parked by their handler, not yet queued again */
 };
 
 /* Runs one call from its request to its status, on the thread that owns it; RPC_PARKED when

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -59,6 +60,23 @@ static int watch(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	return 0;
 }
 
+/* Answers after slow_ms; slow_entered says a call is in its handler. */
+static int slow_ms;
+static volatile int slow_entered;
+
+static int slow(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+		ProtobufCMessage *resp, struct err *err)
+{
+	(void)svc;
+	(void)call;
+	(void)req;
+	(void)resp;
+	(void)err;
+	__atomic_store_n(&slow_entered, 1, __ATOMIC_SEQ_CST);
+	usleep((useconds_t)slow_ms * 1000);
+	return 0;
+}
+
 static const struct rpc_method methods[] = {
 	{ "/kiyot.cell.v1.CellAgent/Hello", &kiyot__cell__v1__hello_request__descriptor,
 	  &kiyot__cell__v1__hello_response__descriptor, hello, 0, 0 },
@@ -66,6 +84,8 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__exec_sync_response__descriptor, exec_fails, 0, 0 },
 	{ "/kiyot.cell.v1.CellAgent/Watch", &kiyot__cell__v1__watch_request__descriptor,
 	  &kiyot__cell__v1__watch_event__descriptor, watch, RPC_SERVER_STREAM, 0 },
+	{ "/kiyot.cell.v1.CellAgent/Stats", &kiyot__cell__v1__stats_request__descriptor,
+	  &kiyot__cell__v1__stats_response__descriptor, slow, 0, 0 },
 };
 
 struct fixture {
@@ -117,6 +137,66 @@ static void test_rpc__unary_call_returns_the_handlers_response(void **state)
 	assert_string_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->cell_id, "cell-1");
 	assert_int_equal(((Kiyot__Cell__V1__HelloResponse *)resp)->incarnation, 7);
 	protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+struct slow_call {
+	struct rpc_channel *ch;
+	int ret;
+	struct err err;
+};
+
+static void *slow_caller(void *arg)
+{
+	struct slow_call *sc = arg;
+	Kiyot__Cell__V1__StatsRequest req = KIYOT__CELL__V1__STATS_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+
+	sc->ret = rpc_unary(sc->ch, "/kiyot.cell.v1.CellAgent/Stats", &req.base,
+			    &kiyot__cell__v1__stats_response__descriptor, 10000, &resp, &sc->err);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return NULL;
+}
+
+/* A server of its own stopped while a call is in its handler (300 ms): within a grace the
+ * call ends with its answer; without one it is cancelled. */
+static int stop_during_a_call(int grace_ms, struct err *err)
+{
+	struct rpc_server_config cfg = { 0 };
+	struct rpc_server *srv = NULL;
+	struct slow_call sc = { .err = ERR_INIT };
+	char path[128], addr[160];
+	pthread_t t;
+
+	snprintf(path, sizeof(path), "/tmp/kiyot-test-rpc-stop-%d.sock", (int)getpid());
+	snprintf(addr, sizeof(addr), "unix://%s", path);
+	cfg.address = addr;
+	cfg.methods = methods;
+	cfg.n_methods = sizeof(methods) / sizeof(methods[0]);
+	assert_int_equal(rpc_server_start(&cfg, &srv, err), 0);
+	assert_int_equal(rpc_channel_new(addr, &sc.ch, err), 0);
+	slow_ms = 300;
+	__atomic_store_n(&slow_entered, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_create(&t, NULL, slow_caller, &sc), 0);
+	while (!__atomic_load_n(&slow_entered, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	rpc_server_stop_within(srv, grace_ms);
+	pthread_join(t, NULL);
+	rpc_channel_free(sc.ch);
+	unlink(path);
+	*err = sc.err;
+	return sc.ret;
+}
+
+static void test_rpc__a_stop_with_a_grace_lets_the_call_in_flight_answer(void **state)
+{
+	struct err err = ERR_INIT;
+
+	(void)state;
+	if (stop_during_a_call(5000, &err) < 0)
+		fail_msg("the call in flight failed: %s", err.msg);
+	err_clear(&err);
+	assert_int_not_equal(stop_during_a_call(0, &err), 0);
 }
 
 static void test_rpc__handler_error_reaches_client_as_status(void **state)
@@ -324,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_rpc__unknown_method_is_unimplemented_not_a_hang),
 		cmocka_unit_test(test_rpc__server_stream_delivers_messages_in_order_then_ends),
 		cmocka_unit_test(test_rpc__unreachable_server_is_unavailable),
+		cmocka_unit_test(test_rpc__a_stop_with_a_grace_lets_the_call_in_flight_answer),
 		cmocka_unit_test(test_rpc__a_second_server_on_the_same_tcp_port_fails_to_bind),
 		cmocka_unit_test(
 			test_rpc__an_idle_channel_lets_go_and_the_next_call_makes_it_again),
