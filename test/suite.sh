@@ -14,7 +14,8 @@
 #   release      the previous release's kiyot and agent for the upgrade tests, built in the
 #                background from the repository's history (test/release/build.sh; kept in
 #                BUILD/release), which test_upgrade waits for
-#   then at once unit (the unit binaries built at a lower priority, then run two at a time),
+#   then at once unit (the unit binaries and the benchmarks' programs built at a lower
+#                priority, then the unit binaries run two at a time),
 #                fuzz-check (the fuzz targets built likewise, then each replays its corpus),
 #                endpoints (ec2sign, ec2sim, kubeapi against real clients) and the integration
 #                suite in ITEST_SHARDS shards (test/integration/harness.py), whose shard 0 also
@@ -125,7 +126,7 @@ itest_lock() {
 
 # the unit binaries and the fuzz targets are built at a lower priority than the integration
 # suite and the cell image that run meanwhile (those are the longest path)
-unit() { nice -n 10 $m -j"$jobs" unit-bins && $m unit; }
+unit() { nice -n 10 $m -j"$jobs" unit-bins bench-bins && $m unit; }
 fuzz_check() { nice -n 10 $m -j"$jobs" fuzz-build && $m fuzz-check; }
 
 part deps deploy/install-deps.sh

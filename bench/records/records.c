@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "../../test/unit/kiyot_fixture.h"
+#include "cri/cri.h"
 #include "clock.h"
 #include "xalloc.h"
 
