@@ -34,7 +34,7 @@ BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -pthread -MMD -MP $(INC) $(PK
 CFLAGS_ALL = $(BASE_CFLAGS) $(WARN) $(CFLAGS)
 LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lgpr -lm -pthread $(SAN)
 
-.PHONY: all clean test unit unit-bins coverage integration integration-load demo bench asan asan-integration lint deps
+.PHONY: all clean test unit unit-bins bench-bins coverage integration integration-load demo bench asan asan-integration lint deps
 # keep generated sources and objects that make would otherwise treat as intermediate
 .SECONDARY:
 all: $(BUILD)/kiyot $(BUILD)/cell-agent
