@@ -167,7 +167,7 @@ static int read_strv(const struct jf_field *f, const json_t *v, const char *path
 	json_array_foreach ((json_t *)v, i, s) {
 		if (ret < 0)
 			break;
-		ret = string_ok(s, jf_index(ip, sizeof(ip), path, i), NULL, 0, 0, err);
+		ret = string_ok(s, jf_index(ip, sizeof(ip), path, i), NULL, 0, f->len_max, err);
 	}
 	if (ret < 0)
 		return ret;
@@ -313,7 +313,7 @@ static int read_map(const struct jf_field *f, const json_t *v, const char *path,
 	json_object_foreach ((json_t *)v, k, s) {
 		if (ret < 0)
 			break;
-		ret = string_ok(s, jf_join(kp, sizeof(kp), path, k), NULL, 0, 0, err);
+		ret = string_ok(s, jf_join(kp, sizeof(kp), path, k), NULL, 0, f->len_max, err);
 	}
 	if (ret < 0)
 		return ret;

@@ -20,8 +20,8 @@
  * a field's hint says more (an example). Fields are read in the table's order, so the first
  * error follows it; a table that is strict refuses a key it does not list, first of all.
  *
- * Bounded: strings at most the field's max bytes (JF_STR_MAX when 0) and without NUL; lists
- * and maps at most the field's max entries (JF_LIST_MAX when 0); nesting at most JF_DEPTH_MAX
+ * Bounded: strings at most the field's max bytes (len_max in lists and maps; JF_STR_MAX when
+ * 0) and without NUL; lists and maps at most the field's max entries (JF_LIST_MAX when 0); nesting at most JF_DEPTH_MAX
  * tables deep.
  *
  * Ownership: what a field stores belongs to the struct and replaces what the field held
@@ -78,6 +78,7 @@ struct jf_field {
 	size_t n_off;	   /* strv, list, map: where the count goes (size_t) */
 	int64_t min, max;  /* int: bounds; str: length; strv, list, map: entries (max 0: the
 			     * default); lists and maps refuse fewer than min entries */
+	int64_t len_max;   /* strv, map: a string's most bytes (0: JF_STR_MAX) */
 	double dmin, dmax; /* double: bounds */
 	size_t key_off;	   /* map: an entry's name */
 	size_t val_off;	   /* map: an entry's value */

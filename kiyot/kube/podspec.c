@@ -1,8 +1,9 @@
 /*
  * podspec.c: a Pod manifest read into struct podspec: apiVersion and kind, metadata (name,
- * namespace, uid, labels, annotations), the pod-level spec fields and volumes; the containers
- * are read by podspec_container.c and the security settings by podspec_security.c. Also
- * freeing and lookups.
+ * namespace, uid, labels, annotations, the controller among the owner references), the
+ * pod-level spec fields and volumes, by the tables below (common/jfields.h); the containers are
+ * read by podspec_container.c, the security settings by podspec_security.c and where the pod
+ * may run by podspec_node.c. Also freeing and lookups.
  */
 #include "podspec.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jfields.h"
 #include "podspec_internal.h"
 #include "quantity.h"
 #include "xalloc.h"
@@ -17,6 +19,13 @@
 
 /* Largest total size of a pod's annotations, keys and values, as the API server allows. */
 #define PODSPEC_MAX_ANNOTATIONS (256 * 1024)
+/* The most labels, annotations or nodeSelector entries read (the API server bounds them only
+ * by the object's size), and the most volumes. */
+#define PODSPEC_MAX_MAP (64 * 1024)
+#define PODSPEC_MAX_VOLUMES 1024
+
+/* read_enum stores an int. */
+_Static_assert(sizeof(enum podspec_restart) == sizeof(int), "restartPolicy is read as an int");
 
 /* True when s is a DNS-1123 subdomain as Kubernetes checks one (IsDNS1123Subdomain): at most
  * 253 chars of dot-separated parts of [a-z0-9-], alphanumeric at both ends. As there, a part
@@ -64,34 +73,23 @@ static bool pis_qualified_name(const char *s)
 	return *name && pis_label_value(name, strlen(name));
 }
 
-/* Reads a string-to-string mapping (labels, annotations) into kv pairs. */
-int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool labels,
-		   struct podspec_kv **out, size_t *n, struct err *err)
+/* The pairs of the mapping m at path (labels, annotations, nodeSelector), its values already
+ * checked to be strings: every key a qualified name; labels: every value a label value; else
+ * keys and values at most PODSPEC_MAX_ANNOTATIONS bytes in all. */
+static int check_kv(const json_t *m, const char *path, bool labels, struct err *err)
 {
-	const json_t *m = podspec_member(obj, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	size_t total = 0, i = 0;
+	size_t total = 0;
 	const char *k;
+	char kp[256];
 	json_t *v;
-	int ret;
 
-	if (!m)
-		return 0;
-	ret = podspec_expect(m, JSON_OBJECT, p, err);
-	if (ret < 0)
-		return ret;
-	*out = xcalloc(json_object_size(m) + 1, sizeof(**out));
 	json_object_foreach ((json_t *)m, k, v) {
-		_cleanup_free_ char *kp = xasprintf("%s.%s", p, k);
-
+		jf_join(kp, sizeof(kp), path, k);
 		if (!pis_qualified_name(k))
 			return err_set(err, EINVAL,
 				       "%s: invalid key: use an optional DNS prefix and '/', then "
 				       "at most 63 characters of a-z, A-Z, 0-9, '-', '_' and '.'",
 				       kp);
-		ret = podspec_expect(v, JSON_STRING, kp, err);
-		if (ret < 0)
-			return ret;
 		if (labels && !pis_label_value(json_string_value(v), json_string_length(v)))
 			return err_set(err, EINVAL,
 				       "%s: \"%s\" is not a valid label value: use at most 63 "
@@ -99,126 +97,78 @@ int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool la
 				       kp, json_string_value(v));
 		total += strlen(k) + json_string_length(v);
 		if (!labels && total > PODSPEC_MAX_ANNOTATIONS)
-			return err_set(err, EINVAL, "%s: annotations are larger than %d bytes", p,
-				       PODSPEC_MAX_ANNOTATIONS);
-		(*out)[i].name = xstrdup(k);
-		(*out)[i].value = xstrndup(json_string_value(v), json_string_length(v));
-		*n = ++i;
+			return err_set(err, EINVAL,
+				       "%s: its keys and values are larger than %d bytes in all",
+				       path, PODSPEC_MAX_ANNOTATIONS);
 	}
 	return 0;
 }
 
-/* Reads spec.volumes: emptyDir only; a volume with no source is an emptyDir, as defaulted. */
-static int pvolume(const json_t *v, const char *path, struct podspec *ps, size_t idx,
-		   struct err *err)
+static int check_labels(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	struct podspec_volume *vol = &ps->volumes[idx];
-	_cleanup_free_ char *ed_path = podspec_join(path, "emptyDir");
-	_cleanup_free_ char *medium = NULL;
-	_cleanup_free_ char *np = podspec_join(path, "name");
-	const json_t *ed;
-	const char *k;
-	json_t *it;
-	int ret;
+	(void)obj;
+	return check_kv(v, path, true, err);
+}
 
-	ret = podspec_expect(v, JSON_OBJECT, path, err);
-	if (ret < 0)
-		return ret;
-	ret = podspec_string(v, "name", path, true, &vol->name, err);
-	if (ret < 0)
-		return ret;
-	ret = podspec_check_label(vol->name, np, err);
-	if (ret < 0)
-		return ret;
-	for (size_t i = 0; i < idx; i++) {
-		if (strcmp(ps->volumes[i].name, vol->name) == 0)
-			return err_set(err, EINVAL, "%s: duplicate volume name \"%s\"", np,
-				       vol->name);
-	}
-	json_object_foreach ((json_t *)v, k, it) {
-		if (strcmp(k, "name") != 0 && strcmp(k, "emptyDir") != 0 && !json_is_null(it))
-			return err_set(err, ENOTSUP,
-				       "%s: volume \"%s\" is a %s volume; only emptyDir volumes "
-				       "are supported by kiyot run",
-				       path, vol->name, k);
-	}
-	ed = podspec_member(v, "emptyDir");
-	if (!ed)
+static int check_annotations(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	(void)obj;
+	return check_kv(v, path, false, err);
+}
+
+int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool labels,
+		   struct podspec_kv **out, size_t *n, struct err *err)
+{
+	struct kv_list {
+		struct podspec_kv *kv;
+		size_t n;
+	} l = { NULL, 0 };
+	const struct jf_field fields[] = {
+		{ JF_MAP(key, struct kv_list, kv, n, struct podspec_kv, name, value,
+			 PODSPEC_MAX_MAP),
+		  .len_max = PODSPEC_MAX_ANNOTATIONS,
+		  .check = labels ? check_labels : check_annotations },
+		JF_END,
+	};
+	const struct jf_table table = { .fields = fields, .null_absent = true };
+	int ret = jf_read(&table, obj, path, &l, err);
+
+	*out = l.kv;
+	*n = l.n;
+	return ret;
+}
+
+/* metadata.name: a DNS subdomain, in the API server's words. */
+static int check_pod_name(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	(void)obj;
+	if (pis_subdomain(json_string_value(v), json_string_length(v)))
 		return 0;
-	ret = podspec_expect(ed, JSON_OBJECT, ed_path, err);
-	if (ret < 0)
-		return ret;
-	ret = podspec_string(ed, "medium", ed_path, false, &medium, err);
-	if (ret >= 0 && medium && *medium && strcmp(medium, "Memory") != 0)
-		return err_set(err, ENOTSUP,
-			       "%s.medium: \"%s\" is not supported; use \"\" (disk) or \"Memory\"",
-			       ed_path, medium);
-	if (ret < 0)
-		return ret;
-	vol->memory = medium && strcmp(medium, "Memory") == 0;
-	return 0;
+	return err_set(err, EINVAL,
+		       "%s: \"%s\" is not a valid pod name: use at most 253 characters of a-z, "
+		       "0-9, '-' and '.', starting and ending with a letter or digit",
+		       path, json_string_value(v));
 }
 
-/* Reads spec.volumes into ps->volumes. */
-static int pvolumes(const json_t *spec, struct podspec *ps, struct err *err)
+/* A name that must be an RFC 1123 label: a namespace, a hostname, a volume's name. */
+static int check_label(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	const json_t *l = podspec_member(spec, "volumes");
-	size_t i;
-	json_t *v;
-	int ret;
-
-	if (!l)
-		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, "spec.volumes", err);
-	if (ret < 0)
-		return ret;
-	ps->volumes = xcalloc(json_array_size(l) + 1, sizeof(*ps->volumes));
-	json_array_foreach (l, i, v) {
-		_cleanup_free_ char *p = podspec_index("spec.volumes", i);
-
-		ps->n_volumes = i + 1;
-		ret = pvolume(v, p, ps, i, err);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
-}
-
-/* Reads the size limit of emptyDir volumes, a quantity in bytes. */
-static int pvolume_sizes(const json_t *spec, struct podspec *ps, struct err *err)
-{
-	const json_t *l = podspec_member(spec, "volumes");
-
-	for (size_t i = 0; i < ps->n_volumes; i++) {
-		const json_t *ed = podspec_member(json_array_get(l, i), "emptyDir");
-		const json_t *sz = ed ? podspec_member(ed, "sizeLimit") : NULL;
-		_cleanup_free_ char *p = xasprintf("spec.volumes[%zu].emptyDir.sizeLimit", i);
-		char text[128];
-		int ret;
-
-		if (!sz)
-			continue;
-		ret = podspec_quantity_text(sz, p, text, sizeof(text), err);
-		if (ret < 0)
-			return ret;
-		ret = quantity_parse_bytes(text, &ps->volumes[i].size_limit_bytes, err);
-		if (ret < 0)
-			return err_wrap(err, "%s", p);
-	}
-	return 0;
+	(void)obj;
+	return podspec_check_label(json_string_value(v), path, err);
 }
 
 /* metadata.ownerReferences' controller: read leniently, since it only names whose usage a
  * pod's cell is sized from (a reference that is not a mapping with a kind and a name of
- * sensible length is skipped). */
-static void pmeta_owner(const json_t *md, struct podspec *ps)
+ * sensible length is skipped, and so is a list that is none). */
+static int read_owner(const json_t *refs, void *dst, const char *path, struct err *err)
 {
-	const json_t *refs = podspec_member(md, "ownerReferences"), *r;
+	struct podspec *ps = dst;
+	const json_t *r;
 	size_t i;
 
-	if (!json_is_array(refs))
-		return;
-	json_array_foreach (refs, i, r) {
+	(void)path;
+	(void)err;
+	json_array_foreach ((json_t *)refs, i, r) {
 		const json_t *kind = json_object_get(r, "kind"), *name = json_object_get(r, "name");
 
 		if (!json_is_true(json_object_get(r, "controller")) || !json_is_string(kind) ||
@@ -228,121 +178,180 @@ static void pmeta_owner(const json_t *md, struct podspec *ps)
 			continue;
 		ps->owner_kind = xstrdup(json_string_value(kind));
 		ps->owner_name = xstrdup(json_string_value(name));
-		return;
+		break;
 	}
+	return 0;
 }
 
-/* Reads apiVersion, kind and metadata. */
-static int pheader(const json_t *j, struct podspec *ps, struct err *err)
+/* apiVersion: v1, and kind: Pod, the only object kiyot reads. */
+static int read_exactly(const json_t *v, const char *path, const char *want, const char *says,
+			struct err *err)
 {
-	_cleanup_free_ char *api = NULL, *kind = NULL;
-	const json_t *md;
-	int ret = podspec_string(j, "apiVersion", "", true, &api, err);
+	char val[64];
 
-	if (ret < 0)
-		return ret;
-	if (strcmp(api, "v1") != 0)
-		return err_set(
-			err, EINVAL,
-			"apiVersion: \"%s\" is not supported; kiyot run takes apiVersion: v1, "
-			"kind: Pod",
-			api);
-	ret = podspec_string(j, "kind", "", true, &kind, err);
-	if (ret < 0)
-		return ret;
-	if (strcmp(kind, "Pod") != 0)
-		return err_set(
-			err, EINVAL,
-			"kind: \"%s\" is not supported; kiyot run takes a Pod (apiVersion: v1, "
-			"kind: Pod)",
-			kind);
-	md = podspec_member(j, "metadata");
-	if (!md)
-		return err_set(err, EINVAL, "metadata: required (with a name)");
-	ret = podspec_expect(md, JSON_OBJECT, "metadata", err);
-	if (ret >= 0)
-		ret = podspec_string(md, "name", "metadata", true, &ps->name, err);
-	if (ret < 0)
-		return ret;
-	if (!pis_subdomain(ps->name, strlen(ps->name)))
-		return err_set(err, EINVAL,
-			       "metadata.name: \"%s\" is not a valid pod name: use at most 253 "
-			       "characters of a-z, 0-9, '-' and '.', starting and ending with a "
-			       "letter or digit",
-			       ps->name);
-	ret = podspec_string(md, "namespace", "metadata", false, &ps->namespace, err);
-	if (ret >= 0 && ps->namespace)
-		ret = podspec_check_label(ps->namespace, "metadata.namespace", err);
-	if (ret >= 0)
-		ret = podspec_string(md, "uid", "metadata", false, &ps->uid, err);
-	if (ret >= 0)
-		ret = podspec_kv_map(md, "labels", "metadata", true, &ps->labels, &ps->n_labels,
-				     err);
-	if (ret >= 0)
-		ret = podspec_kv_map(md, "annotations", "metadata", false, &ps->annotations,
-				     &ps->n_annotations, err);
-	if (ret >= 0 && !ps->namespace)
-		ps->namespace = xstrdup("default");
-	if (ret >= 0)
-		pmeta_owner(md, ps);
+	if (json_is_string(v) && strcmp(json_string_value(v), want) == 0 &&
+	    json_string_length(v) == strlen(want))
+		return 0;
+	return err_set(err, EINVAL, "%s: %s is not supported; kiyot run takes %s", path,
+		       jf_value_text(v, val), says);
+}
+
+static int read_api_version(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)dst;
+	return read_exactly(v, path, "v1", "apiVersion: v1, kind: Pod", err);
+}
+
+static int read_kind(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)dst;
+	return read_exactly(v, path, "Pod", "a Pod (apiVersion: v1, kind: Pod)", err);
+}
+
+/* emptyDir.medium: "" (the node's disk) or Memory (a tmpfs). */
+static int read_medium(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	const char *m = json_is_string(v) ? json_string_value(v) : NULL;
+	char val[64];
+
+	if (!m)
+		return err_set(err, EINVAL, "%s: must be a string, not %s", path,
+			       jf_value_text(v, val));
+	if (*m && strcmp(m, "Memory") != 0)
+		return err_set(err, ENOTSUP,
+			       "%s: %s is not supported; use \"\" (disk) or \"Memory\"", path,
+			       jf_value_text(v, val));
+	((struct podspec_volume *)dst)->memory = *m != '\0';
+	return 0;
+}
+
+/* emptyDir.sizeLimit: a quantity of bytes. */
+static int read_size_limit(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	char text[128];
+	int ret = podspec_quantity_text(v, path, text, sizeof(text), err);
+
+	if (ret >= 0 && quantity_parse_bytes(text, dst, err) < 0)
+		return err_wrap(err, "%s", path);
 	return ret;
 }
 
-/* Reads restartPolicy, hostname and terminationGracePeriodSeconds. */
-static int pspec_scalars(const json_t *spec, struct podspec *ps, struct err *err)
+/* A volume of another kind than emptyDir (a non-null member besides name and emptyDir). */
+static int check_volume_kind(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	_cleanup_free_ char *restart = NULL;
-	int ret = podspec_string(spec, "restartPolicy", "spec", false, &restart, err);
+	const char *k;
+	json_t *it;
 
-	if (ret < 0)
-		return ret;
-	if (!restart || strcmp(restart, "Always") == 0)
-		ps->restart_policy = PODSPEC_RESTART_ALWAYS;
-	else if (strcmp(restart, "OnFailure") == 0)
-		ps->restart_policy = PODSPEC_RESTART_ON_FAILURE;
-	else if (strcmp(restart, "Never") == 0)
-		ps->restart_policy = PODSPEC_RESTART_NEVER;
-	else
-		return err_set(err, EINVAL,
-			       "spec.restartPolicy: \"%s\" is not one of Always, OnFailure, Never",
-			       restart);
-	ret = podspec_string(spec, "hostname", "spec", false, &ps->hostname, err);
-	if (ret >= 0 && ps->hostname)
-		ret = podspec_check_label(ps->hostname, "spec.hostname", err);
-	ps->termination_grace_period_seconds = 30;
-	if (ret >= 0)
-		ret = podspec_int(spec, "terminationGracePeriodSeconds", "spec", 0, INT32_MAX,
-				  &ps->termination_grace_period_seconds, NULL, err);
-	return ret;
+	json_object_foreach ((json_t *)v, k, it) {
+		if (strcmp(k, "name") != 0 && strcmp(k, "emptyDir") != 0 && !json_is_null(it))
+			return err_set(err, ENOTSUP,
+				       "%s: volume \"%s\" is a %s volume; only emptyDir volumes "
+				       "are supported by kiyot run",
+				       path, ((struct podspec_volume *)obj)->name, k);
+	}
+	return 0;
 }
+
+/* Volume names are unique in a pod. */
+static int check_volume_names(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const struct podspec *ps = obj;
+
+	(void)v;
+	for (size_t i = 1; i < ps->n_volumes; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(ps->volumes[i].name, ps->volumes[j].name) == 0)
+				return err_set(err, EINVAL,
+					       "%s[%zu].name: duplicate volume name \"%s\"", path,
+					       i, ps->volumes[i].name);
+	return 0;
+}
+
+static void volume_release(void *v)
+{
+	free(((struct podspec_volume *)v)->name);
+}
+
+/*
+ * The tables. As the API server does, a field kiyot does not know is dropped and null is "not
+ * given"; what kiyot cannot honour is refused where it is read.
+ */
+#define POD struct podspec
+#define VOL struct podspec_volume
+
+static const struct jf_field empty_dir_fields[] = {
+	{ JF_CUSTOM("medium", 0, read_medium) },
+	{ JF_CUSTOM("sizeLimit", offsetof(VOL, size_limit_bytes), read_size_limit) },
+	JF_END,
+};
+static const struct jf_table empty_dir_table = { .fields = empty_dir_fields, .null_absent = true };
+
+static const struct jf_field volume_fields[] = {
+	{ JF_STR("name", VOL, name), .required = true, .min = 1, .check = check_label },
+	{ JF_OBJECT("emptyDir", 0, &empty_dir_table) },
+	JF_END,
+};
+static const struct jf_table volume_table = { .fields = volume_fields,
+					      .null_absent = true,
+					      .example = "{name: scratch, emptyDir: {}}",
+					      .check = check_volume_kind,
+					      .release = volume_release };
+
+static const char *const restart_names[] = { "Always", "OnFailure", "Never", NULL };
+
+static const struct jf_field spec_fields[] = {
+	{ JF_ENUM("restartPolicy", POD, restart_policy, restart_names) },
+	{ JF_STR("hostname", POD, hostname), .check = check_label },
+	{ JF_INT("terminationGracePeriodSeconds", POD, termination_grace_period_seconds, 0,
+		 INT32_MAX) },
+	{ JF_LIST("volumes", POD, volumes, n_volumes, VOL, PODSPEC_MAX_VOLUMES, &volume_table),
+	  .check = check_volume_names },
+	JF_END,
+};
+static const struct jf_table spec_table = { .fields = spec_fields, .null_absent = true };
+
+static const struct jf_field metadata_fields[] = {
+	{ JF_STR("name", POD, name), .required = true, .min = 1, .check = check_pod_name },
+	{ JF_STR("namespace", POD, namespace), .check = check_label },
+	{ JF_STR("uid", POD, uid) },
+	{ JF_MAP("labels", POD, labels, n_labels, struct podspec_kv, name, value, PODSPEC_MAX_MAP),
+	  .check = check_labels },
+	{ JF_MAP("annotations", POD, annotations, n_annotations, struct podspec_kv, name, value,
+		 PODSPEC_MAX_MAP),
+	  .len_max = PODSPEC_MAX_ANNOTATIONS, .check = check_annotations },
+	{ JF_CUSTOM("ownerReferences", 0, read_owner) },
+	JF_END,
+};
+static const struct jf_table metadata_table = { .fields = metadata_fields, .null_absent = true };
+
+static const struct jf_field pod_fields[] = {
+	{ JF_CUSTOM("apiVersion", 0, read_api_version), .required = true },
+	{ JF_CUSTOM("kind", 0, read_kind), .required = true },
+	{ JF_OBJECT("metadata", 0, &metadata_table), .required = true, .hint = "(with a name)" },
+	{ JF_OBJECT("spec", 0, &spec_table), .required = true, .hint = "(with containers)" },
+	JF_END,
+};
+static const struct jf_table pod_table = { .fields = pod_fields, .null_absent = true };
 
 /* Reads and validates a Pod; stops at the first error. */
 int podspec_from_json(const json_t *j, struct podspec **out, struct err *err)
 {
 	struct podspec *ps;
-	const json_t *spec;
+	const json_t *spec = podspec_member(j, "spec");
 	int ret;
 
 	if (!json_is_object(j))
 		return err_set(err, EINVAL, "manifest: must be a mapping (a Pod object), not %s",
 			       j ? podspec_type_name(j) : "empty");
 	ps = xcalloc(1, sizeof(*ps));
-	ret = pheader(j, ps, err);
-	spec = podspec_member(j, "spec");
-	if (ret >= 0 && !spec)
-		ret = err_set(err, EINVAL, "spec: required (with containers)");
-	if (ret >= 0)
-		ret = podspec_expect(spec, JSON_OBJECT, "spec", err);
-	if (ret >= 0)
-		ret = pspec_scalars(spec, ps, err);
+	ps->termination_grace_period_seconds = 30;
+	ret = jf_read(&pod_table, j, "", ps, err);
+	if (ret >= 0 && !ps->namespace)
+		ps->namespace = xstrdup("default");
 	if (ret >= 0)
 		ret = podspec_read_pod_security(spec, ps, err);
 	if (ret >= 0)
 		ret = podspec_check_security_annotations(ps, err);
-	if (ret >= 0)
-		ret = pvolumes(spec, ps, err);
-	if (ret >= 0)
-		ret = pvolume_sizes(spec, ps, err);
 	if (ret >= 0)
 		ret = podspec_read_containers(spec, "initContainers", ps, true, err);
 	if (ret >= 0)

@@ -1,7 +1,8 @@
 /*
- * podspec_field.c: typed readers for the fields of a Pod manifest (strings, integers, string
- * lists, quantities) that name the offending JSON path in their errors, and the RFC 1123 name
- * check the pod and its containers share.
+ * podspec_field.c: typed readers for single fields of a Pod manifest (strings, integers, string
+ * lists, quantities) that name the offending JSON path in their errors, for the parts not yet
+ * read by tables: each is a one-field table of common/jfields.h, so their errors are worded as
+ * the tables' are. Also the RFC 1123 name check the pod and its containers share.
  */
 #include "podspec_internal.h"
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jfields.h"
 #include "xalloc.h"
 
 #define HINT_QUOTE "(quote numbers and booleans in YAML, e.g. \"8080\")"
@@ -28,22 +30,7 @@ char *podspec_index(const char *path, size_t i)
 /* Names the JSON type of v for error messages. */
 const char *podspec_type_name(const json_t *v)
 {
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "a mapping";
-	case JSON_ARRAY:
-		return "a list";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-	case JSON_REAL:
-		return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	default:
-		return "null";
-	}
+	return jf_type_name(v);
 }
 
 /* The member key of obj, or NULL when missing or null (both mean "not given"). */
@@ -54,86 +41,76 @@ const json_t *podspec_member(const json_t *obj, const char *key)
 	return json_is_null(v) ? NULL : v;
 }
 
-/* Checks that v (at path) has the given type; a wrong type is an error naming both types. */
+/* Checks that v (at path) has the given type; a wrong type is an error naming what it must be
+ * and what it is, in jfields.h's words. */
 int podspec_expect(const json_t *v, json_type t, const char *path, struct err *err)
 {
 	static const char *const names[] = {
-		[JSON_OBJECT] = "a mapping",   [JSON_ARRAY] = "a list",	 [JSON_STRING] = "a string",
-		[JSON_INTEGER] = "an integer", [JSON_REAL] = "a number", [JSON_TRUE] = "a boolean",
-		[JSON_FALSE] = "a boolean",    [JSON_NULL] = "null",
+		[JSON_OBJECT] = "a mapping",	[JSON_ARRAY] = "a list",
+		[JSON_STRING] = "a string",	[JSON_INTEGER] = "an integer",
+		[JSON_REAL] = "a number",	[JSON_TRUE] = "true or false",
+		[JSON_FALSE] = "true or false", [JSON_NULL] = "null",
 	};
+	bool quote = t == JSON_STRING && (json_is_number(v) || json_is_boolean(v));
+	char val[64];
 
 	if (json_typeof(v) == t || (t == JSON_TRUE && json_is_boolean(v)))
 		return 0;
-	if (t == JSON_STRING && (json_is_number(v) || json_is_boolean(v)))
-		return err_set(err, EINVAL, "%s: must be a string, not %s " HINT_QUOTE, path,
-			       podspec_type_name(v));
-	return err_set(err, EINVAL, "%s: must be %s, not %s", path, names[t], podspec_type_name(v));
+	return err_set(err, EINVAL, "%s: must be %s%s, not %s", path, names[t],
+		       quote ? " " HINT_QUOTE : "", jf_value_text(v, val));
+}
+
+/* One field of obj read by jfields into d (the struct the field's offsets point into); null
+ * is "not given". */
+static int read_one(const struct jf_field *f, const json_t *obj, const char *path, void *d,
+		    struct err *err)
+{
+	const struct jf_field fields[] = { *f, JF_END };
+	const struct jf_table table = { .fields = fields, .null_absent = true };
+
+	return jf_read(&table, obj, path, d, err);
 }
 
 /* Copies an optional string member into *out (NULL when not given). */
 int podspec_string(const json_t *obj, const char *key, const char *path, bool required, char **out,
 		   struct err *err)
 {
-	const json_t *v = podspec_member(obj, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	int ret;
+	struct one {
+		char *s;
+	} d = { NULL };
+	const struct jf_field f = { JF_STR(key, struct one, s), .required = required,
+				    .min = required, .max = PODSPEC_MAX_FILE };
+	int ret = read_one(&f, obj, path, &d, err);
 
-	if (!v) {
-		if (required)
-			return err_set(err, EINVAL, "%s: required", p);
-		return 0;
-	}
-	ret = podspec_expect(v, JSON_STRING, p, err);
-	if (ret < 0)
-		return ret;
-	if (required && json_string_length(v) == 0)
-		return err_set(err, EINVAL, "%s: required (it is empty)", p);
-	if (strlen(json_string_value(v)) != json_string_length(v))
-		return err_set(err, EINVAL, "%s: contains a NUL character", p);
-	*out = xstrdup(json_string_value(v));
-	return 0;
+	if (ret >= 0 && d.s)
+		*out = d.s;
+	return ret;
 }
 
 /* Reads an optional integer member within [min, max]; *given says whether it was there. */
 int podspec_int(const json_t *obj, const char *key, const char *path, int64_t min, int64_t max,
 		int64_t *out, bool *given, struct err *err)
 {
-	const json_t *v = podspec_member(obj, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	int ret;
+	const struct jf_field f = {
+		.key = key, .kind = JF_K_INT, .size = sizeof(*out), .min = min, .max = max
+	};
 
 	if (given)
-		*given = v != NULL;
-	if (!v)
-		return 0;
-	ret = podspec_expect(v, JSON_INTEGER, p, err);
-	if (ret < 0)
-		return ret;
-	if (json_integer_value(v) < min || json_integer_value(v) > max)
-		return err_set(err, EINVAL,
-			       "%s: %lld is out of range; must be between %lld and %lld", p,
-			       (long long)json_integer_value(v), (long long)min, (long long)max);
-	*out = json_integer_value(v);
-	return 0;
+		*given = podspec_member(obj, key) != NULL;
+	return read_one(&f, obj, path, out, err);
 }
 
 /* Reads an optional boolean member; *given says whether it was there. */
 int podspec_bool(const json_t *obj, const char *key, const char *path, bool *out, bool *given,
 		 struct err *err)
 {
-	const json_t *v = podspec_member(obj, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	int ret;
+	struct one {
+		bool b;
+	};
+	const struct jf_field f = { JF_BOOL(key, struct one, b) };
 
-	*given = v != NULL;
-	if (!v)
-		return 0;
-	ret = podspec_expect(v, JSON_TRUE, p, err);
-	if (ret < 0)
-		return ret;
-	*out = json_is_true(v);
-	return 0;
+	*given = podspec_member(obj, key) != NULL;
+	return read_one(&f, obj, path, out, err);
 }
 
 /* Refuses a member of obj not named in known (NULL-terminated), naming the known ones. */
@@ -163,31 +140,19 @@ int podspec_check_keys(const json_t *obj, const char *path, const char *const *k
 int podspec_string_list(const json_t *obj, const char *key, const char *path, char ***out,
 			size_t *n, struct err *err)
 {
-	const json_t *l = podspec_member(obj, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	struct strvec sv = STRVEC_INIT;
-	size_t i;
-	json_t *v;
-	int ret;
+	struct one {
+		char **v;
+		size_t n;
+	} d = { NULL, 0 };
+	const struct jf_field f = { JF_STRV(key, struct one, v, n, 0),
+				    .len_max = PODSPEC_MAX_FILE };
+	int ret = read_one(&f, obj, path, &d, err);
 
-	if (!l)
-		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	json_array_foreach (l, i, v) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
-
-		ret = podspec_expect(v, JSON_STRING, ip, err);
-		if (ret < 0) {
-			strvec_clear(&sv);
-			return ret;
-		}
-		strvec_push(&sv, json_string_value(v));
+	if (ret >= 0 && d.v) {
+		*out = d.v;
+		*n = d.n;
 	}
-	*n = sv.nr;
-	*out = strvec_detach(&sv);
-	return 0;
+	return ret;
 }
 
 /* Turns a quantity given as a string or a number into its text form for the parser. */

@@ -30,6 +30,7 @@
 
 #include "fake_agent.h"
 #include "kiyot_fixture.h"
+#include "reader_fixture.h"
 
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * MIB)
@@ -107,26 +108,9 @@ static void test_burst__no_history_sizes_as_today(void **state)
 	expect_today(&out);
 }
 
-/* A Pod from a manifest (or with requests left out): a container with a limit and no request
- * requests its limit, as the API server defaults it, so the rule cannot go below it. */
-static struct podspec *pod_json(const char *text)
-{
-	json_error_t jerr;
-	json_t *j = json_loads(text, 0, &jerr);
-	struct podspec *ps = NULL;
-	struct err err = ERR_INIT;
-
-	if (!j)
-		fail_msg("%s: %s", text, jerr.text);
-	if (podspec_from_json(j, &ps, &err) < 0)
-		fail_msg("%s: %s", text, err.msg);
-	json_decref(j);
-	return ps;
-}
-
 static void test_burst__requests_of_a_pod(void **state)
 {
-	struct podspec *ps = pod_json(
+	struct podspec *ps = rfix_pod(
 		"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"r\"},"
 		"\"spec\":{\"containers\":["
 		"{\"name\":\"a\",\"image\":\"x\",\"resources\":{\"requests\":{\"cpu\":\"100m\","
@@ -356,7 +340,7 @@ static struct podspec *web_pod(bool owned)
 			 "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":"
 			 "\"web-7c9\",\"uid\":\"u1\",\"controller\":true}]"
 		       : "");
-	return pod_json(text);
+	return rfix_pod(text);
 }
 
 struct fixture {

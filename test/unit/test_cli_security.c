@@ -10,7 +10,8 @@
 #include <cmocka.h>
 
 #include "cli/cli_security.h"
-#include "yaml.h"
+
+#include "reader_fixture.h"
 
 #define FIX "test/fixtures/podspec/"
 #define POD(spec) "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: " spec "}"
@@ -24,18 +25,6 @@ static const char *const want_masked[] = {
 static const char *const want_readonly[] = {
 	"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 };
-
-static struct podspec *pod(const char *yaml)
-{
-	struct err err = ERR_INIT;
-	struct podspec *p = NULL;
-	json_t *j = NULL;
-
-	if (yaml_to_json(yaml, strlen(yaml), &j, &err) < 0 || podspec_from_json(j, &p, &err) < 0)
-		fail_msg("%s: %s", yaml, err.msg);
-	json_decref(j);
-	return p;
-}
 
 static Runtime__V1__Image image(Runtime__V1__Int64Value *uid, const char *username)
 {
@@ -66,7 +55,7 @@ static const char *deprecated_path(const Runtime__V1__LinuxContainerSecurityCont
  * seccomp, with the default masked and read-only paths and no_new_privs off. */
 static void test_cli_security__defaults_of_a_pod_without_settings(void **state)
 {
-	struct podspec *p = pod(POD("{containers: [{name: c, image: x}]}"));
+	struct podspec *p = rfix_pod(POD("{containers: [{name: c, image: x}]}"));
 	struct arena a = ARENA_INIT;
 	Runtime__V1__LinuxPodSandboxConfig *lc = cli_security_sandbox(&a, p);
 	Runtime__V1__LinuxContainerSecurityContext *sc;
@@ -197,9 +186,9 @@ static void test_cli_security__settings_map_to_the_kubelets_fields(void **state)
  * name otherwise; a runAsGroup alone then goes with that user. */
 static void test_cli_security__image_user_fills_an_unset_run_as_user(void **state)
 {
-	struct podspec *p = pod(POD("{containers: [{name: c, image: x, securityContext: "
-				    "{runAsGroup: 50}}, {name: d, image: x, securityContext: "
-				    "{runAsUser: 7, allowPrivilegeEscalation: true}}]}"));
+	struct podspec *p = rfix_pod(POD("{containers: [{name: c, image: x, securityContext: "
+					 "{runAsGroup: 50}}, {name: d, image: x, securityContext: "
+					 "{runAsUser: 7, allowPrivilegeEscalation: true}}]}"));
 	struct arena a = ARENA_INIT;
 	Runtime__V1__Int64Value uid = RUNTIME__V1__INT64_VALUE__INIT;
 	Runtime__V1__Image numeric = image(&uid, NULL), named = image(NULL, "www-data");
@@ -227,7 +216,7 @@ static void test_cli_security__image_user_fills_an_unset_run_as_user(void **stat
 /* hostPID puts the sandbox and every container in the node's PID namespace. */
 static void test_cli_security__host_pid_is_node_for_sandbox_and_containers(void **state)
 {
-	struct podspec *p = pod(POD("{hostPID: true, containers: [{name: c, image: x}]}"));
+	struct podspec *p = rfix_pod(POD("{hostPID: true, containers: [{name: c, image: x}]}"));
 	struct arena a = ARENA_INIT;
 	Runtime__V1__LinuxPodSandboxConfig *lc = cli_security_sandbox(&a, p);
 	Runtime__V1__LinuxContainerSecurityContext *sc =
@@ -247,13 +236,14 @@ static void test_cli_security__host_pid_is_node_for_sandbox_and_containers(void 
  * a runAsUser above 0 needs no image check, and runAsNonRoot false none at all. */
 static void test_cli_security__run_as_non_root_checks(void **state)
 {
-	struct podspec *p = pod(POD("{securityContext: {runAsNonRoot: true}, initContainers: "
-				    "[{name: i, image: x, securityContext: {runAsUser: 0}}], "
-				    "containers: [{name: c, image: busybox}, {name: u, image: x, "
-				    "securityContext: {runAsUser: 1000}}, {name: r, image: x, "
-				    "securityContext: {runAsNonRoot: false}}]}"));
-	struct podspec *ok = pod(POD("{containers: [{name: c, image: x, securityContext: "
-				     "{runAsNonRoot: true, runAsUser: 1}}]}"));
+	struct podspec *p =
+		rfix_pod(POD("{securityContext: {runAsNonRoot: true}, initContainers: "
+			     "[{name: i, image: x, securityContext: {runAsUser: 0}}], "
+			     "containers: [{name: c, image: busybox}, {name: u, image: x, "
+			     "securityContext: {runAsUser: 1000}}, {name: r, image: x, "
+			     "securityContext: {runAsNonRoot: false}}]}"));
+	struct podspec *ok = rfix_pod(POD("{containers: [{name: c, image: x, securityContext: "
+					  "{runAsNonRoot: true, runAsUser: 1}}]}"));
 	Runtime__V1__Int64Value root = RUNTIME__V1__INT64_VALUE__INIT, app = root;
 	Runtime__V1__Image img_root = image(&root, NULL), img_app = image(&app, NULL);
 	Runtime__V1__Image img_none = image(NULL, ""), img_named = image(NULL, "app");

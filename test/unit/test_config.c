@@ -17,6 +17,8 @@
 #include "providers/local/cellnet.h"
 #include "daemon/kiyot.h"
 
+#include "reader_fixture.h"
+
 #define FIX "test/fixtures/config/"
 #define MIB (1024LL * 1024)
 
@@ -499,9 +501,7 @@ static void test_config__malformed_sections_are_named(void **state)
 		struct kiyot_config c;
 		struct err err = ERR_INIT;
 
-		kiyot_config_defaults(&c);
-		if (kiyot_config_load_text(&c, cases[i].text, strlen(cases[i].text), "t.yaml",
-					   &err) == 0)
+		if (rfix_config(&c, cases[i].text, &err) == 0)
 			fail_msg("\"%s\" was taken", cases[i].text);
 		if (err.code != EINVAL || !strstr(err.msg, cases[i].msg))
 			fail_msg("\"%s\": %s (code %d), want \"%s\"", cases[i].text, err.msg,

@@ -4,12 +4,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "kube/podspec.h"
+#include "xalloc.h"
 #include "yaml.h"
+
+#include "reader_fixture.h"
 
 #define FIX "test/fixtures/podspec/"
 
@@ -343,13 +347,8 @@ static void check_refused(const struct pbad *cases, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct err err = ERR_INIT;
 		struct podspec *p = NULL;
-		json_t *j = NULL;
-		int ret;
+		int ret = rfix_pod_read(cases[i].yaml, &p, &err);
 
-		if (yaml_to_json(cases[i].yaml, strlen(cases[i].yaml), &j, &err) < 0)
-			fail_msg("fixture %s: %s", cases[i].yaml, err.msg);
-		ret = podspec_from_json(j, &p, &err);
-		json_decref(j);
 		if (ret >= 0)
 			fail_msg("accepted %s", cases[i].yaml);
 		assert_null(p);
@@ -381,8 +380,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "metadata.namespace: \"a.b\" is not a valid name: use at most 63 characters of "
 		  "a-z, 0-9 and '-', starting and ending with a letter or digit" },
 		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: 1}}}", EINVAL,
-		  "metadata.labels.app: must be a string, not a number (quote numbers and booleans "
-		  "in YAML, e.g. \"8080\")" },
+		  "metadata.labels.app: must be a string (quote numbers and booleans in YAML, e.g. "
+		  "\"8080\"), not 1" },
 		{ "{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: a b}}}", EINVAL,
 		  "metadata.labels.app: \"a b\" is not a valid label value: use at most 63 "
 		  "characters of a-z, A-Z, 0-9, '-', '_' and '.'" },
@@ -421,10 +420,12 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "and '-', starting and ending with a letter or digit" },
 		{ POD("{terminationGracePeriodSeconds: -1, containers: [{name: a, image: x}]}"),
 		  EINVAL,
-		  "spec.terminationGracePeriodSeconds: -1 is out of range; must be between 0 and "
-		  "2147483647" },
+		  "spec.terminationGracePeriodSeconds: must be an integer from 0 to 2147483647, "
+		  "not -1" },
 		{ POD("{terminationGracePeriodSeconds: '30', containers: [{name: a, image: x}]}"),
-		  EINVAL, "spec.terminationGracePeriodSeconds: must be an integer, not a string" },
+		  EINVAL,
+		  "spec.terminationGracePeriodSeconds: must be an integer from 0 to 2147483647, "
+		  "not \"30\"" },
 		{ POD("{volumes: [{name: d, hostPath: {path: /}}], containers: [{name: a, image: "
 		      "x}]}"),
 		  ENOTSUP,
@@ -450,8 +451,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "128Mi, 1Gi)" },
 		{ POD("{nodeSelector: {kubernetes.io/arch: 1}, containers: [{name: a, image: x}]}"),
 		  EINVAL,
-		  "spec.nodeSelector.kubernetes.io/arch: must be a string, not a number (quote "
-		  "numbers and booleans in YAML, e.g. \"8080\")" },
+		  "spec.nodeSelector.kubernetes.io/arch: must be a string (quote numbers and "
+		  "booleans in YAML, e.g. \"8080\"), not 1" },
 		{ POD("{affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
 		      "{nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/arch, "
 		      "operator: "
@@ -461,10 +462,10 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "nodeSelectorTerms[0].matchExpressions[0].operator: \"Is\" is not one of In, "
 		  "NotIn, Exists, DoesNotExist, Gt, Lt" },
 		{ ONE("command: sh"), EINVAL,
-		  "spec.containers[0].command: must be a list, not a string" },
+		  "spec.containers[0].command: must be a list of strings, not \"sh\"" },
 		{ ONE("args: [a, 1]"), EINVAL,
-		  "spec.containers[0].args[1]: must be a string, not a number (quote numbers and "
-		  "booleans in YAML, e.g. \"8080\")" },
+		  "spec.containers[0].args[1]: must be a string (quote numbers and booleans in "
+		  "YAML, e.g. \"8080\"), not 1" },
 		{ ONE("env: [{value: x}]"), EINVAL, "spec.containers[0].env[0].name: required" },
 		{ ONE("env: [{name: 'A=B'}]"), EINVAL,
 		  "spec.containers[0].env[0].name: \"A=B\" is not a valid variable name (no '=')" },
@@ -475,20 +476,18 @@ static void test_podspec__errors_name_the_field(void **state)
 		  "spec.containers[0].env[1].valueFrom: not supported by kiyot run; give the value "
 		  "inline with \"value\"" },
 		{ ONE("env: [{name: PORT, value: 8080}]"), EINVAL,
-		  "spec.containers[0].env[0].value: must be a string, not a number (quote numbers "
-		  "and "
-		  "booleans in YAML, e.g. \"8080\")" },
+		  "spec.containers[0].env[0].value: must be a string (quote numbers and booleans "
+		  "in YAML, e.g. \"8080\"), not 8080" },
 		{ ONE("envFrom: [{configMapRef: {name: c}}]"), ENOTSUP,
 		  "spec.containers[0].envFrom: not supported by kiyot run; list the variables "
 		  "under "
 		  "env" },
 		{ ONE("ports: [{containerPort: 70000}]"), EINVAL,
-		  "spec.containers[0].ports[0].containerPort: 70000 is out of range; must be "
-		  "between "
-		  "1 and 65535" },
+		  "spec.containers[0].ports[0].containerPort: must be an integer from 1 to 65535, "
+		  "not 70000" },
 		{ ONE("ports: [{containerPort: 0}]"), EINVAL,
-		  "spec.containers[0].ports[0].containerPort: 0 is out of range; must be between 1 "
-		  "and 65535" },
+		  "spec.containers[0].ports[0].containerPort: must be an integer from 1 to 65535, "
+		  "not 0" },
 		{ ONE("ports: [{name: http}]"), EINVAL,
 		  "spec.containers[0].ports[0].containerPort: required" },
 		{ ONE("ports: [{containerPort: 80, protocol: tcp}]"), EINVAL,
@@ -552,7 +551,8 @@ static void test_podspec__errors_name_the_field(void **state)
 		      "[{name: "
 		      "d, mountPath: /m, readOnly: 'yes'}]}]}"),
 		  EINVAL,
-		  "spec.containers[0].volumeMounts[0].readOnly: must be a boolean, not a string" },
+		  "spec.containers[0].volumeMounts[0].readOnly: must be true or false, not "
+		  "\"yes\"" },
 		{ ONE("imagePullPolicy: Sometimes"), EINVAL,
 		  "spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of Always, "
 		  "IfNotPresent, Never" },
@@ -578,18 +578,18 @@ static void test_podspec__security_errors_name_the_field(void **state)
 {
 	static const struct pbad cases[] = {
 		{ SC("{runAsUser: -1}"), EINVAL,
-		  SCP ".runAsUser: -1 is out of range; must be between 0 and 2147483647" },
+		  SCP ".runAsUser: must be an integer from 0 to 2147483647, not -1" },
 		{ SC("{runAsGroup: root}"), EINVAL,
-		  SCP ".runAsGroup: must be an integer, not a string" },
+		  SCP ".runAsGroup: must be an integer from 0 to 2147483647, not \"root\"" },
 		{ SC("{readOnlyRootFileSystem: true}"), EINVAL,
 		  SCP ".readOnlyRootFileSystem: unknown field (known here: runAsUser, runAsGroup, "
 		      "runAsNonRoot, readOnlyRootFilesystem, allowPrivilegeEscalation, privileged, "
 		      "capabilities, seccompProfile, procMount, seLinuxOptions, windowsOptions, "
 		      "appArmorProfile)" },
 		{ SC("{readOnlyRootFilesystem: 'true'}"), EINVAL,
-		  SCP ".readOnlyRootFilesystem: must be a boolean, not a string" },
+		  SCP ".readOnlyRootFilesystem: must be true or false, not \"true\"" },
 		{ SC("{runAsNonRoot: 1}"), EINVAL,
-		  SCP ".runAsNonRoot: must be a boolean, not a number" },
+		  SCP ".runAsNonRoot: must be true or false, not 1" },
 		{ SC("{seLinuxOptions: {level: 's0:c123,c456'}}"), ENOTSUP,
 		  SCP ".seLinuxOptions: SELinux labels are not supported: kiyot cells do not run "
 		      "SELinux; remove it" },
@@ -600,7 +600,7 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		  SCP ".appArmorProfile: AppArmor profiles are not supported: kiyot cells do not "
 		      "run AppArmor; remove it" },
 		{ SC("{capabilities: {add: NET_ADMIN}}"), EINVAL,
-		  SCP ".capabilities.add: must be a list, not a string" },
+		  SCP ".capabilities.add: must be a list of strings, not \"NET_ADMIN\"" },
 		{ SC("{capabilities: {remove: [NET_RAW]}}"), EINVAL,
 		  SCP ".capabilities.remove: unknown field (known here: add, drop)" },
 		{ SC("{procMount: Masked}"), EINVAL,
@@ -631,11 +631,11 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		{ POD("{initContainers: [{name: i, image: x, securityContext: {privileged: yes}}], "
 		      "containers: [{name: c, image: x}]}"),
 		  EINVAL,
-		  "spec.initContainers[0].securityContext.privileged: must be a boolean, not a "
-		  "string" },
+		  "spec.initContainers[0].securityContext.privileged: must be true or false, not "
+		  "\"yes\"" },
 		{ PSC("{runAsUser: 2147483648}"), EINVAL,
-		  "spec.securityContext.runAsUser: 2147483648 is out of range; must be between 0 "
-		  "and 2147483647" },
+		  "spec.securityContext.runAsUser: must be an integer from 0 to 2147483647, not "
+		  "2147483648" },
 		{ PSC("{readOnlyRootFilesystem: true}"), EINVAL,
 		  "spec.securityContext.readOnlyRootFilesystem: unknown field (known here: "
 		  "runAsUser, runAsGroup, runAsNonRoot, supplementalGroups, fsGroup, sysctls, "
@@ -655,10 +655,10 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		  "spec.securityContext.supplementalGroups[1]: -2 is out of range; must be between "
 		  "0 and 2147483647" },
 		{ PSC("{supplementalGroups: 1}"), EINVAL,
-		  "spec.securityContext.supplementalGroups: must be a list, not a number" },
+		  "spec.securityContext.supplementalGroups: must be a list, not 1" },
 		{ PSC("{sysctls: [{name: kernel.shm_rmid_forced, value: 1}]}"), EINVAL,
-		  "spec.securityContext.sysctls[0].value: must be a string, not a number (quote "
-		  "numbers and booleans in YAML, e.g. \"8080\")" },
+		  "spec.securityContext.sysctls[0].value: must be a string (quote numbers and "
+		  "booleans in YAML, e.g. \"8080\"), not 1" },
 		{ PSC("{sysctls: [{name: net.core.somaxconn}]}"), EINVAL,
 		  "spec.securityContext.sysctls[0].value: required" },
 		{ PSC("{sysctls: [{name: Net.Core, value: '1'}]}"), EINVAL,
@@ -679,7 +679,7 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		  "Localhost (a path relative to the node's seccomp directory, e.g. "
 		  "profiles/audit.json)" },
 		{ POD("{hostNetwork: 'true', containers: [{name: c, image: x}]}"), EINVAL,
-		  "spec.hostNetwork: must be a boolean, not a string" },
+		  "spec.hostNetwork: must be true or false, not \"true\"" },
 		{ POD("{hostPID: true, shareProcessNamespace: true, containers: [{name: c, image: "
 		      "x}]}"),
 		  EINVAL, "spec.shareProcessNamespace: cannot be true together with hostPID" },
@@ -713,6 +713,60 @@ static void test_podspec__security_errors_name_the_field(void **state)
 	check_refused(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
+/* Annotations are bounded in total (256 KiB of keys and values), not each: one value of
+ * 200 KiB is taken, two are refused naming the mapping. */
+static void test_podspec__annotations_are_bounded_in_total(void **state)
+{
+	size_t big = 200 * 1024;
+	char *value = malloc(big + 1), *one, *two;
+	struct err err = ERR_INIT;
+	struct podspec *p = NULL;
+
+	(void)state;
+	memset(value, 'v', big);
+	value[big] = '\0';
+	one = xasprintf("{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: {a: %s}},"
+			" spec: {containers: [{name: c, image: x}]}}",
+			value);
+	two = xasprintf("{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: {a: %s, "
+			"b: %s}}, spec: {containers: [{name: c, image: x}]}}",
+			value, value);
+	p = rfix_pod(one);
+	assert_int_equal(strlen(podspec_annotation(p, "a")), big);
+	podspec_free(p);
+	p = NULL;
+	assert_int_equal(rfix_pod_read(two, &p, &err), -EINVAL);
+	assert_string_equal(err.msg, "metadata.annotations: its keys and values are larger than "
+				     "262144 bytes in all");
+	assert_null(p);
+	free(one);
+	free(two);
+	free(value);
+}
+
+/* The controller among the owner references names whose usage sizes the pod; the others, and
+ * references that are no mapping with a kind and a name, are passed over, never refused. */
+static void test_podspec__the_controller_owner_is_read_leniently(void **state)
+{
+	static const char text[] =
+		"{apiVersion: v1, kind: Pod, metadata: {name: p, ownerReferences: [7, "
+		"{kind: Node, name: n}, {kind: '', name: x, controller: true}, "
+		"{kind: ReplicaSet, name: web-7d4, controller: true}]}, "
+		"spec: {containers: [{name: c, image: x}]}}";
+	static const char odd[] = "{apiVersion: v1, kind: Pod, metadata: {name: p, "
+				  "ownerReferences: {kind: ReplicaSet}}, "
+				  "spec: {containers: [{name: c, image: x}]}}";
+	struct podspec *p = rfix_pod(text);
+
+	(void)state;
+	assert_string_equal(p->owner_kind, "ReplicaSet");
+	assert_string_equal(p->owner_name, "web-7d4");
+	podspec_free(p);
+	p = rfix_pod(odd);
+	assert_null(p->owner_kind);
+	podspec_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -726,6 +780,8 @@ int main(void)
 		cmocka_unit_test(test_podspec__security_settings),
 		cmocka_unit_test(test_podspec__effective_security_merges_like_the_kubelet),
 		cmocka_unit_test(test_podspec__security_errors_name_the_field),
+		cmocka_unit_test(test_podspec__annotations_are_bounded_in_total),
+		cmocka_unit_test(test_podspec__the_controller_owner_is_read_leniently),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,6 +24,8 @@
 #include "providers/provider.h"
 #include "xalloc.h"
 
+#include "reader_fixture.h"
+
 #define MIB (1024LL * 1024)
 #define GIB (1024LL * MIB)
 #define MAX_ANN 8
@@ -697,17 +699,8 @@ static struct podspec *pod_of(const char *init_image, const char *image, const c
 		init_image ? init_image : "", init_image ? "\"}]," : "", image,
 		image2 ? ",{\"name\":\"b\",\"image\":\"" : "", image2 ? image2 : "",
 		image2 ? "\"}" : "", extra[0] ? "," : "", extra);
-	json_error_t jerr;
-	json_t *j = json_loads(text, 0, &jerr);
-	struct podspec *ps = NULL;
-	struct err err = ERR_INIT;
 
-	if (!j)
-		fail_msg("%s: %s", text, jerr.text);
-	if (podspec_from_json(j, &ps, &err) < 0)
-		fail_msg("%s: %s", text, err.msg);
-	json_decref(j);
-	return ps;
+	return rfix_pod(text);
 }
 
 /* Sizes pod ps (annotations of p); fails the test with kiyot's message otherwise. */

@@ -10,7 +10,8 @@
 #include <cmocka.h>
 
 #include "sizing/sizing.h"
-#include "yaml.h"
+
+#include "reader_fixture.h"
 
 #define GIB 1073741824LL
 #define MIB 1048576LL
@@ -36,19 +37,6 @@ static int teardown_catalog(void **state)
 {
 	catalog_free(*state);
 	return 0;
-}
-
-/* Reads a pod manifest given as YAML text. */
-static struct podspec *pod_from_yaml(const char *text)
-{
-	struct err err = ERR_INIT;
-	struct podspec *p = NULL;
-	json_t *j = NULL;
-
-	if (yaml_to_json(text, strlen(text), &j, &err) < 0 || podspec_from_json(j, &p, &err) < 0)
-		fail_msg("%s", err.msg);
-	json_decref(j);
-	return p;
 }
 
 /* Reads a pod from a fixture file under test/fixtures/sizing. */
@@ -520,8 +508,8 @@ static void test_sizing__reserve_is_added(void **state)
 /* A pod without requests gets the cheapest type of the region. */
 static void test_sizing__no_requests_gets_cheapest_overall(void **state)
 {
-	struct podspec *p = pod_from_yaml("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: "
-					  "{containers: [{name: c, image: x}]}}");
+	struct podspec *p = rfix_pod("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: "
+				     "{containers: [{name: c, image: x}]}}");
 	struct err err = ERR_INIT;
 	struct pod_demand d;
 	struct sizing_choice ch;
@@ -626,7 +614,7 @@ static void test_sizing__impossible_demands(void **state)
 /* Demand = max(largest init container, sum of app containers), limits counted when larger. */
 static void test_sizing__demand_from_containers(void **state)
 {
-	struct podspec *p = pod_from_yaml(
+	struct podspec *p = rfix_pod(
 		"{apiVersion: v1, kind: Pod, metadata: {name: p, annotations: "
 		"{pod.elotl.co/launch-type: spot, pod.elotl.co/instance-type: 'c5*'}}, spec: {"
 		"initContainers: [{name: i1, image: x, resources: {requests: {cpu: 3, memory: "
@@ -650,9 +638,9 @@ static void test_sizing__demand_from_containers(void **state)
 /* A launch type other than spot or on-demand is refused, naming the annotation. */
 static void test_sizing__bad_launch_type(void **state)
 {
-	struct podspec *p = pod_from_yaml("{apiVersion: v1, kind: Pod, metadata: {name: p, "
-					  "annotations: {pod.elotl.co/launch-type: cheap}}, spec: "
-					  "{containers: [{name: c, image: x}]}}");
+	struct podspec *p = rfix_pod("{apiVersion: v1, kind: Pod, metadata: {name: p, "
+				     "annotations: {pod.elotl.co/launch-type: cheap}}, spec: "
+				     "{containers: [{name: c, image: x}]}}");
 	struct err err = ERR_INIT;
 	struct pod_demand d;
 	(void)state;
