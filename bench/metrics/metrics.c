@@ -100,12 +100,12 @@ static void add_cells(struct crihost *h, size_t from, size_t n)
 		snprintf(name, sizeof(name), "pod-%zu", i);
 		snprintf(cell, sizeof(cell), "c%zu", i);
 		sb = crihost_add_sandbox(h, id, name, SANDBOX_READY, cell);
-		pthread_mutex_lock(&h->k.lock);
+		records_lock(h->k.records);
 		free(sb->instance_type);
 		sb->instance_type = xstrdup(types[i % ARRAY_SIZE(types)]);
 		free(sb->config->metadata->namespace_);
 		sb->config->metadata->namespace_ = xasprintf("team-%zu", i % NAMESPACES);
-		pthread_mutex_unlock(&h->k.lock);
+		records_unlock(h->k.records);
 	}
 }
 

@@ -44,7 +44,7 @@ struct cells_hooks {
 	 * may block (it stops containers and waits for the cell). */
 	void (*interruption)(void *ctx, const char *cell_id, const struct cell_interruption *in);
 	/* The collector found a ready sandbox's cell gone: it is marked not ready, its live
-	 * containers exited with reason. Called with k->lock held. */
+	 * containers exited with reason. Called with the records' lock held. */
 	void (*sandbox_lost)(void *ctx, struct sandbox *sb, const char *reason);
 	/* After each pass of the collector: images nothing uses any more leave the node's
 	 * store. */

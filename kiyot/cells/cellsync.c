@@ -116,7 +116,7 @@ static json_t *desired_cells(struct cellsync *cs)
 	const char *name;
 	size_t n;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_sandboxes(k->records, &v);
 	for (size_t i = 0; i < n; i++) {
 		const struct sandbox *sb = v[i];
@@ -128,7 +128,7 @@ static json_t *desired_cells(struct cellsync *cs)
 					    : interrupted,
 				    sb->cell_id, desired_cell(cs, sb));
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandboxes_put(v, n);
 	{
 		struct pool_view *pv;
@@ -139,7 +139,7 @@ static json_t *desired_cells(struct cellsync *cs)
 				json_object_set_new(want, pv[i].cell_id, standby_cell(cs, &pv[i]));
 		pool_views_free(pv, np);
 	}
-	/* (the cell manager's lock is never taken under k->lock) */
+	/* (the cell manager's lock is never taken under the records' lock) */
 	json_object_foreach (want, name, obj)
 		add_interruption(cs, name, obj);
 	json_object_foreach (interrupted, name, obj)

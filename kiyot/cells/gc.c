@@ -145,7 +145,7 @@ static enum verdict judge(struct kiyot *k, struct gc *g, const struct cell_info 
 }
 
 /* The sandbox of an interrupted launch the gc ends, with a reference, stopping from now on:
- * a retry of the launch waits until its cell is gone. Needs k->lock. */
+ * a retry of the launch waits until its cell is gone. Needs the records' lock. */
 static struct sandbox *claim(struct kiyot *k, const struct cell_info *c)
 {
 	struct sandbox *sb = records_sandbox_of_cell(k->records, c->cell_id);
@@ -161,14 +161,14 @@ static void release(struct kiyot *k, struct sandbox *sb, bool gone)
 {
 	struct err err = ERR_INIT;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (gone && sandbox_listed(sb) && sb->state != SANDBOX_READY) {
 		sb->cell_id[0] = '\0';
 		if (records_save_sandbox(k->records, sb, &err) < 0)
 			log_error("sandbox %s: %s", sb->id, err.msg);
 	}
 	sandbox_end(k->records, sb);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandbox_put(sb);
 }
 
@@ -204,7 +204,7 @@ static void act(struct kiyot *k, const struct cell_info *c, enum verdict v, stru
 
 /* Ready sandboxes whose cell the provider no longer has lose it. */
 /* The ids of the sandboxes ready now: only those can have lost a cell the next list misses
- * (one that becomes ready while the provider lists was not in the list yet). Needs k->lock. */
+ * (one that becomes ready while the provider lists was not in the list yet). Needs the records' lock. */
 static char **ready_sandboxes(struct kiyot *k, size_t *n)
 {
 	struct sandbox **v;
@@ -242,7 +242,7 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 	struct sandbox **v;
 	size_t nv;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	nv = records_sandboxes(k->records, &v);
 	for (size_t j = 0; j < nv; j++) {
 		struct sandbox *sb = v[j];
@@ -260,7 +260,7 @@ static void mark_lost(struct kiyot *k, char **ready, size_t n_ready, const struc
 		if (hooks->sandbox_lost)
 			hooks->sandbox_lost(hooks->ctx, sb, "CellLost");
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandboxes_put(v, nv);
 }
 
@@ -337,9 +337,9 @@ static void pass(struct gc *g, int startup)
 	size_t n_ready;
 	int ret;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	ready = ready_sandboxes(k, &n_ready);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	ret = k->provider.ops->list(k->provider.self, &cells, &n, &err);
 	if (ret < 0) {
 		log_error("cells: cannot list cells: %s", err.msg);
@@ -347,13 +347,13 @@ static void pass(struct gc *g, int startup)
 	}
 	v = xcalloc(n + 1, sizeof(*v));
 	claimed = xcalloc(n + 1, sizeof(*claimed));
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	for (size_t i = 0; i < n; i++) {
 		v[i] = judge(k, g, &cells[i], startup, now);
 		if (v[i] == TERMINATE_INTERRUPTED && !(claimed[i] = claim(k, &cells[i])))
 			v[i] = KEEP;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	act_all(g, cells, v, claimed, n);
 	free(claimed);
 	mark_lost(k, ready, n_ready, cells, n);
@@ -436,7 +436,7 @@ static void resume_recorded(struct kiyot *k)
 	size_t nv, n = 0;
 	char **ids, **ips;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	nv = records_sandboxes(k->records, &v);
 	ids = xcalloc(nv + 1, sizeof(*ids));
 	ips = xcalloc(nv + 1, sizeof(*ips));
@@ -446,7 +446,7 @@ static void resume_recorded(struct kiyot *k)
 			ids[n] = xstrdup(v[i]->cell_id);
 			ips[n++] = xstrdup(v[i]->ip);
 		}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandboxes_put(v, nv);
 	for (size_t i = 0; i < n; i++) {
 		cells_resume(k->cells, ids[i], ips[i]);

@@ -290,7 +290,7 @@ static bool auth_of(struct kiyot *k, const char *ref, struct auth_copy *out)
 	if (r.digest)
 		dig = xasprintf("%s/%s@%s", r.host, r.repository, r.digest);
 	image_ref_release(&r);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_images(k->records, &v);
 	for (size_t i = 0; i < n && !found; i++) {
 		const Kiyot__Cell__V1__RegistryAuth *a;
@@ -310,7 +310,7 @@ static bool auth_of(struct kiyot *k, const char *ref, struct auth_copy *out)
 		found = true;
 	}
 	images_put(v, n);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return found;
 }
 

@@ -302,7 +302,7 @@ static void track_running(struct volsync *vs)
 	struct container **cs;
 	size_t n;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_containers(k->records, NULL, &cs);
 	for (size_t j = 0; j < n; j++) {
 		const struct container *c = cs[j];
@@ -329,7 +329,7 @@ static void track_running(struct volsync *vs)
 			pthread_mutex_unlock(&vs->lock);
 		}
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	containers_put(cs, n);
 }
 

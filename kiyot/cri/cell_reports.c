@@ -62,7 +62,7 @@ static void write_termination_message(struct kiyot *k, const struct container *c
 }
 
 /* Applies a unit status to its container record; returns non-zero if anything changed.
- * Call with k->lock held. */
+ * Call with the records' lock held. */
 int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 			    const Kiyot__Cell__V1__UnitStatus *st)
 {
@@ -109,7 +109,7 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 {
 	struct container *c;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container_exact(k->records, st->id);
 	if (c) {
 		struct sandbox *sb = records_sandbox_exact(k->records, c->sandbox_id);
@@ -120,7 +120,7 @@ void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
 		    !(sb->state != SANDBOX_READY && c->state == CTR_EXITED))
 			kiyot_apply_unit_status(k, c, st);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 }
 
 /* Where the kubelet reads a container's log: log_directory/log_path; NULL if not asked for. */
@@ -148,7 +148,7 @@ void kiyot_log_attach(struct kiyot *k, struct container *c)
 	c->log = ctrlog_new(k->logs, c->id, path, &c->log_mark);
 }
 
-/* A log chunk from a cell's Watch callback: the writer is found under k->lock, and written
+/* A log chunk from a cell's Watch callback: the writer is found under the records' lock, and written
  * without it. */
 void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, const uint8_t *data,
 		       size_t len)
@@ -156,11 +156,11 @@ void kiyot_on_unit_log(struct kiyot *k, const char *unit_id, uint64_t offset, co
 	struct container *c;
 	struct ctrlog *w = NULL;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container_exact(k->records, unit_id);
 	if (c && c->log)
 		w = ctrlog_get(c->log);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!w)
 		return; /* unknown unit */
 	ctrlog_write(w, offset, data, len);
@@ -174,7 +174,7 @@ void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__Lo
 	struct sandbox *sb;
 	size_t ncs = 0;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox_of_cell(k->records, cell_id);
 	if (sb)
 		ncs = records_containers(k->records, sb->id, &cs);
@@ -187,7 +187,7 @@ void kiyot_log_offsets(struct kiyot *k, const char *cell_id, Kiyot__Cell__V1__Lo
 		o->offset = cs[*n]->log ? ctrlog_offset(cs[*n]->log) : cs[*n]->log_mark.offset;
 		(*out)[*n] = o;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	containers_put(cs, ncs);
 }
 

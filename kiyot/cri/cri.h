@@ -19,28 +19,28 @@ void *cri_msg_copy(const ProtobufCMessage *m);
 /* Non-zero if every selector entry is present with the same value in the map. */
 int cri_labels_match(void **labels, size_t n_labels, void **selector, size_t n_selector);
 
-/* Updates a container from a unit status; non-zero if it changed. Needs k->lock. */
+/* Updates a container from a unit status; non-zero if it changed. Needs the records' lock. */
 int kiyot_apply_unit_status(struct kiyot *k, struct container *c,
 			    const Kiyot__Cell__V1__UnitStatus *st);
-/* Marks a sandbox not ready and its live containers exited with reason. Needs k->lock. */
+/* Marks a sandbox not ready and its live containers exited with reason. Needs the records' lock. */
 void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason);
-/* The host file a container's log goes to, or NULL. Needs k->lock; caller frees. */
+/* The host file a container's log goes to, or NULL. Needs the records' lock; caller frees. */
 char *kiyot_log_file(struct kiyot *k, const struct container *c);
 /* Gives a container the writer of its log file (ctrlog.h), from the mark it has; one it has
- * already, or a kiyot without a committer (tests), is left as it is. Needs k->lock. */
+ * already, or a kiyot without a committer (tests), is left as it is. Needs the records' lock. */
 void kiyot_log_attach(struct kiyot *k, struct container *c);
 
 /* The image kiyot knows by id (with or without "sha256:"), tag or repo digest, or NULL.
- * Needs k->lock. */
+ * Needs the records' lock. */
 const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref);
 /* Removes from the node's image store every image kiyot no longer lists that no container
- * uses (what RemoveImage left while a container ran on it). Takes k->lock. */
+ * uses (what RemoveImage left while a container ran on it). Takes the records' lock. */
 void kiyot_node_images_sweep(struct kiyot *k);
 /* Pre-pulls refs (a JSON array of strings) into the node's store in the background,
- * anonymously; the kubelet's own pulls of them join it. Takes k->lock. */
+ * anonymously; the kubelet's own pulls of them join it. Takes the records' lock. */
 void kiyot_node_prepull(struct kiyot *k, const json_t *refs);
 /* Stops the node's pre-pulls, waiting up to wait_ms for each; 0 when none is left, so the
- * node's store may be freed. Takes k->lock. */
+ * node's store may be freed. Takes the records' lock. */
 int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms);
 /* What cells report (the hooks of cri_cells_hooks): a unit's status, its log bytes. */
 void kiyot_on_unit_status(struct kiyot *k, const char *cell_id,
@@ -69,7 +69,7 @@ struct cells_hooks;
 void cri_cells_hooks(struct kiyot *k, struct cells_hooks *out);
 
 /* Sends the sandbox's whole desired pod to its cell and folds the unit statuses the agent
- * answers into the records. Call without k->lock. pending/desired override the state the
+ * answers into the records. Call without the records' lock. pending/desired override the state the
  * container with id `id` is asked to reach (id may be NULL). */
 int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err);
 

@@ -23,7 +23,7 @@
 #define START_TIMEOUT_MS (60 * 1000)
 
 /* Opens a container's log file (anew: after a rename), creating it, so readers find it before
- * any output. Needs k->lock. */
+ * any output. Needs the records' lock. */
 static void log_open(struct container *c, bool anew)
 {
 	struct err err = ERR_INIT;
@@ -33,7 +33,7 @@ static void log_open(struct container *c, bool anew)
 }
 
 /* The container of the sandbox with the metadata's name and attempt, or NULL. Needs
- * k->lock. */
+ * the records' lock. */
 static struct container *find_by_metadata(struct kiyot *k, const char *sandbox_id,
 					  const Runtime__V1__ContainerMetadata *m)
 {
@@ -66,15 +66,16 @@ static int agent_can_apply(struct kiyot *k, const char *sandbox_id,
 			   const Runtime__V1__LinuxContainerResources *res, struct err *err)
 {
 	_cleanup_free_ char *cell = NULL;
-	struct sandbox *sb;
 
 	if (!res || !res->n_unified)
 		return 0;
-	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, sandbox_id);
-	if (sb && sb->cell_id && sb->cell_id[0])
-		cell = xstrdup(sb->cell_id);
-	pthread_mutex_unlock(&k->lock);
+	{
+		_cleanup_records_unlock_ struct records *held = records_locked(k->records);
+		struct sandbox *sb = records_sandbox(held, sandbox_id);
+
+		if (sb && sb->cell_id && sb->cell_id[0])
+			cell = xstrdup(sb->cell_id);
+	}
 	return cell ? cells_agent_can(k->cells, cell, AGENT_UNIFIED, err) : 0;
 }
 
@@ -100,10 +101,10 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		return err_wrap(err, "create container %s",
 				r->config && r->config->metadata ? r->config->metadata->name : "");
 	}
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (!sb || sb->state != SANDBOX_READY) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		free(profile);
 		if (!sb)
 			return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
@@ -114,7 +115,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 			      "container %s attempt %u already exists in sandbox %s as %s",
 			      r->config->metadata->name, r->config->metadata->attempt, sb->id,
 			      c->id);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		free(profile);
 		return ret;
 	}
@@ -136,11 +137,11 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	records_add_container(k->records, c);
 	kiyot_log_attach(k, c);
 	id = xstrdup(c->id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 
 	ret = cri_apply_pod(k, r->pod_sandbox_id, CREATE_TIMEOUT_MS, err);
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, id);
 	if (ret == 0 && c && c->state == CTR_CREATED &&
 	    strcmp(c->reason, "CreateContainerError") == 0)
@@ -158,7 +159,7 @@ int cri_create_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		log_open(c, false);
 		events_publish_container(k, c);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (ret < 0) {
 		struct err aerr = ERR_INIT;
 
@@ -178,19 +179,19 @@ static int lookup(struct kiyot *k, const char *id, char **cid, char **sid, struc
 {
 	struct container *c;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, id);
 	if (!c) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return err_set(err, ENOENT, "container %s not found", id);
 	}
 	*cid = xstrdup(c->id);
 	*sid = xstrdup(c->sandbox_id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return 0;
 }
 
-/* Asks the cell for d (with a stop's grace) from now on, and saves it. Needs k->lock. */
+/* Asks the cell for d (with a stop's grace) from now on, and saves it. Needs the records' lock. */
 static void set_desired(struct kiyot *k, struct container *c, enum desired d,
 			int64_t stop_timeout_s)
 {
@@ -216,26 +217,26 @@ int cri_start_container(void *svc, struct rpc_call *call, const ProtobufCMessage
 	(void)resp;
 	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
 		return -err->code;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, cid);
 	if (c && c->state != CTR_CREATED) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return err_set(err, EBUSY, "container %s is not in the created state", cid);
 	}
 	if (c)
 		set_desired(k, c, DESIRED_RUNNING, 0);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
 	if (ret < 0)
 		return err_wrap(err, "start container %s", cid);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, cid);
 	if (c && c->state == CTR_CREATED)
 		ret = err_set(err, EIO, "start container %s: the cell did not start it%s%s", cid,
 			      c->message[0] ? ": " : "", c->message);
 	else if (c && c->state == CTR_EXITED && !strcmp(c->reason, "StartError"))
 		ret = err_set(err, EIO, "start container %s: %s", cid, c->message);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return ret;
 }
 
@@ -254,7 +255,7 @@ int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage 
 	(void)resp;
 	if (lookup(k, r->container_id, &cid, &sid, err) < 0)
 		return -err->code;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, cid);
 	if (c) {
 		skip = c->state == CTR_EXITED && c->desired == DESIRED_STOPPED;
@@ -266,7 +267,7 @@ int cri_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessage 
 		}
 		set_desired(k, c, DESIRED_STOPPED, grace);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (skip)
 		return 0; /* already stopped: stop is idempotent */
 	if (cri_apply_pod(k, sid, (grace + 30) * 1000, err) < 0) {
@@ -292,11 +293,11 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		err_clear(err);
 		return 0; /* already removed: removal is idempotent */
 	}
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, cid);
 	if (c)
 		set_desired(k, c, DESIRED_REMOVED, 0);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	ret = cri_apply_pod(k, sid, START_TIMEOUT_MS, err);
 	if (ret < 0 && err->code != EBUSY) {
 		free(cid);
@@ -304,7 +305,7 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 		return err_wrap(err, "remove container %s", r->container_id);
 	}
 	err_clear(err);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, cid);
 	if (c) {
 		events_publish_deleted(k, c);
@@ -312,7 +313,7 @@ int cri_remove_container(void *svc, struct rpc_call *call, const ProtobufCMessag
 	} else {
 		ret = 0;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	free(cid);
 	free(sid);
 	return ret;
@@ -328,7 +329,7 @@ int cri_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMe
 
 	(void)call;
 	(void)resp;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	if (!c)
 		ret = err_set(err, ENOENT, "container %s not found", r->container_id);
@@ -337,7 +338,7 @@ int cri_reopen_container_log(void *svc, struct rpc_call *call, const ProtobufCMe
 	else /* after the kubelet's rotation renamed the file, the next chunk lands in a new
 	      * one, which exists from now on */
 		log_open(c, true);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return ret;
 }
 
@@ -358,11 +359,11 @@ int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 		return -err->code;
 	if (r->n_cmd == 0)
 		return err_set(err, EINVAL, "cmd: required");
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (!c || !sb || c->state != CTR_RUNNING) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		cells_exec_forgo(k->cells); /* a turn it waited for, parked, it has no use for */
 		if (!c || !sb)
 			return err_set(err, ENOENT, "container %s not found", r->container_id);
@@ -370,7 +371,7 @@ int cri_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 	}
 	areq.unit_id = xstrdup(c->id);
 	cell_id = xstrdup(sb->cell_id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	areq.n_cmd = r->n_cmd;
 	areq.cmd = r->cmd;
 	areq.timeout_s = r->timeout;
@@ -412,7 +413,7 @@ static int stream_target(struct kiyot *k, const char *container_id, bool in, boo
 		return err_set(err, EINVAL,
 			       "tty and stderr cannot both be set (a terminal "
 			       "carries both outputs)");
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (c && sb && c->state == CTR_RUNNING) {
@@ -420,7 +421,7 @@ static int stream_target(struct kiyot *k, const char *container_id, bool in, boo
 		sr->unit_id = xstrdup(c->id);
 		*has_stdin = c->config->stdin;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!c || !sb)
 		return err_set(err, ENOENT, "container %s not found", container_id);
 	if (!sr->unit_id)
@@ -575,19 +576,19 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		return -err->code;
 	if (!res)
 		return err_set(err, EINVAL, "linux: required (kiyot runs Linux units)");
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	sid = c ? xstrdup(c->sandbox_id) : NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (sid && agent_can_apply(k, sid, res, err) < 0)
 		return err_wrap(err, "update container %s", r->container_id);
 	free(sid);
 	sid = NULL;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (!c || !sb) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
 	}
 	merged = resources_merge(c->config->linux ? c->config->linux->resources : NULL, res);
@@ -605,7 +606,7 @@ int cri_update_container_resources(void *svc, struct rpc_call *call, const Proto
 		ret = records_save_container(k->records, c, err);
 		sid = xstrdup(c->sandbox_id);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (merged)
 		protobuf_c_message_free_unpacked(&merged->base, NULL);
 	if (ret < 0)

@@ -37,7 +37,7 @@ static Runtime__V1__ImageSpec *image_dup(struct rpc_call *call, const Runtime__V
 
 /* The record of the image a container runs: by the id its cell reported (or the node
  * resolved at CreateContainer), else by the reference it was created with; NULL when the
- * node does not know it. Needs k->lock. */
+ * node does not know it. Needs the records' lock. */
 static const struct image_rec *image_of(struct kiyot *k, const struct container *c)
 {
 	const struct image_rec *i = NULL;
@@ -59,7 +59,7 @@ static char *first_of(struct rpc_call *call, const char *list)
 
 /* ContainerStatus's image_ref as containerd gives it: the image's repo digest
  * ("registry/app@sha256:..."; the kubelet shows it as the pod's containerStatuses[].imageID),
- * else the image's id, else the reference it was created with. Needs k->lock. */
+ * else the image's id, else the reference it was created with. Needs the records' lock. */
 static char *status_image_ref(struct kiyot *k, struct rpc_call *call, const struct container *c)
 {
 	const struct image_rec *i = image_of(k, c);
@@ -78,7 +78,7 @@ static char *status_image_ref(struct kiyot *k, struct rpc_call *call, const stru
 
 /* ContainerStatus's image as containerd gives it: the image's first tag when the node knows
  * one, else the reference it was created with (the kubelet creates by image id). Needs
- * k->lock. */
+ * the records' lock. */
 static Runtime__V1__ImageSpec *status_image(struct kiyot *k, struct rpc_call *call,
 					    const struct container *c)
 {
@@ -238,7 +238,7 @@ static json_t *runtime_spec(const struct container *c, const struct sandbox *sb)
 
 /* ContainerStatus's verbose info: info["info"], JSON in the shape containerd gives it (which
  * crictl inspect's templates read): sandboxID, pid, removing, runtimeType, config and
- * runtimeSpec, and the cell the container runs in. Needs k->lock. */
+ * runtimeSpec, and the cell the container runs in. Needs the records' lock. */
 static void status_info(struct kiyot *k, struct rpc_call *call, const struct container *c,
 			Runtime__V1__ContainerStatusResponse *out)
 {
@@ -291,10 +291,10 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	struct container *c;
 	char *logf;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	if (!c) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
 	}
 	st = rpc_msg_new(call, &runtime__v1__container_status__descriptor);
@@ -336,7 +336,7 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	out->status = st;
 	if (r->verbose)
 		status_info(k, call, c, out);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return 0;
 }
 
@@ -367,7 +367,7 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 	size_t n;
 
 	(void)err;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_containers(k->records, NULL, &cs);
 	out->containers = rpc_alloc(call, (n + 1) * sizeof(*out->containers));
 	for (size_t i = 0; i < n; i++) {
@@ -396,7 +396,7 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 			(void **)c->config->annotations, c->config->n_annotations);
 		out->containers[out->n_containers++] = o;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	containers_put(cs, n);
 	return 0;
 }

@@ -41,7 +41,7 @@ static void auth_free(struct remembered_auth *a)
 	free(a);
 }
 
-/* Keeps the credentials a pull used. Needs k->lock. */
+/* Keeps the credentials a pull used. Needs the records' lock. */
 static void auth_remember(struct kiyot *k, const char *image_id,
 			  const Runtime__V1__AuthConfig *auth)
 {
@@ -121,7 +121,7 @@ static char *normalise(const char *ref)
 }
 
 /* Finds an image by id (with or without "sha256:"), tag or digest: the first listed that has
- * it. Needs k->lock (the record is borrowed). */
+ * it. Needs the records' lock (the record is borrowed). */
 static struct image_rec *image_find(struct kiyot *k, const char *ref)
 {
 	_cleanup_free_ char *norm = normalise(ref);
@@ -200,9 +200,9 @@ int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *re
 	size_t n;
 
 	(void)err;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (want[0] && !(only = image_find(k, want))) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return 0;
 	}
 	n = records_images(k->records, &v);
@@ -210,7 +210,7 @@ int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *re
 	for (size_t i = 0; i < n; i++)
 		if (!only || v[i] == only)
 			out->images[out->n_images++] = image_msg(call, v[i]);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	images_put(v, n);
 	return 0;
 }
@@ -225,11 +225,11 @@ int cri_image_status(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 
 	if (!r->image || !r->image->image[0])
 		return err_set(err, EINVAL, "image.image: required");
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	i = image_find(k, r->image->image);
 	if (i)
 		out->image = image_msg(call, i); /* absent: an empty answer, not an error */
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return 0;
 }
 
@@ -245,7 +245,7 @@ static void list_add(char **list, const char *s)
 	*list = n;
 }
 
-/* Records what a cell pulled. Needs k->lock. */
+/* Records what a cell pulled. Needs the records' lock. */
 static void image_remember(struct kiyot *k, const char *ref,
 			   const Kiyot__Cell__V1__PullImageResponse *p)
 {
@@ -295,7 +295,7 @@ static void image_remember(struct kiyot *k, const char *ref,
 		log_error("image %s: %s", i->id, err.msg);
 }
 
-/* The cell of the sandbox a pull is for, by the pod's uid/name/namespace. Needs k->lock. */
+/* The cell of the sandbox a pull is for, by the pod's uid/name/namespace. Needs the records' lock. */
 static struct sandbox *sandbox_for(struct kiyot *k, const Runtime__V1__PodSandboxConfig *cfg)
 {
 	struct sandbox *best = NULL, **v;
@@ -364,10 +364,10 @@ static int pull_on_node(struct kiyot *k, struct rpc_call *call,
 	p.image_id = info->image_id;
 	p.size = info->size;
 	p.user = info->user;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	image_remember(k, r->image->image, &p);
 	auth_remember(k, info->image_id, r->auth);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	out->image_ref = rpc_strdup(call, info->image_id);
 	image_info_free(info);
 	return 0;
@@ -391,10 +391,10 @@ int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req
 		return err_set(err, EINVAL, "image.image: required");
 	if (k->node_images)
 		return pull_on_node(k, call, r, out, err);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = sandbox_for(k, r->sandbox_config);
 	cell_id = sb && sb->cell_id[0] ? xstrdup(sb->cell_id) : NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!cell_id)
 		return pull_on_node(k, call, r, out, err);
 	areq.image = r->image->image;
@@ -416,16 +416,16 @@ int cri_pull_image(void *svc, struct rpc_call *call, const ProtobufCMessage *req
 			   (double)(clock_mono_ns() - t0) / 1e9);
 	if (ret < 0)
 		return -err->code;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	image_remember(k, r->image->image, ares);
 	auth_remember(k, ares->image_id, r->auth);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	out->image_ref = rpc_strdup(call, ares->image_id);
 	protobuf_c_message_free_unpacked(&ares->base, NULL);
 	return 0;
 }
 
-/* Whether a container kiyot keeps runs (or will run) image id. Needs k->lock. */
+/* Whether a container kiyot keeps runs (or will run) image id. Needs the records' lock. */
 static bool image_in_use(struct kiyot *k, const char *id)
 {
 	struct container **v;
@@ -451,9 +451,9 @@ static void node_image_release(struct kiyot *k, const char *id)
 	struct err err = ERR_INIT;
 	bool keep;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	keep = image_in_use(k, id) || records_image_exact(k->records, id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	/* a pull that brings it back meanwhile makes this -EBUSY: the next sweep decides */
 	if (!keep && image_remove(k->node_images, id, &err) < 0 && err.code != EBUSY)
 		log_warn("node image store: %s", err.msg);
@@ -479,7 +479,7 @@ struct node_prepull {
 };
 
 /* Frees the pre-pulls that ended, or (all) stops them all, waiting up to wait_ms each; how
- * many are left. Needs k->lock. */
+ * many are left. Needs the records' lock. */
 static int node_prepulls_reap(struct kiyot *k, bool all, int wait_ms)
 {
 	int left = 0;
@@ -508,14 +508,14 @@ void kiyot_node_prepull(struct kiyot *k, const json_t *refs)
 		v[i] = (char *)json_string_value(json_array_get(refs, i));
 	np->p = image_prepull_start(k->node_images, v, n);
 	free(v);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	node_prepulls_reap(k, false, 0);
 	if (np->p) {
 		np->next = k->node_prepulls;
 		k->node_prepulls = np;
 		np = NULL;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	free(np);
 }
 
@@ -523,9 +523,9 @@ int kiyot_node_prepulls_stop(struct kiyot *k, int wait_ms)
 {
 	int left;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	left = node_prepulls_reap(k, true, wait_ms);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (left)
 		log_warn("node image store: %d pre-pulls did not stop in %d ms", left, wait_ms);
 	return left ? -EBUSY : 0;
@@ -544,13 +544,13 @@ int cri_remove_image(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	(void)resp;
 	if (!r->image || !r->image->image[0])
 		return err_set(err, EINVAL, "image.image: required");
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	i = image_find(k, r->image->image);
 	if (i) {
 		id = xstrdup(i->id);
 		ret = records_remove_image(k->records, i, err);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	/* its layers go now, or at the sweep after the last container using it is removed */
 	if (ret == 0 && id && k->node_images)
 		node_image_release(k, id);
@@ -578,11 +578,11 @@ int cri_image_fs_info(void *svc, struct rpc_call *call, const ProtobufCMessage *
 		struct image_rec **v;
 		size_t n;
 
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		n = records_images(k->records, &v);
 		for (size_t i = 0; i < n; i++)
 			u->used_bytes->value += v[i]->size;
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		images_put(v, n);
 	}
 	out->image_filesystems = rpc_alloc(call, sizeof(*out->image_filesystems));

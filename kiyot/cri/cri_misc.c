@@ -67,7 +67,7 @@ static char *cells_info(struct kiyot *k)
 	size_t n;
 	char *text;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_sandboxes(k->records, &sbs);
 	for (size_t i = 0; i < n; i++) {
 		const struct sandbox *sb = sbs[i];
@@ -89,7 +89,7 @@ static char *cells_info(struct kiyot *k)
 				     (json_int_t)sb->created_ns, "sandboxId", sb->id));
 	}
 	sandboxes_put(sbs, n);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	n = pool_list(k->pool, &v);
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(
@@ -132,11 +132,11 @@ int cri_status(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
 			rpc_msg_new(call, &runtime__v1__status_response__info_entry__descriptor);
 		char *info, *cells = cells_info(k);
 
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		info = xasprintf("{\"provider\":\"%s\",\"region\":\"%s\",\"clusterId\":\"%s\","
 				 "\"cellCidr\":\"%s\"}",
 				 k->cfg.provider, k->cfg.region, k->cluster_id, k->cfg.cell_cidr);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		e->key = "config";
 		e->value = rpc_strdup(call, info);
 		free(info);
@@ -163,10 +163,10 @@ int cri_update_runtime_config(void *svc, struct rpc_call *call, const ProtobufCM
 	/* the pod CIDR does not shape cells (they take addresses from the cell network), but it
 	 * is kept and shown so an operator sees what the kubelet asked for */
 	if (r->runtime_config && r->runtime_config->network_config) {
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		free(k->runtime_config_cidr);
 		k->runtime_config_cidr = xstrdup(r->runtime_config->network_config->pod_cidr);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 	}
 	return 0;
 }

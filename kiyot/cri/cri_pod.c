@@ -44,7 +44,7 @@ void *cri_msg_copy(const ProtobufCMessage *m)
 }
 
 /* An image the cell can pull: an image id the node knows maps back to a repo digest. Needs
- * k->lock (the answer may be a record's). */
+ * the records' lock (the answer may be a record's). */
 static const char *pullable_ref(struct kiyot *k, const char *image)
 {
 	const struct image_rec *i = records_image_exact(k->records, image);
@@ -220,7 +220,7 @@ static Kiyot__Cell__V1__RestartPolicy restart_policy(const struct sandbox *sb)
 	return KIYOT__CELL__V1__RESTART_POLICY__NEVER;
 }
 
-/* Builds the desired pod of a sandbox. Needs k->lock. */
+/* Builds the desired pod of a sandbox. Needs the records' lock. */
 static Kiyot__Cell__V1__Pod *pod_build(struct kiyot *k, struct arena *a, const struct sandbox *sb)
 {
 	Kiyot__Cell__V1__Pod *p = arena_alloc(a, sizeof(*p));
@@ -321,36 +321,36 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	char *cell_id;
 	int ret;
 
-	pthread_mutex_lock(&k->lock);
-	sb = records_sandbox(k->records, sandbox_id);
-	if (!sb || !sb->cell_id[0]) {
-		pthread_mutex_unlock(&k->lock);
-		return err_set(err, EBUSY, "sandbox %s has no running cell", sandbox_id);
+	{
+		_cleanup_records_unlock_ struct records *r = records_locked(k->records);
+
+		sb = records_sandbox(r, sandbox_id);
+		if (!sb || !sb->cell_id[0])
+			return err_set(err, EBUSY, "sandbox %s has no running cell", sandbox_id);
+		cell_id = xstrdup(sb->cell_id);
 	}
-	cell_id = xstrdup(sb->cell_id);
-	pthread_mutex_unlock(&k->lock);
 
 	held = cells_apply_lock(k->cells, cell_id);
 	/* build under the record lock and take a packed copy, so the records may change while the
 	 * agent works */
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, sandbox_id);
 	if (!sb) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		cells_apply_unlock(k->cells, held);
 		free(cell_id);
 		return err_set(err, ENOENT, "sandbox %s not found", sandbox_id);
 	}
 	pod = pod_build(k, &a, sb);
 	if (k->provider.ops->remote_files && remote_mounts(&a, pod, &ships, &n_ships, err) < 0) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		cells_apply_unlock(k->cells, held);
 		arena_release(&a);
 		free(cell_id);
 		return -err->code;
 	}
 	packed_copy = cri_msg_copy(&pod->base);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 
 	/* a unit finds its shipped volumes' files in the cell when it is created */
 	ret = 0;
@@ -365,14 +365,14 @@ int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, s
 	free(cell_id);
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	for (size_t i = 0; i < resp->n_units; i++) {
 		struct container *c = records_container_exact(k->records, resp->units[i]->id);
 
 		if (c)
 			kiyot_apply_unit_status(k, c, resp->units[i]);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	return 0;
 }

@@ -143,7 +143,7 @@ static int validate_config(const Runtime__V1__PodSandboxConfig *cfg, struct err 
 	return cri_security_check_sandbox(cfg, err);
 }
 
-/* The sandbox of a pod's attempt, or NULL. Needs k->lock. */
+/* The sandbox of a pod's attempt, or NULL. Needs the records' lock. */
 static struct sandbox *find_by_metadata(struct kiyot *k, const Runtime__V1__PodSandboxMetadata *m)
 {
 	struct sandbox **v, *hit = NULL;
@@ -174,11 +174,11 @@ static void run_undo(struct kiyot *k, struct sandbox *sb)
 
 	if (cells_terminate(k->cells, sb->cell_id, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sandbox_end(k->records, sb);
 	if (records_remove_sandbox(k->records, sb, &err) < 0)
 		log_error("sandbox %s: %s", sb->id, err.msg);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	cellsync_kick(k->cellsync);
 }
 
@@ -199,19 +199,19 @@ static struct podobject_reader *pod_reader(struct kiyot *k)
 {
 	struct podobject_reader *r, *made = NULL;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	r = k->pod_reader;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (r)
 		return r;
 	made = podobject_reader_new(k->cfg.kubeconfig, 0);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (!k->pod_reader) {
 		k->pod_reader = made;
 		made = NULL;
 	}
 	r = k->pod_reader;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	podobject_reader_free(made);
 	return r;
 }
@@ -318,7 +318,7 @@ static int run_find(struct pod_run *run, struct rpc_call *call,
 	bool launching;
 	int ret = 0;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	dup = find_by_metadata(k, md);
 	launching = dup && dup->phase == SANDBOX_LAUNCHING;
 	if (dup && (dup->state == SANDBOX_READY || launching || !dup->cell_id[0])) {
@@ -330,17 +330,17 @@ static int run_find(struct pod_run *run, struct rpc_call *call,
 					md->namespace_, md->name, md->attempt, dup->id,
 					launching ? "still starting; retry"
 						  : "stopped; remove it first");
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return ret;
 	}
 	/* not while the gc ends it; the handler holds a reference on its sandbox until it
 	 * answers */
 	if (dup && sandbox_begin(k->records, dup, SANDBOX_LAUNCHING, err) < 0) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return -err->code;
 	}
 	run->sb = dup ? sandbox_get(dup) : NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (run->sb) /* (a stop that finds it launching before this waits for it) */
 		cells_launch_begin(k->cells, run->sb->cell_id);
 	return 0;
@@ -365,9 +365,9 @@ static int run_size(struct pod_run *run, struct err *err)
 	pod_event(k, run->config->metadata, NULL, KUBE_EVENT_WARNING, "CellSizingFailed", "%s",
 		  err->msg);
 	if (run->sb) {
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		sandbox_end(k->records, run->sb);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		cells_launch_end(k->cells, run->sb->cell_id);
 	}
 	return -err->code;
@@ -403,10 +403,10 @@ static int run_record(struct pod_run *run, struct err *err)
 		sb->cell_id = xstrndup(sb->id, CELL_ID_LEN);
 	/* a stop that finds the record launching finds its launch to cancel */
 	cells_launch_begin(k->cells, sb->cell_id);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	records_add_sandbox(k->records, sandbox_get(sb));
 	ret = records_save_sandbox(k->records, sb, err);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (ret < 0 && run->claimed)
 		pool_claim_abort(k->pool, sb->cell_id);
 	else if (run->claimed)
@@ -489,7 +489,7 @@ static int run_ready(struct pod_run *run, struct err *err)
 	const struct cell_launched *launched = &run->launched;
 	int ret;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (launched->instance_type && strcmp(launched->instance_type, sb->instance_type) != 0)
 		set_field(&sb->instance_type, launched->instance_type);
 	if (launched->note && !strstr(sb->sizing_reason, launched->note)) {
@@ -500,15 +500,15 @@ static int run_ready(struct pod_run *run, struct err *err)
 		pod_event(k, sb->config->metadata, sb->cell_id, KUBE_EVENT_WARNING,
 			  "CapacityFallback", "cell %s: %s", sb->cell_id, launched->note);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	ret = cri_sandbox_host_ports(k, sb, run->ip, err);
 	if (ret < 0)
 		return ret;
 	/* the launch ends once the ready record is stored: when that fails the sandbox is still
 	 * launching, and the undo ends it (run_undo), not a stop that came meanwhile */
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	ret = sandbox_launched(k->records, sb, run->ip, err);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	cellsync_kick(k->cellsync);
 	if (ret < 0)
 		return ret;
@@ -539,9 +539,9 @@ static int run_fail(struct pod_run *run, struct err *err)
 		log_info("RunPodSandbox abandoned by its caller: %s; sandbox %s stays to be "
 			 "resumed",
 			 err->msg, sb->id);
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		sandbox_end(k->records, sb);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		cells_launch_end(k->cells, sb->cell_id);
 		return -err->code;
 	}
@@ -640,7 +640,7 @@ void kiyot_sandbox_lost(struct kiyot *k, struct sandbox *sb, const char *reason)
 		log_error("sandbox %s: %s", sb->id, err.msg);
 }
 
-/* Removes a stopped sandbox's records and its containers'. Needs k->lock. */
+/* Removes a stopped sandbox's records and its containers'. Needs the records' lock. */
 static int sandbox_remove_locked(struct kiyot *k, struct sandbox *sb, struct err *err)
 {
 	struct container **cs;
@@ -686,12 +686,12 @@ static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, boo
 	char *cell_id;
 	int ret;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	/* not while RunPodSandbox still works on this record (and its cell) */
 	while ((ret = sandbox_begin(k->records, sb, SANDBOX_STOPPING, err)) == -EAGAIN &&
 	       sb->phase == SANDBOX_LAUNCHING) {
 		cell_id = xstrdup(sb->cell_id);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		err_clear(err);
 		if (cells_launch_cancel(k->cells, cell_id) == CELLS_LAUNCH_CANCELLED) {
 			ret = stop_launching(k, cell_id, id, err);
@@ -700,10 +700,10 @@ static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, boo
 		}
 		free(cell_id);
 		usleep(STOP_LAUNCHING_POLL_US);
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 	}
 	cell_id = ret == 0 ? xstrdup(sb->cell_id) : NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (ret < 0) {
 		if (ret != -ENOENT || !remove)
 			return ret;
@@ -713,7 +713,7 @@ static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, boo
 	if (cell_id[0] && cells_terminate(k->cells, cell_id, err) < 0)
 		ret = err_wrap(err, "stop pod sandbox %s", id);
 	free(cell_id);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (ret == 0 && sandbox_listed(sb)) {
 		kiyot_sandbox_lost(k, sb, "PodSandboxStopped");
 		sb->cell_id[0] = '\0';
@@ -722,7 +722,7 @@ static int sandbox_stop(struct kiyot *k, struct sandbox *sb, const char *id, boo
 			ret = sandbox_remove_locked(k, sb, err);
 	}
 	sandbox_end(k->records, sb);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	cellsync_kick(k->cellsync);
 	return ret;
 }
@@ -732,11 +732,11 @@ static struct sandbox *sandbox_lookup(struct kiyot *k, const char *id)
 {
 	struct sandbox *sb;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, id);
 	if (sb)
 		sandbox_get(sb);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return sb;
 }
 
@@ -795,10 +795,10 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 	Runtime__V1__PodSandboxStatus *st;
 	struct sandbox *sb;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (!sb) {
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 	}
 	st = rpc_msg_new(call, &runtime__v1__pod_sandbox_status__descriptor);
@@ -848,7 +848,7 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 		out->info[0] = e;
 		out->n_info = 1;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return 0;
 }
 
@@ -874,7 +874,7 @@ int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessag
 	size_t n;
 
 	(void)err;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_sandboxes(k->records, &sbs);
 	out->items = rpc_alloc(call, (n + 1) * sizeof(*out->items));
 	for (size_t i = 0; i < n; i++) {
@@ -901,7 +901,7 @@ int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessag
 		p->runtime_handler = rpc_strdup(call, sb->runtime_handler);
 		out->items[out->n_items++] = p;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandboxes_put(sbs, n);
 	return 0;
 }
@@ -923,7 +923,7 @@ int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_port; i++)
 		if (r->port[i] < 1 || r->port[i] > 65535)
 			return err_set(err, EINVAL, "port: %d is not a TCP port", r->port[i]);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	ready = sb && sb->state == SANDBOX_READY;
 	if (ready) {
@@ -935,7 +935,7 @@ int cri_port_forward(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 				  lx->security_context->namespace_options->network ==
 					  RUNTIME__V1__NAMESPACE_MODE__NODE;
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!sb)
 		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 	if (!ready)
@@ -964,7 +964,7 @@ static bool sandbox_launch_spot(const struct sandbox *sb)
 }
 
 /* The sandbox whose cell is cell_id and still runs it, with a reference, or NULL. Needs
- * k->lock. */
+ * the records' lock. */
 static struct sandbox *sandbox_of_cell(struct kiyot *k, const char *cell_id)
 {
 	struct sandbox **v, *hit = NULL;
@@ -1000,9 +1000,9 @@ void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct ce
 	int64_t grace;
 	size_t n;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = sandbox_of_cell(k, cell_id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!sb)
 		return;
 	cellsync_kick(k->cellsync); /* the Cell shows it */
@@ -1034,7 +1034,7 @@ void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct ce
 		 sb->id, cell_id, in->action,
 		 (long long)((in->notice_time_ns - clock_now_ns()) / 1000000000LL),
 		 (long long)grace);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_containers(k->records, sb->id, &cs);
 	for (size_t i = 0; i < n; i++) {
 		if (cs[i]->desired == DESIRED_STOPPED || cs[i]->desired == DESIRED_REMOVED)
@@ -1045,14 +1045,14 @@ void kiyot_on_interruption(struct kiyot *k, const char *cell_id, const struct ce
 			log_error("container %s: %s", cs[i]->id, err.msg);
 	}
 	containers_put(cs, n);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (cri_apply_pod(k, sb->id, (grace + INTERRUPT_MARGIN_S) * 1000, &err) < 0)
 		log_warn("sandbox %s: stopping its containers for the interruption: %s", sb->id,
 			 err.msg);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	if (sandbox_listed(sb) && sb->state == SANDBOX_READY && !strcmp(sb->cell_id, cell_id))
 		kiyot_sandbox_lost(k, sb, "SpotInterrupted");
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	cellsync_kick(k->cellsync);
 	sandbox_put(sb);
 }

@@ -12,7 +12,7 @@
 #include "xalloc.h"
 
 /* The cells to ask: (sandbox id, cell id) of every ready sandbox matching the filter.
- * Needs k->lock. */
+ * Needs the records' lock. */
 struct target {
 	char *sandbox_id;
 	char *cell_id;
@@ -84,7 +84,7 @@ static Runtime__V1__MemoryUsage *memory_of(struct rpc_call *call,
 	return m;
 }
 
-/* ContainerStats of one container from its unit's usage. Needs k->lock. */
+/* ContainerStats of one container from its unit's usage. Needs the records' lock. */
 static Runtime__V1__ContainerStats *container_stats_of(struct rpc_call *call,
 						       const struct container *c,
 						       const Kiyot__Cell__V1__ResourceUsage *u)
@@ -152,9 +152,9 @@ int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMe
 	size_t nt, cap = 0;
 
 	(void)err;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	nt = targets_of(k, r->filter ? r->filter->pod_sandbox_id : NULL, &t);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	for (size_t i = 0; i < nt; i++) {
 		Kiyot__Cell__V1__StatsResponse *sr = NULL;
 		struct err serr = ERR_INIT;
@@ -165,7 +165,7 @@ int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMe
 		struct container **cs;
 		size_t n;
 
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		n = records_containers(k->records, t[i].sandbox_id, &cs);
 		for (size_t j = 0; j < n; j++) {
 			const struct container *c = cs[j];
@@ -185,7 +185,7 @@ int cri_list_container_stats(void *svc, struct rpc_call *call, const ProtobufCMe
 			out->stats[out->n_stats++] =
 				container_stats_of(call, c, usage_for(sr, c->id));
 		}
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		containers_put(cs, n);
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
 	}
@@ -204,14 +204,14 @@ int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage
 	struct sandbox *sb;
 	char *cell = NULL, *cid = NULL;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = records_container(k->records, r->container_id);
 	sb = c ? records_sandbox(k->records, c->sandbox_id) : NULL;
 	if (c && sb && sb->cell_id[0]) {
 		cell = xstrdup(sb->cell_id);
 		cid = xstrdup(c->id);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!c)
 		return err_set(err, ENOENT, "container %s not found", r->container_id);
 	if (cell && cells_stats(k->cells, cell, &sr, err) < 0) {
@@ -219,12 +219,12 @@ int cri_container_stats(void *svc, struct rpc_call *call, const ProtobufCMessage
 		free(cid);
 		return err_wrap(err, "stats of container %s", r->container_id);
 	}
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	c = cid ? records_container(k->records, cid)
 		: records_container(k->records, r->container_id);
 	if (c)
 		out->stats = container_stats_of(call, c, usage_for(sr, c->id));
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (sr)
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
 	free(cell);
@@ -251,7 +251,7 @@ static Runtime__V1__NetworkUsage *network_of(struct rpc_call *call,
 	return n;
 }
 
-/* PodSandboxStats of one sandbox from its cell's usage. Needs k->lock. */
+/* PodSandboxStats of one sandbox from its cell's usage. Needs the records' lock. */
 static Runtime__V1__PodSandboxStats *sandbox_stats_of(struct kiyot *k, struct rpc_call *call,
 						      const struct sandbox *sb,
 						      const Kiyot__Cell__V1__StatsResponse *sr)
@@ -304,11 +304,11 @@ int cri_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessa
 	struct sandbox *sb;
 	char *cell = NULL;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (sb && sb->state == SANDBOX_READY && sb->cell_id[0])
 		cell = xstrdup(sb->cell_id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (!sb)
 		return err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
 	if (cell && cells_stats(k->cells, cell, &sr, err) < 0) {
@@ -316,11 +316,11 @@ int cri_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufCMessa
 		return err_wrap(err, "stats of pod sandbox %s", r->pod_sandbox_id);
 	}
 	free(cell);
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (sb)
 		out->stats = sandbox_stats_of(k, call, sb, sr);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	if (sr)
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
 	return sb ? 0 : err_set(err, ENOENT, "pod sandbox %s not found", r->pod_sandbox_id);
@@ -336,9 +336,9 @@ int cri_list_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufC
 	size_t nt;
 
 	(void)err;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	nt = targets_of(k, r->filter ? r->filter->id : NULL, &t);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	out->stats = rpc_alloc(call, (nt + 1) * sizeof(*out->stats));
 	for (size_t i = 0; i < nt; i++) {
 		Kiyot__Cell__V1__StatsResponse *sr = NULL;
@@ -347,14 +347,14 @@ int cri_list_pod_sandbox_stats(void *svc, struct rpc_call *call, const ProtobufC
 
 		if (cells_stats(k->cells, t[i].cell_id, &sr, &serr) < 0)
 			continue;
-		pthread_mutex_lock(&k->lock);
+		records_lock(k->records);
 		sb = records_sandbox(k->records, t[i].sandbox_id);
 		if (sb && (!r->filter ||
 			   cri_labels_match((void **)sb->config->labels, sb->config->n_labels,
 					    (void **)r->filter->label_selector,
 					    r->filter->n_label_selector)))
 			out->stats[out->n_stats++] = sandbox_stats_of(k, call, sb, sr);
-		pthread_mutex_unlock(&k->lock);
+		records_unlock(k->records);
 		protobuf_c_message_free_unpacked(&sr->base, NULL);
 	}
 	targets_free(t, nt);

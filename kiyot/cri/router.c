@@ -249,9 +249,9 @@ static int kiyot_owns_sandbox(struct kiyot *k, const char *id)
 
 	if (!id || !id[0])
 		return 1;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	found = records_sandbox(k->records, id) != NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return found;
 }
 
@@ -261,9 +261,9 @@ static int kiyot_owns_container(struct kiyot *k, const char *id)
 
 	if (!id || !id[0])
 		return 1;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	found = records_container(k->records, id) != NULL;
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return found;
 }
 

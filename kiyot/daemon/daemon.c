@@ -76,7 +76,7 @@ static void host_ports_restore(struct kiyot *k)
 
 	if (!k->provider.ops->host_ports_prune)
 		return;
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	nsb = records_sandboxes(k->records, &sbs);
 	keep = xcalloc(nsb + 1, sizeof(*keep));
 	for (size_t i = 0; i < nsb; i++)
@@ -95,7 +95,7 @@ static void host_ports_restore(struct kiyot *k)
 		    cri_sandbox_host_ports(k, s, s->ip, &err) < 0)
 			log_error("sandbox %s: hostPorts: %s", s->id, err.msg);
 	}
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	sandboxes_put(sbs, nsb);
 }
 
@@ -105,11 +105,11 @@ static void logs_attach_all(struct kiyot *k)
 	struct container **cs;
 	size_t n;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_containers(k->records, NULL, &cs);
 	for (size_t i = 0; i < n; i++)
 		kiyot_log_attach(k, cs[i]);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	containers_put(cs, n);
 }
 
@@ -122,7 +122,6 @@ int kiyot_open(struct kiyot *k, struct err *err)
 	struct cells_hooks hooks;
 	unsigned loosened = 0;
 
-	pthread_mutex_init(&k->lock, NULL);
 	if (store_dir_prepare(k->cfg.state_dir, &loosened, err) < 0 ||
 	    fs_mkdir_p(cells_dir, 0700, err) < 0)
 		return -err->code;
@@ -132,7 +131,7 @@ int kiyot_open(struct kiyot *k, struct err *err)
 			 k->cfg.state_dir, loosened);
 	if (store_open(db, &k->store, err) < 0)
 		return -err->code;
-	k->records = records_new(k->store, &k->lock);
+	k->records = records_new(k->store);
 	if (records_load(k->records, err) < 0)
 		return -err->code;
 	k->logs = ctrlogs_new(k->store);
@@ -262,19 +261,20 @@ void kiyot_close(struct kiyot *k)
 	if (k->provider.ops)
 		k->provider.ops->destroy(k->provider.self);
 	catalog_free(k->catalog);
-	records_free(k->records);
-	k->records = NULL;
 	kiyot_auths_free(k);
 	t = kiyot_stop_step("the provider", t);
-	if (kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
+	/* (no records: kiyot_open failed before any pre-pull could start) */
+	if (!k->records ||
+	    kiyot_node_prepulls_stop(k, 30000) == 0) /* else a thread still uses the store */
 		image_store_free(k->node_images);
 	kiyot_stop_step("the node's image pre-pulls", t);
 	k->node_images = NULL;
+	records_free(k->records); /* the last user of their lock is gone */
+	k->records = NULL;
 	regconf_free(k->regconf);
 	store_close(k->store);
 	free(k->cluster_id);
 	free(k->runtime_config_cidr);
-	pthread_mutex_destroy(&k->lock);
 }
 
 int daemon_start(struct kiyot *k, struct rpc_server **srv, struct err *err)

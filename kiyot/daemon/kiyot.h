@@ -1,28 +1,29 @@
 /*
  * kiyot.h: the daemon's context, shared by the CRI handlers, the cell manager and main.
  *
- * Locking: `lock` (k->lock) guards the records (records.h) and their writes to the store, the
- * registry credentials, the node's pre-pulls, the Pod object reader and the runtime config.
- * It is held for memory work and the store only: no call to a cell, an agent, a provider or
- * the API server is made under it. The locks, in the order a thread may take them (it takes
- * a lock only while holding none listed after it):
+ * Locking: the records own their lock (records_lock(k->records), records.h). It guards them
+ * and their writes to the store and, beside them, the few other fields below marked "under
+ * the records' lock": the registry credentials, the node's pre-pulls, the Pod object reader
+ * and the runtime config. It is held for memory work and the store only: no call to a cell,
+ * an agent, a provider or the API server is made under it. The locks, in the order a thread
+ * may take them (it takes a lock only while holding none listed after it):
  *
  *   1. a cell's apply lock (cells_apply_lock: one apply at a time per cell, held across the
  *      agent's answer) or a shipped volume's ship lock (volsync.c);
- *   2. k->lock;
- *   3. under k->lock, taken and released without calling back: the event hub's (events.c),
+ *   2. the records' lock;
+ *   3. under the records' lock, taken and released without calling back: the event hub's (events.c),
  *      the warm pool's (pool/pool.h),
  *      volsync's list lock, the catalog's (catalog_acquire), the hostPort rules' (cellnat.c),
  *      a node pre-pull's (image_prepull.c; stopping one waits for its thread, which never
- *      takes k->lock), a container's log writer's and then the log committer's (ctrlog.h;
- *      a cell's Watch callback takes them without k->lock to write a chunk);
- *   4. never with k->lock held: the cell manager's lock (cells.c: its cells, their
+ *      takes the records' lock), a container's log writer's and then the log committer's (ctrlog.h;
+ *      a cell's Watch callback takes them without the records' lock to write a chunk);
+ *   4. never with the records' lock held: the cell manager's lock (cells.c: its cells, their
  *      references and Watch streams; taken under 1), the router's, cellsync's, gc's and the
  *      streaming server's locks and the providers'. Their threads call into kiyot with none
  *      of them held: a cell's Watch callbacks (on the agent client's loop threads) call
  *      kiyot_on_unit_*, and the Watch restarter kiyot_log_offsets, so;
  *   5. innermost: SQLite's (the store's connection is serialized, so store calls come with
- *      k->lock or without it, as the cell manager's meta keys do) and log.c's.
+ *      the records' lock or without it, as the cell manager's meta keys do) and log.c's.
  */
 #ifndef KIYOT_KIYOT_H
 #define KIYOT_KIYOT_H
@@ -106,12 +107,12 @@ struct kiyot_config {
 
 struct kiyot {
 	struct kiyot_config cfg;
-	pthread_mutex_t lock;
 	struct store *store;
-	struct records *records; /* sandboxes, containers and images (records.h), under lock */
-	struct ctrlogs *logs;	 /* containers' log files and their marks (ctrlog.h) */
+	/* sandboxes, containers and images (records.h), with the lock of this structure */
+	struct records *records;
+	struct ctrlogs *logs; /* containers' log files and their marks (ctrlog.h) */
 	char *cluster_id;
-	char *runtime_config_cidr; /* from UpdateRuntimeConfig */
+	char *runtime_config_cidr; /* from UpdateRuntimeConfig (the records' lock) */
 	/* Where cells come from: the configured provider, or one set before kiyot_open (tests) */
 	struct provider provider;
 	struct catalog *catalog;
@@ -119,20 +120,22 @@ struct kiyot {
 	/* How the cell manager reaches agents (cells/agent_client.h): NULL at kiyot_open for
 	 * gRPC; a test sets a fake one */
 	const struct agent_client *agent;
-	struct events *events;	       /* GetContainerEvents subscribers */
-	struct remembered_auth *auths; /* registry credentials by image id, memory only */
+	struct events *events; /* GetContainerEvents subscribers */
+	struct remembered_auth
+		*auths; /* registry credentials by image id, memory only (the records' lock) */
 	struct regconf *regconf; /* the registries config, for pulls that come without a pod */
 	/* The node's image store (state_dir/images) when cells share the node's disk (local):
 	 * PullImage fills it and cells take their images from it. NULL for remote cells. */
 	struct image_store *node_images;
-	struct node_prepull *node_prepulls; /* pre-pulls into node_images under way (k->lock) */
+	struct node_prepull
+		*node_prepulls; /* pre-pulls into node_images under way (the records' lock) */
 	struct gc *gc;
 	struct router *router;	      /* the fallback runtime, or NULL (router.c) */
 	struct stream_server *stream; /* Exec's URLs (stream/server.h) */
 	struct cellsync *cellsync;    /* Cell objects in the API server, or NULL (cellsync.c) */
 	struct kube_recorder *kube_events; /* Events on pods and cells, or NULL (kube/events.h) */
 	/* Pod objects for sizing and pre-pulls; made at the first RunPodSandbox (cri_sandbox.c),
-	 * set once under lock */
+	 * set once under the records' lock */
 	struct podobject_reader *pod_reader;
 	struct volsync *volsync;	     /* shipped volumes of remote cells (volsync.c) */
 	struct metrics_server *metrics;	     /* GET /metrics, or NULL (metrics/server.h) */
@@ -159,7 +162,7 @@ char *kiyot_node_name(const struct kiyot_config *c);
 int kiyot_open(struct kiyot *k, struct err *err);
 void kiyot_close(struct kiyot *k);
 
-/* The credentials the last pull of an image id used, or NULL. Needs k->lock. */
+/* The credentials the last pull of an image id used, or NULL. Needs the records' lock. */
 const Kiyot__Cell__V1__RegistryAuth *kiyot_auth_for(struct kiyot *k, const char *image_id);
 void kiyot_auths_free(struct kiyot *k);
 

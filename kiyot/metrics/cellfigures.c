@@ -86,7 +86,7 @@ static void cells_collect(void *ctx, struct metrics_writer *w)
 	int64_t now;
 	size_t n;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	n = records_sandboxes(k->records, &v);
 	for (size_t i = 0; i < n; i++) {
 		const struct sandbox *sb = v[i];
@@ -109,7 +109,7 @@ static void cells_collect(void *ctx, struct metrics_writer *w)
 			  (struct tally){ "", "", "", sb->config->metadata->namespace_, 0 }, price);
 	}
 	/* what the tallies point at is fixed in the records, which the snapshot holds */
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	now = clock_mono_ns();
 	mc->spend += total * (double)(now - mc->last_ns) / 3600e9;
 	mc->last_ns = now;

@@ -24,8 +24,8 @@
  * counters ending in _total. Label values are escaped (\\, \", \n); help text too (\\, \n).
  *
  * Thread safety: everything here may be called from any thread. A collector runs with the
- * registry's lock held: it may take kiyot's locks (k->lock) but must not update or render
- * the registry itself. Lock order: the registry's lock, then k->lock, then a family's lock
+ * registry's lock held: it may take kiyot's locks (the records' lock) but must not update or render
+ * the registry itself. Lock order: the registry's lock, then the records' lock, then a family's lock
  * (innermost: nothing is taken under it).
  */
 #ifndef KIYOT_METRICS_H

@@ -259,10 +259,10 @@ static bool sandbox_owns(struct kiyot *k, const char *sandbox_id, const char *ce
 	struct sandbox *sb;
 	bool owns;
 
-	pthread_mutex_lock(&k->lock);
+	records_lock(k->records);
 	sb = records_sandbox(k->records, sandbox_id);
 	owns = sb && sb->cell_id && !strcmp(sb->cell_id, cell_id);
-	pthread_mutex_unlock(&k->lock);
+	records_unlock(k->records);
 	return owns;
 }
 

@@ -28,7 +28,7 @@
  * Standby cell ids are "sb-" and 17 hex digits (POOL_ID_PREFIX).
  *
  * Thread safety: every function may be called from any thread. The pool's lock is taken under
- * k->lock (pool_owns in the collector's judgement) and no lock is taken under it, the store's
+ * the records' lock (pool_owns in the collector's judgement) and no lock is taken under it, the store's
  * aside. NULL is a pool without standby cells for every function but pool_new.
  */
 #ifndef KIYOT_POOL_H

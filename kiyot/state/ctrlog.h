@@ -3,7 +3,7 @@
  * container, and a committer that writes where each stands to the store in batches.
  *
  * A writer keeps its container's file open and appends the bytes the cell's Watch brings
- * (ctrlog_write) under a lock of its own, never k->lock, so the kubelet's calls do not wait
+ * (ctrlog_write) under a lock of its own, never the records' lock, so the kubelet's calls do not wait
  * behind a noisy container. What it wrote, as a log_mark (state.h), goes to the store:
  *   - every CTRLOG_COMMIT_MS, or sooner once a writer has CTRLOG_COMMIT_CHUNKS chunks more;
  *   - at once when its file changes (opened anew, ReopenContainerLog);
@@ -16,7 +16,7 @@
  *
  * Thread safety: every call from any thread. A writer's lock comes before the committer's;
  * neither calls out of this module but to the store (whose SQLite lock is innermost). A
- * writer's lock may be taken under k->lock.
+ * writer's lock may be taken under the records' lock.
  */
 #ifndef KIYOT_CTRLOG_H
 #define KIYOT_CTRLOG_H

@@ -45,7 +45,7 @@ struct sb_index {
 
 struct records {
 	struct store *store;
-	pthread_mutex_t *lock;
+	pthread_mutex_t lock;
 	pthread_cond_t phase_changed; /* a sandbox went back to IDLE */
 	struct table sandboxes, containers, images;
 	struct sb_index by_sandbox;
@@ -233,12 +233,12 @@ static void sb_remove(struct records *r, struct container *c)
 	c->sb_hnext = NULL;
 }
 
-struct records *records_new(struct store *st, pthread_mutex_t *lock)
+struct records *records_new(struct store *st)
 {
 	struct records *r = xcalloc(1, sizeof(*r));
 
 	r->store = st;
-	r->lock = lock;
+	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->phase_changed, NULL);
 	table_init(&r->sandboxes);
 	table_init(&r->containers);
@@ -253,6 +253,22 @@ static struct rec_head *table_pop(struct table *t)
 
 	table_remove(t, h);
 	return h;
+}
+
+void records_lock(struct records *r)
+{
+	pthread_mutex_lock(&r->lock);
+}
+
+void records_unlock(struct records *r)
+{
+	pthread_mutex_unlock(&r->lock);
+}
+
+struct records *records_locked(struct records *r)
+{
+	pthread_mutex_lock(&r->lock);
+	return r;
 }
 
 void records_free(struct records *r)
@@ -274,6 +290,7 @@ void records_free(struct records *r)
 	free(r->by_sandbox.buckets);
 	free(r->images.buckets);
 	pthread_cond_destroy(&r->phase_changed);
+	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
 
@@ -496,7 +513,7 @@ void images_put(struct image_rec **v, size_t n)
 int sandbox_begin(struct records *r, struct sandbox *sb, enum sandbox_phase to, struct err *err)
 {
 	while (to == SANDBOX_STOPPING && sb->phase == SANDBOX_STOPPING && sb->rec.listed)
-		pthread_cond_wait(&r->phase_changed, r->lock);
+		pthread_cond_wait(&r->phase_changed, &r->lock);
 	if (!sb->rec.listed)
 		return err_set(err, ENOENT, "pod sandbox %s not found", sb->id);
 	if (sb->phase == SANDBOX_LAUNCHING)

@@ -5,20 +5,25 @@
  * prefix (crictl's short ids) costs one bucket. Every change goes through to the store
  * (store.h) by the calls here.
  *
- *	pthread_mutex_lock(&k->lock);
+ *	records_lock(k->records);
  *	c = records_container(k->records, id);        borrowed while the lock is held
  *	n = records_containers(k->records, NULL, &v); one reference per entry
- *	pthread_mutex_unlock(&k->lock);
+ *	records_unlock(k->records);
  *	for (i = 0; i < n; i++) ... v[i]->id ...      without the lock: only fixed fields
  *	containers_put(v, n);
  *
- * References: the records hold one on each record they list. A lookup's result is borrowed:
- * valid while the caller holds k->lock. A snapshot's entries and *_get's result are the
- * caller's until it puts them: a record removed meanwhile stays allocated (unlisted) until
- * the last goes. Without k->lock, a holder reads only the fields state.h marks fixed.
+ * or, for a lock held to the end of a block,
  *
- * Thread safety: every call needs k->lock (the caller's), except *_get, *_put and the
- * snapshots' release, which need nothing.
+ *	_cleanup_records_unlock_ struct records *held = records_locked(k->records);
+ *
+ * References: the records hold one on each record they list. A lookup's result is borrowed:
+ * valid while the caller holds the records' lock. A snapshot's entries and *_get's result are
+ * the caller's until it puts them: a record removed meanwhile stays allocated (unlisted) until
+ * the last goes. Without the lock, a holder reads only the fields state.h marks fixed.
+ *
+ * Thread safety: the records own their lock (records_lock); every call needs it held, except
+ * *_get, *_put and the snapshots' release, which need nothing. The daemon's few other shared
+ * fields go under the same lock (daemon/kiyot.h says which).
  */
 #ifndef KIYOT_RECORDS_H
 #define KIYOT_RECORDS_H
@@ -33,9 +38,19 @@
 struct records;
 struct store;
 
-/* Empty records writing through to st, guarded by lock (k->lock); both borrowed, and outlive
- * them. */
-struct records *records_new(struct store *st, pthread_mutex_t *lock);
+/* Empty records writing through to st (borrowed: it outlives them), with a lock of their own. */
+struct records *records_new(struct store *st);
+/* The records' lock, taken and released; records_locked takes it and returns r, for a holder
+ * that lets _cleanup_records_unlock_ release it at the end of its scope. */
+void records_lock(struct records *r);
+void records_unlock(struct records *r);
+struct records *records_locked(struct records *r);
+static inline void records_unlockp(struct records **r)
+{
+	if (*r)
+		records_unlock(*r);
+}
+#define _cleanup_records_unlock_ __attribute__((cleanup(records_unlockp)))
 /* Drops the records' references (a record someone still holds is freed by their put). */
 void records_free(struct records *r);
 /* Lists what the store holds, after what is listed already. */
@@ -85,12 +100,12 @@ void images_put(struct image_rec **v, size_t n);
  * with the last reference). sandbox_begin moves IDLE to `to`. While it launches that is
  * -EAGAIN, "still starting" (the launch must end first); while it stops, a launch is -EAGAIN
  * ("stopping") and a stop waits for that stop to end, then stops again (a stop is
- * idempotent); once removed, -ENOENT. Needs k->lock, no other lock, and a reference on sb:
- * the wait drops k->lock. sandbox_end moves it back to IDLE and wakes those waiting.
+ * idempotent); once removed, -ENOENT. Needs the records' lock, no other lock, and a reference on sb:
+ * the wait drops the records' lock. sandbox_end moves it back to IDLE and wakes those waiting.
  */
 int sandbox_begin(struct records *r, struct sandbox *sb, enum sandbox_phase to, struct err *err);
 void sandbox_end(struct records *r, struct sandbox *sb);
-/* Whether sb is still listed (not removed). Needs k->lock. */
+/* Whether sb is still listed (not removed). Needs the records' lock. */
 bool sandbox_listed(const struct sandbox *sb);
 
 /*
@@ -109,7 +124,7 @@ bool sandbox_listed(const struct sandbox *sb);
  *	                                                              spot interruption
  *	any, STOPPING        same, IDLE           sandbox_end         the stop ended
  *
- * Needs k->lock.
+ * Needs the records' lock.
  */
 /* A new sandbox's record before it is listed: not ready, launching. */
 void sandbox_launching(struct sandbox *sb);

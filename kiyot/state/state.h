@@ -4,7 +4,7 @@
  * owned), so metadata, labels and annotations are answered exactly as given.
  *
  * The records (records.h) list them, count their references and write them through to the
- * store. Their fields are read and written under k->lock; the fields marked "fixed" never
+ * store. Their fields are read and written under the records' lock; the fields marked "fixed" never
  * change while the record lives, so whoever holds a reference may read them without it.
  */
 #ifndef KIYOT_STATE_H
@@ -103,7 +103,7 @@ struct container {
 	int desired;
 	int64_t stop_timeout_s;
 	/* Memory only: the next container in its bucket of the records' index by sandbox
-	 * (records.c); guarded by k->lock. */
+	 * (records.c); guarded by the records' lock. */
 	struct container *sb_hnext;
 };
 

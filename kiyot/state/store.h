@@ -1,7 +1,7 @@
 /*
  * store.h: durable state in SQLite (WAL). Every change to a sandbox, container, image or key
  * is written through before the CRI call that made it answers, so a kiyot killed at any point
- * restarts with the same lists. Records are written through records.h (under k->lock); the
+ * restarts with the same lists. Records are written through records.h (under the records' lock); the
  * meta keys also without it: SQLite serializes the calls on the connection.
  */
 #ifndef KIYOT_STORE_H

@@ -69,7 +69,6 @@ CRIHOST_FN int crihost_start_observed(struct crihost *h,
 	kiyot_config_defaults(&h->k.cfg);
 	free(h->k.cfg.state_dir);
 	h->k.cfg.state_dir = xstrdup(h->dir);
-	pthread_mutex_init(&h->k.lock, NULL);
 	h->k.cluster_id = xstrdup("cluster-test");
 	h->k.events = events_new();
 	db = xasprintf("%s/kiyot.db", h->dir);
@@ -84,7 +83,7 @@ CRIHOST_FN int crihost_start_observed(struct crihost *h,
 		fprintf(stderr, "crihost: %s\n", err.msg);
 		return -1;
 	}
-	h->k.records = records_new(h->k.store, &h->k.lock);
+	h->k.records = records_new(h->k.store);
 	if (rpc_server_start(&cfg, &h->srv, &err) < 0 ||
 	    rpc_channel_new(h->addr, &h->ch, &err) < 0) {
 		fprintf(stderr, "crihost: %s\n", err.msg);
@@ -108,17 +107,16 @@ CRIHOST_FN void crihost_stop(struct crihost *h)
 	router_close(&h->k);
 	stream_server_stop(h->k.stream);
 	cells_free(h->k.cells);
-	records_free(h->k.records);
 	kiyot_auths_free(&h->k);
 	if (kiyot_node_prepulls_stop(&h->k, 10000) == 0)
 		image_store_free(h->k.node_images);
+	records_free(h->k.records);
 	regconf_free(h->k.regconf);
 	events_free(h->k.events);
 	store_close(h->k.store);
 	free(h->k.cluster_id);
 	free(h->k.runtime_config_cidr);
 	kiyot_config_release(&h->k.cfg);
-	pthread_mutex_destroy(&h->k.lock);
 	fs_remove_tree(h->dir, &err);
 }
 
@@ -163,9 +161,9 @@ CRIHOST_FN struct sandbox *crihost_add_sandbox_ann(struct crihost *h, const char
 	sb->ip = xstrdup(cell_id[0] ? "10.77.0.2" : "");
 	sb->instance_type = xstrdup("");
 	sb->sizing_reason = xstrdup("");
-	pthread_mutex_lock(&h->k.lock);
+	records_lock(h->k.records);
 	records_add_sandbox(h->k.records, sb);
-	pthread_mutex_unlock(&h->k.lock);
+	records_unlock(h->k.records);
 	return sb;
 }
 
@@ -207,9 +205,9 @@ CRIHOST_FN struct container *crihost_add_container(struct crihost *h, const char
 	c->image_ref = xstrdup("");
 	c->image_id = xstrdup("");
 	c->seccomp_profile = xstrdup("");
-	pthread_mutex_lock(&h->k.lock);
+	records_lock(h->k.records);
 	records_add_container(h->k.records, c);
-	pthread_mutex_unlock(&h->k.lock);
+	records_unlock(h->k.records);
 	return c;
 }
 
@@ -224,9 +222,9 @@ CRIHOST_FN struct image_rec *crihost_add_image(struct crihost *h, const char *id
 	i->repo_digests = xstrdup(digests);
 	i->size = size;
 	i->user = xstrdup(user);
-	pthread_mutex_lock(&h->k.lock);
+	records_lock(h->k.records);
 	records_add_image(h->k.records, i);
-	pthread_mutex_unlock(&h->k.lock);
+	records_unlock(h->k.records);
 	return i;
 }
 

@@ -371,11 +371,11 @@ char *kfix_cell_of(struct kfix *f, const char *sandbox_id)
 	struct sandbox *sb;
 	char *cell = NULL;
 
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	sb = records_sandbox(f->k.records, sandbox_id);
 	if (sb)
 		cell = xstrdup(sb->cell_id);
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	return cell;
 }
 

@@ -35,10 +35,10 @@ static char *stored_secret(struct kfix *f, const char *cell)
 	struct err err = ERR_INIT;
 	char *v = NULL;
 
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	if (store_get_meta(f->k.store, key, &v, &err) < 0)
 		fail_msg("%s", err.msg);
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	return v;
 }
 
@@ -106,11 +106,11 @@ static void test_cells__a_retried_launch_boots_with_the_stored_secret(void **sta
 	_cleanup_free_ char *boot = NULL;
 	json_t *doc;
 
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	assert_int_equal(store_put_meta(f->k.store, "enroll_secret/cellsecret",
 					"00112233445566778899aabbccddeeff", &err),
 			 0);
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	spec.cell_id = "cellsecret";
 	spec.pod_uid = "uid-x";
 	spec.pod_name = "x";

@@ -202,14 +202,14 @@ static int fake_list(void *self, struct cell_info **out, size_t *n, struct err *
 	size_t count;
 
 	(void)err;
-	pthread_mutex_lock(&h->k.lock);
+	records_lock(h->k.records);
 	count = records_sandboxes(h->k.records, &v);
 	*out = xcalloc(count + 1, sizeof(**out));
 	for (*n = 0; *n < count; (*n)++) {
 		(*out)[*n].cell_id = xstrdup(v[*n]->cell_id);
 		(*out)[*n].instance_id = xasprintf("i-%s", v[*n]->cell_id);
 	}
-	pthread_mutex_unlock(&h->k.lock);
+	records_unlock(h->k.records);
 	sandboxes_put(v, count);
 	return 0;
 }
@@ -331,10 +331,10 @@ static void test_cellsync__only_changes_are_written(void **state)
 	assert_int_equal(reconcile(f, &err), 0);
 	assert_int_equal(f->api.replaces, replaces);
 	/* the launch ends: Running, by a replace */
-	pthread_mutex_lock(&f->h.k.lock);
+	records_lock(f->h.k.records);
 	sb->phase = SANDBOX_IDLE;
 	sb->state = SANDBOX_READY;
-	pthread_mutex_unlock(&f->h.k.lock);
+	records_unlock(f->h.k.records);
 	assert_int_equal(reconcile(f, &err), 0);
 	assert_string_equal(api_field(&f->api, "cell-web", "status", "phase"), "Running");
 	assert_int_equal(f->api.replaces, replaces + 1);

@@ -270,12 +270,12 @@ static void test_cri_image__pull_without_a_pod_resolves_and_remembers(void **sta
 	assert_string_equal(imgs->images[0]->username, "");
 	protobuf_c_message_free_unpacked(&imgs->base, NULL);
 
-	pthread_mutex_lock(&f->h.k.lock);
+	records_lock(f->h.k.records);
 	kept = kiyot_auth_for(&f->h.k, id);
 	assert_non_null(kept);
 	assert_string_equal(kept->username, "alice");
 	assert_string_equal(kept->password, "s3cret");
-	pthread_mutex_unlock(&f->h.k.lock);
+	records_unlock(f->h.k.records);
 
 	assert_int_equal(stored_images(f, &stored), 1);
 	assert_string_equal(stored.images[0]->id, id);
@@ -287,9 +287,9 @@ static void test_cri_image__pull_without_a_pod_resolves_and_remembers(void **sta
 	free(id);
 	id = pull(f, ref, NULL, NULL, &err);
 	assert_non_null(id);
-	pthread_mutex_lock(&f->h.k.lock);
+	records_lock(f->h.k.records);
 	assert_null(kiyot_auth_for(&f->h.k, id));
-	pthread_mutex_unlock(&f->h.k.lock);
+	records_unlock(f->h.k.records);
 }
 
 /* A pod that has no ready sandbox in kiyot gets the same pull on the node. */
@@ -521,9 +521,9 @@ static void test_cri_image__node_store_keeps_what_containers_use(void **state)
 	assert_true(node_has(f, a)); /* ctr-1 runs on it */
 	kiyot_node_images_sweep(&f->h.k);
 	assert_true(node_has(f, a));
-	pthread_mutex_lock(&f->h.k.lock);
+	records_lock(f->h.k.records);
 	assert_int_equal(records_remove_container(f->h.k.records, c, &err), 0);
-	pthread_mutex_unlock(&f->h.k.lock);
+	records_unlock(f->h.k.records);
 	kiyot_node_images_sweep(&f->h.k);
 	assert_false(node_has(f, a));
 }

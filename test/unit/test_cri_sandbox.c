@@ -120,14 +120,14 @@ static void test_cri_sandbox__a_capacity_fallback_is_recorded(void **state)
 				"m5.large in subnet-a");
 	assert_int_equal(kfix_run_pod(f, "web", "uid-web", 0, &id, &err), 0);
 	assert_int_equal(kfix_restart(f, &err), 0);
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	sb = records_sandbox(f->k.records, id);
 	assert_non_null(sb);
 	assert_string_equal(sb->instance_type, "m5.large");
 	assert_non_null(strstr(sb->sizing_reason,
 			       "; t3.micro in subnet-a: "
 			       "InsufficientInstanceCapacity; launched m5.large"));
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 }
 
 /* The kubelet retries a RunPodSandbox whose answer it missed: the same pod and attempt gets
@@ -270,11 +270,11 @@ static void test_cri_sandbox__a_failed_store_write_after_a_launch_ends_it_once(v
 	for (int i = 0; i < 1000 && fake_provider_calls(f->fp, FAKE_PROVIDER_TERMINATE) == 0; i++)
 		usleep(10000);
 	assert_int_equal(fake_provider_wait_held(f->fp, 1, 10000), 0);
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	n = records_sandboxes(f->k.records, &sbs);
 	if (n == 1)
 		phase = sbs[0]->phase;
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	sandboxes_put(sbs, n);
 	fake_provider_hold_terminate(f->fp, 0);
 
@@ -421,10 +421,10 @@ static int64_t stop_grace(struct kfix *f, const char *ctr)
 	struct container *c;
 	int64_t grace;
 
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	c = records_container(f->k.records, ctr);
 	grace = c ? c->stop_timeout_s : -1;
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	return grace;
 }
 
@@ -471,11 +471,11 @@ static void test_cri_sandbox__a_late_status_does_not_revive_a_lost_pods_containe
 
 	kfix_pod_with_container(f, "web", &sb, &ctr);
 	cell = kfix_cell_of(f, sb);
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	rec = records_sandbox_exact(f->k.records, sb);
 	assert_non_null(rec);
 	kiyot_sandbox_lost(&f->k, rec, "CellLost");
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	assert_int_equal(kfix_container_state(f, ctr, &err),
 			 RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
 	st.id = ctr;

@@ -301,7 +301,6 @@ static void fake_kiyot(struct kiyot *k, struct sandbox *sb, Runtime__V1__PodSand
 		       Runtime__V1__PodSandboxMetadata *md)
 {
 	memset(k, 0, sizeof(*k));
-	pthread_mutex_init(&k->lock, NULL);
 	k->cluster_id = "clus1";
 	k->provider.ops = &fake_ops;
 	runtime__v1__pod_sandbox_config__init(cfg);
@@ -320,7 +319,7 @@ static void fake_kiyot(struct kiyot *k, struct sandbox *sb, Runtime__V1__PodSand
 	sb->sizing_reason = "cheapest fit";
 	/* listed with a reference of the test's own: records_free leaves it (it is on the
 	 * stack) */
-	k->records = records_new(NULL, &k->lock);
+	k->records = records_new(NULL);
 	records_add_sandbox(k->records, sandbox_get(sb));
 }
 
@@ -399,7 +398,6 @@ static void test_kube__cellsync_deletes_ghosts_and_rereads_on_conflict(void **st
 	json_decref(put2);
 	stub_release(&s);
 	records_free(k.records);
-	pthread_mutex_destroy(&k.lock);
 }
 
 static const char in_sync_body[] =
@@ -452,7 +450,6 @@ static void test_kube__cellsync_leaves_an_object_in_sync_alone(void **state)
 	assert_non_null(strstr(s.reqs[1].path, "labelSelector="));
 	stub_release(&s);
 	records_free(k.records);
-	pthread_mutex_destroy(&k.lock);
 }
 
 int main(void)

@@ -503,12 +503,12 @@ static void test_metrics__cells_are_counted_from_the_records_at_each_scrape(void
 	assert_null(strstr(before, "kiyot_cells{"));
 	assert_ok(kfix_run_pod(f, "web", "uid-web", 0, &id, &err));
 	after = render(metrics_default());
-	pthread_mutex_lock(&f->k.lock);
+	records_lock(f->k.records);
 	snprintf(want, sizeof(want),
 		 "kiyot_cells{phase=\"Running\",provider=\"%s\",instance_type=\"%s\","
 		 "market=\"on-demand\"} 1\n",
 		 f->k.provider.ops->name, records_sandbox(f->k.records, id)->instance_type);
-	pthread_mutex_unlock(&f->k.lock);
+	records_unlock(f->k.records);
 	assert_non_null(strstr(after, want));
 	assert_non_null(
 		strstr(after, "kiyot_cells_price_dollars_per_hour{namespace=\"default\"} 0."));

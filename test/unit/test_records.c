@@ -26,7 +26,6 @@ struct fixture {
 	char dir[64];
 	char *path;
 	struct store *st;
-	pthread_mutex_t lock; /* kiyot's lock, as the records see it */
 	struct records *r;
 };
 
@@ -43,8 +42,7 @@ static int setup(void **state)
 		print_error("%s\n", err.msg);
 		return -1;
 	}
-	pthread_mutex_init(&f->lock, NULL);
-	f->r = records_new(f->st, &f->lock);
+	f->r = records_new(f->st);
 	*state = f;
 	return 0;
 }
@@ -55,7 +53,6 @@ static int teardown(void **state)
 	struct err err = ERR_INIT;
 
 	records_free(f->r);
-	pthread_mutex_destroy(&f->lock);
 	store_close(f->st);
 	fs_remove_tree(f->dir, &err);
 	free(f->path);
@@ -241,7 +238,7 @@ static void test_records__list_order(void **state)
 	assert_null(v[3]);
 	containers_put(v, n);
 
-	again = records_new(f->st, &f->lock);
+	again = records_new(f->st);
 	records_add_container(again, container_new("new", "sb"));
 	assert_int_equal(records_load(again, &err), 0);
 	n = records_containers(again, NULL, &v);
@@ -308,7 +305,7 @@ static void test_records__changes_reach_the_store(void **state)
 	assert_int_equal(records_save_container(f->r, records_container(f->r, "c2"), &err), 0);
 	assert_int_equal(records_remove_container(f->r, records_container(f->r, "c1"), &err), 0);
 
-	again = records_new(f->st, &f->lock);
+	again = records_new(f->st);
 	assert_int_equal(records_load(again, &err), 0);
 	assert_non_null(records_sandbox(again, "sb1"));
 	assert_ptr_equal(records_sandbox_of_cell(again, "cell1"), records_sandbox(again, "sb1"));
@@ -321,7 +318,7 @@ static void test_records__changes_reach_the_store(void **state)
 			 0);
 	records_free(again);
 
-	again = records_new(f->st, &f->lock);
+	again = records_new(f->st);
 	assert_int_equal(records_load(again, &err), 0);
 	assert_null(records_sandbox(again, "sb1"));
 	assert_null(records_image_exact(again, "sha256:1"));
@@ -410,7 +407,7 @@ static void test_records__indexes_agree_with_the_lists(void **state)
 	}
 	check_by_sandbox(f->r, "no-such-sandbox");
 
-	again = records_new(f->st, &f->lock);
+	again = records_new(f->st);
 	assert_int_equal(records_load(again, &err), 0);
 	for (int i = 0; i < 20; i++) { /* newer ones, listed first */
 		snprintf(cid, sizeof(cid), "n%03d", i);
@@ -437,10 +434,10 @@ static void *stop_thread(void *arg)
 {
 	struct stopper *s = arg;
 
-	pthread_mutex_lock(&s->f->lock);
+	records_lock(s->f->r);
 	s->ret = sandbox_begin(s->f->r, s->sb, SANDBOX_STOPPING, &s->err);
 	s->done = true;
-	pthread_mutex_unlock(&s->f->lock);
+	records_unlock(s->f->r);
 	return NULL;
 }
 
@@ -452,10 +449,46 @@ static bool stop_waits(struct stopper *s, struct fixture *f, struct sandbox *sb)
 	*s = (struct stopper){ .f = f, .sb = sb, .err = ERR_INIT };
 	assert_int_equal(pthread_create(&s->thread, NULL, stop_thread, s), 0);
 	usleep(100 * 1000);
-	pthread_mutex_lock(&f->lock);
+	records_lock(f->r);
 	waiting = !s->done;
-	pthread_mutex_unlock(&f->lock);
+	records_unlock(f->r);
 	return waiting;
+}
+
+/* The records' lock is theirs: taken and released by records_lock/records_unlock, and by the
+ * end of the scope of a _cleanup_records_unlock_ holder, however the scope is left. */
+static int scoped_lookup(struct records *r, const char *id)
+{
+	_cleanup_records_unlock_ struct records *held = records_locked(r);
+
+	if (!records_sandbox(held, id))
+		return -ENOENT; /* an early return unlocks too */
+	return 0;
+}
+
+static void *try_lock(void *arg)
+{
+	struct records *r = arg;
+
+	records_lock(r);
+	records_unlock(r);
+	return (void *)1;
+}
+
+static void test_records__the_lock_is_the_records_and_a_scope_releases_it(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *sb = sandbox_new("sb1", "cell1");
+	pthread_t t;
+	void *got = NULL;
+
+	records_add_sandbox(f->r, sb);
+	assert_int_equal(scoped_lookup(f->r, "sb1"), 0);
+	assert_int_equal(scoped_lookup(f->r, "none"), -ENOENT);
+	/* both scopes left the lock free: another thread takes it */
+	assert_int_equal(pthread_create(&t, NULL, try_lock, f->r), 0);
+	assert_int_equal(pthread_join(t, &got), 0);
+	assert_ptr_equal(got, (void *)1);
 }
 
 /* One thing at a time: nothing begins while a sandbox launches ("still starting"), a launch
@@ -469,7 +502,7 @@ static void test_records__a_sandbox_does_one_thing_at_a_time(void **state)
 	struct stopper s;
 
 	records_add_sandbox(f->r, sandbox_get(sb)); /* and the test's reference */
-	pthread_mutex_lock(&f->lock);
+	records_lock(f->r);
 	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_LAUNCHING, &err), 0);
 	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_STOPPING, &err), -EAGAIN);
 	assert_non_null(strstr(err.msg, "sb1 is still starting"));
@@ -478,20 +511,20 @@ static void test_records__a_sandbox_does_one_thing_at_a_time(void **state)
 	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_STOPPING, &err), 0);
 	assert_int_equal(sandbox_begin(f->r, sb, SANDBOX_LAUNCHING, &err), -EAGAIN);
 	assert_non_null(strstr(err.msg, "sb1 is stopping"));
-	pthread_mutex_unlock(&f->lock);
+	records_unlock(f->r);
 
 	assert_true(stop_waits(&s, f, sb));
-	pthread_mutex_lock(&f->lock);
+	records_lock(f->r);
 	sandbox_end(f->r, sb);
-	pthread_mutex_unlock(&f->lock);
+	records_unlock(f->r);
 	pthread_join(s.thread, NULL);
 	assert_int_equal(s.ret, 0);
 	assert_int_equal(sb->phase, SANDBOX_STOPPING);
 
 	assert_true(stop_waits(&s, f, sb));
-	pthread_mutex_lock(&f->lock);
+	records_lock(f->r);
 	assert_int_equal(records_remove_sandbox(f->r, sb, &err), 0);
-	pthread_mutex_unlock(&f->lock);
+	records_unlock(f->r);
 	pthread_join(s.thread, NULL);
 	assert_int_equal(s.ret, -ENOENT);
 	assert_false(sandbox_listed(sb));
@@ -511,6 +544,7 @@ int main(void)
 		T(test_records__sandbox_of_cell_skips_sandboxes_without_one),
 		T(test_records__indexes_agree_with_the_lists),
 		T(test_records__a_sandbox_does_one_thing_at_a_time),
+		T(test_records__the_lock_is_the_records_and_a_scope_releases_it),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1040,9 +1040,9 @@ static void test_router__images_go_by_the_annotation(void **state)
 				      &runtime__v1__remove_image_response__descriptor, &none, &err),
 			 0);
 	protobuf_c_message_free_unpacked(none, NULL);
-	pthread_mutex_lock(&f->h.k.lock);
+	records_lock(f->h.k.records);
 	assert_null(records_image_exact(f->h.k.records, "sha256:abc"));
-	pthread_mutex_unlock(&f->h.k.lock);
+	records_unlock(f->h.k.records);
 	assert_int_equal(fb_saw(&f->fb, "RemoveImage nginx:1.25"), 1);
 	spec.image = "absent";
 	assert_int_equal(crihost_call(&f->h, CRI_IMG("RemoveImage"), &rreq.base,

@@ -195,10 +195,10 @@ static char *ip_of(struct fix *f)
 	struct sandbox *sb;
 	char *ip;
 
-	pthread_mutex_lock(&f->k->k.lock);
+	records_lock(f->k->k.records);
 	sb = records_sandbox(f->k->k.records, f->sandbox);
 	ip = xstrdup(sb ? sb->ip : "");
-	pthread_mutex_unlock(&f->k->k.lock);
+	records_unlock(f->k->k.records);
 	return ip;
 }
 
