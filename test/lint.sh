@@ -37,9 +37,11 @@ kiyot_layer()
 		rule="providers/ is below cells/ and the CRI side" ;;
 	sizing:*)
 		# the known edges left: the pod spec a demand is read from (sizing.h, burst.h), and
-		# the EC2 client the catalog refresh asks (catalog_refresh belongs in providers/ec2/)
+		# the EC2 and Price List clients the catalog refresh asks (catalog_refresh belongs in
+		# providers/ec2/)
 		case "$from:$to" in
 		sizing/*:kube/podspec.h | sizing/catalog_refresh.h:providers/ec2/ec2.h) ;;
+		sizing/catalog_refresh.h:providers/ec2/pricing.h) ;;
 		*) rule="sizing/ includes only sizing/ and common/" ;;
 		esac
 		;;

@@ -58,6 +58,8 @@
  *	  subnetId, securityGroupIds: [...], instanceProfile
  *	  profile, credentialsFile, noInstanceMetadata: false
  *	  launchTimeoutSeconds: 600
+ *	  priceList: true             (on-demand prices from the AWS Price List API, daily; false:
+ *	                              the shipped snapshot's; a URL: a private endpoint of it)
  *	pool:                         (standby cells a pod starts in at once: see
  *	                              pool/pool_config.h; absent: none)
  *	metrics:                      (Prometheus' scrape endpoint, GET /metrics; off when absent)
@@ -167,6 +169,7 @@ void kiyot_config_release(struct kiyot_config *c)
 	free(c->ec2.instance_profile);
 	free(c->ec2.profile);
 	free(c->ec2.credentials_file);
+	free(c->ec2.price_list_endpoint);
 	strv_free(c->ec2.security_group_ids);
 	strv_free(c->ec2.subnet_ids);
 	free(c->kube_proxy.image);
@@ -315,6 +318,28 @@ static int read_ec2_images(const json_t *v, void *dst, const char *path, struct 
 		free(*image);
 		*image = xstrdup(json_string_value(id));
 	}
+	return 0;
+}
+
+/* ec2.priceList: true, false, or the URL of a private endpoint of the Price List. */
+static int read_price_list(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	struct kiyot_config *c = dst;
+	const char *url = json_string_value(v);
+	char val[64];
+
+	if (json_is_boolean(v)) {
+		c->ec2.price_list_off = json_is_false(v);
+		return 0;
+	}
+	if (!url || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0))
+		return err_set(err, EINVAL,
+			       "%s: must be true, false or an http:// or https:// URL of a Price "
+			       "List endpoint, not %s",
+			       path, jf_value_text(v, val));
+	free(c->ec2.price_list_endpoint);
+	c->ec2.price_list_endpoint = xstrdup(url);
+	c->ec2.price_list_off = 0;
 	return 0;
 }
 
@@ -520,6 +545,7 @@ static const struct jf_field ec2_fields[] = {
 	{ JF_STR("credentialsFile", CFG, ec2.credentials_file) },
 	{ JF_BOOL("noInstanceMetadata", CFG, ec2.no_imds) },
 	{ JF_INT("launchTimeoutSeconds", CFG, ec2.launch_timeout_s, 10, 3600) },
+	{ JF_CUSTOM("priceList", 0, read_price_list) },
 	JF_END,
 };
 

@@ -167,8 +167,12 @@ int kiyot_open(struct kiyot *k, struct err *err)
 		if (provider_ec2_new(&ec, &k->provider, err) < 0)
 			return err_wrap(err, "ec2 cell provider");
 		/* in the background: start-up does not wait for EC2 */
-		if (catalog_refresh_start(k->catalog, provider_ec2_client(&k->provider),
-					  CATALOG_REFRESH_INTERVAL_S, err) < 0)
+		if (catalog_refresh_start_config(k->catalog, provider_ec2_client(&k->provider),
+						 &(struct catalog_refresh_config){
+							 .price_list = !k->cfg.ec2.price_list_off,
+							 .price_list_endpoint =
+								 k->cfg.ec2.price_list_endpoint },
+						 err) < 0)
 			return -err->code;
 	} else if (strcmp(k->cfg.provider, "local") == 0) {
 		lc.state_dir = cells_dir;

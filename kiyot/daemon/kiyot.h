@@ -92,6 +92,8 @@ struct kiyot_config {
 		size_t n_subnet_ids;
 		int no_imds;
 		int launch_timeout_s;
+		int price_list_off;	   /* ec2.priceList: false */
+		char *price_list_endpoint; /* ec2.priceList: a URL; NULL: the public one */
 	} ec2;
 	struct kube_proxy_config { /* cells.kubeProxy: a kube-proxy unit per cell (image NULL: none) */
 		char *image, *kubeconfig;

@@ -22,6 +22,10 @@
 struct catalog {
 	char *region;
 	char *price_note; /* a derived region's estimate, or NULL */
+	char *estimate;	  /* the same, short: "estimated as us-east-1's x 1.115", or NULL */
+	/* the words of catalog_price_source: the loaded data's, the Price List's, the spot
+	 * price history's (NULL: not set) */
+	char *shipped_source, *price_api_source, *spot_api_source;
 	struct catalog_type *types;
 	size_t n;
 	atomic_size_t refs;
@@ -197,6 +201,13 @@ static int catalog_derived(const json_t *root, const char *region, const json_t 
 }
 
 /* Builds a catalog of one region from a parsed root object. */
+/* Names the data c was loaded from, with its estimate if any. */
+static void catalog_shipped_as(struct catalog *c, const char *what)
+{
+	free(c->shipped_source);
+	c->shipped_source = c->estimate ? xasprintf("%s, %s", what, c->estimate) : xstrdup(what);
+}
+
 static int catalog_from_root(const json_t *root, const char *region, struct catalog **out,
 			     struct err *err)
 {
@@ -238,9 +249,12 @@ static int catalog_from_root(const json_t *root, const char *region, struct cata
 			return ret;
 		}
 	}
-	if (from)
+	if (from) {
 		c->price_note = xasprintf("on-demand and spot prices estimated as %s's x %.4g",
 					  from, factor);
+		c->estimate = xasprintf("estimated as %s's x %.4g", from, factor);
+	}
+	catalog_shipped_as(c, "instance catalog");
 	*out = c;
 	return 0;
 }
@@ -256,6 +270,8 @@ int catalog_load(const char *region, struct catalog **out, struct err *err)
 	/* an unknown region is the caller's; anything else, the embedded text's */
 	if (ret < 0 && ret != -ENOENT)
 		return err_wrap(err, "embedded instance catalog");
+	if (ret == 0)
+		catalog_shipped_as(*out, "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
 	return ret;
 }
 
@@ -287,6 +303,11 @@ int catalog_load_file(const char *path, const char *region, struct catalog **out
 	ret = catalog_load_text(text, len, region, out, err);
 	if (ret < 0)
 		return err_wrap(err, "instance catalog %s", path);
+	{
+		_cleanup_free_ char *what = xasprintf("catalog file %s", path);
+
+		catalog_shipped_as(*out, what);
+	}
 	return 0;
 }
 
@@ -318,6 +339,10 @@ static void catalog_destroy(struct catalog *c)
 	free(c->types);
 	free(c->region);
 	free(c->price_note);
+	free(c->estimate);
+	free(c->shipped_source);
+	free(c->price_api_source);
+	free(c->spot_api_source);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -373,6 +398,38 @@ const char *catalog_region(const struct catalog *c)
 const char *catalog_price_note(const struct catalog *c)
 {
 	return c->price_note;
+}
+
+/* Where a price of t came from, in words. */
+const char *catalog_price_source(const struct catalog *c, const struct catalog_type *t, bool spot)
+{
+	const char *api = spot ? c->spot_api_source : c->price_api_source;
+
+	if ((spot ? t->spot_from : t->price_from) == CATALOG_FROM_API && api)
+		return api;
+	return c->shipped_source ? c->shipped_source : "instance catalog";
+}
+
+/* Replaces one source's words with a copy of text, unless text is NULL. */
+static void catalog_source_set(char **dst, const char *text)
+{
+	if (!text)
+		return;
+	free(*dst);
+	*dst = xstrdup(text);
+}
+
+void catalog_set_sources(struct catalog *c, const char *shipped, const char *price_api,
+			 const char *spot_api)
+{
+	catalog_source_set(&c->shipped_source, shipped);
+	catalog_source_set(&c->price_api_source, price_api);
+	catalog_source_set(&c->spot_api_source, spot_api);
+}
+
+void catalog_copy_sources(struct catalog *dst, const struct catalog *src)
+{
+	catalog_set_sources(dst, src->shipped_source, src->price_api_source, src->spot_api_source);
 }
 
 /* The number of instance types. */

@@ -91,7 +91,18 @@ struct catalog_type {
 	/* the latest spot price per availability zone, where a refresh saw one (owned) */
 	struct catalog_zone_price *zone_spot;
 	size_t n_zone_spot;
+	/* where price and spot_price came from (CATALOG_FROM_*; catalog_price_source words it) */
+	unsigned char price_from, spot_from;
 };
+
+/* Where a price came from. */
+#define CATALOG_FROM_SHIPPED 0 /* the data the catalog was loaded with */
+#define CATALOG_FROM_API                                                                           \
+	1 /* a refresh: the AWS Price List (on-demand prices),
+				* DescribeSpotPriceHistory (spot prices) */
+
+/* The date of the embedded catalog's on-demand prices (data/README.md). */
+#define CATALOG_SNAPSHOT_DATE "2026-07-20"
 
 /* "x86_64", "arm64", or "x86_64+arm64" for a set. */
 const char *catalog_arch_name(unsigned arch);
@@ -144,6 +155,20 @@ const char *catalog_region(const struct catalog *c);
  * estimated as us-east-1's x 1.115"; NULL for a region listed with its own prices. */
 const char *catalog_price_note(const struct catalog *c);
 size_t catalog_count(const struct catalog *c);
+/*
+ * Where t's on-demand price (spot false) or spot price came from, in words for the Cell's
+ * reason; never NULL. The data loaded: "shipped snapshot of 2026-07-20" (catalog_load), "catalog
+ * file /etc/kiyot/catalog.json" (catalog_load_file), "instance catalog" (catalog_load_text),
+ * with ", estimated as us-east-1's x 1.115" for a derived region; a refresh's: "AWS Price List
+ * 2026-11-29 12:28 UTC", "EC2 spot price history 2026-11-29 12:28 UTC".
+ */
+const char *catalog_price_source(const struct catalog *c, const struct catalog_type *t, bool spot);
+/* Sets the words of c's sources: of its loaded data, of its CATALOG_FROM_API on-demand and spot
+ * prices (copies; NULL leaves one as it was). For a catalog being built by a refresh. */
+void catalog_set_sources(struct catalog *c, const char *shipped, const char *price_api,
+			 const char *spot_api);
+/* Copies every source of src to dst (a refresh's catalog keeps its predecessor's words). */
+void catalog_copy_sources(struct catalog *dst, const struct catalog *src);
 /* The i-th type (i < catalog_count), in the order of the file. */
 const struct catalog_type *catalog_at(const struct catalog *c, size_t i);
 /* The type of that exact name, or NULL. */

@@ -153,6 +153,7 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
 	changed = changed || out->burstable != base->burstable || out->arch != base->arch;
 	if (spot && spot_plausible(base, spot)) {
 		out->spot_price = spot->price;
+		out->spot_from = CATALOG_FROM_API;
 		counts->spot_updated++;
 	} else if (spot) {
 		log_warn("catalog refresh: %s: dropped the spot price $%.6g an hour of "
@@ -182,7 +183,8 @@ static void refresh_merge_type(const struct catalog_type *base, const struct ec2
  * The catalog c was loaded with, merged with the API's types (sorted, nt of them) and spot
  * prices (sorted by type), into a new catalog. EIO when nothing of c is left.
  */
-static int refresh_merge(const struct catalog *c, const struct ec2_type_info *types, size_t nt,
+static int refresh_merge(const struct catalog *c, const struct catalog *cur,
+			 const struct ec2_type_info *types, size_t nt,
 			 const struct ec2_spot_price *spots, size_t ns,
 			 struct catalog_refresh_counts *counts, struct catalog **out,
 			 struct err *err)
@@ -200,6 +202,8 @@ static int refresh_merge(const struct catalog *c, const struct ec2_type_info *ty
 	for (size_t i = 0; i < n; i++) {
 		const struct catalog_type *t = catalog_at(c, i);
 		const struct ec2_type_info *api = refresh_find_type(types, nt, t->name);
+		const struct catalog_type *now = cur != c ? catalog_find(cur, t->name) : NULL;
+		struct catalog_type base = *t;
 		const struct ec2_spot_price *zones;
 		size_t nz;
 
@@ -207,8 +211,13 @@ static int refresh_merge(const struct catalog *c, const struct ec2_type_info *ty
 			counts->types_dropped++;
 			continue;
 		}
+		/* the Price List's on-demand price, where a price refresh got one */
+		if (now && now->price_from == CATALOG_FROM_API) {
+			base.price = now->price;
+			base.price_from = CATALOG_FROM_API;
+		}
 		zones = refresh_find_spot(spots, ns, t->name, &nz);
-		refresh_merge_type(t, api, zones, nz, counts, &merged[k++]);
+		refresh_merge_type(&base, api, zones, nz, counts, &merged[k++]);
 	}
 	counts->types_kept = k;
 	if (k == 0) {
@@ -219,7 +228,20 @@ static int refresh_merge(const struct catalog *c, const struct ec2_type_info *ty
 			       n, catalog_region(c));
 	}
 	*out = catalog_new(catalog_region(c), merged, k);
+	catalog_copy_sources(*out, cur);
 	return 0;
+}
+
+/* "<what> 2026-11-29 12:28 UTC", now. */
+static char *refresh_source(const char *what)
+{
+	time_t now = (time_t)(clock_now_ns() / 1000000000);
+	struct tm tm;
+	char when[32] = "(no clock)";
+
+	if (gmtime_r(&now, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm);
+	return xasprintf("%s %s", what, when);
 }
 
 /* Asks EC2, merges, publishes; nothing is published on any failure. */
@@ -239,14 +261,120 @@ int catalog_refresh_counted(struct catalog *c, struct ec2_client *ec2,
 	if (ret >= 0)
 		ret = ec2_describe_spot_prices_by_zone(ec2, NULL, 0, &spots, &ns, NULL, err);
 	if (ret >= 0) {
+		struct catalog *cur = catalog_acquire(c);
+		_cleanup_free_ char *src = refresh_source("EC2 spot price history");
+
 		nt = refresh_named_types(types, nt);
 		qsort(types, nt, sizeof(*types), refresh_type_cmp);
-		ret = refresh_merge(c, types, nt, spots, ns, &cnt, &next, err);
+		ret = refresh_merge(c, cur, types, nt, spots, ns, &cnt, &next, err);
+		if (ret >= 0)
+			catalog_set_sources(next, NULL, NULL, src);
+		catalog_release(cur);
 	}
 	ec2_type_infos_free(types, nt);
 	ec2_spot_prices_free(spots, ns);
 	if (ret < 0)
 		return err_wrap(err, "catalog refresh");
+	catalog_publish(c, next);
+	if (counts)
+		*counts = cnt;
+	return 0;
+}
+
+/* A deep copy of t: its strings and zone prices. */
+static void refresh_copy_type(const struct catalog_type *t, struct catalog_type *out)
+{
+	*out = *t;
+	out->name = xstrdup(t->name);
+	out->generation = xstrdup(t->generation ? t->generation : "current");
+	out->zone_spot = NULL;
+	if (t->n_zone_spot) {
+		out->zone_spot = xcalloc(t->n_zone_spot, sizeof(*out->zone_spot));
+		memcpy(out->zone_spot, t->zone_spot, t->n_zone_spot * sizeof(*out->zone_spot));
+	}
+}
+
+/* Whether a Price List price is believable for a type whose loaded price is shipped. */
+static bool price_plausible(double shipped, double listed)
+{
+	if (!(shipped > 0))
+		return true;
+	return listed >= shipped * CATALOG_PRICE_MIN_RATIO &&
+	       listed <= shipped * CATALOG_PRICE_MAX_RATIO;
+}
+
+/* The current catalog of c with the List's prices, into *out; EIO when it prices none. */
+static int prices_merge(struct catalog *c, const struct pricing_list *l,
+			struct catalog_price_counts *counts, struct catalog **out, struct err *err)
+{
+	struct catalog *cur = catalog_acquire(c);
+	size_t n = catalog_count(cur);
+	struct catalog_type *types = xcalloc(n + 1, sizeof(*types));
+	_cleanup_free_ char *src = refresh_source("AWS Price List");
+
+	for (size_t i = 0; i < n; i++) {
+		const struct catalog_type *t = catalog_at(cur, i);
+		const struct catalog_type *loaded = catalog_find(c, t->name);
+		const struct pricing_price *p = pricing_list_find(l, t->name);
+		double shipped = loaded ? loaded->price : t->price;
+
+		refresh_copy_type(t, &types[i]);
+		/* each refresh starts from the shipped price: a type the List stopped pricing
+		 * does not keep an old List price under a new date */
+		types[i].price = shipped;
+		types[i].price_from = CATALOG_FROM_SHIPPED;
+		if (!p) {
+			counts->unpriced++;
+		} else if (!price_plausible(shipped, p->usd_per_hour)) {
+			log_warn("catalog prices: %s: dropped the AWS Price List's on-demand price "
+				 "$%.6g an hour: not within %.2gx to %.2gx of the shipped $%.6g; "
+				 "keeping the shipped one",
+				 t->name, p->usd_per_hour, CATALOG_PRICE_MIN_RATIO,
+				 CATALOG_PRICE_MAX_RATIO, shipped);
+			counts->not_believed++;
+		} else {
+			types[i].price = p->usd_per_hour;
+			types[i].price_from = CATALOG_FROM_API;
+			counts->priced++;
+		}
+	}
+	if (counts->priced == 0) {
+		for (size_t i = 0; i < n; i++) {
+			free(types[i].name);
+			free(types[i].generation);
+			free(types[i].zone_spot);
+		}
+		free(types);
+		err_set(err, EIO,
+			"the AWS Price List priced none of the %zu instance types of the catalog "
+			"of "
+			"%s (%zu products answered, %zu prices not believed)",
+			n, catalog_region(c), counts->products, counts->not_believed);
+		catalog_release(cur);
+		return -EIO;
+	}
+	*out = catalog_new(catalog_region(c), types, n);
+	catalog_copy_sources(*out, cur);
+	catalog_set_sources(*out, NULL, src, NULL);
+	catalog_release(cur);
+	return 0;
+}
+
+/* Asks the Price List, merges into the current catalog, publishes. */
+int catalog_refresh_prices(struct catalog *c, struct pricing_client *p,
+			   struct catalog_price_counts *counts, struct err *err)
+{
+	struct catalog_price_counts cnt = { 0 };
+	struct pricing_list l;
+	struct catalog *next = NULL;
+	int ret = pricing_ec2_on_demand(p, catalog_region(c), NULL, 0, &l, err);
+
+	cnt.products = l.products;
+	if (ret >= 0)
+		ret = prices_merge(c, &l, &cnt, &next, err);
+	pricing_list_release(&l);
+	if (ret < 0)
+		return err_wrap(err, "catalog prices");
 	catalog_publish(c, next);
 	if (counts)
 		*counts = cnt;
@@ -263,7 +391,8 @@ int catalog_refresh(struct catalog *c, struct ec2_client *ec2, struct err *err)
 struct catalog_refresher {
 	struct catalog *catalog;
 	struct ec2_client *ec2;
-	int64_t interval_ns;
+	struct pricing_client *pricing; /* owned; NULL: the Price List is off */
+	int64_t interval_ns, price_interval_ns;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* stop was set */
 	bool stop;
@@ -293,7 +422,36 @@ static void refresher_run_once(struct catalog_refresher *r)
 		 n.types_dropped, n.types_listed, n.types_kept, n.types_unpriced);
 }
 
-/* Refreshes at once, then every interval until stopped. */
+/* One price refresh, and its one log line. */
+static void refresher_run_prices(struct catalog_refresher *r)
+{
+	struct catalog_price_counts n;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	if (catalog_refresh_prices(r->catalog, r->pricing, &n, &err) < 0) {
+		const struct catalog_type *t = NULL;
+
+		if (err.code == ECANCELED) /* stopping: nothing to warn of */
+			return;
+
+		now = catalog_acquire(r->catalog);
+		for (size_t i = 0;
+		     i < catalog_count(now) && (!t || t->price_from != CATALOG_FROM_API); i++)
+			t = catalog_at(now, i);
+		log_warn("%s; the on-demand prices of %s stay those of the %s", err.msg,
+			 catalog_region(r->catalog),
+			 t ? catalog_price_source(now, t, false) : "catalog");
+		catalog_release(now);
+		return;
+	}
+	log_info("catalog prices: %s: %zu on-demand prices from the AWS Price List (%s; %zu "
+		 "products, %zu prices not believed, %zu types without one keep the shipped "
+		 "price)",
+		 catalog_region(r->catalog), n.priced, pricing_client_endpoint(r->pricing),
+		 n.products, n.not_believed, n.unpriced);
+}
+
 /* Whether the refresher is stopping: its EC2 calls in flight end (cancel.h). */
 static bool refresher_stopping(void *ctx)
 {
@@ -302,18 +460,28 @@ static bool refresher_stopping(void *ctx)
 	return __atomic_load_n(&r->stop, __ATOMIC_RELAXED);
 }
 
+/* Refreshes from EC2 at once, then every interval, and the prices from the Price List after
+ * the first, then every price interval, until stopped. */
 static void *refresher_main(void *arg)
 {
 	struct catalog_refresher *r = arg;
 	struct cancel_scope sc;
+	int64_t next_ec2 = 0, next_price = 0;
 
 	cancel_scope_enter(&sc, refresher_stopping, r);
 	for (;;) {
 		int64_t deadline;
 		struct timespec ts;
 
-		refresher_run_once(r);
-		deadline = clock_mono_ns() + r->interval_ns;
+		if (clock_mono_ns() >= next_ec2) {
+			refresher_run_once(r);
+			next_ec2 = clock_mono_ns() + r->interval_ns;
+		}
+		if (r->pricing && clock_mono_ns() >= next_price && !refresher_stopping(r)) {
+			refresher_run_prices(r);
+			next_price = clock_mono_ns() + r->price_interval_ns;
+		}
+		deadline = r->pricing && next_price < next_ec2 ? next_price : next_ec2;
 		ts.tv_sec = (time_t)(deadline / 1000000000);
 		ts.tv_nsec = (long)(deadline % 1000000000);
 		pthread_mutex_lock(&r->lock);
@@ -331,25 +499,71 @@ static void *refresher_main(void *arg)
 /* Frees a refresher whose thread is not running. */
 static void refresher_free(struct catalog_refresher *r)
 {
+	pricing_client_free(r->pricing);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	free(r);
 }
 
-/* Starts the refresher thread of c and registers it. */
+/* Starts the refresher thread of c, with EC2 only. */
 int catalog_refresh_start(struct catalog *c, struct ec2_client *ec2, int interval_s,
 			  struct err *err)
+{
+	struct catalog_refresh_config cfg = { .interval_s = interval_s };
+
+	if (interval_s <= 0)
+		return err_set(err, EINVAL, "catalog refresh: the interval must be positive");
+	return catalog_refresh_start_config(c, ec2, &cfg, err);
+}
+
+/* The refresher's Price List client, into r->pricing; one line when it is off. */
+static int refresher_pricing(struct catalog_refresher *r, const struct catalog_refresh_config *cfg,
+			     struct err *err)
+{
+	struct pricing_config pc = cfg->pricing;
+	struct catalog *now;
+
+	if (!cfg->price_list) {
+		now = catalog_acquire(r->catalog);
+		log_info("catalog prices: %s: the AWS Price List is off (ec2.priceList: false); "
+			 "on-demand prices are those of the %s",
+			 catalog_region(r->catalog),
+			 catalog_count(now) ? catalog_price_source(now, catalog_at(now, 0), false)
+					    : "catalog");
+		catalog_release(now);
+		return 0;
+	}
+	pc.endpoint = cfg->price_list_endpoint;
+	pc.region = catalog_region(r->catalog);
+	pc.creds = ec2_client_creds(r->ec2);
+	if (pricing_client_new(&pc, &r->pricing, err) < 0)
+		return err_wrap(err, "ec2.priceList");
+	r->price_interval_ns = (int64_t)(cfg->price_interval_s > 0 ? cfg->price_interval_s
+								   : CATALOG_PRICE_INTERVAL_S) *
+			       1000000000;
+	return 0;
+}
+
+/* Starts the refresher thread of c and registers it. */
+int catalog_refresh_start_config(struct catalog *c, struct ec2_client *ec2,
+				 const struct catalog_refresh_config *cfg, struct err *err)
 {
 	struct catalog_refresher *r;
 	pthread_condattr_t ca;
 	int ret = 0;
 
-	if (interval_s <= 0)
+	if (cfg->interval_s < 0 || cfg->price_interval_s < 0)
 		return err_set(err, EINVAL, "catalog refresh: the interval must be positive");
 	r = xcalloc(1, sizeof(*r));
 	r->catalog = c;
 	r->ec2 = ec2;
-	r->interval_ns = (int64_t)interval_s * 1000000000;
+	r->interval_ns =
+		(int64_t)(cfg->interval_s > 0 ? cfg->interval_s : CATALOG_REFRESH_INTERVAL_S) *
+		1000000000;
+	if (refresher_pricing(r, cfg, err) < 0) {
+		free(r);
+		return -err->code;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -172,10 +172,11 @@ static void sizing_reason(const struct catalog *c, const struct sizing_cand *top
 			    catalog_arch_name(d->arch ? d->arch : CATALOG_ARCH_X86_64),
 			    d->arch_why ? " (" : "", d->arch_why ? d->arch_why : "",
 			    d->arch_why ? ")" : "");
-	buf_appendf(&b, &err, ": %s%s%s%s $%.4f/h%s", t->name,
+	buf_appendf(&b, &err, ": %s%s%s%s $%.4f/h%s (%s)", t->name,
 		    d->arch & CATALOG_ARCH_ARM64 ? " (" : "",
 		    d->arch & CATALOG_ARCH_ARM64 ? catalog_arch_name(out->arch) : "",
-		    d->arch & CATALOG_ARCH_ARM64 ? ")" : "", top[0].price, d->spot ? " spot" : "");
+		    d->arch & CATALOG_ARCH_ARM64 ? ")" : "", top[0].price, d->spot ? " spot" : "",
+		    catalog_price_source(c, t, d->spot));
 	if (top[0].credits > 0)
 		buf_appendf(&b, &err,
 			    ", burstable with baseline %.2f vCPU: $%.4f/h + $%.4f/h surplus "
@@ -189,8 +190,6 @@ static void sizing_reason(const struct catalog *c, const struct sizing_cand *top
 			    top[i].t->name, top[i].price);
 	if (n > 1)
 		buf_append(&b, ")", 1, &err);
-	if (catalog_price_note(c))
-		buf_appendf(&b, &err, "; %s", catalog_price_note(c));
 	snprintf(out->reason, sizeof(out->reason), "%s", buf_str(&b));
 	buf_release(&b);
 }

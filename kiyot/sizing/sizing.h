@@ -102,9 +102,11 @@ struct sizing_choice {
 	struct sizing_candidate runners_up[SIZING_RUNNERS_UP];
 	size_t n_runners_up;
 	/* "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: t3a.micro
-	 * $0.0119/h, burstable with baseline 0.20 vCPU: $0.0094/h + $0.0025/h surplus credits
-	 * for 0.05 vCPU above it (runners-up: t3a.nano $0.0122/h, t3.nano $0.0127/h, ...)" */
-	char reason[512];
+	 * $0.0119/h (AWS Price List 2026-11-29 12:28 UTC), burstable with baseline 0.20 vCPU:
+	 * $0.0094/h + $0.0025/h surplus credits for 0.05 vCPU above it (runners-up: t3a.nano
+	 * $0.0122/h, t3.nano $0.0127/h, ...)": the chosen price says where it came from
+	 * (catalog_price_source) */
+	char reason[768];
 };
 
 /*

@@ -48,6 +48,11 @@ static void test_catalog__us_east_1_types(void **state)
 	assert_non_null(catalog_at(c, 1290));
 	assert_null(catalog_at(c, 1291));
 	assert_null(catalog_price_note(c)); /* its own prices */
+	/* every price says where it came from: the shipped snapshot, with its date */
+	assert_string_equal(catalog_price_source(c, catalog_at(c, 0), false),
+			    "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
+	assert_string_equal(catalog_price_source(c, catalog_at(c, 0), true),
+			    "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
 
 	t = catalog_find(c, "t3.nano");
 	assert_non_null(t);
@@ -125,6 +130,9 @@ static void test_catalog__derived_region_scales_prices(void **state)
 	assert_true(fabs(catalog_find(eu, "m7g.large")->price -
 			 catalog_find(us, "m7g.large")->price * 1.115) < 1e-9);
 	assert_non_null(strstr(catalog_price_note(eu), "estimated as us-east-1's"));
+	assert_string_equal(catalog_price_source(eu, catalog_find(eu, "m7g.large"), false),
+			    "shipped snapshot of " CATALOG_SNAPSHOT_DATE
+			    ", estimated as us-east-1's x 1.115");
 	catalog_free(eu);
 	catalog_free(us);
 }

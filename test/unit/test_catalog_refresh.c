@@ -42,6 +42,10 @@ static char *fixture(const char *name)
 /* What the fake EC2 answers: the fixtures, except fail_action, which gets fail_status. */
 struct fake_ec2 {
 	char *types1, *types2, *types_empty, *spots, *throttle, *auth;
+	/* the Price List's GetProducts answer, and its status */
+	char *prices, *prices_none, *prices_denied;
+	const char *prices_body;
+	int prices_status;
 	const char *fail_action; /* "DescribeInstanceTypes", ...; NULL: none fails */
 	int fail_status;
 	const char *fail_body;
@@ -86,7 +90,10 @@ static void fake_handler(struct stub *s, const struct stub_request *rq, struct s
 
 	fake_wait_gate(f);
 	out->headers = NULL;
-	if (f->fail_action && strstr(body, f->fail_action)) {
+	if (strstr(rq->headers, "AWSPriceListService.GetProducts")) {
+		out->status = f->prices_status ? f->prices_status : 200;
+		out->body = f->prices_body ? f->prices_body : f->prices;
+	} else if (f->fail_action && strstr(body, f->fail_action)) {
 		out->status = f->fail_status;
 		out->body = f->fail_body;
 	} else if (form_has(body, "Action=DescribeInstanceTypes")) {
@@ -112,6 +119,7 @@ struct harness {
 	struct stub stub;
 	struct aws_creds_provider *creds;
 	struct ec2_client *client;
+	struct pricing_client *pricing; /* the same stub, as a Price List endpoint */
 	struct catalog *catalog;
 	char endpoint[64];
 };
@@ -137,6 +145,9 @@ static int setup(void **state)
 	h->fake.spots = fixture("spot_prices.xml");
 	h->fake.throttle = fixture("error_throttle.xml");
 	h->fake.auth = fixture("error_auth.xml");
+	h->fake.prices = fixture("price_list.json");
+	h->fake.prices_none = fixture("price_list_none.json");
+	h->fake.prices_denied = fixture("price_denied.json");
 	pthread_mutex_init(&h->fake.gate_lock, NULL);
 	pthread_cond_init(&h->fake.gate_cond, NULL);
 	h->stub.handler = fake_handler;
@@ -150,6 +161,11 @@ static int setup(void **state)
 	cfg.max_attempts = 3;
 	cfg.sleep = no_sleep;
 	if (ec2_client_new(&cfg, &h->client, &err) < 0 ||
+	    pricing_client_new(&(struct pricing_config){ .endpoint = h->endpoint,
+							 .creds = h->creds,
+							 .max_attempts = 3,
+							 .sleep = no_sleep },
+			       &h->pricing, &err) < 0 ||
 	    catalog_load_file(FIX "base.json", "us-east-1", &h->catalog, &err) < 0)
 		fail_msg("%s", err.msg);
 	*state = h;
@@ -164,6 +180,7 @@ static int teardown(void **state)
 	catalog_free(h->catalog);
 	stub_stop(&h->stub);
 	ec2_client_free(h->client);
+	pricing_client_free(h->pricing);
 	aws_creds_provider_free(h->creds);
 	stub_release(&h->stub);
 	free(h->fake.types1);
@@ -172,6 +189,9 @@ static int teardown(void **state)
 	free(h->fake.spots);
 	free(h->fake.throttle);
 	free(h->fake.auth);
+	free(h->fake.prices);
+	free(h->fake.prices_none);
+	free(h->fake.prices_denied);
 	pthread_mutex_destroy(&h->fake.gate_lock);
 	pthread_cond_destroy(&h->fake.gate_cond);
 	free(h);
@@ -555,6 +575,129 @@ static void test_catalog_refresh__background_failure_keeps_catalog(void **state)
 	catalog_release(now);
 }
 
+/* The Price List's on-demand prices replace the shipped ones of the types it prices (a price
+ * far from the shipped one is not believed); each price says where it came from, and the
+ * Cell's sizing reason quotes it. An EC2 refresh afterwards keeps them. */
+static void test_catalog_refresh__price_list_replaces_shipped_prices(void **state)
+{
+	struct harness *h = *state;
+	struct pod_demand d = { .memory_bytes = 7000LL << 20 };
+	struct catalog_price_counts n;
+	struct sizing_choice ch;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+	const struct catalog_type *t;
+	const char *src;
+
+	/* loaded: every price is the file's */
+	t = catalog_find(h->catalog, "m5.large");
+	assert_string_equal(catalog_price_source(h->catalog, t, false),
+			    "catalog file " FIX "base.json");
+	if (catalog_refresh_prices(h->catalog, h->pricing, &n, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(n.products, 4);
+	assert_int_equal(n.priced, 2);
+	assert_int_equal(n.not_believed, 1);
+	assert_int_equal(n.unpriced, 5);
+	now = catalog_acquire(h->catalog);
+	t = catalog_find(now, "m5.large");
+	assert_true(fabs(t->price - 0.1) < 1e-9);
+	assert_int_equal(t->price_from, CATALOG_FROM_API);
+	src = catalog_price_source(now, t, false);
+	assert_true(strncmp(src, "AWS Price List 20", 17) == 0);
+	assert_non_null(strstr(src, " UTC"));
+	assert_true(fabs(catalog_find(now, "t3.nano")->price - 0.005) < 1e-9);
+	/* $5.00 for c5.large is 59x the shipped $0.085: not believed */
+	t = catalog_find(now, "c5.large");
+	assert_true(fabs(t->price - 0.085) < 1e-9);
+	assert_string_equal(catalog_price_source(now, t, false), "catalog file " FIX "base.json");
+	/* spot prices are not the List's */
+	assert_string_equal(catalog_price_source(now, catalog_find(now, "m5.large"), true),
+			    "catalog file " FIX "base.json");
+	assert_int_equal(sizing_pick(now, &d, NULL, &ch, &err), 0);
+	assert_string_equal(ch.instance_type, "m5.large");
+	assert_non_null(strstr(ch.reason, "m5.large $0.1000/h (AWS Price List 20"));
+	catalog_release(now);
+	/* the request: GetProducts for the catalog's region */
+	assert_int_equal(stub_count(&h->stub), 1);
+	assert_non_null(strstr(h->stub.reqs[0].body, "\"regionCode\""));
+	assert_non_null(strstr(h->stub.reqs[0].body, "\"us-east-1\""));
+	/* an EC2 refresh keeps the List's prices and brings spot prices with their source */
+	refresh_ok(h, NULL);
+	now = catalog_acquire(h->catalog);
+	t = catalog_find(now, "m5.large");
+	assert_true(fabs(t->price - 0.1) < 1e-9);
+	assert_true(strncmp(catalog_price_source(now, t, false), "AWS Price List 20", 17) == 0);
+	assert_true(strncmp(catalog_price_source(now, t, true), "EC2 spot price history 20", 25) ==
+		    0);
+	assert_string_equal(catalog_price_source(now, catalog_find(now, "t3a.nano"), true),
+			    "catalog file " FIX "base.json");
+	catalog_release(now);
+}
+
+/* A Price List that refuses, or prices none of the catalog's types, changes nothing and says
+ * why: which IAM action is missing. */
+static void test_catalog_refresh__price_list_failure_keeps_prices(void **state)
+{
+	struct harness *h = *state;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+
+	h->fake.prices_status = 400;
+	h->fake.prices_body = h->fake.prices_denied;
+	assert_int_equal(catalog_refresh_prices(h->catalog, h->pricing, NULL, &err), -EACCES);
+	assert_non_null(strstr(err.msg, "catalog prices: AWS Price List GetProducts: "
+					"AccessDeniedException"));
+	assert_non_null(strstr(err.msg, "need the IAM action pricing:GetProducts"));
+	h->fake.prices_status = 200;
+	h->fake.prices_body = h->fake.prices_none;
+	assert_int_equal(catalog_refresh_prices(h->catalog, h->pricing, NULL, &err), -EIO);
+	assert_non_null(strstr(err.msg, "priced none of the 8 instance types of the catalog of "
+					"us-east-1 (1 products answered"));
+	now = catalog_acquire(h->catalog);
+	assert_ptr_equal(now, h->catalog);
+	catalog_release(now);
+}
+
+/* The background refresher asks the Price List after EC2 when it is on, and not when off. */
+static void test_catalog_refresh__background_price_list(void **state)
+{
+	struct harness *h = *state;
+	struct catalog_refresh_config cfg = { .interval_s = 3600,
+					      .price_list = true,
+					      .price_list_endpoint = h->endpoint,
+					      .pricing = { .max_attempts = 2, .sleep = no_sleep } };
+	struct err err = ERR_INIT;
+	struct catalog *now = NULL;
+	bool priced = false;
+
+	assert_int_equal(catalog_refresh_start_config(h->catalog, h->client, &cfg, &err), 0);
+	for (int i = 0; i < 3000 && !priced; i++) {
+		now = catalog_acquire(h->catalog);
+		priced = catalog_find(now, "m5.large") &&
+			 catalog_find(now, "m5.large")->price_from == CATALOG_FROM_API;
+		catalog_release(now);
+		if (!priced)
+			usleep(10000);
+	}
+	catalog_refresh_stop(h->catalog);
+	assert_true(priced);
+	/* both pages of DescribeInstanceTypes, the spot prices, then GetProducts */
+	assert_int_equal(stub_count(&h->stub), 4);
+	now = catalog_acquire(h->catalog);
+	assert_null(catalog_find(now, "m4.large")); /* the EC2 refresh's, kept */
+	catalog_release(now);
+	/* off: EC2 only */
+	stub_release(&h->stub);
+	cfg.price_list = false;
+	assert_int_equal(catalog_refresh_start_config(h->catalog, h->client, &cfg, &err), 0);
+	while (stub_count(&h->stub) < 3)
+		usleep(10000);
+	usleep(100000);
+	catalog_refresh_stop(h->catalog);
+	assert_int_equal(stub_count(&h->stub), 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -583,6 +726,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_catalog_refresh__background_failure_keeps_catalog, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__price_list_replaces_shipped_prices, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_catalog_refresh__price_list_failure_keeps_prices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__background_price_list, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -444,6 +444,29 @@ static void test_config__ec2_image_ids_per_architecture(void **state)
 	kiyot_config_release(&c);
 }
 
+/* ec2.priceList: on by default (the public endpoint), false turns it off, a URL points it at a
+ * private endpoint. */
+static void test_config__ec2_price_list(void **state)
+{
+	static const char *const texts[] = { "ec2: {region: us-east-1}", "ec2: {priceList: false}",
+					     "ec2: {priceList: \"http://127.0.0.1:4566/\"}" };
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		kiyot_config_defaults(&c);
+		assert_int_equal(
+			kiyot_config_load_text(&c, texts[i], strlen(texts[i]), "t.yaml", &err), 0);
+		assert_int_equal(c.ec2.price_list_off, i == 1);
+		if (i == 2)
+			assert_string_equal(c.ec2.price_list_endpoint, "http://127.0.0.1:4566/");
+		else
+			assert_null(c.ec2.price_list_endpoint);
+		kiyot_config_release(&c);
+	}
+}
+
 /* sizing.burstHeadroomPercent sets the burst rule's headroom. */
 static void test_config__burst_headroom_is_read(void **state)
 {
@@ -485,6 +508,8 @@ static void test_config__malformed_sections_are_named(void **state)
 		{ "ec2: {imageID: ami-1}", "ec2.imageID" },
 		{ "ec2: {launchTimeoutSeconds: 5}", "ec2.launchTimeoutSeconds" },
 		{ "ec2: {noInstanceMetadata: 1}", "ec2.noInstanceMetadata: must be true or false" },
+		{ "ec2: {priceList: pricing.example}",
+		  "ec2.priceList: must be true, false or an http:// or https:// URL" },
 		{ "ec2: {securityGroupIds: sg-1}",
 		  "ec2.securityGroupIds: must be a list of strings" },
 		{ "ec2: {subnetIds: subnet-1}", "ec2.subnetIds: must be a list of strings" },
@@ -531,6 +556,7 @@ int main(void)
 		cmocka_unit_test(test_config__node_ports_are_what_cells_may_reach_on_the_node),
 		cmocka_unit_test(test_config__ec2_section_sets_every_field),
 		cmocka_unit_test(test_config__ec2_image_ids_per_architecture),
+		cmocka_unit_test(test_config__ec2_price_list),
 		cmocka_unit_test(test_config__burst_headroom_is_read),
 		cmocka_unit_test(test_config__malformed_sections_are_named),
 	};

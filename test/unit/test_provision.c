@@ -298,7 +298,9 @@ static void test_provision__spot_choice_carries_zone_prices(void **state)
 					  CATALOG_ARCH_X86_64,
 					  2,
 					  NULL,
-					  0 };
+					  0,
+					  CATALOG_FROM_SHIPPED,
+					  CATALOG_FROM_SHIPPED };
 	types[0].zone_spot = xcalloc(2, sizeof(*types[0].zone_spot));
 	snprintf(types[0].zone_spot[0].zone, sizeof(types[0].zone_spot[0].zone), "us-east-1a");
 	types[0].zone_spot[0].price = 0.0041;

@@ -113,7 +113,9 @@ static void test_sizing__pod_of_0_4_gib_lands_on_a_nano(void **state)
 	assert_string_equal(ch.runners_up[2].instance_type, "t3a.micro");
 	assert_string_equal(ch.reason,
 			    "cheapest fitting 0 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: "
-			    "t3a.nano $0.0047/h, burstable with baseline 0.10 vCPU (runners-up: "
+			    "t3a.nano $0.0047/h (catalog file "
+			    "kiyot/sizing/data/aws-instance-catalog-2020-us-east-1.json), "
+			    "burstable with baseline 0.10 vCPU (runners-up: "
 			    "t3.nano $0.0052/h, t2.nano $0.0058/h, t3a.micro $0.0094/h)");
 	/* NULL is the default reserve */
 	pick_ok(*state, &d, &dflt, &ch2);
@@ -141,7 +143,9 @@ static void test_sizing__sustained_cpu_pays_credits_on_a_nano(void **state)
 	assert_price(ch.runners_up[0].price, 0.0047 + 0.15 * 0.05);
 	assert_string_equal(
 		ch.reason, "cheapest fitting 0.25 vCPU / 0.4 GiB + reserve 0 vCPU / 64 MiB: "
-			   "t3a.micro $0.0119/h, burstable with baseline 0.20 vCPU: $0.0094/h + "
+			   "t3a.micro $0.0119/h (catalog file "
+			   "kiyot/sizing/data/aws-instance-catalog-2020-us-east-1.json), burstable "
+			   "with baseline 0.20 vCPU: $0.0094/h + "
 			   "$0.0025/h surplus credits for 0.05 vCPU above it (runners-up: t3a.nano "
 			   "$0.0122/h, t3.nano $0.0127/h, t3.micro $0.0129/h)");
 }
@@ -667,9 +671,11 @@ static void test_sizing__tie_break_order(void **state)
 
 	pick_ok(c, &d, &no_reserve, &ch);
 	assert_string_equal(ch.instance_type, "a.small");
-	assert_string_equal(ch.reason, "cheapest fitting 0 vCPU / 0 GiB: a.small $0.1000/h "
-				       "(runners-up: c.small $0.1000/h, b.small $0.1000/h, z.big "
-				       "$0.1000/h)");
+	assert_string_equal(
+		ch.reason,
+		"cheapest fitting 0 vCPU / 0 GiB: a.small $0.1000/h "
+		"(instance catalog) (runners-up: c.small $0.1000/h, b.small $0.1000/h, z.big "
+		"$0.1000/h)");
 	catalog_free(c);
 }
 

@@ -171,6 +171,11 @@ const char *ec2_client_endpoint(const struct ec2_client *c)
 	return c->endpoint;
 }
 
+struct aws_creds_provider *ec2_client_creds(const struct ec2_client *c)
+{
+	return c->creds;
+}
+
 uint64_t ec2_client_requests(const struct ec2_client *c)
 {
 	return __atomic_load_n(&c->requests, __ATOMIC_RELAXED);

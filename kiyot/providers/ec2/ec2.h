@@ -105,6 +105,9 @@ const char *ec2_client_endpoint(const struct ec2_client *c);
 uint64_t ec2_client_requests(const struct ec2_client *c);
 /* The token bucket's rate now (calls a second; lower after RequestLimitExceeded). */
 double ec2_client_rate(const struct ec2_client *c);
+/* The credentials provider the client signs with (borrowed: the client's creator owns it), for
+ * another AWS API of the same node (the Price List, pricing.h). */
+struct aws_creds_provider *ec2_client_creds(const struct ec2_client *c);
 
 /* Tags: an owned, ordered list of key/value pairs. */
 struct ec2_tag {
