@@ -41,7 +41,7 @@ coverage:
 
 # the integration suite's shards: test files run in that many processes at once, each with its
 # own bridge, network, registry and kiyot (test/integration/harness.py)
-ITEST_SHARDS ?= 2
+ITEST_SHARDS ?= 3
 
 # the test endpoints against real clients first (signatures vs botocore, ec2sim vs the AWS
 # CLI, the Kubernetes API endpoint vs kubectl and python3-kubernetes),

@@ -28,7 +28,7 @@
 set -u
 build=${1:-build}
 jobs=${2:-2}
-shards=${ITEST_SHARDS:-2}
+shards=${ITEST_SHARDS:-3}
 load_tests=${LOAD_TESTS:-Lifecycle CrashStarts}
 mkdir -p "$build/test-logs"
 abs_build=$(cd "$build" && pwd)
