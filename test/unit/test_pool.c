@@ -101,7 +101,7 @@ static void test_pool__invalid_settings_name_their_key(void **state)
 		const char *text, *key;
 	} cases[] = {
 		{ "pool: [1]\n", "pool: must be a mapping" },
-		{ "pool: { size: 3 }\n", "pool.size: unknown setting" },
+		{ "pool: { size: 3 }\n", "pool.size: unknown key" },
 		{ "pool: { shapes: {} }\n", "pool.shapes: must be a list" },
 		{ "pool: { shapes: [{count: 2}] }\n", "pool.shapes[0].instanceType: required" },
 		{ "pool: { shapes: [{instanceType: t3.nano, count: -1}] }\n",
@@ -121,7 +121,7 @@ static void test_pool__invalid_settings_name_their_key(void **state)
 		{ "pool: { adaptive: { burstSeconds: -1 } }\n",
 		  "pool.adaptive.burstSeconds: must be an integer from 0 to 3600" },
 		{ "pool: { adaptive: { idleLifetime: 3 } }\n",
-		  "pool.adaptive.idleLifetime: unknown setting" },
+		  "pool.adaptive.idleLifetime: unknown key" },
 		{ "pool: { rebalanceReplacement: 2 }\n",
 		  "pool.rebalanceReplacement: must be true or false" },
 	};
