@@ -787,6 +787,141 @@ class BotocoreTests(unittest.TestCase):
         self.assertTrue(all(t["InstanceType"].startswith("t3.") for t in res["InstanceTypes"]))
 
 
+class PricingTests(unittest.TestCase):
+    """The Price List's GetProducts (JSON 1.1, service pricing) with botocore's pricing client
+    and the AWS CLI's `aws pricing get-products`."""
+
+    FILTERS = [{"Type": "TERM_MATCH", "Field": f, "Value": v}
+               for f, v in (("regionCode", REGION), ("operatingSystem", "Linux"),
+                            ("tenancy", "Shared"), ("preInstalledSw", "NA"),
+                            ("capacitystatus", "Used"))]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = Sim("--pricing-page-size", "7", "--bucket-describe", "off", boot=False)
+        catalog = os.path.join(HERE, "..", "..", "kiyot", "sizing", "data",
+                               "aws-instance-catalog.json")
+        with open(catalog, encoding="utf-8") as f:
+            cls.catalog = {e["instanceType"]: e for e in json.load(f)[REGION]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.stop()
+
+    def setUp(self):
+        self.sim.admin("/_admin/faults/clear", {})
+        self.sim.admin("/_admin/throttle", {"seconds": 0, "count": 0})
+
+    def client(self, retries=1, secret=SECRET, region="us-east-1"):
+        return botocore.session.get_session().create_client(
+            "pricing", region_name=region, endpoint_url=self.sim.endpoint,
+            aws_access_key_id=KEY, aws_secret_access_key=secret,
+            config=Config(retries={"total_max_attempts": retries, "mode": "standard"}))
+
+    @staticmethod
+    def price_of(doc):
+        doc = json.loads(doc) if isinstance(doc, str) else doc
+        term = next(iter(doc["terms"]["OnDemand"].values()))
+        dim = next(iter(term["priceDimensions"].values()))
+        return doc["product"]["attributes"]["instanceType"], dim["unit"], \
+            float(dim["pricePerUnit"]["USD"])
+
+    def test_paginated_products_cover_the_catalog_at_known_prices(self):
+        pricing = self.client()
+        pages = list(pricing.get_paginator("get_products").paginate(
+            ServiceCode="AmazonEC2", Filters=self.FILTERS, FormatVersion="aws_v1"))
+        self.assertEqual(len(pages), -(-len(self.catalog) // 7))
+        self.assertTrue(all(len(p["PriceList"]) <= 7 for p in pages))
+        self.assertTrue(all("NextToken" in p for p in pages[:-1]))
+        self.assertNotIn("NextToken", pages[-1])
+        self.assertEqual(pages[0]["FormatVersion"], "aws_v1")
+        prices = {}
+        for page in pages:
+            for doc in page["PriceList"]:
+                self.assertIsInstance(doc, str)  # a JSON document in a string, as AWS's
+                name, unit, usd = self.price_of(doc)
+                self.assertEqual(unit, "Hrs")
+                prices[name] = usd
+        self.assertEqual(set(prices), set(self.catalog))
+        self.assertAlmostEqual(prices["m5.large"],
+                               round(self.catalog["m5.large"]["price"] * 1.1, 6), places=9)
+        # another region's products, or another OS: none
+        other = pricing.get_products(ServiceCode="AmazonEC2", Filters=[
+            {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "eu-west-1"}])
+        self.assertEqual(other["PriceList"], [])
+        windows = pricing.get_products(ServiceCode="AmazonEC2", Filters=[
+            {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Windows"}])
+        self.assertEqual(windows["PriceList"], [])
+
+    def test_one_type_and_a_price_set_by_the_admin_api(self):
+        pricing = self.client()
+        one = self.FILTERS + [{"Type": "TERM_MATCH", "Field": "instanceType",
+                               "Value": "t3.nano"}]
+        self.sim.admin("/_admin/prices", {"t3.nano": 0.0123})
+        try:
+            res = pricing.get_products(ServiceCode="AmazonEC2", Filters=one)
+            self.assertEqual(len(res["PriceList"]), 1)
+            self.assertEqual(self.price_of(res["PriceList"][0]), ("t3.nano", "Hrs", 0.0123))
+        finally:
+            self.sim.admin("/_admin/prices", {"t3.nano": None})
+        res = pricing.get_products(ServiceCode="AmazonEC2", Filters=one)
+        self.assertAlmostEqual(self.price_of(res["PriceList"][0])[2],
+                               round(self.catalog["t3.nano"]["price"] * 1.1, 6), places=9)
+
+    def test_throttling_and_injected_errors(self):
+        self.sim.admin("/_admin/stats/reset", {})
+        self.sim.admin("/_admin/throttle", {"count": 2})
+        self.client(retries=5).get_products(ServiceCode="AmazonEC2", MaxResults=1)
+        stats = self.sim.admin("/_admin/stats")
+        self.assertEqual(stats["errors"]["GetProducts"], {"ThrottlingException": 2})
+        self.assertEqual(stats["ok"]["GetProducts"], 1)
+        self.sim.admin("/_admin/fault", {"action": "GetProducts",
+                                         "code": "AccessDeniedException", "times": 1,
+                                         "message": "not authorized to perform: "
+                                         "pricing:GetProducts"})
+        with self.assertRaises(ClientError) as cm:
+            self.client().get_products(ServiceCode="AmazonEC2")
+        self.assertEqual(cm.exception.response["Error"]["Code"], "AccessDeniedException")
+        self.assertIn("pricing:GetProducts", cm.exception.response["Error"]["Message"])
+        self.sim.admin("/_admin/fault", {"action": "GetProducts",
+                                         "code": "InternalErrorException", "times": 1})
+        with self.assertRaises(ClientError) as cm:
+            self.client().get_products(ServiceCode="AmazonEC2")
+        self.assertEqual(cm.exception.response["ResponseMetadata"]["HTTPStatusCode"], 500)
+
+    def test_signature_and_parameters_checked(self):
+        for client, code in ((self.client(secret="wrong"), "InvalidSignatureException"),
+                             (self.client(region="eu-west-1"), "InvalidSignatureException")):
+            with self.assertRaises(ClientError) as cm:
+                client.get_products(ServiceCode="AmazonEC2")
+            self.assertEqual(cm.exception.response["Error"]["Code"], code)
+        pricing = self.client()
+        for kw, code in (({"ServiceCode": "AmazonS3"}, "NotFoundException"),
+                         ({"ServiceCode": "AmazonEC2", "FormatVersion": "aws_v2"},
+                          "InvalidParameterException"),
+                         ({"ServiceCode": "AmazonEC2", "NextToken": "garbage"},
+                          "InvalidNextTokenException")):
+            with self.assertRaises(ClientError) as cm:
+                pricing.get_products(**kw)
+            self.assertEqual(cm.exception.response["Error"]["Code"], code, kw)
+
+    def test_cli_get_products_paginates(self):
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
+                   AWS_DEFAULT_REGION=REGION, AWS_PAGER="", AWS_CONFIG_FILE="/dev/null",
+                   AWS_SHARED_CREDENTIALS_FILE="/dev/null", AWS_MAX_ATTEMPTS="1")
+        env.pop("AWS_PROFILE", None)
+        filters = ["Type=TERM_MATCH,Field=%s,Value=%s" % (f["Field"], f["Value"])
+                   for f in self.FILTERS]
+        res = subprocess.run([AWS, "--endpoint-url", self.sim.endpoint, "--region", REGION,
+                              "--output", "json", "pricing", "get-products",
+                              "--service-code", "AmazonEC2", "--format-version", "aws_v1",
+                              "--filters", *filters], env=env, capture_output=True, text=True,
+                             timeout=300, check=False)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        docs = json.loads(res.stdout)["PriceList"]
+        self.assertEqual({self.price_of(d)[0] for d in docs}, set(self.catalog))
+
+
 class StartupFlagTests(unittest.TestCase):
     """Faults given on the command line."""
 

@@ -39,6 +39,10 @@ POST /_admin/buckets                     {"mutating": {"capacity": C, "rate": R}
 POST /_admin/foreign                     {"instance_type"?, "tags"?: {}, "state"?}: add an
                                          instance kiyot did not launch (no cell, no kiyot tags
                                          unless given); answers {"instance_id": ...}
+POST /_admin/prices                      {"TYPE": PRICE or null, ...}: the on-demand price
+                                         (USD an hour) the Price List's GetProducts gives a
+                                         type (null: back to the catalog's x 1.1); answers
+                                         every price set
 POST /_admin/kill                        {"instance_id": ID, "keep_state"?: false}: kill the
                                          instance's cell; EC2 then reports it terminated
                                          (Server.InternalError), or still running with
@@ -223,6 +227,15 @@ def _foreign(sim, doc):
     return {"instance_id": inst.id}
 
 
+def _prices(sim, doc):
+    for name, price in doc.items():
+        if sim.catalog.get(name) is None:
+            raise AdminError(400, f"{name} is not an instance type of the catalog")
+        if price is not None and (not isinstance(price, (int, float)) or price <= 0):
+            raise AdminError(400, f"{name}: the price must be a positive number or null")
+    return {"ok": True, "prices": sim.pricing.set_prices(doc)}
+
+
 def _kill(sim, doc):
     iid = doc.get("instance_id")
     with sim.store.lock:
@@ -249,6 +262,7 @@ _ROUTES = {
     ("POST", "/_admin/buckets"): _buckets,
     ("POST", "/_admin/foreign"): _foreign,
     ("POST", "/_admin/kill"): _kill,
+    ("POST", "/_admin/prices"): _prices,
 }
 
 

@@ -83,6 +83,8 @@ def parser():
       "is the request's source address")
     a("--keep-cells-on-exit", action="store_true",
       help="do not run the terminate command for live cells on exit")
+    a("--pricing-page-size", type=int, default=20, metavar="N",
+      help="most products a Price List GetProducts page holds (default 20)")
     a("--verbose", "-v", action="store_true", help="log every call on stderr")
     return p
 

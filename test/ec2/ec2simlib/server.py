@@ -9,7 +9,7 @@ import threading
 import urllib.parse
 import uuid
 
-from . import API_VERSION, actions, admin, imds, xmlout
+from . import API_VERSION, actions, admin, imds, pricing, xmlout
 from .catalog import Catalog
 from .cells import CellCommands
 from .errors import Ec2Error
@@ -66,6 +66,7 @@ class Sim:
         self.faults = Faults()
         self.stats = Stats()
         self.imds = imds.Metadata(self)
+        self.pricing = pricing.PriceList(self)
         cells = None
         if cfg.boot_cmd:
             cells = CellCommands(cfg.boot_cmd, cfg.terminate_cmd, cfg.work_dir,
@@ -76,7 +77,7 @@ class Sim:
 
     def _startup_faults(self, cfg):
         """Fault rules from --ice and --fault."""
-        known = self.model.operation_names()
+        known = self.model.operation_names() | {"GetProducts"}  # and the Price List's
         for spec in cfg.ice + cfg.fault:
             count = spec.rsplit(":", 1)[-1] if spec.count(":") >= (2 if spec in cfg.fault
                                                                   else 1) else ""
@@ -186,6 +187,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(status, (json.dumps(doc, indent=1) + "\n").encode(), "application/json")
             return
         host = self.headers.get("Host", "")
+        if method == "POST" and self.headers.get("X-Amz-Target", "").startswith(
+                pricing.TARGET_PREFIX):
+            status, out, request_id = sim.pricing.call("http://" + host, self.path,
+                                                       list(self.headers.items()), body)
+            self._send(status, out, pricing.CONTENT_TYPE, request_id)
+            return
         status, out, request_id = sim.call(method, "http://" + host, self.path,
                                            list(self.headers.items()), body, split.query)
         self._send(status, out, "text/xml;charset=UTF-8", request_id)

@@ -28,8 +28,8 @@ _DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 class _ClientHeaderSigner(SigV4Auth):
     """botocore's SigV4 signer restricted to the header set named by the client."""
 
-    def __init__(self, credentials, region, headers, query_pairs):
-        super().__init__(credentials, SERVICE, region)
+    def __init__(self, credentials, region, headers, query_pairs, service=SERVICE):
+        super().__init__(credentials, service, region)
         self._client_headers = headers
         self._query_pairs = query_pairs
 
@@ -49,10 +49,11 @@ def _fail(message):
 class Verifier:
     """Checks requests against a table of access key -> (secret key, session token or None)."""
 
-    def __init__(self, keys, region, max_skew):
+    def __init__(self, keys, region, max_skew, service=SERVICE):
         self.keys = dict(keys)
         self.region = region
         self.max_skew = max_skew
+        self.service = service
 
     def verify(self, method, host_url, path, headers, body, now=None):
         """Raise Ec2Error unless the request carries a valid signature; return the access key.
@@ -76,10 +77,10 @@ class Verifier:
         if access_key not in self.keys:
             _fail("AWS was not able to validate the provided access credentials "
                   f"(unknown access key {access_key}).")
-        if scope_region != self.region or scope_service != SERVICE or \
+        if scope_region != self.region or scope_service != self.service or \
                 terminator != "aws4_request":
             _fail(f"Credential should be scoped to region '{self.region}' and service "
-                  f"'{SERVICE}', not '{scope_region}'/'{scope_service}'.")
+                  f"'{self.service}', not '{scope_region}'/'{scope_service}'.")
         amz_dates = [v for n, v in headers if n.lower() == "x-amz-date"]
         if not amz_dates:
             _fail("The request must carry an X-Amz-Date header.")
@@ -128,7 +129,7 @@ class Verifier:
                 request.headers[name] = value
         request.context["timestamp"] = amz_date
         signer = _ClientHeaderSigner(Credentials(access_key, secret, token), self.region,
-                                     to_sign, pairs)
+                                     to_sign, pairs, self.service)
         canonical = signer.canonical_request(request)
         expected = signer.signature(signer.string_to_sign(request, canonical), request)
         if not hmac.compare_digest(expected, m.group("sig")):
