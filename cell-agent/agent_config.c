@@ -20,130 +20,114 @@
 #include <string.h>
 
 #include "fsutil.h"
+#include "jfields.h"
 #include "pki.h"
 #include "strvec.h"
 #include "xalloc.h"
 
-static int get_str(json_t *o, const char *key, int required, const char *def, char **out,
-		   struct err *err)
-{
-	json_t *v = json_object_get(o, key);
+/* The pod the cell is for: "pod" read into the config itself. */
+static const struct jf_field pod_fields[] = {
+	{ JF_STR("uid", struct agent_config, pod_uid), .required = true, .max = 256 },
+	{ JF_STR("name", struct agent_config, pod_name), .required = true, .max = 256 },
+	{ JF_STR("namespace", struct agent_config, pod_namespace), .required = true, .max = 256 },
+	JF_END,
+};
 
-	if (!v) {
-		if (required)
-			return err_set(err, EINVAL, "%s: required", key);
-		*out = xstrdup(def);
-		return 0;
-	}
-	if (!json_is_string(v))
-		return err_set(err, EINVAL, "%s: must be a string", key);
-	*out = xstrdup(json_string_value(v));
+static const struct jf_table pod_table = { .fields = pod_fields };
+
+/* The registry client's policy (registry.h), checked whole once read. */
+static int pulls_check(void *obj, const json_t *j, const char *path, struct err *err)
+{
+	(void)j;
+	if (reg_policy_check(obj, err) < 0)
+		return err_wrap(err, "%s", path);
 	return 0;
 }
 
-/* An integer member of o within lo..hi into *out, left alone when absent. */
-static int get_int(json_t *o, const char *obj, const char *key, int64_t lo, int64_t hi,
-		   int64_t *out, struct err *err)
-{
-	json_t *v = json_object_get(o, key);
+static const struct jf_field pulls_fields[] = {
+	{ JF_INT("min_bytes", struct reg_policy, min_bytes, 0, INT64_MAX) },
+	{ JF_INT("window_s", struct reg_policy, window_s, 0, INT32_MAX) },
+	{ JF_INT("deadline_base_s", struct reg_policy, deadline_base_s, 0, INT32_MAX) },
+	{ JF_INT("deadline_rate", struct reg_policy, deadline_rate, 0, INT64_MAX) },
+	{ JF_INT("max_transfers", struct reg_policy, max_transfers, 0, INT32_MAX) },
+	{ JF_INT("max_per_registry", struct reg_policy, max_per_registry, 0, INT32_MAX) },
+	JF_END,
+};
 
-	if (!v)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-		return err_set(err, EINVAL, "%s.%s: must be an integer from %lld to %lld", obj, key,
-			       (long long)lo, (long long)hi);
-	*out = json_integer_value(v);
+static const struct jf_table pulls_table = { .fields = pulls_fields, .check = pulls_check };
+
+/* Each pre-pull reference: printable ASCII only (an image reference has no other byte). */
+static int prepull_check(void *obj, const json_t *j, const char *path, struct err *err)
+{
+	const struct agent_config *c = obj;
+
+	(void)j;
+	(void)path;
+	for (size_t i = 0; i < c->n_prepull; i++)
+		for (size_t b = 0; c->prepull[i][b]; b++)
+			if ((unsigned char)c->prepull[i][b] <= ' ' ||
+			    (unsigned char)c->prepull[i][b] >= 0x7f)
+				return err_set(err, EINVAL,
+					       "prepull[%zu]: byte %zu is not a printable ASCII "
+					       "character; an image reference has none",
+					       i, b);
 	return 0;
 }
 
-/* The optional "pulls" object: the registry client's policy (registry.h), checked whole. */
-static int get_pulls(json_t *doc, struct reg_policy *p, struct err *err)
+static int node_images_check(void *obj, const json_t *j, const char *path, struct err *err)
 {
-	json_t *o = json_object_get(doc, "pulls");
-	int64_t min = 0, win = 0, base = 0, rate = 0, max = 0, per = 0;
+	const struct agent_config *c = obj;
 
-	reg_policy_default(p);
-	if (!o)
-		return 0;
-	if (!json_is_object(o))
-		return err_set(err, EINVAL, "pulls: must be an object");
-	min = (int64_t)p->min_bytes;
-	win = p->window_s;
-	base = p->deadline_base_s;
-	rate = (int64_t)p->deadline_rate;
-	max = p->max_transfers;
-	per = p->max_per_registry;
-	if (get_int(o, "pulls", "min_bytes", 0, INT64_MAX, &min, err) < 0 ||
-	    get_int(o, "pulls", "window_s", 0, INT32_MAX, &win, err) < 0 ||
-	    get_int(o, "pulls", "deadline_base_s", 0, INT32_MAX, &base, err) < 0 ||
-	    get_int(o, "pulls", "deadline_rate", 0, INT64_MAX, &rate, err) < 0 ||
-	    get_int(o, "pulls", "max_transfers", 0, INT32_MAX, &max, err) < 0 ||
-	    get_int(o, "pulls", "max_per_registry", 0, INT32_MAX, &per, err) < 0)
-		return -err->code;
-	p->min_bytes = (uint64_t)min;
-	p->window_s = (int)win;
-	p->deadline_base_s = (int)base;
-	p->deadline_rate = (uint64_t)rate;
-	p->max_transfers = (int)max;
-	p->max_per_registry = (int)per;
-	if (reg_policy_check(p, err) < 0)
-		return err_wrap(err, "pulls");
+	(void)j;
+	if (c->node_images[0] && c->node_images[0] != '/')
+		return err_set(err, EINVAL, "%s: must be an absolute path, not \"%s\"", path,
+			       c->node_images);
 	return 0;
 }
 
-/* Checks prepull[i]: a string of printable ASCII, 1 to AGENT_MAX_PREPULL_REF bytes. */
-static int check_prepull(const json_t *v, size_t i, struct err *err)
+/* "registries": kept as given (regconf reads it). */
+static int registries_read(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	const char *ref = json_string_value(v);
-	size_t len = ref ? json_string_length(v) : 0;
+	json_t **out = dst;
 
-	if (!json_is_string(v))
-		return err_set(err, EINVAL, "prepull[%zu]: must be a string", i);
-	if (len == 0 || len > AGENT_MAX_PREPULL_REF)
-		return err_set(err, EINVAL, "prepull[%zu]: must be 1 to %d bytes long", i,
-			       AGENT_MAX_PREPULL_REF);
-	for (size_t j = 0; j < len; j++)
-		if ((unsigned char)ref[j] <= ' ' || (unsigned char)ref[j] >= 0x7f)
-			return err_set(err, EINVAL,
-				       "prepull[%zu]: byte %zu is not a printable ASCII character; "
-				       "an image reference has none",
-				       i, j);
+	if (!json_is_object(v))
+		return err_set(err, EINVAL, "%s: must be a mapping of registry hosts", path);
+	json_decref(*out);
+	*out = json_incref((json_t *)v);
 	return 0;
 }
 
-/* The optional "prepull" list: image references to pull at start (see the bounds above). */
-static int get_prepull(json_t *doc, struct agent_config *c, struct err *err)
-{
-	json_t *list = json_object_get(doc, "prepull"), *v;
-	struct strvec sv = STRVEC_INIT;
-	size_t i;
-	int ret = 0;
+/* The document; not strict: keys of a newer kiyot that this agent does not know are left. */
+static const struct jf_field doc_fields[] = {
+	{ JF_STR("cell_id", struct agent_config, cell_id), .required = true, .max = 256 },
+	{ JF_OBJECT("pod", 0, &pod_table), .required = true },
+	{ JF_STR("cluster_id", struct agent_config, cluster_id), .max = 256 },
+	{ JF_STR("instance_type", struct agent_config, instance_type), .max = 256 },
+	{ JF_STR("state_dir", struct agent_config, state_dir), .max = 4096 },
+	{ JF_STR("log_level", struct agent_config, log_level), .max = 16 },
+	{ JF_STR("runtime", struct agent_config, runtime), .max = 4096 },
+	{ JF_STR("ca", struct agent_config, ca), .max = PKI_MAX_PEM },
+	{ JF_STR("enroll_secret", struct agent_config, enroll_secret), .max = 256 },
+	{ JF_STR("host_netns", struct agent_config, host_netns), .max = 4096 },
+	{ JF_STR("node_images", struct agent_config, node_images), .max = 4096,
+	  .check = node_images_check },
+	{ JF_INT("agent_port", struct agent_config, port, 1, 65534),
+	  .hint = "(the cell feed takes the port after it)" },
+	{ JF_INT("restart_backoff_ms", struct agent_config, restart_backoff_ms, 1, INT64_MAX) },
+	{ JF_CUSTOM("registries", offsetof(struct agent_config, registries), registries_read) },
+	{ JF_STRV("prepull", struct agent_config, prepull, n_prepull, AGENT_MAX_PREPULL),
+	  .len_max = AGENT_MAX_PREPULL_REF, .check = prepull_check },
+	{ JF_OBJECT("pulls", offsetof(struct agent_config, pulls), &pulls_table) },
+	JF_END,
+};
 
-	if (!list)
-		return 0;
-	if (!json_is_array(list))
-		return err_set(err, EINVAL, "prepull: must be an array of image references");
-	if (json_array_size(list) > AGENT_MAX_PREPULL)
-		return err_set(err, EINVAL, "prepull: %zu images; at most %d are accepted",
-			       json_array_size(list), AGENT_MAX_PREPULL);
-	json_array_foreach (list, i, v) {
-		ret = check_prepull(v, i, err);
-		if (ret < 0) {
-			strvec_clear(&sv);
-			return ret;
-		}
-		strvec_push(&sv, json_string_value(v));
-	}
-	c->n_prepull = sv.nr;
-	c->prepull = strvec_detach(&sv);
-	return 0;
-}
+static const struct jf_table doc_table = { .fields = doc_fields };
 
 int agent_config_parse(const char *text, size_t len, struct agent_config *c, struct err *err)
 {
 	json_error_t jerr;
 	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	json_t *pod, *v;
+	json_t *v;
 	int ret = -EINVAL;
 
 	memset(c, 0, sizeof(*c));
@@ -158,56 +142,27 @@ int agent_config_parse(const char *text, size_t len, struct agent_config *c, str
 		err_set(err, EINVAL, "version: must be 1; this agent reads bootstrap version 1");
 		goto out;
 	}
-	pod = json_object_get(doc, "pod");
-	if (!json_is_object(pod)) {
-		err_set(err, EINVAL, "pod: required object");
+	/* the defaults of what the document may leave out */
+	c->cluster_id = xstrdup("");
+	c->instance_type = xstrdup("");
+	c->state_dir = xstrdup("/var/lib/cell-agent");
+	c->log_level = xstrdup("info");
+	c->runtime = xstrdup("crun");
+	c->ca = xstrdup("");
+	c->enroll_secret = xstrdup("");
+	c->host_netns = xstrdup("");
+	c->node_images = xstrdup("");
+	c->port = 7443;
+	c->restart_backoff_ms = 10000;
+	reg_policy_default(&c->pulls);
+	if (jf_read(&doc_table, doc, "", c, err) < 0)
 		goto out;
-	}
-	if (get_str(doc, "cell_id", 1, NULL, &c->cell_id, err) < 0 ||
-	    get_str(doc, "cluster_id", 0, "", &c->cluster_id, err) < 0 ||
-	    get_str(pod, "uid", 1, NULL, &c->pod_uid, err) < 0 ||
-	    get_str(pod, "name", 1, NULL, &c->pod_name, err) < 0 ||
-	    get_str(pod, "namespace", 1, NULL, &c->pod_namespace, err) < 0 ||
-	    get_str(doc, "instance_type", 0, "", &c->instance_type, err) < 0 ||
-	    get_str(doc, "state_dir", 0, "/var/lib/cell-agent", &c->state_dir, err) < 0 ||
-	    get_str(doc, "log_level", 0, "info", &c->log_level, err) < 0 ||
-	    get_str(doc, "runtime", 0, "crun", &c->runtime, err) < 0 ||
-	    get_str(doc, "ca", 0, "", &c->ca, err) < 0 ||
-	    get_str(doc, "enroll_secret", 0, "", &c->enroll_secret, err) < 0 ||
-	    get_str(doc, "host_netns", 0, "", &c->host_netns, err) < 0 ||
-	    get_str(doc, "node_images", 0, "", &c->node_images, err) < 0)
-		goto out;
-	if (strlen(c->ca) > PKI_MAX_PEM || strlen(c->enroll_secret) > 256) {
-		err_set(err, EINVAL, "%s: too long",
-			strlen(c->ca) > PKI_MAX_PEM ? "ca" : "enroll_secret");
-		goto out;
-	}
-	if (c->node_images[0] && c->node_images[0] != '/') {
-		err_set(err, EINVAL, "node_images: must be an absolute path, not \"%s\"",
-			c->node_images);
-		goto out;
-	}
-	v = json_object_get(doc, "agent_port");
-	if (v && (json_integer_value(v) < 1 || json_integer_value(v) > 65534)) {
-		err_set(err, EINVAL,
-			"agent_port: must be 1-65534 (the cell feed takes the port after it)");
-		goto out;
-	}
-	c->port = v ? (int)json_integer_value(v) : 7443;
-	v = json_object_get(doc, "restart_backoff_ms");
-	c->restart_backoff_ms = v ? json_integer_value(v) : 10000;
-	if (c->restart_backoff_ms < 1) {
-		err_set(err, EINVAL, "restart_backoff_ms: must be positive");
-		goto out;
-	}
-	v = json_object_get(doc, "registries");
-	if (v && !json_is_object(v)) {
-		err_set(err, EINVAL, "registries: must be an object");
-		goto out;
-	}
-	c->registries = v ? json_incref(v) : NULL;
-	if (get_prepull(doc, c, err) < 0 || get_pulls(doc, &c->pulls, err) < 0)
-		goto out;
+	for (size_t i = 0; i < c->n_prepull; i++)
+		if (!c->prepull[i][0]) {
+			err_set(err, EINVAL, "prepull[%zu]: must be 1 to %d bytes long", i,
+				AGENT_MAX_PREPULL_REF);
+			goto out;
+		}
 	ret = 0;
 out:
 	json_decref(doc);

@@ -84,7 +84,7 @@ static void test_agent_config__too_many_prepull_images_are_refused(void **state)
 		list = next;
 	}
 	assert_int_equal(parse(list, &c, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "prepull: 65 images; at most 64"));
+	assert_non_null(strstr(err.msg, "prepull: 65 entries, at most 64"));
 	free(list);
 }
 
@@ -97,11 +97,11 @@ static void test_agent_config__wrong_prepull_types_are_refused(void **state)
 
 	(void)state;
 	assert_int_equal(parse(",\"prepull\":\"busybox\"", &c, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "prepull: must be an array"));
+	assert_non_null(strstr(err.msg, "prepull: must be a list"));
 	assert_int_equal(parse(",\"prepull\":[\"busybox\",7]", &c, &err), -EINVAL);
-	assert_string_equal(err.msg, "prepull[1]: must be a string");
+	assert_non_null(strstr(err.msg, "prepull[1]: must be a string"));
 	assert_int_equal(parse(",\"prepull\":[\"busybox\",{\"image\":\"x\"}]", &c, &err), -EINVAL);
-	assert_string_equal(err.msg, "prepull[1]: must be a string");
+	assert_non_null(strstr(err.msg, "prepull[1]: must be a string"));
 	assert_int_equal(parse(",\"prepull\":[\"\"]", &c, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "prepull[0]: must be 1 to 512 bytes"));
 	assert_int_equal(parse(",\"prepull\":[\"busy box\"]", &c, &err), -EINVAL);
@@ -113,7 +113,7 @@ static void test_agent_config__wrong_prepull_types_are_refused(void **state)
 	long_ref[AGENT_MAX_PREPULL_REF + 1] = '\0';
 	doc = xasprintf(",\"prepull\":[\"ok:1\",\"%s\"]", long_ref);
 	assert_int_equal(parse(doc, &c, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "prepull[1]: must be 1 to 512 bytes"));
+	assert_non_null(strstr(err.msg, "prepull[1]: 513 bytes, at most 512"));
 	free(doc);
 	long_ref[AGENT_MAX_PREPULL_REF] = '\0'; /* exactly the limit is fine */
 	doc = xasprintf(",\"prepull\":[\"%s\"]", long_ref);
@@ -157,7 +157,7 @@ static void test_agent_config__bad_pulls_policy_is_refused(void **state)
 
 	(void)state;
 	assert_int_equal(parse(",\"pulls\":7", &c, &err), -EINVAL);
-	assert_non_null(strstr(err.msg, "pulls: must be an object"));
+	assert_non_null(strstr(err.msg, "pulls: must be a mapping"));
 	assert_int_equal(parse(",\"pulls\":{\"window_s\":\"30\"}", &c, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "pulls.window_s: must be an integer"));
 	assert_int_equal(parse(",\"pulls\":{\"max_transfers\":0}", &c, &err), -EINVAL);
