@@ -16,7 +16,9 @@
 
 #include "providers/ec2/pricing.h"
 #include "../fixtures/ec2/httpstub.h"
+#include "buf.h"
 #include "fsutil.h"
+#include "metrics/metrics.h"
 #include "xalloc.h"
 
 #define FIX "test/fixtures/pricing/"
@@ -374,6 +376,25 @@ static void test_pricing__throttling_retried(void **state)
 	harness_stop(&h);
 }
 
+/* The count of GetProducts calls that ended with outcome, from the metrics. */
+static long calls_counted(const char *outcome)
+{
+	_cleanup_free_ char *key = xasprintf("kiyot_provider_calls_total{provider=\"pricing\","
+					     "action=\"GetProducts\",outcome=\"%s\"} ",
+					     outcome);
+	struct buf b = BUF_INIT;
+	struct err err = ERR_INIT;
+	const char *at;
+	long n = 0;
+
+	assert_int_equal(metrics_render(metrics_default(), &b, &err), 0);
+	at = strstr(buf_str(&b), key);
+	if (at)
+		n = strtol(at + strlen(key), NULL, 10);
+	buf_release(&b);
+	return n;
+}
+
 /* Throttling that does not end gives up with EAGAIN, naming the code and the attempts. */
 static void test_pricing__retries_exhausted(void **state)
 {
@@ -384,13 +405,40 @@ static void test_pricing__retries_exhausted(void **state)
 	struct harness h;
 	(void)state;
 
+	long throttled = calls_counted("throttled"), errors = calls_counted("error");
+
 	harness_start(&h, script, 1, 3);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EAGAIN);
 	assert_int_equal(stub_count(&h.stub), 3);
+	/* counted as a throttled GetProducts, not an error */
+	assert_int_equal(calls_counted("throttled"), throttled + 1);
+	assert_int_equal(calls_counted("error"), errors);
 	assert_non_null(strstr(err.msg, "ThrottlingException: Rate exceeded"));
 	assert_non_null(strstr(err.msg, "gave up after 3 attempts"));
 	pricing_list_release(&l);
 	harness_stop(&h);
+}
+
+/* An endpoint that does not answer is retried, then counted as an error, not as throttled. */
+static void test_pricing__network_failure_counted_as_error(void **state)
+{
+	struct pricing_list l;
+	struct err err = ERR_INIT;
+	struct harness h;
+	long throttled = calls_counted("throttled"), errors = calls_counted("error");
+	(void)state;
+
+	harness_start(&h, NULL, 0, 2);
+	stub_stop(&h.stub); /* nothing listens there any more */
+	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EAGAIN);
+	assert_non_null(strstr(err.msg, "gave up after 2 attempts"));
+	assert_int_equal(h.sleeps.n, 1);
+	assert_int_equal(calls_counted("error"), errors + 1);
+	assert_int_equal(calls_counted("throttled"), throttled);
+	pricing_list_release(&l);
+	pricing_client_free(h.client);
+	aws_creds_provider_free(h.creds);
+	stub_release(&h.stub);
 }
 
 /* A refused permission is not retried and says which IAM action is missing; another client
@@ -405,8 +453,11 @@ static void test_pricing__access_denied_names_the_action(void **state)
 	struct harness h;
 	(void)state;
 
+	long errors = calls_counted("error");
+
 	harness_start(&h, script, ARRAY_SIZE(script), 0);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EACCES);
+	assert_int_equal(calls_counted("error"), errors + 1);
 	assert_int_equal(stub_count(&h.stub), 1);
 	assert_non_null(strstr(err.msg, "AWS Price List GetProducts: AccessDeniedException: "));
 	assert_non_null(strstr(err.msg, "need the IAM action pricing:GetProducts"));
@@ -482,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_pricing__types_asked_one_by_one),
 		cmocka_unit_test(test_pricing__throttling_retried),
 		cmocka_unit_test(test_pricing__retries_exhausted),
+		cmocka_unit_test(test_pricing__network_failure_counted_as_error),
 		cmocka_unit_test(test_pricing__access_denied_names_the_action),
 		cmocka_unit_test(test_pricing__broken_endpoints_stopped),
 		cmocka_unit_test(test_pricing__config_checked),

@@ -360,6 +360,14 @@ static char *request_body(const struct pricing_client *c, const char *region, co
 	return text;
 }
 
+/* One call's figure: ok, throttled (ThrottlingException to the end) or error. */
+static const char *call_outcome(int ret, const struct err *err)
+{
+	if (ret == 0)
+		return "ok";
+	return strstr(err->msg, "Throttl") ? "throttled" : "error";
+}
+
 /* Every page of one query (type NULL: the region's every type) into out. */
 static int query(struct pricing_client *c, const char *region, const char *type,
 		 struct pricing_list *out, struct err *err)
@@ -374,10 +382,7 @@ static int query(struct pricing_client *c, const char *region, const char *type,
 		int64_t t0 = clock_mono_ns();
 		int ret = call(c, request, &body, &len, err);
 
-		metrics_provider_call("pricing", "GetProducts",
-				      ret == 0		    ? "ok"
-				      : err->code == EAGAIN ? "throttled"
-							    : "error",
+		metrics_provider_call("pricing", "GetProducts", call_outcome(ret, err),
 				      (double)(clock_mono_ns() - t0) / 1e9);
 		if (ret < 0)
 			return ret;
