@@ -203,6 +203,8 @@ def neigh_mac(text):
 
 
 class CellNetworkTest(KiyotTest):
+    maxDiff = None  # the whole rule sets when they differ
+
     def exec(self, cid, cmd, timeout=20):
         r = self.c.runtime.ExecSync(self.pb.ExecSyncRequest(container_id=cid, cmd=cmd,
                                                             timeout=timeout),
