@@ -249,7 +249,9 @@ static int exec_run(struct agent *a, struct rpc_call *call, const Kiyot__Cell__V
 
 	for (size_t i = 0; i < in->n_cmd; i++)
 		cmd[i] = in->cmd[i];
-	ret = supervisor_exec_start(a->sup, in->unit_id, cmd, in->tty, in->stdin, x, err);
+	ret = supervisor_exec_start(a->sup, in->unit_id, cmd, in->tty, in->stdin,
+				    in->resize ? in->resize->width : 0,
+				    in->resize ? in->resize->height : 0, x, err);
 	if (ret < 0)
 		return ret;
 	if (x->stdin_fd >= 0)

@@ -132,10 +132,13 @@ struct exec_session {
 };
 
 /* Starts cmd in a running unit as its own process (exec_process_file), with pipes or, for tty,
- * a terminal whose master the runtime hands back. The caller reads and writes the fds, then
- * calls exec_session_wait and exec_session_close. */
+ * a terminal whose master the runtime hands back, width x height from its start when both are
+ * given (the runtime sizes it before the command runs, so a command that reads its size at
+ * once reads it). The caller reads and writes the fds, then calls exec_session_wait and
+ * exec_session_close. */
 int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const *cmd, bool tty,
-			  bool with_stdin, struct exec_session *x, struct err *err);
+			  bool with_stdin, unsigned width, unsigned height, struct exec_session *x,
+			  struct err *err);
 /* Sets the terminal's size (a session with a terminal); 0 or -errno. */
 int exec_session_resize(struct exec_session *x, unsigned width, unsigned height);
 /* Kills the command and what it started (SIGKILL), e.g. when the caller went away. */

@@ -67,8 +67,8 @@ int unit_runtime_update(struct supervisor *s, const char *id, const char *mem, c
 }
 
 /* See supervisor_internal.h. */
-int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const char *path,
-		      struct err *err)
+int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, unsigned width,
+		      unsigned height, const char *path, struct err *err)
 {
 	_cleanup_free_ char *cfg_path = xasprintf("%s/bundle/config.json", unit_dir);
 	json_error_t jerr;
@@ -101,6 +101,10 @@ int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const ch
 		json_array_append_new(env, json_string("TERM=xterm"));
 	}
 	json_object_del(process, "consoleSize");
+	if (tty && width && height && width <= 65535 && height <= 65535)
+		json_object_set_new(process, "consoleSize",
+				    json_pack("{s:I,s:I}", "height", (json_int_t)height, "width",
+					      (json_int_t)width));
 	text = json_dumps(process, JSON_COMPACT);
 	json_decref(cfg);
 	if (!text)
@@ -229,7 +233,7 @@ int supervisor_exec_sync(struct supervisor *s, const char *unit_id, char *const 
 		pid_path = xasprintf("%s/exec-%d-%u.pid", dir, (int)getpid(), n);
 		log_path = xasprintf("%s/exec-%d-%u.log", dir, (int)getpid(), n);
 	}
-	ret = exec_process_file(dir, cmd, false, proc_path, err);
+	ret = exec_process_file(dir, cmd, false, 0, 0, proc_path, err);
 	if (ret == 0) {
 		char *argv[] = { s->runtime,	  "--log",  log_path,	     "--root",
 				 s->runtime_root, "exec",   "--process",     proc_path,

@@ -73,9 +73,11 @@ int exec_status_of(const char *log_path, int status);
 
 /* Writes to path the process an exec runs: the unit's own (user, groups, capabilities,
  * no_new_privs, env, cwd, rlimits, as its config.json has them) with cmd as its arguments and
- * a terminal when tty. The runtime applies the container's seccomp filter and namespaces. */
-int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, const char *path,
-		      struct err *err);
+ * a terminal when tty, of width x height columns and rows from its start when both are given
+ * (the process's consoleSize). The runtime applies the container's seccomp filter and
+ * namespaces. */
+int exec_process_file(const char *unit_dir, char *const *cmd, bool tty, unsigned width,
+		      unsigned height, const char *path, struct err *err);
 /* Kills the process recorded in pid_path by the runtime and its process group, and waits a
  * bounded time until they are gone. */
 void exec_kill_leftover(const char *pid_path);

@@ -112,7 +112,8 @@ static void close_pipes(struct exec_pipes *p)
 }
 
 int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const *cmd, bool tty,
-			  bool with_stdin, struct exec_session *x, struct err *err)
+			  bool with_stdin, unsigned width, unsigned height, struct exec_session *x,
+			  struct err *err)
 {
 	static atomic_uint seq;
 	struct exec_pipes p = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
@@ -138,7 +139,8 @@ int supervisor_exec_start(struct supervisor *s, const char *unit_id, char *const
 	x->log_path = xasprintf("%s/exec-s%u.log", dir, n);
 	snprintf(console, sizeof(console), "exec-s%u.sock", n);
 	snprintf(console_via, sizeof(console_via), "/proc/self/fd/%d/%s", CONSOLE_DIR_FD, console);
-	ret = exec_process_file(dir, cmd, tty, x->proc_path, err);
+	ret = exec_process_file(dir, cmd, tty, tty ? width : 0, tty ? height : 0, x->proc_path,
+				err);
 	if (ret == 0 && tty) {
 		dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		ret = dirfd < 0 ? err_errno(err, "open %s", dir) : 0;

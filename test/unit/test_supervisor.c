@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "image.h"
 #include "../../cell-agent/agent.h"
@@ -819,6 +820,51 @@ static void test_supervisor__log_trim_keeps_the_newest_lines(void **state)
 	assert_int_equal(fs_remove_tree(dir, &err), 0);
 }
 
+/* An exec's process: a terminal sized from its start when a size is given (the runtime sizes
+ * it before the command runs), none without a terminal or a size. */
+static void test_supervisor__an_exec_with_a_terminal_starts_at_its_size(void **state)
+{
+	char dir[] = "/tmp/kiyot-test-execproc-XXXXXX";
+	char *cmd[] = { "stty", "size", NULL };
+	_cleanup_free_ char *bundle = NULL, *cfg = NULL, *out = NULL;
+	struct err err = ERR_INIT;
+	json_t *p;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	bundle = xasprintf("%s/bundle", dir);
+	cfg = xasprintf("%s/config.json", bundle);
+	out = xasprintf("%s/exec.json", dir);
+	assert_int_equal(fs_mkdir_p(bundle, 0700, &err), 0);
+	assert_int_equal(fs_write_file(cfg,
+				       "{\"process\":{\"args\":[\"sleep\"],\"env\":[\"TERM=dumb\"],"
+				       "\"consoleSize\":{\"height\":1,\"width\":1}}}",
+				       87, 0600, &err),
+			 0);
+	assert_int_equal(exec_process_file(dir, cmd, true, 100, 30, out, &err), 0);
+	p = json_load_file(out, 0, NULL);
+	assert_non_null(p);
+	assert_true(json_is_true(json_object_get(p, "terminal")));
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(p, "consoleSize"), "width")),
+		100);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(p, "consoleSize"), "height")),
+		30);
+	json_decref(p);
+	/* no size, or no terminal: no consoleSize (the unit's own is not the exec's) */
+	assert_int_equal(exec_process_file(dir, cmd, true, 0, 0, out, &err), 0);
+	p = json_load_file(out, 0, NULL);
+	assert_null(json_object_get(p, "consoleSize"));
+	json_decref(p);
+	assert_int_equal(exec_process_file(dir, cmd, false, 100, 30, out, &err), 0);
+	p = json_load_file(out, 0, NULL);
+	assert_null(json_object_get(p, "consoleSize"));
+	assert_false(json_is_true(json_object_get(p, "terminal")));
+	json_decref(p);
+	fs_remove_tree(dir, &err);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -839,6 +885,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_supervisor__new_supervisor_adopts_running_unit,
 						setup, teardown),
 		cmocka_unit_test(test_supervisor__log_trim_keeps_the_newest_lines),
+		cmocka_unit_test(test_supervisor__an_exec_with_a_terminal_starts_at_its_size),
 	};
 
 	if (argc > 1 && strcmp(argv[1], "shim") == 0)
