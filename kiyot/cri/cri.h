@@ -73,12 +73,14 @@ void cri_cells_hooks(struct kiyot *k, struct cells_hooks *out);
  * container with id `id` is asked to reach (id may be NULL). */
 int cri_apply_pod(struct kiyot *k, const char *sandbox_id, int64_t timeout_ms, struct err *err);
 
-/* Makes the sandbox's hostPorts (port mappings with a host port) reach its cell at ip through
- * the provider (provider_ops.host_ports: DNAT rules on the node for a local cell); nothing for
- * an EC2 cell, whose hostPorts are its instance's own ports, or a host-network pod, whose are
- * the node's. Idempotent. A port another pod holds is -EADDRINUSE naming that pod. */
-int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
-			   struct err *err);
+/* Makes the sandbox's hostPorts (port mappings with a host port) reach its cell, cell_id at ip,
+ * through the provider (provider_ops.host_ports: DNAT rules on the node for a local cell);
+ * nothing for an EC2 cell, whose hostPorts are its instance's own ports, or a host-network pod,
+ * whose are the node's. Idempotent. A port another pod holds is -EADDRINUSE naming that pod.
+ * Reads only sb's config (fixed): called without the records' lock, as it runs the provider's
+ * rule writes. */
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *cell_id,
+			   const char *ip, struct err *err);
 
 /* The container annotation where the kubelet says where the termination message is written. */
 #define ANN_TERMINATION_MESSAGE_PATH "io.kubernetes.container.terminationMessagePath"

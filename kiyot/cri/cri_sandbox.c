@@ -92,8 +92,8 @@ static int validate_port_mappings(const Runtime__V1__PodSandboxConfig *cfg, stru
 	return 0;
 }
 
-int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *ip,
-			   struct err *err)
+int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char *cell_id,
+			   const char *ip, struct err *err)
 {
 	const Runtime__V1__PodSandboxConfig *cfg = sb->config;
 	const Runtime__V1__LinuxPodSandboxConfig *lx = cfg->linux;
@@ -122,7 +122,7 @@ int cri_sandbox_host_ports(struct kiyot *k, const struct sandbox *sb, const char
 	if (n == 0)
 		return 0;
 	owner = xasprintf("%s/%s", cfg->metadata->namespace_, cfg->metadata->name);
-	return k->provider.ops->host_ports(k->provider.self, sb->cell_id, owner, ip, ports, n, err);
+	return k->provider.ops->host_ports(k->provider.self, cell_id, owner, ip, ports, n, err);
 }
 
 /* Checks what a sandbox must carry; errors name the field. */
@@ -501,7 +501,7 @@ static int run_ready(struct pod_run *run, struct err *err)
 			  "CapacityFallback", "cell %s: %s", sb->cell_id, launched->note);
 	}
 	records_unlock(k->records);
-	ret = cri_sandbox_host_ports(k, sb, run->ip, err);
+	ret = cri_sandbox_host_ports(k, sb, sb->cell_id, run->ip, err); /* fixed while launching */
 	if (ret < 0)
 		return ret;
 	/* the launch ends once the ready record is stored: when that fails the sandbox is still

@@ -71,31 +71,41 @@ static void host_ports_restore(struct kiyot *k)
 	_cleanup_free_ const char **keep = NULL;
 	struct err err = ERR_INIT;
 	struct sandbox **sbs;
+	char **cell, **ip; /* each sandbox's cell and, when ready, its address: copies */
 	size_t n = 0, nsb;
 	int ret;
 
 	if (!k->provider.ops->host_ports_prune)
 		return;
+	/* what the records say, copied under their lock; the rules (iptables runs) without it */
 	records_lock(k->records);
 	nsb = records_sandboxes(k->records, &sbs);
+	cell = xcalloc(nsb + 1, sizeof(*cell));
+	ip = xcalloc(nsb + 1, sizeof(*ip));
 	keep = xcalloc(nsb + 1, sizeof(*keep));
-	for (size_t i = 0; i < nsb; i++)
-		if (sbs[i]->cell_id[0])
-			keep[n++] = sbs[i]->cell_id;
+	for (size_t i = 0; i < nsb; i++) {
+		if (!sbs[i]->cell_id[0])
+			continue;
+		cell[i] = xstrdup(sbs[i]->cell_id);
+		keep[n++] = cell[i];
+		if (sbs[i]->state == SANDBOX_READY && sbs[i]->ip)
+			ip[i] = xstrdup(sbs[i]->ip);
+	}
+	records_unlock(k->records);
 	ret = k->provider.ops->host_ports_prune(k->provider.self, keep, n, &err);
 	if (ret < 0)
 		log_error("hostPorts: %s", err.msg);
 	else if (ret > 0)
 		log_info("hostPorts: removed %d rules of cells that are gone", ret);
 	for (size_t i = 0; i < nsb; i++) {
-		struct sandbox *s = sbs[i];
-
 		err_clear(&err);
-		if (s->state == SANDBOX_READY && s->cell_id[0] &&
-		    cri_sandbox_host_ports(k, s, s->ip, &err) < 0)
-			log_error("sandbox %s: hostPorts: %s", s->id, err.msg);
+		if (ip[i] && cri_sandbox_host_ports(k, sbs[i], cell[i], ip[i], &err) < 0)
+			log_error("sandbox %s: hostPorts: %s", sbs[i]->id, err.msg);
+		free(cell[i]);
+		free(ip[i]);
 	}
-	records_unlock(k->records);
+	free(cell);
+	free(ip);
 	sandboxes_put(sbs, nsb);
 }
 
