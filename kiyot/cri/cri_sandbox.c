@@ -793,7 +793,9 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 	Runtime__V1__PodSandboxStatusResponse *out = (void *)resp;
 	struct kiyot *k = svc;
 	Runtime__V1__PodSandboxStatus *st;
+	_cleanup_free_ char *cell = NULL;
 	struct sandbox *sb;
+	json_t *j = NULL;
 
 	records_lock(k->records);
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
@@ -833,13 +835,24 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 	st->runtime_handler = rpc_strdup(call, sb->runtime_handler);
 	out->status = st;
 	if (r->verbose) {
+		j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id, "instanceType",
+			      sb->instance_type, "ip", sb->ip, "sizingReason", sb->sizing_reason);
+		if (sb->state == SANDBOX_READY && sb->cell_id[0])
+			cell = xstrdup(sb->cell_id);
+	}
+	records_unlock(k->records);
+	if (r->verbose) {
 		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
 			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
-		json_t *j = json_pack("{s:s, s:s, s:s, s:s}", "cellId", sb->cell_id, "instanceType",
-				      sb->instance_type, "ip", sb->ip, "sizingReason",
-				      sb->sizing_reason);
-		char *info = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		struct err verr = ERR_INIT;
+		/* the release of the cell's agent (asked of it when not known: outside the lock) */
+		_cleanup_free_ char *agent = cell ? cells_agent_version(k->cells, cell, &verr)
+						  : NULL;
+		char *info;
 
+		if (j && agent)
+			json_object_set_new(j, "agentVersion", json_string(agent));
+		info = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
 		e->key = rpc_strdup(call, "info");
 		e->value = rpc_strdup(call, info ? info : "{}");
@@ -848,7 +861,6 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 		out->info[0] = e;
 		out->n_info = 1;
 	}
-	records_unlock(k->records);
 	return 0;
 }
 

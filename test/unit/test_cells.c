@@ -683,6 +683,26 @@ static const Kiyot__Cell__V1__Unit *unit_named(const Kiyot__Cell__V1__Pod *pod, 
 	return NULL;
 }
 
+/* PodSandboxStatus' verbose info: the release of the agent of the sandbox's cell. */
+static void assert_agent_version(struct kfix *f, const char *sb, const char *want)
+{
+	Runtime__V1__PodSandboxStatusRequest req = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+	Runtime__V1__PodSandboxStatusResponse *resp = NULL;
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *frag = xasprintf("\"agentVersion\":\"%s\"", want);
+
+	req.pod_sandbox_id = (char *)sb;
+	req.verbose = 1;
+	assert_int_equal(kfix_call(f, "PodSandboxStatus", &req.base,
+				   &runtime__v1__pod_sandbox_status_response__descriptor, &resp,
+				   &err),
+			 0);
+	assert_int_equal(resp->n_info, 1);
+	if (!strstr(resp->info[0]->value, frag))
+		fail_msg("want %s in %s", frag, resp->info[0]->value);
+	protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
 /* cgroup v2 settings go to an agent that can apply them; an agent of the first release
  * (which would ignore the field) is refused the container and the update with
  * FAILED_PRECONDITION naming both releases, and its other containers still run; after a
@@ -734,6 +754,7 @@ static void test_cells__an_old_agent_is_refused_only_what_it_cannot_do(void **st
 	create_unified(f, sb, "tuned", &tuned, GRPC_STATUS_FAILED_PRECONDITION, &err);
 	create_unified(f, sb, "tuned", &tuned, GRPC_STATUS_FAILED_PRECONDITION, &err);
 	assert_int_equal(fake_agent_calls(f->fa, FAKE_AGENT_HELLO), hellos + 1);
+	assert_agent_version(f, sb, "0.1.0"); /* what an operator sees: crictl inspectp */
 
 	/* a cell of this release takes them, and the unit carries them */
 	fake_agent_set_version(f->fa, NULL);
@@ -749,6 +770,7 @@ static void test_cells__an_old_agent_is_refused_only_what_it_cannot_do(void **st
 	assert_string_equal(u->unified[0]->key, "memory.high");
 	assert_string_equal(u->unified[0]->value, "50000000");
 	kiyot__cell__v1__pod__free_unpacked(pod, NULL);
+	assert_agent_version(f, nsb, KIYOT_VERSION);
 }
 
 /* Terminating a cell stops its Watch and the provider's cell; terminating it again is no
