@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 #include <libxml/parser.h>
 
+#include "aws_retry.h"
 #include "buf.h"
 #include "cancel.h"
 #include "clock.h"
@@ -27,13 +28,12 @@
 #define DEFAULT_CAP_NS (20 * (int64_t)1000000000)
 #define DEFAULT_TIMEOUT_MS 30000L
 #define DEFAULT_CONNECT_MS 5000L
-#define DEFAULT_RATE 20.0	  /* calls a second the shared bucket starts at */
-#define DEFAULT_BURST 20.0	  /* and the most it holds */
-#define MIN_RATE 0.5		  /* the least it slows to after RequestLimitExceeded */
-#define PER_ITEM_MS 100L	  /* a call's deadline grows by this per item it may answer */
-#define MAX_DEADLINE_MS 900000L	  /* the longest deadline, retries' included */
-#define STALL_WINDOW_S 60	  /* an answer that sends nothing for this long is stalled */
-#define WAIT_SLICE_NS 100000000LL /* waits wake this often to see a cancellation */
+#define DEFAULT_RATE 20.0	/* calls a second the shared bucket starts at */
+#define DEFAULT_BURST 20.0	/* and the most it holds */
+#define MIN_RATE 0.5		/* the least it slows to after RequestLimitExceeded */
+#define PER_ITEM_MS 100L	/* a call's deadline grows by this per item it may answer */
+#define MAX_DEADLINE_MS 900000L /* the longest deadline, retries' included */
+#define STALL_WINDOW_S 60	/* an answer that sends nothing for this long is stalled */
 
 struct ec2_client {
 	char *region;
@@ -41,15 +41,13 @@ struct ec2_client {
 	char *sigv4; /* "aws:amz:<region>:ec2" */
 	struct aws_creds_provider *creds;
 	int max_attempts;
-	int64_t base_ns, cap_ns;
+	struct aws_backoff backoff; /* between attempts */
 	long timeout_ms, connect_ms;
 	size_t max_response;
 	void (*sleep)(void *ctx, int64_t ns);
 	void *sleep_ctx;
 	CURLSH *share;
 	pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST];
-	pthread_mutex_t rng_lock;
-	uint64_t rng;
 	uint64_t requests; /* atomic */
 	/* the token bucket every call of the client draws from (under bucket_lock): it refills
 	 * at rate a second up to burst; RequestLimitExceeded halves the rate, success brings it
@@ -86,21 +84,6 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
 	pthread_mutex_unlock(&c->share_lock[data]);
 }
 
-/* Sleeps with nanosleep, resuming after signals, in slices: a cancellation (cancel.h) ends it
- * early. */
-static void default_sleep(void *ctx, int64_t ns)
-{
-	(void)ctx;
-	while (ns > 0 && !cancel_requested()) {
-		int64_t step = ns < WAIT_SLICE_NS ? ns : WAIT_SLICE_NS;
-		struct timespec ts = { step / 1000000000, step % 1000000000 };
-
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-		ns -= step;
-	}
-}
-
 int ec2_client_new(const struct ec2_config *cfg, struct ec2_client **out, struct err *err)
 {
 	struct ec2_client *c;
@@ -120,12 +103,13 @@ int ec2_client_new(const struct ec2_config *cfg, struct ec2_client **out, struct
 	c->sigv4 = xasprintf("aws:amz:%s:ec2", cfg->region);
 	c->creds = cfg->creds;
 	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : DEFAULT_ATTEMPTS;
-	c->base_ns = cfg->backoff_base_ns > 0 ? cfg->backoff_base_ns : DEFAULT_BASE_NS;
-	c->cap_ns = cfg->backoff_cap_ns > 0 ? cfg->backoff_cap_ns : DEFAULT_CAP_NS;
+	aws_backoff_init(&c->backoff,
+			 cfg->backoff_base_ns > 0 ? cfg->backoff_base_ns : DEFAULT_BASE_NS,
+			 cfg->backoff_cap_ns > 0 ? cfg->backoff_cap_ns : DEFAULT_CAP_NS);
 	c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->connect_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : DEFAULT_CONNECT_MS;
 	c->max_response = cfg->max_response > 0 ? cfg->max_response : EC2_MAX_RESPONSE;
-	c->sleep = cfg->sleep ? cfg->sleep : default_sleep;
+	c->sleep = cfg->sleep ? cfg->sleep : aws_sleep;
 	c->sleep_ctx = cfg->sleep_ctx;
 	pthread_mutex_init(&c->bucket_lock, NULL);
 	c->max_rate = cfg->rate > 0 ? cfg->rate : DEFAULT_RATE;
@@ -135,8 +119,6 @@ int ec2_client_new(const struct ec2_config *cfg, struct ec2_client **out, struct
 	c->refilled_ns = clock_mono_ns();
 	for (size_t i = 0; i < ARRAY_SIZE(c->share_lock); i++)
 		pthread_mutex_init(&c->share_lock[i], NULL);
-	pthread_mutex_init(&c->rng_lock, NULL);
-	c->rng = (uint64_t)clock_mono_ns() ^ ((uint64_t)(uintptr_t)c << 16) ^ 0x9e3779b97f4a7c15ull;
 	c->share = curl_share_init();
 	if (c->share) {
 		curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
@@ -158,7 +140,7 @@ void ec2_client_free(struct ec2_client *c)
 		curl_share_cleanup(c->share);
 	for (size_t i = 0; i < ARRAY_SIZE(c->share_lock); i++)
 		pthread_mutex_destroy(&c->share_lock[i]);
-	pthread_mutex_destroy(&c->rng_lock);
+	aws_backoff_destroy(&c->backoff);
 	pthread_mutex_destroy(&c->bucket_lock);
 	free(c->region);
 	free(c->endpoint);
@@ -182,32 +164,6 @@ uint64_t ec2_client_requests(const struct ec2_client *c)
 }
 
 /* A uniformly random value in [0, bound], from the client's xorshift state. */
-static int64_t random_upto(struct ec2_client *c, int64_t bound)
-{
-	uint64_t x;
-
-	pthread_mutex_lock(&c->rng_lock);
-	x = c->rng;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	c->rng = x;
-	pthread_mutex_unlock(&c->rng_lock);
-	return bound > 0 ? (int64_t)(x % ((uint64_t)bound + 1)) : 0;
-}
-
-/* Full-jitter back-off after the attempt-th failure: random in [0, min(cap, base * 2^(n-1))]. */
-static int64_t backoff_ns(struct ec2_client *c, int attempt)
-{
-	int64_t ceiling = c->base_ns;
-
-	for (int i = 1; i < attempt && ceiling < c->cap_ns; i++)
-		ceiling *= 2;
-	if (ceiling > c->cap_ns)
-		ceiling = c->cap_ns;
-	return random_upto(c, ceiling);
-}
-
 /* Takes a token from the shared bucket: 0 at once when one is there, else the time until the
  * next is (the caller sleeps and asks again). */
 static int64_t bucket_take(struct ec2_client *c)
@@ -261,7 +217,7 @@ static int bucket_wait(struct ec2_client *c, const char *action, struct err *err
 	while ((wait = bucket_take(c)) > 0) {
 		if (cancel_requested())
 			break;
-		default_sleep(NULL, wait); /* real time: the bucket refills in it */
+		aws_sleep(NULL, wait); /* real time: the bucket refills in it */
 	}
 	if (cancel_requested())
 		return err_set(err, ECANCELED, "ec2 %s: cancelled: the caller went away", action);
@@ -441,7 +397,7 @@ static int call_once(struct ec2_client *c, const char *action, const char *param
 		int ret;
 
 		if (attempt > 1)
-			c->sleep(c->sleep_ctx, backoff_ns(c, attempt - 1));
+			c->sleep(c->sleep_ctx, aws_backoff_ns(&c->backoff, attempt - 1));
 		if (bucket_wait(c, action, err) < 0) {
 			buf_release(&form);
 			if (cls)

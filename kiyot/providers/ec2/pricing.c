@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include "aws_retry.h"
 #include "buf.h"
 #include "cancel.h"
 #include "clock.h"
@@ -27,8 +28,7 @@
 #define DEFAULT_CAP_NS (20 * (int64_t)1000000000)
 #define DEFAULT_TIMEOUT_MS 60000L
 #define DEFAULT_CONNECT_MS 5000L
-#define STALL_WINDOW_S 60	  /* an answer that sends nothing for this long is stalled */
-#define WAIT_SLICE_NS 100000000LL /* waits wake this often to see a cancellation */
+#define STALL_WINDOW_S 60 /* an answer that sends nothing for this long is stalled */
 #define TARGET "AWSPriceListService.GetProducts"
 #define WHAT "AWS Price List GetProducts"
 
@@ -37,12 +37,10 @@ struct pricing_client {
 	char *sigv4; /* "aws:amz:<endpoint's region>:pricing" */
 	struct aws_creds_provider *creds;
 	int max_attempts, page_size;
-	int64_t base_ns, cap_ns;
+	struct aws_backoff backoff; /* between attempts */
 	long timeout_ms, connect_ms;
 	void (*sleep)(void *ctx, int64_t ns);
 	void *sleep_ctx;
-	pthread_mutex_t rng_lock;
-	uint64_t rng;
 	uint64_t requests; /* atomic */
 };
 
@@ -75,20 +73,6 @@ static char *signing_region(const char *endpoint)
 	return xstrdup("us-east-1");
 }
 
-/* Sleeps in slices, resuming after signals: a cancellation (cancel.h) ends it early. */
-static void default_sleep(void *ctx, int64_t ns)
-{
-	(void)ctx;
-	while (ns > 0 && !cancel_requested()) {
-		int64_t step = ns < WAIT_SLICE_NS ? ns : WAIT_SLICE_NS;
-		struct timespec ts = { step / 1000000000, step % 1000000000 };
-
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-		ns -= step;
-	}
-}
-
 int pricing_client_new(const struct pricing_config *cfg, struct pricing_client **out,
 		       struct err *err)
 {
@@ -116,14 +100,13 @@ int pricing_client_new(const struct pricing_config *cfg, struct pricing_client *
 	c->creds = cfg->creds;
 	c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : DEFAULT_ATTEMPTS;
 	c->page_size = cfg->page_size > 0 ? cfg->page_size : PRICING_PAGE_SIZE;
-	c->base_ns = cfg->backoff_base_ns > 0 ? cfg->backoff_base_ns : DEFAULT_BASE_NS;
-	c->cap_ns = cfg->backoff_cap_ns > 0 ? cfg->backoff_cap_ns : DEFAULT_CAP_NS;
+	aws_backoff_init(&c->backoff,
+			 cfg->backoff_base_ns > 0 ? cfg->backoff_base_ns : DEFAULT_BASE_NS,
+			 cfg->backoff_cap_ns > 0 ? cfg->backoff_cap_ns : DEFAULT_CAP_NS);
 	c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->connect_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : DEFAULT_CONNECT_MS;
-	c->sleep = cfg->sleep ? cfg->sleep : default_sleep;
+	c->sleep = cfg->sleep ? cfg->sleep : aws_sleep;
 	c->sleep_ctx = cfg->sleep_ctx;
-	pthread_mutex_init(&c->rng_lock, NULL);
-	c->rng = (uint64_t)clock_mono_ns() ^ ((uint64_t)(uintptr_t)c << 16) ^ 0x9e3779b97f4a7c15ull;
 	*out = c;
 	return 0;
 }
@@ -132,7 +115,7 @@ void pricing_client_free(struct pricing_client *c)
 {
 	if (!c)
 		return;
-	pthread_mutex_destroy(&c->rng_lock);
+	aws_backoff_destroy(&c->backoff);
 	free(c->endpoint);
 	free(c->sigv4);
 	free(c);
@@ -146,26 +129,6 @@ const char *pricing_client_endpoint(const struct pricing_client *c)
 uint64_t pricing_client_requests(const struct pricing_client *c)
 {
 	return __atomic_load_n(&c->requests, __ATOMIC_RELAXED);
-}
-
-/* Full-jitter back-off after the attempt-th failure: random in [0, min(cap, base 2^(n-1))]. */
-static int64_t backoff_ns(struct pricing_client *c, int attempt)
-{
-	int64_t ceiling = c->base_ns;
-	uint64_t x;
-
-	for (int i = 1; i < attempt && ceiling < c->cap_ns; i++)
-		ceiling *= 2;
-	if (ceiling > c->cap_ns)
-		ceiling = c->cap_ns;
-	pthread_mutex_lock(&c->rng_lock);
-	x = c->rng;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	c->rng = x;
-	pthread_mutex_unlock(&c->rng_lock);
-	return (int64_t)(x % ((uint64_t)ceiling + 1));
 }
 
 /* One signed POST of body; 0 when an HTTP answer came (any status, in a). */
@@ -283,7 +246,7 @@ static int call(struct pricing_client *c, const char *request, char **body, size
 		int ret;
 
 		if (attempt > 1)
-			c->sleep(c->sleep_ctx, backoff_ns(c, attempt - 1));
+			c->sleep(c->sleep_ctx, aws_backoff_ns(&c->backoff, attempt - 1));
 		if (cancel_requested())
 			return err_set(err, ECANCELED, WHAT ": cancelled: the caller went away");
 		ret = aws_creds_provider_get(c->creds, &cr, err);

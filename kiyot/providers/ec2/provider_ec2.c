@@ -707,27 +707,35 @@ static int run_along(struct ec2p *p, const struct cell_spec *spec, const struct 
 	return ret;
 }
 
+/* The tags of spec's instance (ec2_pod_tags): this cluster's and node's, the cell's, and its
+ * pod's unless standby. */
+static int cell_tags(const struct ec2p *p, const struct cell_spec *spec, bool standby,
+		     struct ec2_tags *out, struct err *err)
+{
+	struct ec2_pod_ident ident = { .cluster_id = p->cluster_id,
+				       .node = p->node,
+				       .cell_id = spec->cell_id,
+				       .pod_name = spec->pod_name,
+				       .pod_namespace = spec->pod_namespace,
+				       .pod_uid = spec->pod_uid,
+				       .label_keys = spec->label_keys,
+				       .label_values = spec->label_values,
+				       .n_labels = spec->n_labels,
+				       .standby = standby };
+
+	return ec2_pod_tags(&ident, out, err);
+}
+
 static int ec2_launch(void *self, const struct cell_spec *spec, struct cell_info *out,
 		      struct err *err)
 {
 	struct ec2p *p = self;
-	struct ec2_pod_ident ident = { 0 };
 	struct ec2_tags tags = EC2_TAGS_INIT;
 	struct ec2_instance inst = { 0 };
 	char *ip = NULL, *note = NULL;
 	int ret = -EINVAL;
 
-	ident.cluster_id = p->cluster_id;
-	ident.node = p->node;
-	ident.cell_id = spec->cell_id;
-	ident.pod_name = spec->pod_name;
-	ident.pod_namespace = spec->pod_namespace;
-	ident.pod_uid = spec->pod_uid;
-	ident.label_keys = spec->label_keys;
-	ident.label_values = spec->label_values;
-	ident.n_labels = spec->n_labels;
-	ident.standby = spec->standby;
-	if (ec2_pod_tags(&ident, &tags, err) < 0)
+	if (cell_tags(p, spec, spec->standby, &tags, err) < 0)
 		return err_wrap(err, "cell %s tags", spec->cell_id);
 	ret = run_along(p, spec, &tags, &inst, &note, err);
 	ec2_tags_release(&tags);
@@ -891,7 +899,6 @@ static char *recent_instance(struct ec2p *p, const char *cell_id)
 static int ec2_assign(void *self, const struct cell_spec *spec, struct err *err)
 {
 	struct ec2p *p = self;
-	struct ec2_pod_ident ident = { 0 };
 	struct ec2_tags tags = EC2_TAGS_INIT;
 	enum ec2_errclass cls = EC2_OK;
 	const char *standby_key[] = { EC2_TAG_STANDBY };
@@ -906,16 +913,7 @@ static int ec2_assign(void *self, const struct cell_spec *spec, struct err *err)
 		iid = steal_ptr(in.instance_id);
 		ec2_instance_release(&in);
 	}
-	ident.cluster_id = p->cluster_id;
-	ident.node = p->node;
-	ident.cell_id = spec->cell_id;
-	ident.pod_name = spec->pod_name;
-	ident.pod_namespace = spec->pod_namespace;
-	ident.pod_uid = spec->pod_uid;
-	ident.label_keys = spec->label_keys;
-	ident.label_values = spec->label_values;
-	ident.n_labels = spec->n_labels;
-	ret = ec2_pod_tags(&ident, &tags, err);
+	ret = cell_tags(p, spec, false, &tags, err);
 	if (ret == 0)
 		ret = ec2_create_tags(p->client, (const char *const *)&iid, 1, &tags, &cls, err);
 	if (ret == 0)
