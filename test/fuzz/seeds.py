@@ -465,6 +465,26 @@ def challenges():
         write("registry", seed, b"\x01" + value.encode())
 
 
+def schedules():
+    """CronJob schedules (cronsched.h): fields, ranges, steps, lists, names, descriptors."""
+    for seed, body in (("every_15", "*/15 * * * *"),
+                       ("office_hours", "0 9-17 * * 1-5"),
+                       ("feb_29", "0 0 29 2 *"),
+                       ("dom_or_dow", "0 0 13 * FRI"),
+                       ("names", "30 2 * jan-mar sun,sat"),
+                       ("steps", "5/20 1-23/6 */2 * ?"),
+                       ("lists", "0,15,30,45 0,12 1,15 1,4,7,10 *"),
+                       ("hourly", "@hourly"),
+                       ("weekly", "@weekly"),
+                       ("never", "0 0 30 2 *"),
+                       ("bad_range", "5-1 * * * *"),
+                       ("bad_step", "*/0 * * * *"),
+                       ("bad_every", "@every 1h"),
+                       ("bad_tz", "TZ=UTC 0 * * * *"),
+                       ("bad_six", "0 0 * * * *")):
+        text("cronsched", seed, body)
+
+
 if __name__ == "__main__":
     layers()
     volumes()
@@ -478,3 +498,4 @@ if __name__ == "__main__":
     bootstraps()
     frames()
     challenges()
+    schedules()
