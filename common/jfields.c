@@ -433,6 +433,8 @@ static int read_table(const struct jf_table *t, const json_t *v, const char *pat
 		if (!m)
 			continue;
 		ret = read_field(f, m, fp, dst, depth, err);
+		if (ret >= 0 && f->mark_given)
+			*(bool *)((char *)dst + f->given_off) = true;
 		if (ret >= 0 && f->check)
 			ret = f->check(dst, m, fp, err);
 		if (ret < 0)

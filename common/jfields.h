@@ -88,6 +88,9 @@ struct jf_field {
 	jf_check_fn check; /* optional, after the value is stored: obj is the table's struct */
 	bool required;
 	const char *hint; /* added to this field's errors: "(e.g. 64Mi)" */
+	bool mark_given;  /* a bool at given_off (in the table's struct) is set true once the
+			   * field is read, before its check: a has_x beside x (JF_GIVEN) */
+	size_t given_off;
 };
 
 struct jf_table {
@@ -142,5 +145,7 @@ const char *jf_index(char *buf, size_t size, const char *path, size_t i);
 	.size = sizeof(E), .key_off = offsetof(E, name), .val_off = offsetof(E, value),            \
 	.max = (most)
 #define JF_CUSTOM(k, off_, fn) .key = (k), .kind = JF_K_CUSTOM, .off = (off_), .custom = (fn)
+/* Added to a field: the bool m of T says whether it was given (read without an error). */
+#define JF_GIVEN(T, m) .mark_given = true, .given_off = offsetof(T, m)
 
 #endif

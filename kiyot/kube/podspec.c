@@ -1,9 +1,9 @@
 /*
  * podspec.c: a Pod manifest read into struct podspec: apiVersion and kind, metadata (name,
  * namespace, uid, labels, annotations, the controller among the owner references), the
- * pod-level spec fields and volumes, by the tables below (common/jfields.h); the containers are
- * read by podspec_container.c, the security settings by podspec_security.c and where the pod
- * may run by podspec_node.c. Also freeing and lookups.
+ * pod-level spec fields and volumes, by the tables below (common/jfields.h), which take in the
+ * tables of podspec_container.c (containers), podspec_security.c (security settings) and
+ * podspec_node.c (where the pod may run). Also freeing and lookups.
  */
 #include "podspec.h"
 
@@ -20,7 +20,7 @@
 /* Largest total size of a pod's annotations, keys and values, as the API server allows. */
 #define PODSPEC_MAX_ANNOTATIONS (256 * 1024)
 /* The most labels, annotations or nodeSelector entries read (the API server bounds them only
- * by the object's size), and the most volumes. */
+ * by the object's size), and the most volumes. Other lists take jfields' 4096 entries. */
 #define PODSPEC_MAX_MAP (64 * 1024)
 #define PODSPEC_MAX_VOLUMES 1024
 
@@ -110,32 +110,20 @@ static int check_labels(void *obj, const json_t *v, const char *path, struct err
 	return check_kv(v, path, true, err);
 }
 
-static int check_annotations(void *obj, const json_t *v, const char *path, struct err *err)
+/* spec.nodeSelector: keys as labels', values bounded as annotations' are. */
+static int check_node_selector(void *obj, const json_t *v, const char *path, struct err *err)
 {
 	(void)obj;
 	return check_kv(v, path, false, err);
 }
 
-int podspec_kv_map(const json_t *obj, const char *key, const char *path, bool labels,
-		   struct podspec_kv **out, size_t *n, struct err *err)
+/* metadata.annotations: as any annotations, and none asking for a seccomp or AppArmor profile
+ * (obj: the podspec, its annotations stored). */
+static int check_pod_annotations(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	struct kv_list {
-		struct podspec_kv *kv;
-		size_t n;
-	} l = { NULL, 0 };
-	const struct jf_field fields[] = {
-		{ JF_MAP(key, struct kv_list, kv, n, struct podspec_kv, name, value,
-			 PODSPEC_MAX_MAP),
-		  .len_max = PODSPEC_MAX_ANNOTATIONS,
-		  .check = labels ? check_labels : check_annotations },
-		JF_END,
-	};
-	const struct jf_table table = { .fields = fields, .null_absent = true };
-	int ret = jf_read(&table, obj, path, &l, err);
+	int ret = check_kv(v, path, false, err);
 
-	*out = l.kv;
-	*n = l.n;
-	return ret;
+	return ret < 0 ? ret : podspec_check_security_annotations(obj, err);
 }
 
 /* metadata.name: a DNS subdomain, in the API server's words. */
@@ -148,13 +136,6 @@ static int check_pod_name(void *obj, const json_t *v, const char *path, struct e
 		       "%s: \"%s\" is not a valid pod name: use at most 253 characters of a-z, "
 		       "0-9, '-' and '.', starting and ending with a letter or digit",
 		       path, json_string_value(v));
-}
-
-/* A name that must be an RFC 1123 label: a namespace, a hostname, a volume's name. */
-static int check_label(void *obj, const json_t *v, const char *path, struct err *err)
-{
-	(void)obj;
-	return podspec_check_label(json_string_value(v), path, err);
 }
 
 /* metadata.ownerReferences' controller: read leniently, since it only names whose usage a
@@ -272,6 +253,16 @@ static void volume_release(void *v)
 	free(((struct podspec_volume *)v)->name);
 }
 
+/* spec.containers given: a pod needs one (an empty list is podspec_check_containers'). */
+static int check_spec(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	(void)v;
+	if (((struct podspec *)obj)->n_containers > 0)
+		return 0;
+	return err_set(err, EINVAL, "%s.containers: required (a pod needs at least one container)",
+		       path);
+}
+
 /*
  * The tables. As the API server does, a field kiyot does not know is dropped and null is "not
  * given"; what kiyot cannot honour is refused where it is read.
@@ -287,7 +278,7 @@ static const struct jf_field empty_dir_fields[] = {
 static const struct jf_table empty_dir_table = { .fields = empty_dir_fields, .null_absent = true };
 
 static const struct jf_field volume_fields[] = {
-	{ JF_STR("name", VOL, name), .required = true, .min = 1, .check = check_label },
+	{ JF_STR("name", VOL, name), .required = true, .min = 1, .check = podspec_check_label },
 	{ JF_OBJECT("emptyDir", 0, &empty_dir_table) },
 	JF_END,
 };
@@ -301,24 +292,44 @@ static const char *const restart_names[] = { "Always", "OnFailure", "Never", NUL
 
 static const struct jf_field spec_fields[] = {
 	{ JF_ENUM("restartPolicy", POD, restart_policy, restart_names) },
-	{ JF_STR("hostname", POD, hostname), .check = check_label },
+	{ JF_STR("hostname", POD, hostname), .check = podspec_check_label },
 	{ JF_INT("terminationGracePeriodSeconds", POD, termination_grace_period_seconds, 0,
 		 INT32_MAX) },
 	{ JF_LIST("volumes", POD, volumes, n_volumes, VOL, PODSPEC_MAX_VOLUMES, &volume_table),
 	  .check = check_volume_names },
+	{ JF_BOOL("hostNetwork", POD, host_network) },
+	{ JF_BOOL("hostPID", POD, host_pid) },
+	{ JF_BOOL("hostIPC", POD, host_ipc) },
+	{ JF_BOOL("shareProcessNamespace", POD, share_process_namespace),
+	  .check = podspec_check_share_pid },
+	{ JF_CUSTOM("hostUsers", 0, podspec_read_host_users) },
+	{ JF_OBJECT("securityContext", offsetof(POD, security), &podspec_pod_security_table) },
+	{ JF_LIST("initContainers", POD, init_containers, n_init_containers,
+		  struct podspec_container, 0, &podspec_container_table),
+	  .check = podspec_check_init_containers },
+	{ JF_LIST("containers", POD, containers, n_containers, struct podspec_container, 0,
+		  &podspec_container_table),
+	  .check = podspec_check_containers },
+	{ JF_OBJECT("overhead", offsetof(POD, overhead), &podspec_quantities_table) },
+	{ JF_MAP("nodeSelector", POD, node_selector, n_node_selector, struct podspec_kv, name,
+		 value, PODSPEC_MAX_MAP),
+	  .len_max = PODSPEC_MAX_ANNOTATIONS, .check = check_node_selector },
+	{ JF_OBJECT("affinity", 0, &podspec_affinity_table) },
 	JF_END,
 };
-static const struct jf_table spec_table = { .fields = spec_fields, .null_absent = true };
+static const struct jf_table spec_table = { .fields = spec_fields,
+					    .null_absent = true,
+					    .check = check_spec };
 
 static const struct jf_field metadata_fields[] = {
 	{ JF_STR("name", POD, name), .required = true, .min = 1, .check = check_pod_name },
-	{ JF_STR("namespace", POD, namespace), .check = check_label },
+	{ JF_STR("namespace", POD, namespace), .check = podspec_check_label },
 	{ JF_STR("uid", POD, uid) },
 	{ JF_MAP("labels", POD, labels, n_labels, struct podspec_kv, name, value, PODSPEC_MAX_MAP),
 	  .check = check_labels },
 	{ JF_MAP("annotations", POD, annotations, n_annotations, struct podspec_kv, name, value,
 		 PODSPEC_MAX_MAP),
-	  .len_max = PODSPEC_MAX_ANNOTATIONS, .check = check_annotations },
+	  .len_max = PODSPEC_MAX_ANNOTATIONS, .check = check_pod_annotations },
 	{ JF_CUSTOM("ownerReferences", 0, read_owner) },
 	JF_END,
 };
@@ -337,29 +348,16 @@ static const struct jf_table pod_table = { .fields = pod_fields, .null_absent = 
 int podspec_from_json(const json_t *j, struct podspec **out, struct err *err)
 {
 	struct podspec *ps;
-	const json_t *spec = podspec_member(j, "spec");
 	int ret;
 
 	if (!json_is_object(j))
 		return err_set(err, EINVAL, "manifest: must be a mapping (a Pod object), not %s",
-			       j ? podspec_type_name(j) : "empty");
+			       j ? jf_type_name(j) : "empty");
 	ps = xcalloc(1, sizeof(*ps));
 	ps->termination_grace_period_seconds = 30;
 	ret = jf_read(&pod_table, j, "", ps, err);
 	if (ret >= 0 && !ps->namespace)
 		ps->namespace = xstrdup("default");
-	if (ret >= 0)
-		ret = podspec_read_pod_security(spec, ps, err);
-	if (ret >= 0)
-		ret = podspec_check_security_annotations(ps, err);
-	if (ret >= 0)
-		ret = podspec_read_containers(spec, "initContainers", ps, true, err);
-	if (ret >= 0)
-		ret = podspec_read_containers(spec, "containers", ps, false, err);
-	if (ret >= 0)
-		ret = podspec_read_overhead(spec, ps, err);
-	if (ret >= 0)
-		ret = podspec_read_node(spec, ps, err);
 	if (ret < 0) {
 		podspec_free(ps);
 		return ret;
@@ -383,13 +381,17 @@ int podspec_from_yaml_file(const char *path, struct podspec **out, struct err *e
 	return 0;
 }
 
+void podspec_kv_release(void *kv)
+{
+	free(((struct podspec_kv *)kv)->name);
+	free(((struct podspec_kv *)kv)->value);
+}
+
 /* Frees n name/value pairs. */
 void podspec_kv_free(struct podspec_kv *kv, size_t n)
 {
-	for (size_t i = 0; kv && i < n; i++) {
-		free(kv[i].name);
-		free(kv[i].value);
-	}
+	for (size_t i = 0; kv && i < n; i++)
+		podspec_kv_release(&kv[i]);
 	free(kv);
 }
 

@@ -1,8 +1,8 @@
 /*
  * podspec_container.c: the containers of a Pod manifest (spec.initContainers and
- * spec.containers): image and pull policy, command and args, env, ports, resources, volume
- * mounts (the securityContext is read by podspec_security.c), validated and defaulted as the API
- * server does.
+ * spec.containers) as jfields tables: image and pull policy, command and args, env, ports,
+ * resources, volume mounts (the securityContext's table is podspec_security.c's), validated
+ * and defaulted as the API server does; and the quantities of spec.overhead.
  */
 #include "podspec_internal.h"
 
@@ -11,99 +11,156 @@
 #include <string.h>
 
 #include "quantity.h"
+#include "strvec.h"
 #include "xalloc.h"
 
-/* The quantity texts of one side of a container's resources, kept for messages. */
-struct pres_text {
-	char cpu[128], memory[128], gpus[128];
-};
+#define CT struct podspec_container
+#define RES struct podspec_resources
 
-/* Reads resources.requests or resources.limits into r. */
-static int presource_side(const json_t *res, const char *key, const char *path,
-			  struct podspec_resources *r, struct pres_text *t, struct err *err)
+/* read_enum stores an int. */
+_Static_assert(sizeof(enum podspec_pull) == sizeof(int), "imagePullPolicy is read as an int");
+
+/* The quantity v (at path) into *out, milli-units or bytes; its text into text. */
+static int quantity(const json_t *v, const char *path, bool bytes, int64_t *out, char text[128],
+		    struct err *err)
 {
-	const json_t *m = podspec_member(res, key);
-	_cleanup_free_ char *p = podspec_join(path, key);
-	const char *k;
-	json_t *v;
-	int ret;
+	int ret = podspec_quantity_text(v, path, text, 128, err);
 
-	if (!m)
-		return 0;
-	ret = podspec_expect(m, JSON_OBJECT, p, err);
 	if (ret < 0)
 		return ret;
-	json_object_foreach ((json_t *)m, k, v) {
-		_cleanup_free_ char *kp = xasprintf("%s.%s", p, k);
-		char text[128];
-		int64_t val;
+	ret = bytes ? quantity_parse_bytes(text, out, err) : quantity_parse_milli(text, out, err);
+	return ret < 0 ? err_wrap(err, "%s", path) : 0;
+}
 
-		ret = podspec_quantity_text(v, kp, text, sizeof(text), err);
-		if (ret < 0)
-			return ret;
-		if (strcmp(k, "cpu") == 0) {
-			ret = quantity_parse_milli(text, &r->cpu_milli, err);
-			r->has_cpu = true;
-			snprintf(t->cpu, sizeof(t->cpu), "%s", text);
-		} else if (strcmp(k, "memory") == 0) {
-			ret = quantity_parse_bytes(text, &r->memory_bytes, err);
-			r->has_memory = true;
-			snprintf(t->memory, sizeof(t->memory), "%s", text);
-		} else if (strcmp(k, "nvidia.com/gpu") == 0) {
-			ret = quantity_parse_milli(text, &val, err);
-			if (ret >= 0 && val % 1000 != 0)
-				ret = err_set(err, EINVAL, "\"%s\" must be a whole number of GPUs",
-					      text);
-			r->gpus = val / 1000;
-			r->has_gpus = true;
-			snprintf(t->gpus, sizeof(t->gpus), "%s", text);
-		} else if (strcmp(k, "ephemeral-storage") == 0) {
-			ret = quantity_parse_bytes(text, &val, err);
-		} else {
-			return err_set(err, ENOTSUP,
-				       "%s: resource not supported by kiyot run (supported: cpu, "
-				       "memory, nvidia.com/gpu, ephemeral-storage)",
-				       kp);
-		}
-		if (ret < 0)
-			return err_wrap(err, "%s", kp);
+static int read_cpu(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	RES *r = dst;
+	char text[128];
+	int ret = quantity(v, path, false, &r->cpu_milli, text, err);
+
+	r->has_cpu = ret >= 0;
+	return ret;
+}
+
+static int read_memory(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	RES *r = dst;
+	char text[128];
+	int ret = quantity(v, path, true, &r->memory_bytes, text, err);
+
+	r->has_memory = ret >= 0;
+	return ret;
+}
+
+/* nvidia.com/gpu: whole GPUs. */
+static int read_gpus(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	RES *r = dst;
+	char text[128];
+	int64_t milli;
+	int ret = quantity(v, path, false, &milli, text, err);
+
+	if (ret < 0)
+		return ret;
+	if (milli % 1000 != 0)
+		return err_set(err, EINVAL, "%s: \"%s\" must be a whole number of GPUs", path,
+			       text);
+	r->gpus = milli / 1000;
+	r->has_gpus = true;
+	return 0;
+}
+
+/* ephemeral-storage: checked, not kept (a cell's disk is its instance type's). */
+static int read_storage(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	char text[128];
+	int64_t bytes;
+
+	(void)dst;
+	return quantity(v, path, true, &bytes, text, err);
+}
+
+#define SUPPORTED_RESOURCES "cpu, memory, nvidia.com/gpu, ephemeral-storage"
+
+/* A resource the table does not read is one kiyot cannot give: ENOTSUP, not ignored. */
+static int check_resource_names(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	static const char *const known[] = { "cpu", "memory", "nvidia.com/gpu", "ephemeral-storage",
+					     NULL };
+	char kp[256];
+	const char *k;
+	json_t *q;
+
+	(void)obj;
+	json_object_foreach ((json_t *)v, k, q) {
+		if (json_is_null(q) || strv_has((char **)known, k))
+			continue;
+		return err_set(
+			err, ENOTSUP,
+			"%s: resource not supported by kiyot run (supported: " SUPPORTED_RESOURCES
+			")",
+			jf_join(kp, sizeof(kp), path, k));
 	}
 	return 0;
 }
 
-/* Applies the API server's defaults (request = limit when only the limit is given) and checks
- * that no request exceeds its limit and that GPUs are not overcommitted. */
-static int presource_check(struct podspec_resources *req, const struct podspec_resources *lim,
-			   struct pres_text *rt, const struct pres_text *lt, const char *path,
-			   struct err *err)
+static const struct jf_field quantities_fields[] = {
+	{ JF_CUSTOM("cpu", 0, read_cpu) },
+	{ JF_CUSTOM("memory", 0, read_memory) },
+	{ JF_CUSTOM("nvidia.com/gpu", 0, read_gpus) },
+	{ JF_CUSTOM("ephemeral-storage", 0, read_storage) },
+	JF_END,
+};
+const struct jf_table podspec_quantities_table = { .fields = quantities_fields,
+						   .null_absent = true,
+						   .example = "{cpu: 500m, memory: 256Mi}",
+						   .check = check_resource_names };
+
+/* The text of resources.<side>.<key> as written (read already), for messages. */
+static const char *side_text(const json_t *res, const char *side, const char *key, char buf[128])
 {
+	const json_t *q = json_object_get(json_object_get(res, side), key);
+	struct err ignored = ERR_INIT;
+
+	buf[0] = '\0';
+	podspec_quantity_text(q, "", buf, 128, &ignored);
+	return buf;
+}
+
+/* The API server's defaults (a request missing where a limit is given takes the limit's value)
+ * and rules: no request above its limit, GPUs requested only with a limit equal to it. */
+static int check_resources(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	RES *req = &((CT *)obj)->requests;
+	const RES *lim = &((CT *)obj)->limits;
+	char rt[128], lt[128];
+
 	if (lim->has_cpu && !req->has_cpu) {
 		req->has_cpu = true;
 		req->cpu_milli = lim->cpu_milli;
-		memcpy(rt->cpu, lt->cpu, sizeof(rt->cpu));
 	}
 	if (lim->has_memory && !req->has_memory) {
 		req->has_memory = true;
 		req->memory_bytes = lim->memory_bytes;
-		memcpy(rt->memory, lt->memory, sizeof(rt->memory));
 	}
 	if (lim->has_gpus && !req->has_gpus) {
 		req->has_gpus = true;
 		req->gpus = lim->gpus;
-		memcpy(rt->gpus, lt->gpus, sizeof(rt->gpus));
 	}
 	if (lim->has_cpu && req->cpu_milli > lim->cpu_milli)
 		return err_set(
 			err, EINVAL,
 			"%s.requests.cpu: \"%s\" must be less than or equal to the cpu limit "
 			"\"%s\"",
-			path, rt->cpu, lt->cpu);
+			path, side_text(v, "requests", "cpu", rt),
+			side_text(v, "limits", "cpu", lt));
 	if (lim->has_memory && req->memory_bytes > lim->memory_bytes)
 		return err_set(
 			err, EINVAL,
 			"%s.requests.memory: \"%s\" must be less than or equal to the memory "
 			"limit \"%s\"",
-			path, rt->memory, lt->memory);
+			path, side_text(v, "requests", "memory", rt),
+			side_text(v, "limits", "memory", lt));
 	if (req->has_gpus && !lim->has_gpus)
 		return err_set(err, EINVAL,
 			       "%s.limits.nvidia.com/gpu: required when GPUs are requested (set it "
@@ -114,250 +171,245 @@ static int presource_check(struct podspec_resources *req, const struct podspec_r
 			err, EINVAL,
 			"%s.requests.nvidia.com/gpu: \"%s\" must equal the limit \"%s\" (GPUs "
 			"cannot be overcommitted)",
-			path, rt->gpus, lt->gpus);
+			path, side_text(v, "requests", "nvidia.com/gpu", rt),
+			side_text(v, "limits", "nvidia.com/gpu", lt));
 	return 0;
 }
 
-/* Reads a container's resources. */
-static int presources(const json_t *c, const char *path, struct podspec_container *ct,
-		      struct err *err)
-{
-	const json_t *res = podspec_member(c, "resources");
-	_cleanup_free_ char *p = podspec_join(path, "resources");
-	struct pres_text rt = { { 0 }, { 0 }, { 0 } }, lt = rt;
-	int ret;
+static const struct jf_field resources_fields[] = {
+	{ JF_OBJECT("requests", offsetof(CT, requests), &podspec_quantities_table) },
+	{ JF_OBJECT("limits", offsetof(CT, limits), &podspec_quantities_table) },
+	JF_END,
+};
+static const struct jf_table resources_table = { .fields = resources_fields,
+						 .null_absent = true,
+						 .example = "{requests: {cpu: 500m}}",
+						 .check = check_resources };
 
-	if (!res)
-		return 0;
-	ret = podspec_expect(res, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = presource_side(res, "requests", p, &ct->requests, &rt, err);
-	if (ret >= 0)
-		ret = presource_side(res, "limits", p, &ct->limits, &lt, err);
-	if (ret >= 0)
-		ret = presource_check(&ct->requests, &ct->limits, &rt, &lt, p, err);
-	return ret;
+/* A field kiyot cannot honour (envFrom, valueFrom, subPath): refused with what to do. */
+static int refuse(const char *path, const char *instead, struct err *err)
+{
+	return err_set(err, ENOTSUP, "%s: not supported by kiyot run%s", path, instead);
 }
 
-/* Reads one env entry: name and an inline value; valueFrom is refused. */
-static int penv_one(const json_t *e, const char *path, struct podspec_kv *kv, struct err *err)
+static int refuse_env_from(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	int ret = podspec_expect(e, JSON_OBJECT, path, err);
+	(void)v;
+	(void)dst;
+	return refuse(path, "; list the variables under env", err);
+}
 
-	if (ret < 0)
-		return ret;
-	ret = podspec_string(e, "name", path, true, &kv->name, err);
-	if (ret < 0)
-		return ret;
-	if (strchr(kv->name, '=') || strspn(kv->name, " ") == strlen(kv->name))
-		return err_set(err, EINVAL, "%s.name: \"%s\" is not a valid variable name (no '=')",
-			       path, kv->name);
-	for (const char *s = kv->name; *s; s++) {
+static int refuse_value_from(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)v;
+	(void)dst;
+	return refuse(path, "; give the value inline with \"value\"", err);
+}
+
+static int refuse_sub_path(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)v;
+	(void)dst;
+	return refuse(path, "; mount the volume whole", err);
+}
+
+/* An env name: printable ASCII, no '=', not blank. */
+static int check_env_name(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const char *s = json_string_value(v);
+
+	(void)obj;
+	if (strchr(s, '=') || strspn(s, " ") == strlen(s))
+		return err_set(err, EINVAL, "%s: \"%s\" is not a valid variable name (no '=')",
+			       path, s);
+	for (; *s; s++)
 		if (*s < 32 || *s > 126)
 			return err_set(err, EINVAL,
-				       "%s.name: must be printable ASCII characters other than '='",
+				       "%s: must be printable ASCII characters other than '='",
 				       path);
-	}
-	if (podspec_member(e, "valueFrom"))
-		return err_set(err, ENOTSUP,
-			       "%s.valueFrom: not supported by kiyot run; give the value inline "
-			       "with \"value\"",
-			       path);
-	ret = podspec_string(e, "value", path, false, &kv->value, err);
-	if (ret < 0)
-		return ret;
+	return 0;
+}
+
+/* A variable without a value has the empty one. */
+static int default_env_value(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	struct podspec_kv *kv = obj;
+
+	(void)v;
+	(void)path;
+	(void)err;
 	if (!kv->value)
 		kv->value = xstrdup("");
 	return 0;
 }
 
-/* Reads a container's env list. */
-static int penv(const json_t *c, const char *path, struct podspec_container *ct, struct err *err)
-{
-	const json_t *l = podspec_member(c, "env");
-	_cleanup_free_ char *p = podspec_join(path, "env");
-	size_t i;
-	json_t *e;
-	int ret;
+static const struct jf_field env_fields[] = {
+	{ PODSPEC_STR("name", struct podspec_kv, name), .required = true, .min = 1,
+	  .check = check_env_name },
+	{ JF_CUSTOM("valueFrom", 0, refuse_value_from) },
+	{ PODSPEC_STR("value", struct podspec_kv, value) },
+	JF_END,
+};
+static const struct jf_table env_table = { .fields = env_fields,
+					   .null_absent = true,
+					   .example = "{name: MODE, value: production}",
+					   .check = default_env_value,
+					   .release = podspec_kv_release };
 
-	if (podspec_member(c, "envFrom"))
-		return err_set(
-			err, ENOTSUP,
-			"%s.envFrom: not supported by kiyot run; list the variables under env",
-			path);
-	if (!l)
+static int check_protocol(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	static const char *const known[] = { "TCP", "UDP", "SCTP", NULL };
+	char val[64];
+
+	(void)obj;
+	if (strv_has((char **)known, json_string_value(v)))
 		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	ct->env = xcalloc(json_array_size(l) + 1, sizeof(*ct->env));
-	json_array_foreach (l, i, e) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
-
-		ct->n_env = i + 1;
-		ret = penv_one(e, ip, &ct->env[i], err);
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	return err_set(err, EINVAL, "%s: %s is not one of TCP, UDP, SCTP", path,
+		       jf_value_text(v, val));
 }
 
-/* True for a port name (IANA service name): 1-15 of [a-z0-9-], a letter, no edge or double '-'. */
-static bool pis_port_name(const char *s)
+/* A port name (IANA service name): 1-15 of [a-z0-9-], a letter, no edge or double '-'. */
+static int check_port_name(void *obj, const json_t *v, const char *path, struct err *err)
 {
+	const char *s = json_string_value(v);
 	size_t len = strlen(s);
-	bool letter = false;
+	bool letter = false,
+	     ok = len > 0 && len <= 15 && s[0] != '-' && s[len - 1] != '-' && !strstr(s, "--");
 
-	if (len == 0 || len > 15 || s[0] == '-' || s[len - 1] == '-' || strstr(s, "--"))
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] >= 'a' && s[i] <= 'z')
-			letter = true;
-		else if (!(s[i] >= '0' && s[i] <= '9') && s[i] != '-')
-			return false;
+	(void)obj;
+	for (size_t i = 0; ok && i < len; i++) {
+		letter |= s[i] >= 'a' && s[i] <= 'z';
+		ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-';
 	}
-	return letter;
+	if (ok && letter)
+		return 0;
+	return err_set(err, EINVAL,
+		       "%s: \"%s\" is not a valid port name: use at most 15 characters of a-z, 0-9 "
+		       "and '-', with at least one letter",
+		       path, s);
 }
 
-/* Reads one port: containerPort 1-65535, protocol TCP/UDP/SCTP, an optional unique name. */
-static int pport_one(const json_t *o, const char *path, struct podspec_container *ct, size_t idx,
-		     struct err *err)
+static int default_protocol(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	struct podspec_port *pt = &ct->ports[idx];
-	int64_t port = 0;
-	bool given;
-	int ret = podspec_expect(o, JSON_OBJECT, path, err);
+	struct podspec_port *pt = obj;
 
-	if (ret >= 0)
-		ret = podspec_int(o, "containerPort", path, 1, 65535, &port, &given, err);
-	if (ret >= 0 && !given)
-		ret = err_set(err, EINVAL, "%s.containerPort: required", path);
-	if (ret >= 0)
-		ret = podspec_string(o, "protocol", path, false, &pt->protocol, err);
-	if (ret >= 0)
-		ret = podspec_string(o, "name", path, false, &pt->name, err);
-	if (ret < 0)
-		return ret;
-	pt->container_port = (int)port;
+	(void)v;
+	(void)path;
+	(void)err;
 	if (!pt->protocol)
 		pt->protocol = xstrdup("TCP");
-	if (strcmp(pt->protocol, "TCP") && strcmp(pt->protocol, "UDP") &&
-	    strcmp(pt->protocol, "SCTP"))
-		return err_set(err, EINVAL, "%s.protocol: \"%s\" is not one of TCP, UDP, SCTP",
-			       path, pt->protocol);
-	if (!pt->name)
-		return 0;
-	if (!pis_port_name(pt->name))
-		return err_set(err, EINVAL,
-			       "%s.name: \"%s\" is not a valid port name: use at most 15 "
-			       "characters of a-z, 0-9 and '-', with at least one letter",
-			       path, pt->name);
-	for (size_t i = 0; i < idx; i++) {
-		if (ct->ports[i].name && strcmp(ct->ports[i].name, pt->name) == 0)
-			return err_set(err, EINVAL, "%s.name: duplicate port name \"%s\"", path,
-				       pt->name);
-	}
 	return 0;
 }
 
-/* Reads a container's ports. */
-static int pports(const json_t *c, const char *path, struct podspec_container *ct, struct err *err)
+static void port_release(void *e)
 {
-	const json_t *l = podspec_member(c, "ports");
-	_cleanup_free_ char *p = podspec_join(path, "ports");
-	size_t i;
-	json_t *o;
-	int ret;
+	free(((struct podspec_port *)e)->name);
+	free(((struct podspec_port *)e)->protocol);
+}
 
-	if (!l)
-		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	ct->ports = xcalloc(json_array_size(l) + 1, sizeof(*ct->ports));
-	json_array_foreach (l, i, o) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
+static const struct jf_field port_fields[] = {
+	{ JF_INT("containerPort", struct podspec_port, container_port, 1, 65535),
+	  .required = true },
+	{ PODSPEC_STR("protocol", struct podspec_port, protocol), .check = check_protocol },
+	{ PODSPEC_STR("name", struct podspec_port, name), .check = check_port_name },
+	JF_END,
+};
+static const struct jf_table port_table = { .fields = port_fields,
+					    .null_absent = true,
+					    .example = "{containerPort: 8080}",
+					    .check = default_protocol,
+					    .release = port_release };
 
-		ct->n_ports = i + 1;
-		ret = pport_one(o, ip, ct, i, err);
-		if (ret < 0)
-			return ret;
-	}
+/* Port names are unique in a container. */
+static int check_port_names(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const CT *ct = obj;
+
+	(void)v;
+	for (size_t i = 1; i < ct->n_ports; i++)
+		for (size_t j = 0; ct->ports[i].name && j < i; j++)
+			if (ct->ports[j].name && strcmp(ct->ports[i].name, ct->ports[j].name) == 0)
+				return err_set(err, EINVAL,
+					       "%s[%zu].name: duplicate port name \"%s\"", path, i,
+					       ct->ports[i].name);
 	return 0;
 }
 
-/* Reads one volume mount; the volume must be declared and the path absolute and unique. */
-static int pmount_one(const json_t *o, const char *path, const struct podspec *ps,
-		      struct podspec_container *ct, size_t idx, struct err *err)
+static int check_absolute(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	struct podspec_mount *m = &ct->mounts[idx];
-	const json_t *ro;
-	bool found = false;
-	int ret = podspec_expect(o, JSON_OBJECT, path, err);
+	(void)obj;
+	if (json_string_value(v)[0] == '/')
+		return 0;
+	return err_set(err, EINVAL, "%s: \"%s\" must be an absolute path", path,
+		       json_string_value(v));
+}
 
-	if (ret >= 0)
-		ret = podspec_string(o, "name", path, true, &m->name, err);
-	if (ret >= 0)
-		ret = podspec_string(o, "mountPath", path, true, &m->mount_path, err);
-	if (ret < 0)
-		return ret;
-	for (size_t i = 0; i < ps->n_volumes; i++)
-		found |= strcmp(ps->volumes[i].name, m->name) == 0;
-	if (!found)
-		return err_set(err, EINVAL,
-			       "%s.name: \"%s\" is not a volume declared in spec.volumes", path,
-			       m->name);
-	if (m->mount_path[0] != '/')
-		return err_set(err, EINVAL, "%s.mountPath: \"%s\" must be an absolute path", path,
-			       m->mount_path);
-	for (size_t i = 0; i < idx; i++) {
-		if (strcmp(ct->mounts[i].mount_path, m->mount_path) == 0)
-			return err_set(err, EINVAL, "%s.mountPath: \"%s\" is already mounted", path,
-				       m->mount_path);
-	}
-	if (podspec_member(o, "subPath") || podspec_member(o, "subPathExpr"))
-		return err_set(err, ENOTSUP, "%s.subPath: not supported by kiyot run", path);
-	ro = podspec_member(o, "readOnly");
-	if (ro) {
-		_cleanup_free_ char *rp = podspec_join(path, "readOnly");
+static void mount_release(void *e)
+{
+	free(((struct podspec_mount *)e)->name);
+	free(((struct podspec_mount *)e)->mount_path);
+}
 
-		ret = podspec_expect(ro, JSON_TRUE, rp, err);
-		if (ret < 0)
-			return ret;
-		m->read_only = json_is_true(ro);
-	}
+static const struct jf_field mount_fields[] = {
+	{ PODSPEC_STR("name", struct podspec_mount, name), .required = true, .min = 1 },
+	{ PODSPEC_STR("mountPath", struct podspec_mount, mount_path), .required = true, .min = 1,
+	  .check = check_absolute },
+	{ JF_CUSTOM("subPath", 0, refuse_sub_path) },
+	{ JF_CUSTOM("subPathExpr", 0, refuse_sub_path) },
+	{ JF_BOOL("readOnly", struct podspec_mount, read_only) },
+	JF_END,
+};
+static const struct jf_table mount_table = { .fields = mount_fields,
+					     .null_absent = true,
+					     .example = "{name: scratch, mountPath: /scratch}",
+					     .release = mount_release };
+
+/* A path is mounted once in a container. */
+static int check_mount_paths(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const CT *ct = obj;
+
+	(void)v;
+	for (size_t i = 1; i < ct->n_mounts; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(ct->mounts[i].mount_path, ct->mounts[j].mount_path) == 0)
+				return err_set(err, EINVAL,
+					       "%s[%zu].mountPath: \"%s\" is already mounted", path,
+					       i, ct->mounts[i].mount_path);
 	return 0;
 }
 
-/* Reads a container's volume mounts. */
-static int pmounts(const json_t *c, const char *path, const struct podspec *ps,
-		   struct podspec_container *ct, struct err *err)
+static int check_image(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	const json_t *l = podspec_member(c, "volumeMounts");
-	_cleanup_free_ char *p = podspec_join(path, "volumeMounts");
-	size_t i;
-	json_t *o;
-	int ret;
+	const char *image = json_string_value(v);
+	size_t len = json_string_length(v);
 
-	if (!l)
+	(void)obj;
+	if (!strchr(" \t\r\n", image[0]) && !strchr(" \t\r\n", image[len - 1]))
 		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	ct->mounts = xcalloc(json_array_size(l) + 1, sizeof(*ct->mounts));
-	json_array_foreach (l, i, o) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
+	return err_set(err, EINVAL, "%s: \"%s\" must not begin or end with whitespace", path,
+		       image);
+}
 
-		ct->n_mounts = i + 1;
-		ret = pmount_one(o, ip, ps, ct, i, err);
-		if (ret < 0)
-			return ret;
+/* restartPolicy: only Always, which makes an init container a sidecar; podspec_check_containers
+ * refuses it on an app container. */
+static int read_restart(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	char val[64];
+
+	if (json_is_string(v) && strcmp(json_string_value(v), "Always") == 0 &&
+	    json_string_length(v) == strlen("Always")) {
+		*(bool *)dst = true;
+		return 0;
 	}
-	return 0;
+	return err_set(err, EINVAL,
+		       "%s: %s is not allowed; a container may only set \"Always\", and only as an "
+		       "init container (a sidecar)",
+		       path, jf_value_text(v, val));
 }
 
 /* The API server's default pull policy: Always for ":latest" or no tag, else IfNotPresent. */
-static enum podspec_pull pdefault_pull(const char *image)
+static enum podspec_pull default_pull(const char *image)
 {
 	const char *at = strchr(image, '@');
 	size_t len = at ? (size_t)(at - image) : strlen(image);
@@ -373,176 +425,141 @@ static enum podspec_pull pdefault_pull(const char *image)
 	return PODSPEC_PULL_IF_NOT_PRESENT;
 }
 
-/* Reads image and imagePullPolicy. */
-static int pimage(const json_t *c, const char *path, struct podspec_container *ct, struct err *err)
+static int check_container(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	_cleanup_free_ char *policy = NULL;
-	int ret = podspec_string(c, "image", path, true, &ct->image, err);
-	size_t len;
+	CT *ct = obj;
+	const json_t *policy = json_object_get(v, "imagePullPolicy");
 
-	if (ret < 0)
-		return ret;
-	len = strlen(ct->image);
-	if (strchr(" \t\r\n", ct->image[0]) || strchr(" \t\r\n", ct->image[len - 1]))
-		return err_set(err, EINVAL,
-			       "%s.image: \"%s\" must not begin or end with whitespace", path,
-			       ct->image);
-	ret = podspec_string(c, "imagePullPolicy", path, false, &policy, err);
-	if (ret < 0)
-		return ret;
-	if (!policy)
-		ct->pull_policy = pdefault_pull(ct->image);
-	else if (strcmp(policy, "Always") == 0)
-		ct->pull_policy = PODSPEC_PULL_ALWAYS;
-	else if (strcmp(policy, "IfNotPresent") == 0)
-		ct->pull_policy = PODSPEC_PULL_IF_NOT_PRESENT;
-	else if (strcmp(policy, "Never") == 0)
-		ct->pull_policy = PODSPEC_PULL_NEVER;
-	else
-		return err_set(
-			err, EINVAL,
-			"%s.imagePullPolicy: \"%s\" is not one of Always, IfNotPresent, Never",
-			path, policy);
+	(void)path;
+	(void)err;
+	if (!policy || json_is_null(policy))
+		ct->pull_policy = default_pull(ct->image);
 	return 0;
 }
 
-/* Finds an earlier container (init or app) with that name; returns its path or NULL. */
-static char *pfind_container(const struct podspec *ps, const char *name)
+static void container_release(void *e)
 {
-	for (size_t i = 0; i < ps->n_init_containers; i++) {
-		if (ps->init_containers[i].name && strcmp(ps->init_containers[i].name, name) == 0)
-			return podspec_index("spec.initContainers", i);
-	}
-	for (size_t i = 0; i < ps->n_containers; i++) {
-		if (ps->containers[i].name && strcmp(ps->containers[i].name, name) == 0)
-			return podspec_index("spec.containers", i);
-	}
+	CT *c = e;
+
+	free(c->name);
+	free(c->image);
+	strv_free(c->command);
+	strv_free(c->args);
+	podspec_kv_free(c->env, c->n_env);
+	free(c->working_dir);
+	for (size_t k = 0; c->ports && k < c->n_ports; k++)
+		port_release(&c->ports[k]);
+	free(c->ports);
+	for (size_t k = 0; c->mounts && k < c->n_mounts; k++)
+		mount_release(&c->mounts[k]);
+	free(c->mounts);
+	podspec_security_release(&c->security);
+}
+
+static const char *const pull_names[] = { "Always", "IfNotPresent", "Never", NULL };
+
+static const struct jf_field container_fields[] = {
+	{ PODSPEC_STR("name", CT, name), .required = true, .min = 1, .check = podspec_check_label },
+	{ PODSPEC_STR("image", CT, image), .required = true, .min = 1, .check = check_image },
+	{ JF_ENUM("imagePullPolicy", CT, pull_policy, pull_names) },
+	{ PODSPEC_STRV("command", CT, command, n_command) },
+	{ PODSPEC_STRV("args", CT, args, n_args) },
+	{ JF_CUSTOM("envFrom", 0, refuse_env_from) },
+	{ JF_LIST("env", CT, env, n_env, struct podspec_kv, 0, &env_table) },
+	{ PODSPEC_STR("workingDir", CT, working_dir) },
+	{ JF_LIST("ports", CT, ports, n_ports, struct podspec_port, 0, &port_table),
+	  .check = check_port_names },
+	{ JF_OBJECT("resources", 0, &resources_table) },
+	{ JF_LIST("volumeMounts", CT, mounts, n_mounts, struct podspec_mount, 0, &mount_table),
+	  .check = check_mount_paths },
+	{ JF_OBJECT("securityContext", offsetof(CT, security), &podspec_security_table) },
+	{ JF_CUSTOM("restartPolicy", offsetof(CT, sidecar), read_restart) },
+	JF_END,
+};
+const struct jf_table podspec_container_table = { .fields = container_fields,
+						  .null_absent = true,
+						  .example = "{name: app, image: busybox}",
+						  .check = check_container,
+						  .release = container_release };
+
+/* An earlier container (init or app) named name: its path into buf, or NULL. */
+static const char *other_container(const struct podspec *ps, const CT *self, const char *name,
+				   char *buf, size_t size)
+{
+	for (size_t i = 0; i < ps->n_init_containers && &ps->init_containers[i] != self; i++)
+		if (strcmp(ps->init_containers[i].name, name) == 0)
+			return jf_index(buf, size, "spec.initContainers", i);
+	for (size_t i = 0; i < ps->n_containers && &ps->containers[i] != self; i++)
+		if (strcmp(ps->containers[i].name, name) == 0)
+			return jf_index(buf, size, "spec.containers", i);
 	return NULL;
 }
 
-/* Reads one container; its name must be a label, unique among all the pod's containers. */
-static int pcontainer(const json_t *c, const char *path, struct podspec *ps,
-		      struct podspec_container *ct, struct err *err)
+/* What one container's fields cannot say alone: its name unique in the pod, its mounts
+ * naming declared volumes, restartPolicy on an init container only. */
+static int check_one(const struct podspec *ps, const CT *ct, bool init, const char *path,
+		     struct err *err)
 {
-	_cleanup_free_ char *np = podspec_join(path, "name");
-	_cleanup_free_ char *name = NULL, *dup = NULL;
-	int ret = podspec_expect(c, JSON_OBJECT, path, err);
+	char other[64];
 
-	if (ret >= 0)
-		ret = podspec_string(c, "name", path, true, &name, err);
-	if (ret >= 0)
-		ret = podspec_check_label(name, np, err);
-	if (ret < 0)
-		return ret;
-	dup = pfind_container(ps, name);
-	if (dup)
+	if (other_container(ps, ct, ct->name, other, sizeof(other)))
 		return err_set(err, EINVAL,
-			       "%s: duplicate container name \"%s\" (also used by %s); container "
-			       "names must be unique in a pod",
-			       np, name, dup);
-	ct->name = steal_ptr(name);
-	ret = pimage(c, path, ct, err);
-	if (ret >= 0)
-		ret = podspec_string_list(c, "command", path, &ct->command, &ct->n_command, err);
-	if (ret >= 0)
-		ret = podspec_string_list(c, "args", path, &ct->args, &ct->n_args, err);
-	if (ret >= 0)
-		ret = penv(c, path, ct, err);
-	if (ret >= 0)
-		ret = podspec_string(c, "workingDir", path, false, &ct->working_dir, err);
-	if (ret >= 0)
-		ret = pports(c, path, ct, err);
-	if (ret >= 0)
-		ret = presources(c, path, ct, err);
-	if (ret >= 0)
-		ret = pmounts(c, path, ps, ct, err);
-	if (ret >= 0)
-		ret = podspec_read_security(c, path, ct, err);
-	return ret;
-}
+			       "%s.name: duplicate container name \"%s\" (also used by %s); "
+			       "container names must be unique in a pod",
+			       path, ct->name, other);
+	for (size_t m = 0; m < ct->n_mounts; m++) {
+		bool found = false;
 
-/* Reads a container's restartPolicy: only "Always", only on an init container (a sidecar). */
-static int prestart(const json_t *c, const char *path, bool init, struct podspec_container *ct,
-		    struct err *err)
-{
-	_cleanup_free_ char *policy = NULL;
-	int ret = podspec_string(c, "restartPolicy", path, false, &policy, err);
-
-	if (ret < 0 || !policy)
-		return ret;
-	if (!init || strcmp(policy, "Always") != 0)
+		for (size_t i = 0; i < ps->n_volumes; i++)
+			found |= strcmp(ps->volumes[i].name, ct->mounts[m].name) == 0;
+		if (!found)
+			return err_set(err, EINVAL,
+				       "%s.volumeMounts[%zu].name: \"%s\" is not a volume declared "
+				       "in spec.volumes",
+				       path, m, ct->mounts[m].name);
+	}
+	if (ct->sidecar && !init)
 		return err_set(err, EINVAL,
-			       "%s.restartPolicy: \"%s\" is not allowed; a container may only set "
-			       "\"Always\", and only as an init container (a sidecar)",
-			       path, policy);
-	ct->sidecar = true;
+			       "%s.restartPolicy: \"Always\" is not allowed; a container may only "
+			       "set \"Always\", and only as an init container (a sidecar)",
+			       path);
 	return 0;
 }
 
-/* Reads spec.overhead (cpu and memory; what a RuntimeClass adds to the pod). */
-int podspec_read_overhead(const json_t *spec, struct podspec *ps, struct err *err)
+static int check_list(const struct podspec *ps, bool init, const char *path, struct err *err)
 {
-	struct pres_text t = { { 0 }, { 0 }, { 0 } };
+	const CT *c = init ? ps->init_containers : ps->containers;
+	size_t n = init ? ps->n_init_containers : ps->n_containers;
+	char ip[256];
 
-	return presource_side(spec, "overhead", "spec", &ps->overhead, &t, err);
-}
+	if (!init && n == 0)
+		return err_set(err, EINVAL, "%s: required (a pod needs at least one container)",
+			       path);
+	for (size_t i = 0; i < n; i++) {
+		int ret = check_one(ps, &c[i], init, jf_index(ip, sizeof(ip), path, i), err);
 
-/* Reads spec.containers or spec.initContainers. */
-int podspec_read_containers(const json_t *spec, const char *key, struct podspec *ps, bool init,
-			    struct err *err)
-{
-	const json_t *l = podspec_member(spec, key);
-	_cleanup_free_ char *p = podspec_join("spec", key);
-	struct podspec_container **arr = init ? &ps->init_containers : &ps->containers;
-	size_t *n = init ? &ps->n_init_containers : &ps->n_containers;
-	size_t i;
-	json_t *c;
-	int ret;
-
-	if (!l && init)
-		return 0;
-	if (!l)
-		return err_set(err, EINVAL, "%s: required (a pod needs at least one container)", p);
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	if (!init && json_array_size(l) == 0)
-		return err_set(err, EINVAL, "%s: required (a pod needs at least one container)", p);
-	*arr = xcalloc(json_array_size(l) + 1, sizeof(**arr));
-	json_array_foreach (l, i, c) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
-
-		*n = i + 1;
-		ret = pcontainer(c, ip, ps, &(*arr)[i], err);
-		if (ret >= 0)
-			ret = prestart(c, ip, init, &(*arr)[i], err);
 		if (ret < 0)
 			return ret;
 	}
 	return 0;
 }
 
+int podspec_check_init_containers(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	(void)v;
+	return check_list(obj, true, path, err);
+}
+
+int podspec_check_containers(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	(void)v;
+	return check_list(obj, false, path, err);
+}
+
 /* Frees n containers. */
 void podspec_containers_free(struct podspec_container *c, size_t n)
 {
-	for (size_t i = 0; c && i < n; i++) {
-		free(c[i].name);
-		free(c[i].image);
-		strv_free(c[i].command);
-		strv_free(c[i].args);
-		podspec_kv_free(c[i].env, c[i].n_env);
-		free(c[i].working_dir);
-		for (size_t k = 0; c[i].ports && k < c[i].n_ports; k++) {
-			free(c[i].ports[k].name);
-			free(c[i].ports[k].protocol);
-		}
-		free(c[i].ports);
-		for (size_t k = 0; c[i].mounts && k < c[i].n_mounts; k++) {
-			free(c[i].mounts[k].name);
-			free(c[i].mounts[k].mount_path);
-		}
-		free(c[i].mounts);
-		podspec_security_release(&c[i].security);
-	}
+	for (size_t i = 0; c && i < n; i++)
+		container_release(&c[i]);
 	free(c);
 }

@@ -12,75 +12,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "strvec.h"
 #include "xalloc.h"
 
-/* Fields of a securityContext that a cell cannot honour, and what to say about them. */
-struct punsupported {
-	const char *key;
-	const char *why;
-};
+#define SEC struct podspec_security
+#define PSEC struct podspec_pod_security
 
 #define NO_SELINUX "SELinux labels are not supported: kiyot cells do not run SELinux"
 #define NO_APPARMOR "AppArmor profiles are not supported: kiyot cells do not run AppArmor"
 #define NO_WINDOWS "Windows options are not supported: kiyot cells run Linux containers"
 
-static const struct punsupported container_unsupported[] = {
-	{ "seLinuxOptions", NO_SELINUX },
-	{ "windowsOptions", NO_WINDOWS },
-	{ "appArmorProfile", NO_APPARMOR },
-	{ NULL, NULL },
-};
-
-static const struct punsupported pod_unsupported[] = {
-	{ "seLinuxOptions", NO_SELINUX },
-	{ "seLinuxChangePolicy", NO_SELINUX },
-	{ "windowsOptions", NO_WINDOWS },
-	{ "appArmorProfile", NO_APPARMOR },
-	{ "fsGroupChangePolicy",
-	  "kiyot run does not change the ownership of volumes (fsGroup is added to the "
-	  "containers' groups; emptyDir volumes are writable by all)" },
-	{ "supplementalGroupsPolicy",
-	  "kiyot run always adds the groups the image's /etc/group gives the user (the Merge "
-	  "policy)" },
-	{ NULL, NULL },
-};
-
-/* Every field of a container's securityContext (v1.26, and appArmorProfile from v1.30);
- * others are unknown. */
-static const char *const container_keys[] = {
-	"runAsUser",
-	"runAsGroup",
-	"runAsNonRoot",
-	"readOnlyRootFilesystem",
-	"allowPrivilegeEscalation",
-	"privileged",
-	"capabilities",
-	"seccompProfile",
-	"procMount",
-	"seLinuxOptions",
-	"windowsOptions",
-	"appArmorProfile",
-	NULL,
-};
-
-/* Every field of spec.securityContext (v1.26, and the later appArmorProfile,
- * supplementalGroupsPolicy and seLinuxChangePolicy); others are unknown. */
-static const char *const pod_keys[] = {
-	"runAsUser",
-	"runAsGroup",
-	"runAsNonRoot",
-	"supplementalGroups",
-	"fsGroup",
-	"sysctls",
-	"seccompProfile",
-	"seLinuxOptions",
-	"seLinuxChangePolicy",
-	"windowsOptions",
-	"appArmorProfile",
-	"fsGroupChangePolicy",
-	"supplementalGroupsPolicy",
-	NULL,
-};
+/* The most supplementalGroups: the kernel's NGROUPS_MAX. */
+#define PODSPEC_MAX_GROUPS 65536
 
 /* True when v asks for nothing: an empty mapping, or only null members. */
 static bool pempty(const json_t *v)
@@ -97,42 +40,56 @@ static bool pempty(const json_t *v)
 	return true;
 }
 
-/* An appArmorProfile of type Unconfined asks for no confinement, which cells give. */
-static bool papparmor_unconfined(const json_t *v)
+/* A field asking for what a cell cannot do: refused (ENOTSUP) unless it asks for nothing. */
+static int refuse(const json_t *v, const char *path, const char *why, struct err *err)
 {
-	const json_t *t = podspec_member(v, "type");
+	if (pempty(v))
+		return 0;
+	return err_set(err, ENOTSUP, "%s: %s; remove it", path, why);
+}
+
+static int no_selinux(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)dst;
+	return refuse(v, path, NO_SELINUX, err);
+}
+
+static int no_windows(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	(void)dst;
+	return refuse(v, path, NO_WINDOWS, err);
+}
+
+/* appArmorProfile: type Unconfined alone asks for no confinement, which cells give. */
+static int no_apparmor(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	const json_t *t = json_object_get(v, "type");
 	const char *k;
 	json_t *m;
+	bool unconfined = json_is_string(t) && strcmp(json_string_value(t), "Unconfined") == 0;
 
-	if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "Unconfined"))
-		return false;
-	json_object_foreach ((json_t *)v, k, m) {
-		if (strcmp(k, "type") != 0 && !json_is_null(m))
-			return false;
-	}
-	return true;
+	(void)dst;
+	json_object_foreach ((json_t *)v, k, m)
+		unconfined = unconfined && (strcmp(k, "type") == 0 || json_is_null(m));
+	return unconfined ? 0 : refuse(v, path, NO_APPARMOR, err);
 }
 
-/* Refuses the fields of sc (at path) that ask for something a cell cannot do. */
-static int pcheck_unsupported(const json_t *sc, const char *path, const struct punsupported *t,
-			      struct err *err)
+static int no_fs_group_policy(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	for (; t->key; t++) {
-		const json_t *v = podspec_member(sc, t->key);
-
-		if (!v || pempty(v) ||
-		    (strcmp(t->key, "appArmorProfile") == 0 && papparmor_unconfined(v)))
-			continue;
-		return err_set(err, ENOTSUP, "%s.%s: %s; remove it", path, t->key, t->why);
-	}
-	return 0;
+	(void)dst;
+	return refuse(v, path,
+		      "kiyot run does not change the ownership of volumes (fsGroup is added to the "
+		      "containers' groups; emptyDir volumes are writable by all)",
+		      err);
 }
 
-/* Reads a uid or gid member: 0 to 2147483647, as the API server allows. */
-static int pid_field(const json_t *obj, const char *key, const char *path, int64_t *out,
-		     bool *given, struct err *err)
+static int no_groups_policy(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	return podspec_int(obj, key, path, 0, INT32_MAX, out, given, err);
+	(void)dst;
+	return refuse(v, path,
+		      "kiyot run always adds the groups the image's /etc/group gives the user (the "
+		      "Merge policy)",
+		      err);
 }
 
 /* True when p is a path below a directory: relative, without a ".." element. */
@@ -147,106 +104,99 @@ static bool pdescending(const char *p)
 	return true;
 }
 
-/* Reads a seccompProfile member of obj (at path) into *out. */
-static int pseccomp(const json_t *obj, const char *path, struct podspec_seccomp *out,
-		    struct err *err)
+static int check_profile_path(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	static const char *const keys[] = { "type", "localhostProfile", NULL };
-	const json_t *v = podspec_member(obj, "seccompProfile");
-	_cleanup_free_ char *p = podspec_join(path, "seccompProfile");
-	_cleanup_free_ char *type = NULL;
-	int ret;
+	(void)obj;
+	if (pdescending(json_string_value(v)))
+		return 0;
+	return err_set(err, EINVAL,
+		       "%s: \"%s\" must be a relative path without '..' (it is read below the "
+		       "node's seccomp directory)",
+		       path, json_string_value(v));
+}
 
-	if (!v)
-		return 0;
-	ret = podspec_expect(v, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = podspec_check_keys(v, p, keys, err);
-	if (ret >= 0)
-		ret = podspec_string(v, "type", p, false, &type, err);
-	if (ret < 0)
-		return ret;
-	if (!type)
-		return err_set(err, EINVAL,
-			       "%s.type: required (RuntimeDefault, Unconfined or Localhost)", p);
-	if (strcmp(type, "RuntimeDefault") == 0)
-		out->type = PODSPEC_SECCOMP_RUNTIME_DEFAULT;
-	else if (strcmp(type, "Unconfined") == 0)
-		out->type = PODSPEC_SECCOMP_UNCONFINED;
-	else if (strcmp(type, "Localhost") == 0)
-		out->type = PODSPEC_SECCOMP_LOCALHOST;
-	else
-		return err_set(
-			err, EINVAL,
-			"%s.type: \"%s\" is not one of RuntimeDefault, Unconfined, Localhost", p,
-			type);
-	if (out->type != PODSPEC_SECCOMP_LOCALHOST) {
-		if (podspec_member(v, "localhostProfile"))
-			return err_set(
-				err, EINVAL,
-				"%s.localhostProfile: may only be set when type is Localhost", p);
-		return 0;
+/* seccompProfile.type, into enum podspec_seccomp_type (UNSET is "not given"). */
+static int read_seccomp_type(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	static const char *const names[] = { "RuntimeDefault", "Unconfined", "Localhost" };
+	char val[64];
+
+	for (size_t i = 0; json_is_string(v) && i < ARRAY_SIZE(names); i++) {
+		if (strcmp(json_string_value(v), names[i]) == 0 &&
+		    json_string_length(v) == strlen(names[i])) {
+			*(enum podspec_seccomp_type *)dst = PODSPEC_SECCOMP_RUNTIME_DEFAULT + i;
+			return 0;
+		}
 	}
-	if (!podspec_member(v, "localhostProfile"))
+	return err_set(err, EINVAL, "%s: %s is not one of RuntimeDefault, Unconfined, Localhost",
+		       path, jf_value_text(v, val));
+}
+
+/* localhostProfile with type Localhost, and only then. */
+static int check_seccomp(void *obj, const json_t *v, const char *path, struct err *err)
+{
+	const struct podspec_seccomp *s = obj;
+
+	(void)v;
+	if (s->type != PODSPEC_SECCOMP_LOCALHOST && s->localhost_profile)
+		return err_set(err, EINVAL,
+			       "%s.localhostProfile: may only be set when type is Localhost", path);
+	if (s->type == PODSPEC_SECCOMP_LOCALHOST && !s->localhost_profile)
 		return err_set(err, EINVAL,
 			       "%s.localhostProfile: required when type is Localhost (a path "
 			       "relative to the node's seccomp directory, e.g. "
 			       "profiles/audit.json)",
-			       p);
-	ret = podspec_string(v, "localhostProfile", p, true, &out->localhost_profile, err);
-	if (ret < 0)
-		return ret;
-	if (!pdescending(out->localhost_profile))
-		return err_set(err, EINVAL,
-			       "%s.localhostProfile: \"%s\" must be a relative path without '..' "
-			       "(it is read below the node's seccomp directory)",
-			       p, out->localhost_profile);
+			       path);
 	return 0;
 }
 
-/* Reads capabilities {add, drop}. */
-static int pcapabilities(const json_t *sc, const char *path, struct podspec_security *s,
-			 struct err *err)
-{
-	static const char *const keys[] = { "add", "drop", NULL };
-	const json_t *v = podspec_member(sc, "capabilities");
-	_cleanup_free_ char *p = podspec_join(path, "capabilities");
-	int ret;
+static const struct jf_field seccomp_fields[] = {
+	{ JF_CUSTOM("type", offsetof(struct podspec_seccomp, type), read_seccomp_type),
+	  .required = true, .hint = "(RuntimeDefault, Unconfined or Localhost)" },
+	{ PODSPEC_STR("localhostProfile", struct podspec_seccomp, localhost_profile), .min = 1,
+	  .check = check_profile_path },
+	JF_END,
+};
+static const struct jf_table seccomp_table = { .fields = seccomp_fields,
+					       .strict = true,
+					       .null_absent = true,
+					       .example = "{type: RuntimeDefault}",
+					       .check = check_seccomp };
 
-	if (!v)
+static const struct jf_field capabilities_fields[] = {
+	{ PODSPEC_STRV("add", SEC, cap_add, n_cap_add) },
+	{ PODSPEC_STRV("drop", SEC, cap_drop, n_cap_drop) },
+	JF_END,
+};
+static const struct jf_table capabilities_table = { .fields = capabilities_fields,
+						    .strict = true,
+						    .null_absent = true,
+						    .example = "{drop: [ALL]}" };
+
+/* procMount: Default or Unmasked. */
+static int read_proc_mount(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	SEC *s = dst;
+	const char *pm = json_is_string(v) ? json_string_value(v) : "";
+	char val[64];
+
+	if (json_is_string(v) && strlen(pm) == json_string_length(v) &&
+	    (strcmp(pm, "Default") == 0 || strcmp(pm, "Unmasked") == 0)) {
+		s->has_proc_mount = true;
+		s->proc_mount_unmasked = strcmp(pm, "Unmasked") == 0;
 		return 0;
-	ret = podspec_expect(v, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = podspec_check_keys(v, p, keys, err);
-	if (ret >= 0)
-		ret = podspec_string_list(v, "add", p, &s->cap_add, &s->n_cap_add, err);
-	if (ret >= 0)
-		ret = podspec_string_list(v, "drop", p, &s->cap_drop, &s->n_cap_drop, err);
-	s->has_capabilities = true;
-	return ret;
-}
-
-/* Reads procMount: Default or Unmasked. */
-static int pproc_mount(const json_t *sc, const char *path, struct podspec_security *s,
-		       struct err *err)
-{
-	_cleanup_free_ char *pm = NULL;
-	int ret = podspec_string(sc, "procMount", path, false, &pm, err);
-
-	if (ret < 0 || !pm)
-		return ret;
-	if (strcmp(pm, "Default") && strcmp(pm, "Unmasked"))
-		return err_set(err, EINVAL, "%s.procMount: \"%s\" is not one of Default, Unmasked",
-			       path, pm);
-	s->has_proc_mount = true;
-	s->proc_mount_unmasked = strcmp(pm, "Unmasked") == 0;
-	return 0;
+	}
+	return err_set(err, EINVAL, "%s: %s is not one of Default, Unmasked", path,
+		       jf_value_text(v, val));
 }
 
 /* The API server's rules between fields: no privilege escalation means no privileged
  * container and no CAP_SYS_ADMIN. */
-static int pcheck_escalation(const struct podspec_security *s, const char *path, struct err *err)
+static int check_escalation(void *obj, const json_t *v, const char *path, struct err *err)
 {
+	const SEC *s = obj;
+
+	(void)v;
 	if (!s->has_allow_privilege_escalation || s->allow_privilege_escalation)
 		return 0;
 	if (s->has_privileged && s->privileged)
@@ -254,87 +204,66 @@ static int pcheck_escalation(const struct podspec_security *s, const char *path,
 			       "%s: cannot set allowPrivilegeEscalation to false and privileged to "
 			       "true",
 			       path);
-	for (size_t i = 0; i < s->n_cap_add; i++) {
-		if (strcmp(s->cap_add[i], "CAP_SYS_ADMIN") == 0)
-			return err_set(err, EINVAL,
-				       "%s: cannot set allowPrivilegeEscalation to false and "
-				       "capabilities.add CAP_SYS_ADMIN",
-				       path);
-	}
+	if (strv_has(s->cap_add, "CAP_SYS_ADMIN"))
+		return err_set(err, EINVAL,
+			       "%s: cannot set allowPrivilegeEscalation to false and "
+			       "capabilities.add CAP_SYS_ADMIN",
+			       path);
 	return 0;
 }
 
-/* Reads a container's securityContext. */
-int podspec_read_security(const json_t *c, const char *path, struct podspec_container *ct,
-			  struct err *err)
-{
-	struct podspec_security *s = &ct->security;
-	const json_t *sc = podspec_member(c, "securityContext");
-	_cleanup_free_ char *p = podspec_join(path, "securityContext");
-	int ret;
+/* A uid or a gid: 0 to 2147483647, as the API server allows; has_m says it was given. */
+#define ID(k, T, m) JF_INT(k, T, m, 0, INT32_MAX), JF_GIVEN(T, has_##m)
+#define FLAG(k, T, m) JF_BOOL(k, T, m), JF_GIVEN(T, has_##m)
 
-	if (!sc)
-		return 0;
-	ret = podspec_expect(sc, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = podspec_check_keys(sc, p, container_keys, err);
-	if (ret >= 0)
-		ret = pcheck_unsupported(sc, p, container_unsupported, err);
-	if (ret >= 0)
-		ret = pid_field(sc, "runAsUser", p, &s->run_as_user, &s->has_run_as_user, err);
-	if (ret >= 0)
-		ret = pid_field(sc, "runAsGroup", p, &s->run_as_group, &s->has_run_as_group, err);
-	if (ret >= 0)
-		ret = podspec_bool(sc, "runAsNonRoot", p, &s->run_as_non_root,
-				   &s->has_run_as_non_root, err);
-	if (ret >= 0)
-		ret = podspec_bool(sc, "readOnlyRootFilesystem", p, &s->read_only_root_filesystem,
-				   &s->has_read_only_root_filesystem, err);
-	if (ret >= 0)
-		ret = podspec_bool(sc, "allowPrivilegeEscalation", p,
-				   &s->allow_privilege_escalation,
-				   &s->has_allow_privilege_escalation, err);
-	if (ret >= 0)
-		ret = podspec_bool(sc, "privileged", p, &s->privileged, &s->has_privileged, err);
-	if (ret >= 0)
-		ret = pcapabilities(sc, p, s, err);
-	if (ret >= 0)
-		ret = pproc_mount(sc, p, s, err);
-	if (ret >= 0)
-		ret = pseccomp(sc, p, &s->seccomp, err);
-	if (ret >= 0)
-		ret = pcheck_escalation(s, p, err);
-	return ret;
-}
+/* Every field of a container's securityContext (v1.26, and appArmorProfile from v1.30). */
+static const struct jf_field security_fields[] = {
+	{ ID("runAsUser", SEC, run_as_user) },
+	{ ID("runAsGroup", SEC, run_as_group) },
+	{ FLAG("runAsNonRoot", SEC, run_as_non_root) },
+	{ FLAG("readOnlyRootFilesystem", SEC, read_only_root_filesystem) },
+	{ FLAG("allowPrivilegeEscalation", SEC, allow_privilege_escalation) },
+	{ FLAG("privileged", SEC, privileged) },
+	{ JF_OBJECT("capabilities", 0, &capabilities_table), JF_GIVEN(SEC, has_capabilities) },
+	{ JF_OBJECT("seccompProfile", offsetof(SEC, seccomp), &seccomp_table) },
+	{ JF_CUSTOM("procMount", 0, read_proc_mount) },
+	{ JF_CUSTOM("seLinuxOptions", 0, no_selinux) },
+	{ JF_CUSTOM("windowsOptions", 0, no_windows) },
+	{ JF_CUSTOM("appArmorProfile", 0, no_apparmor) },
+	JF_END,
+};
+const struct jf_table podspec_security_table = { .fields = security_fields,
+						 .strict = true,
+						 .null_absent = true,
+						 .example = "{runAsUser: 1000}",
+						 .check = check_escalation };
 
-/* Reads spec.securityContext.supplementalGroups. */
-static int pgroups(const json_t *sc, const char *path, struct podspec_pod_security *s,
-		   struct err *err)
+/* spec.securityContext.supplementalGroups: gids. */
+static int read_groups(const json_t *v, void *dst, const char *path, struct err *err)
 {
-	const json_t *l = podspec_member(sc, "supplementalGroups");
-	_cleanup_free_ char *p = podspec_join(path, "supplementalGroups");
+	PSEC *s = dst;
+	char ip[256], val[64];
+	json_t *g;
 	size_t i;
-	json_t *v;
-	int ret;
 
-	if (!l)
-		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	s->supplemental_groups = xcalloc(json_array_size(l) + 1, sizeof(int64_t));
-	json_array_foreach (l, i, v) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
-
-		ret = podspec_expect(v, JSON_INTEGER, ip, err);
-		if (ret < 0)
-			return ret;
-		if (json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-			return err_set(err, EINVAL,
-				       "%s: %lld is out of range; must be between 0 and %d", ip,
-				       (long long)json_integer_value(v), INT32_MAX);
-		s->supplemental_groups[s->n_supplemental_groups++] = json_integer_value(v);
+	if (!json_is_array(v))
+		return err_set(err, EINVAL, "%s: must be a list of integers from 0 to %d, not %s",
+			       path, INT32_MAX, jf_value_text(v, val));
+	if (json_array_size(v) > PODSPEC_MAX_GROUPS)
+		return err_set(err, EINVAL, "%s: %zu entries, at most %d", path, json_array_size(v),
+			       PODSPEC_MAX_GROUPS);
+	json_array_foreach ((json_t *)v, i, g) {
+		if (!json_is_integer(g) || json_integer_value(g) < 0 ||
+		    json_integer_value(g) > INT32_MAX)
+			return err_set(err, EINVAL, "%s: must be an integer from 0 to %d, not %s",
+				       jf_index(ip, sizeof(ip), path, i), INT32_MAX,
+				       jf_value_text(g, val));
 	}
+	free(s->supplemental_groups);
+	s->supplemental_groups = xcalloc(json_array_size(v) + 1, sizeof(int64_t));
+	json_array_foreach ((json_t *)v, i, g)
+		s->supplemental_groups[i] = json_integer_value(g);
+	s->n_supplemental_groups = json_array_size(v);
 	return 0;
 }
 
@@ -364,116 +293,94 @@ static bool psysctl_name(const char *s)
 	return true;
 }
 
-/* Reads one sysctl {name, value}; names are unique. */
-static int psysctl(const json_t *o, const char *path, struct podspec_pod_security *s,
-		   struct err *err)
+static int check_sysctl_name(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	static const char *const keys[] = { "name", "value", NULL };
-	struct podspec_kv *kv = &s->sysctls[s->n_sysctls++];
-	int ret = podspec_expect(o, JSON_OBJECT, path, err);
-
-	if (ret >= 0)
-		ret = podspec_check_keys(o, path, keys, err);
-	if (ret >= 0)
-		ret = podspec_string(o, "name", path, true, &kv->name, err);
-	if (ret < 0)
-		return ret;
-	if (!psysctl_name(kv->name))
-		return err_set(err, EINVAL,
-			       "%s.name: \"%s\" is not a sysctl name: segments of a-z, 0-9, '-' "
-			       "and '_' separated by '.' or '/', e.g. net.ipv4.ip_local_port_range",
-			       path, kv->name);
-	for (size_t i = 0; i + 1 < s->n_sysctls; i++) {
-		if (strcmp(s->sysctls[i].name, kv->name) == 0)
-			return err_set(err, EINVAL, "%s.name: duplicate sysctl \"%s\"", path,
-				       kv->name);
-	}
-	return podspec_string(o, "value", path, true, &kv->value, err);
+	(void)obj;
+	if (psysctl_name(json_string_value(v)))
+		return 0;
+	return err_set(err, EINVAL,
+		       "%s: \"%s\" is not a sysctl name: segments of a-z, 0-9, '-' and '_' "
+		       "separated by '.' or '/', e.g. net.ipv4.ip_local_port_range",
+		       path, json_string_value(v));
 }
 
-/* Reads spec.securityContext.sysctls. */
-static int psysctls(const json_t *sc, const char *path, struct podspec_pod_security *s,
-		    struct err *err)
+/* Sysctl names are unique. */
+static int check_sysctls(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	const json_t *l = podspec_member(sc, "sysctls");
-	_cleanup_free_ char *p = podspec_join(path, "sysctls");
-	size_t i;
-	json_t *o;
-	int ret;
+	const PSEC *s = obj;
 
-	if (!l)
-		return 0;
-	ret = podspec_expect(l, JSON_ARRAY, p, err);
-	if (ret < 0)
-		return ret;
-	s->sysctls = xcalloc(json_array_size(l) + 1, sizeof(*s->sysctls));
-	json_array_foreach (l, i, o) {
-		_cleanup_free_ char *ip = podspec_index(p, i);
-
-		ret = psysctl(o, ip, s, err);
-		if (ret < 0)
-			return ret;
-	}
+	(void)v;
+	for (size_t i = 1; i < s->n_sysctls; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(s->sysctls[i].name, s->sysctls[j].name) == 0)
+				return err_set(err, EINVAL, "%s[%zu].name: duplicate sysctl \"%s\"",
+					       path, i, s->sysctls[i].name);
 	return 0;
 }
 
-/* Reads spec.securityContext. */
-static int ppod_context(const json_t *spec, struct podspec_pod_security *s, struct err *err)
-{
-	static const char p[] = "spec.securityContext";
-	const json_t *sc = podspec_member(spec, "securityContext");
-	int ret;
+static const struct jf_field sysctl_fields[] = {
+	{ PODSPEC_STR("name", struct podspec_kv, name), .required = true, .min = 1,
+	  .check = check_sysctl_name },
+	{ PODSPEC_STR("value", struct podspec_kv, value), .required = true, .min = 1 },
+	JF_END,
+};
+static const struct jf_table sysctl_table = {
+	.fields = sysctl_fields,
+	.strict = true,
+	.null_absent = true,
+	.example = "{name: kernel.shm_rmid_forced, value: \"1\"}",
+	.release = podspec_kv_release
+};
 
-	if (!sc)
-		return 0;
-	ret = podspec_expect(sc, JSON_OBJECT, p, err);
-	if (ret >= 0)
-		ret = podspec_check_keys(sc, p, pod_keys, err);
-	if (ret >= 0)
-		ret = pcheck_unsupported(sc, p, pod_unsupported, err);
-	if (ret >= 0)
-		ret = pid_field(sc, "runAsUser", p, &s->run_as_user, &s->has_run_as_user, err);
-	if (ret >= 0)
-		ret = pid_field(sc, "runAsGroup", p, &s->run_as_group, &s->has_run_as_group, err);
-	if (ret >= 0)
-		ret = podspec_bool(sc, "runAsNonRoot", p, &s->run_as_non_root,
-				   &s->has_run_as_non_root, err);
-	if (ret >= 0)
-		ret = pid_field(sc, "fsGroup", p, &s->fs_group, &s->has_fs_group, err);
-	if (ret >= 0)
-		ret = pgroups(sc, p, s, err);
-	if (ret >= 0)
-		ret = psysctls(sc, p, s, err);
-	if (ret >= 0)
-		ret = pseccomp(sc, p, &s->seccomp, err);
-	return ret;
+/* Every field of spec.securityContext (v1.26, and the later appArmorProfile,
+ * supplementalGroupsPolicy and seLinuxChangePolicy). */
+static const struct jf_field pod_security_fields[] = {
+	{ ID("runAsUser", PSEC, run_as_user) },
+	{ ID("runAsGroup", PSEC, run_as_group) },
+	{ FLAG("runAsNonRoot", PSEC, run_as_non_root) },
+	{ JF_CUSTOM("supplementalGroups", 0, read_groups) },
+	{ ID("fsGroup", PSEC, fs_group) },
+	{ JF_LIST("sysctls", PSEC, sysctls, n_sysctls, struct podspec_kv, 0, &sysctl_table),
+	  .check = check_sysctls },
+	{ JF_OBJECT("seccompProfile", offsetof(PSEC, seccomp), &seccomp_table) },
+	{ JF_CUSTOM("seLinuxOptions", 0, no_selinux) },
+	{ JF_CUSTOM("seLinuxChangePolicy", 0, no_selinux) },
+	{ JF_CUSTOM("windowsOptions", 0, no_windows) },
+	{ JF_CUSTOM("appArmorProfile", 0, no_apparmor) },
+	{ JF_CUSTOM("fsGroupChangePolicy", 0, no_fs_group_policy) },
+	{ JF_CUSTOM("supplementalGroupsPolicy", 0, no_groups_policy) },
+	JF_END,
+};
+const struct jf_table podspec_pod_security_table = { .fields = pod_security_fields,
+						     .strict = true,
+						     .null_absent = true,
+						     .example = "{runAsUser: 1000}" };
+
+/* spec.hostUsers: false (a user namespace) is beyond a cell. */
+int podspec_read_host_users(const json_t *v, void *dst, const char *path, struct err *err)
+{
+	char val[64];
+
+	(void)dst;
+	if (!json_is_boolean(v))
+		return err_set(err, EINVAL, "%s: must be true or false, not %s", path,
+			       jf_value_text(v, val));
+	if (json_is_false(v))
+		return err_set(err, ENOTSUP,
+			       "%s: false (a user namespace for the pod) is not supported by kiyot "
+			       "cells; remove it",
+			       path);
+	return 0;
 }
 
-/* Reads the host namespaces, shareProcessNamespace, hostUsers and spec.securityContext. */
-int podspec_read_pod_security(const json_t *spec, struct podspec *ps, struct err *err)
+int podspec_check_share_pid(void *obj, const json_t *v, const char *path, struct err *err)
 {
-	bool given, host_users = true;
-	int ret = podspec_bool(spec, "hostNetwork", "spec", &ps->host_network, &given, err);
+	const struct podspec *ps = obj;
 
-	if (ret >= 0)
-		ret = podspec_bool(spec, "hostPID", "spec", &ps->host_pid, &given, err);
-	if (ret >= 0)
-		ret = podspec_bool(spec, "hostIPC", "spec", &ps->host_ipc, &given, err);
-	if (ret >= 0)
-		ret = podspec_bool(spec, "shareProcessNamespace", "spec",
-				   &ps->share_process_namespace, &given, err);
-	if (ret >= 0)
-		ret = podspec_bool(spec, "hostUsers", "spec", &host_users, &given, err);
-	if (ret < 0)
-		return ret;
-	if (!host_users)
-		return err_set(err, ENOTSUP,
-			       "spec.hostUsers: false (a user namespace for the pod) is not "
-			       "supported by kiyot cells; remove it");
+	(void)v;
 	if (ps->share_process_namespace && ps->host_pid)
-		return err_set(err, EINVAL,
-			       "spec.shareProcessNamespace: cannot be true together with hostPID");
-	return ppod_context(spec, &ps->security, err);
+		return err_set(err, EINVAL, "%s: cannot be true together with hostPID", path);
+	return 0;
 }
 
 #define SECCOMP_POD_ANN "seccomp.security.alpha.kubernetes.io/pod"

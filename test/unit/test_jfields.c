@@ -405,6 +405,51 @@ static void test_jfields__nesting_is_bounded(void **state)
 	json_decref(j);
 }
 
+struct given {
+	int64_t uid;
+	bool has_uid;
+	bool has_limits;
+	struct limits limits;
+};
+
+static const struct jf_field given_fields[] = {
+	{ JF_INT("uid", struct given, uid, 0, 100), JF_GIVEN(struct given, has_uid) },
+	{ JF_OBJECT("limits", offsetof(struct given, limits), &limit_table),
+	  JF_GIVEN(struct given, has_limits) },
+	JF_END,
+};
+static const struct jf_table given_table = { .fields = given_fields, .null_absent = true };
+
+/* A field's given flag says it was read: not when absent or null (in a table where null is
+ * absent), nor when its value is refused; yes for 0 and for an empty mapping. */
+static void test_jfields__given_flags_say_what_was_read(void **state)
+{
+	static const struct {
+		const char *text;
+		int ret;
+		bool uid, limits;
+	} cases[] = {
+		{ "{}", 0, false, false },
+		{ "{\"uid\": null, \"limits\": null}", 0, false, false },
+		{ "{\"uid\": 0, \"limits\": {}}", 0, true, true },
+		{ "{\"uid\": 101}", -EINVAL, false, false },
+		{ "{\"uid\": 7, \"limits\": {\"ceiling\": -6}}", -EINVAL, true, false },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct given g = { 0 };
+		struct err err = ERR_INIT;
+		json_t *j = json_loads(cases[i].text, 0, NULL);
+
+		assert_int_equal(jf_read(&given_table, j, "g", &g, &err), cases[i].ret);
+		if (g.has_uid != cases[i].uid || g.has_limits != cases[i].limits)
+			fail_msg("%s: has_uid %d, has_limits %d", cases[i].text, g.has_uid,
+				 g.has_limits);
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_jfields__the_root),
 		cmocka_unit_test(test_jfields__long_paths_are_cut),
 		cmocka_unit_test(test_jfields__nesting_is_bounded),
+		cmocka_unit_test(test_jfields__given_flags_say_what_was_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -341,9 +341,12 @@ struct pbad {
 	const char *msg;
 };
 
-/* Checks that each manifest is refused with its code and message. */
+/* Checks that each manifest is refused with its code and message; names every one that is
+ * not. */
 static void check_refused(const struct pbad *cases, size_t n)
 {
+	size_t wrong = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		struct err err = ERR_INIT;
 		struct podspec *p = NULL;
@@ -352,11 +355,14 @@ static void check_refused(const struct pbad *cases, size_t n)
 		if (ret >= 0)
 			fail_msg("accepted %s", cases[i].yaml);
 		assert_null(p);
-		if (strcmp(err.msg, cases[i].msg) != 0)
-			fail_msg("%s:\n got  %s\n want %s", cases[i].yaml, err.msg, cases[i].msg);
-		if (-ret != cases[i].code)
-			fail_msg("%s: code %d", cases[i].yaml, -ret);
+		if (strcmp(err.msg, cases[i].msg) != 0 || -ret != cases[i].code) {
+			print_error("%s:\n got  %d %s\n want %d %s\n", cases[i].yaml, -ret, err.msg,
+				    cases[i].code, cases[i].msg);
+			wrong++;
+		}
 	}
+	if (wrong)
+		fail_msg("%zu of %zu refused otherwise", wrong, n);
 }
 
 /* Each invalid manifest is refused with the JSON path of the field at fault and the reason. */
@@ -396,7 +402,9 @@ static void test_podspec__errors_name_the_field(void **state)
 		{ POD("{containers: []}"), EINVAL,
 		  "spec.containers: required (a pod needs at least one container)" },
 		{ POD("{containers: {name: c}}"), EINVAL,
-		  "spec.containers: must be a list, not a mapping" },
+		  "spec.containers: must be a list of mappings such as {name: app, image: "
+		  "busybox}, "
+		  "not a mapping" },
 		{ POD("{containers: [{name: a, image: x}, {name: b}]}"), EINVAL,
 		  "spec.containers[1].image: required" },
 		{ POD("{containers: [{name: a, image: ''}]}"), EINVAL,
@@ -553,6 +561,23 @@ static void test_podspec__errors_name_the_field(void **state)
 		  EINVAL,
 		  "spec.containers[0].volumeMounts[0].readOnly: must be true or false, not "
 		  "\"yes\"" },
+		{ POD("{volumes: [{name: d}], containers: [{name: c, image: x, volumeMounts: "
+		      "[{name: d, mountPath: /m, subPathExpr: $(POD)}]}]}"),
+		  ENOTSUP,
+		  "spec.containers[0].volumeMounts[0].subPathExpr: not supported by kiyot run; "
+		  "mount the volume whole" },
+		{ ONE("ports: [{containerPort: 80, protocol: 6}]"), EINVAL,
+		  "spec.containers[0].ports[0].protocol: must be a string (quote numbers and "
+		  "booleans in YAML, e.g. \"8080\"), not 6" },
+		{ ONE("restartPolicy: Never"), EINVAL,
+		  "spec.containers[0].restartPolicy: \"Never\" is not allowed; a container may "
+		  "only "
+		  "set \"Always\", and only as an init container (a sidecar)" },
+		{ POD("{initContainers: [{name: i, image: x, restartPolicy: true}], containers: "
+		      "[{name: c, image: x}]}"),
+		  EINVAL,
+		  "spec.initContainers[0].restartPolicy: true is not allowed; a container may only "
+		  "set \"Always\", and only as an init container (a sidecar)" },
 		{ ONE("imagePullPolicy: Sometimes"), EINVAL,
 		  "spec.containers[0].imagePullPolicy: \"Sometimes\" is not one of Always, "
 		  "IfNotPresent, Never" },
@@ -582,10 +607,13 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		{ SC("{runAsGroup: root}"), EINVAL,
 		  SCP ".runAsGroup: must be an integer from 0 to 2147483647, not \"root\"" },
 		{ SC("{readOnlyRootFileSystem: true}"), EINVAL,
-		  SCP ".readOnlyRootFileSystem: unknown field (known here: runAsUser, runAsGroup, "
-		      "runAsNonRoot, readOnlyRootFilesystem, allowPrivilegeEscalation, privileged, "
-		      "capabilities, seccompProfile, procMount, seLinuxOptions, windowsOptions, "
-		      "appArmorProfile)" },
+		  SCP
+		  ".readOnlyRootFileSystem: unknown key; did you mean readOnlyRootFilesystem?" },
+		{ SC("{readOnly: true}"), EINVAL,
+		  SCP
+		  ".readOnly: unknown key (known here: runAsUser, runAsGroup, runAsNonRoot, "
+		  "readOnlyRootFilesystem, allowPrivilegeEscalation, privileged, capabilities, "
+		  "seccompProfile, procMount, seLinuxOptions, windowsOptions, appArmorProfile)" },
 		{ SC("{readOnlyRootFilesystem: 'true'}"), EINVAL,
 		  SCP ".readOnlyRootFilesystem: must be true or false, not \"true\"" },
 		{ SC("{runAsNonRoot: 1}"), EINVAL,
@@ -602,7 +630,7 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		{ SC("{capabilities: {add: NET_ADMIN}}"), EINVAL,
 		  SCP ".capabilities.add: must be a list of strings, not \"NET_ADMIN\"" },
 		{ SC("{capabilities: {remove: [NET_RAW]}}"), EINVAL,
-		  SCP ".capabilities.remove: unknown field (known here: add, drop)" },
+		  SCP ".capabilities.remove: unknown key (known here: add, drop)" },
 		{ SC("{procMount: Masked}"), EINVAL,
 		  SCP ".procMount: \"Masked\" is not one of Default, Unmasked" },
 		{ SC("{seccompProfile: {}}"), EINVAL,
@@ -637,7 +665,7 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		  "spec.securityContext.runAsUser: must be an integer from 0 to 2147483647, not "
 		  "2147483648" },
 		{ PSC("{readOnlyRootFilesystem: true}"), EINVAL,
-		  "spec.securityContext.readOnlyRootFilesystem: unknown field (known here: "
+		  "spec.securityContext.readOnlyRootFilesystem: unknown key (known here: "
 		  "runAsUser, runAsGroup, runAsNonRoot, supplementalGroups, fsGroup, sysctls, "
 		  "seccompProfile, seLinuxOptions, seLinuxChangePolicy, windowsOptions, "
 		  "appArmorProfile, fsGroupChangePolicy, supplementalGroupsPolicy)" },
@@ -652,10 +680,11 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		  "spec.securityContext.supplementalGroupsPolicy: kiyot run always adds the groups "
 		  "the image's /etc/group gives the user (the Merge policy); remove it" },
 		{ PSC("{supplementalGroups: [1, -2]}"), EINVAL,
-		  "spec.securityContext.supplementalGroups[1]: -2 is out of range; must be between "
-		  "0 and 2147483647" },
+		  "spec.securityContext.supplementalGroups[1]: must be an integer from 0 to "
+		  "2147483647, not -2" },
 		{ PSC("{supplementalGroups: 1}"), EINVAL,
-		  "spec.securityContext.supplementalGroups: must be a list, not 1" },
+		  "spec.securityContext.supplementalGroups: must be a list of integers from 0 to "
+		  "2147483647, not 1" },
 		{ PSC("{sysctls: [{name: kernel.shm_rmid_forced, value: 1}]}"), EINVAL,
 		  "spec.securityContext.sysctls[0].value: must be a string (quote numbers and "
 		  "booleans in YAML, e.g. \"8080\"), not 1" },
@@ -673,7 +702,7 @@ static void test_podspec__security_errors_name_the_field(void **state)
 		      "'2'}]}"),
 		  EINVAL, "spec.securityContext.sysctls[1].name: duplicate sysctl \"kernel.sem\"" },
 		{ PSC("{sysctls: [{name: kernel.sem, val: '1'}]}"), EINVAL,
-		  "spec.securityContext.sysctls[0].val: unknown field (known here: name, value)" },
+		  "spec.securityContext.sysctls[0].val: unknown key (known here: name, value)" },
 		{ PSC("{seccompProfile: {type: Localhost}}"), EINVAL,
 		  "spec.securityContext.seccompProfile.localhostProfile: required when type is "
 		  "Localhost (a path relative to the node's seccomp directory, e.g. "
@@ -767,6 +796,70 @@ static void test_podspec__the_controller_owner_is_read_leniently(void **state)
 	podspec_free(p);
 }
 
+/* "head" then n times entry, comma-separated, then "tail". The caller frees it. */
+static char *repeat(const char *head, const char *entry, size_t n, const char *tail)
+{
+	size_t lh = strlen(head), le = strlen(entry), lt = strlen(tail);
+	char *text = xcalloc(1, lh + n * (le + 2) + lt + 1), *at = text;
+
+	memcpy(at, head, lh);
+	at += lh;
+	for (size_t k = 0; k < n; k++) {
+		memcpy(at, ", ", k ? 2 : 0);
+		at += k ? 2 : 0;
+		memcpy(at, entry, le);
+		at += le;
+	}
+	memcpy(at, tail, lt + 1);
+	return text;
+}
+
+/* A list a Pod may hold is bounded: a container's env, ports and mounts at 4096 entries, the
+ * supplemental groups at the kernel's 65536, the required node affinity at 64 terms; the bound
+ * itself is taken. */
+static void test_podspec__lists_are_bounded(void **state)
+{
+	static const struct {
+		const char *head, *entry, *tail; /* a Pod: head, the list's entries, tail */
+		size_t most;
+		const char *msg;
+	} cases[] = {
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, "
+		  "image: x, env: [",
+		  "{name: A}", "]}]}}", 4096,
+		  "spec.containers[0].env: 4097 entries, at most 4096" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {securityContext: "
+		  "{supplementalGroups: [",
+		  "7", "]}, containers: [{name: c, image: x}]}}", 65536,
+		  "spec.securityContext.supplementalGroups: 65537 entries, at most 65536" },
+		{ "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {affinity: "
+		  "{nodeAffinity: "
+		  "{requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [",
+		  "{}", "]}}}, containers: [{name: c, image: x}]}}", 64,
+		  "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+		  "nodeSelectorTerms: 65 entries, at most 64" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (size_t n = cases[i].most; n <= cases[i].most + 1; n++) {
+			char *text = repeat(cases[i].head, cases[i].entry, n, cases[i].tail);
+			struct err err = ERR_INIT;
+			struct podspec *p = NULL;
+			int ret = rfix_pod_read(text, &p, &err);
+
+			if (n == cases[i].most && ret < 0)
+				fail_msg("%zu entries refused: %s", n, err.msg);
+			if (n > cases[i].most) {
+				assert_int_equal(ret, -EINVAL);
+				assert_string_equal(err.msg, cases[i].msg);
+			}
+			podspec_free(p);
+			free(text);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -782,6 +875,7 @@ int main(void)
 		cmocka_unit_test(test_podspec__security_errors_name_the_field),
 		cmocka_unit_test(test_podspec__annotations_are_bounded_in_total),
 		cmocka_unit_test(test_podspec__the_controller_owner_is_read_leniently),
+		cmocka_unit_test(test_podspec__lists_are_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
