@@ -22,6 +22,7 @@
 #include "kiyot_fixture.h"
 #include "metrics/metrics.h"
 #include "metrics/server.h"
+#include "reader_fixture.h"
 #include "rpc.h"
 #include "daemon/kiyot.h"
 #include "testutil.h"
@@ -427,12 +428,6 @@ static void test_metrics__cri_calls_are_counted_by_method_and_code(void **state)
 
 /* ---- config ---- */
 
-static int config(struct kiyot_config *c, const char *text, struct err *err)
-{
-	kiyot_config_defaults(c);
-	return kiyot_config_load_text(c, text, strlen(text), "kiyot.yaml", err);
-}
-
 static void test_metrics__config_listen_takes_an_address_or_a_port(void **state)
 {
 	struct kiyot_config c;
@@ -442,19 +437,19 @@ static void test_metrics__config_listen_takes_an_address_or_a_port(void **state)
 	kiyot_config_defaults(&c);
 	assert_string_equal(c.metrics_listen, ""); /* off by default */
 	kiyot_config_release(&c);
-	assert_ok(config(&c, "metrics: {listen: \"0.0.0.0:9464\"}\n", &err));
+	assert_ok(rfix_config(&c, "metrics: {listen: \"0.0.0.0:9464\"}\n", &err));
 	assert_string_equal(c.metrics_listen, "0.0.0.0:9464");
 	kiyot_config_release(&c);
-	assert_ok(config(&c, "metrics: {listen: 9464}\n", &err));
+	assert_ok(rfix_config(&c, "metrics: {listen: 9464}\n", &err));
 	assert_string_equal(c.metrics_listen, "127.0.0.1:9464");
 	kiyot_config_release(&c);
-	assert_ok(config(&c, "metrics: {listen: \"9465\"}\n", &err));
+	assert_ok(rfix_config(&c, "metrics: {listen: \"9465\"}\n", &err));
 	assert_string_equal(c.metrics_listen, "127.0.0.1:9465");
 	kiyot_config_release(&c);
-	assert_int_equal(config(&c, "metrics: {listen: \"localhost:x\"}\n", &err), -EINVAL);
+	assert_int_equal(rfix_config(&c, "metrics: {listen: \"localhost:x\"}\n", &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "metrics.listen"));
 	kiyot_config_release(&c);
-	assert_int_equal(config(&c, "metrics: {port: 1}\n", &err), -EINVAL);
+	assert_int_equal(rfix_config(&c, "metrics: {port: 1}\n", &err), -EINVAL);
 	kiyot_config_release(&c);
 }
 
@@ -466,7 +461,8 @@ static void test_metrics__config_refuses_the_streaming_servers_port(void **state
 	(void)state;
 
 	assert_int_equal(
-		config(&c, "metrics: {listen: 10010}\nstreamingAddress: \"0.0.0.0:10010\"\n", &err),
+		rfix_config(&c, "metrics: {listen: 10010}\nstreamingAddress: \"0.0.0.0:10010\"\n",
+			    &err),
 		-EINVAL);
 	assert_non_null(strstr(err.msg, "metrics.listen: port 10010 is the streaming server's"));
 	kiyot_config_release(&c);
