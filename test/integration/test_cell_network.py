@@ -192,9 +192,23 @@ def mac_of(ip):
 
 
 def ebtables_nat():
-    """The bridge's nat rules, without ebtables-save's dated comments."""
-    return "\n".join(sorted(line for line in sh("ebtables-save", "-t", "nat").splitlines()
-                            if not line.startswith("#")))
+    """This kiyot's bridge nat rules, sorted, without ebtables-save's dated comments: its
+    network's chain and the jump to it, and every cell chain no other network's chain jumps to
+    (one left behind included). Another network's cells (the unit tests', another program's
+    chains) are not this kiyot's to keep."""
+    lines = [line for line in sh("ebtables-save", "-t", "nat").splitlines()
+             if not line.startswith("#")]
+    foreign = {m.group(2) for line in lines
+               for m in [re.match(r"-A (KIYOT-CELLS-\S+) .* -j (KIYOT-CELL-\S+)$", line)]
+               if m and m.group(1) != NETWORK_CHAIN}
+
+    def ours(line):
+        chain = line.split()[1] if line.startswith("-A ") else line.split()[0][1:]
+        if chain == "PREROUTING" and line.startswith("-A "):
+            return line.endswith("-j " + NETWORK_CHAIN)
+        return chain in (NETWORK_CHAIN, "PREROUTING", "OUTPUT", "POSTROUTING") or \
+            chain.startswith("KIYOT-CELL-") and chain not in foreign
+    return "\n".join(sorted(line for line in lines if ours(line)))
 
 
 def neigh_mac(text):

@@ -1,8 +1,10 @@
 /*
  * test_provider_local.c: the local provider. Pure parts (CIDR parsing, address picking, names)
  * run anywhere; the cell tests need root and really create cells, on a bridge, network and
- * cgroup subtree of their own (kvtest0, 10.199.0.0/24, kiyot-test) so they never touch a
- * running kiyot. A fixture agent (a shell script that sleeps) stands in for cell-agent.
+ * cgroup subtree of their own (kvtest0, 10.199.0.0/24, kiyot-test), in a network namespace of
+ * their own (unshared at start): their bridge and guard rules never meet a running kiyot's, nor
+ * the integration suite's that runs beside the unit tests. A fixture agent (a shell script that
+ * sleeps) stands in for cell-agent.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1170,6 +1172,47 @@ static void test_provider_local__a_serving_provider_makes_the_bridge_before_any_
 	assert_non_null(strstr(addrs, "inet 10.199.0.1/24"));
 }
 
+/* Moves the test into a network namespace of its own, and a mount namespace whose
+ * /sys/class/net and /sys/devices/virtual/net show that network's devices (a sysfs shows the
+ * network of whoever mounted it; the rest of /sys, the cgroups among it, stays the node's). */
+static int own_network(void)
+{
+	char dir[] = "/tmp/kvtest-sys-XXXXXX";
+	static const char *const parts[] = { "class/net", "devices/virtual/net" };
+	int ret = 0;
+
+	if (unshare(CLONE_NEWNET | CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(dir)) {
+		fprintf(stderr, "test_provider_local: a network of its own: %s\n", strerror(errno));
+		return -1;
+	}
+	if (mount("sysfs", dir, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		ret = -1;
+	for (size_t i = 0; ret == 0 && i < ARRAY_SIZE(parts); i++) {
+		_cleanup_free_ char *from = xasprintf("%s/%s", dir, parts[i]);
+		_cleanup_free_ char *to = xasprintf("/sys/%s", parts[i]);
+
+		if (mount(from, to, NULL, MS_BIND, NULL) < 0)
+			ret = -1;
+	}
+	if (ret < 0)
+		fprintf(stderr, "test_provider_local: this network's sysfs: %s\n", strerror(errno));
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	if (ret == 0) {
+		struct err err = ERR_INIT;
+		int nl = nl_open(-1, &err);
+
+		if (nl < 0 || nl_link_up(nl, 1, &err) < 0) {
+			fprintf(stderr, "test_provider_local: lo up: %s\n", err.msg);
+			ret = -1;
+		}
+		if (nl >= 0)
+			close(nl);
+	}
+	return ret;
+}
+
 int main(void)
 {
 	const struct CMUnitTest pure[] = {
@@ -1213,5 +1256,7 @@ int main(void)
 			strerror(errno));
 		return fails + 1;
 	}
+	if (own_network() < 0)
+		return fails + 1;
 	return fails + cmocka_run_group_tests_name("cells", cells, NULL, NULL);
 }
