@@ -19,24 +19,17 @@
 #include "sizing/catalog.h"
 #include "sizing/catalog_refresh.h"
 #include "sizing/sizing.h"
-#include "../fixtures/ec2/httpstub.h"
 #include "buf.h"
-#include "fsutil.h"
 #include "xalloc.h"
+
+#include "awsstub.h"
 
 #define FIX "test/fixtures/catalog/"
 
 /* A fixture's text; the caller frees it. */
 static char *fixture(const char *name)
 {
-	_cleanup_free_ char *path = xasprintf(FIX "%s", name);
-	struct err err = ERR_INIT;
-	size_t n = 0;
-	char *text = NULL;
-
-	if (fs_read_file(path, 1 << 20, &text, &n, &err) < 0)
-		fail_msg("%s", err.msg);
-	return text;
+	return awsstub_fixture(FIX, name);
 }
 
 /* What the fake EC2 answers: the fixtures, except fail_action, which gets fail_status. */
@@ -116,25 +109,14 @@ static void fake_handler(struct stub *s, const struct stub_request *rq, struct s
 /* The test's world: the fake EC2, a client pointed at it, and the base catalog. */
 struct harness {
 	struct fake_ec2 fake;
-	struct stub stub;
-	struct aws_creds_provider *creds;
+	struct awsstub aws; /* retries do not really sleep */
 	struct ec2_client *client;
 	struct pricing_client *pricing; /* the same stub, as a Price List endpoint */
 	struct catalog *catalog;
-	char endpoint[64];
 };
-
-/* Retries do not really sleep. */
-static void no_sleep(void *ctx, int64_t ns)
-{
-	(void)ctx;
-	(void)ns;
-}
 
 static int setup(void **state)
 {
-	struct aws_creds cr = { "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", NULL, 0,
-				"static" };
 	struct harness *h = xcalloc(1, sizeof(*h));
 	struct ec2_config cfg = { 0 };
 	struct err err = ERR_INIT;
@@ -150,21 +132,21 @@ static int setup(void **state)
 	h->fake.prices_denied = fixture("price_denied.json");
 	pthread_mutex_init(&h->fake.gate_lock, NULL);
 	pthread_cond_init(&h->fake.gate_cond, NULL);
-	h->stub.handler = fake_handler;
-	h->stub.ctx = &h->fake;
-	assert_int_equal(stub_start(&h->stub), 0);
-	snprintf(h->endpoint, sizeof(h->endpoint), "http://127.0.0.1:%d/", h->stub.port);
-	h->creds = aws_creds_provider_new_static(&cr);
+	h->aws.stub.handler = fake_handler;
+	h->aws.stub.ctx = &h->fake;
+	awsstub_start(&h->aws, NULL);
 	cfg.region = "us-east-1";
-	cfg.endpoint = h->endpoint;
-	cfg.creds = h->creds;
+	cfg.endpoint = h->aws.url;
+	cfg.creds = h->aws.creds;
 	cfg.max_attempts = 3;
-	cfg.sleep = no_sleep;
+	cfg.sleep = awsstub_sleep;
+	cfg.sleep_ctx = &h->aws;
 	if (ec2_client_new(&cfg, &h->client, &err) < 0 ||
-	    pricing_client_new(&(struct pricing_config){ .endpoint = h->endpoint,
-							 .creds = h->creds,
+	    pricing_client_new(&(struct pricing_config){ .endpoint = h->aws.url,
+							 .creds = h->aws.creds,
 							 .max_attempts = 3,
-							 .sleep = no_sleep },
+							 .sleep = awsstub_sleep,
+							 .sleep_ctx = &h->aws },
 			       &h->pricing, &err) < 0 ||
 	    catalog_load_file(FIX "base.json", "us-east-1", &h->catalog, &err) < 0)
 		fail_msg("%s", err.msg);
@@ -178,11 +160,10 @@ static int teardown(void **state)
 
 	catalog_refresh_stop(h->catalog);
 	catalog_free(h->catalog);
-	stub_stop(&h->stub);
+	awsstub_stop(&h->aws);
 	ec2_client_free(h->client);
 	pricing_client_free(h->pricing);
-	aws_creds_provider_free(h->creds);
-	stub_release(&h->stub);
+	awsstub_release(&h->aws);
 	free(h->fake.types1);
 	free(h->fake.types2);
 	free(h->fake.types_empty);
@@ -262,11 +243,11 @@ static void test_catalog_refresh__prices_merge(void **state)
 	assert_int_equal(catalog_find(now, "t3.nano")->arch, CATALOG_ARCH_X86_64);
 	assert_string_equal(catalog_region(now), "us-east-1");
 	/* both pages of DescribeInstanceTypes and the Linux spot prices were asked for */
-	assert_int_equal(stub_count(&h->stub), 3);
-	assert_true(form_has(h->stub.reqs[0].body, "Action=DescribeInstanceTypes"));
-	assert_true(form_has(h->stub.reqs[1].body, "NextToken=catalog-page-2"));
-	assert_true(form_has(h->stub.reqs[2].body, "Action=DescribeSpotPriceHistory"));
-	assert_true(form_has(h->stub.reqs[2].body, "ProductDescription.1=Linux%2FUNIX"));
+	assert_int_equal(stub_count(&h->aws.stub), 3);
+	assert_true(form_has(h->aws.stub.reqs[0].body, "Action=DescribeInstanceTypes"));
+	assert_true(form_has(h->aws.stub.reqs[1].body, "NextToken=catalog-page-2"));
+	assert_true(form_has(h->aws.stub.reqs[2].body, "Action=DescribeSpotPriceHistory"));
+	assert_true(form_has(h->aws.stub.reqs[2].body, "ProductDescription.1=Linux%2FUNIX"));
 	catalog_release(now);
 }
 
@@ -379,7 +360,7 @@ static void test_catalog_refresh__throttled_keeps_catalog(void **state)
 	assert_non_null(strstr(err.msg, "DescribeSpotPriceHistory"));
 	assert_non_null(strstr(err.msg, "RequestLimitExceeded"));
 	/* 3 requests of the first refresh, 2 of the types, 3 tries of the prices */
-	assert_int_equal(stub_count(&h->stub), 8);
+	assert_int_equal(stub_count(&h->aws.stub), 8);
 	after = catalog_acquire(h->catalog);
 	assert_ptr_equal(before, after);
 	is = dump(after);
@@ -404,7 +385,7 @@ static void test_catalog_refresh__auth_failure_keeps_catalog(void **state)
 	assert_memory_equal(err.msg, "catalog refresh: ", 17);
 	assert_non_null(strstr(err.msg, "DescribeInstanceTypes"));
 	assert_non_null(strstr(err.msg, "AuthFailure"));
-	assert_int_equal(stub_count(&h->stub), 1);
+	assert_int_equal(stub_count(&h->aws.stub), 1);
 	now = catalog_acquire(h->catalog);
 	assert_ptr_equal(now, h->catalog);
 	is = dump(now);
@@ -534,11 +515,11 @@ static void test_catalog_refresh__background_start(void **state)
 	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), -EEXIST);
 	/* stop ends the refresh under way at once (its EC2 call is cancelled), publishing
 	 * nothing, instead of waiting for EC2's answer */
-	while (stub_count(&h->stub) < 1)
+	while (stub_count(&h->aws.stub) < 1)
 		usleep(10000);
 	catalog_refresh_stop(h->catalog);
 	open_gate(&h->fake);
-	assert_int_equal(stub_count(&h->stub), 1);
+	assert_int_equal(stub_count(&h->aws.stub), 1);
 	now = catalog_acquire(h->catalog);
 	assert_ptr_equal(now, h->catalog);
 	catalog_release(now);
@@ -549,7 +530,7 @@ static void test_catalog_refresh__background_start(void **state)
 		usleep(10000);
 	}
 	catalog_refresh_stop(h->catalog);
-	assert_int_equal(stub_count(&h->stub), 4);
+	assert_int_equal(stub_count(&h->aws.stub), 4);
 	assert_ptr_not_equal(now, h->catalog);
 	assert_null(catalog_find(now, "m4.large"));
 	catalog_release(now);
@@ -566,10 +547,10 @@ static void test_catalog_refresh__background_failure_keeps_catalog(void **state)
 	h->fake.fail_status = 401;
 	h->fake.fail_body = h->fake.auth;
 	assert_int_equal(catalog_refresh_start(h->catalog, h->client, 3600, &err), 0);
-	while (stub_count(&h->stub) < 1) /* a stop before the call would cancel it */
+	while (stub_count(&h->aws.stub) < 1) /* a stop before the call would cancel it */
 		usleep(10000);
 	catalog_refresh_stop(h->catalog);
-	assert_int_equal(stub_count(&h->stub), 1);
+	assert_int_equal(stub_count(&h->aws.stub), 1);
 	now = catalog_acquire(h->catalog);
 	assert_ptr_equal(now, h->catalog);
 	catalog_release(now);
@@ -619,9 +600,9 @@ static void test_catalog_refresh__price_list_replaces_shipped_prices(void **stat
 	assert_non_null(strstr(ch.reason, "m5.large $0.1000/h (AWS Price List 20"));
 	catalog_release(now);
 	/* the request: GetProducts for the catalog's region */
-	assert_int_equal(stub_count(&h->stub), 1);
-	assert_non_null(strstr(h->stub.reqs[0].body, "\"regionCode\""));
-	assert_non_null(strstr(h->stub.reqs[0].body, "\"us-east-1\""));
+	assert_int_equal(stub_count(&h->aws.stub), 1);
+	assert_non_null(strstr(h->aws.stub.reqs[0].body, "\"regionCode\""));
+	assert_non_null(strstr(h->aws.stub.reqs[0].body, "\"us-east-1\""));
 	/* an EC2 refresh keeps the List's prices and brings spot prices with their source */
 	refresh_ok(h, NULL);
 	now = catalog_acquire(h->catalog);
@@ -663,10 +644,12 @@ static void test_catalog_refresh__price_list_failure_keeps_prices(void **state)
 static void test_catalog_refresh__background_price_list(void **state)
 {
 	struct harness *h = *state;
-	struct catalog_refresh_config cfg = { .interval_s = 3600,
-					      .price_list = true,
-					      .price_list_endpoint = h->endpoint,
-					      .pricing = { .max_attempts = 2, .sleep = no_sleep } };
+	struct catalog_refresh_config cfg = {
+		.interval_s = 3600,
+		.price_list = true,
+		.price_list_endpoint = h->aws.url,
+		.pricing = { .max_attempts = 2, .sleep = awsstub_sleep, .sleep_ctx = &h->aws }
+	};
 	struct err err = ERR_INIT;
 	struct catalog *now = NULL;
 	bool priced = false;
@@ -683,19 +666,19 @@ static void test_catalog_refresh__background_price_list(void **state)
 	catalog_refresh_stop(h->catalog);
 	assert_true(priced);
 	/* both pages of DescribeInstanceTypes, the spot prices, then GetProducts */
-	assert_int_equal(stub_count(&h->stub), 4);
+	assert_int_equal(stub_count(&h->aws.stub), 4);
 	now = catalog_acquire(h->catalog);
 	assert_null(catalog_find(now, "m4.large")); /* the EC2 refresh's, kept */
 	catalog_release(now);
 	/* off: EC2 only */
-	stub_release(&h->stub);
+	awsstub_forget(&h->aws);
 	cfg.price_list = false;
 	assert_int_equal(catalog_refresh_start_config(h->catalog, h->client, &cfg, &err), 0);
-	while (stub_count(&h->stub) < 3)
+	while (stub_count(&h->aws.stub) < 3)
 		usleep(10000);
 	usleep(100000);
 	catalog_refresh_stop(h->catalog);
-	assert_int_equal(stub_count(&h->stub), 3);
+	assert_int_equal(stub_count(&h->aws.stub), 3);
 }
 
 int main(void)

@@ -15,25 +15,18 @@
 #include <cmocka.h>
 
 #include "providers/ec2/pricing.h"
-#include "../fixtures/ec2/httpstub.h"
 #include "buf.h"
-#include "fsutil.h"
 #include "metrics/metrics.h"
 #include "xalloc.h"
+
+#include "awsstub.h"
 
 #define FIX "test/fixtures/pricing/"
 
 /* A fixture's text; the caller frees it. */
 static char *fixture(const char *name)
 {
-	_cleanup_free_ char *path = xasprintf(FIX "%s", name);
-	struct err err = ERR_INIT;
-	size_t n = 0;
-	char *text = NULL;
-
-	if (fs_read_file(path, 1 << 20, &text, &n, &err) < 0)
-		fail_msg("%s", err.msg);
-	return text;
+	return awsstub_fixture(FIX, name);
 }
 
 static int parse(const char *body, struct pricing_list *l, char **next, struct err *err)
@@ -195,59 +188,37 @@ static void test_pricing__default_endpoints(void **state)
 			    "https://api.pricing.ap-south-1.amazonaws.com/");
 }
 
-/* The sleeps a client asked for. */
-struct sleeps {
-	int n;
-	int64_t ns[64];
-};
-
-static void record_sleep(void *ctx, int64_t ns)
-{
-	struct sleeps *s = ctx;
-
-	if (s->n < 64)
-		s->ns[s->n] = ns;
-	s->n++;
-}
-
+/* A Price List client of the stub endpoint, its sleeps recorded. */
 struct harness {
-	struct stub stub;
-	struct sleeps sleeps;
-	struct aws_creds_provider *creds;
+	struct awsstub aws;
 	struct pricing_client *client;
-	char endpoint[64];
 };
 
 static void harness_start(struct harness *h, const struct stub_reply *replies, size_t n,
 			  int max_attempts)
 {
-	struct aws_creds cr = { "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-				"session-token-1", 0, "static" };
 	struct pricing_config cfg = { 0 };
 	struct err err = ERR_INIT;
 
 	memset(h, 0, sizeof(*h));
-	h->stub.replies = replies;
-	h->stub.n_replies = n;
-	assert_int_equal(stub_start(&h->stub), 0);
-	snprintf(h->endpoint, sizeof(h->endpoint), "http://127.0.0.1:%d/", h->stub.port);
-	h->creds = aws_creds_provider_new_static(&cr);
-	cfg.endpoint = h->endpoint;
+	h->aws.stub.replies = replies;
+	h->aws.stub.n_replies = n;
+	awsstub_start(&h->aws, "session-token-1");
+	cfg.endpoint = h->aws.url;
 	cfg.region = "eu-west-1";
-	cfg.creds = h->creds;
+	cfg.creds = h->aws.creds;
 	cfg.max_attempts = max_attempts;
-	cfg.sleep = record_sleep;
-	cfg.sleep_ctx = &h->sleeps;
+	cfg.sleep = awsstub_sleep;
+	cfg.sleep_ctx = &h->aws;
 	if (pricing_client_new(&cfg, &h->client, &err) < 0)
 		fail_msg("%s", err.msg);
 }
 
 static void harness_stop(struct harness *h)
 {
-	stub_stop(&h->stub);
+	awsstub_stop(&h->aws);
 	pricing_client_free(h->client);
-	aws_creds_provider_free(h->creds);
-	stub_release(&h->stub);
+	awsstub_release(&h->aws);
 }
 
 /* The TERM_MATCH filter of field in a request body, or NULL. */
@@ -281,9 +252,9 @@ static void test_pricing__requests_and_pages(void **state)
 	if (pricing_ec2_on_demand(h.client, "eu-west-1", NULL, 0, &l, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(l.n, 4);
-	assert_int_equal(stub_count(&h.stub), 2);
+	assert_int_equal(stub_count(&h.aws.stub), 2);
 	for (size_t i = 0; i < 2; i++) {
-		const struct stub_request *rq = &h.stub.reqs[i];
+		const struct stub_request *rq = &h.aws.stub.reqs[i];
 		json_t *req = json_loads(rq->body, 0, NULL);
 
 		assert_string_equal(rq->method, "POST");
@@ -334,9 +305,9 @@ static void test_pricing__types_asked_one_by_one(void **state)
 	harness_start(&h, script, 1, 0);
 	if (pricing_ec2_on_demand(h.client, "us-east-1", types, 2, &l, &err) < 0)
 		fail_msg("%s", err.msg);
-	assert_int_equal(stub_count(&h.stub), 2);
+	assert_int_equal(stub_count(&h.aws.stub), 2);
 	for (size_t i = 0; i < 2; i++) {
-		json_t *req = json_loads(h.stub.reqs[i].body, 0, NULL);
+		json_t *req = json_loads(h.aws.stub.reqs[i].body, 0, NULL);
 
 		assert_string_equal(filter_value(req, "instanceType"), types[i]);
 		json_decref(req);
@@ -367,11 +338,12 @@ static void test_pricing__throttling_retried(void **state)
 	if (pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_int_equal(l.n, 2);
-	assert_int_equal(stub_count(&h.stub), 4);
+	assert_int_equal(stub_count(&h.aws.stub), 4);
 	assert_int_equal(pricing_client_requests(h.client), 4);
-	assert_int_equal(h.sleeps.n, 3);
+	assert_int_equal(h.aws.n_sleeps, 3);
 	for (int i = 0; i < 3; i++)
-		assert_true(h.sleeps.ns[i] >= 0 && h.sleeps.ns[i] <= (int64_t)100000000 << i);
+		assert_true(h.aws.sleeps_ns[i] >= 0 && h.aws.sleeps_ns[i] <= (int64_t)100000000
+										     << i);
 	pricing_list_release(&l);
 	harness_stop(&h);
 }
@@ -409,7 +381,7 @@ static void test_pricing__retries_exhausted(void **state)
 
 	harness_start(&h, script, 1, 3);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EAGAIN);
-	assert_int_equal(stub_count(&h.stub), 3);
+	assert_int_equal(stub_count(&h.aws.stub), 3);
 	/* counted as a throttled GetProducts, not an error */
 	assert_int_equal(calls_counted("throttled"), throttled + 1);
 	assert_int_equal(calls_counted("error"), errors);
@@ -429,16 +401,14 @@ static void test_pricing__network_failure_counted_as_error(void **state)
 	(void)state;
 
 	harness_start(&h, NULL, 0, 2);
-	stub_stop(&h.stub); /* nothing listens there any more */
+	awsstub_stop(&h.aws); /* nothing listens there any more */
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EAGAIN);
 	assert_non_null(strstr(err.msg, "gave up after 2 attempts"));
-	assert_int_equal(h.sleeps.n, 1);
+	assert_int_equal(h.aws.n_sleeps, 1);
 	assert_int_equal(calls_counted("error"), errors + 1);
 	assert_int_equal(calls_counted("throttled"), throttled);
 	pricing_list_release(&l);
-	pricing_client_free(h.client);
-	aws_creds_provider_free(h.creds);
-	stub_release(&h.stub);
+	harness_stop(&h);
 }
 
 /* A refused permission is not retried and says which IAM action is missing; another client
@@ -458,13 +428,13 @@ static void test_pricing__access_denied_names_the_action(void **state)
 	harness_start(&h, script, ARRAY_SIZE(script), 0);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EACCES);
 	assert_int_equal(calls_counted("error"), errors + 1);
-	assert_int_equal(stub_count(&h.stub), 1);
+	assert_int_equal(stub_count(&h.aws.stub), 1);
 	assert_non_null(strstr(err.msg, "AWS Price List GetProducts: AccessDeniedException: "));
 	assert_non_null(strstr(err.msg, "need the IAM action pricing:GetProducts"));
 	pricing_list_release(&l);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "InvalidParameterException: Input parameters are invalid"));
-	assert_int_equal(stub_count(&h.stub), 2);
+	assert_int_equal(stub_count(&h.aws.stub), 2);
 	pricing_list_release(&l);
 	harness_stop(&h);
 }
@@ -484,7 +454,7 @@ static void test_pricing__broken_endpoints_stopped(void **state)
 	harness_start(&h, script, 1, 0);
 	assert_int_equal(pricing_ec2_on_demand(h.client, "us-east-1", NULL, 0, &l, &err), -EPROTO);
 	assert_non_null(strstr(err.msg, "the same NextToken twice"));
-	assert_int_equal(stub_count(&h.stub), 2);
+	assert_int_equal(stub_count(&h.aws.stub), 2);
 	pricing_list_release(&l);
 	harness_stop(&h);
 	harness_start(&h, html, 1, 0);
