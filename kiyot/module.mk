@@ -10,4 +10,5 @@ $(BUILD)/kiyot: $(BUILD)/obj/kiyot/cli/main.o $(BUILD)/libkiyot.a $(BUILD)/libco
 	@$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 # .incbin is invisible to -MMD: rebuild the catalog object when the data changes
-$(BUILD)/obj/kiyot/sizing/catalog_data.o: kiyot/sizing/data/aws-instance-catalog.json
+$(BUILD)/obj/kiyot/sizing/catalog_data.o: kiyot/sizing/data/aws-instance-catalog.json \
+	kiyot/sizing/data/aws-spot-advisor.json

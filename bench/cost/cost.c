@@ -29,6 +29,11 @@
  *          prices of bench/cost/spot-zones.json (us-east-1, 2022-05-31, written by
  *          gen-spot-zones.py from a public dataset; it names it); a type it lacks is as
  *          before. Assumes subnets in every zone the type's prices list.
+ *  band    (beside the chain, not in it) what the EC2 provider's near-tie rule does to the spot
+ *          pods after the zone lever: a runner-up of sizing whose spot price (times its zone
+ *          factor) is within 5% of the chosen type's and whose interruption band is lower
+ *          (both known: the catalog's Spot Instance Advisor table) is launched instead; what
+ *          that costs, how many pods move, and the spot pods' bands before and after.
  *  burst   and the pods annotated pod.elotl.co/burst-sizing: observed whose owner has a
  *          history in bench/cost/usage.json (what kiyot's store would hold: its earlier pods'
  *          peaks, drawn by gen-mix.py) sized by the burst rule (sizing/burst.h: the peak plus
@@ -724,6 +729,98 @@ static double cost_burst(const struct cost_run *r, const struct cost_pod *p, dou
 	return v * (p->spot ? cost_zone_factor(type) : 1);
 }
 
+/* The EC2 provider's near-tie (provider_ec2.c, SPOT_NEAR_TIE). */
+#define COST_NEAR_TIE 0.05
+
+/*
+ * A spot pod's type and price after the provider's near-tie rule, from sizing's choice on cat
+ * with arch: the runner-up whose spot price (times its zone factor) is within COST_NEAR_TIE of
+ * the chosen type's and whose band is lower (both known), the lowest band winning. *band0 and
+ * *band get the chosen type's band and the launched one's; returns the launched type's price
+ * times its zone factor (-1 when nothing fits), *moved whether it is another type.
+ */
+static double cost_band_tie(const struct catalog *cat, const struct cost_pod *p,
+			    const struct sizing_reserve *reserve, unsigned arch, int *band0,
+			    int *band, bool *moved)
+{
+	struct pod_demand d = { .cpu_milli = p->cpu,
+				.memory_bytes = p->mem,
+				.gpus = p->gpus,
+				.spot = true,
+				.arch = arch };
+	struct sizing_choice ch;
+	struct err err = ERR_INIT;
+	const struct catalog_type *t0, *t;
+	double p0, v, price;
+
+	*moved = false;
+	if (sizing_pick(cat, &d, reserve, &ch, &err) < 0)
+		return -1;
+	t0 = catalog_find(cat, ch.instance_type);
+	*band0 = *band = t0->spot_band;
+	p0 = t0->spot_price * cost_zone_factor(t0->name);
+	price = ch.price * cost_zone_factor(t0->name);
+	for (size_t i = 0; i < ch.n_runners_up; i++) {
+		t = catalog_find(cat, ch.runners_up[i].instance_type);
+		v = t->spot_price * cost_zone_factor(t->name);
+		if (t->spot_band >= 0 && *band >= 0 && t->spot_band < *band &&
+		    fabs(v - p0) <= COST_NEAR_TIE * (v < p0 ? v : p0)) {
+			*band = t->spot_band;
+			price = ch.runners_up[i].price * cost_zone_factor(t->name);
+			*moved = true;
+		}
+	}
+	return price;
+}
+
+/* "<5% 3, 5-10% 1, ..., unknown 2": how many spot pods are in each band. */
+static void cost_bands_text(const size_t *count, char *out, size_t size)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (int b = -1; b <= 4; b++) {
+		if (!count[b + 1])
+			continue;
+		n += (size_t)snprintf(out + n, n < size ? size - n : 0, "%s%s %zu", n ? ", " : "",
+				      catalog_spot_band_name(b), count[b + 1]);
+	}
+}
+
+/* Prints the near-tie rule's effect on the spot pods (the band line). */
+static void cost_print_bands(const struct cost_run *r, double zone, double today)
+{
+	size_t before[6] = { 0 }, after[6] = { 0 }, moved = 0;
+	double tied = zone;
+	char b0[160], b1[160];
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct cost_pod *p = &r->pods[i];
+		unsigned arch = p->arm64_ok ? CATALOG_ARCH_ALL : CATALOG_ARCH_X86_64;
+		char type[64];
+		int band0, band;
+		bool m, s;
+		double c, v;
+
+		if (!p->spot)
+			continue;
+		c = cost_lever(r->cat, p, &r->reserve, arch, type, sizeof(type), &s);
+		v = cost_band_tie(r->cat, p, &r->reserve, arch, &band0, &band, &m);
+		if (c < 0 || v < 0)
+			continue;
+		tied += v - c * cost_zone_factor(type);
+		moved += m;
+		before[band0 + 1]++;
+		after[band + 1]++;
+	}
+	cost_bands_text(before, b0, sizeof(b0));
+	cost_bands_text(after, b1, sizeof(b1));
+	printf("%-58s %10.4f %8.3f %10.4f  (%zu spot pods to a lower band)\n",
+	       "  spot near-ties to a lower interruption band (5%)", tied, tied / today,
+	       zone - tied, moved);
+	printf("spot pods' interruption bands: %s; after the near-tie rule: %s\n", b0, b1);
+}
+
 /* Prints the levers of the new catalog against today's rule on the old one. */
 static void cost_print_levers(const struct cost_run *r, const struct catalog *old)
 {
@@ -787,6 +884,7 @@ static void cost_print_levers(const struct cost_run *r, const struct catalog *ol
 	printf("%-58s %10.4f %8.3f %10.4f  %zu (%zu of %zu spot pods' types have zone prices)\n",
 	       "+ spot in the cheapest zone (2022-05-31 zone spreads)", zone, zone / today,
 	       arm - zone, short_of[2], zoned, spot_pods);
+	cost_print_bands(r, zone, today);
 	printf("%-58s %10.4f %8.3f %10.4f  %zu (burst pods: against their requests)\n",
 	       "+ burst sized from observed peaks (opt-in, +20%)", burst, burst / today,
 	       zone - burst, short_of[3]);

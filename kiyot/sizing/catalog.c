@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "catalog_advisor.h"
 #include "fsutil.h"
 #include "xalloc.h"
 
@@ -26,6 +27,8 @@ struct catalog {
 	/* the words of catalog_price_source: the loaded data's, the Price List's, the spot
 	 * price history's (NULL: not set) */
 	char *shipped_source, *price_api_source, *spot_api_source;
+	/* the words of a spot price from the Spot Instance Advisor's savings (NULL: none) */
+	char *advisor_source;
 	struct catalog_type *types;
 	size_t n;
 	atomic_size_t refs;
@@ -270,9 +273,58 @@ int catalog_load(const char *region, struct catalog **out, struct err *err)
 	/* an unknown region is the caller's; anything else, the embedded text's */
 	if (ret < 0 && ret != -ENOENT)
 		return err_wrap(err, "embedded instance catalog");
-	if (ret == 0)
-		catalog_shipped_as(*out, "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
-	return ret;
+	if (ret < 0)
+		return ret;
+	catalog_shipped_as(*out, "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
+	text = catalog_advisor_embedded(&len);
+	ret = catalog_apply_advisor(*out, text, len, err);
+	if (ret < 0) {
+		catalog_free(*out);
+		*out = NULL;
+		return err_wrap(err, "embedded spot advisor table");
+	}
+	return 0;
+}
+
+int catalog_apply_advisor(struct catalog *c, const char *text, size_t len, struct err *err)
+{
+	struct catalog_advisor a;
+	size_t used = 0;
+	int ret = catalog_advisor_parse(text, len, c->region, &a, err);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < c->n; i++) {
+		struct catalog_type *t = &c->types[i];
+		const struct catalog_advice *v = catalog_advisor_find(&a, t->name);
+
+		if (!v)
+			continue;
+		t->spot_band = v->band;
+		if (v->savings == CATALOG_ADVISOR_NO_SAVINGS)
+			continue;
+		t->spot_price = t->price * (100 - v->savings) / 100.0;
+		t->spot_from = CATALOG_FROM_ADVISOR;
+		used++;
+	}
+	if (used) {
+		free(c->advisor_source);
+		c->advisor_source =
+			xasprintf("Spot Instance Advisor savings of %s off %s", a.date,
+				  c->shipped_source ? c->shipped_source : "instance catalog");
+	}
+	catalog_advisor_release(&a);
+	return 0;
+}
+
+/* The Spot Instance Advisor's ranges, by band. */
+static const char *const catalog_band_names[] = { "<5%", "5-10%", "10-15%", "15-20%", ">20%" };
+
+const char *catalog_spot_band_name(int band)
+{
+	if (band < 0 || band >= (int)(sizeof(catalog_band_names) / sizeof(catalog_band_names[0])))
+		return "unknown";
+	return catalog_band_names[band];
 }
 
 /* Loads a region from catalog JSON text. */
@@ -343,6 +395,7 @@ static void catalog_destroy(struct catalog *c)
 	free(c->shipped_source);
 	free(c->price_api_source);
 	free(c->spot_api_source);
+	free(c->advisor_source);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -407,6 +460,8 @@ const char *catalog_price_source(const struct catalog *c, const struct catalog_t
 
 	if ((spot ? t->spot_from : t->price_from) == CATALOG_FROM_API && api)
 		return api;
+	if (spot && t->spot_from == CATALOG_FROM_ADVISOR && c->advisor_source)
+		return c->advisor_source;
 	return c->shipped_source ? c->shipped_source : "instance catalog";
 }
 
@@ -430,6 +485,7 @@ void catalog_set_sources(struct catalog *c, const char *shipped, const char *pri
 void catalog_copy_sources(struct catalog *dst, const struct catalog *src)
 {
 	catalog_set_sources(dst, src->shipped_source, src->price_api_source, src->spot_api_source);
+	catalog_source_set(&dst->advisor_source, src->advisor_source);
 }
 
 /* The number of instance types. */

@@ -20,6 +20,11 @@
  * them); unknown when absent. A region given as an object is another region's list with both
  * prices multiplied by priceFactor (an estimate; catalog_price_note says so).
  *
+ * catalog_load also applies the embedded Spot Instance Advisor table (catalog_advisor.h) for
+ * its region: each type it lists gets its band, and, where it gives the savings, the spot
+ * price on-demand x (1 - savings); the others keep what the catalog says. A catalog file or
+ * text is read as it is.
+ *
  *	struct catalog *c;
  *	if (catalog_load("us-east-1", &c, err) < 0)
  *		return -1;   err: unknown region "mars-1"; known regions: af-south-1, ...
@@ -100,6 +105,8 @@ struct catalog_type {
 #define CATALOG_FROM_API                                                                           \
 	1 /* a refresh: the AWS Price List (on-demand prices),
 				* DescribeSpotPriceHistory (spot prices) */
+#define CATALOG_FROM_ADVISOR                                                                       \
+	2 /* spot: the on-demand price less the Spot Instance Advisor's savings */
 
 /* The date of the embedded catalog's on-demand prices (data/README.md). */
 #define CATALOG_SNAPSHOT_DATE "2026-07-20"
@@ -108,6 +115,10 @@ struct catalog_type {
 const char *catalog_arch_name(unsigned arch);
 /* The bit of an architecture name: "x86_64" or "amd64", "arm64" or "aarch64"; 0 otherwise. */
 unsigned catalog_arch_parse(const char *name);
+
+/* The words of a spot interruption band: "<5%", "5-10%", "10-15%", "15-20%", ">20%", or
+ * "unknown" (CATALOG_SPOT_BAND_UNKNOWN or out of range). */
+const char *catalog_spot_band_name(int band);
 
 /* The spot price of t in zone, or its catalog spot price when no refresh saw that zone. */
 double catalog_zone_spot_price(const struct catalog_type *t, const char *zone);
@@ -123,6 +134,15 @@ int catalog_load_file(const char *path, const char *region, struct catalog **out
 /* Loads a region from catalog JSON text of len bytes; what the two above use. */
 int catalog_load_text(const char *text, size_t len, const char *region, struct catalog **out,
 		      struct err *err);
+
+/*
+ * Applies the Spot Instance Advisor table text (catalog_advisor.h) for c's region to c's types,
+ * as catalog_load does with the embedded one: bands, and spot prices where it gives savings
+ * (their source: "Spot Instance Advisor savings of <date> off <the loaded data's source>").
+ * For a catalog just loaded, before anyone else reads it. A bad table is EINVAL and changes
+ * nothing.
+ */
+int catalog_apply_advisor(struct catalog *c, const char *text, size_t len, struct err *err);
 
 /* Drops the loader's reference: the same as catalog_release. NULL is fine. */
 void catalog_free(struct catalog *c);
@@ -159,8 +179,10 @@ size_t catalog_count(const struct catalog *c);
  * Where t's on-demand price (spot false) or spot price came from, in words for the Cell's
  * reason; never NULL. The data loaded: "shipped snapshot of 2026-07-20" (catalog_load), "catalog
  * file /etc/kiyot/catalog.json" (catalog_load_file), "instance catalog" (catalog_load_text),
- * with ", estimated as us-east-1's x 1.115" for a derived region; a refresh's: "AWS Price List
- * 2026-11-29 12:28 UTC", "EC2 spot price history 2026-11-29 12:28 UTC".
+ * with ", estimated as us-east-1's x 1.115" for a derived region; a spot price from the Spot
+ * Instance Advisor's savings: "Spot Instance Advisor savings of 2025-06-28 off shipped snapshot
+ * of 2026-07-20"; a refresh's: "AWS Price List 2026-11-29 12:28 UTC", "EC2 spot price history
+ * 2026-11-29 12:28 UTC".
  */
 const char *catalog_price_source(const struct catalog *c, const struct catalog_type *t, bool spot);
 /* Sets the words of c's sources: of its loaded data, of its CATALOG_FROM_API on-demand and spot

@@ -177,6 +177,12 @@ static void sizing_reason(const struct catalog *c, const struct sizing_cand *top
 		    d->arch & CATALOG_ARCH_ARM64 ? catalog_arch_name(out->arch) : "",
 		    d->arch & CATALOG_ARCH_ARM64 ? ")" : "", top[0].price, d->spot ? " spot" : "",
 		    catalog_price_source(c, t, d->spot));
+	/* a spot type's interruption band (the Spot Instance Advisor's), which the EC2
+	 * provider's near-tie rule weighs */
+	if (d->spot && t->spot_band != CATALOG_SPOT_BAND_UNKNOWN)
+		buf_appendf(&b, &err, ", interruption %s", catalog_spot_band_name(t->spot_band));
+	else if (d->spot)
+		buf_appendf(&b, &err, ", interruption band unknown");
 	if (top[0].credits > 0)
 		buf_appendf(&b, &err,
 			    ", burstable with baseline %.2f vCPU: $%.4f/h + $%.4f/h surplus "

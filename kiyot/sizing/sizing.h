@@ -105,7 +105,8 @@ struct sizing_choice {
 	 * $0.0119/h (AWS Price List 2026-11-29 12:28 UTC), burstable with baseline 0.20 vCPU:
 	 * $0.0094/h + $0.0025/h surplus credits for 0.05 vCPU above it (runners-up: t3a.nano
 	 * $0.0122/h, t3.nano $0.0127/h, ...)": the chosen price says where it came from
-	 * (catalog_price_source) */
+	 * (catalog_price_source); a spot pod's names the type's interruption band after it
+	 * ("..., interruption <5%", or "interruption band unknown") */
 	char reason[768];
 };
 

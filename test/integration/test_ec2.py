@@ -7,6 +7,7 @@ the suite's local-provider kiyot is stopped meanwhile so the two never share add
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -19,7 +20,7 @@ import grpc
 import cri
 import streamclient
 from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, KiyotTest, REGISTRY, log, net_addr, unique, wait_for
+from harness import BUILD, KiyotTest, REGISTRY, REPO, log, net_addr, unique, wait_for
 from test_streaming import upload_reaches_a_half_closing_pod
 from volumes import KubeletVolumes, VolumeChecks, atomic_write
 
@@ -445,6 +446,18 @@ class Ec2Test(KiyotTest, VolumeChecks):
                 f.seek(mark)
                 self.assertIn("%s (us-east-1b) first: %s's spot price there is"
                               % (SUBNET_B, inst[0]["instance_type"]), f.read())
+            # the sizing reason names the chosen type's interruption band, from the shipped
+            # Spot Instance Advisor table
+            st = self.c.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(
+                pod_sandbox_id=pod, verbose=True), timeout=30)
+            reason = json.loads(st.info["info"])["sizingReason"]
+            m = re.search(r": (\S+) \$[0-9.]+/h spot \(", reason)
+            self.assertTrue(m, reason)
+            with open(os.path.join(REPO, "kiyot/sizing/data/aws-spot-advisor.json")) as f:
+                advice = json.load(f)["regions"]["us-east-1"].get(m.group(1))
+            words = ["<5%", "5-10%", "10-15%", "15-20%", ">20%"]
+            self.assertIn(", interruption %s" % (words[advice[0]] if advice else "band unknown"),
+                          reason)
         finally:
             self.sim.admin("spot", {"zones": {"us-east-1b": 1.0}})
 

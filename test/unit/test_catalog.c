@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "sizing/catalog.h"
+#include "sizing/catalog_advisor.h"
 
 /* The embedded catalog is in the binary, NUL-terminated, and is the shipped JSON file. */
 static void test_catalog__embedded_text_is_the_data_file(void **state)
@@ -48,11 +49,13 @@ static void test_catalog__us_east_1_types(void **state)
 	assert_non_null(catalog_at(c, 1290));
 	assert_null(catalog_at(c, 1291));
 	assert_null(catalog_price_note(c)); /* its own prices */
-	/* every price says where it came from: the shipped snapshot, with its date */
+	/* every price says where it came from: the shipped snapshot, with its date; a spot
+	 * price the Spot Instance Advisor's savings gave, that and the table's date */
 	assert_string_equal(catalog_price_source(c, catalog_at(c, 0), false),
 			    "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
 	assert_string_equal(catalog_price_source(c, catalog_at(c, 0), true),
-			    "shipped snapshot of " CATALOG_SNAPSHOT_DATE);
+			    "Spot Instance Advisor savings of 2025-06-28 off shipped snapshot "
+			    "of " CATALOG_SNAPSHOT_DATE);
 
 	t = catalog_find(c, "t3.nano");
 	assert_non_null(t);
@@ -63,11 +66,12 @@ static void test_catalog__us_east_1_types(void **state)
 	assert_true(t->burstable);
 	assert_true(t->baseline == 0.1);
 	assert_true(t->price == 0.0052);
-	assert_true(t->spot_price == 0.004);
+	assert_true(fabs(t->spot_price - 0.0052 * 0.21) < 1e-12); /* the Advisor's 79% */
+	assert_int_equal(t->spot_from, CATALOG_FROM_ADVISOR);
 	assert_int_equal(t->gpus, 0);
 	assert_string_equal(t->generation, "current");
 	assert_int_equal(t->arch, CATALOG_ARCH_X86_64);
-	assert_int_equal(t->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	assert_int_equal(t->spot_band, 0);
 
 	t = catalog_find(c, "t4g.nano");
 	assert_non_null(t);
@@ -247,6 +251,146 @@ static void test_catalog__load_file(void **state)
 	assert_non_null(strstr(err.msg, path));
 }
 
+/* The embedded Spot Instance Advisor table is in the binary, NUL-terminated, and is the shipped
+ * file. */
+static void test_catalog__embedded_advisor_is_the_data_file(void **state)
+{
+	size_t len = 0;
+	const char *text = catalog_advisor_embedded(&len);
+	FILE *f = fopen("kiyot/sizing/data/aws-spot-advisor.json", "rb");
+	char *file = malloc(len + 1);
+	(void)state;
+
+	assert_non_null(f);
+	assert_true(len > 100000);
+	assert_int_equal(text[len], '\0');
+	assert_int_equal(fread(file, 1, len + 1, f), len);
+	assert_memory_equal(file, text, len);
+	fclose(f);
+	free(file);
+}
+
+/* catalog_load gives each type the Advisor lists in the region its band and, where the table
+ * has savings, a spot price of on-demand less them; a derived region takes its own region's
+ * advice on its estimated on-demand price; a type the table lacks, or lists without savings,
+ * keeps the catalog's spot price and has no band or that band. */
+static void test_catalog__loads_the_regions_spot_advice(void **state)
+{
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	const struct catalog_type *t;
+	(void)state;
+
+	if (catalog_load("eu-west-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	t = catalog_find(c, "t3.nano"); /* eu-west-1: [0, 54] */
+	assert_int_equal(t->spot_band, 0);
+	assert_true(fabs(t->spot_price - 0.0052 * 1.115 * 0.46) < 1e-12);
+	assert_string_equal(catalog_price_source(c, t, true),
+			    "Spot Instance Advisor savings of 2025-06-28 off shipped snapshot of "
+			    "2026-07-20, estimated as us-east-1's x 1.115");
+	t = catalog_find(c, "c8a.large"); /* newer than the table: no band, spot as shipped */
+	assert_non_null(t);
+	assert_int_equal(t->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	assert_int_equal(t->spot_from, CATALOG_FROM_SHIPPED);
+	assert_string_equal(catalog_price_source(c, t, true),
+			    "shipped snapshot of 2026-07-20, estimated as us-east-1's x 1.115");
+	catalog_free(c);
+
+	if (catalog_load("ca-central-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	t = catalog_find(c, "p5.48xlarge"); /* [0]: a band, no usable savings */
+	assert_int_equal(t->spot_band, 0);
+	assert_int_equal(t->spot_from, CATALOG_FROM_SHIPPED);
+	assert_true(fabs(t->spot_price - 38.528 * 1.1034) < 1e-9);
+	catalog_free(c);
+}
+
+/* A table applied to a catalog: bands and savings for the types it lists in the catalog's
+ * region, nothing for others or for a region it lacks; a bad table is refused saying where
+ * and changes nothing. */
+static void test_catalog__apply_advisor_table(void **state)
+{
+	static const char cat[] =
+		"{\"lab-1\": [{\"instanceType\": \"a.small\", \"cpu\": 1, \"memory\": 1,"
+		" \"price\": 0.1, \"spotPrice\": 0.05},"
+		" {\"instanceType\": \"b.small\", \"cpu\": 1, \"memory\": 1, \"price\": 0.2,"
+		" \"spotPrice\": 0.1, \"spotBand\": 3},"
+		" {\"instanceType\": \"c.small\", \"cpu\": 1, \"memory\": 1, \"price\": 0.3,"
+		" \"spotPrice\": 0.15}]}";
+	static const char table[] =
+		"{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\":"
+		" {\"a.small\": [1, 70], \"b.small\": [4], \"z.small\": [0, 10]},"
+		" \"lab-2\": {\"c.small\": [0, 90]}}}";
+	static const struct cbad2 {
+		const char *json, *msg;
+	} bad[] = {
+		{ "[]", "spot advisor table: must be an object with \"date\" and \"regions\"" },
+		{ "{\"date\": \"2030-1-2\", \"regions\": {}}", "\"date\" must be YYYY-MM-DD" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": []}}",
+		  "region lab-1: must be an object of instance types" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"a.small\": [5, 1]}}}",
+		  "\"a.small\": the band must be a whole number from 0 to 4" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"a.small\": [1, 100]}}}",
+		  "\"a.small\": the savings must be a whole percentage from 0 to 99" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"a.small\": [1, -3]}}}",
+		  "the savings must be a whole percentage" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"a.small\": 1}}}",
+		  "\"a.small\": must be [band] or [band, savings]" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"\": [1]}}}",
+		  "an instance type name must have 1 to 63 characters" },
+		{ "{\"date\": \"2030-01-02\", \"regions\": {\"lab-1\": {\"a\": [1], \"a\": [2]}}}",
+		  "spot advisor table: line 1" },
+	};
+	struct err err = ERR_INIT;
+	struct catalog *c = NULL;
+	const struct catalog_type *t;
+	(void)state;
+
+	if (catalog_load_text(cat, strlen(cat), "lab-1", &c, &err) < 0)
+		fail_msg("%s", err.msg);
+	/* a catalog text is read as it is: no advice */
+	assert_int_equal(catalog_find(c, "a.small")->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = (struct err)ERR_INIT;
+		assert_int_equal(catalog_apply_advisor(c, bad[i].json, strlen(bad[i].json), &err),
+				 -EINVAL);
+		if (!strstr(err.msg, bad[i].msg))
+			fail_msg("case %zu: got \"%s\", want \"%s\"", i, err.msg, bad[i].msg);
+	}
+	t = catalog_find(c, "a.small");
+	assert_int_equal(t->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	assert_true(t->spot_price == 0.05);
+
+	if (catalog_apply_advisor(c, table, strlen(table), &err) < 0)
+		fail_msg("%s", err.msg);
+	t = catalog_find(c, "a.small");
+	assert_int_equal(t->spot_band, 1);
+	assert_true(fabs(t->spot_price - 0.03) < 1e-12);
+	assert_string_equal(catalog_price_source(c, t, true),
+			    "Spot Instance Advisor savings of 2030-01-02 off instance catalog");
+	assert_string_equal(catalog_price_source(c, t, false), "instance catalog");
+	t = catalog_find(c, "b.small"); /* a band without savings: the catalog's price */
+	assert_int_equal(t->spot_band, 4);
+	assert_true(t->spot_price == 0.1);
+	assert_string_equal(catalog_price_source(c, t, true), "instance catalog");
+	t = catalog_find(c, "c.small"); /* only another region's advice */
+	assert_int_equal(t->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	assert_true(t->spot_price == 0.15);
+	catalog_free(c);
+}
+
+/* The bands in words, as the Cell's reason and the EC2 provider's notes show them. */
+static void test_catalog__spot_band_names(void **state)
+{
+	(void)state;
+	assert_string_equal(catalog_spot_band_name(0), "<5%");
+	assert_string_equal(catalog_spot_band_name(2), "10-15%");
+	assert_string_equal(catalog_spot_band_name(4), ">20%");
+	assert_string_equal(catalog_spot_band_name(CATALOG_SPOT_BAND_UNKNOWN), "unknown");
+	assert_string_equal(catalog_spot_band_name(5), "unknown");
+}
+
 struct cbad {
 	const char *json;
 	const char *msg;
@@ -361,6 +505,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_catalog__embedded_text_is_the_data_file),
 		cmocka_unit_test(test_catalog__us_east_1_types),
+		cmocka_unit_test(test_catalog__embedded_advisor_is_the_data_file),
+		cmocka_unit_test(test_catalog__loads_the_regions_spot_advice),
+		cmocka_unit_test(test_catalog__apply_advisor_table),
+		cmocka_unit_test(test_catalog__spot_band_names),
 		cmocka_unit_test(test_catalog__glob_matching),
 		cmocka_unit_test(test_catalog__derived_region_scales_prices),
 		cmocka_unit_test(test_catalog__every_region_loads),

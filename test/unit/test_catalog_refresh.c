@@ -251,6 +251,38 @@ static void test_catalog_refresh__prices_merge(void **state)
 	catalog_release(now);
 }
 
+/* A refresh keeps the Spot Instance Advisor's bands of every type, and its spot price, with
+ * its source, where EC2 gives none; EC2's spot price wins where it gives one. */
+static void test_catalog_refresh__keeps_spot_advice(void **state)
+{
+	static const char table[] = "{\"date\": \"2030-01-02\", \"regions\": {\"us-east-1\":"
+				    " {\"t3.nano\": [3, 50], \"t3a.nano\": [1, 60]}}}";
+	struct harness *h = *state;
+	struct catalog_refresh_counts n;
+	struct err err = ERR_INIT;
+	struct catalog *now;
+	const struct catalog_type *t;
+	double od = catalog_find(h->catalog, "t3a.nano")->price;
+
+	if (catalog_apply_advisor(h->catalog, table, sizeof(table) - 1, &err) < 0)
+		fail_msg("%s", err.msg);
+	refresh_ok(h, &n);
+	now = catalog_acquire(h->catalog);
+	t = catalog_find(now, "t3.nano");
+	assert_true(fabs(t->spot_price - 0.003) < 1e-9); /* EC2's */
+	assert_int_equal(t->spot_band, 3);
+	assert_true(strncmp(catalog_price_source(now, t, true), "EC2 spot price history 20", 25) ==
+		    0);
+	t = catalog_find(now, "t3a.nano");
+	assert_true(fabs(t->spot_price - od * 0.4) < 1e-12);
+	assert_int_equal(t->spot_band, 1);
+	assert_string_equal(catalog_price_source(now, t, true),
+			    "Spot Instance Advisor savings of 2030-01-02 off catalog file " FIX
+			    "base.json");
+	assert_int_equal(catalog_find(now, "m5.large")->spot_band, CATALOG_SPOT_BAND_UNKNOWN);
+	catalog_release(now);
+}
+
 /* A spot price far from the on-demand one (a broken answer: $0.00001, or 3x on-demand) is
  * dropped; the shipped one stays. */
 static void test_catalog_refresh__implausible_spot_price_dropped(void **state)
@@ -685,6 +717,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_catalog_refresh__prices_merge, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_catalog_refresh__keeps_spot_advice, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_catalog_refresh__implausible_spot_price_dropped, setup, teardown),

@@ -885,8 +885,8 @@ static void test_provider_ec2__near_tie_goes_to_the_lower_interruption_band(void
 	assert_string_equal(out.instance_type, "t3a.nano");
 	assert_non_null(strstr(out.launch_note,
 			       "t3a.nano first: its spot price is within 5% of "
-			       "t3.nano's and it is interrupted less often (band 0, "
-			       "not 3)"));
+			       "t3.nano's and it is interrupted less often (interruption "
+			       "<5%, not 15-20%)"));
 	cell_info_release(&out);
 	spec_init(&s, "cell-2", "t3.nano");
 	s.spot = CELL_SPOT;
@@ -899,6 +899,66 @@ static void test_provider_ec2__near_tie_goes_to_the_lower_interruption_band(void
 	assert_string_equal(out.instance_type, "t3.nano");
 	assert_null(out.launch_note);
 	cell_info_release(&out);
+}
+
+/* One spot launch of t3.nano with runners-up t3a.nano and t2.nano at these spot prices and
+ * bands: the type launched. */
+static void near_tie_launch(struct fix *f, const char *id, const struct cell_zone_price *prices,
+			    char *type, size_t type_size)
+{
+	static const char *const fallback[] = { "t3a.nano", "t2.nano" };
+	struct cell_spec s;
+	struct cell_info out;
+	struct err err = ERR_INIT;
+
+	spec_init(&s, id, "t3.nano");
+	s.spot = CELL_SPOT;
+	s.fallback_types = fallback;
+	s.n_fallback_types = ARRAY_SIZE(fallback);
+	s.zone_prices = prices;
+	s.n_zone_prices = 3;
+	if (launch(f, &s, &out, &err) < 0)
+		fail_msg("%s", err.msg);
+	snprintf(type, type_size, "%s", out.instance_type);
+	cell_info_release(&out);
+}
+
+/* The near-tie is 5% of the lower price and no more: a lower band 4.8% dearer goes first, one
+ * 5.2% dearer does not, however low its band; of two runners-up within it, the lowest band
+ * wins. A type without a band neither displaces the chosen type nor is displaced. */
+static void test_provider_ec2__near_tie_bounds_and_unknown_bands(void **state)
+{
+	static const struct cell_zone_price within[] = {
+		{ "t3.nano", NULL, 0.0030, 4 },
+		{ "t3a.nano", NULL, 0.003145, 1 },
+		{ "t2.nano", NULL, 0.00303, 0 },
+	};
+	static const struct cell_zone_price beyond[] = {
+		{ "t3.nano", NULL, 0.0030, 4 },
+		{ "t3a.nano", NULL, 0.003156, 0 },
+		{ "t2.nano", NULL, 0.0040, 0 },
+	};
+	static const struct cell_zone_price runner_unknown[] = {
+		{ "t3.nano", NULL, 0.0030, 4 },
+		{ "t3a.nano", NULL, 0.0030, -1 },
+		{ "t2.nano", NULL, 0.0031, -1 },
+	};
+	static const struct cell_zone_price chosen_unknown[] = {
+		{ "t3.nano", NULL, 0.0030, -1 },
+		{ "t3a.nano", NULL, 0.0030, 0 },
+		{ "t2.nano", NULL, 0.0031, 0 },
+	};
+	struct fix *f = *state;
+	char type[64];
+
+	near_tie_launch(f, "cell-1", within, type, sizeof(type));
+	assert_string_equal(type, "t2.nano");
+	near_tie_launch(f, "cell-2", beyond, type, sizeof(type));
+	assert_string_equal(type, "t3.nano");
+	near_tie_launch(f, "cell-3", runner_unknown, type, sizeof(type));
+	assert_string_equal(type, "t3.nano");
+	near_tie_launch(f, "cell-4", chosen_unknown, type, sizeof(type));
+	assert_string_equal(type, "t3.nano");
 }
 
 /* A spot pod without spot capacity runs on demand only when it allows it; otherwise the
@@ -1256,6 +1316,7 @@ int main(void)
 		T(spot_goes_to_the_cheapest_zone_first),
 		T(zones_unknown_keep_the_configured_order),
 		T(near_tie_goes_to_the_lower_interruption_band),
+		T(near_tie_bounds_and_unknown_bands),
 		T(spot_falls_back_to_on_demand_only_if_allowed),
 		T(instance_that_dies_fails_the_launch),
 		T(states_asked_at_once_share_a_description),

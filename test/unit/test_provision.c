@@ -254,6 +254,16 @@ static void test_provision__spot_annotation(void **state)
 	t = catalog_find(k->catalog, ch.instance_type);
 	assert_non_null(t);
 	assert_true(ch.price == t->spot_price);
+	/* the shipped Spot Instance Advisor table gives the type its band, which the reason
+	 * names */
+	assert_true(t->spot_band >= 0);
+	{
+		_cleanup_free_ char *want =
+			xasprintf(", interruption %s", catalog_spot_band_name(t->spot_band));
+
+		if (!strstr(ch.reason, want))
+			fail_msg("reason \"%s\" lacks \"%s\"", ch.reason, want);
+	}
 	/* the provider gets the spot prices of the type and its runners-up, with their bands */
 	assert_int_equal(ch.n_zone_prices, 1 + ch.n_alternatives);
 	assert_string_equal(ch.zone_prices[0].instance_type, ch.instance_type);
@@ -319,6 +329,29 @@ static void test_provision__spot_choice_carries_zone_prices(void **state)
 	assert_string_equal(ch.zone_prices[2].zone, "us-east-1c");
 	assert_true(ch.zone_prices[2].price == 0.0022);
 	assert_int_equal(ch.zone_prices[2].band, 2);
+	assert_non_null(strstr(ch.reason, "t3.nano $0.0030/h spot"));
+	assert_non_null(strstr(ch.reason, ", interruption 10-15%"));
+	size_choice_release(&ch);
+	/* a type without a band says so */
+	types = xcalloc(1, sizeof(*types));
+	types[0] = (struct catalog_type){ .name = xstrdup("t3.nano"),
+					  .cpu = 2,
+					  .memory_gib = 0.5,
+					  .cpu_milli = 2000,
+					  .memory_bytes = 512 * MIB,
+					  .baseline = 2,
+					  .price = 0.0052,
+					  .spot_price = 0.0030,
+					  .generation = xstrdup("current"),
+					  .arch = CATALOG_ARCH_X86_64,
+					  .spot_band = CATALOG_SPOT_BAND_UNKNOWN };
+	catalog_publish(k->catalog, catalog_new("us-east-1", types, 1));
+	pod_init(&p, "spotty-2");
+	pod_annotate(&p, ANN_LAUNCH_TYPE, "spot");
+	pod_annotate(&p, ANN_MEMORY_REQUEST, "100Mi");
+	size_ok(k, &p, &ch);
+	assert_int_equal(ch.zone_prices[0].band, CATALOG_SPOT_BAND_UNKNOWN);
+	assert_non_null(strstr(ch.reason, ", interruption band unknown"));
 	size_choice_release(&ch);
 	catalog_publish(k->catalog, NULL);
 }

@@ -397,6 +397,14 @@ static void note_add(char **note, const char *a, const char *sep, const char *b)
 /* Types whose spot prices are this close (a fraction of the lower) count as a tie. */
 #define SPOT_NEAR_TIE 0.05
 
+/* A spot interruption band in words: the Spot Instance Advisor's monthly ranges. */
+static const char *band_words(int band)
+{
+	static const char *const words[] = { "<5%", "5-10%", "10-15%", "15-20%", ">20%" };
+
+	return band >= 0 && band < (int)ARRAY_SIZE(words) ? words[band] : "unknown";
+}
+
 /* Learns the subnets' zones once (DescribeSubnets); leaves them unknown on a failure (logged)
  * and asks again a minute later at the earliest. */
 static void subnet_zones_load(struct ec2p *p)
@@ -502,8 +510,8 @@ static void spot_plan(const struct ec2p *p, const struct cell_spec *spec, const 
 		const char *t = types[pick];
 		_cleanup_free_ char *why = xasprintf(
 			" first: its spot price is within %.0f%% of %s's and it is interrupted "
-			"less often (band %d, not %d)",
-			SPOT_NEAR_TIE * 100, types[0], best_band, band0);
+			"less often (interruption %s, not %s)",
+			SPOT_NEAR_TIE * 100, types[0], band_words(best_band), band_words(band0));
 
 		memmove(types + 1, types, pick * sizeof(*types));
 		types[0] = t;
