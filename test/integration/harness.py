@@ -22,8 +22,8 @@ its own (KIYOT_ITEST_SHARD=i: bridge kiyott<i>, cells 10.78.0.0/16 for shard 0 a
 10.<79+i>.0.0/16 after it, a registry on that network's gateway, its own kiyot and work
 directory). The shards take test files from one queue, longest first; the files that use
 something of the node only one run may hold (a fixed host port, a fixed namespace name, the
-routing tests' containerd, the VM's bridge) run in shard 0, and those that compare what every
-run writes to (the ebtables nat table) run alone after the shards; the others take their
+routing tests' containerd, the VM's bridge) run in shard 0, and those that would compare what every
+run writes to run alone after the shards (SOLO, none now); the others take their
 addresses from their shard's network (net_addr). With KIYOT_ITEST_VM_READY=FILE, shard 0 runs
 the VM boot once FILE says the cell image is built (make test builds it beside the suite). A
 shard's output goes to its log, copied to the terminal when it failed; each prints a line per
@@ -1007,9 +1007,10 @@ class _Result(unittest.TextTestResult):
 # tests' containerd with its registry address and network, the VM's bridge). The others take
 # their addresses from their shard's network (net_addr, REGISTRY).
 SHARD0_ONLY = ("test_hostport", "test_masquerade", "test_routing", "test_ec2_vm")
-# Test files that must have the node to themselves: they compare tables every run writes to
-# (test_cell_network: the whole ebtables nat table). They run after the shards, in shard 0.
-SOLO = ("test_cell_network",)
+# Test files that must have the node to themselves (none now: test_cell_network compares only
+# its own network's rules of the ebtables nat table, which every shard writes to). They run
+# after the shards, in shard 0.
+SOLO = ()
 # The VM boot (test_ec2_vm) needs the cell image, which make test builds beside the suite:
 # with KIYOT_ITEST_VM_READY=FILE, shard 0 runs it once FILE exists (it holds the image build's
 # exit status: not 0, the test counts as failed unrun), between two files or after its last,

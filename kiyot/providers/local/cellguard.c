@@ -192,7 +192,10 @@ char *cellguard_spoof_rules(const struct cellnet_cidr *cidr, const struct cellgu
 	buf_appendf(&b, &e, "*nat\n");
 	before = b.len;
 	if (n) {
-		buf_appendf(&b, &e, ":%s ACCEPT\n", network);
+		/* RETURN: a frame of a cell this network does not know (another network's, on the
+		 * same kv+ interfaces) goes on to the next chain PREROUTING jumps to; ACCEPT would
+		 * end PREROUTING for it, past the guard of the network it belongs to */
+		buf_appendf(&b, &e, ":%s RETURN\n", network);
 		for (size_t i = 0; i < n; i++)
 			buf_appendf(&b, &e, ":" CELL_CHAIN "%s ACCEPT\n", cells[i].veth);
 		for (size_t i = 0; i < n; i++)
