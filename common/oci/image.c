@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "clock.h"
 #include "fsutil.h"
 #include "image_internal.h"
 #include "log.h"
@@ -39,6 +41,7 @@ struct img_rec {
 	char **env;
 	char *user;
 	char *working_dir;
+	int pins; /* pulls starting their root file system from this one's (under mu) */
 };
 
 /* Work under way for one key ("ref:...", "img:...", "blob:..."); later callers wait on cv. */
@@ -374,38 +377,146 @@ static int image_ensure_blob(struct image_store *s, struct reg_client *c, const 
 	return ret;
 }
 
-/* Downloads every layer and unpacks them in order into images/<hex>.tmp, then renames it to
- * images/<hex>; a failure removes the scratch directory. */
+/* The image of the store whose layers are the first of m's, the most of them (at least one),
+ * or NULL; *n gets how many. Caller holds mu. */
+static struct img_rec *store_pick_base(const struct image_store *s, const struct img_manifest *m,
+				       size_t *n)
+{
+	struct img_rec *best = NULL;
+
+	*n = 0;
+	for (size_t i = 0; i < s->n_recs; i++) {
+		char **l = s->recs[i]->layers;
+		size_t k = 0;
+
+		if (!l)
+			continue;
+		while (l[k] && k < m->n_layers && !strcmp(l[k], m->layers[k].digest))
+			k++;
+		if (l[k] || k <= *n)
+			continue; /* not a prefix of m's layers, or no longer one */
+		best = s->recs[i];
+		*n = k;
+	}
+	return best;
+}
+
+/* Starts rootfs (empty) from the base image's tree; returns how many layers that gives, 0
+ * when the base is NULL or its tree cannot be linked (rootfs then empty again: every layer is
+ * unpacked, as without a base). */
+static size_t image_start_from(struct image_store *s, const struct img_rec *base, size_t n_base,
+			       const char *rootfs, const char *id, struct err *err)
+{
+	_cleanup_free_ char *from = NULL;
+	struct err e = ERR_INIT;
+
+	if (!base)
+		return 0;
+	from = xasprintf("%s/images/%s/rootfs", s->root, image_hex(base->id));
+	if (image_tree_link(from, rootfs, &e) == 0)
+		return n_base;
+	log_info("image %s: unpacking every layer: the tree of image %s, which has the first %zu, "
+		 "could not be linked: %s",
+		 id, base->id, n_base, e.msg);
+	if (fs_remove_tree(rootfs, err) < 0 || fs_mkdir_p(rootfs, 0755, err) < 0)
+		return (size_t)-1;
+	return 0;
+}
+
+/* What the threads fetching a pull's layers need. */
+struct build_fetch {
+	struct image_store *s;
+	const struct img_manifest *m;
+};
+
+static int build_fetch_layer(void *ud, struct reg_client *c, size_t i, struct err *err)
+{
+	struct build_fetch *b = ud;
+
+	return image_ensure_blob(b->s, c, &b->m->layers[i], err);
+}
+
+/* Makes what the pull wrote so far (blobs, root file system) durable: one syncfs of the
+ * store's file system, instead of a flush per file. */
+static int store_sync(const struct image_store *s, struct err *err)
+{
+	_cleanup_close_ int fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return err_errno(err, "open %s", s->root);
+	if (syncfs(fd) < 0)
+		return err_errno(err, "sync the file system of %s", s->root);
+	return 0;
+}
+
+/* Makes the rename of an image's directory into images/ durable. */
+static int store_sync_images(const struct image_store *s, struct err *err)
+{
+	_cleanup_free_ char *images = xasprintf("%s/images", s->root);
+	_cleanup_close_ int fd = open(images, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return err_errno(err, "open %s", images);
+	if (fsync(fd) < 0)
+		return err_errno(err, "sync %s", images);
+	return 0;
+}
+
+/* Builds the image's root file system in images/<hex>.tmp, from the base image's tree (which
+ * has its first n_base layers; base NULL: none) and the other layers, each unpacked as soon as
+ * it is downloaded (a few download at once, in order); then makes it durable and renames it to
+ * images/<hex>. A failure removes the scratch directory. */
 static int image_build(struct image_store *s, struct reg_client *c, const struct img_manifest *m,
-		       const struct img_rec *r, struct err *err)
+		       const struct img_rec *r, const struct img_rec *base, size_t n_base,
+		       struct err *err)
 {
 	_cleanup_free_ char *dir = image_dir(s, r->id);
 	_cleanup_free_ char *tmp = xasprintf("%s.tmp", dir);
 	_cleanup_free_ char *rootfs = xasprintf("%s/rootfs", tmp);
+	struct build_fetch bf = { s, m };
+	struct img_fetcher *fetcher = NULL;
 	struct err ignore = ERR_INIT;
+	int64_t t0 = clock_mono_ns(), t1, t2;
+	size_t first = 0;
 	int ret;
 
-	for (size_t i = 0; i < m->n_layers; i++) {
-		ret = image_ensure_blob(s, c, &m->layers[i], err);
-		if (ret < 0)
-			return ret;
-	}
 	ret = fs_remove_tree(tmp, err);
-	if (ret < 0)
-		return ret;
-	ret = fs_mkdir_p(rootfs, 0755, err);
-	for (size_t i = 0; ret == 0 && i < m->n_layers; i++) {
+	if (ret == 0)
+		ret = fs_mkdir_p(rootfs, 0755, err);
+	if (ret == 0) {
+		first = image_start_from(s, base, n_base, rootfs, r->id, err);
+		if (first == (size_t)-1)
+			ret = -err->code;
+	}
+	t1 = clock_mono_ns();
+	if (ret == 0 && first < m->n_layers)
+		ret = img_fetch_start(c, first, m->n_layers, build_fetch_layer, &bf, &fetcher, err);
+	for (size_t i = first; ret == 0 && i < m->n_layers; i++) {
 		_cleanup_free_ char *blob =
 			xasprintf("%s/blobs/sha256/%s", s->root, image_hex(m->layers[i].digest));
 
-		ret = unpack_layer(rootfs, blob, m->layers[i].digest, s->max_unpacked, err);
+		ret = img_fetch_wait(fetcher, i, err);
+		if (ret == 0)
+			ret = unpack_layer(rootfs, blob, m->layers[i].digest, s->max_unpacked, err);
 	}
+	img_fetch_end(fetcher);
 	if (ret == 0 && chmod(rootfs, 0755) < 0)
 		ret = err_errno(err, "chmod %s", rootfs);
+	t2 = clock_mono_ns();
+	/* nothing is recorded before all it needs is on disk */
+	if (ret == 0)
+		ret = store_sync(s, err);
 	if (ret == 0)
 		ret = rec_save(r, tmp, err);
 	if (ret == 0 && rename(tmp, dir) < 0)
 		ret = err_errno(err, "rename %s", tmp);
+	if (ret == 0)
+		ret = store_sync_images(s, err);
+	log_debug("image %s: %zu of %zu layers from image %s in %lld ms, the rest fetched and "
+		  "unpacked in %lld ms, made durable and recorded in %lld ms",
+		  r->id, first, m->n_layers, first ? base->id : "(none)",
+		  (long long)(t1 - t0) / 1000000, (long long)(t2 - t1) / 1000000,
+		  (long long)(clock_mono_ns() - t2) / 1000000);
 	if (ret < 0)
 		fs_remove_tree(tmp, &ignore);
 	return ret;
@@ -442,7 +553,9 @@ static int image_materialize(struct image_store *s, struct reg_client *c,
 			     const struct img_manifest *m, struct img_rec *r, struct err *err)
 {
 	_cleanup_free_ char *key = xasprintf("img:%s", r->id);
+	struct img_rec *base;
 	struct flight *f;
+	size_t n_base;
 	bool have;
 	int ret;
 
@@ -458,13 +571,21 @@ static int image_materialize(struct image_store *s, struct reg_client *c,
 		if (ret == 1)
 			break;
 	}
-	ret = image_build(s, c, m, r, err);
+	/* the base stays (image_remove refuses it) until its tree is linked */
+	pthread_mutex_lock(&s->mu);
+	base = store_pick_base(s, m, &n_base);
+	if (base)
+		base->pins++;
+	pthread_mutex_unlock(&s->mu);
+	ret = image_build(s, c, m, r, base, n_base, err);
+	pthread_mutex_lock(&s->mu);
+	if (base)
+		base->pins--;
 	if (ret == 0) {
-		pthread_mutex_lock(&s->mu);
 		xgrow((void **)&s->recs, &s->cap_recs, s->n_recs + 1, sizeof(*s->recs));
 		s->recs[s->n_recs++] = r;
-		pthread_mutex_unlock(&s->mu);
 	}
+	pthread_mutex_unlock(&s->mu);
 	flight_end(s, f, ret, err);
 	return ret == 0 ? 1 : ret;
 }
@@ -477,11 +598,14 @@ static int image_fetch(struct image_store *s, const struct image_ref *ref, const
 	struct img_manifest m = { 0 };
 	struct image_info *remote = NULL;
 	struct img_rec *r = NULL, *cur;
+	int64_t t0 = clock_mono_ns();
 	int ret;
 
 	ret = image_resolve_remote(s->rc, ref, norm, auth, &c, &m, &remote, err);
 	if (ret < 0)
 		return ret;
+	log_debug("image %s: resolved in %lld ms", norm,
+		  (long long)(clock_mono_ns() - t0) / 1000000);
 	r = rec_from_info(remote);
 	r->layers = xcalloc(m.n_layers + 1, sizeof(char *));
 	for (size_t i = 0; i < m.n_layers; i++)
@@ -814,11 +938,18 @@ int image_remove(struct image_store *s, const char *id, struct err *err)
 		}
 	}
 	for (size_t i = 0; i < s->n_recs; i++) {
-		if (strcmp(s->recs[i]->id, id) == 0) {
-			r = s->recs[i];
-			s->recs[i] = s->recs[--s->n_recs];
-			break;
+		if (strcmp(s->recs[i]->id, id) != 0)
+			continue;
+		if (s->recs[i]->pins) {
+			pthread_mutex_unlock(&s->mu);
+			return err_set(err, EBUSY,
+				       "image %s: a pull is starting another image from its files; "
+				       "remove it later",
+				       id);
 		}
+		r = s->recs[i];
+		s->recs[i] = s->recs[--s->n_recs];
+		break;
 	}
 	/* renamed first, so the image is gone at once and an interrupted deletion is a
 	 * leftover the next load cleans up; a name of its own, as the same image pulled and

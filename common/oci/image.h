@@ -4,7 +4,9 @@
  * OCI and Docker schema-2 manifests and indexes, linux/amd64 picked from an index), verifies
  * every blob against its sha256 while it streams, unpacks layers safely (whiteouts honoured;
  * nothing written outside the root) and keeps a cache: verified layers by digest and one
- * read-only flattened root file system per image.
+ * read-only flattened root file system per image. An image whose first layers are those of an
+ * image already there starts from that one's files (hard links: read-only for everyone) and
+ * unpacks only the rest.
  *
  * Thread safety: an image_store may be used from several threads; two pulls of the same image
  * at once do the work once (the later one waits for the earlier and takes its result; when
@@ -88,8 +90,9 @@ int image_read(const char *root, const char *id, struct image_info **out, struct
 char **image_store_ids(struct image_store *s);
 /* Removes an image's root file system and record, and the layer blobs no other image uses
  * (unless a pull is under way: they stay until the store is opened again). An absent image is
- * not an error; -EBUSY while the image itself is being unpacked (try later). The caller makes
- * sure no container still runs on its root file system. The image is gone when it returns
+ * not an error; -EBUSY while the image itself is being unpacked, or a pull starts another
+ * image from its files (try later). The caller makes sure no container still runs on its root
+ * file system. The image is gone when it returns
  * (its directory renamed to a .tmp name, its blobs unlinked); the renamed tree is deleted by
  * the store's own thread afterwards (or by the next image_store_new, after a crash), so the
  * call does not wait for a walk of the whole tree. */

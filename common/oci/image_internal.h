@@ -1,7 +1,8 @@
 /*
  * image_internal.h: what the parts of the image module share and nobody else sees.
- * image_manifest.c resolves references at the registry, image.c keeps the store, image_strv.c
- * holds the string vectors both use. The functions keep no state and are thread safe.
+ * image_manifest.c resolves references at the registry, image.c keeps the store, image_link.c
+ * starts a root file system from a base image's, image_fetch.c downloads a pull's layers a few
+ * at a time, image_strv.c holds the string vectors.
  */
 #ifndef AGENT_IMAGE_INTERNAL_H
 #define AGENT_IMAGE_INTERNAL_H
@@ -63,6 +64,29 @@ int image_config_read(const char *body, size_t len, const char *digest, struct i
 int image_resolve_remote(const struct regconf *rc, const struct image_ref *ref, const char *norm,
 			 const struct image_auth *auth, struct reg_client **client,
 			 struct img_manifest *m, struct image_info **out, struct err *err);
+
+/* Fills the empty directory dst with the tree under src (image_link.c): every entry but a
+ * directory a hard link to src's, directories made anew with src's owner and mode. Nothing is
+ * followed. ELOOP for a tree over 64 levels deep, else the error of the step that failed
+ * (EMLINK when a file has as many links as the file system allows); dst may then hold part of
+ * the tree. Thread safe. */
+int image_tree_link(const char *src, const char *dst, struct err *err);
+
+/* A pull's layers first..n-1 fetched by up to three threads of their own (image_fetch.c), in
+ * order, each through fn(ud, client, i, err) with a client of its own made from c (which must
+ * not be used until img_fetch_end). fn must be thread safe and stop with ECANCELED when
+ * cancel_requested() (its thread's scope says so once the fetch stops). EAGAIN when no thread
+ * could be made. */
+struct img_fetcher;
+int img_fetch_start(struct reg_client *c, size_t first, size_t n,
+		    int (*fn)(void *ud, struct reg_client *c, size_t i, struct err *err), void *ud,
+		    struct img_fetcher **out, struct err *err);
+/* Waits until layer i is fetched: 0, or the fetch's error, which stops every other layer's:
+ * the first layer's that failed on its own (not stopped by another's failure), or ECANCELED
+ * when the caller of this thread went away (cancel.h). */
+int img_fetch_wait(struct img_fetcher *f, size_t i, struct err *err);
+/* Stops what is under way (cancelling it), waits for the threads and frees f. NULL is fine. */
+void img_fetch_end(struct img_fetcher *f);
 
 /* The store's reference lists, NULL-terminated string vectors (strvec.h; NULL counts as
  * empty), as sets. Appends a copy of s unless present; returns the (possibly moved) vector. */

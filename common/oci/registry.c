@@ -572,8 +572,6 @@ int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, 
 	ret = reg_get(c, what, suffix, false, &x, err);
 	if (ret == 0)
 		ret = reg_check_blob(&x, digest, size, err);
-	if (ret == 0 && fdatasync(fd) < 0)
-		ret = err_errno(err, "blob %s: sync", digest);
 	close(fd);
 	if (ret == 0 && rename(tmp, dest) < 0)
 		ret = err_errno(err, "blob %s: rename into %s", digest, dest);

@@ -76,6 +76,9 @@ struct reg_manifest {
 int reg_client_new(const struct regconf *rc, const char *host, const char *repository,
 		   const struct image_auth *auth, struct reg_client **out, struct err *err);
 void reg_client_free(struct reg_client *c);
+/* Another client for c's repository, with what c learned of authenticating (its tokens), for
+ * another thread: c must not be in use meanwhile. Errors as reg_client_new's. */
+int reg_client_dup(const struct reg_client *c, struct reg_client **out, struct err *err);
 
 /* GET /v2/<repo>/manifests/<reference> (tag or digest). When reference is a digest the body
  * must hash to it; a Docker-Content-Digest header must match the body. */
@@ -87,9 +90,10 @@ void reg_manifest_release(struct reg_manifest *m);
 int reg_fetch_blob_mem(struct reg_client *c, const char *digest, size_t max, char **out,
 		       size_t *len, struct err *err);
 
-/* A blob streamed into dest (via dest.part-*, renamed only once the sha256 matches digest).
- * size is the size the manifest gives (-1: unknown); max bounds it further. Waits for a
- * download slot first (-ECANCELED if the caller goes away meanwhile). */
+/* A blob streamed into dest (via dest.part-*, renamed only once the sha256 matches digest), not
+ * flushed to disk: the caller syncs before it records anything that needs it. size is the size
+ * the manifest gives (-1: unknown); max bounds it further. Waits for a download slot first
+ * (-ECANCELED if the caller goes away meanwhile). */
 int reg_fetch_blob_file(struct reg_client *c, const char *digest, int64_t size, uint64_t max,
 			const char *dest, struct err *err);
 

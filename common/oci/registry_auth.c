@@ -50,6 +50,7 @@ int reg_client_new(const struct regconf *rc, const char *host, const char *repos
 		free(c);
 		return ret;
 	}
+	c->rc = rc;
 	c->host = xstrdup(host);
 	c->repo = xstrdup(repository);
 	c->auth = auth;
@@ -70,6 +71,21 @@ int reg_client_new(const struct regconf *rc, const char *host, const char *repos
 	if (!c->curl)
 		abort();
 	*out = c;
+	return 0;
+}
+
+int reg_client_dup(const struct reg_client *c, struct reg_client **out, struct err *err)
+{
+	struct reg_client *d;
+	int ret = reg_client_new(c->rc, c->host, c->repo, c->auth, &d, err);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < c->n_eps && i < d->n_eps; i++) {
+		d->st[i].basic = c->st[i].basic;
+		d->st[i].token = c->st[i].token ? xstrdup(c->st[i].token) : NULL;
+	}
+	*out = d;
 	return 0;
 }
 

@@ -43,6 +43,7 @@ struct reg_ep_state {
 };
 
 struct reg_client {
+	const struct regconf *rc; /* borrowed, for reg_client_dup */
 	char *host;
 	char *repo;
 	const struct image_auth *auth;

@@ -57,6 +57,11 @@ struct server {
 	struct route routes[MAX_ROUTES];
 	size_t n;
 	int token_hits;
+	int active;	   /* connections being served, each by a thread of its own */
+	pthread_cond_t cv; /* with mu: a request came, a connection ended */
+	char *hold;	   /* a path whose answer waits for a request of release (up to 5 s) */
+	char *release;
+	bool hold_timed_out; /* release never came while hold waited */
 };
 
 static void send_all(int fd, const char *p, size_t n)
@@ -102,6 +107,17 @@ static void header(const char *req, const char *name, char *out, size_t size)
 	out[n] = '\0';
 }
 
+/* How many requests path had; caller holds mu. */
+static int route_hits_locked(struct server *s, const char *path)
+{
+	int hits = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->routes[i].path, path))
+			hits += s->routes[i].hits;
+	return hits;
+}
+
 static void serve_one(struct server *s, int fd)
 {
 	char req[16384], path[1024], authz[512], extra[512];
@@ -139,6 +155,17 @@ static void serve_one(struct server *s, int fd)
 			r = &s->routes[i];
 	if (r)
 		r->hits++;
+	pthread_cond_broadcast(&s->cv);
+	if (r && s->hold && !strcmp(path, s->hold)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 5;
+		while (!route_hits_locked(s, s->release) &&
+		       pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+			;
+		s->hold_timed_out = !route_hits_locked(s, s->release);
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (!r) {
 		respond(fd, 404, NULL, "application/json", "{\"errors\":[]}", 13);
@@ -155,12 +182,38 @@ static void serve_one(struct server *s, int fd)
 	respond(fd, r->status, NULL, r->ctype, r->body, r->len);
 }
 
+struct conn {
+	struct server *s;
+	int fd;
+};
+
+static void *conn_main(void *arg)
+{
+	struct conn *c = arg;
+
+	serve_one(c->s, c->fd);
+	close(c->fd);
+	pthread_mutex_lock(&c->s->mu);
+	c->s->active--;
+	pthread_cond_broadcast(&c->s->cv);
+	pthread_mutex_unlock(&c->s->mu);
+	free(c);
+	return NULL;
+}
+
+/* Serves each connection in a thread of its own, so that a client's concurrent requests are
+ * answered at once; waits for them all once stopped. */
 static void *server_main(void *arg)
 {
 	struct server *s = arg;
+	pthread_attr_t attr;
 
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	while (!s->stop) {
 		struct pollfd p = { .fd = s->lfd, .events = POLLIN };
+		struct conn *c;
+		pthread_t t;
 		int fd;
 
 		if (poll(&p, 1, 50) <= 0)
@@ -168,9 +221,19 @@ static void *server_main(void *arg)
 		fd = accept(s->lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
-		serve_one(s, fd);
-		close(fd);
+		c = xcalloc(1, sizeof(*c));
+		*c = (struct conn){ s, fd };
+		pthread_mutex_lock(&s->mu);
+		s->active++;
+		pthread_mutex_unlock(&s->mu);
+		if (pthread_create(&t, &attr, conn_main, c) != 0)
+			conn_main(c);
 	}
+	pthread_mutex_lock(&s->mu);
+	while (s->active)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	pthread_attr_destroy(&attr);
 	return NULL;
 }
 
@@ -218,14 +281,24 @@ static void route_add(struct server *s, const char *path, int status, const char
 	pthread_mutex_unlock(&s->mu);
 }
 
-static int route_hits(struct server *s, const char *path)
+/* Whether the server has a route for path. */
+static bool route_known(struct server *s, const char *path)
 {
-	int hits = 0;
+	bool known = false;
 
 	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->routes[i].path, path))
-			hits += s->routes[i].hits;
+		known |= !strcmp(s->routes[i].path, path);
+	pthread_mutex_unlock(&s->mu);
+	return known;
+}
+
+static int route_hits(struct server *s, const char *path)
+{
+	int hits;
+
+	pthread_mutex_lock(&s->mu);
+	hits = route_hits_locked(s, path);
 	pthread_mutex_unlock(&s->mu);
 	return hits;
 }
@@ -335,6 +408,56 @@ static void publish(struct server *s, const char *tag, bool docker, const char *
 		  strlen(p->manifest), need_auth);
 }
 
+/* One layer of an image publish_layers makes: a make_layer file list. */
+struct layer_spec {
+	const char *const *files;
+	size_t n;
+};
+
+/* Publishes test/app:<tag> made of the n layers (each served once, whatever tags share it;
+ * their digests into digests[], which the caller frees) and a config naming the tag, so that
+ * every tag is an image of its own. Returns the image id, which the caller frees. */
+static char *publish_layers(struct server *s, const char *tag, const struct layer_spec *layers,
+			    size_t n, char **digests)
+{
+	_cleanup_free_ char *config = xasprintf("{\"architecture\":\"amd64\",\"os\":\"linux\","
+						"\"config\":{\"Labels\":{\"tag\":\"%s\"}},"
+						"\"rootfs\":{\"type\":\"layers\"}}",
+						tag);
+	char *config_digest = sha256_of(config, strlen(config));
+	struct buf m = BUF_INIT;
+	struct err err = ERR_INIT;
+	char path[256];
+
+	buf_init(&m, 1 << 16);
+	buf_appendf(&m, &err,
+		    "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+"
+		    "json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
+		    "\"digest\":\"%s\",\"size\":%zu},\"layers\":[",
+		    config_digest, strlen(config));
+	for (size_t i = 0; i < n; i++) {
+		size_t len = 0;
+		_cleanup_free_ void *layer = make_layer(layers[i].files, layers[i].n, &len);
+
+		digests[i] = sha256_of(layer, len);
+		snprintf(path, sizeof(path), "/v2/test/app/blobs/%s", digests[i]);
+		if (route_hits(s, path) == 0 && !route_known(s, path))
+			route_add(s, path, 200, "application/octet-stream", layer, len, false);
+		buf_appendf(&m, &err,
+			    "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\","
+			    "\"digest\":\"%s\",\"size\":%zu}",
+			    i ? "," : "", digests[i], len);
+	}
+	buf_appendf(&m, &err, "]}");
+	snprintf(path, sizeof(path), "/v2/test/app/blobs/%s", config_digest);
+	route_add(s, path, 200, "application/octet-stream", config, strlen(config), false);
+	snprintf(path, sizeof(path), "/v2/test/app/manifests/%s", tag);
+	route_add(s, path, 200, "application/vnd.oci.image.manifest.v1+json", buf_str(&m), m.len,
+		  false);
+	buf_release(&m);
+	return config_digest;
+}
+
 /* ---- fixture: server + store ---- */
 
 struct fix {
@@ -359,6 +482,7 @@ static int setup(void **state)
 	json_t *j;
 
 	pthread_mutex_init(&f->srv.mu, NULL);
+	pthread_cond_init(&f->srv.cv, NULL);
 	f->srv.lfd = listen_any(&f->srv.port);
 	assert_int_equal(pthread_create(&f->srv.thread, NULL, server_main, &f->srv), 0);
 	snprintf(f->root, sizeof(f->root), "/tmp/test_image.XXXXXX");
@@ -385,6 +509,8 @@ static int teardown(void **state)
 		free(f->srv.routes[i].ctype);
 		free(f->srv.routes[i].body);
 	}
+	free(f->srv.hold);
+	free(f->srv.release);
 	image_store_free(f->store);
 	regconf_free(f->rc);
 	fs_remove_tree(f->root, &err);
@@ -1132,6 +1258,185 @@ static void test_image__a_removal_returns_before_its_tree_is_deleted(void **stat
 	pub_release(&p);
 }
 
+/* The status of rootfs/rel (which must exist). */
+static struct stat rootfs_stat(const struct image_info *info, const char *rel)
+{
+	_cleanup_free_ char *path = xasprintf("%s/%s", info->rootfs, rel);
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		fail_msg("%s: %s", path, strerror(errno));
+	return st;
+}
+
+static const char *const base_files[] = { "bin/", NULL, "bin/app",  "app-binary",
+					  "etc/", NULL, "etc/old",  "old",
+					  "lib/", NULL, "lib/libc", "libc" };
+static const char *const top_files[] = { "bin/", NULL,		"bin/app", "new-binary", "etc/",
+					 NULL,	 "etc/.wh.old", "",	   "etc/new",	 "new" };
+
+/* An image whose first layer is an image of the store starts from that image's files: hard
+ * links, its layer not fetched again; what its own layers change (a file replaced, one
+ * whited out) changes it alone; either image removed leaves the other whole. */
+static void test_image__a_pull_starts_from_an_image_with_its_first_layers(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *base = NULL, *derived = NULL, *again = NULL;
+	const struct layer_spec layers[] = { { base_files, ARRAY_SIZE(base_files) },
+					     { top_files, ARRAY_SIZE(top_files) } };
+	char *digests[2] = { 0 }, *d2[1] = { 0 };
+	_cleanup_free_ char *base_id = publish_layers(&f->srv, "base", layers, 1, d2);
+	_cleanup_free_ char *derived_id = publish_layers(&f->srv, "derived", layers, 2, digests);
+	_cleanup_free_ char *base_ref = ref_of(f, ":base");
+	_cleanup_free_ char *derived_ref = ref_of(f, ":derived");
+	_cleanup_free_ char *l0 = xasprintf("/v2/test/app/blobs/%s", digests[0]);
+	struct stat a, b;
+
+	assert_string_equal(d2[0], digests[0]);
+	if (image_pull(f->store, base_ref, NULL, &base, &err) < 0)
+		fail_msg("%s", err.msg);
+	if (image_pull(f->store, derived_ref, NULL, &derived, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(derived->image_id, derived_id);
+	assert_int_equal(route_hits(&f->srv, l0), 1);
+	a = rootfs_stat(base, "lib/libc");
+	b = rootfs_stat(derived, "lib/libc");
+	assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+	assert_int_equal(a.st_nlink, 2);
+	assert_string_equal(rootfs_file(derived, "bin/app"), "new-binary");
+	assert_string_equal(rootfs_file(derived, "etc/new"), "new");
+	assert_int_equal(rootfs_stat(derived, "etc").st_mode & 07777, 0755);
+	assert_string_equal(rootfs_file(base, "bin/app"), "app-binary");
+	assert_string_equal(rootfs_file(base, "etc/old"), "old");
+	_cleanup_free_ char *gone = xasprintf("%s/etc/old", derived->rootfs);
+	assert_false(fs_exists(gone));
+
+	/* the base removed: the derived image keeps its files */
+	if (image_remove(f->store, base_id, &err) < 0)
+		fail_msg("%s", err.msg);
+	image_store_drain(f->store);
+	assert_string_equal(rootfs_file(derived, "lib/libc"), "libc");
+	assert_int_equal(rootfs_stat(derived, "lib/libc").st_nlink, 1);
+
+	/* and the base pulled again is unpacked from the blob the derived image kept */
+	if (image_pull(f->store, base_ref, NULL, &again, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(rootfs_file(again, "lib/libc"), "libc");
+	assert_int_equal(route_hits(&f->srv, l0), 1);
+	image_info_free(base);
+	image_info_free(derived);
+	image_info_free(again);
+	free(digests[0]);
+	free(digests[1]);
+	free(d2[0]);
+}
+
+/* A base image whose tree cannot be linked (here: gone behind the store's back) is no reason
+ * to fail: every layer is fetched and unpacked. */
+static void test_image__a_base_that_cannot_be_linked_means_unpacking_all(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *base = NULL, *derived = NULL;
+	const struct layer_spec layers[] = { { base_files, ARRAY_SIZE(base_files) },
+					     { top_files, ARRAY_SIZE(top_files) } };
+	char *digests[2] = { 0 }, *d2[1] = { 0 };
+	_cleanup_free_ char *base_id = publish_layers(&f->srv, "base", layers, 1, d2);
+	_cleanup_free_ char *derived_id = publish_layers(&f->srv, "derived", layers, 2, digests);
+	_cleanup_free_ char *base_ref = ref_of(f, ":base");
+	_cleanup_free_ char *derived_ref = ref_of(f, ":derived");
+
+	if (image_pull(f->store, base_ref, NULL, &base, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(fs_remove_tree(base->rootfs, &err), 0);
+	if (image_pull(f->store, derived_ref, NULL, &derived, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(rootfs_file(derived, "lib/libc"), "libc");
+	assert_string_equal(rootfs_file(derived, "bin/app"), "new-binary");
+	assert_int_equal(rootfs_stat(derived, "lib/libc").st_nlink, 1);
+	image_info_free(base);
+	image_info_free(derived);
+	free(digests[0]);
+	free(digests[1]);
+	free(d2[0]);
+}
+
+static const char *const l1_files[] = { "one", "1" };
+static const char *const l2_files[] = { "two", "2" };
+static const char *const l3_files[] = { "three", "3" };
+
+/* A pull's layers download at once: the first layer's answer waits until the second is asked
+ * for (a pull fetching one after the other would wait 5 s for nothing and then go on). */
+static void test_image__layers_download_at_once(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	const struct layer_spec layers[] = { { base_files, ARRAY_SIZE(base_files) },
+					     { l1_files, 2 },
+					     { l2_files, 2 } };
+	char *digests[3] = { 0 };
+	_cleanup_free_ char *id = publish_layers(&f->srv, "three", layers, 3, digests);
+	_cleanup_free_ char *ref = ref_of(f, ":three");
+
+	f->srv.hold = xasprintf("/v2/test/app/blobs/%s", digests[0]);
+	f->srv.release = xasprintf("/v2/test/app/blobs/%s", digests[1]);
+	if (image_pull(f->store, ref, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_false(f->srv.hold_timed_out);
+	assert_string_equal(info->image_id, id);
+	assert_string_equal(rootfs_file(info, "two"), "2");
+	assert_string_equal(rootfs_file(info, "lib/libc"), "libc");
+	image_info_free(info);
+	for (size_t i = 0; i < 3; i++)
+		free(digests[i]);
+}
+
+/* One layer that does not match its digest fails the pull with that layer's error (not the
+ * cancellation of the others); nothing is recorded and no partial file is left. */
+static void test_image__a_bad_layer_among_several_fails_the_pull_cleanly(void **state)
+{
+	struct fix *f = *state;
+	struct err err = ERR_INIT;
+	struct image_info *info = NULL;
+	const struct layer_spec layers[] = { { base_files, ARRAY_SIZE(base_files) },
+					     { l1_files, 2 },
+					     { l2_files, 2 },
+					     { l3_files, 2 } };
+	char *digests[4] = { 0 };
+	_cleanup_free_ char *id = publish_layers(&f->srv, "bad", layers, 4, digests);
+	_cleanup_free_ char *ref = ref_of(f, ":bad");
+	_cleanup_free_ char *bad = xasprintf("/v2/test/app/blobs/%s", digests[2]);
+	_cleanup_free_ char *images = xasprintf("%s/images", f->root);
+	_cleanup_free_ char *blobs = xasprintf("%s/blobs/sha256", f->root);
+	_cleanup_free_ char *path = xasprintf("%s/%s", blobs, digests[2] + 7);
+
+	corrupt_routes(&f->srv, bad);
+	/* the first layer's answer waits for the bad one's request: both are under way */
+	f->srv.hold = xasprintf("/v2/test/app/blobs/%s", digests[0]);
+	f->srv.release = xstrdup(bad);
+	assert_int_equal(image_pull(f->store, ref, NULL, &info, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, digests[2]));
+	assert_non_null(strstr(err.msg, "does not match its digest"));
+	assert_int_equal(image_lookup(f->store, ref, &info, &err), -ENOENT);
+	assert_int_equal(dir_entries(images), 0);
+	assert_int_equal(dir_entries_with(blobs, ".part"), 0);
+	assert_false(fs_exists(path));
+
+	/* the registry mended, the same pull succeeds */
+	free(f->srv.hold);
+	f->srv.hold = NULL;
+	corrupt_routes(&f->srv, bad);
+	if (image_pull(f->store, ref, NULL, &info, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(info->image_id, id);
+	assert_string_equal(rootfs_file(info, "three"), "3");
+	image_info_free(info);
+	for (size_t i = 0; i < 4; i++)
+		free(digests[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1167,6 +1472,17 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_image__concurrent_pulls_download_once, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__a_pull_starts_from_an_image_with_its_first_layers, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__a_base_that_cannot_be_linked_means_unpacking_all, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_image__layers_download_at_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_image__a_bad_layer_among_several_fails_the_pull_cleanly, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_image__inspect_reads_config_and_fetches_no_layer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_image__inspect_unknown_manifest_is_404, setup,
