@@ -402,7 +402,8 @@ int pool_new(struct kiyot *k, struct pool **out, struct err *err)
 		return 0;
 	}
 	if (pool_config_enabled(c))
-		log_info("pool: %zu fixed shapes%s%s", c->n_shapes, c->adaptive ? ", adaptive" : "",
+		log_info("pool: %zu fixed shapes%s%s%s", c->n_shapes,
+			 c->adaptive ? ", adaptive" : "", c->cron_jobs ? ", CronJobs foreseen" : "",
 			 p->cells ? "" : "; no standby cell yet");
 	*out = p;
 	return 0;
@@ -420,6 +421,15 @@ void pool_start(struct pool *p)
 			  strerror(rc));
 	else
 		p->started = true;
+	if (!p->cfg.cron_jobs)
+		return;
+	rc = pthread_create(&p->cron_thread, NULL, pool_cron_main, p);
+	if (rc)
+		log_error("pool: no CronJob lister thread (%s): CronJob pods start without cells "
+			  "made ahead",
+			  strerror(rc));
+	else
+		p->cron_started = true;
 }
 
 void pool_free(struct pool *p)
@@ -432,12 +442,15 @@ void pool_free(struct pool *p)
 	pthread_mutex_unlock(&p->lock);
 	if (p->started)
 		pthread_join(p->thread, NULL);
+	if (p->cron_started)
+		pthread_join(p->cron_thread, NULL);
 	pthread_mutex_lock(&p->lock);
 	while (p->launches) /* they end at once: their cancel scope reads stop */
 		pthread_cond_wait(&p->cond, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	while (p->cells)
 		pool_standby_drop(p, p->cells);
+	pool_cron_free_all(p);
 	while (p->shapes) {
 		struct shape *s = p->shapes;
 
@@ -586,6 +599,7 @@ static struct standby *take(struct pool *p, const char *key, const char *sandbox
 	/* served now, not at the commit: in between the refiller would see the shape short of
 	 * a cell and launch another */
 	replacement_served(best->shape);
+	pool_cron_claimed(p, best->shape);
 	return best;
 }
 

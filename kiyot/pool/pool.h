@@ -15,6 +15,10 @@
  * no setting asks for (a count lowered or removed), are terminated at once; an adaptive shape's
  * cells above its target wait for their lifetime, for the next burst.
  *
+ * CronJobs (pool.cronJobs, pool_cron.c): the CronJobs whose pods kiyot runs are listed every
+ * POOL_CRON_LIST_S; from a shape's time to ready and a margin before a run, the shape's target
+ * rises by the run's pods until they claimed or a grace after the run passed.
+ *
  * Durable: each standby cell is recorded in the store (meta "pool/<cell id>") before its
  * launch, so a killed kiyot leaks none: the next one adopts them (ready cells are resumed,
  * launches cut short are resumed with the same cell id, which the providers' launch makes

@@ -22,7 +22,7 @@ void pool_config_release(struct pool_config *c)
 
 bool pool_config_enabled(const struct pool_config *c)
 {
-	if (c->adaptive || c->rebalance_replacement)
+	if (c->adaptive || c->rebalance_replacement || c->cron_jobs)
 		return true;
 	for (size_t i = 0; i < c->n_shapes; i++)
 		if (c->shapes[i].count > 0)
@@ -94,12 +94,14 @@ static const struct jf_table adaptive_table = {
 	.check = adaptive_check,
 };
 
-/* Each shape once: a second entry of the same type and market would only confuse counts. */
+/* Each shape once: a second entry of the same type and market would only confuse counts.
+ * cronJobs follows adaptive.enabled unless it is given. */
 static int pool_check(void *obj, const json_t *j, const char *path, struct err *err)
 {
 	struct pool_config *c = obj;
 
-	(void)j;
+	if (!json_object_get(j, "cronJobs"))
+		c->cron_jobs = c->adaptive;
 	for (size_t i = 1; i < c->n_shapes; i++)
 		for (size_t k = 0; k < i; k++)
 			if (!strcmp(c->shapes[k].instance_type, c->shapes[i].instance_type) &&
@@ -117,13 +119,14 @@ static const struct jf_field pool_fields[] = {
 		  POOL_SHAPES_MAX, &shape_table) },
 	{ JF_OBJECT("adaptive", 0, &adaptive_table) },
 	{ JF_BOOL("rebalanceReplacement", struct pool_config, rebalance_replacement) },
+	{ JF_BOOL("cronJobs", struct pool_config, cron_jobs) },
 	JF_END,
 };
 
 static const struct jf_table pool_table = {
 	.fields = pool_fields,
 	.strict = true,
-	.example = "{ shapes: [...], adaptive: {...}, rebalanceReplacement: true }",
+	.example = "{ shapes: [...], adaptive: {...}, rebalanceReplacement: true, cronJobs: true }",
 	.check = pool_check,
 };
 

@@ -19,6 +19,9 @@
  *	  rebalanceReplacement: true  (a cell EC2 recommends rebalancing, or gives a spot
  *	                              interruption notice, gets one standby cell of its shape
  *	                              beyond the target, for its pod's next sandbox)
+ *	  cronJobs: true              (the CronJobs whose pods kiyot runs raise their shape's
+ *	                              target ahead of each run by the run's pods; by default on
+ *	                              when adaptive is, off otherwise)
  *
  * No section, or zero counts with adaptive off: no standby cell, kiyot behaves as without a
  * pool. The caps bound the fixed shapes too.
@@ -59,14 +62,15 @@ struct pool_config {
 	double max_dollars_per_hour; /* 0: no cap */
 	int idle_lifetime_s;	     /* 0: standby cells do not expire */
 	bool rebalance_replacement;  /* a replacement standby cell per interrupted cell */
+	bool cron_jobs;		     /* standby cells ahead of CronJob runs (pool_cron.c) */
 };
 
 /* Reads the `pool` section v into c (replacing what c had). EINVAL naming the key at fault
  * ("pool.shapes[1].count: must be an integer from 0 to 256"). */
 int pool_config_load(struct pool_config *c, json_t *v, struct err *err);
 void pool_config_release(struct pool_config *c);
-/* Whether the settings ask for any standby cell: a count above zero, adaptive on, or
- * rebalance replacements. */
+/* Whether the settings ask for any standby cell: a count above zero, adaptive on,
+ * rebalance replacements, or CronJobs foreseen. */
 bool pool_config_enabled(const struct pool_config *c);
 
 #endif

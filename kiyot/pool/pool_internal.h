@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kube/cronsched.h"
 #include "pool.h"
 #include "pool_config.h"
 #include "pool_plan.h"
@@ -48,6 +49,43 @@ struct shape {
 /* Keeps the shape's replacements that are still due; how many. Needs the lock. */
 size_t pool_replacements(struct shape *s, int64_t now_mono_ns);
 
+/* CronJobs (pool.cronJobs) are listed this often (their runs' rule: pool_plan.h). */
+#define POOL_CRON_LIST_S 30
+
+/* A CronJob the pool foresees: its pods' shape, schedule and the runs coming or just past. */
+struct pool_cron {
+	char *key; /* "<namespace>/<name>" */
+	struct shape *shape;
+	struct cronsched sched;
+	int pods;
+	int64_t seen_s; /* Unix seconds: its runs up to this one are in runs (or past) */
+	struct pool_cron_run runs[POOL_CRON_RUNS];
+	size_t n_runs;
+	struct pool_cron *next;
+};
+
+/* What one CronJob asks of the pool, as the lister hands it over (pool_cron_set). */
+struct pool_cron_want {
+	const char *key, *instance_type;
+	int spot;
+	const struct cronsched *sched;
+	int pods;
+};
+
+/* Replaces the CronJobs the pool foresees with want[0..n) (runs already counted kept). */
+void pool_cron_set(struct pool *p, const struct pool_cron_want *want, size_t n);
+/* The standby cells the CronJobs add to s's target now (their runs brought up to date first,
+ * a run coming into its lead logged). Needs the lock. */
+int pool_cron_target(struct pool *p, struct shape *s, double ready_s);
+/* A pod of s claimed a standby cell now: counted against a run of s under way. Needs the
+ * lock. */
+void pool_cron_claimed(struct pool *p, struct shape *s);
+/* Whether a CronJob's pods are of s. Needs the lock. */
+bool pool_cron_uses(const struct pool *p, const struct shape *s);
+void pool_cron_free_all(struct pool *p);
+/* The CronJob lister's thread (pool_cron.c). */
+void *pool_cron_main(void *arg);
+
 enum standby_state {
 	SB_BOOTING, /* recorded, launching (or cut short by a stop: resumed by the next pass) */
 	SB_READY,   /* its agent serves: claimable */
@@ -83,6 +121,9 @@ struct pool {
 	/* the cells a replacement was asked for lately (pool_rebalance: one each) */
 	char *rebalanced[POOL_REBALANCED_MAX];
 	size_t rebalanced_next;
+	struct pool_cron *crons; /* the CronJobs foreseen (pool.cronJobs) */
+	pthread_t cron_thread;
+	bool cron_started;
 };
 
 /* The shape of type and spot, made (count -1) when there is none. Needs the lock. */

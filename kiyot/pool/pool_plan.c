@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/cronsched.h"
 #include "xalloc.h"
 
 void pool_arrivals_add(struct pool_arrivals *a, int64_t now_ns)
@@ -144,6 +145,55 @@ int pool_plan_caps(struct pool_plan_shape *s, size_t n, int max_cells, double ma
 		}
 	}
 	return total;
+}
+
+int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double lead_s,
+		    double grace_s)
+{
+	int extra = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double ahead = (double)(r[i].at_s - now_s);
+
+		if (ahead <= lead_s && -ahead <= grace_s && r[i].claimed < r[i].pods)
+			extra += r[i].pods - r[i].claimed;
+	}
+	return extra;
+}
+
+size_t pool_cron_advance(struct pool_cron_run *r, size_t *n, const struct cronsched *sched,
+			 int pods, int64_t *seen_s, int64_t now_s, double lead_s, double grace_s)
+{
+	size_t w = 0, came = 0;
+
+	for (size_t i = 0; i < *n; i++)
+		if ((double)(now_s - r[i].at_s) <= grace_s)
+			r[w++] = r[i];
+	*n = w;
+	if ((double)(now_s - *seen_s) > grace_s)
+		*seen_s = now_s - (int64_t)grace_s; /* (older runs no longer matter) */
+	while (*n < POOL_CRON_RUNS) {
+		int64_t t = cronsched_next(sched, *seen_s);
+
+		if (t < 0 || (double)(t - now_s) > lead_s)
+			break;
+		*seen_s = t;
+		r[(*n)++] = (struct pool_cron_run){ t, pods, 0 };
+		came++;
+	}
+	return came;
+}
+
+bool pool_cron_claim(struct pool_cron_run *r, size_t n, int64_t now_s, double grace_s)
+{
+	/* a run's pods come at its time or after it (a second's slack for the clocks) */
+	for (size_t i = 0; i < n; i++)
+		if (now_s >= r[i].at_s - 1 && (double)(now_s - r[i].at_s) <= grace_s &&
+		    r[i].claimed < r[i].pods) {
+			r[i].claimed++;
+			return true;
+		}
+	return false;
 }
 
 /* The entry of ref, made (the least used one replaced when full); its index. */

@@ -6,6 +6,7 @@
 #ifndef KIYOT_POOL_PLAN_H
 #define KIYOT_POOL_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,5 +96,42 @@ void pool_images_add(struct pool_images *im, const char *const *refs, size_t n);
  * (borrowed from im until it changes); how many. */
 size_t pool_images_common(const struct pool_images *im, const char **out, size_t max);
 void pool_images_release(struct pool_images *im);
+
+/* CronJobs (pool.cronJobs): a run's cells are launched this much before it beyond its shape's
+ * time to ready, and wait this long past its time for its pods; a CronJob's runs within that
+ * span, at most POOL_CRON_RUNS, are kept. */
+#define POOL_CRON_MARGIN_S 15
+#define POOL_CRON_GRACE_S 120
+#define POOL_CRON_RUNS 4
+
+/* One run of a CronJob as the pool foresees it (pool.cronJobs). */
+struct pool_cron_run {
+	int64_t at_s; /* when it runs: Unix seconds */
+	int pods;     /* the pods it starts */
+	int claimed;  /* of them, those that took a standby cell */
+};
+
+/*
+ * The standby cells CronJob runs add to a shape's target at now_s (Unix seconds): for each run
+ * due within lead_s (the shape's time to ready and a margin) or past by at most grace_s, its
+ * pods that have not claimed a cell yet. 0 for the others: a run further ahead, one whose grace
+ * passed, one whose pods all claimed.
+ */
+int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double lead_s,
+		    double grace_s);
+
+struct cronsched;
+/*
+ * Brings a CronJob's runs r[0..*n) (at most POOL_CRON_RUNS) up to now_s: the runs whose grace
+ * passed go; the runs of sched after *seen_s (the last run it took) due within lead_s come,
+ * each of pods pods, *seen_s following. Returns how many came: the last ones of r.
+ */
+size_t pool_cron_advance(struct pool_cron_run *r, size_t *n, const struct cronsched *sched,
+			 int pods, int64_t *seen_s, int64_t now_s, double lead_s, double grace_s);
+
+/* A pod of the CronJob's shape claimed a standby cell at now_s: counted against the first run
+ * under way (its time at most a second ahead, its grace not passed) whose pods have not all
+ * claimed. Whether one was. */
+bool pool_cron_claim(struct pool_cron_run *r, size_t n, int64_t now_s, double grace_s);
 
 #endif

@@ -188,15 +188,15 @@ static int count_cells(struct pool *p, const struct shape *s, bool with_ending)
 }
 
 /* The cells s wants now: its count, or what its arrivals ask when the pool is adaptive, the
- * larger, and one more for each replacement asked for an interrupted cell. Needs the lock. */
+ * larger, one more for each replacement asked for an interrupted cell, and the pods of the
+ * CronJob runs due within its time to ready (pool.cronJobs). Needs the lock. */
 static int shape_target(struct pool *p, struct shape *s, int64_t now)
 {
 	int target = s->count > 0 ? s->count : 0;
+	double ready = s->ready_s > 0 ? s->ready_s
+				      : (p->remote ? POOL_READY_REMOTE_S : POOL_READY_LOCAL_S);
 
 	if (p->cfg.adaptive) {
-		double ready = s->ready_s > 0
-				       ? s->ready_s
-				       : (p->remote ? POOL_READY_REMOTE_S : POOL_READY_LOCAL_S);
 		struct pool_adaptive ap = { .window_s = p->cfg.window_s,
 					    .ready_s = ready,
 					    .hit_percent = p->cfg.target_hit_percent,
@@ -211,7 +211,9 @@ static int shape_target(struct pool *p, struct shape *s, int64_t now)
 		if (at > target)
 			target = at;
 	}
-	/* the replacements asked for interrupted cells come on top */
+	/* the replacements asked for interrupted cells and CronJob runs come on top */
+	if (p->cfg.cron_jobs)
+		target += pool_cron_target(p, s, ready);
 	return target + (int)pool_replacements(s, now);
 }
 
@@ -226,6 +228,7 @@ static void forget_idle_shapes(struct pool *p, int64_t now)
 		struct shape *s = *pp;
 		bool used =
 			s->count >= 0 || s->launching || pool_replacements(s, now) ||
+			pool_cron_uses(p, s) ||
 			(s->last_arrival_ns && now - s->last_arrival_ns < keep_s * 1000000000LL);
 
 		for (struct standby *c = p->cells; c && !used; c = c->next)

@@ -21,8 +21,10 @@
 #include "cri/cri.h"
 #include "clock.h"
 #include "kiyot_fixture.h"
+#include "kube/cronsched.h"
 #include "pool/pool.h"
 #include "pool/pool_config.h"
+#include "pool/pool_internal.h"
 #include "pool/pool_plan.h"
 #include "daemon/kiyot.h"
 #include "state/store.h"
@@ -599,9 +601,213 @@ static void test_pool__standby_cells_prepull_their_shapes_images(void **state)
 	kfix_free(f);
 }
 
+/* pool.cronJobs follows adaptive.enabled unless it is given; on alone, it asks for a pool. */
+static void test_pool__cron_jobs_setting_follows_adaptive(void **state)
+{
+	struct kiyot_config c;
+	struct err err = ERR_INIT;
+
+	(void)state;
+	assert_int_equal(load(&c, "pool: { adaptive: { enabled: true } }\n", &err), 0);
+	assert_true(c.pool.cron_jobs);
+	kiyot_config_release(&c);
+	assert_int_equal(load(&c, "pool: { shapes: [{instanceType: t3.nano}] }\n", &err), 0);
+	assert_false(c.pool.cron_jobs);
+	kiyot_config_release(&c);
+	assert_int_equal(load(&c, "pool: { adaptive: { enabled: true }, cronJobs: false }\n", &err),
+			 0);
+	assert_false(c.pool.cron_jobs);
+	kiyot_config_release(&c);
+	assert_int_equal(load(&c, "pool: { cronJobs: true }\n", &err), 0);
+	assert_true(c.pool.cron_jobs);
+	assert_true(pool_config_enabled(&c.pool));
+	kiyot_config_release(&c);
+	assert_int_equal(load(&c, "pool: { cronJobs: 1 }\n", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "pool.cronJobs"));
+	kiyot_config_release(&c);
+}
+
+/* A run adds its pods to the target from its lead (time to ready and margin) before it until
+ * they claimed or its grace after it passed; runs further ahead or long past add nothing. */
+static void test_pool__cron_run_raises_the_target_from_its_lead_to_its_grace(void **state)
+{
+	struct pool_cron_run r[2] = { { 1000, 5, 0 }, { 1060, 2, 0 } };
+
+	(void)state;
+	/* lead 60 s: at 939 nothing is due, at 940 the first run's 5 */
+	assert_int_equal(pool_cron_extra(r, 1, 939, 60, 120), 0);
+	assert_int_equal(pool_cron_extra(r, 1, 940, 60, 120), 5);
+	assert_int_equal(pool_cron_extra(r, 2, 1000, 60, 120), 7);
+	/* 3 of its pods claimed: 2 left */
+	r[0].claimed = 3;
+	assert_int_equal(pool_cron_extra(r, 1, 1010, 60, 120), 2);
+	r[0].claimed = 5;
+	assert_int_equal(pool_cron_extra(r, 2, 1010, 60, 120), 2);
+	/* its grace passed: nothing, whatever did not claim */
+	r[0].claimed = 0;
+	assert_int_equal(pool_cron_extra(r, 1, 1120, 60, 120), 5);
+	assert_int_equal(pool_cron_extra(r, 1, 1121, 60, 120), 0);
+	assert_int_equal(pool_cron_extra(r, 0, 1000, 60, 120), 0);
+}
+
+/* A CronJob's runs come as their lead reaches them and go once their grace passed; at most
+ * POOL_CRON_RUNS are kept; a claim counts against a run under way, not one ahead. */
+static void test_pool__cron_runs_come_with_their_lead_and_go_after_their_grace(void **state)
+{
+	struct pool_cron_run r[POOL_CRON_RUNS];
+	struct cronsched s;
+	struct err err = ERR_INIT;
+	size_t n = 0;
+	int64_t seen = 0;
+
+	(void)state;
+	assert_int_equal(cronsched_parse(&s, "*/15 * * * *", &err), 0);
+	/* at 0 (midnight) the run of 00:15 is 900 s away: beyond a lead of 60 s */
+	assert_int_equal(pool_cron_advance(r, &n, &s, 3, &seen, 0, 60, 120), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(pool_cron_advance(r, &n, &s, 3, &seen, 840, 60, 120), 1);
+	assert_int_equal(n, 1);
+	assert_true(r[0].at_s == 900 && r[0].pods == 3 && r[0].claimed == 0);
+	/* again: nothing more comes */
+	assert_int_equal(pool_cron_advance(r, &n, &s, 3, &seen, 850, 60, 120), 0);
+	assert_int_equal(n, 1);
+	/* a claim ahead of the run is not its pods'; at its time it is */
+	assert_false(pool_cron_claim(r, n, 890, 120));
+	assert_true(pool_cron_claim(r, n, 899, 120));
+	assert_int_equal(r[0].claimed, 1);
+	assert_true(pool_cron_claim(r, n, 1000, 120));
+	assert_true(pool_cron_claim(r, n, 1020, 120));
+	assert_false(pool_cron_claim(r, n, 1020, 120)); /* all 3 claimed */
+	/* its grace passed: it goes */
+	assert_int_equal(pool_cron_advance(r, &n, &s, 3, &seen, 1021, 60, 120), 0);
+	assert_int_equal(n, 0);
+	/* every minute with a long lead: 4 runs at most */
+	assert_int_equal(cronsched_parse(&s, "* * * * *", &err), 0);
+	seen = 0;
+	assert_int_equal(pool_cron_advance(r, &n, &s, 1, &seen, 0, 1000, 120), POOL_CRON_RUNS);
+	assert_true(r[0].at_s == 60 && r[3].at_s == 240);
+	/* a day later, the runs long past go and those due come, none in between */
+	assert_int_equal(pool_cron_advance(r, &n, &s, 1, &seen, 86400, 30, 120), 2);
+	assert_true(r[0].at_s == 86400 - 60 && r[1].at_s == 86400);
+}
+
+/* The schedule "M H * * *" of the first whole minute 90 s from now or later (due in 90 to
+ * 150 s). */
+static void next_minute_schedule(char *text, size_t size, struct cronsched *s)
+{
+	int64_t t = (clock_now_ns() / 1000000000LL + 90 + 59) / 60 * 60;
+	struct err err = ERR_INIT;
+
+	snprintf(text, size, "%d %d * * *", (int)(t % 3600 / 60), (int)(t % 86400 / 3600));
+	if (cronsched_parse(s, text, &err) < 0)
+		fail_msg("%s", err.msg);
+}
+
+/* Hands the pool one CronJob of pods of t3.nano due in 90 to 150 s, the shape's time to ready
+ * made 1000 s so the run is within its lead (and a claim now is before its time) even after
+ * the fake's quick launches have lowered the measure (each weighs a fifth). */
+static void cron_due(struct kfix *f, int pods)
+{
+	struct cronsched s;
+	char text[64];
+	struct pool_cron_want w = { "batch/report", "t3.nano", 0, &s, pods };
+
+	next_minute_schedule(text, sizeof(text), &s);
+	pool_launch_time(f->k.pool, "t3.nano", 0, 1000.0);
+	pool_cron_set(f->k.pool, &w, 1);
+}
+
+/* With pool.cronJobs, a CronJob run due within its shape's time to ready gets standby cells of
+ * its pods' shape, as many as its pods, within the caps; without it, none. */
+static void test_pool__cron_run_gets_standby_cells_ahead(void **state)
+{
+	struct kfix *f = fixture("defaultInstanceType: t3.nano\npool: { cronJobs: true }\n");
+	char ids[256];
+
+	(void)state;
+	open_or_fail(f);
+	assert_non_null(f->k.pool);
+	assert_int_equal(ready_standby(f, NULL, 0), 0);
+	cron_due(f, 2);
+	assert_true(KFIX_WAIT(ready_standby(f, ids, sizeof(ids)) == 2, 10000));
+	/* a pod claiming before the run's time is not one of its pods: the pool refills */
+	{
+		_cleanup_free_ char *sb = NULL, *cell = NULL;
+		struct err err = ERR_INIT;
+
+		assert_int_equal(kfix_run_pod(f, "early", "uid-early", 0, &sb, &err), 0);
+		cell = kfix_cell_of(f, sb);
+		assert_true(pool_is_standby_id(cell));
+	}
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 2, 10000));
+	/* the CronJob gone, its cells go (no adaptive pool keeps them) */
+	pool_cron_set(f->k.pool, NULL, 0);
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 0, 10000));
+	kfix_free(f);
+
+	f = fixture("defaultInstanceType: t3.nano\npool: { cronJobs: true, adaptive: "
+		    "{ maxCells: 1 } }\n");
+	open_or_fail(f);
+	cron_due(f, 3);
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 1, 10000));
+	usleep(1500 * 1000); /* a pass or more later, still one */
+	assert_int_equal(ready_standby(f, NULL, 0), 1);
+	kfix_free(f);
+
+	f = fixture("defaultInstanceType: t3.nano\npool: { shapes: [{ instanceType: t3.nano, "
+		    "count: 1 }], cronJobs: false }\n");
+	open_or_fail(f);
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 1, 10000));
+	cron_due(f, 2);
+	usleep(1500 * 1000);
+	assert_int_equal(ready_standby(f, NULL, 0), 1);
+	kfix_free(f);
+}
+
+/* A claim at or after a run's time counts against the run: once its pods all claimed, the run
+ * asks for no more cells. */
+static void test_pool__cron_run_claims_count_against_it(void **state)
+{
+	struct kfix *f = fixture("defaultInstanceType: t3.nano\npool: { cronJobs: true }\n");
+	struct pool *p;
+	struct shape *s;
+	int64_t now = clock_now_ns() / 1000000000LL;
+
+	(void)state;
+	open_or_fail(f);
+	cron_due(f, 2);
+	/* (its cells up first: no launch is under way while the test holds the lock) */
+	assert_true(KFIX_WAIT(ready_standby(f, NULL, 0) == 2, 10000));
+	p = f->k.pool;
+	pthread_mutex_lock(&p->lock);
+	s = pool_shape_get(p, "t3.nano", 0);
+	assert_non_null(p->crons);
+	/* its run just came (5 s ago) */
+	p->crons->runs[0] = (struct pool_cron_run){ now - 5, 2, 0 };
+	p->crons->n_runs = 1;
+	p->crons->seen_s = now + 3600;
+	assert_int_equal(pool_cron_target(p, s, 1.0), 2);
+	pool_cron_claimed(p, s);
+	assert_int_equal(pool_cron_target(p, s, 1.0), 1);
+	pool_cron_claimed(p, s);
+	assert_int_equal(pool_cron_target(p, s, 1.0), 0);
+	/* a run still ahead does not count claims */
+	p->crons->runs[0] = (struct pool_cron_run){ now + 10, 2, 0 };
+	pool_cron_claimed(p, s);
+	assert_int_equal(pool_cron_target(p, s, 1.0), 2);
+	pthread_mutex_unlock(&p->lock);
+	kfix_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pool__cron_jobs_setting_follows_adaptive),
+		cmocka_unit_test(test_pool__cron_run_raises_the_target_from_its_lead_to_its_grace),
+		cmocka_unit_test(test_pool__cron_run_gets_standby_cells_ahead),
+		cmocka_unit_test(test_pool__cron_run_claims_count_against_it),
+		cmocka_unit_test(
+			test_pool__cron_runs_come_with_their_lead_and_go_after_their_grace),
 		cmocka_unit_test(test_pool__no_section_asks_for_no_standby_cell),
 		cmocka_unit_test(test_pool__settings_are_read),
 		cmocka_unit_test(test_pool__invalid_settings_name_their_key),
