@@ -144,6 +144,7 @@ BUILTIN = [
     ("", "v1", "events", "Event", True, ["ev"]),
     ("apps", "v1", "deployments", "Deployment", True, ["deploy"]),
     ("apps", "v1", "daemonsets", "DaemonSet", True, ["ds"]),
+    ("batch", "v1", "cronjobs", "CronJob", True, ["cj"]),
     ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, []),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, []),
     ("rbac.authorization.k8s.io", "v1", "roles", "Role", True, []),

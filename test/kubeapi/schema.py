@@ -23,6 +23,7 @@ ADDED = {
                                    "nodeAffinityPolicy": "str", "nodeTaintsPolicy": "str"},
     "V1PersistentVolumeClaimSpec": {"dataSourceRef": "V1TypedObjectReference"},
     "V1JSONSchemaProps": {"x-kubernetes-validations": "list[V1ValidationRule]"},
+    "V1CronJobSpec": {"timeZone": "str"},  # beta in 1.25, on by default
 }
 NEW_MODELS = {
     "V1PodOS": {"name": "str"},

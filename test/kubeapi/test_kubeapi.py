@@ -119,6 +119,31 @@ def cell(name, labels=None, phase="Running"):
             "status": {"phase": phase, "pricePerHour": 0.0047, "sizingReason": "cheapest"}}
 
 
+CRONJOB_YAML = """apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+  namespace: batch
+spec:
+  schedule: "*/15 * * * *"
+  timeZone: Etc/UTC
+  jobTemplate:
+    spec:
+      parallelism: 2
+      completions: 4
+      template:
+        metadata:
+          annotations:
+            kubernetes.io/target-runtime: kiyot
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: report
+              image: busybox
+              command: [sh, -c, "date"]
+"""
+
+
 def pod(name, labels=None, cpu="500m"):
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels or {}},
@@ -312,6 +337,45 @@ class KubeApiTest(unittest.TestCase):
             self.core.delete_namespaced_pod("pa", "other")
         self.assertEqual(self.core.list_namespaced_pod("default", label_selector="tier").items,
                          [])
+
+    # -- CronJobs (batch v1, namespaced): the warm pool lists them (kiyot/kube/cronjobs.c) --
+    def test_kubeapi__cronjobs_are_served_to_kubectl_and_the_python_client(self):
+        path = os.path.join(self.ep.dir, "cronjob.yaml")
+        with open(path, "w") as f:
+            f.write(CRONJOB_YAML)
+        out = self.ep.kubectl("apply", self.ep.validate_flag(), "-f", path).stdout
+        self.assertIn("cronjob.batch/report created", out)
+        try:
+            table = self.ep.kubectl("get", "cronjobs", "-n", "batch").stdout.splitlines()
+            self.assertEqual(table[1].split()[0], "report")
+            got = json.loads(self.ep.kubectl("get", "cj", "report", "-n", "batch", "-o",
+                                             "json").stdout)
+            self.assertEqual(got["spec"]["schedule"], "*/15 * * * *")
+            self.assertEqual(got["spec"]["timeZone"], "Etc/UTC")  # a 1.26 field
+            batch = self.client.BatchV1Api()
+            every = batch.list_cron_job_for_all_namespaces()
+            self.assertEqual([(c.metadata.namespace, c.metadata.name) for c in every.items],
+                             [("batch", "report")])
+            job = every.items[0].spec.job_template.spec
+            self.assertEqual((job.parallelism, job.completions), (2, 4))
+            self.assertEqual(job.template.metadata.annotations,
+                             {"kubernetes.io/target-runtime": "kiyot"})
+            # the list kiyot reads, as it reads it
+            status, _, body = self.ep.request("GET", "/apis/batch/v1/cronjobs")
+            self.assertEqual(status, 200)
+            self.assertEqual(body["kind"], "CronJobList")
+            self.assertEqual(body["items"][0]["spec"]["jobTemplate"]["spec"]["template"]
+                             ["spec"]["containers"][0]["image"], "busybox")
+            # a field a CronJob does not have is refused under strict validation
+            if self.ep.validate_flag() == "--validate=strict":
+                with open(path, "w") as f:
+                    f.write(CRONJOB_YAML.replace("  schedule:", "  shedule: x\n  schedule:"))
+                r = self.ep.kubectl("apply", "--validate=strict", "-f", path, check=False)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn('unknown field "spec.shedule"', r.stderr)
+        finally:
+            self.ep.kubectl("delete", "cronjob", "report", "-n", "batch")
+        self.assertEqual(self.client.BatchV1Api().list_cron_job_for_all_namespaces().items, [])
 
     def test_kubeapi__pod_missing_is_not_found(self):
         with self.assertRaises(self.client.ApiException) as cm:
