@@ -69,6 +69,7 @@ void pool_cron_set(struct pool *p, const struct pool_cron_want *want, size_t n)
 			c->n_runs = 0; /* its pods are of another shape now */
 		c->shape = s;
 		c->sched = *want[i].sched;
+		c->next_s = 0; /* (made again at the next pass) */
 		c->pods = want[i].pods;
 		c->next = NULL;
 		*tail = c;
@@ -96,15 +97,35 @@ static void runs_update(struct pool_cron *c, int64_t now, double lead_s)
 	}
 }
 
+/* The pods of the CronJobs (every shape's) whose next run is c's: runs at one time share the
+ * pool's launches, so their cells are asked for earlier (pool_cron_lead). Needs the lock. */
+static int crowd(struct pool *p, const struct pool_cron *c, int64_t now)
+{
+	int pods = 0;
+
+	for (struct pool_cron *d = p->crons; d; d = d->next) {
+		if (d->next_s < now && d->next_s != -1)
+			d->next_s = cronsched_next(&d->sched, now - 1);
+		if (d->next_s == c->next_s)
+			pods += d->pods;
+	}
+	return pods;
+}
+
 int pool_cron_target(struct pool *p, struct shape *s, double ready_s)
 {
 	int64_t now = now_s();
-	double lead = ready_s + POOL_CRON_MARGIN_S;
 	int extra = 0;
 
 	for (struct pool_cron *c = p->crons; c; c = c->next) {
+		double lead;
+
 		if (c->shape != s)
 			continue;
+		if (c->next_s < now && c->next_s != -1)
+			c->next_s = cronsched_next(&c->sched, now - 1);
+		lead = pool_cron_lead(ready_s, crowd(p, c, now), POOL_LAUNCHES_MAX);
+
 		runs_update(c, now, lead);
 		extra += pool_cron_extra(c->runs, c->n_runs, now, lead, POOL_CRON_GRACE_S);
 	}

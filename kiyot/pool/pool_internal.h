@@ -59,6 +59,7 @@ struct pool_cron {
 	struct cronsched sched;
 	int pods;
 	int64_t seen_s; /* Unix seconds: its runs up to this one are in runs (or past) */
+	int64_t next_s; /* its first run at or after the last pass; -1: none */
 	struct pool_cron_run runs[POOL_CRON_RUNS];
 	size_t n_runs;
 	struct pool_cron *next;

@@ -161,6 +161,13 @@ int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, doub
 	return extra;
 }
 
+double pool_cron_lead(double ready_s, int pods, int launches_max)
+{
+	int waves = launches_max > 0 && pods > 0 ? (pods + launches_max - 1) / launches_max : 1;
+
+	return ready_s * waves + POOL_CRON_MARGIN_S;
+}
+
 size_t pool_cron_advance(struct pool_cron_run *r, size_t *n, const struct cronsched *sched,
 			 int pods, int64_t *seen_s, int64_t now_s, double lead_s, double grace_s)
 {

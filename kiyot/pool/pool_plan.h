@@ -120,6 +120,13 @@ struct pool_cron_run {
 int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double lead_s,
 		    double grace_s);
 
+/*
+ * How long before a run of pods pods its cells are asked for: their time to ready once for each
+ * wave of launches_max (the pool's launches at once) they need, and POOL_CRON_MARGIN_S, so the
+ * last wave is ready by the run.
+ */
+double pool_cron_lead(double ready_s, int pods, int launches_max);
+
 struct cronsched;
 /*
  * Brings a CronJob's runs r[0..*n) (at most POOL_CRON_RUNS) up to now_s: the runs whose grace

@@ -648,6 +648,12 @@ static void test_pool__cron_run_raises_the_target_from_its_lead_to_its_grace(voi
 	assert_int_equal(pool_cron_extra(r, 1, 1120, 60, 120), 5);
 	assert_int_equal(pool_cron_extra(r, 1, 1121, 60, 120), 0);
 	assert_int_equal(pool_cron_extra(r, 0, 1000, 60, 120), 0);
+	/* the lead: a time to ready for each wave of launches the run's pods need, and the
+	 * margin */
+	assert_true(pool_cron_lead(45, 1, 8) == 45 + POOL_CRON_MARGIN_S);
+	assert_true(pool_cron_lead(45, 8, 8) == 45 + POOL_CRON_MARGIN_S);
+	assert_true(pool_cron_lead(45, 23, 8) == 3 * 45 + POOL_CRON_MARGIN_S);
+	assert_true(pool_cron_lead(45, 0, 8) == 45 + POOL_CRON_MARGIN_S);
 }
 
 /* A CronJob's runs come as their lead reaches them and go once their grace passed; at most
