@@ -1,5 +1,6 @@
 """The suite's local EC2 endpoint (test/ec2/ec2sim.py) with instances booted as local cells by
-`kiyot local-cell`, for the EC2 tests and the scale benchmark."""
+`kiyot local-cell`, and a kiyot serving with the EC2 provider against it, for the EC2 tests and
+the scale benchmark."""
 
 import json
 import os
@@ -7,7 +8,8 @@ import signal
 import subprocess
 import urllib.request
 
-from harness import BRIDGE, BUILD, REPO, wait_for
+import cri
+from harness import BRIDGE, BUILD, REGISTRY, REPO, wait_for
 
 KEY, SECRET = "AKIAKIYOTTESTEXAMPLE", "kiyot-ec2-test-secret"
 
@@ -63,6 +65,69 @@ class Ec2Sim:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def merged(base, more):
+    """base with more's keys: mappings merged key by key, None removing a key."""
+    out = dict(base)
+    for k, v in more.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merged(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+class Ec2Kiyot:
+    """A kiyot serving with `cells.provider: ec2` against sim, started at once and answering
+    CRI when made (self.client). Its files are in work, named for name: state NAME-state, socket
+    kiyot-NAME.sock, config kiyot-NAME.yaml, log kiyot-NAME.log (state and log_path override).
+
+    The config is written from keyword arguments, each a top-level section merged into the
+    defaults key by key (None removes a key): ec2 is sim's endpoint, imageId ami-0kiyotcell,
+    us-east-1, no instance metadata, launches of at most 120 s; the suite's registry insecure.
+    price_list: False (the default) keeps the shipped prices and asks nothing of the AWS Price
+    List's public endpoint, True asks sim's Price List, or a URL. The credentials are ec2sim's
+    (KEY, SECRET), from the environment only."""
+
+    def __init__(self, sim, work, name, price_list=False, state=None, log_path=None, **config):
+        self.state = state or os.path.join(work, "%s-state" % name)
+        self.sock = os.path.join(work, "kiyot-%s.sock" % name)
+        self.config_path = os.path.join(work, "kiyot-%s.yaml" % name)
+        self.log_path = log_path or os.path.join(work, "kiyot-%s.log" % name)
+        if price_list is True:
+            price_list = sim.endpoint
+        cfg = merged({"cells": {"provider": "ec2"},
+                      "ec2": {"endpoint": sim.endpoint, "imageId": "ami-0kiyotcell",
+                              "region": "us-east-1", "noInstanceMetadata": True,
+                              "launchTimeoutSeconds": 120, "priceList": price_list},
+                      "registries": {REGISTRY: {"insecure": True}}}, config)
+        with open(self.config_path, "w") as f:
+            json.dump(cfg, f, indent=1)  # JSON is YAML
+        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
+                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+        with open(self.log_path, "a") as logf:
+            self.proc = subprocess.Popen(
+                [os.path.join(BUILD, "kiyot"), "serve", "--socket", self.sock, "--state-dir",
+                 self.state, "--config", self.config_path, "--log-level", "debug"],
+                stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
+                start_new_session=True)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError("kiyot (ec2) exited; see %s" % self.log_path)
+            c = cri.Client(self.sock)
+            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
+            return c
+        self.client = wait_for(ready, 30, "the ec2 kiyot to answer")
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """sig (SIGTERM: a clean stop), then waits for the exit."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout)
 
 
 def tags_of(inst):

@@ -10,14 +10,11 @@ A kiyot configured with `cells.provider: ec2` and the API server's kubeconfig se
 tests on its own socket; the suite's kiyot is stopped meanwhile."""
 
 import json
-import os
 import signal
-import subprocess
 
-import cri
 from apiserver import ApiServerTest
-from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, REGISTRY, log, net_addr, unique, wait_for
+from ec2env import Ec2Kiyot, Ec2Sim, tags_of
+from harness import log, net_addr, unique
 
 EC2_CIDR = net_addr("201.0/24")
 AMI_X86, AMI_ARM = "ami-0000000000000a86a", "ami-0000000000000a64a"
@@ -47,35 +44,10 @@ class Ec2ArchTest(ApiServerTest):
 
     @classmethod
     def start_ec2_kiyot(cls):
-        cls.state = os.path.join(cls.env.work, "ec2arch-state")
-        cls.sock = os.path.join(cls.env.work, "kiyot-ec2arch.sock")
-        cls.log_path = os.path.join(cls.env.work, "kiyot-ec2arch.log")
-        cfg = os.path.join(cls.env.work, "kiyot-ec2arch.yaml")
-        with open(cfg, "w") as f:
-            f.write("cells:\n  provider: ec2\n"
-                    "ec2:\n  endpoint: %s\n  imageIds: {x86_64: %s, arm64: %s}\n"
-                    "  region: us-east-1\n  noInstanceMetadata: true\n"
-                    "  launchTimeoutSeconds: 120\n"
-                    "kubeconfig: %s\n"
-                    "registries:\n  \"%s\": { insecure: true }\n"
-                    % (cls.sim.endpoint, AMI_X86, AMI_ARM, cls.ep.kubeconfig, REGISTRY))
-        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
-                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-        logf = open(cls.log_path, "a")
-        cls.kiyot = subprocess.Popen(
-            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
-             cls.state, "--config", cfg, "--log-level", "debug"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
-            start_new_session=True)
-        logf.close()
-
-        def ready():
-            if cls.kiyot.poll() is not None:
-                raise RuntimeError("kiyot (ec2) exited; see kiyot-ec2arch.log")
-            c = cri.Client(cls.sock)
-            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
-            return c
-        cls.c = wait_for(ready, 30, "the ec2 kiyot to answer")
+        k = Ec2Kiyot(cls.sim, cls.env.work, "ec2arch", kubeconfig=cls.ep.kubeconfig,
+                     ec2={"imageId": None, "imageIds": {"x86_64": AMI_X86, "arm64": AMI_ARM}})
+        cls.kiyot, cls.state, cls.sock, cls.log_path = k.proc, k.state, k.sock, k.log_path
+        cls.c = k.client
         cls.pb = cls.c.pb
 
     def setUp(self):

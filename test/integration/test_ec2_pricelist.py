@@ -10,11 +10,9 @@ tests on its own socket; the suite's local-provider kiyot is stopped meanwhile."
 import json
 import os
 import signal
-import subprocess
 
-import cri
-from ec2env import KEY, SECRET, Ec2Sim
-from harness import BUILD, KiyotTest, REGISTRY, net_addr, wait_for
+from ec2env import Ec2Kiyot, Ec2Sim
+from harness import KiyotTest, net_addr, wait_for
 
 EC2_CIDR = net_addr("204.0/24")
 TYPE = "m5.large"
@@ -49,34 +47,11 @@ class Ec2PriceListTest(KiyotTest):
     def start_ec2_kiyot(cls):
         """A new kiyot (its own state and log) asking ec2sim's Price List."""
         cls.runs += 1
-        cls.state = os.path.join(cls.env.work, "ec2price-state-%d" % cls.runs)
-        cls.sock = os.path.join(cls.env.work, "kiyot-ec2price.sock")
-        cls.log_path = os.path.join(cls.env.work, "kiyot-ec2price-%d.log" % cls.runs)
-        cfg = os.path.join(cls.env.work, "kiyot-ec2price.yaml")
-        with open(cfg, "w") as f:
-            f.write("cells:\n  provider: ec2\n"
-                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
-                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: 120\n"
-                    "  priceList: \"%s\"\n"
-                    "registries:\n  \"%s\": { insecure: true }\n"
-                    % (cls.sim.endpoint, cls.sim.endpoint, REGISTRY))
-        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
-                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-        logf = open(cls.log_path, "a")
-        cls.kiyot = subprocess.Popen(
-            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
-             cls.state, "--config", cfg, "--log-level", "debug"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
-            start_new_session=True)
-        logf.close()
-
-        def ready():
-            if cls.kiyot.poll() is not None:
-                raise RuntimeError("kiyot (ec2) exited; see %s" % cls.log_path)
-            c = cri.Client(cls.sock)
-            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
-            return c
-        cls.c = wait_for(ready, 30, "the ec2 kiyot to answer")
+        k = Ec2Kiyot(cls.sim, cls.env.work, "ec2price", price_list=True,
+                     state=os.path.join(cls.env.work, "ec2price-state-%d" % cls.runs),
+                     log_path=os.path.join(cls.env.work, "kiyot-ec2price-%d.log" % cls.runs))
+        cls.kiyot, cls.state, cls.sock, cls.log_path = k.proc, k.state, k.sock, k.log_path
+        cls.c = k.client
         cls.pb = cls.c.pb
 
     @classmethod

@@ -8,14 +8,13 @@ enough to kill it (POST /_admin/kill) or stop its sandbox during its boot."""
 
 import os
 import signal
-import subprocess
 import threading
 
 import grpc
 
 import cri
-from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, KiyotTest, REGISTRY, T_CALL, log, net_addr, pid_alive, wait_for
+from ec2env import Ec2Kiyot, Ec2Sim, tags_of
+from harness import BUILD, KiyotTest, T_CALL, log, net_addr, pid_alive, wait_for
 
 EC2_CIDR = net_addr("201.0/24")
 BOOT_DELAY_S = 8
@@ -145,31 +144,9 @@ class Ec2LaunchWaitTest(KiyotTest):
         cls.kiyot = None
         cls.sim = Ec2Sim(cls.env.work, EC2_CIDR,
                          ["--boot-delay", str(BOOT_DELAY_S), "--terminated-ttl", "300"])
-        cls.state = os.path.join(cls.env.work, "ec2-launch-state")
-        cls.sock = os.path.join(cls.env.work, "kiyot-ec2-launch.sock")
-        cfg = os.path.join(cls.env.work, "kiyot-ec2-launch.yaml")
-        with open(cfg, "w") as f:
-            f.write("cells:\n  provider: ec2\n  bootTimeoutSeconds: 600\n"
-                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
-                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: 600\n"
-                    "registries:\n  \"%s\": { insecure: true }\n" % (cls.sim.endpoint, REGISTRY))
-        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
-                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-        logf = open(os.path.join(cls.env.work, "kiyot-ec2-launch.log"), "a")
-        cls.kiyot = subprocess.Popen(
-            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
-             cls.state, "--config", cfg, "--log-level", "debug"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
-            start_new_session=True)
-        logf.close()
-
-        def ready():
-            if cls.kiyot.poll() is not None:
-                raise RuntimeError("kiyot (ec2) exited; see kiyot-ec2-launch.log")
-            c = cri.Client(cls.sock)
-            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
-            return c
-        cls.client = wait_for(ready, 30, "the ec2 kiyot to answer")
+        k = Ec2Kiyot(cls.sim, cls.env.work, "ec2-launch", cells={"bootTimeoutSeconds": 600},
+                     ec2={"launchTimeoutSeconds": 600})
+        cls.kiyot, cls.state, cls.sock, cls.client = k.proc, k.state, k.sock, k.client
 
     @classmethod
     def tearDownClass(cls):

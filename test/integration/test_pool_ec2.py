@@ -12,12 +12,10 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import time
 
-import cri
-from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, KiyotTest, REGISTRY, log, unique, wait_for
+from ec2env import Ec2Kiyot, Ec2Sim, tags_of
+from harness import KiyotTest, log, unique, wait_for
 
 EC2_CIDR = "10.78.202.0/24"
 STANDBY = "kiyot.elotl.co/standby"
@@ -32,7 +30,7 @@ class PoolEc2Test(KiyotTest):
         cls.env.kill_kiyot(signal.SIGTERM)
         cls.sim = Ec2Sim(cls.env.work, EC2_CIDR, ["--boot-delay", "3", "--terminated-ttl", "60"])
         cls.kiyot = None
-        cls.pool = ""
+        cls.pool = {}
 
     @classmethod
     def tearDownClass(cls):
@@ -45,33 +43,10 @@ class PoolEc2Test(KiyotTest):
 
     @classmethod
     def start_ec2_kiyot(cls):
-        cls.state = os.path.join(cls.env.work, "ec2pool-state")
-        cls.sock = os.path.join(cls.env.work, "kiyot-ec2pool.sock")
-        cls.log_path = os.path.join(cls.env.work, "kiyot-ec2pool.log")
-        cfg = os.path.join(cls.env.work, "kiyot-ec2pool.yaml")
-        with open(cfg, "w") as f:
-            f.write("cells:\n  provider: ec2\n  gcIntervalSeconds: 1\n  gcGraceSeconds: 3\n"
-                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcell\n  region: us-east-1\n"
-                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: 120\n"
-                    "registries:\n  \"%s\": { insecure: true }\n%s"
-                    % (cls.sim.endpoint, REGISTRY, cls.pool))
-        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
-                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-        logf = open(cls.log_path, "a")
-        cls.kiyot = subprocess.Popen(
-            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
-             cls.state, "--config", cfg, "--log-level", "debug"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
-            start_new_session=True)
-        logf.close()
-
-        def ready():
-            if cls.kiyot.poll() is not None:
-                raise RuntimeError("kiyot (ec2 pool) exited; see kiyot-ec2pool.log")
-            c = cri.Client(cls.sock)
-            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
-            return c
-        return wait_for(ready, 30, "the ec2 kiyot to answer")
+        k = Ec2Kiyot(cls.sim, cls.env.work, "ec2pool",
+                     cells={"gcIntervalSeconds": 1, "gcGraceSeconds": 3}, **cls.pool)
+        cls.kiyot, cls.state, cls.sock, cls.log_path = k.proc, k.state, k.sock, k.log_path
+        return k.client
 
     @classmethod
     def stop_ec2_kiyot(cls, sig=signal.SIGTERM):
@@ -80,6 +55,7 @@ class PoolEc2Test(KiyotTest):
             cls.kiyot.wait(60)
 
     def configure(self, pool):
+        """A new kiyot with pool: top-level sections of its config ({"pool": {...}})."""
         type(self).stop_ec2_kiyot()
         type(self).pool = pool
         self.c = type(self).start_ec2_kiyot()
@@ -99,7 +75,7 @@ class PoolEc2Test(KiyotTest):
             except Exception as e:  # noqa: BLE001 - reported, the next test goes on
                 log("cleanup of %s: %s" % (p.id, e))
         # no pool: the next kiyot ends the standby instances left
-        self.configure("")
+        self.configure({})
         wait_for(lambda: not self.live(lambda i: STANDBY in tags_of(i)), T_POOL,
                  "the standby instances to be terminated")
         self.c.close()
@@ -140,7 +116,7 @@ class PoolEc2Test(KiyotTest):
         return json.loads(info)["cellId"]
 
     def test_a_claim_gives_the_pod_a_ready_instance_tagged_for_it(self):
-        self.configure("pool:\n  shapes:\n    - { instanceType: t3.small, count: 1 }\n")
+        self.configure({"pool": {"shapes": [{"instanceType": "t3.small", "count": 1}]}})
         [standby] = self.wait_ready(1)
         [inst] = self.live(lambda i: tags_of(i).get(CELL) == standby)
         tags = tags_of(inst)
@@ -176,8 +152,8 @@ class PoolEc2Test(KiyotTest):
         self.assertEqual([tags_of(i)[CELL] for i in self.standby_instances()], [refill])
 
     def test_kill_9_with_standby_instances_adopts_them_none_leaked_none_duplicated(self):
-        self.configure("pool:\n  shapes:\n    - { instanceType: t3.small, count: 2 }\n"
-                       "    - { instanceType: t3.micro, count: 1 }\n")
+        self.configure({"pool": {"shapes": [{"instanceType": "t3.small", "count": 2},
+                                            {"instanceType": "t3.micro", "count": 1}]}})
         # killed as the three launch (boots take 3 s): the next kiyot resumes them by cell id
         wait_for(lambda: len(self.records()) == 3 and self.standby_instances(), T_POOL,
                  "3 standby cells recorded and launching")
@@ -197,7 +173,7 @@ class PoolEc2Test(KiyotTest):
                          "a standby cell's launch was made twice: %s" % every)
 
     def test_gc_keeps_recorded_standby_instances_and_ends_an_unrecorded_one(self):
-        self.configure("pool:\n  shapes:\n    - { instanceType: t3.micro, count: 1 }\n")
+        self.configure({"pool": {"shapes": [{"instanceType": "t3.micro", "count": 1}]}})
         [standby] = self.wait_ready(1)
         [kept] = self.live(lambda i: tags_of(i).get(CELL) == standby)
         cluster = self.cluster_id()
