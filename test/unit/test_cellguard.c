@@ -412,6 +412,85 @@ static void test_cellguard__a_refused_restore_changes_nothing_and_says_why(void 
 	assert_null(strstr(after, "kvfail"));
 }
 
+/* Sorted lines of what ebtables-save -t nat prints, its dated comments left out (caller
+ * frees). */
+static char *nat_rules(void)
+{
+	FILE *f = popen("ebtables-save -t nat | grep -v '^#' | sort", "r");
+	char *text = NULL;
+	size_t cap = 0;
+
+	assert_non_null(f);
+	if (getdelim(&text, &cap, '\0', f) < 0) {
+		free(text);
+		text = xstrdup("");
+	}
+	pclose(f);
+	return text;
+}
+
+/* A cell come or gone is written in one restore that reads nothing, and leaves exactly what
+ * writing every cell whole leaves; a table not as written (the network's jump gone) fails it
+ * whole, changing nothing. */
+static void test_cellguard__spoof_update_adds_and_removes_one_cell_as_a_sync_would(void **state)
+{
+	struct cellnet_cidr net = cidr(T_CIDR);
+	struct cellnet_cidr other = cidr("10.196.0.0/24");
+	struct cellguard_cell cells[3] = { { "kv0000000000a1", 0 },
+					   { "kv0000000000a2", 0 },
+					   { "kv0000000000a3", 0 } };
+	struct cellguard_cell theirs = { "kv0000000000b1", 0 };
+	const char *a3[] = { "kv0000000000a3", NULL };
+	const char *b1[] = { "kv0000000000b1", NULL };
+	struct err err = ERR_INIT;
+	_cleanup_free_ char *added = NULL, *whole3 = NULL, *removed = NULL, *whole2 = NULL;
+	_cleanup_free_ char *text = NULL, *before = NULL, *after = NULL;
+
+	(void)state;
+	NEED_NETNS();
+	cells[0].ip = ip("10.198.0.5");
+	cells[1].ip = ip("10.198.0.6");
+	cells[2].ip = ip("10.198.0.7");
+	theirs.ip = ip("10.196.0.5");
+	assert_ok(cellguard_spoof_sync(&other, &theirs, 1, &err));
+	assert_ok(cellguard_spoof_sync(&net, cells, 2, &err));
+	/* the text names no chain but the network's and the cell's */
+	text = cellguard_spoof_update_rules(&net, cells, 2, &cells[2], NULL);
+	assert_int_equal(count_in(text, (const char *[]){ ":KIYOT-CELL", NULL }), 2);
+	assert_int_equal(count_in(text, b1), 0);
+	/* a cell added: what a sync of the three writes */
+	assert_ok(cellguard_spoof_update(&net, cells, 2, &cells[2], NULL, &err));
+	added = nat_rules();
+	assert_int_equal(count_in(added, a3), 5); /* declared, jumped to, its 3 rules */
+	assert_ok(cellguard_spoof_sync(&net, cells, 3, &err));
+	whole3 = nat_rules();
+	assert_string_equal(added, whole3);
+	/* written again: the same (the network's chain is written whole, one jump each) */
+	assert_ok(cellguard_spoof_update(&net, cells, 3, &cells[2], NULL, &err));
+	free(added);
+	added = nat_rules();
+	assert_string_equal(added, whole3);
+	/* one gone: what a sync of the two left writes; another network's cell stays */
+	assert_ok(cellguard_spoof_update(&net, cells, 2, NULL, "kv0000000000a3", &err));
+	removed = nat_rules();
+	assert_int_equal(count_in(removed, a3), 0);
+	assert_int_equal(count_in(removed, b1), 5);
+	assert_ok(cellguard_spoof_sync(&net, cells, 2, &err));
+	whole2 = nat_rules();
+	assert_string_equal(removed, whole2);
+	/* the network's jump from PREROUTING gone (a firewall reload): the update fails whole */
+	assert_int_equal(run("ebtables -t nat -D PREROUTING -i kv+ -j " T_NETWORK), 0);
+	before = nat_rules();
+	assert_int_equal(cellguard_spoof_update(&net, cells, 2, &cells[2], NULL, &err), -EIO);
+	assert_non_null(strstr(err.msg, "ebtables-restore"));
+	after = nat_rules();
+	assert_string_equal(before, after);
+	/* as it does when a cell it names has no chain */
+	err_clear(&err);
+	assert_ok(cellguard_spoof_sync(&net, cells, 2, &err));
+	assert_int_equal(cellguard_spoof_update(&net, cells, 3, NULL, NULL, &err), -EIO);
+}
+
 /* Moves the test into a network namespace of its own, if it can. */
 static int setup_netns(void **state)
 {
@@ -452,6 +531,9 @@ int main(void)
 				       flush),
 		cmocka_unit_test_setup(
 			test_cellguard__a_refused_restore_changes_nothing_and_says_why, flush),
+		cmocka_unit_test_setup(
+			test_cellguard__spoof_update_adds_and_removes_one_cell_as_a_sync_would,
+			flush),
 	};
 
 	return cmocka_run_group_tests(tests, setup_netns, NULL);

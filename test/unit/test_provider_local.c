@@ -1114,6 +1114,103 @@ test_provider_local__cells_come_and_go_while_another_process_writes_ebtables(voi
 	assert_int_equal(failed, 0);
 }
 
+/* How many lines the file at path has; 0 when there is none. */
+static int lines_of(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	int n = 0, c;
+
+	if (!fp)
+		return 0;
+	while ((c = fgetc(fp)) != EOF)
+		n += c == '\n';
+	fclose(fp);
+	return n;
+}
+
+/* The bridge's nat rules of the test network and of cells kvt-one and kvt-two, sorted. */
+static char *our_nat_rules(void)
+{
+	char one[CELLNET_IFNAME_SIZE], two[CELLNET_IFNAME_SIZE];
+	_cleanup_free_ char *cmd = NULL;
+	char *text = NULL;
+	size_t cap = 0;
+	FILE *p;
+
+	cellnet_veth_name("kvt-one", one, sizeof(one));
+	cellnet_veth_name("kvt-two", two, sizeof(two));
+	cmd = xasprintf("ebtables-save -t nat | grep -e 'KIYOT-CELLS-10.199.0.0-24' -e '%s' -e "
+			"'%s' | sort",
+			one, two);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	if (getdelim(&text, &cap, '\0', p) < 0) {
+		free(text);
+		text = xstrdup("");
+	}
+	pclose(p);
+	return text;
+}
+
+/* Once the first cell's rules are written, a launch and a termination write only their own
+ * cell's (one ebtables-restore, no ebtables-save reading the node's rules: a process fewer on
+ * every pod's start and stop), and leave what a provider starting afresh writes whole. */
+static void test_provider_local__a_cell_writes_its_rules_without_reading_the_node(void **state)
+{
+	struct fixture *f = *state;
+	struct cell_spec one = spec_for("kvt-one"), two = spec_for("kvt-two");
+	struct cell_info a = { 0 }, b = { 0 }, c = { 0 };
+	_cleanup_free_ char *bin = xasprintf("%s/bin", f->dir);
+	_cleanup_free_ char *saves = xasprintf("%s/saves", f->dir);
+	_cleanup_free_ char *wrapper = xasprintf("%s/ebtables-save", bin);
+	_cleanup_free_ char *script = NULL, *path = NULL, *old_path = NULL, *before = NULL;
+	_cleanup_free_ char *after = NULL;
+	char real[256] = "";
+	struct local_provider_config cfg = {
+		.state_dir = f->state_dir,
+		.bridge = T_BRIDGE,
+		.cidr = T_CIDR,
+		.agent_path = f->agent,
+		.cgroup_root = T_CGROUP_ROOT,
+		.cluster_id = T_CLUSTER,
+		.restore_network = 1,
+	};
+	struct err err = ERR_INIT;
+	FILE *p = popen("command -v ebtables-save", "r");
+	int first;
+
+	assert_non_null(p);
+	assert_non_null(fgets(real, sizeof(real), p));
+	pclose(p);
+	real[strcspn(real, "\n")] = '\0';
+	/* ebtables-save as found in PATH, counting its runs */
+	assert_int_equal(mkdir(bin, 0700), 0);
+	script = xasprintf("#!/bin/sh\necho run >> %s\nexec %s \"$@\"\n", saves, real);
+	assert_ok(fs_write_file(wrapper, script, strlen(script), 0755, &err));
+	old_path = xstrdup(getenv("PATH") ? getenv("PATH") : "/usr/sbin:/usr/bin:/sbin:/bin");
+	path = xasprintf("%s:%s", bin, old_path);
+	setenv("PATH", path, 1);
+	assert_ok(f->prov.ops->launch(f->prov.self, &one, &a, &err));
+	first = lines_of(saves); /* the first cell: everything written whole, read first */
+	assert_ok(f->prov.ops->launch(f->prov.self, &two, &b, &err));
+	assert_ok(f->prov.ops->terminate(f->prov.self, "kvt-two", &err));
+	assert_ok(f->prov.ops->launch(f->prov.self, &two, &c, &err));
+	assert_int_equal(lines_of(saves), first);
+	setenv("PATH", old_path, 1);
+	/* the rules are those written whole at start */
+	before = our_nat_rules();
+	assert_non_null(strstr(before, "KIYOT-CELLS-10.199.0.0-24 -i "));
+	f->prov.ops->destroy(f->prov.self);
+	f->have_prov = 0;
+	assert_ok(provider_local_new(&cfg, &f->prov, &err));
+	f->have_prov = 1;
+	after = our_nat_rules();
+	assert_string_equal(before, after);
+	cell_info_release(&a);
+	cell_info_release(&b);
+	cell_info_release(&c);
+}
+
 /* Ids that could escape the state directory or break interface names are refused. */
 static void test_provider_local__bad_cell_id_refused(void **state)
 {
@@ -1240,6 +1337,7 @@ int main(void)
 		CELL_TEST(test_provider_local__relaunch_without_a_netns_builds_the_cell_again),
 		CELL_TEST(
 			test_provider_local__cells_come_and_go_while_another_process_writes_ebtables),
+		CELL_TEST(test_provider_local__a_cell_writes_its_rules_without_reading_the_node),
 		CELL_TEST(test_provider_local__a_serving_provider_makes_the_bridge_before_any_cell),
 	};
 	int fails = cmocka_run_group_tests_name("pure", pure, NULL, NULL);

@@ -239,3 +239,47 @@ int cellguard_spoof_sync(const struct cellnet_cidr *cidr, const struct cellguard
 		return err_wrap(err, "anti-spoofing rules of the cells");
 	return 0;
 }
+
+char *cellguard_spoof_update_rules(const struct cellnet_cidr *cidr,
+				   const struct cellguard_cell *cells, size_t n,
+				   const struct cellguard_cell *add, const char *gone)
+{
+	char network[CHAIN_SIZE];
+	struct buf b = BUF_INIT;
+	struct err e = ERR_INIT;
+
+	network_chain(cidr, network, sizeof(network));
+	buf_appendf(&b, &e, "*nat\n:%s RETURN\n", network); /* as cellguard_spoof_rules */
+	if (add)
+		buf_appendf(&b, &e, ":" CELL_CHAIN "%s ACCEPT\n", add->veth);
+	/* the jump, made first again: this fails the whole write when it is missing */
+	buf_appendf(&b, &e,
+		    "-D PREROUTING -i " CELLNET_VETH_PREFIX "+ -j %s\n"
+		    "-I PREROUTING -i " CELLNET_VETH_PREFIX "+ -j %s\n",
+		    network, network);
+	for (size_t i = 0; i < n; i++)
+		if ((!add || strcmp(cells[i].veth, add->veth) != 0) &&
+		    (!gone || strcmp(cells[i].veth, gone) != 0))
+			buf_appendf(&b, &e, "-A %s -i %s -j " CELL_CHAIN "%s\n", network,
+				    cells[i].veth, cells[i].veth);
+	if (add) {
+		buf_appendf(&b, &e, "-A %s -i %s -j " CELL_CHAIN "%s\n", network, add->veth,
+			    add->veth);
+		cell_rules(&b, add);
+	}
+	if (gone)
+		buf_appendf(&b, &e, "-F " CELL_CHAIN "%s\n-X " CELL_CHAIN "%s\n", gone, gone);
+	buf_appendf(&b, &e, "COMMIT\n");
+	return buf_detach(&b, NULL);
+}
+
+int cellguard_spoof_update(const struct cellnet_cidr *cidr, const struct cellguard_cell *cells,
+			   size_t n, const struct cellguard_cell *add, const char *gone,
+			   struct err *err)
+{
+	_cleanup_free_ char *rules = cellguard_spoof_update_rules(cidr, cells, n, add, gone);
+
+	if (xt_restore("ebtables", rules, err) < 0)
+		return err_wrap(err, "anti-spoofing rules of the cells");
+	return 0;
+}

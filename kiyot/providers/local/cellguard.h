@@ -28,9 +28,15 @@
  *	KIYOT-CELL-VETH -p ARP -s MAC --arp-mac-src MAC --arp-ip-src IP -j RETURN
  *	KIYOT-CELL-VETH -j DROP
  *
- * MAC is the cell's, derived from its IP (cellnet_mac). The chains are written whole from the
- * cells a provider holds, in one ebtables-restore transaction, so writing them again is
- * harmless, a missing one comes back, and a cell's chain goes when it is no longer among them.
+ * MAC is the cell's, derived from its IP (cellnet_mac). At start the chains are written whole
+ * from the cells a provider holds, read against what the node has (ebtables-save, then one
+ * ebtables-restore transaction), so writing them again is harmless, a missing one comes back,
+ * and a cell's chain goes when it is no longer among them. A cell launched or gone afterwards
+ * changes only its own chain and the network's (one ebtables-restore, nothing read: a launch
+ * costs one process, not two, and no rewrite of every cell's chain); when that finds the
+ * node's rules not as written (a firewall reload took them) it fails whole, and everything is
+ * written again as at start. With no cells left the network's chain stays, empty, and its
+ * jump with it, until kiyot starts again with none.
  * Chains of another network (another kiyot, or the EC2 test endpoint, on the same bridge) are
  * left alone. Rules stay when kiyot stops: cells outlive it.
  */
@@ -71,5 +77,25 @@ char *cellguard_spoof_rules(const struct cellnet_cidr *cidr, const struct cellgu
  * network (the caller serialises them). */
 int cellguard_spoof_sync(const struct cellnet_cidr *cidr, const struct cellguard_cell *cells,
 			 size_t n, struct err *err);
+
+/*
+ * The ebtables-restore text of one cell come (add) or gone (gone: the host end of its veth),
+ * written without reading the node's rules: the network's chain written whole with the jumps
+ * to cells[] (the cells whose chains exist and stay; add and gone are left out of them) and
+ * add's, add's chain written whole, gone's emptied and removed, and PREROUTING's jump to the
+ * network made first again. It needs what an earlier cellguard_spoof_sync made: the network's
+ * jump from PREROUTING, and the chain of each of cells[] (and of gone); when one is missing
+ * the restore fails and changes nothing, and the caller writes everything with
+ * cellguard_spoof_sync instead. Either may be NULL. Pure; the caller frees.
+ */
+char *cellguard_spoof_update_rules(const struct cellnet_cidr *cidr,
+				   const struct cellguard_cell *cells, size_t n,
+				   const struct cellguard_cell *add, const char *gone);
+
+/* Applies cellguard_spoof_update_rules in one ebtables-restore (one process, where
+ * cellguard_spoof_sync runs two and rewrites every cell's chain). Same serialisation. */
+int cellguard_spoof_update(const struct cellnet_cidr *cidr, const struct cellguard_cell *cells,
+			   size_t n, const struct cellguard_cell *add, const char *gone,
+			   struct err *err);
 
 #endif

@@ -182,20 +182,25 @@ static void lease_add_locked(struct local_provider *p, const char *id, uint32_t 
 {
 	xgrow((void **)&p->leases, &p->leases_cap, p->nleases + 1, sizeof(*p->leases));
 	snprintf(p->leases[p->nleases].id, sizeof(p->leases[0].id), "%s", id);
+	p->leases[p->nleases].guarded = false;
 	p->leases[p->nleases++].ip = ip;
 }
 
-/* Drops id's address, if it holds one. */
-void local_lease_drop(struct local_provider *p, const char *id)
+/* Drops id's address, if it holds one; whether its anti-spoofing chain was written. */
+bool local_lease_drop(struct local_provider *p, const char *id)
 {
+	bool guarded = false;
+
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->nleases; i++) {
 		if (!strcmp(p->leases[i].id, id)) {
+			guarded = p->leases[i].guarded;
 			p->leases[i] = p->leases[--p->nleases];
 			break;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	return guarded;
 }
 
 /* Picks a free address for id and holds it. */

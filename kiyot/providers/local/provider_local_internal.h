@@ -8,6 +8,7 @@
 #define KIYOT_PROVIDER_LOCAL_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cellnet.h"
@@ -50,6 +51,7 @@ extern const char *const cell_controllers[3];
 struct local_lease {
 	char id[CELLNET_ID_MAX + 1];
 	uint32_t ip;
+	bool guarded; /* its anti-spoofing chain was written (and its jump) */
 };
 
 struct local_provider {
@@ -69,8 +71,9 @@ struct local_provider {
 	size_t nleases, leases_cap;
 	char **busy; /* ids being launched or terminated */
 	size_t nbusy, busy_cap;
-	uint32_t hint;	  /* where the next address search starts */
-	int bridge_index; /* the bridge as last set up, 0 until then */
+	uint32_t hint;	    /* where the next address search starts */
+	int bridge_index;   /* the bridge as last set up, 0 until then */
+	bool guard_written; /* the network's chain and PREROUTING's jump were written */
 };
 
 /* The node's network namespace by name, for host-network units of local cells. Not under the
@@ -88,8 +91,8 @@ char *local_netns_path(const char *id);
 char *local_cgroup_rel(const struct local_provider *p, const char *id);
 /* Kills the agent holding cell id's lock, if one does. */
 void local_agent_kill_holder(const struct local_provider *p, const char *id);
-/* Drops id's address, if it holds one. */
-void local_lease_drop(struct local_provider *p, const char *id);
+/* Drops id's address, if it holds one; whether its anti-spoofing chain was written. */
+bool local_lease_drop(struct local_provider *p, const char *id);
 /* The OCI runtime makes each unit a cgroup in every v1 hierarchy (devices, freezer, cpuset,
  * ...), under the cell's path: remove the cell's subtree from all of them, not only from the
  * controllers the cell was given. Symlinked hierarchies (cpu,cpuacct) are the same tree. */
@@ -105,6 +108,13 @@ int local_cell_teardown(struct local_provider *p, const char *id, struct err *er
  * kiyot processes take turns (SPOOF_LOCK), and a write another program spoiled is tried again
  * from a fresh read. */
 int local_spoof_sync(struct local_provider *p, struct err *err);
+/* The rules of cell id, which holds an address, added to those written (cellguard_spoof_update:
+ * one ebtables-restore); everything written whole (local_spoof_sync) the first time, or when
+ * the node's rules are not as written. */
+int local_spoof_add(struct local_provider *p, const char *id, struct err *err);
+/* The rules of cell id, whose address was dropped (local_lease_drop said it was guarded),
+ * removed the same way. */
+int local_spoof_remove(struct local_provider *p, const char *id, struct err *err);
 /* The bridge, with the cells' gateway address, up: made when the provider starts, so what the
  * node reaches through it (a registry mirror on the gateway address) works before the first
  * cell, and again by each cell's launch should anyone have removed it. */

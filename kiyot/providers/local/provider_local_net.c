@@ -47,25 +47,32 @@ static int spoof_lock(void)
 	return fd;
 }
 
-/* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
- * time, each taking the leases as they are when its turn comes, so the last rules written
- * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
- * table at the same moment makes it fail (a rule it read is gone when it deletes it): the node's
- * kiyot processes take turns (spoof_lock), and a write another program spoiled is tried again
- * from a fresh read. */
-int local_spoof_sync(struct local_provider *p, struct err *err)
+/* The lease of id, or NULL. Needs p->lock. */
+static struct local_lease *lease_find(struct local_provider *p, const char *id)
+{
+	for (size_t i = 0; i < p->nleases; i++)
+		if (strcmp(p->leases[i].id, id) == 0)
+			return &p->leases[i];
+	return NULL;
+}
+
+/* local_spoof_sync with the guard lock held: on success every lease written is marked
+ * guarded, and the network's chain and jump are there while there are cells. */
+static int spoof_sync_guarded(struct local_provider *p, struct err *err)
 {
 	_cleanup_free_ struct cellguard_cell *cells = NULL;
+	_cleanup_free_ struct local_lease *written = NULL;
 	size_t n;
 	int ret, lock;
 
-	pthread_mutex_lock(&p->guard_lock);
 	pthread_mutex_lock(&p->lock);
 	n = p->nleases;
 	cells = xcalloc(n + 1, sizeof(*cells));
+	written = xcalloc(n + 1, sizeof(*written));
 	for (size_t i = 0; i < n; i++) {
 		cellnet_veth_name(p->leases[i].id, cells[i].veth, sizeof(cells[i].veth));
 		cells[i].ip = p->leases[i].ip;
+		written[i] = p->leases[i];
 	}
 	pthread_mutex_unlock(&p->lock);
 	lock = spoof_lock();
@@ -81,8 +88,100 @@ int local_spoof_sync(struct local_provider *p, struct err *err)
 	}
 	if (lock >= 0)
 		close(lock);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct local_lease *l = lease_find(p, written[i].id);
+
+		if (l)
+			l->guarded = true;
+	}
+	p->guard_written = n > 0;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+/* The anti-spoofing rules of every cell holding an address, written whole. One writer at a
+ * time, each taking the leases as they are when its turn comes, so the last rules written
+ * hold the newest leases. ebtables-restore takes no lock: another process writing the nat
+ * table at the same moment makes it fail (a rule it read is gone when it deletes it): the node's
+ * kiyot processes take turns (spoof_lock), and a write another program spoiled is tried again
+ * from a fresh read. */
+int local_spoof_sync(struct local_provider *p, struct err *err)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->guard_lock);
+	ret = spoof_sync_guarded(p, err);
 	pthread_mutex_unlock(&p->guard_lock);
 	return ret;
+}
+
+/* One cell come (add: its id, holding an address) or gone (gone: its id): one restore of its
+ * chain and the network's, whose jumps are those of the guarded leases; everything written
+ * whole when nothing was yet (the first cell), or when that restore fails (the node's rules
+ * are not as written: a firewall reload, another program's write). */
+static int spoof_update(struct local_provider *p, const char *add, const char *gone,
+			struct err *err)
+{
+	_cleanup_free_ struct cellguard_cell *cells = NULL;
+	struct cellguard_cell one = { 0 };
+	char gone_veth[CELLNET_IFNAME_SIZE];
+	struct local_lease *l;
+	bool ready;
+	size_t n = 0;
+	int ret = -1, lock;
+
+	pthread_mutex_lock(&p->guard_lock);
+	pthread_mutex_lock(&p->lock);
+	ready = p->guard_written;
+	cells = xcalloc(p->nleases + 1, sizeof(*cells));
+	for (size_t i = 0; i < p->nleases; i++) {
+		l = &p->leases[i];
+		if (add && strcmp(l->id, add) == 0) {
+			cellnet_veth_name(l->id, one.veth, sizeof(one.veth));
+			one.ip = l->ip;
+		} else if (l->guarded) {
+			cellnet_veth_name(l->id, cells[n].veth, sizeof(cells[n].veth));
+			cells[n++].ip = l->ip;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (gone)
+		cellnet_veth_name(gone, gone_veth, sizeof(gone_veth));
+	if (ready && (!add || one.veth[0])) {
+		lock = spoof_lock();
+		ret = cellguard_spoof_update(&p->cidr, cells, n, add ? &one : NULL,
+					     gone ? gone_veth : NULL, err);
+		if (lock >= 0)
+			close(lock);
+		if (ret < 0) {
+			log_info("local provider: %s; writing every cell's again", err->msg);
+			err_clear(err);
+		}
+	}
+	if (ret < 0) {
+		ret = spoof_sync_guarded(p, err);
+	} else if (add) {
+		pthread_mutex_lock(&p->lock);
+		l = lease_find(p, add);
+		if (l)
+			l->guarded = true;
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->guard_lock);
+	return ret;
+}
+
+int local_spoof_add(struct local_provider *p, const char *id, struct err *err)
+{
+	return spoof_update(p, id, NULL, err);
+}
+
+int local_spoof_remove(struct local_provider *p, const char *id, struct err *err)
+{
+	return spoof_update(p, NULL, id, err);
 }
 
 /* Makes sure the bridge exists with the gateway address and is up. Skips the work when the
@@ -238,7 +337,7 @@ static int cell_net_setup(struct local_provider *p, const char *id, uint32_t ip,
 		return -err->code;
 	host = nl_link_index(nl, veth, err);
 	if (host < 0 || nl_link_up(nl, host, err) < 0 ||
-	    cell_net_configure(p, ns_fd, ip, err) < 0 || local_spoof_sync(p, err) < 0)
+	    cell_net_configure(p, ns_fd, ip, err) < 0 || local_spoof_add(p, id, err) < 0)
 		return -err->code;
 	hairpin_on(veth);
 	return 0;

@@ -175,8 +175,8 @@ int local_cell_teardown(struct local_provider *p, const char *id, struct err *er
 	}
 	if (fs_remove_tree(dir, &e) < 0)
 		keep_first(&first, &e, id);
-	local_lease_drop(p, id);
-	if (local_spoof_sync(p, &e) < 0)
+	/* a cell whose rules were never written has none to remove */
+	if (local_lease_drop(p, id) && local_spoof_remove(p, id, &e) < 0)
 		keep_first(&first, &e, id);
 	if (first.code) {
 		*err = first;
