@@ -1,11 +1,13 @@
 /*
  * cellspawn.h: starting a daemon inside a local cell, and checking on it later.
  *
- * The process is double-forked into its own session (so it outlives kiyot and is nobody's
- * child to reap), joins the cell's cgroups and network namespace with setns (never
- * `ip netns exec`, which remounts /sys), gets /dev/null as stdin and a log file as stdout and
- * stderr, and no other descriptor. Safe to call from any thread: the forked child only makes
- * async-signal-safe calls.
+ * The process is started through a short-lived middle child into its own session (so it
+ * outlives kiyot and is nobody's child to reap), joins the cell's cgroups and network namespace
+ * with setns (never `ip netns exec`, which remounts /sys), gets /dev/null as stdin and a log
+ * file as stdout and stderr, and no other descriptor. Both children are clone(CLONE_VM |
+ * CLONE_VFORK) ones, as posix_spawn's: no copy of kiyot's memory is made. Safe to call from any
+ * thread: the children only make async-signal-safe calls, on stacks of their own, with every
+ * signal blocked until the last one resets them.
  */
 #ifndef KIYOT_CELLSPAWN_H
 #define KIYOT_CELLSPAWN_H
