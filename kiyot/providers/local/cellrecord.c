@@ -72,7 +72,10 @@ int cell_record_load(const char *dir, const char *id, struct cell_record *out, s
 	return 0;
 }
 
-/* Sorted keys and indentation, so the file reads well with cat. */
+/* Sorted keys and indentation, so the file reads well with cat. Replaced whole (a rename), not
+ * flushed to disk: it survives kiyot's crash as it is, and what it records (a netns, a veth,
+ * an agent process) does not survive the node's, so an fsync (milliseconds on a busy disk,
+ * twice in every launch) would keep nothing worth having. */
 int cell_record_save(const char *dir, const struct cell_record *r, struct err *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/cell.json", dir);
@@ -87,7 +90,7 @@ int cell_record_save(const char *dir, const struct cell_record *r, struct err *e
 	json_decref(o);
 	if (!text) /* only an allocation failure (or a NULL string, a bug) gets here */
 		abort();
-	return fs_write_file(path, text, strlen(text), 0600, err);
+	return fs_replace_file(path, text, strlen(text), 0600, err);
 }
 
 /* The pid with the recorded start time still runs. */

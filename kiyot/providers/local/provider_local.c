@@ -304,7 +304,8 @@ static pid_t cell_agent_start(const struct local_provider *p, const struct cell_
 	char *envp[] = { (char *)AGENT_ENV_PATH, NULL };
 	struct cellspawn cs = { argv, envp, cgroup_procs, NCTRL, ns_fd, logp };
 
-	if (fs_write_file(boot, doc, strlen(doc), 0600, err) < 0)
+	/* read by the agent at once; not flushed to disk (cell_record_save says why) */
+	if (fs_replace_file(boot, doc, strlen(doc), 0600, err) < 0)
 		return -err->code;
 	return cellspawn_start(&cs, err);
 }
