@@ -5,8 +5,14 @@
 #
 #	deploy/cell-image/build.sh [--arch amd64|arm64] [--out FILE] [--agent PATH] [--shim PATH]
 #	                           [--mirror URL] [--security-mirror URL|none] [--work DIR]
+#	                           [--root-only DIR | --root DIR]
 #
 # --work DIR keeps the build's files there (the root tree, the partitions' images) to look at.
+# The image is made in two steps, which may run apart: the root tree (the packages and the
+# image's configuration, everything but the agent: the long step) and the image (the agent and
+# its shim put in, the partitions made). --root-only DIR makes only the tree, in DIR, without
+# needing the agent; --root DIR makes the image from a tree made so (it is copied, not changed),
+# so an image with another build of the agent takes seconds.
 #
 # Debian bookworm packages only (mmdebstrap), run as root. No loop device and no mount of the
 # image: the root file system is made from a directory (mkfs.ext4 -d), the EFI system
@@ -23,6 +29,8 @@ SHIM=
 MIRROR=http://deb.debian.org/debian
 SECURITY=http://deb.debian.org/debian-security
 WORK=
+ROOT_ONLY=
+FROM_ROOT=
 ESP_MB=128
 FREE_MB=256 # room left in the root file system before it grows to the volume
 
@@ -32,7 +40,7 @@ die() {
 }
 
 usage() {
-	echo "usage: $0 [--arch amd64|arm64] [--out FILE] [--agent PATH] [--shim PATH] [--mirror URL] [--security-mirror URL|none] [--work DIR]" >&2
+	echo "usage: $0 [--arch amd64|arm64] [--out FILE] [--agent PATH] [--shim PATH] [--mirror URL] [--security-mirror URL|none] [--work DIR] [--root-only DIR | --root DIR]" >&2
 	exit 2
 }
 
@@ -45,6 +53,8 @@ while [ $# -gt 0 ]; do
 	--mirror) MIRROR=${2:?}; shift 2 ;;
 	--security-mirror) SECURITY=${2:?}; shift 2 ;;
 	--work) WORK=${2:?}; shift 2 ;;
+	--root-only) ROOT_ONLY=${2:?}; shift 2 ;;
+	--root) FROM_ROOT=${2:?}; shift 2 ;;
 	-h | --help) usage ;;
 	*) echo "build.sh: unknown argument $1" >&2; usage ;;
 	esac
@@ -57,31 +67,39 @@ arm64) EFI_ARCH=aa64; EFI_BOOT=BOOTAA64.EFI; ROOT_TYPE=B921B045-1DF0-41C3-AF44-4
 esac
 ESP_TYPE=C12A7328-F81F-11D2-BA4B-00A0C93EC93B
 
-[ -n "$AGENT" ] || AGENT=$REPO/build/cell-agent
-[ -n "$SHIM" ] || SHIM=$(dirname "$AGENT")/cell-shim
-[ -n "$OUT" ] || OUT=$(dirname "$AGENT")/cell-image-$ARCH.raw
-[ -f "$AGENT" ] || die "no cell-agent at $AGENT: build it (make BUILD=<dir>) or name it with --agent"
-[ -f "$SHIM" ] || die "no cell-shim at $SHIM (it goes beside cell-agent): build it or name it with --shim"
+[ -z "$ROOT_ONLY" ] || [ -z "$FROM_ROOT" ] || die "--root-only and --root exclude each other"
 [ "$(id -u)" = 0 ] || die "run as root: mmdebstrap installs the packages as root and mkfs.ext4 -d keeps their owners"
 for tool in mmdebstrap mkfs.ext4 mkfs.vfat mcopy mmd sfdisk objdump; do
 	command -v "$tool" >/dev/null 2>&1 ||
 		die "$tool is missing: apt-get install mmdebstrap e2fsprogs dosfstools mtools fdisk binutils"
 done
-
-# the agent must be of the image's architecture
-case "$ARCH:$(objdump -f "$AGENT" | sed -n 's/.*file format //p')" in
-amd64:elf64-x86-64 | arm64:elf64-littleaarch64) ;;
-*) die "$AGENT is not an $ARCH binary ($(objdump -f "$AGENT" | sed -n 's/.*file format //p')): build it for $ARCH or pass --arch" ;;
-esac
+if [ -z "$ROOT_ONLY" ]; then
+	[ -n "$AGENT" ] || AGENT=$REPO/build/cell-agent
+	[ -n "$SHIM" ] || SHIM=$(dirname "$AGENT")/cell-shim
+	[ -n "$OUT" ] || OUT=$(dirname "$AGENT")/cell-image-$ARCH.raw
+	[ -f "$AGENT" ] || die "no cell-agent at $AGENT: build it (make BUILD=<dir>) or name it with --agent"
+	[ -f "$SHIM" ] || die "no cell-shim at $SHIM (it goes beside cell-agent): build it or name it with --shim"
+	# the agent must be of the image's architecture
+	case "$ARCH:$(objdump -f "$AGENT" | sed -n 's/.*file format //p')" in
+	amd64:elf64-x86-64 | arm64:elf64-littleaarch64) ;;
+	*) die "$AGENT is not an $ARCH binary ($(objdump -f "$AGENT" | sed -n 's/.*file format //p')): build it for $ARCH or pass --arch" ;;
+	esac
+	OUT_DIR=$(cd "$(dirname "$OUT")" && pwd) || die "the directory of --out $OUT does not exist"
+else
+	OUT_DIR=$(cd "$(dirname "$ROOT_ONLY")" && pwd) || die "the directory of --root-only $ROOT_ONLY does not exist"
+fi
+if [ -n "$FROM_ROOT" ] && { [ ! -d "$FROM_ROOT/root/usr" ] || [ ! -d "$FROM_ROOT/esp" ]; }; then
+	die "--root $FROM_ROOT: no root tree there; make one with --root-only $FROM_ROOT"
+fi
 
 START=$(date +%s)
-OUT_DIR=$(cd "$(dirname "$OUT")" && pwd) || die "the directory of --out $OUT does not exist"
 KEEP_WORK=1
 [ -n "$WORK" ] || { WORK=$(mktemp -d "$OUT_DIR/cell-image-work.XXXXXX") && KEEP_WORK=; }
 mkdir -p "$WORK"
 # a --work directory is kept (the root tree, the partitions) for a look inside
 cleanup() {
-	rm -f "$OUT.tmp"
+	[ -z "$OUT" ] || rm -f "$OUT.tmp"
+	[ -z "$ROOT_ONLY" ] || rm -rf "$ROOT_ONLY.tmp"
 	[ -n "$KEEP_WORK" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -99,28 +117,49 @@ crun ca-certificates libgrpc29 libprotobuf-c1 libcurl4 libjansson4 libssl3 libar
 systemd-boot-efi"
 PKGS=$(printf '%s' "$PKGS" | tr -s ' \n' ',,')
 
-SECURITY_SOURCE=
-[ "$SECURITY" = none ] || SECURITY_SOURCE="deb $SECURITY bookworm-security main"
-echo "build.sh: installing Debian bookworm ($ARCH) from $MIRROR into $ROOT"
 rm -rf "$ROOT" "$ESP_STAGE"
-mkdir -p "$ESP_STAGE"
-export CELL_IMAGE_KIT="$KIT" CELL_IMAGE_ESP="$ESP_STAGE" CELL_IMAGE_EFI_ARCH="$EFI_ARCH"
-export CELL_IMAGE_AGENT="$AGENT" CELL_IMAGE_SHIM="$SHIM"
-# (the hook's $1 is mmdebstrap's: the new root)
-# shellcheck disable=SC2016
-mmdebstrap --mode=root --variant=minbase --arch="$ARCH" --include="$PKGS" \
-	--aptopt='Apt::Install-Recommends "false"' \
-	--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-	--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-	--dpkgopt='path-exclude=/usr/share/info/*' \
-	--customize-hook='"$CELL_IMAGE_KIT/customize.sh" "$1"' \
-	bookworm "$ROOT" "deb $MIRROR bookworm main" "deb $MIRROR bookworm-updates main" \
-	${SECURITY_SOURCE:+"$SECURITY_SOURCE"} ||
-	die "mmdebstrap failed (above: a package or the mirror $MIRROR); check that apt reaches it, or pass --mirror"
+if [ -n "$FROM_ROOT" ]; then
+	echo "build.sh: the root tree of $FROM_ROOT"
+	if ! { cp -a "$FROM_ROOT/root" "$ROOT" && cp -a "$FROM_ROOT/esp" "$ESP_STAGE"; }; then
+		die "copying the root tree of $FROM_ROOT failed (above)"
+	fi
+else
+	SECURITY_SOURCE=
+	[ "$SECURITY" = none ] || SECURITY_SOURCE="deb $SECURITY bookworm-security main"
+	echo "build.sh: installing Debian bookworm ($ARCH) from $MIRROR into $ROOT"
+	mkdir -p "$ESP_STAGE"
+	export CELL_IMAGE_KIT="$KIT" CELL_IMAGE_ESP="$ESP_STAGE" CELL_IMAGE_EFI_ARCH="$EFI_ARCH"
+	# (the hook's $1 is mmdebstrap's: the new root)
+	# shellcheck disable=SC2016
+	mmdebstrap --mode=root --variant=minbase --arch="$ARCH" --include="$PKGS" \
+		--aptopt='Apt::Install-Recommends "false"' \
+		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+		--dpkgopt='path-exclude=/usr/share/info/*' \
+		--customize-hook='"$CELL_IMAGE_KIT/customize.sh" "$1"' \
+		bookworm "$ROOT" "deb $MIRROR bookworm main" "deb $MIRROR bookworm-updates main" \
+		${SECURITY_SOURCE:+"$SECURITY_SOURCE"} ||
+		die "mmdebstrap failed (above: a package or the mirror $MIRROR); check that apt reaches it, or pass --mirror"
+	# no package cache or lists in the image (a cell installs nothing)
+	rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/var/cache/apt/archives/partial" \
+		"$ROOT/var/lib/apt/lists/"*
+fi
 
-# no package cache or lists in the image (a cell installs nothing)
-rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/var/cache/apt/archives/partial" \
-	"$ROOT/var/lib/apt/lists/"*
+# --root-only: the tree and the loader's EFI binary, in place at once
+if [ -n "$ROOT_ONLY" ]; then
+	rm -rf "$ROOT_ONLY.tmp"
+	if ! { mkdir "$ROOT_ONLY.tmp" && mv "$ROOT" "$ROOT_ONLY.tmp/root" &&
+		mv "$ESP_STAGE" "$ROOT_ONLY.tmp/esp" && rm -rf "$ROOT_ONLY" &&
+		mv "$ROOT_ONLY.tmp" "$ROOT_ONLY"; }; then
+		die "moving the root tree to $ROOT_ONLY failed (above)"
+	fi
+	echo "build.sh: root tree $ROOT_ONLY built in $(($(date +%s) - START)) s"
+	exit 0
+fi
+
+# the agent and its shim, side by side (the agent runs the shim from its own directory)
+install -m 0755 -o 0 -g 0 "$AGENT" "$ROOT/usr/local/bin/cell-agent"
+install -m 0755 -o 0 -g 0 "$SHIM" "$ROOT/usr/local/bin/cell-shim"
 
 # every library cell-agent and cell-shim need is in the image
 for bin in "$AGENT" "$SHIM"; do

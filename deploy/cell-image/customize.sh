@@ -1,19 +1,18 @@
 #!/bin/sh
 # customize.sh ROOT: the cell image's own part, run by build.sh through mmdebstrap's
 # --customize-hook once the packages are installed (ROOT is the new root; the environment
-# names the kit, the agent, the shim and where the EFI binary goes). Not run by hand.
+# names the kit and where the EFI binary goes). The agent and its shim are not in it yet:
+# build.sh puts them in afterwards, so the tree can be made before them. Not run by hand.
 set -eu
 R=$1
-: "${CELL_IMAGE_KIT:?} ${CELL_IMAGE_AGENT:?} ${CELL_IMAGE_SHIM:?} ${CELL_IMAGE_ESP:?} ${CELL_IMAGE_EFI_ARCH:?}"
+: "${CELL_IMAGE_KIT:?} ${CELL_IMAGE_ESP:?} ${CELL_IMAGE_EFI_ARCH:?}"
 
 # configuration: the agent's unit, DHCP on every Ethernet link, DNS, journal, root growth
 cp -R "$CELL_IMAGE_KIT/rootfs/." "$R/"
 chown -R 0:0 "$R/etc/systemd" "$R/etc/repart.d"
 chmod 0644 "$R/etc/systemd/system/cell-agent.service" "$R/etc/systemd/network/80-cell.network"
 
-# the agent and its shim, side by side (the agent runs the shim from its own directory)
-install -m 0755 -o 0 -g 0 "$CELL_IMAGE_AGENT" "$R/usr/local/bin/cell-agent"
-install -m 0755 -o 0 -g 0 "$CELL_IMAGE_SHIM" "$R/usr/local/bin/cell-shim"
+mkdir -p "$R/usr/local/bin"
 
 # systemd-boot's EFI binary goes to the ESP; the package leaves the image
 cp "$R/usr/lib/systemd/boot/efi/systemd-boot$CELL_IMAGE_EFI_ARCH.efi" "$CELL_IMAGE_ESP/"

@@ -37,47 +37,85 @@ NEEDS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
          "dnsmasq": "dnsmasq-base"}
 
 
-def image_inputs():
-    """What the image is made of: the kit's files and the binaries it installs."""
-    paths = []
-    for root, _, files in os.walk(IMAGE_DIR):
-        paths += [os.path.join(root, f) for f in files]
-    paths += [os.path.join(BUILD, b) for b in ("cell-agent", "cell-shim")]
-    return sorted(p for p in paths if os.path.isfile(p))
-
-
-def build_image():
-    """deploy/cell-image/build.sh into BUILD/cell-image/<hash of its inputs>/, once: (path,
-    seconds the build took or None when cached)."""
-    h = hashlib.sha256()
-    for p in image_inputs():
+def _digest(paths, h=None):
+    h = h or hashlib.sha256()
+    for p in paths:
         h.update(os.path.relpath(p, REPO).encode() + b"\0")
         with open(p, "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
+    return h
+
+
+def root_inputs():
+    """What the image's root tree is made of: build.sh, customize.sh and the files of rootfs/
+    (not the kit's other tools nor its README)."""
+    paths = [os.path.join(IMAGE_DIR, f) for f in ("build.sh", "customize.sh")]
+    for root, _, files in os.walk(os.path.join(IMAGE_DIR, "rootfs")):
+        paths += [os.path.join(root, f) for f in files]
+    return sorted(p for p in paths if os.path.isfile(p))
+
+
+def _prune(top, keep, old):
+    """Removes what old(name) says is an earlier build's, in top, but keep."""
+    for name in os.listdir(top):
+        path = os.path.join(top, name)
+        if old(name) and not name.startswith(keep):
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
+
+
+def _build(args, logf, what):
+    """Runs build.sh with args, its output to logf; raises naming the log's end on failure."""
+    with open(logf, "w") as f:
+        res = subprocess.run([os.path.join(IMAGE_DIR, "build.sh"), "--arch", "amd64"] + args,
+                             stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if res.returncode != 0:
+        with open(logf, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError("deploy/cell-image/build.sh (%s) failed (exit %d); %s ends:\n%s"
+                           % (what, res.returncode, logf, tail))
+
+
+def build_root():
+    """The image's root tree (build.sh --root-only: the long step, which needs no agent) into
+    BUILD/cell-image/root-<hash of the kit>, once; an older kit's tree is removed. (path,
+    seconds the build took or None when cached)."""
+    top = os.path.join(BUILD, "cell-image")
+    name = "root-" + _digest(root_inputs()).hexdigest()[:16]
+    root = os.path.join(top, name)
+    if os.path.isdir(os.path.join(root, "root")):
+        return root, None
+    os.makedirs(top, exist_ok=True)
+    t0 = time.monotonic()
+    _build(["--root-only", root], root + ".log", "the root tree")
+    _prune(top, name, lambda n: n.startswith("root-"))
+    return root, time.monotonic() - t0
+
+
+def build_image():
+    """The cell image into BUILD/cell-image/<hash of the kit and the agent>/, once: the root
+    tree (build_root) with this build's agent and shim put in. (path, seconds the build took,
+    the root tree's included, or None when cached)."""
+    binaries = [os.path.join(BUILD, b) for b in ("cell-agent", "cell-shim")]
     given = os.environ.get("KIYOT_ITEST_VM_IMAGE")
     if given:    # an image built before (e.g. by hand with build.sh)
         if not os.path.isfile(given):
             raise RuntimeError("KIYOT_ITEST_VM_IMAGE=%s: no such file" % given)
         return given, None
+    h = _digest(root_inputs() + binaries)
     out_dir = os.path.join(BUILD, "cell-image", h.hexdigest()[:16])
     image = os.path.join(out_dir, "cell.raw")
     if os.path.exists(image):
         return image, None
-    os.makedirs(out_dir, exist_ok=True)
     t0 = time.monotonic()
-    logf = os.path.join(out_dir, "build.log")
-    with open(logf, "w") as f:
-        res = subprocess.run([os.path.join(IMAGE_DIR, "build.sh"), "--arch", "amd64",
-                              "--agent", os.path.join(BUILD, "cell-agent"),
-                              "--shim", os.path.join(BUILD, "cell-shim"),
-                              "--out", image + ".tmp"],
-                             stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    if res.returncode != 0 or not os.path.exists(image + ".tmp"):
-        with open(logf, errors="replace") as f:
-            tail = f.read()[-3000:]
-        raise RuntimeError("deploy/cell-image/build.sh failed (exit %d); %s ends:\n%s"
-                           % (res.returncode, logf, tail))
+    root, _ = build_root()
+    os.makedirs(out_dir, exist_ok=True)
+    _build(["--root", root, "--agent", binaries[0], "--shim", binaries[1],
+            "--out", image + ".tmp"], os.path.join(out_dir, "build.log"), "the image")
+    if not os.path.exists(image + ".tmp"):
+        raise RuntimeError("deploy/cell-image/build.sh made no %s.tmp" % image)
     os.replace(image + ".tmp", image)
+    _prune(os.path.dirname(out_dir), os.path.basename(out_dir),
+           lambda n: len(n) == 16 and all(c in "0123456789abcdef" for c in n))
     return image, time.monotonic() - t0
 
 
