@@ -21,8 +21,8 @@ import unittest
 
 import cri
 import streamclient
-from ec2env import KEY, SECRET, Ec2Sim, tags_of
-from harness import BUILD, REGISTRY, REPO, KiyotTest, http_get, log, sh, wait_for
+from ec2env import Ec2Kiyot, Ec2Sim, tags_of
+from harness import BUILD, REPO, KiyotTest, http_get, log, sh, wait_for
 
 VM_BRIDGE = "kiyotvm0"
 VM_NET = "10.76.0.0/24"
@@ -208,33 +208,10 @@ class Ec2VmTest(KiyotTest):
 
     @classmethod
     def start_ec2_kiyot(cls):
-        cls.state = os.path.join(cls.vm_dir, "kiyot-state")
-        cls.sock = os.path.join(cls.vm_dir, "kiyot.sock")
-        cfg = os.path.join(cls.vm_dir, "kiyot.yaml")
-        with open(cfg, "w") as f:
-            f.write("cells:\n  provider: ec2\n"
-                    "ec2:\n  endpoint: %s\n  imageId: ami-0kiyotcellvm\n  region: us-east-1\n"
-                    "  noInstanceMetadata: true\n  launchTimeoutSeconds: %d\n"
-                    "registries:\n  \"%s\": { insecure: true }\n"
-                    % (cls.sim.endpoint, BOOT_TIMEOUT, REGISTRY))
-        envv = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
-                    AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
-        cls.kiyot_log = os.path.join(cls.vm_dir, "kiyot.log")
-        logf = open(cls.kiyot_log, "a")
-        cls.kiyot = subprocess.Popen(
-            [os.path.join(BUILD, "kiyot"), "serve", "--socket", cls.sock, "--state-dir",
-             cls.state, "--config", cfg, "--log-level", "debug"],
-            stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, env=envv,
-            start_new_session=True)
-        logf.close()
-
-        def ready():
-            if cls.kiyot.poll() is not None:
-                raise RuntimeError("kiyot (ec2) exited; see " + cls.kiyot_log)
-            c = cri.Client(cls.sock)
-            c.runtime.Version(c.pb.VersionRequest(), timeout=2)
-            return c
-        cls.client = wait_for(ready, 30, "the ec2 kiyot to answer")
+        k = Ec2Kiyot(cls.sim, cls.vm_dir, "vm", ec2={"imageId": "ami-0kiyotcellvm",
+                                                     "launchTimeoutSeconds": BOOT_TIMEOUT})
+        cls.kiyot, cls.state, cls.sock, cls.kiyot_log = k.proc, k.state, k.sock, k.log_path
+        cls.client = k.client
 
     @classmethod
     def _teardown(cls):
