@@ -23,7 +23,8 @@
 #                suite in ITEST_SHARDS shards (test/integration/harness.py), whose shard 0 also
 #                boots the cell image in a VM (QEMU TCG) once it is built
 #   load         the lifecycle and crash tests again on a busy node (one shard: it loads the
-#                CPUs itself)
+#                CPUs itself), as soon as the integration suite ended, beside the parts above
+#                still running
 # The integration runs take the machine's integration lock once, for both (itest-lock: the
 # time waited for it, when another run held it).
 # A part that runs beside others writes to BUILD/test-logs/PART.log, shown when it failed.
@@ -150,13 +151,15 @@ if part build $m -j"$jobs" all "$build/test-tools/netdelay"; then
 	part itest-lock itest_lock
 	part integration env KIYOT_ITEST_SHARDS="$shards" KIYOT_BUILD="$abs_build" \
 		KIYOT_ITEST_VM=1 KIYOT_ITEST_VM_READY="$logs/cell-image.rc" test/integration/run.sh
+	# the busy node's pass right after, beside whatever of the others still runs (a busy node
+	# is what it is about)
+	echo "integration on a busy node: $load_tests"
+	# shellcheck disable=SC2086 # the words are test filters
+	part load env KIYOT_ITEST_LOAD=1 KIYOT_BUILD="$abs_build" test/integration/run.sh $load_tests
 	finish release
 	finish unit
 	finish fuzz-check
 	finish endpoints
-	echo "integration on a busy node: $load_tests"
-	# shellcheck disable=SC2086 # the words are test filters
-	part load env KIYOT_ITEST_LOAD=1 KIYOT_BUILD="$abs_build" test/integration/run.sh $load_tests
 fi
 [ -n "${bg_pid[cell-image]:-}" ] && finish cell-image
 
