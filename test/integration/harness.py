@@ -1020,7 +1020,8 @@ VM_READY = os.environ.get("KIYOT_ITEST_VM_READY", "")
 VM_READY_WAIT = 1800
 # The shards' queue takes the files longest first (seconds, from a run on 2 cores with 2 shards;
 # a file not listed counts 10 s).
-FILE_SECONDS = {"test_pool_cron": 90, "test_ec2": 64, "test_cli": 44, "test_pool_ec2": 37, "test_streaming": 37, "test_pool": 34,
+FILE_SECONDS = {"test_pool_cron": 90, "test_ec2": 64, "test_cli": 44, "test_pool_ec2": 37,
+                "test_streaming": 37, "test_pool": 34,
                 "test_slow_deps": 25, "test_hostport": 26, "test_attach": 18,
                 "test_crash_starts": 17, "test_validation": 17, "test_cell_network": 14,
                 "test_security": 14, "test_spot_interrupt": 14, "test_routing": 13,
