@@ -53,11 +53,13 @@ integration: all $(NETDELAY)
 	@KIYOT_ITEST_SHARDS=$(ITEST_SHARDS) KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh
 	@$(MAKE) --no-print-directory integration-load
 
-# the pod lifecycle and crash tests again on a busy node (KIYOT_ITEST_LOAD: CPU workers beyond
-# the cores, a slow and lossy link to the cells). The streaming tests under load
-# (LOAD_TESTS="Streaming") are not in make test: they passed 20 of 20 in three runs, but add
-# about 5 minutes to it
-LOAD_TESTS ?= Lifecycle CrashStarts
+# the pod lifecycle and crash tests, and the streaming tests' exec, terminal, port-forward
+# (SPDY and WebSocket), one-use URL and stop-with-a-session-open cases, again on a busy node
+# (KIYOT_ITEST_LOAD: CPU workers beyond the cores, a slow and lossy link to the cells): about
+# 20 s of tests more. All of the streaming tests under load (LOAD_TESTS="Streaming", the large
+# and stalled transfers among them) take about 5 minutes more
+LOAD_TESTS ?= Lifecycle CrashStarts spdy_exec websocket_exec_v4 port_forward_several_connections \
+	websocket_port_forward_several a_url_is_good_once kiyot_stops_promptly
 integration-load: all $(NETDELAY)
 	@echo "integration on a busy node: $(LOAD_TESTS)"
 	@KIYOT_ITEST_LOAD=1 KIYOT_BUILD=$(abspath $(BUILD)) test/integration/run.sh $(LOAD_TESTS)

@@ -32,7 +32,7 @@ set -u
 build=${1:-build}
 jobs=${2:-2}
 shards=${ITEST_SHARDS:-3}
-load_tests=${LOAD_TESTS:-Lifecycle CrashStarts}
+load_tests=${LOAD_TESTS:?make test names them (test/module.mk)}
 mkdir -p "$build/test-logs"
 abs_build=$(cd "$build" && pwd)
 logs=$abs_build/test-logs # absolute: a part may run in another directory
