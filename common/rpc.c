@@ -179,8 +179,9 @@ void *rpc_note(struct rpc_call *c)
 	return c->note;
 }
 
-/* Hands an arrived call to its method's pool, or to a thread of its own if it streams. Unknown
- * methods go to the first pool, which answers them UNIMPLEMENTED. */
+/* Answers an arrived call here when its method is RPC_INLINE and that needs no wait; else
+ * hands it to its method's pool (going on from where it stopped here), or to a thread of its
+ * own if it streams. Unknown methods go to the first pool, which answers them UNIMPLEMENTED. */
 static void dispatch(struct rpc_server *s, struct rpc_call *c)
 {
 	const struct rpc_method *m = method_find(s, c->details.method);
@@ -205,12 +206,30 @@ static void dispatch(struct rpc_server *s, struct rpc_call *c)
 		rpc_call_refuse(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "no thread for the stream");
 		return;
 	}
+	if (m && (m->flags & RPC_INLINE)) {
+		int ret = rpc_call_run_inline(c);
+
+		if (ret == 0) {
+			rpc_call_free(c);
+			return;
+		}
+		if (ret == RPC_PARKED) {
+			rpc_call_parked(c);
+			return;
+		}
+	}
 	p = &s->pools[m ? m->pool : 0];
 	pthread_mutex_lock(&s->lock);
-	if (s->stopping || p->queued >= p->max_queue) {
+	/* an answered call (its answer not gone at once) only waits: no bound refuses it */
+	if (s->stopping || (c->stage != STAGE_FINISHING && p->queued >= p->max_queue)) {
 		int stopping = s->stopping;
 
 		pthread_mutex_unlock(&s->lock);
+		if (c->stage == STAGE_FINISHING) { /* the stopping server ends it soon */
+			rpc_call_run(c);
+			rpc_call_free(c);
+			return;
+		}
 		snprintf(msg, sizeof(msg), "%d calls already wait for the %s workers; try later",
 			 p->max_queue, p->name);
 		rpc_call_refuse(c,

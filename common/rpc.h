@@ -6,7 +6,10 @@
  *
  * Server model: one thread waits for new calls on a notification queue; every call then
  * belongs to one worker thread, which reads the request, runs the handler and sends the answer
- * on the call's own queue. Unary methods run on worker pools: each method names its pool in the
+ * on the call's own queue. Methods flagged RPC_INLINE are answered by the waiting thread
+ * itself when that needs no wait (their request is in, their handler does not ask for a
+ * worker, their answer goes out at once): on a busy CPU the wake-up of a worker costs more
+ * than such a call. Unary methods run on worker pools: each method names its pool in the
  * table, and each pool has threads and a bounded queue of its own, so calls that may wait for
  * long (an image pull, a cell's launch) never hold the threads that answer fast ones (Version,
  * Status) however many of them are stuck. Streaming methods get a thread of their own for their
@@ -48,6 +51,12 @@ enum rpc_method_flags {
 	/* Also reads the client's later messages with rpc_recv (req is the first one); may send
 	 * from one thread while it reads in another. */
 	RPC_BIDI_STREAM = 1 << 1,
+	/* Unary calls answered on the thread that took them (rpc_inline), without the hand-off
+	 * to a worker of their pool, when their request came with them: cheap calls that only
+	 * read what the process holds. Such a handler never waits: where it might (a lock other
+	 * work holds, a call to another server, the disk), it returns RPC_NEEDS_WORKER first and
+	 * runs again on its pool. */
+	RPC_INLINE = 1 << 2,
 };
 
 /* A handler. svc is the server's context; req is never NULL (an absent message decodes as the
@@ -157,6 +166,11 @@ void rpc_adopt(struct rpc_call *c, ProtobufCMessage *msg);
  * having gone away shows (rpc_cancelled) only once it runs again. rpc_unpark may come from any
  * thread at any time after rpc_park, even before the handler returned. */
 #define RPC_PARKED 0x7061726b /* "park": no handler's count or errno */
+/* An RPC_INLINE handler running inline that would have to wait returns RPC_NEEDS_WORKER
+ * before it changed anything: the call goes to its pool, and a worker runs the handler again
+ * from the start with the same request (and a new response). rpc_inline says where it runs. */
+#define RPC_NEEDS_WORKER 0x776f726b /* "work" */
+bool rpc_inline(struct rpc_call *c);
 void rpc_park(struct rpc_call *c);
 void rpc_unpark(struct rpc_call *c);
 void rpc_set_note(struct rpc_call *c, void *note);

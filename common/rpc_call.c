@@ -87,12 +87,20 @@ void rpc_call_free(struct rpc_call *c)
 {
 	if (c->call)
 		grpc_call_unref(c->call);
+	/* every op of the call completes before its queue is gone: then what they filled */
+	rpc_cq_drain_destroy(c->cq);
+	if (c->bb)
+		grpc_byte_buffer_destroy(c->bb);
+	if (c->stage == STAGE_FINISHING && c->sent <= 0) {
+		if (c->send_bb)
+			grpc_byte_buffer_destroy(c->send_bb);
+		grpc_slice_unref(c->send_details);
+	}
 	grpc_call_details_destroy(&c->details);
 	grpc_metadata_array_destroy(&c->md);
 	if (c->req)
 		protobuf_c_message_free_unpacked(c->req, NULL);
 	call_memory_free(c);
-	rpc_cq_drain_destroy(c->cq);
 	free(c);
 }
 
@@ -241,39 +249,65 @@ int rpc_recv(struct rpc_call *c, const ProtobufCMessageDescriptor *desc, Protobu
 	return *msg ? 1 : -err->code;
 }
 
-/* Sends the response (if any) and the status, in one batch. */
-static void call_finish(struct rpc_call *c, const ProtobufCMessage *resp, int status,
+/* Starts sending the answer: the response (if any) and the status, in one batch. The call is
+ * FINISHING from then on: call_finish_wait sees it out. */
+static void call_answer(struct rpc_call *c, const ProtobufCMessage *resp, int status,
 			const char *msg)
 {
 	grpc_op ops[3];
-	grpc_byte_buffer *bb = resp ? rpc_pack(resp) : NULL;
-	grpc_slice details = grpc_slice_from_copied_string(msg ? msg : "");
 	size_t n = 0;
 
+	c->send_bb = resp ? rpc_pack(resp) : NULL;
+	c->send_details = grpc_slice_from_copied_string(msg ? msg : "");
+	c->status = status;
+	c->stage = STAGE_FINISHING;
 	memset(ops, 0, sizeof(ops));
 	if (!c->sent_initial) {
 		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
 		c->sent_initial = 1;
 	}
-	if (bb) {
+	if (c->send_bb) {
 		ops[n].op = GRPC_OP_SEND_MESSAGE;
-		ops[n++].data.send_message.send_message = bb;
+		ops[n++].data.send_message.send_message = c->send_bb;
 	}
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = (grpc_status_code)status;
-	ops[n++].data.send_status_from_server.status_details = &details;
-	if (grpc_call_start_batch(c->call, ops, n, TAG(TAG_SEND), NULL) == GRPC_CALL_OK)
-		call_wait(c, TAG_SEND);
+	ops[n++].data.send_status_from_server.status_details = &c->send_details;
+	c->sent = grpc_call_start_batch(c->call, ops, n, TAG(TAG_SEND), NULL) == GRPC_CALL_OK ? 0
+											      : -1;
+}
+
+/* The answer's batch is over (or never started): observe is told, its buffers go. */
+static void call_sent(struct rpc_call *c)
+{
 	if (c->srv->observe)
-		c->srv->observe(c->srv->observe_arg, c->method ? c->method->path : NULL, status,
+		c->srv->observe(c->srv->observe_arg, c->method ? c->method->path : NULL, c->status,
 				(double)(clock_mono_ns() - c->arrived_ns) / 1e9);
-	if (bb)
-		grpc_byte_buffer_destroy(bb);
-	grpc_slice_unref(details);
+	if (c->send_bb)
+		grpc_byte_buffer_destroy(c->send_bb);
+	c->send_bb = NULL;
+	grpc_slice_unref(c->send_details);
+	c->sent = 1;
+}
+
+/* Waits, until `until`, for a FINISHING call's answer to go and for its close: 1 once both
+ * came, 0 when until came first (the call stays FINISHING, to be waited for again). */
+static int call_finish_wait(struct rpc_call *c, gpr_timespec until)
+{
+	if (c->sent <= 0) {
+		if (c->sent == 0 &&
+		    grpc_completion_queue_pluck(c->cq, TAG(TAG_SEND), until, NULL).type ==
+			    GRPC_QUEUE_TIMEOUT)
+			return 0;
+		call_sent(c);
+	}
 	if (!c->close_done) {
-		call_wait(c, TAG_CLOSE);
+		if (grpc_completion_queue_pluck(c->cq, TAG(TAG_CLOSE), until, NULL).type ==
+		    GRPC_QUEUE_TIMEOUT)
+			return 0;
 		c->close_done = 1;
 	}
+	return 1;
 }
 
 /* Whether the call's TLS peer showed a verified certificate whose identity is name. */
@@ -296,16 +330,20 @@ static int peer_is(grpc_call *call, const char *name)
 	return ok;
 }
 
-/* Starts waiting for the call's end on the server side (what rpc_cancelled reads). */
+/* Starts waiting for the call's end on the server side (what rpc_cancelled reads), once. */
 static int call_watch_close(struct rpc_call *c)
 {
 	grpc_op op;
 
+	if (c->watching)
+		return 0;
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
 	op.data.recv_close_on_server.cancelled = &c->cancelled;
-	return grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) == GRPC_CALL_OK ? 0
-											    : -1;
+	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_CLOSE), NULL) != GRPC_CALL_OK)
+		return -1;
+	c->watching = 1;
+	return 0;
 }
 
 /* The cancel scope's check for the call this thread serves. */
@@ -329,77 +367,178 @@ static int call_handle(struct rpc_call *c, const ProtobufCMessage *req, Protobuf
 	return ret;
 }
 
-int rpc_call_run(struct rpc_call *c)
+bool rpc_inline(struct rpc_call *c)
 {
-	struct rpc_server *s = c->srv;
-	const struct rpc_method *m = c->method;
-	grpc_byte_buffer *bb = NULL;
-	ProtobufCMessage *req = NULL, *resp = NULL;
-	struct err err = ERR_INIT;
-	int ret;
+	return c->inline_run;
+}
 
-	if (c->req) { /* back from parking: read, checked and let in before */
-		req = steal_ptr(c->req);
-		goto handle;
-	}
+/* A call's first steps: watches for its close, checks its peer and method, and starts
+ * receiving its request. 1 to go on (RECEIVING); 0 when it was answered or cannot be. */
+static int call_begin(struct rpc_call *c)
+{
+	grpc_op op;
+
 	if (call_watch_close(c) < 0)
 		return 0;
-	if (s->peer_name && !peer_is(c->call, s->peer_name)) {
-		call_finish(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
+	if (c->srv->peer_name && !peer_is(c->call, c->srv->peer_name)) {
+		call_answer(c, NULL, GRPC_STATUS_UNAUTHENTICATED,
 			    "this server takes calls from its own peer only (a client certificate "
 			    "naming it)");
 		return 0;
 	}
-	if (!m) {
+	if (!c->method) {
 		char *path = grpc_slice_to_c_string(c->details.method);
+		char msg[512];
 
 		log_debug("rpc: unknown method %s", path);
-		snprintf(err.msg, sizeof(err.msg), "unknown method %s", path);
+		snprintf(msg, sizeof(msg), "unknown method %s", path);
 		gpr_free(path);
-		call_finish(c, NULL, GRPC_STATUS_UNIMPLEMENTED, err.msg);
+		call_answer(c, NULL, GRPC_STATUS_UNIMPLEMENTED, msg);
 		return 0;
 	}
-	if (recv_one(c, &bb) < 0) {
-		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->bb;
+	if (grpc_call_start_batch(c->call, &op, 1, TAG(TAG_RECV), NULL) != GRPC_CALL_OK) {
+		call_answer(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
 		return 0;
 	}
-	req = rpc_unpack(m->req, bb, s->max_message, &err);
-	if (bb)
-		grpc_byte_buffer_destroy(bb);
+	c->stage = STAGE_RECEIVING;
+	return 1;
+}
+
+/* Waits, until `until`, for the request being received: 1 once it is in (RECEIVED), -1 when
+ * until came first, 0 when the call ended first (answered). */
+static int call_receive(struct rpc_call *c, gpr_timespec until)
+{
+	grpc_event ev = grpc_completion_queue_pluck(c->cq, TAG(TAG_RECV), until, NULL);
+
+	if (ev.type == GRPC_QUEUE_TIMEOUT)
+		return -1;
+	if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+		if (c->bb)
+			grpc_byte_buffer_destroy(c->bb);
+		c->bb = NULL;
+		call_answer(c, NULL, GRPC_STATUS_CANCELLED, "request not received");
+		return 0;
+	}
+	c->stage = STAGE_RECEIVED;
+	return 1;
+}
+
+/* Decodes the received request: 1 with it in c->req (READY), 0 when the call was answered
+ * instead (malformed, or its client gone while it waited). */
+static int call_decode(struct rpc_call *c)
+{
+	struct err err = ERR_INIT;
+	ProtobufCMessage *req = rpc_unpack(c->method->req, c->bb, c->srv->max_message, &err);
+
+	if (c->bb)
+		grpc_byte_buffer_destroy(c->bb);
+	c->bb = NULL;
 	if (!req) {
-		call_finish(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
+		call_answer(c, NULL, GRPC_STATUS_INVALID_ARGUMENT, err.msg);
 		return 0;
 	}
 	if (rpc_cancelled(c)) {
 		/* its client left while it waited for a worker: nobody wants the work */
 		protobuf_c_message_free_unpacked(req, NULL);
-		call_finish(c, NULL, GRPC_STATUS_CANCELLED, "the client went away");
+		call_answer(c, NULL, GRPC_STATUS_CANCELLED, "the client went away");
 		return 0;
 	}
-handle:
+	c->req = req;
+	c->stage = STAGE_READY;
+	return 1;
+}
+
+/* Runs the handler on c->req and starts the answer (FINISHING): 0, or RPC_PARKED or
+ * RPC_NEEDS_WORKER with the request kept for the handler's next run. */
+static int call_serve(struct rpc_call *c)
+{
+	const struct rpc_method *m = c->method;
+	ProtobufCMessage *resp = NULL;
+	struct err err = ERR_INIT;
+	int ret;
+
 	if (!(m->flags & (RPC_SERVER_STREAM | RPC_BIDI_STREAM)))
 		resp = rpc_msg_new(c, m->resp);
-	ret = call_handle(c, req, resp, &err);
-	if (ret == RPC_PARKED) {
-		c->req = req;
-		return RPC_PARKED;
-	}
-	protobuf_c_message_free_unpacked(req, NULL);
-	if (ret < 0) {
+	ret = call_handle(c, c->req, resp, &err);
+	if (ret == RPC_PARKED || (ret == RPC_NEEDS_WORKER && c->inline_run))
+		return ret;
+	protobuf_c_message_free_unpacked(c->req, NULL);
+	c->req = NULL;
+	if (ret == RPC_NEEDS_WORKER) {
+		log_error("rpc: %s: its handler asked for a worker on a worker", m->path);
+		call_answer(c, NULL, GRPC_STATUS_INTERNAL, "the server's handler failed");
+	} else if (ret < 0) {
 		int code = err.code ? err.code : -ret;
 
 		log_debug("rpc: %s: %s", m->path, err.msg);
-		call_finish(c, NULL, rpc_status_from_errno(code), err.msg);
+		call_answer(c, NULL, rpc_status_from_errno(code), err.msg);
 	} else {
-		call_finish(c, resp, GRPC_STATUS_OK, NULL);
+		call_answer(c, resp, GRPC_STATUS_OK, NULL);
 	}
+	return 0;
+}
+
+int rpc_call_run(struct rpc_call *c)
+{
+	gpr_timespec never = gpr_inf_future(GPR_CLOCK_REALTIME);
+	int ret;
+
+	if (c->stage == STAGE_NEW && !call_begin(c))
+		goto finish;
+	if (c->stage == STAGE_RECEIVING && call_receive(c, never) == 0)
+		goto finish;
+	if (c->stage == STAGE_RECEIVED && !call_decode(c))
+		goto finish;
+	if (c->stage == STAGE_READY && (ret = call_serve(c)) != 0)
+		return ret;
+finish:
+	if (c->stage == STAGE_FINISHING)
+		call_finish_wait(c, never);
+	return 0;
+}
+
+int rpc_call_run_inline(struct rpc_call *c)
+{
+	gpr_timespec now = gpr_time_0(GPR_CLOCK_REALTIME);
+	int ret;
+
+	if (c->stage == STAGE_NEW && !call_begin(c))
+		goto finish;
+	if (c->stage == STAGE_RECEIVING) {
+		ret = call_receive(c, now);
+		if (ret < 0)
+			return RPC_NEEDS_WORKER;
+		if (ret == 0)
+			goto finish;
+	}
+	if (c->stage == STAGE_RECEIVED) {
+		if (c->bb && grpc_byte_buffer_length(c->bb) > RPC_INLINE_MAX_REQUEST)
+			return RPC_NEEDS_WORKER; /* decoding it would hold up the calls behind */
+		if (!call_decode(c))
+			goto finish;
+	}
+	if (c->stage == STAGE_READY) {
+		c->inline_run = 1;
+		ret = call_serve(c);
+		c->inline_run = 0;
+		if (ret)
+			return ret;
+	}
+finish:
+	if (c->stage == STAGE_FINISHING && !call_finish_wait(c, now))
+		return RPC_NEEDS_WORKER;
 	return 0;
 }
 
 void rpc_call_refuse(struct rpc_call *c, int status, const char *msg)
 {
-	if (call_watch_close(c) == 0)
-		call_finish(c, NULL, status, msg);
+	if (c->stage != STAGE_FINISHING && call_watch_close(c) == 0)
+		call_answer(c, NULL, status, msg);
+	if (c->stage == STAGE_FINISHING)
+		call_finish_wait(c, gpr_inf_future(GPR_CLOCK_REALTIME));
 	rpc_call_free(c);
 }
 

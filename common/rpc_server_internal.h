@@ -22,6 +22,22 @@ struct rpc_call {
 	struct arena arena;
 	ProtobufCMessage **adopted; /* rpc_adopt: freed with the arena */
 	size_t n_adopted;
+	/* How far the call is, so that the thread that took it (RPC_INLINE) may stop where it
+	 * would wait and a worker go on from there. */
+	enum {
+		STAGE_NEW,	 /* nothing started */
+		STAGE_RECEIVING, /* its close watched, its request being received into bb */
+		STAGE_RECEIVED,	 /* bb holds the request */
+		STAGE_READY,	 /* req holds it decoded: the handler runs next */
+		STAGE_FINISHING	 /* its answer started: waiting for it to go and for the close */
+	} stage;
+	grpc_byte_buffer *bb;
+	int watching;		   /* RECV_CLOSE_ON_SERVER started */
+	int inline_run;		   /* its handler runs on the thread that took it (rpc_inline) */
+	int sent;		   /* the answer's batch completed (and observe was told) */
+	int status;		   /* the status sent, for observe */
+	grpc_byte_buffer *send_bb; /* the answer's message and status details until sent */
+	grpc_slice send_details;
 	int close_done; /* RECV_CLOSE_ON_SERVER completed */
 	int cancelled;	/* what it reported */
 	int sent_initial;
@@ -74,9 +90,16 @@ struct rpc_server {
 	int parked;    /* calls parked by their handler, not yet queued again */
 };
 
-/* Runs one call from its request to its status, on the thread that owns it; RPC_PARKED when
- * its handler parked it instead (the call is not freed then: rpc_call_parked). */
+/* Runs one call from where it is (its stage) to its status, on the thread that owns it;
+ * RPC_PARKED when its handler parked it instead (the call is not freed then: rpc_call_parked). */
 int rpc_call_run(struct rpc_call *c);
+/* Runs an RPC_INLINE call as far as it goes without waiting, on the thread that took it: 0
+ * once answered (the caller frees it), RPC_PARKED as above, or RPC_NEEDS_WORKER when the rest
+ * is for a worker of its pool (rpc_call_run goes on from there): its request not in yet or
+ * larger than RPC_INLINE_MAX_REQUEST, its handler asking for a worker, its answer not gone at
+ * once. */
+#define RPC_INLINE_MAX_REQUEST (64 * 1024)
+int rpc_call_run_inline(struct rpc_call *c);
 /* The worker of a call whose handler returned RPC_PARKED lets it go: it waits without a
  * thread until rpc_unpark, or goes back to its pool at once when that came first. */
 void rpc_call_parked(struct rpc_call *c);

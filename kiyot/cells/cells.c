@@ -1099,6 +1099,19 @@ static const struct {
 	[AGENT_UNIFIED] = { "linux.resources.unified (cgroup v2 settings)", "0.2.0" },
 };
 
+char *cells_agent_version_known(struct cellmgr *m, const char *cell_id)
+{
+	char *v = NULL;
+	struct cell_entry *e;
+
+	pthread_mutex_lock(&m->lock);
+	e = entry_find(m, cell_id);
+	if (e && e->agent_version)
+		v = xstrdup(e->agent_version);
+	pthread_mutex_unlock(&m->lock);
+	return v;
+}
+
 char *cells_agent_version(struct cellmgr *m, const char *cell_id, struct err *err)
 {
 	char *v = NULL;

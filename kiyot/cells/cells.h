@@ -140,6 +140,8 @@ int cells_hello(struct cellmgr *m, const char *cell_id, struct err *err);
 /* The release a running cell's agent says it is (version.h), asked with Hello when not known
  * yet (a cell adopted at start, an agent restarted since): a heap string, or NULL with err. */
 char *cells_agent_version(struct cellmgr *m, const char *cell_id, struct err *err);
+/* The same when known already, never asking: NULL when not (or the cell is not running). */
+char *cells_agent_version_known(struct cellmgr *m, const char *cell_id);
 /* What an agent may be too old for (agent_features in cells.c: the release each came in). */
 enum agent_feature {
 	AGENT_UNIFIED, /* Unit.unified */

@@ -30,6 +30,17 @@ char *kiyot_log_file(struct kiyot *k, const struct container *c);
  * already, or a kiyot without a committer (tests), is left as it is. Needs the records' lock. */
 void kiyot_log_attach(struct kiyot *k, struct container *c);
 
+/* Takes the records' lock for the handler of an RPC_INLINE method (cri_table.c): on the thread
+ * that took the call it never waits for it, and false tells the handler to return
+ * RPC_NEEDS_WORKER (someone holds it: the call runs again on its pool, where it waits). */
+static inline bool cri_records_lock(struct kiyot *k, struct rpc_call *call)
+{
+	if (rpc_inline(call))
+		return records_trylock(k->records);
+	records_lock(k->records);
+	return true;
+}
+
 /* The image kiyot knows by id (with or without "sha256:"), tag or repo digest, or NULL.
  * Needs the records' lock. */
 const struct image_rec *kiyot_find_image(struct kiyot *k, const char *ref);

@@ -291,7 +291,8 @@ int cri_container_status(void *svc, struct rpc_call *call, const ProtobufCMessag
 	struct container *c;
 	char *logf;
 
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	c = records_container(k->records, r->container_id);
 	if (!c) {
 		records_unlock(k->records);
@@ -367,7 +368,8 @@ int cri_list_containers(void *svc, struct rpc_call *call, const ProtobufCMessage
 	size_t n;
 
 	(void)err;
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	n = records_containers(k->records, NULL, &cs);
 	out->containers = rpc_alloc(call, (n + 1) * sizeof(*out->containers));
 	for (size_t i = 0; i < n; i++) {

@@ -200,7 +200,8 @@ int cri_list_images(void *svc, struct rpc_call *call, const ProtobufCMessage *re
 	size_t n;
 
 	(void)err;
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	if (want[0] && !(only = image_find(k, want))) {
 		records_unlock(k->records);
 		return 0;
@@ -225,7 +226,8 @@ int cri_image_status(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 
 	if (!r->image || !r->image->image[0])
 		return err_set(err, EINVAL, "image.image: required");
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	i = image_find(k, r->image->image);
 	if (i)
 		out->image = image_msg(call, i); /* absent: an empty answer, not an error */

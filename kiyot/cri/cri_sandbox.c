@@ -797,7 +797,8 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 	struct sandbox *sb;
 	json_t *j = NULL;
 
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	sb = records_sandbox(k->records, r->pod_sandbox_id);
 	if (!sb) {
 		records_unlock(k->records);
@@ -845,10 +846,18 @@ int cri_pod_sandbox_status(void *svc, struct rpc_call *call, const ProtobufCMess
 		Runtime__V1__PodSandboxStatusResponse__InfoEntry *e = rpc_msg_new(
 			call, &runtime__v1__pod_sandbox_status_response__info_entry__descriptor);
 		struct err verr = ERR_INIT;
-		/* the release of the cell's agent (asked of it when not known: outside the lock) */
-		_cleanup_free_ char *agent = cell ? cells_agent_version(k->cells, cell, &verr)
-						  : NULL;
+		/* the release of the cell's agent (asked of it when not known: outside the lock,
+		 * and never on the thread that took the call) */
+		_cleanup_free_ char *agent = !cell ? NULL
+					     : rpc_inline(call)
+						     ? cells_agent_version_known(k->cells, cell)
+						     : cells_agent_version(k->cells, cell, &verr);
 		char *info;
+
+		if (cell && !agent && rpc_inline(call)) {
+			json_decref(j);
+			return RPC_NEEDS_WORKER;
+		}
 
 		if (j && agent)
 			json_object_set_new(j, "agentVersion", json_string(agent));
@@ -886,7 +895,8 @@ int cri_list_pod_sandbox(void *svc, struct rpc_call *call, const ProtobufCMessag
 	size_t n;
 
 	(void)err;
-	records_lock(k->records);
+	if (!cri_records_lock(k, call))
+		return RPC_NEEDS_WORKER;
 	n = records_sandboxes(k->records, &sbs);
 	out->items = rpc_alloc(call, (n + 1) * sizeof(*out->items));
 	for (size_t i = 0; i < n; i++) {

@@ -242,27 +242,18 @@ static void merge_items(struct rpc_call *call, void ***dst, size_t *n_dst, void 
 	*n_dst += n_src;
 }
 
-/* Non-zero if the id is kiyot's (or absent: kiyot's handler then says what is missing). */
-static int kiyot_owns_sandbox(struct kiyot *k, const char *id)
+/* 1 if the id is kiyot's (or absent: kiyot's handler then says what is missing), 0 if not; -1 on the thread that took the call
+ * (RPC_INLINE) while someone holds the records' lock. */
+static int kiyot_owns(struct kiyot *k, struct rpc_call *call, const char *id, bool container)
 {
 	int found;
 
 	if (!id || !id[0])
 		return 1;
-	records_lock(k->records);
-	found = records_sandbox(k->records, id) != NULL;
-	records_unlock(k->records);
-	return found;
-}
-
-static int kiyot_owns_container(struct kiyot *k, const char *id)
-{
-	int found;
-
-	if (!id || !id[0])
-		return 1;
-	records_lock(k->records);
-	found = records_container(k->records, id) != NULL;
+	if (!cri_records_lock(k, call))
+		return -1;
+	found = container ? records_container(k->records, id) != NULL
+			  : records_sandbox(k->records, id) != NULL;
 	records_unlock(k->records);
 	return found;
 }
@@ -289,8 +280,14 @@ static int route_by_id(void *svc, struct rpc_call *call, const ProtobufCMessage 
 	struct kiyot *k = svc;
 	bool container;
 	const char *id = request_id(req, &container);
+	int ours;
 
-	if (!k->router || (container ? kiyot_owns_container(k, id) : kiyot_owns_sandbox(k, id)))
+	if (!k->router)
+		return own(svc, call, req, resp, err);
+	ours = kiyot_owns(k, call, id, container);
+	if (ours < 0 || (!ours && rpc_inline(call))) /* the fallback's: asked from a worker */
+		return RPC_NEEDS_WORKER;
+	if (ours)
 		return own(svc, call, req, resp, err);
 	return forward(k, call, path, req, resp, 0, err);
 }
@@ -405,7 +402,7 @@ int router_stop_container(void *svc, struct rpc_call *call, const ProtobufCMessa
 	struct kiyot *k = svc;
 	int64_t grace = r->timeout > 0 ? r->timeout : 0;
 
-	if (!k->router || kiyot_owns_container(k, r->container_id))
+	if (!k->router || kiyot_owns(k, call, r->container_id, true) > 0)
 		return cri_stop_container(svc, call, req, resp, err);
 	return forward(k, call, RT_PATH("StopContainer"), req, resp, grace * 1000 + CALL_TIMEOUT_MS,
 		       err);
@@ -421,7 +418,7 @@ int router_exec_sync(void *svc, struct rpc_call *call, const ProtobufCMessage *r
 			    ? r->timeout * 1000 + CALL_TIMEOUT_MS
 			    : EXEC_NO_TIMEOUT_MS;
 
-	if (!k->router || kiyot_owns_container(k, r->container_id))
+	if (!k->router || kiyot_owns(k, call, r->container_id, true) > 0)
 		return cri_exec_sync(svc, call, req, resp, err);
 	cells_exec_forgo(k->cells); /* removed while it waited for its turn in the cell */
 	return forward(k, call, RT_PATH("ExecSync"), req, resp, t, err);
@@ -451,9 +448,12 @@ static int merge_list(void *svc, struct rpc_call *call, const ProtobufCMessage *
 	ProtobufCMessage *fb = NULL;
 	struct kiyot *k = svc;
 	struct err ferr = ERR_INIT;
-	int ret = own(svc, call, req, resp, err);
+	int ret;
 
-	if (ret < 0 || !k->router)
+	if (k->router && rpc_inline(call)) /* the fallback's part: asked from a worker */
+		return RPC_NEEDS_WORKER;
+	ret = own(svc, call, req, resp, err);
+	if (ret < 0 || ret == RPC_NEEDS_WORKER || !k->router)
 		return ret;
 	if (forward_msg(k, call, path, req, resp->descriptor, 0, &fb, &ferr) < 0) {
 		warn_partial(k->router, path, &ferr);
@@ -643,6 +643,8 @@ int router_image_status(void *svc, struct rpc_call *call, const ProtobufCMessage
 	if (!k->router || (r->image && router_wants_kiyot((void **)r->image->annotations,
 							  r->image->n_annotations)))
 		return cri_image_status(svc, call, req, resp, err);
+	if (rpc_inline(call)) /* the fallback's: asked from a worker */
+		return RPC_NEEDS_WORKER;
 	return forward(k, call, IMG_PATH("ImageStatus"), req, resp, 0, err);
 }
 

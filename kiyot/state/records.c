@@ -265,6 +265,11 @@ void records_unlock(struct records *r)
 	pthread_mutex_unlock(&r->lock);
 }
 
+bool records_trylock(struct records *r)
+{
+	return pthread_mutex_trylock(&r->lock) == 0;
+}
+
 struct records *records_locked(struct records *r)
 {
 	pthread_mutex_lock(&r->lock);

@@ -45,6 +45,9 @@ struct records *records_new(struct store *st);
 void records_lock(struct records *r);
 void records_unlock(struct records *r);
 struct records *records_locked(struct records *r);
+/* Takes the lock only if no one holds it: true when taken. For a caller that must not wait
+ * (a CRI call answered on the thread that took it: rpc.h's RPC_INLINE). */
+bool records_trylock(struct records *r);
 static inline void records_unlockp(struct records **r)
 {
 	if (*r)

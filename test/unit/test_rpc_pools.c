@@ -2,7 +2,9 @@
  * test_rpc_pools: the server's worker pools and cancellation, over a unix socket. A "slow"
  * method (one worker) blocks until the test releases it or its caller goes away; "fast" and
  * "relay" (which calls "slow" on behalf of its own caller) run on a pool of their own. "park"
- * (on the slow pool) parks its call on its first run and answers on its second.
+ * (on the slow pool) parks its call on its first run and answers on its second. "inline" (on
+ * the slow pool, RPC_INLINE) answers where it ran: on the thread that took the call, or (asked
+ * for unit "worker", or its request too large to read there) on the slow pool's worker.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@
 #define FAST "/kiyot.cell.v1.CellAgent/Hello"
 #define RELAY "/kiyot.cell.v1.CellAgent/PullImage"
 #define PARK "/kiyot.cell.v1.CellAgent/Apply"
+#define INLINE "/kiyot.cell.v1.CellAgent/ExecSync"
 
 enum {
 	POOL_FAST,
@@ -144,6 +147,34 @@ static int park_handler(void *svc, struct rpc_call *call, const ProtobufCMessage
 	return RPC_PARKED;
 }
 
+/* The inline handler's runs, guarded by slow.mu. */
+static struct {
+	int runs;
+	int inline_runs;
+} inl;
+
+/* Answers "inline" or "worker" as it runs; unit "worker" asks for a worker when inline. */
+static int inline_handler(void *svc, struct rpc_call *call, const ProtobufCMessage *req,
+			  ProtobufCMessage *resp, struct err *err)
+{
+	const Kiyot__Cell__V1__ExecSyncRequest *r = (const void *)req;
+	Kiyot__Cell__V1__ExecSyncResponse *out = (void *)resp;
+	const char *where = rpc_inline(call) ? "inline" : "worker";
+
+	(void)svc;
+	(void)err;
+	assert_ptr_equal(rpc_current(), call);
+	pthread_mutex_lock(&slow.mu);
+	inl.runs++;
+	inl.inline_runs += rpc_inline(call);
+	pthread_mutex_unlock(&slow.mu);
+	if (rpc_inline(call) && strcmp(r->unit_id, "worker") == 0)
+		return RPC_NEEDS_WORKER;
+	out->stdout.data = (uint8_t *)rpc_strdup(call, where);
+	out->stdout.len = strlen(where);
+	return 0;
+}
+
 static const struct rpc_method methods[] = {
 	{ SLOW, &kiyot__cell__v1__stats_request__descriptor,
 	  &kiyot__cell__v1__stats_response__descriptor, slow_handler, 0, POOL_SLOW },
@@ -153,6 +184,8 @@ static const struct rpc_method methods[] = {
 	  &kiyot__cell__v1__pull_image_response__descriptor, relay_handler, 0, POOL_FAST },
 	{ PARK, &kiyot__cell__v1__apply_request__descriptor,
 	  &kiyot__cell__v1__apply_response__descriptor, park_handler, 0, POOL_SLOW },
+	{ INLINE, &kiyot__cell__v1__exec_sync_request__descriptor,
+	  &kiyot__cell__v1__exec_sync_response__descriptor, inline_handler, RPC_INLINE, POOL_SLOW },
 };
 
 struct fixture {
@@ -225,6 +258,7 @@ static int reset(void **state)
 	slow.runs = slow.cancelled = 0;
 	slow.released = false;
 	memset(&park, 0, sizeof(park));
+	memset(&inl, 0, sizeof(inl));
 	pthread_mutex_unlock(&slow.mu);
 	return 0;
 }
@@ -426,6 +460,93 @@ static void test_rpc_pools__a_parked_call_gives_its_worker_back(void **state)
 	assert_int_equal(park.runs, 8);
 }
 
+/* One call of INLINE for unit (with cmd of pad bytes when pad > 0): 0 with where it was
+ * answered in where[], or the error. */
+static int inline_call(struct rpc_channel *ch, const char *unit, size_t pad, int64_t ms,
+		       char where[16], struct err *err)
+{
+	Kiyot__Cell__V1__ExecSyncRequest req = KIYOT__CELL__V1__EXEC_SYNC_REQUEST__INIT;
+	_cleanup_free_ char *big = NULL;
+	char *cmd[1];
+	ProtobufCMessage *resp = NULL;
+	int ret;
+
+	req.unit_id = (char *)unit;
+	if (pad) {
+		big = xmalloc(pad + 1);
+		memset(big, 'x', pad);
+		big[pad] = '\0';
+		cmd[0] = big;
+		req.cmd = cmd;
+		req.n_cmd = 1;
+	}
+	ret = rpc_unary(ch, INLINE, &req.base, &kiyot__cell__v1__exec_sync_response__descriptor, ms,
+			&resp, err);
+	if (ret == 0) {
+		const Kiyot__Cell__V1__ExecSyncResponse *r = (const void *)resp;
+
+		snprintf(where, 16, "%.*s", (int)r->stdout.len, (const char *)r->stdout.data);
+		protobuf_c_message_free_unpacked(resp, NULL);
+	}
+	return ret;
+}
+
+/* An RPC_INLINE method is answered by the thread that took the call: with its pool's one
+ * worker held by a slow call, it still answers at once, and its handler knew it ran inline. */
+static void test_rpc_pools__an_inline_method_needs_no_worker(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	struct bg_call s;
+	char where[16];
+
+	bg_start(&s, f->ch, SLOW, 30000);
+	assert_int_equal(wait_count(&slow.runs, 1), 1);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(inline_call(f->ch, "here", 0, 3000, where, &err), 0);
+		assert_string_equal(where, "inline");
+	}
+	assert_int_equal(inl.inline_runs, 20);
+	pthread_mutex_lock(&slow.mu);
+	slow.released = true;
+	pthread_cond_broadcast(&slow.cv);
+	pthread_mutex_unlock(&slow.mu);
+	pthread_join(s.t, NULL);
+	assert_int_equal(s.ret, 0);
+}
+
+/* An inline handler that asks for a worker runs again on its pool with the same request and
+ * answers from there, once the pool's worker is free; so does a request too large to decode
+ * on the thread that took it. */
+static void test_rpc_pools__an_inline_handler_may_ask_for_a_worker(void **state)
+{
+	struct fixture *f = *state;
+	struct err err = ERR_INIT;
+	struct bg_call s;
+	char where[16];
+
+	bg_start(&s, f->ch, SLOW, 30000);
+	assert_int_equal(wait_count(&slow.runs, 1), 1);
+	/* the worker is held: the call waits for it, past its deadline */
+	assert_int_equal(inline_call(f->ch, "worker", 0, 300, where, &err), -ETIMEDOUT);
+	assert_int_equal(inl.runs, 1);
+	pthread_mutex_lock(&slow.mu);
+	slow.released = true;
+	pthread_cond_broadcast(&slow.cv);
+	pthread_mutex_unlock(&slow.mu);
+	pthread_join(s.t, NULL);
+	assert_int_equal(s.ret, 0);
+	memset(&inl, 0, sizeof(inl));
+	assert_int_equal(inline_call(f->ch, "worker", 0, 5000, where, &err), 0);
+	assert_string_equal(where, "worker");
+	assert_int_equal(inl.runs, 2);
+	assert_int_equal(inl.inline_runs, 1);
+	assert_int_equal(inline_call(f->ch, "big", 200 * 1024, 5000, where, &err), 0);
+	assert_string_equal(where, "worker");
+	assert_int_equal(inl.runs, 3);
+	assert_int_equal(inl.inline_runs, 1);
+}
+
 /* A table naming a pool the server lacks is refused at start, naming the method. */
 static void test_rpc_pools__a_method_on_a_missing_pool_is_refused(void **state)
 {
@@ -455,6 +576,9 @@ int main(void)
 		cmocka_unit_test_setup(test_rpc_pools__calls_abandoned_in_the_queue_never_run,
 				       reset),
 		cmocka_unit_test_setup(test_rpc_pools__a_parked_call_gives_its_worker_back, reset),
+		cmocka_unit_test_setup(test_rpc_pools__an_inline_method_needs_no_worker, reset),
+		cmocka_unit_test_setup(test_rpc_pools__an_inline_handler_may_ask_for_a_worker,
+				       reset),
 		cmocka_unit_test(test_rpc_pools__a_method_on_a_missing_pool_is_refused),
 	};
 
