@@ -492,6 +492,11 @@ int rpc_call_run(struct rpc_call *c)
 		goto finish;
 	if (c->stage == STAGE_RECEIVED && !call_decode(c))
 		goto finish;
+	if (c->stage == STAGE_READY && c->handed && rpc_cancelled(c)) {
+		/* its client left while it waited for a worker, as in call_decode */
+		protobuf_c_message_free_unpacked(steal_ptr(c->req), NULL);
+		call_answer(c, NULL, GRPC_STATUS_CANCELLED, "the client went away");
+	}
 	if (c->stage == STAGE_READY && (ret = call_serve(c)) != 0)
 		return ret;
 finish:
@@ -508,7 +513,11 @@ int rpc_call_run_inline(struct rpc_call *c)
 	if (c->stage == STAGE_NEW && !call_begin(c))
 		goto finish;
 	if (c->stage == STAGE_RECEIVING) {
-		ret = call_receive(c, now);
+		/* the message is read with the call's headers, but core hands it over through
+		 * the call's own closures, often on the thread that read it: a moment's wait */
+		ret = call_receive(c, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+						   gpr_time_from_millis(RPC_INLINE_RECV_WAIT_MS,
+									GPR_TIMESPAN)));
 		if (ret < 0)
 			return RPC_NEEDS_WORKER;
 		if (ret == 0)
@@ -524,6 +533,7 @@ int rpc_call_run_inline(struct rpc_call *c)
 		c->inline_run = 1;
 		ret = call_serve(c);
 		c->inline_run = 0;
+		c->handed = ret == RPC_NEEDS_WORKER;
 		if (ret)
 			return ret;
 	}

@@ -34,6 +34,7 @@ struct rpc_call {
 	grpc_byte_buffer *bb;
 	int watching;		   /* RECV_CLOSE_ON_SERVER started */
 	int inline_run;		   /* its handler runs on the thread that took it (rpc_inline) */
+	int handed;		   /* its inline handler asked for a worker (RPC_NEEDS_WORKER) */
 	int sent;		   /* the answer's batch completed (and observe was told) */
 	int status;		   /* the status sent, for observe */
 	grpc_byte_buffer *send_bb; /* the answer's message and status details until sent */
@@ -95,10 +96,13 @@ struct rpc_server {
 int rpc_call_run(struct rpc_call *c);
 /* Runs an RPC_INLINE call as far as it goes without waiting, on the thread that took it: 0
  * once answered (the caller frees it), RPC_PARKED as above, or RPC_NEEDS_WORKER when the rest
- * is for a worker of its pool (rpc_call_run goes on from there): its request not in yet or
+ * is for a worker of its pool (rpc_call_run goes on from there): its request not in within
+ * RPC_INLINE_RECV_WAIT_MS or
  * larger than RPC_INLINE_MAX_REQUEST, its handler asking for a worker, its answer not gone at
  * once. */
 #define RPC_INLINE_MAX_REQUEST (64 * 1024)
+/* How long the thread that took an RPC_INLINE call waits for its request to be handed over. */
+#define RPC_INLINE_RECV_WAIT_MS 2
 int rpc_call_run_inline(struct rpc_call *c);
 /* The worker of a call whose handler returned RPC_PARKED lets it go: it waits without a
  * thread until rpc_unpark, or goes back to its pool at once when that came first. */
