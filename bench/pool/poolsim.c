@@ -224,7 +224,7 @@ static void pass(const struct policy *p, int t, struct result *r)
 			lead = pool_cron_lead(s->ready_s, crowd, POOL_LAUNCHES_MAX);
 			pool_cron_advance(j->runs, &j->n_runs, &j->sched, j->pods, &j->seen_s, t,
 					  lead, POOL_CRON_GRACE_S);
-			target += pool_cron_extra(j->runs, j->n_runs, t, lead, POOL_CRON_GRACE_S);
+			target += pool_cron_extra(j->runs, j->n_runs, t, POOL_CRON_GRACE_S);
 		}
 		have = (int)s->n;
 		grow[i] = (struct pool_plan_shape){ target, s->price, 0 };

@@ -603,6 +603,27 @@ static struct standby *take(struct pool *p, const char *key, const char *sandbox
 	return best;
 }
 
+/* The error of a claim that found no ready cell of the shape, saying what its cells were
+ * doing instead (the caller launches a cell without logging it). */
+static int no_standby(struct pool *p, const char *instance_type, int spot, struct err *err)
+{
+	int n[SB_ENDING + 1] = { 0 };
+	struct shape *s;
+
+	pthread_mutex_lock(&p->lock);
+	s = pool_shape_get(p, instance_type, spot);
+	for (struct standby *c = p->cells; c; c = c->next)
+		if (c->shape == s)
+			n[c->failed && c->state == SB_READY ? SB_ENDING : c->state]++;
+	pthread_mutex_unlock(&p->lock);
+	log_debug("pool: no ready standby cell of %s (%s) to claim: %d booting, %d claimed, %d "
+		  "ending",
+		  instance_type, spot ? "spot" : "on-demand", n[SB_BOOTING], n[SB_CLAIMED],
+		  n[SB_ENDING]);
+	return err_set(err, ENOENT, "no standby cell of %s (%s)", instance_type,
+		       spot ? "spot" : "on-demand");
+}
+
 int pool_claim(struct pool *p, const char *instance_type, int spot, const char *sandbox_id,
 	       char **cell_id, char **ip, struct err *err)
 {
@@ -619,8 +640,7 @@ int pool_claim(struct pool *p, const char *instance_type, int spot, const char *
 		addr = c ? xstrdup(c->ip) : NULL;
 		pthread_mutex_unlock(&p->lock);
 		if (!c)
-			return err_set(err, ENOENT, "no standby cell of %s (%s)", instance_type,
-				       spot ? "spot" : "on-demand");
+			return no_standby(p, instance_type, spot, err);
 		/* a cell whose agent died since is no use to the pod */
 		if (cells_hello(p->k->cells, id, &herr) == 0) {
 			*cell_id = id;

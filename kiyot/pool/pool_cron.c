@@ -3,8 +3,9 @@
  * cluster's CronJobs every POOL_CRON_LIST_S (kube/cronjobs.h: those whose pods kiyot runs),
  * sizes each one's pod template as a RunPodSandbox of its pods would be sized
  * (cells/provision.h), and hands the pool their shapes, schedules and pod counts; the refiller
- * raises each shape's target by the pods of the runs due within its time to ready
- * (pool_cron_target), until they claimed or POOL_CRON_GRACE_S passed.
+ * raises each shape's target by a run's pods from when the run comes within its lead (the
+ * shape's time to ready and a margin: pool_cron_target) until they claimed or
+ * POOL_CRON_GRACE_S passed, however the lead changes in between.
  */
 #include "pool_internal.h"
 
@@ -127,7 +128,7 @@ int pool_cron_target(struct pool *p, struct shape *s, double ready_s)
 		lead = pool_cron_lead(ready_s, crowd(p, c, now), POOL_LAUNCHES_MAX);
 
 		runs_update(c, now, lead);
-		extra += pool_cron_extra(c->runs, c->n_runs, now, lead, POOL_CRON_GRACE_S);
+		extra += pool_cron_extra(c->runs, c->n_runs, now, POOL_CRON_GRACE_S);
 	}
 	return extra;
 }

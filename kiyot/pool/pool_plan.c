@@ -147,17 +147,13 @@ int pool_plan_caps(struct pool_plan_shape *s, size_t n, int max_cells, double ma
 	return total;
 }
 
-int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double lead_s,
-		    double grace_s)
+int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double grace_s)
 {
 	int extra = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		double ahead = (double)(r[i].at_s - now_s);
-
-		if (ahead <= lead_s && -ahead <= grace_s && r[i].claimed < r[i].pods)
+	for (size_t i = 0; i < n; i++)
+		if ((double)(now_s - r[i].at_s) <= grace_s && r[i].claimed < r[i].pods)
 			extra += r[i].pods - r[i].claimed;
-	}
 	return extra;
 }
 

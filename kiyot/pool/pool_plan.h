@@ -113,12 +113,13 @@ struct pool_cron_run {
 
 /*
  * The standby cells CronJob runs add to a shape's target at now_s (Unix seconds): for each run
- * due within lead_s (the shape's time to ready and a margin) or past by at most grace_s, its
- * pods that have not claimed a cell yet. 0 for the others: a run further ahead, one whose grace
- * passed, one whose pods all claimed.
+ * of r (those that came within their lead: pool_cron_advance) not past by more than grace_s,
+ * its pods that have not claimed a cell yet. 0 for the others: one whose grace passed, one
+ * whose pods all claimed. A run that came keeps its cells whatever its lead becomes: the lead
+ * follows the shape's measured time to ready, and a quick launch that shortened it would
+ * otherwise make the run's ready cells surplus (ended) until the run is within the new lead.
  */
-int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double lead_s,
-		    double grace_s);
+int pool_cron_extra(const struct pool_cron_run *r, size_t n, int64_t now_s, double grace_s);
 
 /*
  * How long before a run of pods pods its cells are asked for: their time to ready once for each

@@ -90,4 +90,5 @@ class PoolCronTest(ApiServerTest):
         pod, _ = self.run_pod(annotations={"pod.elotl.co/instance-type": "t3.small"})
         info = self.c.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(
             pod_sandbox_id=pod, verbose=True), timeout=60).info["info"]
-        self.assertIn(json.loads(info)["cellId"], cells)
+        self.assertIn(json.loads(info)["cellId"], cells, "the pool's log:\n" + "\n".join(
+            line for line in self.kiyot_log().splitlines() if "pool:" in line))

@@ -627,27 +627,27 @@ static void test_pool__cron_jobs_setting_follows_adaptive(void **state)
 	kiyot_config_release(&c);
 }
 
-/* A run adds its pods to the target from its lead (time to ready and margin) before it until
- * they claimed or its grace after it passed; runs further ahead or long past add nothing. */
+/* A run (come within its lead: pool_cron_advance) adds its pods to the target until they
+ * claimed or its grace after it passed; runs long past add nothing. */
 static void test_pool__cron_run_raises_the_target_from_its_lead_to_its_grace(void **state)
 {
 	struct pool_cron_run r[2] = { { 1000, 5, 0 }, { 1060, 2, 0 } };
 
 	(void)state;
-	/* lead 60 s: at 939 nothing is due, at 940 the first run's 5 */
-	assert_int_equal(pool_cron_extra(r, 1, 939, 60, 120), 0);
-	assert_int_equal(pool_cron_extra(r, 1, 940, 60, 120), 5);
-	assert_int_equal(pool_cron_extra(r, 2, 1000, 60, 120), 7);
+	/* a run that came counts however far ahead it is: its lead may have shortened since */
+	assert_int_equal(pool_cron_extra(r, 1, 900, 120), 5);
+	assert_int_equal(pool_cron_extra(r, 1, 940, 120), 5);
+	assert_int_equal(pool_cron_extra(r, 2, 1000, 120), 7);
 	/* 3 of its pods claimed: 2 left */
 	r[0].claimed = 3;
-	assert_int_equal(pool_cron_extra(r, 1, 1010, 60, 120), 2);
+	assert_int_equal(pool_cron_extra(r, 1, 1010, 120), 2);
 	r[0].claimed = 5;
-	assert_int_equal(pool_cron_extra(r, 2, 1010, 60, 120), 2);
+	assert_int_equal(pool_cron_extra(r, 2, 1010, 120), 2);
 	/* its grace passed: nothing, whatever did not claim */
 	r[0].claimed = 0;
-	assert_int_equal(pool_cron_extra(r, 1, 1120, 60, 120), 5);
-	assert_int_equal(pool_cron_extra(r, 1, 1121, 60, 120), 0);
-	assert_int_equal(pool_cron_extra(r, 0, 1000, 60, 120), 0);
+	assert_int_equal(pool_cron_extra(r, 1, 1120, 120), 5);
+	assert_int_equal(pool_cron_extra(r, 1, 1121, 120), 0);
+	assert_int_equal(pool_cron_extra(r, 0, 1000, 120), 0);
 	/* the lead: a time to ready for each wave of launches the run's pods need, and the
 	 * margin */
 	assert_true(pool_cron_lead(45, 1, 8) == 45 + POOL_CRON_MARGIN_S);
@@ -770,6 +770,32 @@ static void test_pool__cron_run_gets_standby_cells_ahead(void **state)
 	kfix_free(f);
 }
 
+/* A run's standby cells stay once it came within its lead, though the lead shortens after: a
+ * launch quicker than the shape's estimated time to ready lowers the measure, and with it the
+ * lead, below how far the run still is. Its cells are the run's until its pods claim them. */
+static void test_pool__cron_run_keeps_its_cells_when_its_lead_shortens(void **state)
+{
+	struct kfix *f = fixture("defaultInstanceType: t3.nano\npool: { cronJobs: true }\n");
+	char before[256], after[256];
+	struct pool *p;
+
+	(void)state;
+	open_or_fail(f);
+	p = f->k.pool;
+	cron_due(f, 2); /* the run 90 to 150 s ahead, within a lead of about 1000 s */
+	assert_true(KFIX_WAIT(ready_standby(f, before, sizeof(before)) == 2, 10000));
+	/* the shape's launches measured quick: a lead of about 15 s, the run 85 s or more ahead */
+	for (int i = 0; i < 40; i++)
+		pool_launch_time(p, "t3.nano", 0, 0.01);
+	pthread_mutex_lock(&p->lock);
+	assert_int_equal(pool_cron_target(p, pool_shape_get(p, "t3.nano", 0), 0.01), 2);
+	pthread_mutex_unlock(&p->lock);
+	usleep(2500 * 1000); /* two passes or more: the same cells, none ended */
+	assert_int_equal(ready_standby(f, after, sizeof(after)), 2);
+	assert_string_equal(before, after);
+	kfix_free(f);
+}
+
 /* A claim at or after a run's time counts against the run: once its pods all claimed, the run
  * asks for no more cells. */
 static void test_pool__cron_run_claims_count_against_it(void **state)
@@ -812,6 +838,7 @@ int main(void)
 		cmocka_unit_test(test_pool__cron_run_raises_the_target_from_its_lead_to_its_grace),
 		cmocka_unit_test(test_pool__cron_run_gets_standby_cells_ahead),
 		cmocka_unit_test(test_pool__cron_run_claims_count_against_it),
+		cmocka_unit_test(test_pool__cron_run_keeps_its_cells_when_its_lead_shortens),
 		cmocka_unit_test(
 			test_pool__cron_runs_come_with_their_lead_and_go_after_their_grace),
 		cmocka_unit_test(test_pool__no_section_asks_for_no_standby_cell),
