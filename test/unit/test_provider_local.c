@@ -1271,7 +1271,10 @@ static void test_provider_local__a_serving_provider_makes_the_bridge_before_any_
 
 /* Moves the test into a network namespace of its own, and a mount namespace whose
  * /sys/class/net and /sys/devices/virtual/net show that network's devices (a sysfs shows the
- * network of whoever mounted it; the rest of /sys, the cgroups among it, stays the node's). */
+ * network of whoever mounted it; the rest of /sys, the cgroups among it, stays the node's) and
+ * whose /run/netns is a tmpfs of its own: the names the provider gives namespaces there (the
+ * node's "kiyotnode" among them) are the node's otherwise, and a name made again here would
+ * take the node's mount away from every kiyot on it. */
 static int own_network(void)
 {
 	char dir[] = "/tmp/kvtest-sys-XXXXXX";
@@ -1279,7 +1282,11 @@ static int own_network(void)
 	int ret = 0;
 
 	if (unshare(CLONE_NEWNET | CLONE_NEWNS) < 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(dir)) {
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    (mkdir(CELLNET_NETNS_DIR, 0755) < 0 && errno != EEXIST) ||
+	    mount("tmpfs", CELLNET_NETNS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755") < 0 ||
+	    !mkdtemp(dir)) {
 		fprintf(stderr, "test_provider_local: a network of its own: %s\n", strerror(errno));
 		return -1;
 	}
