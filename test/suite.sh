@@ -3,7 +3,7 @@
 # the same time, then a table of each part's wall time and result. Any part failing fails the
 # run (exit 1); all parts run anyway, so one failure does not hide another.
 #
-#   test/suite.sh BUILD JOBS
+#   LOAD_TESTS="..." test/suite.sh BUILD JOBS     (make test names the load pass's tests)
 #
 # The order on the clock:
 #   deps         deploy/install-deps.sh

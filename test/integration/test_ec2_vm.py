@@ -59,8 +59,12 @@ def _prune(top, keep, old):
     """Removes what old(name) says is an earlier build's, in top, but keep."""
     for name in os.listdir(top):
         path = os.path.join(top, name)
-        if old(name) and not name.startswith(keep):
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
+        if not old(name) or name.startswith(keep):
+            continue
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
 
 
 def _build(args, logf, what):

@@ -15,14 +15,11 @@
 #include "sizing/catalog.h"
 #include "sizing/catalog_advisor.h"
 
-/* The embedded catalog is in the binary, NUL-terminated, and is the shipped JSON file. */
-static void test_catalog__embedded_text_is_the_data_file(void **state)
+/* text (len bytes) is NUL-terminated and is the file at path, of more than 100 KB. */
+static void assert_embedded_is_file(const char *text, size_t len, const char *path)
 {
-	size_t len = 0;
-	const char *text = catalog_embedded(&len);
-	FILE *f = fopen("kiyot/sizing/data/aws-instance-catalog.json", "rb");
+	FILE *f = fopen(path, "rb");
 	char *file = malloc(len + 1);
-	(void)state;
 
 	assert_non_null(f);
 	assert_true(len > 100000);
@@ -31,6 +28,16 @@ static void test_catalog__embedded_text_is_the_data_file(void **state)
 	assert_memory_equal(file, text, len);
 	fclose(f);
 	free(file);
+}
+
+/* The embedded catalog is in the binary, NUL-terminated, and is the shipped JSON file. */
+static void test_catalog__embedded_text_is_the_data_file(void **state)
+{
+	size_t len = 0;
+	const char *text = catalog_embedded(&len);
+	(void)state;
+
+	assert_embedded_is_file(text, len, "kiyot/sizing/data/aws-instance-catalog.json");
 }
 
 /* us-east-1 has its 1291 types with sizes, GPU counts, burstable baselines, both prices and
@@ -257,17 +264,9 @@ static void test_catalog__embedded_advisor_is_the_data_file(void **state)
 {
 	size_t len = 0;
 	const char *text = catalog_advisor_embedded(&len);
-	FILE *f = fopen("kiyot/sizing/data/aws-spot-advisor.json", "rb");
-	char *file = malloc(len + 1);
 	(void)state;
 
-	assert_non_null(f);
-	assert_true(len > 100000);
-	assert_int_equal(text[len], '\0');
-	assert_int_equal(fread(file, 1, len + 1, f), len);
-	assert_memory_equal(file, text, len);
-	fclose(f);
-	free(file);
+	assert_embedded_is_file(text, len, "kiyot/sizing/data/aws-spot-advisor.json");
 }
 
 /* catalog_load gives each type the Advisor lists in the region its band and, where the table

@@ -233,6 +233,20 @@ static int fixture_provider(struct fixture *f, const char *agent, struct err *er
 	return ret;
 }
 
+/* The configuration of a provider that serves (kiyot serve's: it restores the network). */
+static struct local_provider_config serving_config(const struct fixture *f)
+{
+	return (struct local_provider_config){
+		.state_dir = f->state_dir,
+		.bridge = T_BRIDGE,
+		.cidr = T_CIDR,
+		.agent_path = f->agent,
+		.cgroup_root = T_CGROUP_ROOT,
+		.cluster_id = T_CLUSTER,
+		.restore_network = 1,
+	};
+}
+
 /* Temp dir, fixture agent (prints its arguments, then sleeps), provider. */
 static int cell_setup(void **state)
 {
@@ -1166,15 +1180,7 @@ static void test_provider_local__a_cell_writes_its_rules_without_reading_the_nod
 	_cleanup_free_ char *script = NULL, *path = NULL, *old_path = NULL, *before = NULL;
 	_cleanup_free_ char *after = NULL;
 	char real[256] = "";
-	struct local_provider_config cfg = {
-		.state_dir = f->state_dir,
-		.bridge = T_BRIDGE,
-		.cidr = T_CIDR,
-		.agent_path = f->agent,
-		.cgroup_root = T_CGROUP_ROOT,
-		.cluster_id = T_CLUSTER,
-		.restore_network = 1,
-	};
+	struct local_provider_config cfg = serving_config(f);
 	struct err err = ERR_INIT;
 	FILE *p = popen("command -v ebtables-save", "r");
 	int first;
@@ -1241,15 +1247,7 @@ static void bridge_addrs(char *out, size_t size)
 static void test_provider_local__a_serving_provider_makes_the_bridge_before_any_cell(void **state)
 {
 	struct fixture *f = *state;
-	struct local_provider_config cfg = {
-		.state_dir = f->state_dir,
-		.bridge = T_BRIDGE,
-		.cidr = T_CIDR,
-		.agent_path = f->agent,
-		.cgroup_root = T_CGROUP_ROOT,
-		.cluster_id = T_CLUSTER,
-		.restore_network = 1,
-	};
+	struct local_provider_config cfg = serving_config(f);
 	struct err err = ERR_INIT;
 	char addrs[512];
 	int nl;
